@@ -1,0 +1,197 @@
+// Package redistest starts real redis-server processes for tests.
+//
+// Each test package calls [Start] (usually from TestMain through [Main])
+// to get its own server on a free loopback port, so packages tested in
+// parallel never share state. If redis-server is not installed the tests
+// fail with a message saying how to install it; they are never skipped.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// InstallHint says how to get redis-server when it is missing.
+const InstallHint = "redis-server is required by the tests: install it with `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis` (macOS), or set REDIS_SERVER to its path"
+
+// Server is a running redis-server.
+type Server struct {
+	// Addr is the server's host:port on loopback.
+	Addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// Binary returns the redis-server to run: $REDIS_SERVER, or redis-server
+// from PATH.
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%s (%w)", InstallHint, err)
+	}
+	return p, nil
+}
+
+// Start runs a redis-server on a free loopback port with no persistence and
+// waits until it answers PING. extra are further config directives, such as
+// "cluster-enabled yes".
+func Start(extra ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		s, err := startOn(bin, dir, extra)
+		if err == nil || attempt == 4 {
+			if err != nil {
+				os.RemoveAll(dir)
+			}
+			return s, err
+		}
+	}
+}
+
+func startOn(bin, dir string, extra []string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	conf := []string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"save \"\"",
+		"appendonly no",
+		"dir " + dir,
+		"daemonize no",
+		"loglevel warning",
+		"logfile " + filepath.Join(dir, "redis-"+strconv.Itoa(port)+".log"),
+	}
+	conf = append(conf, extra...)
+	path := filepath.Join(dir, "redis-"+strconv.Itoa(port)+".conf")
+	if err := os.WriteFile(path, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, path)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	if err := s.waitReady(10 * time.Second); err != nil {
+		s.kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := ping(s.Addr); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s did not answer PING within %s: %w; log: %s",
+				s.Addr, timeout, err, s.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+func (s *Server) log() string {
+	matches, _ := filepath.Glob(filepath.Join(s.dir, "redis-*.log"))
+	var b strings.Builder
+	for _, m := range matches {
+		data, _ := os.ReadFile(m)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+	_, _ = s.cmd.Process.Wait()
+}
+
+// Stop kills the server and removes its files.
+func (s *Server) Stop() {
+	s.kill()
+	os.RemoveAll(s.dir)
+}
+
+// Client returns a new client of the server; the caller closes it.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr})
+}
+
+// Flush empties the server's database so a test starts from nothing.
+func (s *Server) Flush(tb testing.TB) {
+	tb.Helper()
+	c := s.Client()
+	defer c.Close()
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		tb.Fatalf("FLUSHALL: %v", err)
+	}
+}
+
+// Main starts a server, stores it in *s, runs the package's tests and
+// stops it. Use it from TestMain:
+//
+//	var srv *redistest.Server
+//	func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func Main(m *testing.M, s **Server) {
+	srv, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		os.Exit(1)
+	}
+	*s = srv
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}

@@ -1,0 +1,90 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrLimited is matched by errors.Is for every [*LimitError]: the call
+	// was denied because a limit was reached.
+	ErrLimited = errors.New("ratelimit: rate limit exceeded")
+	// ErrBackend is wrapped by every error that means no decision could be
+	// made because the backend (Redis) failed.
+	ErrBackend = errors.New("ratelimit: backend failure")
+	// ErrInvalidLimit is wrapped by errors for requests that can never be
+	// decided: a non-positive period or threshold, an unknown algorithm, or
+	// a cost no limit can ever admit ([*CostError]).
+	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+)
+
+// LimitError reports a denied call. errors.Is(err, ErrLimited) holds for it.
+type LimitError struct {
+	// Name is the limit identity of the call.
+	Name string
+	// Key is the per-call key, empty when the limit is not keyed.
+	Key string
+	// Limit is the limit that denied the call.
+	Limit Limit
+	// Remaining is how many units that limit admits now (less than the cost).
+	Remaining int64
+	// RetryAfter is how long to wait before the call would be admitted if
+	// nobody else called in between.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the limit is fully available again.
+	ResetAfter time.Duration
+}
+
+// Error describes the denial, including when to retry.
+func (e *LimitError) Error() string {
+	key := ""
+	if e.Key != "" {
+		key = fmt.Sprintf(" key %q", e.Key)
+	}
+	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
+		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
+}
+
+// Is reports whether target is ErrLimited.
+func (e *LimitError) Is(target error) bool { return target == ErrLimited }
+
+// BackendError reports that the backend could not decide a call.
+// errors.Is(err, ErrBackend) holds for it, and it unwraps to the cause.
+type BackendError struct {
+	// Name is the limit identity of the call.
+	Name string
+	// Err is the cause, such as a network error from the Redis client.
+	Err error
+}
+
+// Error describes the failure and its cause.
+func (e *BackendError) Error() string {
+	return fmt.Sprintf("ratelimit: %s: backend failure: %v", e.Name, e.Err)
+}
+
+// Is reports whether target is ErrBackend.
+func (e *BackendError) Is(target error) bool { return target == ErrBackend }
+
+// Unwrap returns the cause.
+func (e *BackendError) Unwrap() error { return e.Err }
+
+// CostError reports a call whose cost is larger than a limit can ever
+// admit, so no retry time would be honest. It wraps ErrInvalidLimit.
+type CostError struct {
+	// Name is the limit identity of the call.
+	Name string
+	// Cost is the call's cost.
+	Cost int64
+	// Limit is the limit that can never admit it.
+	Limit Limit
+}
+
+// Error describes the impossible cost.
+func (e *CostError) Error() string {
+	return fmt.Sprintf("ratelimit: %s: cost %d can never be admitted by limit %d per %s",
+		e.Name, e.Cost, e.Limit.Threshold, e.Limit.Period)
+}
+
+// Is reports whether target is ErrInvalidLimit.
+func (e *CostError) Is(target error) bool { return target == ErrInvalidLimit }
