@@ -24,6 +24,11 @@ type Limit struct {
 	Threshold int64
 	// Algorithm selects how calls are counted; empty means SlidingLog.
 	Algorithm Algorithm
+	// Burst is the bucket capacity of TokenBucket and GCRA; zero means
+	// Threshold.
+	Burst int64
+	// Capacity bounds the queue of LeakyBucket; zero means Threshold.
+	Capacity int64
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s (sliding_log)".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrNilKey is wrapped by the error a decorator returns when the value its
@@ -18,7 +19,27 @@ type Rule struct {
 	Name string
 	// Limits must all admit a call.
 	Limits []Limit
+	// Wait is how long a denied call may wait to be admitted before
+	// Check gives up; zero means no waiting.
+	Wait time.Duration
+	// OnError says what Check does when the limiter fails; the zero value
+	// means the limiter's default.
+	OnError ErrorPolicy
+	// Shadow makes Check report would-be denials to the limiter's hook
+	// without ever denying a call.
+	Shadow bool
 }
+
+// ErrorPolicy says what to do with a call when the limiter cannot decide it.
+type ErrorPolicy string
+
+// The error policies. The zero value means the limiter's default.
+const (
+	// FailOpen lets the call through and reports the error to the hook.
+	FailOpen ErrorPolicy = "allow"
+	// FailClosed denies the call with an error wrapping ErrBackend.
+	FailClosed ErrorPolicy = "deny"
+)
 
 // Check asks limiter whether a call with the given per-call key and cost
 // may proceed. It returns nil when the call was admitted, a [*LimitError]
