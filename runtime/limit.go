@@ -104,16 +104,19 @@ func (r *Request) validate() error {
 type Decision struct {
 	// Allowed reports whether the call was admitted and charged.
 	Allowed bool
-	// Remaining is how many more units the tightest limit admits now.
+	// Remaining is how many more units the limit at index Limit admits now.
 	Remaining int64
 	// RetryAfter is how long until the denied call would be admitted if
 	// nobody else called; zero when allowed.
 	RetryAfter time.Duration
-	// ResetAfter is how long until the tightest limit is fully available again.
+	// ResetAfter is how long until the limit at index Limit is fully
+	// available again.
 	ResetAfter time.Duration
-	// Denied is the index in Request.Limits of the limit that denied the
-	// call (the one with the longest RetryAfter), or -1 when allowed.
-	Denied int
+	// Limit is the index in Request.Limits of the limit the other fields
+	// describe: when denied, the limit that denied the call (the one with
+	// the longest RetryAfter); when allowed, the one with the fewest
+	// remaining units.
+	Limit int
 }
 
 // Limiter decides calls. Implementations are safe for concurrent use.

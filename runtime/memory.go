@@ -1,5 +1,171 @@
 package ratelimit
 
-// DefaultMaxKeys is how many keys a memory limiter keeps unless
-// [WithMaxKeys] says otherwise.
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+)
+
+// DefaultMaxKeys is how many (name, key) pairs a memory limiter keeps
+// unless [WithMaxKeys] says otherwise.
 const DefaultMaxKeys = 1 << 20
+
+// shardCount splits a memory limiter's state so calls on different keys
+// rarely wait for each other.
+const shardCount = 64
+
+// evictionSamples is how many entries a full shard looks at to choose one
+// to evict, as Redis does for its approximated LRU.
+const evictionSamples = 5
+
+// MemoryLimiter decides calls in process memory, with the same algorithms
+// and the same decisions as [RedisLimiter] for the same sequence of calls.
+// It is safe for concurrent use.
+//
+// Memory grows with the calls actually admitted, not with the thresholds: a
+// sliding log keeps one 16-byte run per distinct admission time in its
+// window. At most the WithMaxKeys bound of (name, key) pairs is kept (default
+// [DefaultMaxKeys]); a pair whose windows are all empty is dropped as new
+// pairs arrive, and when the bound is reached with every pair still active
+// the one that would expire soonest among a few sampled is evicted, which
+// forgets its calls.
+type MemoryLimiter struct {
+	config
+	seed   maphash.Seed
+	shards [shardCount]memoryShard
+}
+
+type memoryShard struct {
+	mu      sync.Mutex
+	entries map[entryKey]*memoryEntry
+	_       [40]byte // keep shards on separate cache lines
+}
+
+type entryKey struct {
+	name, key string
+}
+
+// memoryEntry is the state of one (name, key) pair: one per limit index.
+type memoryEntry struct {
+	limits []logState
+	expiry int64 // µs after which every window is empty
+}
+
+// NewMemory returns a limiter that keeps its state in this process.
+func NewMemory(opts ...Option) *MemoryLimiter {
+	l := &MemoryLimiter{config: newConfig(opts), seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].entries = make(map[entryKey]*memoryEntry)
+	}
+	return l
+}
+
+// Allow decides req. See [Limiter].
+func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
+	if err := req.validate(); err != nil {
+		return Decision{}, err
+	}
+	now := l.now()
+	ek := entryKey{req.Name, req.Key}
+	shard := &l.shards[l.shardOf(ek)]
+	shard.mu.Lock()
+	e := shard.entry(ek, len(req.Limits), now, l.maxKeys/shardCount+1)
+	d := e.decide(&req, now)
+	shard.mu.Unlock()
+	if l.hook != nil {
+		l.hook.Decided(ctx, &req, d)
+	}
+	return d, nil
+}
+
+func (l *MemoryLimiter) now() int64 {
+	if l.clock != nil {
+		return l.clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+func (l *MemoryLimiter) shardOf(k entryKey) uint64 {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	h.WriteString(k.name)
+	h.WriteByte(0)
+	h.WriteString(k.key)
+	return h.Sum64() % shardCount
+}
+
+// Len returns how many (name, key) pairs the limiter holds now.
+func (l *MemoryLimiter) Len() int {
+	n := 0
+	for i := range l.shards {
+		s := &l.shards[i]
+		s.mu.Lock()
+		n += len(s.entries)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// entry returns the state of k, making room for it if it is new.
+func (s *memoryShard) entry(k entryKey, limits int, now int64, max int) *memoryEntry {
+	e, ok := s.entries[k]
+	if !ok {
+		s.makeRoom(now, max)
+		e = &memoryEntry{}
+		s.entries[k] = e
+	}
+	if len(e.limits) < limits {
+		e.limits = append(e.limits, make([]logState, limits-len(e.limits))...)
+	}
+	return e
+}
+
+// makeRoom drops a few idle entries and, if the shard is still full,
+// evicts the sampled entry that would expire soonest. Each new entry pays
+// for a constant amount of this work.
+func (s *memoryShard) makeRoom(now int64, max int) {
+	var victim *entryKey
+	var victimExpiry int64
+	seen := 0
+	for k, e := range s.entries { // map order is random: a sample
+		if e.expiry <= now {
+			delete(s.entries, k)
+		} else if victim == nil || e.expiry < victimExpiry {
+			victim, victimExpiry = &k, e.expiry
+		}
+		if seen++; seen == evictionSamples {
+			break
+		}
+	}
+	if len(s.entries) >= max && victim != nil {
+		delete(s.entries, *victim)
+	}
+}
+
+// decide checks every limit and charges them all only if all admit.
+func (e *memoryEntry) decide(req *Request, now int64) Decision {
+	cost := req.cost()
+	d := Decision{Allowed: true}
+	var pickRetry time.Duration = -1
+	for i, lim := range req.Limits {
+		ok, r := e.limits[i].check(lim, now, cost)
+		switch {
+		case !ok && (d.Allowed || r.RetryAfter > pickRetry):
+			d, pickRetry = r, r.RetryAfter
+			d.Allowed, d.Limit = false, i
+		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
+			d = r
+			d.Allowed, d.Limit = true, i
+		}
+	}
+	if !d.Allowed {
+		return d
+	}
+	for i, lim := range req.Limits {
+		if exp := e.limits[i].charge(lim, now, cost); exp > e.expiry {
+			e.expiry = exp
+		}
+	}
+	return d
+}

@@ -56,7 +56,7 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int6
 	return &LimitError{
 		Name:       r.Name,
 		Key:        key,
-		Limit:      r.Limits[d.Denied],
+		Limit:      r.Limits[d.Limit],
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,

@@ -1,0 +1,93 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// manualClock is a Clock that moves only when told.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Unix(1_700_000_000, 0)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// backend is a limiter under test with a way to reach its state.
+type backend struct {
+	name string
+	new  func(t *testing.T, opts ...Option) Limiter
+}
+
+// backends returns both limiters; the Redis one runs against a flushed
+// real server and closes its client when the test ends.
+func backends() []backend {
+	return []backend{
+		{"memory", func(t *testing.T, opts ...Option) Limiter { return NewMemory(opts...) }},
+		{"redis", func(t *testing.T, opts ...Option) Limiter { return newTestRedis(t, opts...) }},
+	}
+}
+
+func newTestRedis(t testing.TB, opts ...Option) *RedisLimiter {
+	srv.Flush(t)
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	return NewRedis(c, opts...)
+}
+
+func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...Option) Limiter)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f(t, func(opts ...Option) Limiter { return b.new(t, opts...) })
+		})
+	}
+}
+
+func allow(t *testing.T, l Limiter, req Request) Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), req)
+	require.NoError(t, err)
+	return d
+}
+
+func rdb(t testing.TB) *redis.Client {
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newUnreachableClient returns a client of a loopback port nobody listens on.
+func newUnreachableClient(t testing.TB) *redis.Client {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	addr := s.Addr
+	s.Stop()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

@@ -1,0 +1,65 @@
+package ratelimit
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMemoryGrowsWithCallsNotThreshold(t *testing.T) {
+	l := NewMemory(WithClock(newManualClock()))
+	req := Request{Name: "huge", Limits: []Limit{{Period: time.Hour, Threshold: 1_000_000_000}}}
+	for range 10 {
+		require.True(t, allow(t, l, req).Allowed)
+	}
+	e := l.shards[l.shardOf(entryKey{"huge", ""})].entries[entryKey{"huge", ""}]
+	assert.LessOrEqual(t, cap(e.limits[0].runs), 4, "ten calls in one microsecond are one run")
+}
+
+func TestMemoryShrinksAfterABurst(t *testing.T) {
+	clock := newManualClock()
+	l := NewMemory(WithClock(clock))
+	req := Request{Name: "burst", Limits: []Limit{{Period: time.Second, Threshold: 10_000}}}
+	for range 5000 {
+		clock.Advance(time.Microsecond)
+		require.True(t, allow(t, l, req).Allowed)
+	}
+	e := l.shards[l.shardOf(entryKey{"burst", ""})].entries[entryKey{"burst", ""}]
+	require.GreaterOrEqual(t, cap(e.limits[0].runs), 5000)
+	for range 10 {
+		clock.Advance(time.Second)
+		require.True(t, allow(t, l, req).Allowed)
+	}
+	assert.LessOrEqual(t, cap(e.limits[0].runs), 64)
+}
+
+func TestMemoryKeysAreBounded(t *testing.T) {
+	clock := newManualClock()
+	const max = 1000
+	l := NewMemory(WithClock(clock), WithMaxKeys(max))
+	lim := []Limit{{Period: time.Hour, Threshold: 1}}
+	for i := range 100_000 {
+		allow(t, l, Request{Name: "stream", Key: fmt.Sprint(i), Limits: lim})
+	}
+	// Each shard holds at most max/shardCount+1 entries.
+	assert.LessOrEqual(t, l.Len(), max+shardCount)
+	assert.Greater(t, l.Len(), max/2)
+}
+
+func TestMemoryDropsIdleKeys(t *testing.T) {
+	clock := newManualClock()
+	l := NewMemory(WithClock(clock))
+	lim := []Limit{{Period: time.Second, Threshold: 1}}
+	for i := range 10_000 {
+		allow(t, l, Request{Name: "idle", Key: fmt.Sprint(i), Limits: lim})
+	}
+	clock.Advance(2 * time.Second)
+	for i := range 10_000 {
+		allow(t, l, Request{Name: "fresh", Key: fmt.Sprint(i), Limits: lim})
+	}
+	// Every new key sweeps a few expired ones, so the idle ones mostly went.
+	assert.Less(t, l.Len(), 15_000)
+}

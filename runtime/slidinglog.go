@@ -1,0 +1,94 @@
+package ratelimit
+
+import "time"
+
+// logRun is a run of admitted units that share one admission time.
+type logRun struct {
+	at    int64 // µs
+	units int64
+}
+
+// logState is the in-process sliding log of one limit: runs in a ring
+// buffer, oldest first, mirroring the Redis list in lua/decide.lua.
+type logState struct {
+	runs  []logRun // ring buffer; len is a power of two or zero
+	head  int
+	count int   // runs in use
+	units int64 // sum of units over the runs
+}
+
+func (s *logState) at(i int) *logRun {
+	return &s.runs[(s.head+i)&(len(s.runs)-1)]
+}
+
+// trim drops the runs that left the window (at <= start).
+func (s *logState) trim(start int64) {
+	for s.count > 0 && s.at(0).at <= start {
+		s.units -= s.at(0).units
+		s.head = (s.head + 1) & (len(s.runs) - 1)
+		s.count--
+	}
+	if s.count == 0 {
+		s.head = 0
+	}
+	if len(s.runs) > 16 && s.count < len(s.runs)/4 {
+		s.resize(len(s.runs) / 2)
+	}
+}
+
+// tail returns the time new units are logged at: now, or the newest run if
+// the clock stepped back.
+func (s *logState) tail(now int64) int64 {
+	if s.count > 0 && s.at(s.count-1).at > now {
+		return s.at(s.count - 1).at
+	}
+	return now
+}
+
+// check decides cost units at now without charging them.
+func (s *logState) check(lim Limit, now, cost int64) (bool, Decision) {
+	period := lim.Period.Microseconds()
+	s.trim(now - period)
+	if s.units+cost <= lim.Threshold {
+		return true, Decision{
+			Remaining:  lim.Threshold - s.units - cost,
+			ResetAfter: time.Duration(s.tail(now)+period-now) * time.Microsecond,
+		}
+	}
+	// The call fits once the (units + cost - threshold)-th oldest unit leaves.
+	need := s.units + cost - lim.Threshold
+	i := 0
+	for ; need > s.at(i).units; i++ {
+		need -= s.at(i).units
+	}
+	return false, Decision{
+		Remaining:  lim.Threshold - s.units,
+		RetryAfter: time.Duration(s.at(i).at+period-now) * time.Microsecond,
+		ResetAfter: time.Duration(s.at(s.count-1).at+period-now) * time.Microsecond,
+	}
+}
+
+// charge logs cost units and returns when the window will be empty (µs).
+func (s *logState) charge(lim Limit, now, cost int64) int64 {
+	at := s.tail(now)
+	if s.count > 0 && s.at(s.count-1).at == at {
+		s.at(s.count - 1).units += cost
+	} else {
+		if s.count == len(s.runs) {
+			s.resize(max(2*len(s.runs), 4))
+		}
+		s.count++
+		*s.at(s.count - 1) = logRun{at: at, units: cost}
+	}
+	s.units += cost
+	return at + lim.Period.Microseconds()
+}
+
+// resize moves the runs into a ring of size n (a power of two >= count).
+func (s *logState) resize(n int) {
+	runs := make([]logRun, n)
+	for i := 0; i < s.count; i++ {
+		runs[i] = *s.at(i)
+	}
+	s.runs, s.head = runs, 0
+}

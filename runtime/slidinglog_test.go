@@ -1,0 +1,442 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSlidingLogSequence(t *testing.T) {
+	lim := []Limit{{Period: 10 * time.Second, Threshold: 3}}
+	type step struct {
+		at        time.Duration // since start
+		cost      int64
+		allowed   bool
+		remaining int64
+		retry     time.Duration
+		reset     time.Duration
+	}
+	steps := []step{
+		{at: 0, allowed: true, remaining: 2, reset: 10 * time.Second},
+		{at: time.Second, allowed: true, remaining: 1, reset: 10 * time.Second},
+		{at: 2 * time.Second, allowed: true, remaining: 0, reset: 10 * time.Second},
+		{at: 3 * time.Second, allowed: false, remaining: 0, retry: 7 * time.Second, reset: 9 * time.Second},
+		{at: 9*time.Second + 999999*time.Microsecond, allowed: false, remaining: 0, retry: time.Microsecond, reset: 2*time.Second + time.Microsecond},
+		// The call at 0 leaves the window exactly at 10s.
+		{at: 10 * time.Second, allowed: true, remaining: 0, reset: 10 * time.Second},
+		// At 11s the call at 1s has left; a cost of 2 also needs the one at 2s gone.
+		{at: 11 * time.Second, cost: 2, allowed: false, remaining: 1, retry: time.Second, reset: 9 * time.Second},
+		{at: 12 * time.Second, cost: 2, allowed: true, remaining: 0, reset: 10 * time.Second},
+		{at: 12 * time.Second, allowed: false, remaining: 0, retry: 8 * time.Second, reset: 10 * time.Second},
+	}
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		clock := newManualClock()
+		start := clock.Now()
+		l := newLimiter(WithClock(clock))
+		for i, s := range steps {
+			clock.now = start.Add(s.at)
+			d := allow(t, l, Request{Name: "seq", Cost: s.cost, Limits: lim})
+			want := Decision{Allowed: s.allowed, Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset}
+			assert.Equal(t, want, d, "step %d at %s", i, s.at)
+		}
+	})
+}
+
+func TestSameMicrosecondCallsAreAllCounted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter(WithClock(newManualClock())) // time never moves
+		req := Request{Name: "burst", Limits: []Limit{{Period: time.Minute, Threshold: 100}}}
+		admitted := 0
+		for range 150 {
+			if allow(t, l, req).Allowed {
+				admitted++
+			}
+		}
+		assert.Equal(t, 100, admitted)
+	})
+}
+
+func TestMultiLimitDenialChargesNothing(t *testing.T) {
+	limits := []Limit{
+		{Period: time.Second, Threshold: 2},
+		{Period: time.Hour, Threshold: 3},
+	}
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		clock := newManualClock()
+		l := newLimiter(WithClock(clock))
+		req := Request{Name: "multi", Limits: limits}
+		assert.True(t, allow(t, l, req).Allowed)
+		assert.True(t, allow(t, l, req).Allowed)
+		d := allow(t, l, req)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, 0, d.Limit, "the per-second limit denied")
+		assert.Equal(t, time.Second, d.RetryAfter)
+
+		// The hourly limit was not charged by the denied call: one unit left.
+		clock.Advance(time.Second)
+		d = allow(t, l, req)
+		assert.True(t, d.Allowed)
+		assert.Equal(t, 1, d.Limit, "the hourly limit has the fewest remaining")
+		assert.Equal(t, int64(0), d.Remaining)
+
+		clock.Advance(time.Second)
+		d = allow(t, l, req)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, 1, d.Limit)
+		assert.Equal(t, time.Hour-2*time.Second, d.RetryAfter)
+	})
+}
+
+func TestDenialPicksLongestRetry(t *testing.T) {
+	limits := []Limit{
+		{Period: time.Second, Threshold: 1},
+		{Period: time.Minute, Threshold: 1},
+	}
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter(WithClock(newManualClock()))
+		req := Request{Name: "pick", Limits: limits}
+		require.True(t, allow(t, l, req).Allowed)
+		d := allow(t, l, req)
+		assert.False(t, d.Allowed)
+		assert.Equal(t, 1, d.Limit)
+		assert.Equal(t, time.Minute, d.RetryAfter)
+	})
+}
+
+func TestKeysAreSeparate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter(WithClock(newManualClock()))
+		lim := []Limit{{Period: time.Minute, Threshold: 1}}
+		for _, key := range []string{"", "alice", "bob", "{alice}", "alice:0", "a%3Alice"} {
+			assert.True(t, allow(t, l, Request{Name: "svc.Get", Key: key, Limits: lim}).Allowed, "key %q", key)
+			assert.False(t, allow(t, l, Request{Name: "svc.Get", Key: key, Limits: lim}).Allowed, "key %q", key)
+		}
+		assert.True(t, allow(t, l, Request{Name: "svc.Put", Key: "alice", Limits: lim}).Allowed)
+	})
+}
+
+func TestClockSteppingBackKeepsCounting(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		clock := newManualClock()
+		l := newLimiter(WithClock(clock))
+		req := Request{Name: "skew", Limits: []Limit{{Period: 10 * time.Second, Threshold: 2}}}
+		clock.Advance(5 * time.Second)
+		require.True(t, allow(t, l, req).Allowed)
+		clock.Advance(-3 * time.Second) // a different app server, 3s behind
+		require.True(t, allow(t, l, req).Allowed)
+		d := allow(t, l, req)
+		require.False(t, d.Allowed)
+		// Both entries are logged at the later time, so the retry is measured from it.
+		assert.Equal(t, 13*time.Second, d.RetryAfter)
+	})
+}
+
+func TestInvalidRequests(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter()
+		ok := Limit{Period: time.Second, Threshold: 5}
+		cases := map[string]Request{
+			"no name":        {Limits: []Limit{ok}},
+			"no limits":      {Name: "x"},
+			"zero period":    {Name: "x", Limits: []Limit{{Threshold: 1}}},
+			"zero threshold": {Name: "x", Limits: []Limit{{Period: time.Second}}},
+			"negative cost":  {Name: "x", Cost: -1, Limits: []Limit{ok}},
+			"unknown algo":   {Name: "x", Limits: []Limit{{Period: time.Second, Threshold: 1, Algorithm: "magic"}}},
+		}
+		for name, req := range cases {
+			_, err := l.Allow(context.Background(), req)
+			assert.ErrorIs(t, err, ErrInvalidLimit, name)
+			assert.NotErrorIs(t, err, ErrBackend, name)
+		}
+		_, err := l.Allow(context.Background(), Request{Name: "x", Cost: 6, Limits: []Limit{ok}})
+		var ce *CostError
+		require.ErrorAs(t, err, &ce)
+		assert.Equal(t, int64(6), ce.Cost)
+		assert.ErrorIs(t, err, ErrInvalidLimit)
+	})
+}
+
+// TestBackendsAgree feeds the same random sequence of calls to both
+// backends, with time pinned by the clock option, and requires identical
+// decisions.
+func TestBackendsAgree(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0))
+			clock := newManualClock()
+			mem := NewMemory(WithClock(clock))
+			red := newTestRedis(t, WithClock(clock))
+			limitSets := [][]Limit{
+				{{Period: 100 * time.Millisecond, Threshold: 5}},
+				{{Period: 50 * time.Millisecond, Threshold: 3}, {Period: time.Second, Threshold: 20}},
+				{{Period: 7 * time.Microsecond, Threshold: 2}},
+			}
+			for i := range 600 {
+				clock.Advance(time.Duration(rng.IntN(20_000)) * time.Microsecond)
+				set := rng.IntN(len(limitSets))
+				req := Request{
+					Name:   fmt.Sprint("set", set),
+					Key:    fmt.Sprint("k", rng.IntN(3)),
+					Cost:   int64(rng.IntN(3)),
+					Limits: limitSets[set],
+				}
+				dm := allow(t, mem, req)
+				dr := allow(t, red, req)
+				require.Equal(t, dm, dr, "call %d: %+v", i, req)
+			}
+		})
+	}
+}
+
+func TestExactUnderConcurrencyAcrossClients(t *testing.T) {
+	srv.Flush(t)
+	const threshold = 50
+	req := Request{Name: "race", Limits: []Limit{{Period: time.Hour, Threshold: threshold}}}
+	limiters := []Limiter{NewRedis(rdb(t)), NewRedis(rdb(t))} // two independent clients, server time
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := limiters[g%len(limiters)]
+			for range 5 {
+				d, err := l.Allow(context.Background(), req)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(threshold), admitted.Load())
+}
+
+func TestMemoryExactUnderConcurrency(t *testing.T) {
+	const threshold = 50
+	l := NewMemory()
+	req := Request{Name: "race", Limits: []Limit{{Period: time.Hour, Threshold: threshold}}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				if d, _ := l.Allow(context.Background(), req); d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(threshold), admitted.Load())
+}
+
+func TestEveryRedisKeyHasTTL(t *testing.T) {
+	l := newTestRedis(t)
+	c := rdb(t)
+	ctx := context.Background()
+	for i := range 20 {
+		_, err := l.Allow(ctx, Request{
+			Name: "ttl", Key: fmt.Sprint(i % 4),
+			Limits: []Limit{{Period: 30 * time.Second, Threshold: 3}, {Period: time.Second, Threshold: 2}},
+		})
+		require.NoError(t, err)
+	}
+	keys, err := c.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 8)
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, time.Duration(0), k)
+		assert.LessOrEqual(t, ttl, 31*time.Second+time.Millisecond, k)
+	}
+}
+
+func TestRedisKeysExpireWithTheirWindow(t *testing.T) {
+	l := newTestRedis(t)
+	c := rdb(t)
+	req := Request{Name: "short", Limits: []Limit{{Period: 10 * time.Millisecond, Threshold: 3}}}
+	_, err := l.Allow(context.Background(), req)
+	require.NoError(t, err)
+	ttl := c.PTTL(context.Background(), l.Key("short", "", 0)).Val()
+	assert.Greater(t, ttl, time.Duration(0))
+	assert.LessOrEqual(t, ttl, 1010*time.Millisecond)
+}
+
+func TestScriptFlushIsSurvived(t *testing.T) {
+	l := newTestRedis(t)
+	c := rdb(t)
+	ctx := context.Background()
+	req := Request{Name: "flush", Limits: []Limit{{Period: time.Minute, Threshold: 2}}}
+	require.True(t, allow(t, l, req).Allowed)
+	require.NoError(t, c.ScriptFlush(ctx).Err())
+	exists, err := c.ScriptExists(ctx, decideScript.Hash()).Result()
+	require.NoError(t, err)
+	require.False(t, exists[0], "the script must really be gone")
+	assert.True(t, allow(t, l, req).Allowed, "reloaded after NOSCRIPT")
+	assert.False(t, allow(t, l, req).Allowed, "and the state was kept")
+}
+
+func TestHostileKeysStayInTheirSlotAndNeverCollide(t *testing.T) {
+	hostile := []string{"", "}", "{", "{}", "}{", "a}b", "x{y}z", ":", "::", "%", "%7B", "%25",
+		"a:0", "a}:0", "\x00", "\n", "\r\n", "user\x7f", "ünï", strings.Repeat("{", 100)}
+	seen := map[string]string{}
+	for _, name := range []string{"svc.Get", "svc{x}.Get", "svc:Get"} {
+		for _, key := range hostile {
+			tags := map[string]bool{}
+			for i := range 3 {
+				k := storageKey(DefaultPrefix, name, key, i)
+				prev, dup := seen[k]
+				require.False(t, dup, "%q collides with %s", k, prev)
+				seen[k] = fmt.Sprintf("(%q, %q, %d)", name, key, i)
+				tags[hashTag(k)] = true
+				require.Equal(t, 1, strings.Count(k, "{"), k)
+				require.Equal(t, 1, strings.Count(k, "}"), k)
+			}
+			require.Len(t, tags, 1, "all limits of one call share one hash tag")
+		}
+	}
+
+	// And through the real server: hostile keys are limited separately.
+	l := newTestRedis(t)
+	lim := []Limit{{Period: time.Minute, Threshold: 1}}
+	for _, key := range hostile {
+		assert.True(t, allow(t, l, Request{Name: "h", Key: key, Limits: lim}).Allowed, "%q", key)
+	}
+	n, err := rdb(t).DBSize(context.Background()).Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(hostile)), n)
+}
+
+// hashTag returns the part of key Redis Cluster hashes: the text between
+// the first '{' and the next '}', if non-empty, else the whole key.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+func TestRandomKeysNeverCollide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	alphabet := []byte("ab{}:%0\x00")
+	seen := map[string][2]string{}
+	for range 20000 {
+		name := randomString(rng, alphabet)
+		key := randomString(rng, alphabet)
+		k := storageKey("p:", name, key, 0)
+		if prev, ok := seen[k]; ok {
+			require.Equal(t, prev, [2]string{name, key}, "collision on %q", k)
+		}
+		seen[k] = [2]string{name, key}
+	}
+}
+
+func randomString(rng *rand.Rand, alphabet []byte) string {
+	b := make([]byte, rng.IntN(5))
+	for i := range b {
+		b[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+func TestPrefixCannotMoveTheHashTag(t *testing.T) {
+	l := NewRedis(nil, WithPrefix("app{1}:"))
+	assert.Equal(t, "app1:{n:k}:0", l.Key("n", "k", 0))
+}
+
+func TestRedisFailureIsTypedAndReported(t *testing.T) {
+	c := newUnreachableClient(t)
+	hook := &recordingHook{}
+	l := NewRedis(c, WithHook(hook))
+	_, err := l.Allow(context.Background(), Request{Name: "down", Limits: []Limit{{Period: time.Second, Threshold: 1}}})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrBackend)
+	var be *BackendError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "down", be.Name)
+	assert.Contains(t, err.Error(), "connect")
+	assert.Equal(t, 1, hook.failed)
+	assert.Equal(t, 0, hook.decided)
+}
+
+func TestCancelledContextIsABackendError(t *testing.T) {
+	l := newTestRedis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Allow(ctx, Request{Name: "ctx", Limits: []Limit{{Period: time.Second, Threshold: 1}}})
+	assert.ErrorIs(t, err, ErrBackend)
+	assert.ErrorIs(t, err, context.Canceled)
+}
+
+type recordingHook struct {
+	mu              sync.Mutex
+	decided, failed int
+	last            Decision
+}
+
+func (h *recordingHook) Decided(_ context.Context, _ *Request, d Decision) {
+	h.mu.Lock()
+	h.decided++
+	h.last = d
+	h.mu.Unlock()
+}
+
+func (h *recordingHook) Failed(context.Context, *Request, error) {
+	h.mu.Lock()
+	h.failed++
+	h.mu.Unlock()
+}
+
+func TestHookSeesDecisions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		hook := &recordingHook{}
+		l := newLimiter(WithHook(hook))
+		req := Request{Name: "hook", Limits: []Limit{{Period: time.Minute, Threshold: 1}}}
+		allow(t, l, req)
+		allow(t, l, req)
+		assert.Equal(t, 2, hook.decided)
+		assert.False(t, hook.last.Allowed)
+	})
+}
+
+func TestRuleCheckReportsLimitError(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter(WithClock(newManualClock()))
+		rule := &Rule{Name: "example.com/svc.Store.Get", Limits: []Limit{{Period: 30 * time.Second, Threshold: 2}}}
+		ctx := context.Background()
+		require.NoError(t, rule.Check(ctx, l, "u1", 1))
+		require.NoError(t, rule.Check(ctx, l, "u1", 1))
+		err := rule.Check(ctx, l, "u1", 1)
+		require.ErrorIs(t, err, ErrLimited)
+		var le *LimitError
+		require.True(t, errors.As(err, &le))
+		assert.Equal(t, "example.com/svc.Store.Get", le.Name)
+		assert.Equal(t, "u1", le.Key)
+		assert.Equal(t, rule.Limits[0], le.Limit)
+		assert.Equal(t, 30*time.Second, le.RetryAfter)
+		assert.Equal(t, int64(0), le.Remaining)
+		assert.Equal(t, `ratelimit: example.com/svc.Store.Get key "u1" exceeded 2 per 30s; retry after 30s`, le.Error())
+		require.NoError(t, rule.Check(ctx, l, "u2", 1), "another key has its own window")
+	})
+}
