@@ -1,26 +1,94 @@
-// Package parser reads //ratelimit: directives from Go comments.
+// Package parser reads //ratelimit: directives from Go comments. It knows
+// the directive grammar only: the syntax and each value on its own. Whether
+// a key= or cost= names a parameter of the method is checked by the
+// generator, which knows the types, using the positions recorded here.
 //
-// A directive is a comment line that starts exactly with "//ratelimit:"
-// followed by space-separated name=value pairs:
+// # Directives
+//
+// A directive is a line comment that starts exactly with "//ratelimit:",
+// with no space after "//" (like //go: directives), followed by name=value
+// pairs separated by spaces or tabs:
 //
 //	//ratelimit:period=30 threshold=2
 //	//ratelimit:period=1m30s threshold=100 key=req.UserID name=search
+//	//ratelimit:period=1 threshold=10 algorithm=token_bucket burst=20 wait=500ms
 //
-// Values that contain spaces are double-quoted, with Go string escapes.
-// The parser checks the syntax and each value on its own; whether a key=
-// names a parameter of the method is checked by the generator, which knows
-// the types, using the positions recorded here.
+// A value that contains spaces is double-quoted, with Go string escapes
+// (strconv.Unquote); any value may be quoted. Several directives on one
+// method declare several limits.
+//
+// # Names
+//
+// Required:
+//
+//   - period: the window, as whole seconds (period=30) or a Go duration
+//     (period=500ms, period=1m30s). It must be at least 1µs.
+//   - threshold: how many calls (or units of cost) a period admits; a
+//     positive whole number (threshold=100).
+//
+// Optional:
+//
+//   - key: splits the limit per value of a parameter, or of a field or
+//     method reached from it: key=userID, key=req.User.ID. Each segment is
+//     a Go identifier other than _.
+//   - name: the limit identity, shared by every method that uses the same
+//     name; by default the method's full name. ASCII letters, digits, '_',
+//     '.', '-' and '/', starting with a letter or '_': name=search/v2.
+//   - cost: how many units a call takes; a positive whole number
+//     (cost=5, at most the threshold) or the name of an integer parameter
+//     (cost=n). Default 1.
+//   - algorithm: one of sliding_log (the default), fixed_window,
+//     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
+//   - burst: the bucket capacity of token_bucket and gcra; a positive whole
+//     number (burst=20). Only with algorithm=token_bucket or algorithm=gcra.
+//   - capacity: the queue bound of leaky_bucket; a positive whole number
+//     (capacity=50). Only with algorithm=leaky_bucket.
+//   - wait: how long a call may wait to be admitted before it is denied,
+//     as whole seconds or a Go duration, zero or more (wait=2, wait=250ms).
+//   - onerror: what happens when the limiter fails: allow or deny.
+//   - shadow: shadow=true only records what would be denied; true or false.
+//
+// Each name may appear once. Names are case-sensitive.
+//
+// # Errors
+//
+// Every problem is reported as an [Error] at the absolute file position of
+// the offending token (the directive's "//" for a missing name), and all
+// problems of a line are reported, not just the first: an unknown name
+// (with a suggestion for a likely typo), a repeated name, a pair without
+// "=", an empty value, an unterminated or invalid quoted value, and a value
+// that is not valid for its name.
+//
+// # Lookalikes
+//
+// A comment that is probably a misspelled directive is reported as an
+// error rather than silently ignored. After "//" and any spaces or tabs, a
+// line comment is a lookalike when its text
+//
+//   - starts with "ratelimit:" in any case, but the comment is not exactly
+//     "//ratelimit:..." (// ratelimit:, //  ratelimit:, //RateLimit:), or
+//   - starts with "ratelimit" in any case followed by spaces and a name=,
+//     as in //ratelimit period=1 (the colon is missing).
+//
+// A block comment is a lookalike under the same rule applied to its text
+// after "/*" and any white space (/*ratelimit:period=1 threshold=2*/).
+// Prose that mentions rate limits anywhere but at the start
+// ("// The ratelimit: see below") or that starts with the word but not a
+// name= ("// ratelimit is applied per user") is an ordinary comment.
 package parser
 
 import (
 	"go/token"
+	"strconv"
+	"strings"
 	"time"
 )
 
 // Prefix starts every directive comment.
 const Prefix = "//ratelimit:"
 
-// Directive is one parsed //ratelimit: line.
+// Directive is one parsed //ratelimit: line. Absent optional names leave
+// their fields zero.
 type Directive struct {
 	// Pos is the position of the "//" that starts the directive.
 	Pos token.Position
@@ -76,4 +144,73 @@ func (d *Directive) Arg(name string) (Arg, bool) {
 		}
 	}
 	return Arg{}, false
+}
+
+// String renders d as a canonical directive line: period and threshold,
+// then the optional names that are set, in the order of the package doc.
+// A period or wait of whole seconds is rendered as a number of seconds.
+// Parsing the result gives back d's values.
+func (d *Directive) String() string {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	b.WriteString("period=" + formatDuration(d.Period))
+	b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
+	add := func(name, value string) {
+		b.WriteString(" " + name + "=" + formatValue(value))
+	}
+	if len(d.Key) > 0 {
+		add("key", strings.Join(d.Key, "."))
+	}
+	if d.Name != "" {
+		add("name", d.Name)
+	}
+	if d.Cost != 0 {
+		add("cost", strconv.FormatInt(d.Cost, 10))
+	}
+	if d.CostParam != "" {
+		add("cost", d.CostParam)
+	}
+	if d.Algorithm != "" {
+		add("algorithm", d.Algorithm)
+	}
+	if d.Burst != 0 {
+		add("burst", strconv.FormatInt(d.Burst, 10))
+	}
+	if d.Capacity != 0 {
+		add("capacity", strconv.FormatInt(d.Capacity, 10))
+	}
+	if d.Wait != 0 {
+		add("wait", formatDuration(d.Wait))
+	}
+	if d.OnError != "" {
+		add("onerror", d.OnError)
+	}
+	if d.Shadow {
+		add("shadow", "true")
+	}
+	return b.String()
+}
+
+// formatDuration renders v as whole seconds when it is, and otherwise as a
+// Go duration.
+func formatDuration(v time.Duration) string {
+	if v%time.Second == 0 {
+		return strconv.FormatInt(int64(v/time.Second), 10)
+	}
+	return v.String()
+}
+
+// formatValue returns v as written in a directive: as is, or quoted when
+// it is empty, starts with a quote, or holds a space or a character that
+// is not printable.
+func formatValue(v string) string {
+	if v == "" || v[0] == '"' || strings.ContainsAny(v, " \t") {
+		return strconv.Quote(v)
+	}
+	for _, r := range v {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(v)
+		}
+	}
+	return v
 }

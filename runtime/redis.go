@@ -83,4 +83,3 @@ func (l *RedisLimiter) Key(name, key string, i int) string {
 }
 
 var _ Limiter = (*RedisLimiter)(nil)
-
