@@ -46,7 +46,8 @@
 //   - wait: how long a call may wait to be admitted before it is denied,
 //     as whole seconds or a Go duration, zero or more (wait=2, wait=250ms).
 //   - onerror: what happens when the limiter fails: allow or deny.
-//   - shadow: shadow=true only records what would be denied; true or false.
+//   - shadow: true or false; shadow=true reports the calls that would be
+//     denied without ever denying one.
 //
 // Each name may appear once. Names are case-sensitive.
 //

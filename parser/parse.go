@@ -1,0 +1,320 @@
+package parser
+
+import (
+	"go/ast"
+	"go/token"
+	"strconv"
+	"strings"
+)
+
+// ParseComment parses one raw comment as found in ast.Comment.Text,
+// including its leading "//" or "/*". pos is the position of the comment's
+// first '/'; every diagnostic is positioned relative to it, so it carries
+// the comment's absolute line and column in the file.
+//
+// It returns (nil, nil) for an ordinary comment; nil and an error for a
+// lookalike (a probable misspelling of a directive, see the package doc);
+// and a *Directive for a directive line, with any errors found in it. When
+// the errors are not empty, the directive is only partly filled in: it is
+// returned so that callers can keep checking (and reporting) what did
+// parse, but must not be used to generate code.
+func ParseComment(pos token.Position, text string) (*Directive, ErrorList) {
+	if !strings.HasPrefix(text, Prefix) {
+		return nil, checkLookalike(pos, text)
+	}
+	p := &lineParser{
+		pos:       pos,
+		text:      text,
+		d:         &Directive{Pos: pos},
+		first:     make(map[string]token.Position),
+		mentioned: make(map[string]bool),
+	}
+	p.parseArgs()
+	p.checkArgs()
+	return p.d, p.errs
+}
+
+// ParseCommentGroup parses every comment of cg, reading the raw cg.List
+// because CommentGroup.Text drops directive lines. It returns the
+// directives in source order and the diagnostics of all of them, in source
+// order. As with ParseComment, directives that have errors are returned
+// too, partly filled in. A nil cg yields nothing.
+func ParseCommentGroup(fset *token.FileSet, cg *ast.CommentGroup) ([]*Directive, ErrorList) {
+	if cg == nil {
+		return nil, nil
+	}
+	var (
+		directives []*Directive
+		errs       ErrorList
+	)
+	for _, c := range cg.List {
+		if c == nil {
+			continue
+		}
+		var pos token.Position
+		if fset != nil {
+			pos = fset.Position(c.Slash)
+		}
+		d, derrs := ParseComment(pos, c.Text)
+		if d != nil {
+			directives = append(directives, d)
+		}
+		errs = append(errs, derrs...)
+	}
+	return directives, errs
+}
+
+// lineParser parses the name=value pairs of one directive line.
+type lineParser struct {
+	pos  token.Position // position of text[0]
+	text string         // the whole comment, starting with Prefix
+	d    *Directive
+	errs ErrorList
+	// first maps each known name given so far to the position of its
+	// first occurrence.
+	first map[string]token.Position
+	// mentioned holds the names that were attempted, even if malformed or
+	// misspelled, so that a broken period= is not also reported missing.
+	mentioned map[string]bool
+}
+
+// at returns the absolute position of text[i]. A line comment is one line,
+// so only the column and offset move.
+func (p *lineParser) at(i int) token.Position {
+	pos := p.pos
+	pos.Offset += i
+	pos.Column += i
+	return pos
+}
+
+func (p *lineParser) errorf(i int, format string, args ...any) {
+	p.errs.Add(p.at(i), format, args...)
+}
+
+// parseArgs reads the space-separated pairs after Prefix.
+func (p *lineParser) parseArgs() {
+	i := len(Prefix)
+	for {
+		i = skipSpace(p.text, i)
+		if i == len(p.text) {
+			return
+		}
+		i = p.parseArg(i)
+	}
+}
+
+// parseArg reads the pair that starts at text[start] (not a space), records
+// and checks it, and returns the index just after it.
+func (p *lineParser) parseArg(start int) int {
+	eq := start
+	for eq < len(p.text) && p.text[eq] != '=' && !isSpace(p.text[eq]) {
+		eq++
+	}
+	name := p.text[start:eq]
+	p.mentioned[name] = true
+	if eq == len(p.text) || p.text[eq] != '=' {
+		p.errorf(start, "expected name=value, found %s", quote(name))
+		return eq
+	}
+	value, end, ok := p.scanValue(eq + 1)
+	switch {
+	case !ok:
+		// scanValue reported the problem.
+	case name == "":
+		p.errorf(start, `missing name before "="`)
+	case value == "":
+		p.errorf(start, "empty value for %s", name)
+	default:
+		p.addArg(Arg{Name: name, Value: value, NamePos: p.at(start), ValuePos: p.at(eq + 1)})
+	}
+	return end
+}
+
+// scanValue reads the value that starts at text[i], quoted or not. It
+// returns the value with quotes removed, the index just after it, and
+// whether it was well formed (if not, it has reported why).
+func (p *lineParser) scanValue(i int) (value string, end int, ok bool) {
+	if i == len(p.text) || p.text[i] != '"' {
+		end = i
+		for end < len(p.text) && !isSpace(p.text[end]) {
+			end++
+		}
+		return p.text[i:end], end, true
+	}
+	closing := findClosingQuote(p.text, i+1)
+	if closing < 0 {
+		p.errorf(i, "quoted value not terminated")
+		return "", len(p.text), false
+	}
+	end = closing + 1
+	raw := p.text[i:end]
+	value, err := strconv.Unquote(raw)
+	switch {
+	case err == nil:
+		ok = true
+	case strings.Contains(raw, "\n"):
+		p.errorf(i, "line break in quoted value")
+	default:
+		p.errorf(i, "invalid escape in quoted value")
+	}
+	if end < len(p.text) && !isSpace(p.text[end]) {
+		next := end
+		for end < len(p.text) && !isSpace(p.text[end]) {
+			end++
+		}
+		p.errorf(next, "expected space after quoted value, found %s", quote(p.text[next:end]))
+		ok = false
+	}
+	return value, end, ok
+}
+
+// findClosingQuote returns the index of the first '"' at or after i that is
+// not escaped by a backslash, or -1.
+func findClosingQuote(s string, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case '\\':
+			i += 2
+		case '"':
+			return i
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// addArg records a and checks its name and value. Only the first
+// occurrence of a name sets the directive; a repeated one is still checked.
+func (p *lineParser) addArg(a Arg) {
+	p.d.Args = append(p.d.Args, a)
+	opt, known := lookupOption(a.Name)
+	if !known {
+		if alt := suggest(a.Name, optionNames); alt != "" {
+			p.mentioned[alt] = true
+			p.errs.Add(a.NamePos, "unknown name %s; did you mean %s?", quote(a.Name), alt)
+		} else {
+			p.errs.Add(a.NamePos, "unknown name %s; want one of %s", quote(a.Name), strings.Join(optionNames, ", "))
+		}
+		return
+	}
+	target := p.d
+	if first, dup := p.first[a.Name]; dup {
+		p.errs.Add(a.NamePos, "duplicate %s (first at %s)", a.Name, first)
+		target = &Directive{} // check the value, but keep the first one
+	} else {
+		p.first[a.Name] = a.NamePos
+	}
+	if err := opt.set(target, a.Value); err != nil {
+		p.errs.Add(a.ValuePos, "%s %s: %v", a.Name, quote(a.Value), err)
+	}
+}
+
+// checkArgs checks what involves more than one pair: required names, and
+// names that only make sense with some algorithms.
+func (p *lineParser) checkArgs() {
+	for _, name := range []string{"period", "threshold"} {
+		if !p.mentioned[name] {
+			p.errs.Add(p.pos, "missing required %s", name)
+		}
+	}
+	p.needAlgorithm("burst", "token_bucket", "gcra")
+	p.needAlgorithm("capacity", "leaky_bucket")
+	if d := p.d; d.Cost > 0 && d.Threshold > 0 && d.Cost > d.Threshold {
+		p.errs.Add(p.first["cost"], "cost %d exceeds threshold %d: no call could ever be admitted", d.Cost, d.Threshold)
+	}
+}
+
+// needAlgorithm reports name if it is given without one of algorithms. It
+// stays quiet when the algorithm itself was invalid, which is reported
+// already.
+func (p *lineParser) needAlgorithm(name string, algorithms ...string) {
+	pos, given := p.first[name]
+	if !given {
+		return
+	}
+	if _, ok := p.first["algorithm"]; ok && p.d.Algorithm == "" {
+		return
+	}
+	for _, a := range algorithms {
+		if p.d.Algorithm == a {
+			return
+		}
+	}
+	p.errs.Add(pos, "%s needs algorithm=%s", name, strings.Join(algorithms, " or algorithm="))
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' }
+
+// skipSpace returns the index of the first non-space byte of s at or after
+// i, or len(s).
+func skipSpace(s string, i int) int {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i
+}
+
+// checkLookalike reports a comment that is probably a misspelled directive
+// (see the package doc for the rule), or returns nil.
+func checkLookalike(pos token.Position, text string) ErrorList {
+	var errs ErrorList
+	switch {
+	case strings.HasPrefix(text, "/*"):
+		body := strings.TrimLeft(text[2:], " \t\r\n")
+		if n := lookalikeLen(body); n > 0 {
+			written := text[:len(text)-len(body)+n]
+			errs.Add(pos, "%s is not a directive: write %q as a line comment", quote(written), Prefix)
+		}
+	case strings.HasPrefix(text, "//"):
+		body := strings.TrimLeft(text[2:], " \t")
+		n := lookalikeLen(body)
+		if n == 0 {
+			break
+		}
+		var fixes []string
+		if len(body) != len(text)-2 {
+			fixes = append(fixes, `with no space after "//"`)
+		}
+		if body[:len("ratelimit")] != "ratelimit" {
+			fixes = append(fixes, "in lower case")
+		}
+		if body[n-1] != ':' {
+			fixes = append(fixes, `with a colon after "ratelimit"`)
+		}
+		written := text[:len(text)-len(body)+n]
+		errs.Add(pos, "%s is not a directive: write %q %s", quote(written), Prefix, strings.Join(fixes, " and "))
+	}
+	return errs
+}
+
+// lookalikeLen returns how many bytes of s look like a directive's
+// "ratelimit:": 10 when s starts with "ratelimit:" in any case, 9 when it
+// starts with "ratelimit" in any case, then spaces, then a name=, and 0
+// when s does not look like a directive.
+func lookalikeLen(s string) int {
+	const word = "ratelimit"
+	if len(s) <= len(word) || !strings.EqualFold(s[:len(word)], word) {
+		return 0
+	}
+	rest := s[len(word):]
+	if rest[0] == ':' {
+		return len(word) + 1
+	}
+	if isSpace(rest[0]) && startsWithNameEquals(skipSpaceString(rest)) {
+		return len(word)
+	}
+	return 0
+}
+
+// startsWithNameEquals reports whether s starts with ASCII letters or '_'
+// followed by '=', as in "period=30".
+func startsWithNameEquals(s string) bool {
+	i := 0
+	for i < len(s) && ('a' <= s[i] && s[i] <= 'z' || 'A' <= s[i] && s[i] <= 'Z' || s[i] == '_') {
+		i++
+	}
+	return i > 0 && i < len(s) && s[i] == '='
+}
+
+func skipSpaceString(s string) string { return s[skipSpace(s, 0):] }

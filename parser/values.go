@@ -1,0 +1,295 @@
+package parser
+
+import (
+	"errors"
+	"fmt"
+	"go/token"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Algorithms lists the algorithm names the grammar accepts, in a fixed order.
+var Algorithms = []string{"sliding_log", "fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra"}
+
+// option is one name the grammar accepts and how its value is checked and
+// stored.
+type option struct {
+	name string
+	// set checks value and stores it in d. Its error describes the problem
+	// with the value, and is reported as `name "value": problem`.
+	set func(d *Directive, value string) error
+}
+
+// options lists every name, in the order String renders them.
+var options = []option{
+	{"period", setPeriod},
+	{"threshold", setThreshold},
+	{"key", setKey},
+	{"name", setName},
+	{"cost", setCost},
+	{"algorithm", setAlgorithm},
+	{"burst", setBurst},
+	{"capacity", setCapacity},
+	{"wait", setWait},
+	{"onerror", setOnError},
+	{"shadow", setShadow},
+}
+
+// optionNames lists the names of options, in order.
+var optionNames = func() []string {
+	var names []string
+	for _, o := range options {
+		names = append(names, o.name)
+	}
+	return names
+}()
+
+// lookupOption returns the option called name.
+func lookupOption(name string) (option, bool) {
+	for _, o := range options {
+		if o.name == name {
+			return o, true
+		}
+	}
+	return option{}, false
+}
+
+var errWantDuration = errors.New("want whole seconds (30) or a Go duration (500ms, 1m30s)")
+
+func setPeriod(d *Directive, s string) error {
+	v, err := parseDuration(s)
+	switch {
+	case err != nil:
+		return err
+	case v <= 0:
+		return errors.New("must be positive")
+	case v < time.Microsecond:
+		return errors.New("must be at least 1µs")
+	}
+	d.Period = v
+	return nil
+}
+
+func setThreshold(d *Directive, s string) error {
+	n, err := parseCount(s)
+	d.Threshold = n
+	return err
+}
+
+func setKey(d *Directive, s string) error {
+	segments := strings.Split(s, ".")
+	for _, seg := range segments {
+		if seg == "" {
+			return errors.New("want a parameter name or a path such as req.User.ID")
+		}
+		if err := checkIdent(seg); err != nil {
+			return err
+		}
+	}
+	d.Key = segments
+	return nil
+}
+
+func setName(d *Directive, s string) error {
+	if !validName(s) {
+		return errors.New("want letters, digits, '_', '.', '-' and '/', starting with a letter or '_'")
+	}
+	d.Name = s
+	return nil
+}
+
+// setCost accepts a positive whole number (Cost) or a parameter name
+// (CostParam). A value that starts like a number is taken as a number.
+func setCost(d *Directive, s string) error {
+	errWant := errors.New("want a positive whole number or a parameter name")
+	if s[0] == '+' || s[0] == '-' || isDigit(s[0]) {
+		n, err := parseCount(s)
+		if err == errWantCount {
+			return errWant
+		}
+		d.Cost = n
+		return err
+	}
+	if !token.IsIdentifier(s) && !token.IsKeyword(s) {
+		return errWant
+	}
+	if err := checkIdent(s); err != nil {
+		return err
+	}
+	d.CostParam = s
+	return nil
+}
+
+func setAlgorithm(d *Directive, s string) error {
+	if !slices.Contains(Algorithms, s) {
+		if alt := suggest(s, Algorithms); alt != "" {
+			return fmt.Errorf("unknown algorithm; did you mean %s?", alt)
+		}
+		return fmt.Errorf("unknown algorithm; want one of %s", strings.Join(Algorithms, ", "))
+	}
+	d.Algorithm = s
+	return nil
+}
+
+func setBurst(d *Directive, s string) error {
+	n, err := parseCount(s)
+	d.Burst = n
+	return err
+}
+
+func setCapacity(d *Directive, s string) error {
+	n, err := parseCount(s)
+	d.Capacity = n
+	return err
+}
+
+func setWait(d *Directive, s string) error {
+	v, err := parseDuration(s)
+	switch {
+	case err != nil:
+		return err
+	case v < 0:
+		return errors.New("must not be negative")
+	}
+	d.Wait = v
+	return nil
+}
+
+func setOnError(d *Directive, s string) error {
+	if s != "allow" && s != "deny" {
+		return errors.New("want allow or deny")
+	}
+	d.OnError = s
+	return nil
+}
+
+func setShadow(d *Directive, s string) error {
+	switch s {
+	case "true":
+		d.Shadow = true
+	case "false":
+		d.Shadow = false
+	default:
+		return errors.New("want true or false")
+	}
+	return nil
+}
+
+var errWantCount = errors.New("want a positive whole number")
+
+// parseCount parses a positive whole number that fits in an int64. It
+// returns 0 with the error.
+func parseCount(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err == nil && n > 0:
+		return n, nil
+	case err == nil, errors.Is(err, strconv.ErrRange) && s[0] == '-':
+		return 0, errors.New("must be positive")
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Errorf("too large (max %d)", int64(math.MaxInt64))
+	}
+	return 0, errWantCount
+}
+
+// maxSeconds is the largest whole number of seconds a time.Duration holds.
+const maxSeconds = math.MaxInt64 / int64(time.Second)
+
+// durationSyntax matches what time.ParseDuration accepts apart from "0", so
+// a string it matches but ParseDuration rejects is out of range.
+var durationSyntax = regexp.MustCompile(`^[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
+// parseDuration parses whole seconds ("30", "-5") or a Go duration
+// ("500ms", "1m30s"). A negative value too large for a time.Duration comes
+// back as math.MinInt64, for the caller to reject as negative; a positive
+// one is an error, never a wrapped-around value.
+func parseDuration(s string) (time.Duration, error) {
+	if isWholeNumber(s) {
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case err == nil && -maxSeconds <= n && n <= maxSeconds:
+			return time.Duration(n) * time.Second, nil
+		case s[0] == '-':
+			return math.MinInt64, nil
+		}
+		return 0, fmt.Errorf("too long (max %d seconds)", maxSeconds)
+	}
+	v, err := time.ParseDuration(s)
+	switch {
+	case err == nil:
+		return v, nil
+	case !durationSyntax.MatchString(s):
+		return 0, errWantDuration
+	case s[0] == '-':
+		return math.MinInt64, nil
+	}
+	return 0, fmt.Errorf("too long (max %s)", time.Duration(maxSeconds)*time.Second)
+}
+
+// isWholeNumber reports whether s is decimal digits with an optional sign.
+func isWholeNumber(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// checkIdent reports why s cannot name a parameter or field, or nil if it
+// can.
+func checkIdent(s string) error {
+	switch {
+	case s == "_":
+		return errors.New("the blank identifier _ names no parameter or field")
+	case token.IsKeyword(s):
+		return fmt.Errorf("%s is a Go keyword, not a parameter or field", s)
+	case !token.IsIdentifier(s):
+		return fmt.Errorf("%s is not a Go identifier", quote(s))
+	}
+	return nil
+}
+
+// validName reports whether s is a usable limit name: ASCII letters,
+// digits, '_', '.', '-' and '/', starting with a letter or '_'.
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
+		switch {
+		case letter:
+		case i > 0 && (isDigit(c) || c == '.' || c == '-' || c == '/'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// quote returns s as a Go string literal for a message, shortened when long
+// so that a huge token does not make a huge message.
+func quote(s string) string {
+	const limit = 40
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	cut := limit
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}
+
+func isRuneStart(c byte) bool { return c&0xC0 != 0x80 }
