@@ -57,8 +57,12 @@
 // the offending token (the directive's "//" for a missing name), and all
 // problems of a line are reported, not just the first: an unknown name
 // (with a suggestion for a likely typo), a repeated name, a pair without
-// "=", an empty value, an unterminated or invalid quoted value, and a value
-// that is not valid for its name.
+// "=", an empty value, an unterminated or invalid quoted value, a value
+// that is not valid for its name, a burst= or capacity= without its
+// algorithm, and a static cost above the threshold. For example:
+//
+//	x.go:5:24: unknown name "threshhold"; did you mean threshold?
+//	x.go:5:21: period "3x": want whole seconds (30) or a Go duration (500ms, 1m30s)
 //
 // # Lookalikes
 //
@@ -66,10 +70,12 @@
 // error rather than silently ignored. After "//" and any spaces or tabs, a
 // line comment is a lookalike when its text
 //
-//   - starts with "ratelimit:" in any case, but the comment is not exactly
-//     "//ratelimit:..." (// ratelimit:, //  ratelimit:, //RateLimit:), or
-//   - starts with "ratelimit" in any case followed by spaces and a name=,
-//     as in //ratelimit period=1 (the colon is missing).
+//   - starts with "ratelimit:" in any case, but the comment does not start
+//     exactly with "//ratelimit:" (a space or tab after "//", or
+//     //RateLimit:, //RATELIMIT:), or
+//   - starts with "ratelimit" in any case, then spaces or tabs, then a name
+//     of ASCII letters or '_' directly followed by "=", as in
+//     //ratelimit period=1 (the colon is missing).
 //
 // A block comment is a lookalike under the same rule applied to its text
 // after "/*" and any white space (/*ratelimit:period=1 threshold=2*/).
@@ -119,8 +125,10 @@ type Directive struct {
 	OnError string
 	// Shadow reports shadow=true.
 	Shadow bool
-	// Args holds every argument as written, in order, with its position,
-	// so later checks can point at the offending token.
+	// Args holds every name=value pair as written, in order, with its
+	// position, so later checks can point at the offending token. In a
+	// directive with errors it also holds the unknown and repeated names;
+	// pairs too malformed to have a name and a value are left out.
 	Args []Arg
 }
 

@@ -1,0 +1,90 @@
+package parser
+
+import (
+	"go/token"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzParseComment checks that ParseComment never panics, that what it
+// accepts is a usable limit, that every error points into the comment, and
+// that an accepted directive survives rendering and parsing again.
+func FuzzParseComment(f *testing.F) {
+	for _, seed := range []string{
+		"//ratelimit:period=30 threshold=2",
+		"//ratelimit:period=1m30s threshold=100 key=req.User.ID name=search/v2",
+		"//ratelimit:\tperiod=\"500ms\"\tthreshold=\"7\" ",
+		"//ratelimit:period=1 threshold=9 cost=n algorithm=token_bucket burst=20 wait=250ms onerror=deny shadow=true",
+		"//ratelimit:period=1 threshold=9 cost=3 algorithm=leaky_bucket capacity=5 wait=0 shadow=false",
+		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
+		"//ratelimit:",
+		"//ratelimit:period=3x threshhold=0 key=_ burst=1",
+		`//ratelimit:period=1 threshold=1 name="abc`,
+		"//ratelimit:=5 period= threshold",
+		"// ratelimit:period=1 threshold=1",
+		"//RateLimit period=1",
+		"/*ratelimit:period=1 threshold=1*/",
+		"// an ordinary comment",
+	} {
+		f.Add(seed)
+	}
+	pos := token.Position{Filename: "f.go", Offset: 100, Line: 7, Column: 3}
+	f.Fuzz(func(t *testing.T, text string) {
+		d, errs := ParseComment(pos, text)
+		if d != nil && !strings.HasPrefix(text, Prefix) {
+			t.Fatalf("directive from a comment without the prefix: %q", text)
+		}
+		for _, e := range errs {
+			checkPosition(t, pos, text, e.Pos)
+			if e.Msg == "" {
+				t.Errorf("empty message")
+			}
+		}
+		if d == nil || len(errs) > 0 {
+			return
+		}
+		if d.Period < time.Microsecond || d.Threshold <= 0 {
+			t.Fatalf("accepted %q: period %v, threshold %d", text, d.Period, d.Threshold)
+		}
+		for _, a := range d.Args {
+			checkPosition(t, pos, text, a.NamePos)
+			checkPosition(t, pos, text, a.ValuePos)
+		}
+		checkReparse(t, pos, d, d.String())
+		checkReparse(t, pos, d, renderArgs(d.Args))
+	})
+}
+
+// checkPosition fails unless p lies within the comment text at pos.
+func checkPosition(t *testing.T, pos token.Position, text string, p token.Position) {
+	t.Helper()
+	i := p.Offset - pos.Offset
+	if p.Filename != pos.Filename || p.Line != pos.Line || i < 0 || i >= max(len(text), 1) || p.Column != pos.Column+i {
+		t.Fatalf("position %v (offset %d) outside comment %q at %v", p, p.Offset, text, pos)
+	}
+}
+
+// checkReparse parses text and fails unless it gives d's values.
+func checkReparse(t *testing.T, pos token.Position, d *Directive, text string) {
+	t.Helper()
+	again, errs := ParseComment(pos, text)
+	if len(errs) > 0 || again == nil {
+		t.Fatalf("reparsing %q: %v", text, errs)
+	}
+	if want, got := values(d), values(again); !reflect.DeepEqual(want, got) {
+		t.Fatalf("reparsing %q:\n got %+v\nwant %+v", text, got, want)
+	}
+}
+
+// renderArgs renders args as a directive, in their order, quoting values
+// as needed.
+func renderArgs(args []Arg) string {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	for _, a := range args {
+		b.WriteString(" " + a.Name + "=" + formatValue(a.Value))
+	}
+	return b.String()
+}
