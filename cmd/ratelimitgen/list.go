@@ -1,0 +1,90 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"go/token"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/ratelimitgen/ratelimitgen/parser"
+	"github.com/ratelimitgen/ratelimitgen/templates"
+)
+
+// listRow is one limit of one method, as printed by -list.
+type listRow struct {
+	pos       token.Position
+	Position  string `json:"position"`
+	Package   string `json:"package"`
+	Type      string `json:"type"`
+	Method    string `json:"method"`
+	Name      string `json:"name"`
+	Period    string `json:"period"`
+	Threshold int64  `json:"threshold"`
+	Key       string `json:"key,omitempty"`
+	Cost      string `json:"cost,omitempty"`
+	Algorithm string `json:"algorithm"`
+	Burst     int64  `json:"burst,omitempty"`
+	Capacity  int64  `json:"capacity,omitempty"`
+	Wait      string `json:"wait,omitempty"`
+	OnError   string `json:"onerror,omitempty"`
+	Shadow    bool   `json:"shadow,omitempty"`
+}
+
+// listRows returns one row per directive line of a limited method.
+func listRows(pkgPath, typeName string, m *templates.Method, dirs []*parser.Directive) []listRow {
+	rule := m.Rule
+	rows := make([]listRow, len(dirs))
+	for i, d := range dirs {
+		row := listRow{
+			pos: d.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
+			Period: d.Period.String(), Threshold: d.Threshold, Algorithm: cmp.Or(d.Algorithm, "sliding_log"),
+			Burst: d.Burst, Capacity: d.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
+		}
+		if rule.Key != nil {
+			row.Key = rule.Key.Source
+		}
+		switch {
+		case rule.CostParam >= 0:
+			row.Cost = m.Sig.Params().At(rule.CostParam).Name()
+		case rule.Cost != 0:
+			row.Cost = strconv.FormatInt(rule.Cost, 10)
+		}
+		if rule.Wait != 0 {
+			row.Wait = rule.Wait.String()
+		}
+		rows[i] = row
+	}
+	return rows
+}
+
+// printList prints the rows sorted by position, as an aligned table or as
+// JSON.
+func printList(w io.Writer, rows []listRow, asJSON bool, rel func(string) string) error {
+	slices.SortFunc(rows, func(a, b listRow) int {
+		return cmp.Or(cmp.Compare(a.pos.Filename, b.pos.Filename), cmp.Compare(a.pos.Line, b.pos.Line),
+			cmp.Compare(a.pos.Column, b.pos.Column), cmp.Compare(a.Type, b.Type), cmp.Compare(a.Method, b.Method))
+	})
+	for i := range rows {
+		p := rows[i].pos
+		p.Filename = rel(p.Filename)
+		rows[i].Position = p.String()
+	}
+	if asJSON {
+		if rows == nil {
+			rows = []listRow{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "POSITION\tMETHOD\tPERIOD\tTHRESHOLD\tKEY\tALGORITHM")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%d\t%s\t%s\n", r.Position, r.Type, r.Method, r.Period, r.Threshold, cmp.Or(r.Key, "-"), r.Algorithm)
+	}
+	return tw.Flush()
+}

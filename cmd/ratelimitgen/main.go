@@ -1,0 +1,172 @@
+// Ratelimitgen generates rate-limiting decorators from //ratelimit:
+// directives.
+//
+// Write a directive in the doc comment of a method:
+//
+//	type Store interface {
+//		// Get returns the item with the given id.
+//		//ratelimit:period=30 threshold=2 key=id
+//		Get(ctx context.Context, id string) (*Item, error)
+//		Close() error
+//	}
+//
+// and run ratelimitgen in the package (usually through go generate). It
+// writes ratelimit_gen.go with a decorator:
+//
+//	type StoreWithRateLimit struct { ... }
+//	func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit
+//
+// StoreWithRateLimit implements Store. Its Get asks the limiter to admit
+// the call first: at most 2 calls per 30 seconds for each id. A denied call
+// returns zero values and a *ratelimit.LimitError, for which
+// errors.Is(err, ratelimit.ErrLimited) holds and which says when to retry
+// (RetryAfter). Close is not limited and calls the wrapped Store directly.
+// The limiter is ratelimit.NewMemory() for one process or
+// ratelimit.NewRedis(client) for limits shared by every process; ratelimit
+// is the package github.com/ratelimitgen/ratelimitgen/runtime.
+//
+// # Running it
+//
+// Add one line to any file of the package:
+//
+//	//go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
+//
+// or, since Go 1.24, track the generator as a tool of your module with
+//
+//	go get -tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
+//
+// and write
+//
+//	//go:generate go tool ratelimitgen
+//
+// Usage:
+//
+//	ratelimitgen [-C dir] [-output file] [-tags list] [-check] [-list [-json]] [packages]
+//
+// The packages are import paths or patterns, as for go build; the default
+// is the package in the current directory. All of them are loaded at once.
+// Each package with directives gets one generated file in its directory;
+// packages without directives are skipped silently. The flags are:
+//
+//	-C dir
+//		change to dir before doing anything, like go -C
+//	-output name
+//		file name of the generated file in each package directory
+//		(default ratelimit_gen.go)
+//	-tags list
+//		comma-separated build tags to load the packages with, added to
+//		the -tags of $GOFLAGS
+//	-check
+//		write nothing; print a unified diff for every generated file that
+//		is missing, stale or should be deleted, and exit 1 if there is one
+//	-list
+//		write nothing; print every limit found as a table: position,
+//		Type.Method, period, threshold, key and algorithm
+//	-json
+//		with -list, print the limits as a JSON array instead
+//
+// The exit status is 0 on success, 1 when there are diagnostics (or, with
+// -check, stale files) and 2 for a usage error.
+//
+// # Directives
+//
+// A directive is a line comment that starts exactly with "//ratelimit:",
+// followed by name=value pairs:
+//
+//	//ratelimit:period=30 threshold=2
+//	//ratelimit:period=1m30s threshold=100 key=req.User.ID name=search cost=n
+//
+// It belongs in the doc comment of an interface method, of a method
+// declaration (func (s *Server) Search...), or of a named type declaration,
+// where it applies to every method of the type (every method of an
+// interface's method set, including embedded ones; every method declared
+// on any other type) that has no directive of its own. A directive
+// anywhere else (on a function, a field, a variable, the package clause,
+// an alias, a grouped type declaration...) is an error.
+//
+// Several directive lines on one method are several limits that must all
+// admit a call; nothing is charged unless all do. Each line gives one
+// limit:
+//
+//	period      the window: whole seconds (30) or a Go duration (500ms, 1m30s)
+//	threshold   calls (or units of cost) admitted per period
+//	algorithm   sliding_log (the default), or another algorithm the runtime supports
+//	burst       bucket capacity (token_bucket, gcra)
+//	capacity    queue bound (leaky_bucket)
+//
+// and may give the per-call options, which, when written on several lines
+// of a method, must agree:
+//
+//	key=p       a separate limit per value of parameter p, or of a field or
+//	            zero-argument method reached from it (key=req.User.ID). The
+//	            value must be a string, an integer or a fmt.Stringer. If a
+//	            pointer or interface on the way is nil, the call returns an
+//	            error wrapping ratelimit.ErrNilKey instead of panicking.
+//	name=n      the limit identity; methods with the same name share one
+//	            limit and must declare the same limits. The default is the
+//	            package path, type and method: example.com/svc.Store.Get.
+//	cost=n      units a call takes: a number, or an integer parameter.
+//	wait=d      how long a denied call may wait to be admitted.
+//	onerror=x   allow or deny calls when the limiter fails.
+//	shadow=true only report what would be denied.
+//
+// A limited method must return error as its last result. If its first
+// parameter is a context.Context, the limiter gets it; otherwise
+// context.Background().
+//
+// Every mistake is reported as file:line:col: message, all of them sorted
+// by position, before anything is written.
+//
+// # Generated code
+//
+// For an interface Store, the file declares StoreWithRateLimit and
+// NewStoreWithRateLimit (storeWithRateLimit and newStoreWithRateLimit for
+// an unexported store), implementing every method of Store; a generic
+// interface gets a generic decorator with the same type parameters. For
+// any other named type Bar with limited methods, it declares
+//
+//	type BarWithRateLimit struct { *Bar; ... }
+//	func NewBarWithRateLimit(next *Bar, limiter ratelimit.Limiter) *BarWithRateLimit
+//
+// overriding the limited methods; the others are promoted from *Bar. Only
+// calls through the decorator are limited: a method of Bar that calls
+// another method of Bar bypasses the limit. Each limited method's rule is
+// a package variable (storeGetRateLimit).
+//
+// The generated file starts with "// Code generated by ratelimitgen. DO
+// NOT EDIT." and "//go:build !ratelimitgen", and ratelimitgen loads
+// packages with the ratelimitgen build tag, so stale generated code (a
+// decorator of a method that no longer exists) never stops it from
+// running again. When the decorated types are declared in files with a
+// build constraint, the generated file carries that constraint too. A file
+// is written only when its content changes; a package whose directives
+// were all removed has its generated file deleted. A file at the output
+// path that was not generated by ratelimitgen is never overwritten.
+package main
+
+import (
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // diagnostics, stale files, failures
+	exitUsage = 2
+)
+
+// run runs ratelimitgen with the command-line arguments args (without the
+// program name) and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, code := parseFlags(args, stderr)
+	if opts == nil {
+		return code
+	}
+	g := &generator{opts: *opts, stdout: stdout, stderr: stderr}
+	return g.run()
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"go/token"
+	"go/types"
+	"strconv"
+	"strings"
+
+	"github.com/ratelimitgen/ratelimitgen/parser"
+	"github.com/ratelimitgen/ratelimitgen/templates"
+)
+
+// ruleChecker compiles the directives of one method into a rule, checking
+// them against the method's signature.
+type ruleChecker struct {
+	c     *collector
+	where string // Type.Method, for messages
+	sig   *types.Signature
+	dirs  []*parser.Directive
+	ok    bool
+}
+
+// perCallOptions may be written on any line of a method but must agree.
+var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow"}
+
+// option is the first use of a per-call option.
+type option struct {
+	d   *parser.Directive
+	arg parser.Arg
+}
+
+var errorType = types.Universe.Lookup("error").Type()
+
+// rule returns the rule, or nil when a directive has errors (reported).
+func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
+	for _, d := range rc.dirs {
+		if rc.c.broken[d] {
+			return nil // its syntax errors are reported; don't pile on
+		}
+	}
+	rc.ok = true
+	rc.checkResults()
+	opts := rc.options()
+	r := &templates.Rule{Name: defaultName, Context: -1, CostParam: -1}
+	for _, d := range rc.dirs {
+		r.Limits = append(r.Limits, templates.Limit{
+			Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
+			Burst: d.Burst, Capacity: d.Capacity,
+		})
+	}
+	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
+		r.Context = 0
+	}
+	if o, ok := opts["name"]; ok {
+		r.Name = o.d.Name
+	}
+	if o, ok := opts["key"]; ok {
+		r.Key = rc.key(o.arg, o.d.Key)
+	}
+	if o, ok := opts["cost"]; ok {
+		if o.d.CostParam != "" {
+			r.CostParam, r.CostConvert = rc.costParam(o.arg, o.d.CostParam)
+		} else {
+			r.Cost = o.d.Cost
+		}
+	}
+	if o, ok := opts["wait"]; ok {
+		r.Wait = o.d.Wait
+	}
+	if o, ok := opts["onerror"]; ok {
+		r.OnError = o.d.OnError
+	}
+	if o, ok := opts["shadow"]; ok {
+		r.Shadow = o.d.Shadow
+	}
+	if !rc.ok {
+		return nil
+	}
+	return r
+}
+
+func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {
+	rc.c.errorf(pos, format, args...)
+	rc.ok = false
+}
+
+// checkResults reports a method that cannot return the limiter's error.
+func (rc *ruleChecker) checkResults() {
+	res := rc.sig.Results()
+	if res.Len() == 0 || !types.Identical(res.At(res.Len()-1).Type(), errorType) {
+		rc.errorf(rc.dirs[0].Pos, "%s cannot be limited: a limited method must return error as its last result", rc.where)
+	}
+}
+
+// options returns the first use of each per-call option, reporting later
+// uses that disagree with it.
+func (rc *ruleChecker) options() map[string]option {
+	out := map[string]option{}
+	for _, d := range rc.dirs {
+		for _, name := range perCallOptions {
+			a, ok := d.Arg(name)
+			if !ok {
+				continue
+			}
+			first, seen := out[name]
+			if !seen {
+				out[name] = option{d, a}
+				continue
+			}
+			if optionValue(first.d, name) != optionValue(d, name) {
+				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s at line %d: per-call options must agree on every line of a method",
+					name, a.Value, name, first.arg.Value, first.arg.NamePos.Line)
+			}
+		}
+	}
+	return out
+}
+
+// optionValue returns the parsed value of a per-call option, so that
+// equivalent spellings (wait=60 and wait=1m) agree.
+func optionValue(d *parser.Directive, name string) string {
+	switch name {
+	case "key":
+		return strings.Join(d.Key, ".")
+	case "name":
+		return d.Name
+	case "cost":
+		if d.CostParam != "" {
+			return d.CostParam
+		}
+		return strconv.FormatInt(d.Cost, 10)
+	case "wait":
+		return d.Wait.String()
+	case "onerror":
+		return d.OnError
+	case "shadow":
+		return strconv.FormatBool(d.Shadow)
+	}
+	return ""
+}
+
+// param returns the index of the parameter called name, or -1.
+func (rc *ruleChecker) param(name string) int {
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		if params.At(i).Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// paramNames lists the parameters that can be named, for messages.
+func (rc *ruleChecker) paramNames() string {
+	var names []string
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		if n := params.At(i).Name(); n != "" && n != "_" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "it has no named parameters"
+	}
+	return "its parameters are " + strings.Join(names, ", ")
+}
+
+// costParam checks cost=<param>: it must name an integer parameter.
+func (rc *ruleChecker) costParam(a parser.Arg, name string) (index int, convert bool) {
+	i := rc.param(name)
+	if i < 0 {
+		rc.errorf(a.ValuePos, "cost=%s: %s has no parameter %s (%s)", name, rc.where, name, rc.paramNames())
+		return -1, false
+	}
+	t := rc.sig.Params().At(i).Type()
+	b, ok := t.Underlying().(*types.Basic)
+	if !ok || b.Info()&types.IsInteger == 0 || rc.sig.Variadic() && i == rc.sig.Params().Len()-1 {
+		rc.errorf(a.ValuePos, "cost=%s: parameter %s has type %s; want an integer type", name, name, rc.c.typeString(t))
+		return -1, false
+	}
+	return i, !types.Identical(t, types.Typ[types.Int64])
+}
+
+// isContext reports whether t is context.Context.
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context" && n.Obj().Name() == "Context"
+}

@@ -1,0 +1,235 @@
+package templates
+
+import (
+	"go/types"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// decoratorPlan is a decorator with the names it is written with.
+type decoratorPlan struct {
+	*Decorator
+	name, ctor string   // the decorator type and its constructor
+	tparams    []string // type parameter names
+	next       string   // field holding the wrapped value (the embedded type's name for a non-interface)
+	limiter    string   // field holding the limiter
+	recv       string   // receiver name of every method
+	methods    []*methodPlan
+}
+
+// methodPlan is a method with the name of its rule variable.
+type methodPlan struct {
+	*Method
+	rule string // empty when the method is not limited
+}
+
+// planDecorator allocates the package-level names of d: its type, its
+// constructor and its rule variables.
+func (r *renderer) planDecorator(d *Decorator) *decoratorPlan {
+	typeName := d.Type.Obj().Name()
+	p := &decoratorPlan{Decorator: d}
+	p.name = r.pkg.fresh(typeName + "WithRateLimit")
+	if exported(typeName) {
+		p.ctor = r.pkg.fresh("New" + p.name)
+	} else {
+		p.ctor = r.pkg.fresh("new" + upperFirst(p.name))
+	}
+	for _, m := range d.Methods {
+		mp := &methodPlan{Method: m}
+		if m.Rule != nil {
+			mp.rule = r.pkg.fresh(lowerCamel(typeName) + upperFirst(m.Name) + "RateLimit")
+		}
+		p.methods = append(p.methods, mp)
+	}
+	return p
+}
+
+// planMembers names what is declared inside the decorator: its type
+// parameters, fields and receiver.
+func (r *renderer) planMembers(p *decoratorPlan) {
+	// Type parameters keep their names unless a generated name or an
+	// import of this file would be shadowed by them.
+	tps := newNames(func(s string) bool { return r.pkg.taken[s] })
+	for i := 0; i < p.Type.TypeParams().Len(); i++ {
+		p.tparams = append(p.tparams, tps.fresh(p.Type.TypeParams().At(i).Obj().Name()))
+	}
+	if p.Interface() {
+		// A field may not share its name with a method.
+		fields := newNames(func(s string) bool { return p.hasMethod(s) })
+		p.next = fields.first("next", "wrapped")
+		p.limiter = fields.first("limiter", "rateLimiter")
+	} else {
+		// The limiter field must not hide a field or method promoted from
+		// the embedded type.
+		p.next = p.Type.Obj().Name()
+		fields := newNames(func(s string) bool {
+			obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(p.Type), false, p.Type.Obj().Pkg(), s)
+			return s == p.next || obj != nil
+		})
+		p.limiter = fields.first("limiter", "rateLimiter")
+	}
+	recv := newNames(func(s string) bool { return r.pkg.isTaken(s) || p.usesParamName(s) })
+	recv.reserve(p.tparams...)
+	p.recv = recv.first("d", "w", "rl")
+}
+
+func (p *decoratorPlan) hasMethod(name string) bool {
+	for _, m := range p.Methods {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// usesParamName reports whether a method of p has a parameter called name.
+func (p *decoratorPlan) usesParamName(name string) bool {
+	for _, m := range p.Methods {
+		for i := 0; i < m.Sig.Params().Len(); i++ {
+			if m.Sig.Params().At(i).Name() == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// limited returns the names of p's limited methods.
+func (p *decoratorPlan) limited() []string {
+	var out []string
+	for _, m := range p.methods {
+		if m.rule != "" {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// typeParamList returns the type parameters with their constraints, for
+// declaring the decorator and its constructor.
+func (r *renderer) typeParamList(p *decoratorPlan) []jen.Code {
+	tps := p.Type.TypeParams()
+	out := make([]jen.Code, tps.Len())
+	for i := range out {
+		out[i] = jen.Id(p.tparams[i]).Add(r.types.typ(tps.At(i).Constraint()))
+	}
+	return out
+}
+
+// typeArgs returns the type parameters as arguments: Foo[K, V].
+func (p *decoratorPlan) typeArgs() []jen.Code {
+	out := make([]jen.Code, len(p.tparams))
+	for i, n := range p.tparams {
+		out[i] = jen.Id(n)
+	}
+	return out
+}
+
+// decoratedType returns the decorated type, instantiated with the
+// decorator's type parameters.
+func (r *renderer) decoratedType(p *decoratorPlan) *jen.Statement {
+	return jen.Qual(r.f.PkgPath, p.Type.Obj().Name()).Types(p.typeArgs()...)
+}
+
+// selfType returns the decorator type, instantiated with its type
+// parameters.
+func (p *decoratorPlan) selfType() *jen.Statement {
+	return jen.Id(p.name).Types(p.typeArgs()...)
+}
+
+// decorator appends everything generated for one decorated type.
+func (r *renderer) decorator(g *jen.Group, p *decoratorPlan) {
+	r.types.tparams = p.tparams
+	r.typeDecl(g, p)
+	g.Line()
+	r.constructor(g, p)
+	g.Line()
+	if p.Interface() {
+		r.assertion(g, p)
+		g.Line()
+	}
+	for _, m := range p.methods {
+		if m.rule != "" {
+			r.ruleVar(g, p, m)
+			g.Line()
+		}
+	}
+	for _, m := range p.methods {
+		r.method(g, p, m)
+		g.Line()
+	}
+}
+
+func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
+	typeName := p.Type.Obj().Name()
+	limited := strings.Join(p.limited(), ", ")
+	if p.Interface() {
+		others := ""
+		if len(p.limited()) < len(p.methods) {
+			others = " Other methods call the wrapped " + typeName + " directly."
+		}
+		doc(g, p.name+" is a "+typeName+" that asks a ratelimit.Limiter to admit each call of "+
+			p.listing(limited)+" before calling the wrapped "+typeName+". A denied call returns "+
+			"the limiter's error, a *ratelimit.LimitError, without calling it."+others)
+		g.Type().Id(p.name).Types(r.typeParamList(p)...).Struct(
+			jen.Id(p.next).Add(r.decoratedType(p)),
+			jen.Id(p.limiter).Add(r.rt("Limiter")),
+		)
+		return
+	}
+	others := ""
+	if len(p.limited()) < p.Type.NumMethods() {
+		others = " Other methods are promoted from the embedded *" + typeName + " and are not limited."
+	}
+	doc(g, p.name+" is a *"+typeName+" that asks a ratelimit.Limiter to admit each call of "+
+		p.listing(limited)+" before calling the embedded *"+typeName+"'s method. A denied call "+
+		"returns the limiter's error, a *ratelimit.LimitError, without calling it."+others+"\n\n"+
+		"Only calls made through the "+p.name+" are limited: when a method of "+typeName+
+		" calls another method of its own receiver, that call goes to the *"+typeName+
+		" directly and bypasses the limit.")
+	g.Type().Id(p.name).Types(r.typeParamList(p)...).Struct(
+		jen.Op("*").Add(r.decoratedType(p)),
+		jen.Id(p.limiter).Add(r.rt("Limiter")),
+	)
+}
+
+// listing names the limited methods in prose.
+func (p *decoratorPlan) listing(limited string) string {
+	if len(p.limited()) == 1 {
+		return "its limited method " + limited
+	}
+	return "its limited methods (" + limited + ")"
+}
+
+func (r *renderer) constructor(g *jen.Group, p *decoratorPlan) {
+	typeName := p.Type.Obj().Name()
+	params := newNames(func(s string) bool { return s == p.name })
+	params.reserve(p.tparams...)
+	next, limiter := params.fresh("next"), params.fresh("limiter")
+	nextType := r.decoratedType(p)
+	if !p.Interface() {
+		nextType = jen.Op("*").Add(nextType)
+	}
+	doc(g, p.ctor+" returns a "+p.name+" that calls "+next+" after "+limiter+
+		" admits each call of a limited method of "+typeName+".")
+	g.Func().Id(p.ctor).Types(r.typeParamList(p)...).
+		Params(jen.Id(next).Add(nextType), jen.Id(limiter).Add(r.rt("Limiter"))).
+		Op("*").Add(p.selfType()).
+		Block(jen.Return(jen.Op("&").Add(p.selfType()).Values(
+			jen.Id(p.next).Op(":").Id(next),
+			jen.Id(p.limiter).Op(":").Id(limiter),
+		)))
+}
+
+// assertion proves at compile time that the decorator implements the
+// interface; a generic one does it inside a generic function.
+func (r *renderer) assertion(g *jen.Group, p *decoratorPlan) {
+	assert := jen.Var().Id("_").Add(r.decoratedType(p)).Op("=").
+		Parens(jen.Op("*").Add(p.selfType())).Parens(jen.Nil())
+	if len(p.tparams) == 0 {
+		g.Add(assert)
+		return
+	}
+	g.Func().Id("_").Types(r.typeParamList(p)...).Params().Block(assert)
+}

@@ -1,0 +1,391 @@
+package templates
+
+import (
+	"go/types"
+	"strconv"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// methodGen writes one decorator method. Every identifier the method
+// declares (parameters, err, zero values, temporaries) comes from locals,
+// which starts out holding every identifier the body refers to, so no
+// declaration shadows something the body needs.
+type methodGen struct {
+	r      *renderer
+	p      *decoratorPlan
+	m      *methodPlan
+	locals *names
+	params []string // parameter names
+	err    string   // the error variable of a limited method
+	zeros  []zero   // zero values of every result but the last error
+}
+
+// zero is the zero value of one result: a literal, or a variable.
+type zero struct {
+	lit     func() *jen.Statement // nil when a variable is needed
+	typ     types.Type
+	varName string
+}
+
+// method appends one decorator method with its doc comment.
+func (r *renderer) method(g *jen.Group, p *decoratorPlan, m *methodPlan) {
+	mg := r.newMethodGen(p, m)
+	doc(g, mg.doc())
+	g.Func().Params(jen.Id(p.recv).Op("*").Add(p.selfType())).Id(m.Name).
+		Params(mg.paramDecls()...).Add(mg.results()).
+		Block(mg.body()...)
+}
+
+func (r *renderer) newMethodGen(p *decoratorPlan, m *methodPlan) *methodGen {
+	// Names the generator invents also avoid the file's package-level
+	// names, so that a renamed parameter never reads like an import.
+	mg := &methodGen{r: r, p: p, m: m, locals: newNames(func(s string) bool { return r.pkg.taken[s] })}
+	mg.locals.reserve(p.recv)
+	mg.locals.reserve(p.tparams...)
+	if m.rule != "" {
+		mg.planZeros()
+		mg.locals.reserve(mg.bodyIdents()...)
+	}
+	mg.planParams()
+	if m.rule != "" {
+		mg.err = mg.locals.fresh("err")
+		for i := range mg.zeros {
+			if mg.zeros[i].lit == nil {
+				mg.zeros[i].varName = mg.locals.fresh("zero")
+			}
+		}
+	}
+	return mg
+}
+
+// planParams names the parameters: as declared when the name is free,
+// ctx or p1, p2... for unnamed and blank ones.
+func (mg *methodGen) planParams() {
+	params := mg.m.Sig.Params()
+	mg.params = make([]string, params.Len())
+	for i := range mg.params {
+		if name := params.At(i).Name(); name != "" && name != "_" && !mg.locals.taken[name] {
+			mg.locals.reserve(name)
+			mg.params[i] = name
+		}
+	}
+	for i := range mg.params {
+		if mg.params[i] != "" {
+			continue
+		}
+		v := params.At(i)
+		base := v.Name()
+		switch {
+		case base != "" && base != "_":
+			// keep the declared name, numbered
+		case isContext(v.Type()):
+			base = "ctx"
+		default:
+			base = "p" + strconv.Itoa(i+1)
+		}
+		mg.params[i] = mg.locals.fresh(base)
+	}
+}
+
+// isContext reports whether t is context.Context.
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context" && n.Obj().Name() == "Context"
+}
+
+// planZeros works out the zero value of every result but the last.
+func (mg *methodGen) planZeros() {
+	res := mg.m.Sig.Results()
+	for i := 0; i < res.Len()-1; i++ {
+		t := res.At(i).Type()
+		mg.zeros = append(mg.zeros, zero{lit: mg.r.zeroLiteral(t), typ: t})
+	}
+}
+
+// zeroLiteral returns the zero value of t as a literal (nil, 0, "", false,
+// T{}), or nil when it has none and needs a variable.
+func (r *renderer) zeroLiteral(t types.Type) func() *jen.Statement {
+	if _, ok := types.Unalias(t).(*types.TypeParam); ok {
+		return nil
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		switch {
+		case u.Info()&types.IsBoolean != 0:
+			return jen.False
+		case u.Info()&types.IsString != 0:
+			return func() *jen.Statement { return jen.Lit("") }
+		case u.Info()&types.IsNumeric != 0:
+			return func() *jen.Statement { return jen.Lit(0) }
+		case u.Kind() == types.UnsafePointer:
+			return jen.Nil
+		}
+	case *types.Pointer, *types.Slice, *types.Map, *types.Chan, *types.Signature, *types.Interface:
+		return jen.Nil
+	case *types.Struct, *types.Array:
+		switch t.(type) {
+		case *types.Named, *types.Alias:
+			return func() *jen.Statement { return r.types.typ(t).Values() }
+		}
+	}
+	return nil
+}
+
+// bodyIdents returns the identifiers a limited method's body refers to
+// outside itself.
+func (mg *methodGen) bodyIdents() []string {
+	rule, imports := mg.m.Rule, mg.r.types.imports
+	ids := []string{mg.m.rule, "nil"}
+	if rule.Context < 0 {
+		ids = append(ids, imports["context"])
+	}
+	if rule.CostConvert {
+		ids = append(ids, "int64")
+	}
+	if k := rule.Key; k != nil {
+		ids = append(ids, keyIdents(k, imports)...)
+	}
+	for _, z := range mg.zeros {
+		if z.lit == nil || !isLiteralZero(z.typ) {
+			ids = append(ids, mg.r.types.idents(z.typ)...)
+		}
+		if b, ok := z.typ.Underlying().(*types.Basic); ok && b.Info()&types.IsBoolean != 0 {
+			ids = append(ids, "false")
+		}
+	}
+	return ids
+}
+
+// isLiteralZero reports whether t's zero value is written without naming t.
+func isLiteralZero(t types.Type) bool {
+	switch t.Underlying().(type) {
+	case *types.Struct, *types.Array:
+		return false
+	}
+	_, tp := types.Unalias(t).(*types.TypeParam)
+	return !tp
+}
+
+func keyIdents(k *Key, imports map[string]string) []string {
+	var ids []string
+	for _, s := range k.Steps {
+		if s.CheckNil {
+			ids = append(ids, imports[RuntimePath])
+		}
+	}
+	switch k.Format {
+	case KeyStringConv:
+		ids = append(ids, "string")
+	case KeyInt64, KeyUint64:
+		ids = append(ids, imports["strconv"])
+	case KeyInt:
+		ids = append(ids, imports["strconv"], "int64")
+	case KeyUint:
+		ids = append(ids, imports["strconv"], "uint64")
+	}
+	return ids
+}
+
+func (mg *methodGen) paramDecls() []jen.Code {
+	params := mg.m.Sig.Params()
+	out := make([]jen.Code, params.Len())
+	for i := range out {
+		t := params.At(i).Type()
+		if mg.m.Sig.Variadic() && i == params.Len()-1 {
+			out[i] = jen.Id(mg.params[i]).Op("...").Add(mg.r.types.typ(t.(*types.Slice).Elem()))
+		} else {
+			out[i] = jen.Id(mg.params[i]).Add(mg.r.types.typ(t))
+		}
+	}
+	return out
+}
+
+// results returns the result types, unnamed.
+func (mg *methodGen) results() jen.Code {
+	res := mg.m.Sig.Results()
+	switch res.Len() {
+	case 0:
+		return jen.Null()
+	case 1:
+		return mg.r.types.typ(res.At(0).Type())
+	}
+	out := make([]jen.Code, res.Len())
+	for i := range out {
+		out[i] = mg.r.types.typ(res.At(i).Type())
+	}
+	return jen.Params(out...)
+}
+
+// args returns the arguments that pass the parameters on, spreading a
+// variadic one.
+func (mg *methodGen) args() []jen.Code {
+	out := make([]jen.Code, len(mg.params))
+	for i, name := range mg.params {
+		out[i] = jen.Id(name)
+		if mg.m.Sig.Variadic() && i == len(mg.params)-1 {
+			out[i] = jen.Id(name).Op("...")
+		}
+	}
+	return out
+}
+
+// delegate calls the wrapped method and returns what it returns.
+func (mg *methodGen) delegate() jen.Code {
+	call := jen.Id(mg.p.recv).Dot(mg.p.next).Dot(mg.m.Name).Call(mg.args()...)
+	if mg.m.Sig.Results().Len() == 0 {
+		return call
+	}
+	return jen.Return(call)
+}
+
+func (mg *methodGen) body() []jen.Code {
+	if mg.m.rule == "" {
+		return []jen.Code{mg.delegate()}
+	}
+	checks, key := mg.key()
+	var stmts, decls []jen.Code
+	for _, z := range mg.zeros {
+		if z.varName != "" {
+			decls = append(decls, jen.Var().Id(z.varName).Add(mg.r.types.typ(z.typ)))
+		}
+	}
+	if len(checks) > 0 {
+		// Several branches return the zero values: declare them once.
+		stmts, decls = append(stmts, decls...), nil
+	}
+	stmts = append(stmts, checks...)
+	if k := mg.m.Rule.Key; k != nil && (len(k.Steps) > 0 || k.Format != KeyString) {
+		// Name a computed key, so the check reads plainly.
+		v := mg.locals.fresh("key")
+		stmts = append(stmts, jen.Id(v).Op(":=").Add(key))
+		key = jen.Id(v)
+	}
+	err := jen.Id(mg.err)
+	check := jen.Id(mg.m.rule).Dot("Check").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, mg.cost())
+	stmts = append(stmts,
+		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
+			Block(append(decls, jen.Return(mg.zeroResults(err)...))...),
+		mg.delegate())
+	return stmts
+}
+
+// zeroResults returns the zero values followed by errExpr.
+func (mg *methodGen) zeroResults(errExpr jen.Code) []jen.Code {
+	out := make([]jen.Code, 0, len(mg.zeros)+1)
+	for _, z := range mg.zeros {
+		if z.lit != nil {
+			out = append(out, z.lit())
+		} else {
+			out = append(out, jen.Id(z.varName))
+		}
+	}
+	return append(out, errExpr)
+}
+
+func (mg *methodGen) ctx() jen.Code {
+	if i := mg.m.Rule.Context; i >= 0 {
+		return jen.Id(mg.params[i])
+	}
+	return jen.Qual("context", "Background").Call()
+}
+
+func (mg *methodGen) cost() jen.Code {
+	rule := mg.m.Rule
+	switch {
+	case rule.CostParam >= 0 && rule.CostConvert:
+		return jen.Int64().Call(jen.Id(mg.params[rule.CostParam]))
+	case rule.CostParam >= 0:
+		return jen.Id(mg.params[rule.CostParam])
+	case rule.Cost != 0:
+		return jen.Lit(int(rule.Cost))
+	}
+	return jen.Lit(1)
+}
+
+// key returns the nil checks the key expression needs and the expression.
+// A value produced by a method call is bound to a variable before it is
+// checked, so no method is called twice.
+func (mg *methodGen) key() (checks []jen.Code, key jen.Code) {
+	k := mg.m.Rule.Key
+	if k == nil {
+		return nil, jen.Lit("")
+	}
+	base := mg.params[k.Param]
+	expr := func() *jen.Statement { return jen.Id(base) }
+	lastCall := ""
+	for _, s := range k.Steps {
+		if s.CheckNil {
+			if lastCall != "" {
+				v := mg.locals.fresh(lowerCamel(lastCall))
+				checks = append(checks, jen.Id(v).Op(":=").Add(expr()))
+				expr, lastCall = func() *jen.Statement { return jen.Id(v) }, ""
+			}
+			nilErr := jen.Qual(RuntimePath, "NilKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(s.Path))
+			checks = append(checks, jen.If(expr().Op("==").Nil()).Block(jen.Return(mg.zeroResults(nilErr)...)))
+		}
+		prev, name := expr, s.Name
+		if s.Call {
+			expr, lastCall = func() *jen.Statement { return prev().Dot(name).Call() }, name
+		} else {
+			expr = func() *jen.Statement { return prev().Dot(name) }
+		}
+	}
+	return checks, formatKey(k.Format, expr())
+}
+
+func formatKey(f KeyFormat, x *jen.Statement) jen.Code {
+	switch f {
+	case KeyStringConv:
+		return jen.String().Call(x)
+	case KeyInt64:
+		return jen.Qual("strconv", "FormatInt").Call(x, jen.Lit(10))
+	case KeyInt:
+		return jen.Qual("strconv", "FormatInt").Call(jen.Int64().Call(x), jen.Lit(10))
+	case KeyUint64:
+		return jen.Qual("strconv", "FormatUint").Call(x, jen.Lit(10))
+	case KeyUint:
+		return jen.Qual("strconv", "FormatUint").Call(jen.Uint64().Call(x), jen.Lit(10))
+	}
+	return x
+}
+
+// doc describes the method.
+func (mg *methodGen) doc() string {
+	name, typeName := mg.m.Name, mg.p.Type.Obj().Name()
+	target := "the wrapped " + typeName + "'s " + name
+	if !mg.p.Interface() {
+		target = "(*" + typeName + ")." + name
+	}
+	if mg.m.rule == "" {
+		return name + " calls " + target + "; it is not limited."
+	}
+	s := name + " calls " + target + " if the limiter admits the call under " + mg.m.rule +
+		"; otherwise it returns the limiter's error."
+	if paths := mg.nilPaths(); len(paths) > 0 {
+		s += " If " + orList(paths) + " is nil, it returns an error wrapping " +
+			"ratelimit.ErrNilKey instead."
+	}
+	return s
+}
+
+func (mg *methodGen) nilPaths() []string {
+	var out []string
+	if k := mg.m.Rule.Key; k != nil {
+		for _, s := range k.Steps {
+			if s.CheckNil {
+				out = append(out, s.Path)
+			}
+		}
+	}
+	return out
+}
+
+// orList joins items as prose: "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}

@@ -1,0 +1,142 @@
+package templates
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// ruleVar declares the rule of one limited method:
+//
+//	var storeGetRateLimit = &ratelimit.Rule{
+//		Name:   "example.com/svc.Store.Get",
+//		Limits: []ratelimit.Limit{{Period: 30 * time.Second, Threshold: 2}},
+//	}
+func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
+	rule := m.Rule
+	doc(g, m.rule+" is the rule of "+p.Type.Obj().Name()+"."+m.Name+": "+rule.summary()+".")
+	fields := []jen.Code{
+		jen.Id("Name").Op(":").Lit(rule.Name),
+		jen.Id("Limits").Op(":").Add(r.limits(rule.Limits)),
+	}
+	if rule.Wait != 0 {
+		fields = append(fields, jen.Id("Wait").Op(":").Add(duration(rule.Wait)))
+	}
+	switch rule.OnError {
+	case "allow":
+		fields = append(fields, jen.Id("OnError").Op(":").Add(r.rt("FailOpen")))
+	case "deny":
+		fields = append(fields, jen.Id("OnError").Op(":").Add(r.rt("FailClosed")))
+	}
+	if rule.Shadow {
+		fields = append(fields, jen.Id("Shadow").Op(":").True())
+	}
+	g.Var().Id(m.rule).Op("=").Op("&").Add(r.rt("Rule")).Add(multiline(fields...))
+}
+
+// limits returns the Limits slice: on one line for a single limit, one
+// limit per line otherwise.
+func (r *renderer) limits(limits []Limit) *jen.Statement {
+	items := make([]jen.Code, len(limits))
+	for i, l := range limits {
+		items[i] = limitValue(l)
+	}
+	s := jen.Index().Add(r.rt("Limit"))
+	if len(items) == 1 {
+		return s.Values(items...)
+	}
+	return s.Add(multiline(items...))
+}
+
+// limitValue writes a Limit with its non-zero fields only.
+func limitValue(l Limit) *jen.Statement {
+	fields := []jen.Code{
+		jen.Id("Period").Op(":").Add(duration(l.Period)),
+		jen.Id("Threshold").Op(":").Lit(int(l.Threshold)),
+	}
+	if l.Algorithm != "" {
+		fields = append(fields, jen.Id("Algorithm").Op(":").Add(jen.Qual(RuntimePath, "Algorithm").Call(jen.Lit(l.Algorithm))))
+	}
+	if l.Burst != 0 {
+		fields = append(fields, jen.Id("Burst").Op(":").Lit(int(l.Burst)))
+	}
+	if l.Capacity != 0 {
+		fields = append(fields, jen.Id("Capacity").Op(":").Lit(int(l.Capacity)))
+	}
+	return jen.Values(fields...)
+}
+
+// multiline returns a composite literal body with one element per line.
+func multiline(items ...jen.Code) *jen.Statement {
+	return jen.Custom(jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}, items...)
+}
+
+// durationUnits are the units durations are written in, largest first.
+var durationUnits = []struct {
+	d      time.Duration
+	name   string
+	abbrev string
+}{
+	{time.Hour, "Hour", "h"},
+	{time.Minute, "Minute", "m"},
+	{time.Second, "Second", "s"},
+	{time.Millisecond, "Millisecond", "ms"},
+	{time.Microsecond, "Microsecond", "µs"},
+	{time.Nanosecond, "Nanosecond", "ns"},
+}
+
+// unitOf returns the largest unit that divides d, and how many of it d is.
+func unitOf(d time.Duration) (n int64, unit, abbrev string) {
+	for _, u := range durationUnits {
+		if d%u.d == 0 {
+			return int64(d / u.d), u.name, u.abbrev
+		}
+	}
+	return int64(d), "Nanosecond", "ns"
+}
+
+// duration writes d as a whole number of its largest exact unit:
+// 30 * time.Second, 500 * time.Millisecond, 90 * time.Second, time.Minute.
+func duration(d time.Duration) *jen.Statement {
+	n, unit, _ := unitOf(d)
+	if n == 1 {
+		return jen.Qual("time", unit)
+	}
+	return jen.Lit(int(n)).Op("*").Qual("time", unit)
+}
+
+// proseDuration writes d for prose in the same unit: second, 30s, 90s,
+// 500ms, minute.
+func proseDuration(d time.Duration) string {
+	n, unit, abbrev := unitOf(d)
+	if n == 1 {
+		return strings.ToLower(unit)
+	}
+	return strconv.FormatInt(n, 10) + abbrev
+}
+
+// summary describes the rule in prose: "2 calls per 30s per id".
+func (rule *Rule) summary() string {
+	parts := make([]string, len(rule.Limits))
+	unit := "calls"
+	if rule.Cost != 0 || rule.CostParam >= 0 {
+		unit = "units"
+	}
+	for i, l := range rule.Limits {
+		u := unit
+		if l.Threshold == 1 {
+			u = strings.TrimSuffix(unit, "s")
+		}
+		parts[i] = strconv.FormatInt(l.Threshold, 10) + " " + u + " per " + proseDuration(l.Period)
+		if l.Algorithm != "" {
+			parts[i] += " (" + l.Algorithm + ")"
+		}
+	}
+	s := strings.Join(parts, " and ")
+	if rule.Key != nil {
+		s += " for each " + rule.Key.Source
+	}
+	return s
+}

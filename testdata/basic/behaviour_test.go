@@ -1,0 +1,123 @@
+package basic
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// fakeStore records the calls that reach it.
+type fakeStore struct {
+	calls map[string]int
+}
+
+func newFake() *fakeStore { return &fakeStore{calls: map[string]int{}} }
+
+func (f *fakeStore) Get(_ context.Context, id string) (*Item, error) {
+	f.calls["Get"]++
+	return &Item{ID: id}, nil
+}
+
+func (f *fakeStore) Put(_ context.Context, item Item) error {
+	f.calls["Put"]++
+	if item.ID == "" {
+		return errors.New("empty id")
+	}
+	return nil
+}
+
+func (f *fakeStore) Count(prefix string) (int, error) {
+	f.calls["Count"]++
+	return len(prefix), nil
+}
+
+func (f *fakeStore) List(context.Context) ([]Item, error) {
+	f.calls["List"]++
+	return []Item{{ID: "x"}}, nil
+}
+
+func (f *fakeStore) Close() error {
+	f.calls["Close"]++
+	return nil
+}
+
+var ctx = context.Background()
+
+func TestGetAdmitsExactlyThresholdPerKey(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		fake := newFake()
+		s := NewStoreWithRateLimit(fake, limiter)
+		for range 2 {
+			item, err := s.Get(ctx, "a")
+			require.NoError(t, err)
+			require.Equal(t, "a", item.ID, "results pass through")
+		}
+		item, err := s.Get(ctx, "a")
+		require.Nil(t, item, "a denied call returns zero values")
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le)
+		require.Positive(t, le.RetryAfter)
+		require.Equal(t, "a", le.Key)
+		require.Equal(t, "github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Get", le.Name)
+		require.Equal(t, 2, fake.calls["Get"], "a denied call does not reach the wrapped store")
+
+		_, err = s.Get(ctx, "b")
+		require.NoError(t, err, "another key has its own limit")
+	})
+}
+
+func TestAllLimitsOfAMethodMustAdmit(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		fake := newFake()
+		s := NewStoreWithRateLimit(fake, limiter)
+		for range 10 {
+			require.NoError(t, s.Put(ctx, Item{ID: "i", Owner: 7}))
+		}
+		err := s.Put(ctx, Item{ID: "i", Owner: 7})
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, "7", le.Key, "keyed by item.Owner in decimal")
+		require.Equal(t, ratelimit.Limit{Period: 1e9, Threshold: 10}, le.Limit, "the per-second limit denies")
+		require.EqualError(t, s.Put(ctx, Item{Owner: 8}), "empty id", "the wrapped error passes through")
+	})
+}
+
+func TestMethodWithoutContext(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		s := NewStoreWithRateLimit(newFake(), limiter)
+		for range 3 {
+			n, err := s.Count("abc")
+			require.NoError(t, err)
+			require.Equal(t, 3, n)
+		}
+		n, err := s.Count("abc")
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		require.Zero(t, n)
+	})
+}
+
+func TestUnlimitedMethodsAreNotLimited(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		fake := newFake()
+		s := NewStoreWithRateLimit(fake, limiter)
+		for range 50 {
+			items, err := s.List(ctx)
+			require.NoError(t, err)
+			require.Len(t, items, 1)
+			require.NoError(t, s.Close())
+		}
+		require.Equal(t, 50, fake.calls["List"])
+		require.Equal(t, 50, fake.calls["Close"])
+	})
+}

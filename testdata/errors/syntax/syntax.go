@@ -1,0 +1,15 @@
+// Package syntax is a diagnostics test of ratelimitgen: the parser's
+// errors are reported with the generator's, sorted by position.
+package syntax
+
+// S has malformed directives.
+type S interface {
+	// ratelimit:period=1 threshold=1
+	A() error
+	//ratelimit:period=1 threshold=1 algo=gcra
+	B() error
+	//ratelimit:period=1
+	C() error
+	//ratelimit:period=1 threshold=1 key=missing
+	D() error
+}
