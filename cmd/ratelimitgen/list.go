@@ -8,7 +8,9 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/parser"
 	"github.com/ratelimitgen/ratelimitgen/templates"
@@ -41,7 +43,7 @@ func listRows(pkgPath, typeName string, m *templates.Method, dirs []*parser.Dire
 	for i, d := range dirs {
 		row := listRow{
 			pos: d.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
-			Period: d.Period.String(), Threshold: d.Threshold, Algorithm: cmp.Or(d.Algorithm, "sliding_log"),
+			Period: compactDuration(d.Period), Threshold: d.Threshold, Algorithm: cmp.Or(d.Algorithm, "sliding_log"),
 			Burst: d.Burst, Capacity: d.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
 		if rule.Key != nil {
@@ -54,7 +56,7 @@ func listRows(pkgPath, typeName string, m *templates.Method, dirs []*parser.Dire
 			row.Cost = strconv.FormatInt(rule.Cost, 10)
 		}
 		if rule.Wait != 0 {
-			row.Wait = rule.Wait.String()
+			row.Wait = compactDuration(rule.Wait)
 		}
 		rows[i] = row
 	}
@@ -87,4 +89,16 @@ func printList(w io.Writer, rows []listRow, asJSON bool, rel func(string) string
 		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%d\t%s\t%s\n", r.Position, r.Type, r.Method, r.Period, r.Threshold, cmp.Or(r.Key, "-"), r.Algorithm)
 	}
 	return tw.Flush()
+}
+
+// compactDuration writes d without zero trailing units: 1m, 1h30m, 500ms.
+func compactDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

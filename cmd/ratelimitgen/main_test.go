@@ -12,7 +12,7 @@ const moduleRoot = "../.."
 
 // cli runs ratelimitgen in-process with args and returns the exit code and
 // what it printed.
-func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func cli(t testing.TB, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(args, &out, &errOut)
@@ -20,7 +20,7 @@ func cli(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // testdataDir returns the absolute path of testdata/<name>.
-func testdataDir(t *testing.T, name string) string {
+func testdataDir(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join(moduleRoot, "testdata", name))
 	if err != nil {
@@ -31,7 +31,7 @@ func testdataDir(t *testing.T, name string) string {
 
 // tempModule writes files (path → content) into a new module
 // example.com/m in a temporary directory and returns the directory.
-func tempModule(t *testing.T, files map[string]string) string {
+func tempModule(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"go.mod": "module example.com/m\n\ngo 1.26\n"})
@@ -39,7 +39,7 @@ func tempModule(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		path := filepath.Join(dir, name)
@@ -52,7 +52,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
