@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+func TestDemo(t *testing.T) {
+	client := srv.Client()
+	defer client.Close()
+	for name, limiter := range map[string]ratelimit.Limiter{
+		"memory": ratelimit.NewMemory(),
+		"redis":  ratelimit.NewRedis(client),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := demo(context.Background(), &out, limiter); err != nil {
+				t.Fatal(err)
+			}
+			got := out.String()
+			for _, want := range []string{
+				`call 1: Greet("Ada") allowed: Hello, Ada!`,
+				`call 3: Greet("Ada") allowed: Hello, Ada!`,
+				`call 4: Greet("Ada") limited, retry after `,
+				`call 5: Greet("Ada") limited, retry after `,
+				`call 6: Greet("Grace") allowed: Hello, Grace!`,
+			} {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+		})
+	}
+}
+
+func TestNewLimiter(t *testing.T) {
+	if _, backend, err := newLimiter(""); err != nil || backend != "in-process memory" {
+		t.Errorf("no REDIS_URL: %q, %v", backend, err)
+	}
+	if _, backend, err := newLimiter("redis://" + srv.Addr + "/0"); err != nil || backend != "Redis at "+srv.Addr {
+		t.Errorf("REDIS_URL: %q, %v", backend, err)
+	}
+	if _, _, err := newLimiter("http://nope"); err == nil {
+		t.Error("a malformed REDIS_URL is accepted")
+	}
+}
