@@ -44,8 +44,8 @@ func (r *renderer) limits(limits []Limit) *jen.Statement {
 		items[i] = limitValue(l)
 	}
 	s := jen.Index().Add(r.rt("Limit"))
-	if len(items) == 1 {
-		return s.Values(items...)
+	if len(limits) == 1 && limits[0].Algorithm == "" {
+		return s.Values(items...) // {{Period: 30 * time.Second, Threshold: 2}}
 	}
 	return s.Add(multiline(items...))
 }
@@ -134,9 +134,17 @@ func (rule *Rule) summary() string {
 			parts[i] += " (" + l.Algorithm + ")"
 		}
 	}
-	s := strings.Join(parts, " and ")
+	s := andList(parts)
 	if rule.Key != nil {
 		s += " for each " + rule.Key.Source
 	}
 	return s
+}
+
+// andList joins items as prose: "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }

@@ -67,6 +67,7 @@ func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *typ
 	if !ok {
 		return nil, nil
 	}
+	slices.SortFunc(d.Methods, func(a, b *templates.Method) int { return cmp.Compare(a.Name, b.Name) })
 	return d, rows
 }
 

@@ -1,0 +1,62 @@
+package options
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+type jobs struct{ submitted int }
+
+func (j *jobs) Submit(_ context.Context, _ Region, n int) error {
+	j.submitted += n
+	return nil
+}
+func (*jobs) Batch(context.Context, int64) error { return nil }
+func (*jobs) Route(uint64, uint16) error         { return nil }
+func (*jobs) Spread(Shard) error                 { return nil }
+func (*jobs) Smooth(context.Context) error       { return nil }
+func (*jobs) Queue(context.Context) error        { return nil }
+func (*jobs) Observe(context.Context) error      { return nil }
+func (*jobs) Nanos() error                       { return nil }
+
+func TestCostsAndKeys(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		j := &jobs{}
+		d := NewJobsWithRateLimit(j, limiter)
+		ctx := context.Background()
+
+		require.NoError(t, d.Submit(ctx, "eu", 60))
+		require.NoError(t, d.Submit(ctx, "eu", 40))
+		err := d.Submit(ctx, "eu", 1)
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le, "a cost parameter spends units")
+		require.Equal(t, "eu", le.Key)
+		require.NoError(t, d.Submit(ctx, "us", 100))
+		require.Equal(t, 200, j.submitted)
+
+		require.NoError(t, d.Batch(ctx, -7))
+		require.NoError(t, d.Batch(ctx, -7))
+		require.ErrorAs(t, d.Batch(ctx, -7), &le, "a static cost of 4 admits two calls of 10")
+		require.Equal(t, "-7", le.Key)
+
+		require.NoError(t, d.Route(1<<63, 50))
+		require.ErrorAs(t, d.Route(1<<63, 1), &le)
+		require.Equal(t, "9223372036854775808", le.Key)
+
+		for range 5 {
+			require.NoError(t, d.Spread(200))
+		}
+		require.ErrorAs(t, d.Spread(200), &le)
+		require.Equal(t, "200", le.Key)
+	})
+}
