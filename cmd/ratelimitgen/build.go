@@ -46,8 +46,12 @@ func (c *collector) decorator(t *target) (*templates.Decorator, []listRow) {
 
 func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *types.Interface) (*templates.Decorator, []listRow) {
 	name := t.obj.Name()
-	if !iface.IsMethodSet() {
+	switch {
+	case !iface.IsMethodSet():
 		c.errorf(t.pos, "cannot decorate %s: an interface with type constraints is not the type of any value", name)
+		return nil, nil
+	case iface.NumMethods() == 0:
+		c.errorf(t.pos, "cannot decorate %s: it has no methods", name)
 		return nil, nil
 	}
 	d := &templates.Decorator{Type: named}

@@ -73,3 +73,8 @@ type Embeds interface {
 	//ratelimit:period=1 threshold=1
 	Other() error
 }
+
+// Empty has nothing to limit.
+//
+//ratelimit:period=1 threshold=1
+type Empty interface{}
