@@ -118,6 +118,8 @@ var (
 	i byte
 	j rune
 	k any
+	l struct{ N int }
+	m interface{}
 )
 `
 	want := map[string]string{
@@ -126,6 +128,8 @@ var (
 		"c": "<-chan []*[4]map[string]func(context.Context, ...any) (int, error)",
 		"d": "struct {\n\tA int `json:\"a\"`\n\tio.Reader\n\t*Pair[string, int]\n}",
 		"e": "interface {\n\tio.Closer\n\tDo(ctx context.Context) (n int, err error)\n}",
+		"l": "struct{ N int }",
+		"m": "interface{}",
 		"f": "unsafe.Pointer",
 		"g": "func(string, []byte) bool",
 		"h": "Pair[Pair[int, string], []error]",
@@ -155,5 +159,20 @@ func TestUnexportedForeignTypesCannotBeNamed(t *testing.T) {
 	r.typ(pkg.Scope().Lookup("v").Type())
 	if r.err == nil || !strings.Contains(r.err.Error(), "net/http.noBody is not exported") {
 		t.Errorf("err = %v, want one about net/http.noBody", r.err)
+	}
+}
+
+func TestLimitValueWritesNonZeroFieldsOnly(t *testing.T) {
+	render := func(l Limit) string {
+		return fmt.Sprintf("%#v", jen.Var().Id("_").Op("=").Id("L").Add(limitValue(l)))
+	}
+	if got, want := render(Limit{Period: time.Second, Threshold: 10}), "var _ = L{Period: time.Second, Threshold: 10}"; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	got := render(Limit{Period: time.Minute, Threshold: 1, Algorithm: "token_bucket", Burst: 20, Capacity: 50})
+	for _, want := range []string{`Algorithm: runtime.Algorithm("token_bucket")`, "Burst: 20", "Capacity: 50"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %s", got, want)
+		}
 	}
 }

@@ -157,7 +157,13 @@ func (r *typeNames) structType(t *types.Struct) *jen.Statement {
 		}
 		fields[i] = s
 	}
-	return jen.Struct(fields...)
+	return oneLine("struct", fields)
+}
+
+// oneLine writes a struct or interface type literal on one line, as it is
+// usually written inside a signature: struct{ A int; B string }.
+func oneLine(keyword string, elems []jen.Code) *jen.Statement {
+	return jen.Custom(jen.Options{Open: keyword + "{", Close: "}", Separator: ";"}, elems...)
 }
 
 // rawString renders s as a raw string literal when it can be one.
@@ -180,7 +186,7 @@ func (r *typeNames) interfaceType(t *types.Interface) *jen.Statement {
 		m := t.ExplicitMethod(i)
 		elems = append(elems, jen.Id(m.Name()).Add(r.signature(m.Type().(*types.Signature), true)))
 	}
-	return jen.Interface(elems...)
+	return oneLine("interface", elems)
 }
 
 func (r *typeNames) union(t *types.Union) *jen.Statement {

@@ -97,6 +97,11 @@
 //	burst       bucket capacity (token_bucket, gcra)
 //	capacity    queue bound (leaky_bucket)
 //
+// The generator asks the runtime it is built with (the same module as the
+// runtime the generated code imports) whether it can decide each limit, so
+// an algorithm the runtime does not implement yet is an error at the
+// directive rather than at every call.
+//
 // and may give the per-call options, which, when written on several lines
 // of a method, must agree:
 //

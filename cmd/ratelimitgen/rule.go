@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"go/token"
 	"go/types"
 	"strconv"
@@ -43,10 +44,7 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 	opts := rc.options()
 	r := &templates.Rule{Name: defaultName, Context: -1, CostParam: -1}
 	for _, d := range rc.dirs {
-		r.Limits = append(r.Limits, templates.Limit{
-			Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
-			Burst: d.Burst, Capacity: d.Capacity,
-		})
+		r.Limits = append(r.Limits, rc.limit(d))
 	}
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0
@@ -82,6 +80,26 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {
 	rc.c.errorf(pos, format, args...)
 	rc.ok = false
+}
+
+// limit returns the limit of one directive line, reporting a limit the
+// runtime cannot decide, such as one with an algorithm it lacks.
+func (rc *ruleChecker) limit(d *parser.Directive) templates.Limit {
+	l := templates.Limit{
+		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
+		Burst: d.Burst, Capacity: d.Capacity,
+	}
+	if l.Algorithm == "" && l.Burst == 0 && l.Capacity == 0 {
+		return l // the runtime's default algorithm, with the parser's checks
+	}
+	if err := runtimeSupports(l); err != nil {
+		pos := d.Pos
+		if a, ok := d.Arg("algorithm"); ok {
+			pos = a.ValuePos
+		}
+		rc.errorf(pos, "algorithm=%s: the runtime cannot decide this limit: %v", cmp.Or(l.Algorithm, "sliding_log"), err)
+	}
+	return l
 }
 
 // checkResults reports a method that cannot return the limiter's error.

@@ -29,6 +29,30 @@ func (*jobs) Queue(context.Context) error        { return nil }
 func (*jobs) Observe(context.Context) error      { return nil }
 func (*jobs) Nanos() error                       { return nil }
 
+func (*jobs) Charge(_ context.Context, acct *Account) (struct{ Cents int64 }, error) {
+	return struct{ Cents int64 }{int64(acct.Owner().ID) * 100}, nil
+}
+
+func TestKeyThroughAMethod(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		d := NewJobsWithRateLimit(&jobs{}, limiter)
+		ctx := context.Background()
+		got, err := d.Charge(ctx, &Account{owner: &Owner{ID: 3}})
+		require.NoError(t, err)
+		require.Equal(t, int64(300), got.Cents)
+		got, err = d.Charge(ctx, &Account{owner: &Owner{ID: 3}})
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, "3", le.Key)
+		require.Zero(t, got)
+		_, err = d.Charge(ctx, &Account{})
+		require.ErrorIs(t, err, ratelimit.ErrNilKey)
+		require.ErrorContains(t, err, "acct.Owner() is nil")
+		_, err = d.Charge(ctx, nil)
+		require.ErrorContains(t, err, "acct is nil")
+	})
+}
+
 func TestCostsAndKeys(t *testing.T) {
 	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
 		j := &jobs{}

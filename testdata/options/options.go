@@ -10,6 +10,16 @@ type Region string
 // Shard is a named unsigned type.
 type Shard uint8
 
+// Account reaches its owner through a method, which the generated code
+// calls once and checks for nil.
+type Account struct{ owner *Owner }
+
+// Owner returns the account's owner, nil when it has none.
+func (a *Account) Owner() *Owner { return a.owner }
+
+// Owner is keyed by its ID.
+type Owner struct{ ID int32 }
+
 // Jobs uses every per-call and per-limit option.
 type Jobs interface {
 	// Submit is keyed by a named string and costs as many units as jobs.
@@ -24,19 +34,22 @@ type Jobs interface {
 	// Spread is keyed by a named unsigned type.
 	//ratelimit:period=1 threshold=5 key=s
 	Spread(s Shard) error
-	// Smooth uses a token bucket with a burst, waits up to 250ms and fails
-	// open when the limiter is down.
-	//ratelimit:period=1 threshold=10 algorithm=token_bucket burst=20 wait=250ms onerror=allow
+	// Smooth names its algorithm, waits up to 250ms and fails open when the
+	// limiter is down.
+	//ratelimit:period=1 threshold=10 algorithm=sliding_log wait=250ms onerror=allow
 	Smooth(ctx context.Context) error
-	// Queue uses a leaky bucket and fails closed.
-	//ratelimit:period=1 threshold=10 algorithm=leaky_bucket capacity=50 onerror=deny
+	// Queue fails closed.
+	//ratelimit:period=1 threshold=10 onerror=deny
 	Queue(ctx context.Context) error
 	// Observe only records what would be denied; its limits and options are
 	// spread over three lines.
 	//ratelimit:period=1 threshold=1 shadow=true name=jobs/observe
 	//ratelimit:period=1h30m threshold=1000 name=jobs/observe
-	//ratelimit:period=1500ms threshold=3 algorithm=gcra burst=5
+	//ratelimit:period=1500ms threshold=3 algorithm=sliding_log
 	Observe(ctx context.Context) error
+	// Charge is keyed through a method and returns an unnamed struct.
+	//ratelimit:period=1 threshold=1 key=acct.Owner.ID
+	Charge(ctx context.Context, acct *Account) (struct{ Cents int64 }, error)
 	// Nanos has odd durations.
 	//ratelimit:period=1us threshold=1 wait=1ns
 	//ratelimit:period=2h threshold=7200

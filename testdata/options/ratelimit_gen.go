@@ -12,9 +12,9 @@ import (
 )
 
 // JobsWithRateLimit is a Jobs that asks a ratelimit.Limiter to admit each call
-// of its limited methods (Batch, Nanos, Observe, Queue, Route, Smooth, Spread,
-// Submit) before calling the wrapped Jobs. A denied call returns the limiter's
-// error, a *ratelimit.LimitError, without calling it.
+// of its limited methods (Batch, Charge, Nanos, Observe, Queue, Route, Smooth,
+// Spread, Submit) before calling the wrapped Jobs. A denied call returns the
+// limiter's error, a *ratelimit.LimitError, without calling it.
 type JobsWithRateLimit struct {
 	next    Jobs
 	limiter ratelimit.Limiter
@@ -35,6 +35,13 @@ var jobsBatchRateLimit = &ratelimit.Rule{
 	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 10}},
 }
 
+// jobsChargeRateLimit is the rule of Jobs.Charge: 1 call per second for each
+// acct.Owner.ID.
+var jobsChargeRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Charge",
+	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1}},
+}
+
 // jobsNanosRateLimit is the rule of Jobs.Nanos: 1 call per microsecond and 7200
 // calls per 2h.
 var jobsNanosRateLimit = &ratelimit.Rule{
@@ -47,24 +54,21 @@ var jobsNanosRateLimit = &ratelimit.Rule{
 }
 
 // jobsObserveRateLimit is the rule of Jobs.Observe: 1 call per second, 1000
-// calls per 90m and 3 calls per 1500ms (gcra).
+// calls per 90m and 3 calls per 1500ms (sliding_log).
 var jobsObserveRateLimit = &ratelimit.Rule{
 	Name: "jobs/observe",
 	Limits: []ratelimit.Limit{
 		{Period: time.Second, Threshold: 1},
 		{Period: 90 * time.Minute, Threshold: 1000},
-		{Period: 1500 * time.Millisecond, Threshold: 3, Algorithm: ratelimit.Algorithm("gcra"), Burst: 5},
+		{Period: 1500 * time.Millisecond, Threshold: 3, Algorithm: ratelimit.Algorithm("sliding_log")},
 	},
 	Shadow: true,
 }
 
-// jobsQueueRateLimit is the rule of Jobs.Queue: 10 calls per second
-// (leaky_bucket).
+// jobsQueueRateLimit is the rule of Jobs.Queue: 10 calls per second.
 var jobsQueueRateLimit = &ratelimit.Rule{
-	Name: "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Queue",
-	Limits: []ratelimit.Limit{
-		{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm("leaky_bucket"), Capacity: 50},
-	},
+	Name:    "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Queue",
+	Limits:  []ratelimit.Limit{{Period: time.Second, Threshold: 10}},
 	OnError: ratelimit.FailClosed,
 }
 
@@ -76,11 +80,11 @@ var jobsRouteRateLimit = &ratelimit.Rule{
 }
 
 // jobsSmoothRateLimit is the rule of Jobs.Smooth: 10 calls per second
-// (token_bucket).
+// (sliding_log).
 var jobsSmoothRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Smooth",
 	Limits: []ratelimit.Limit{
-		{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm("token_bucket"), Burst: 20},
+		{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm("sliding_log")},
 	},
 	Wait:    250 * time.Millisecond,
 	OnError: ratelimit.FailOpen,
@@ -108,6 +112,26 @@ func (d *JobsWithRateLimit) Batch(ctx context.Context, id int64) error {
 		return err
 	}
 	return d.next.Batch(ctx, id)
+}
+
+// Charge calls the wrapped Jobs's Charge if the limiter admits the call under
+// jobsChargeRateLimit; otherwise it returns the limiter's error. If acct or
+// acct.Owner() is nil, it returns an error wrapping ratelimit.ErrNilKey
+// instead.
+func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ Cents int64 }, error) {
+	var zero struct{ Cents int64 }
+	if acct == nil {
+		return zero, ratelimit.NilKeyError(jobsChargeRateLimit.Name, "acct")
+	}
+	owner := acct.Owner()
+	if owner == nil {
+		return zero, ratelimit.NilKeyError(jobsChargeRateLimit.Name, "acct.Owner()")
+	}
+	key := strconv.FormatInt(int64(owner.ID), 10)
+	if err := jobsChargeRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+		return zero, err
+	}
+	return d.next.Charge(ctx, acct)
 }
 
 // Nanos calls the wrapped Jobs's Nanos if the limiter admits the call under
