@@ -71,7 +71,7 @@ func (r *renderer) planMembers(p *decoratorPlan) {
 	}
 	recv := newNames(func(s string) bool { return r.pkg.isTaken(s) || p.usesParamName(s) })
 	recv.reserve(p.tparams...)
-	p.recv = recv.first("d", "w", "rl")
+	p.recv = recv.first("d", "w", "dec")
 }
 
 func (p *decoratorPlan) hasMethod(name string) bool {

@@ -23,15 +23,7 @@ func (c *collector) constraint(f *templates.File) constraint.Expr {
 	var first *source
 	for _, d := range f.Decorators {
 		t := c.byType[d.Type.Obj()]
-		files := []string{t.file}
-		if !d.Interface() {
-			for _, fn := range methodFuncs(d.Type) {
-				if c.isLimited(d, fn.Name()) {
-					files = append(files, c.pkg.Fset.Position(fn.Pos()).Filename)
-				}
-			}
-		}
-		for _, file := range files {
+		for _, file := range c.sourceFiles(d) {
 			s := &source{what: d.Type.Obj().Name(), file: file, pos: t.pos}
 			if first == nil {
 				first = s
@@ -54,13 +46,22 @@ func (c *collector) constraint(f *templates.File) constraint.Expr {
 	return expr
 }
 
-func (c *collector) isLimited(d *templates.Decorator, name string) bool {
-	for _, m := range d.Methods {
-		if m.Name == name && m.Rule != nil {
-			return true
+// sourceFiles returns the files the decorator's code depends on: the one
+// declaring the type and, for a non-interface type, those declaring its
+// limited methods.
+func (c *collector) sourceFiles(d *templates.Decorator) []string {
+	files := []string{c.byType[d.Type.Obj()].file}
+	if d.Interface() {
+		return files
+	}
+	for _, fn := range methodFuncs(d.Type) {
+		for _, m := range d.Methods {
+			if m.Name == fn.Name() && m.Rule != nil {
+				files = append(files, c.pkg.Fset.Position(fn.Pos()).Filename)
+			}
 		}
 	}
-	return false
+	return files
 }
 
 func describeConstraint(s string) string {

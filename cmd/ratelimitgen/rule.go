@@ -49,6 +49,16 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0
 	}
+	rc.applyOptions(r, opts)
+	if !rc.ok {
+		return nil
+	}
+	return r
+}
+
+// applyOptions sets the per-call options of r, checking key= and cost=
+// against the signature.
+func (rc *ruleChecker) applyOptions(r *templates.Rule, opts map[string]option) {
 	if o, ok := opts["name"]; ok {
 		r.Name = o.d.Name
 	}
@@ -71,10 +81,6 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 	if o, ok := opts["shadow"]; ok {
 		r.Shadow = o.d.Shadow
 	}
-	if !rc.ok {
-		return nil
-	}
-	return r
 }
 
 func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {

@@ -106,58 +106,58 @@ var storeZeroRateLimit = &ratelimit.Rule{
 
 // Blank calls the wrapped Store's Blank if the limiter admits the call under
 // storeBlankRateLimit; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Blank(ctx context.Context, p21 string, p2 int) (bool, error) {
-	if err := storeBlankRateLimit.Check(ctx, rl.limiter, "", 1); err != nil {
+func (dec *StoreWithRateLimit1) Blank(ctx context.Context, p21 string, p2 int) (bool, error) {
+	if err := storeBlankRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
 		return false, err
 	}
-	return rl.next.Blank(ctx, p21, p2)
+	return dec.next.Blank(ctx, p21, p2)
 }
 
 // Code calls the wrapped Store's Code if the limiter admits the call under
 // storeCodeRateLimit; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
+func (dec *StoreWithRateLimit1) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
 	key := strconv1.FormatInt(int64(code), 10)
-	if err1 := storeCodeRateLimit.Check(context.Background(), rl.limiter, key, 1); err1 != nil {
+	if err1 := storeCodeRateLimit.Check(context.Background(), dec.limiter, key, 1); err1 != nil {
 		return 0, err1
 	}
-	return rl.next.Code(ctx, code, err)
+	return dec.next.Code(ctx, code, err)
 }
 
 // Format calls the wrapped Store's Format if the limiter admits the call under
 // storeFormatRateLimit; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
+func (dec *StoreWithRateLimit1) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
 	key := strconv1.FormatUint(uint64(strconv), 10)
-	if err := storeFormatRateLimit.Check(context.Background(), rl.limiter, key, 1); err != nil {
+	if err := storeFormatRateLimit.Check(context.Background(), dec.limiter, key, 1); err != nil {
 		return "", err
 	}
-	return rl.next.Format(ratelimit, context2, time, strconv)
+	return dec.next.Format(ratelimit, context2, time, strconv)
 }
 
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit1; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Get(next context.Context, limiter string, key int, d ratelimit1.Limiter, w context1.Context) (ratelimit1.Config, error) {
+func (dec *StoreWithRateLimit1) Get(next context.Context, limiter string, key int, d ratelimit1.Limiter, w context1.Context) (ratelimit1.Config, error) {
 	key1 := strconv1.FormatInt(int64(key), 10)
-	if err := storeGetRateLimit1.Check(next, rl.limiter, key1, 1); err != nil {
+	if err := storeGetRateLimit1.Check(next, dec.limiter, key1, 1); err != nil {
 		return ratelimit1.Config{}, err
 	}
-	return rl.next.Get(next, limiter, key, d, w)
+	return dec.next.Get(next, limiter, key, d, w)
 }
 
 // Unnamed calls the wrapped Store's Unnamed if the limiter admits the call
 // under storeUnnamedRateLimit; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...byte) (int, error) {
-	if err := storeUnnamedRateLimit.Check(ctx, rl.limiter, "", 1); err != nil {
+func (dec *StoreWithRateLimit1) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...byte) (int, error) {
+	if err := storeUnnamedRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
 		return 0, err
 	}
-	return rl.next.Unnamed(ctx, p2, p3, p4...)
+	return dec.next.Unnamed(ctx, p2, p3, p4...)
 }
 
 // Zero calls the wrapped Store's Zero if the limiter admits the call under
 // storeZeroRateLimit; otherwise it returns the limiter's error.
-func (rl *StoreWithRateLimit1) Zero(zero string, zero1 string) ([2]int, error) {
-	if err := storeZeroRateLimit.Check(context.Background(), rl.limiter, "", 1); err != nil {
+func (dec *StoreWithRateLimit1) Zero(zero string, zero1 string) ([2]int, error) {
+	if err := storeZeroRateLimit.Check(context.Background(), dec.limiter, "", 1); err != nil {
 		var zero2 [2]int
 		return zero2, err
 	}
-	return rl.next.Zero(zero, zero1)
+	return dec.next.Zero(zero, zero1)
 }
