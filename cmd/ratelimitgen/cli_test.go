@@ -138,6 +138,16 @@ func TestRefusesToOverwriteAFileItDidNotGenerate(t *testing.T) {
 	}
 }
 
+func TestPatternsMatchingNothing(t *testing.T) {
+	dir := tempModule(t, map[string]string{"p/p.go": "package p\n", "docs/README": "no Go here\n"})
+	if code, _, stderr := cli(t, "-C", dir, "./docs/..."); code != exitOK || !strings.Contains(stderr, "matched no packages") {
+		t.Errorf("a pattern matching nothing: exit %d, stderr %q; want 0 and a warning", code, stderr)
+	}
+	if code, _, stderr := cli(t, "-C", dir, "./missing"); code != exitError || stderr == "" {
+		t.Errorf("a missing directory: exit %d, stderr %q; want 1 and why", code, stderr)
+	}
+}
+
 func TestSeveralPackagesInOneRun(t *testing.T) {
 	dir := tempModule(t, map[string]string{
 		"a/a.go":       storeSrc[:len("package ")] + "a" + storeSrc[len("package store"):],

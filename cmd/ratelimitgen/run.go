@@ -34,6 +34,10 @@ func (g *generator) run() int {
 	g.cwd, _ = filepath.Abs(g.opts.dir)
 	pkgs, diags := load(g.opts.dir, g.opts.patterns, g.opts.tags)
 	g.diags = diags
+	if len(pkgs) == 0 && len(diags) == 0 {
+		// Like the go command, which only warns about this.
+		fmt.Fprintf(g.stderr, "ratelimitgen: warning: %q matched no packages\n", strings.Join(g.opts.patterns, " "))
+	}
 	var results []*result
 	var rows []listRow
 	for _, p := range pkgs {
