@@ -106,3 +106,19 @@ func TestTypeParametersNamedLikeImports(t *testing.T) {
 		require.Empty(t, v)
 	})
 }
+
+type chain struct{}
+
+func (chain) next() error           { return nil }
+func (chain) limiter() (int, error) { return 7, nil }
+
+func TestMethodsNamedLikeFields(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		c := NewChainWithRateLimit(chain{}, limiter)
+		require.NoError(t, c.next())
+		require.ErrorIs(t, c.next(), ratelimit.ErrLimited)
+		n, err := c.limiter()
+		require.NoError(t, err)
+		require.Equal(t, 7, n)
+	})
+}

@@ -48,3 +48,10 @@ type Generic[ratelimit any, key comparable] interface {
 	//ratelimit:period=1 threshold=1
 	Get(k key) (ratelimit, error)
 }
+
+// Chain has methods named like the decorator's fields.
+type Chain interface {
+	//ratelimit:period=1 threshold=1
+	next() error
+	limiter() (int, error)
+}

@@ -14,6 +14,43 @@ import (
 	ratelimit1 "github.com/ratelimitgen/ratelimitgen/testdata/collisions/ratelimit"
 )
 
+// ChainWithRateLimit is a Chain that asks a ratelimit.Limiter to admit each
+// call of its limited method next before calling the wrapped Chain. A denied
+// call returns the limiter's error, a *ratelimit.LimitError, without calling
+// it. Other methods call the wrapped Chain directly.
+type ChainWithRateLimit struct {
+	wrapped     Chain
+	rateLimiter ratelimit.Limiter
+}
+
+// NewChainWithRateLimit returns a ChainWithRateLimit that calls next after
+// limiter admits each call of a limited method of Chain.
+func NewChainWithRateLimit(next Chain, limiter ratelimit.Limiter) *ChainWithRateLimit {
+	return &ChainWithRateLimit{wrapped: next, rateLimiter: limiter}
+}
+
+var _ Chain = (*ChainWithRateLimit)(nil)
+
+// chainNextRateLimit is the rule of Chain.next: 1 call per second.
+var chainNextRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/collisions.Chain.next",
+	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1}},
+}
+
+// limiter calls the wrapped Chain's limiter; it is not limited.
+func (d *ChainWithRateLimit) limiter() (int, error) {
+	return d.wrapped.limiter()
+}
+
+// next calls the wrapped Chain's next if the limiter admits the call under
+// chainNextRateLimit; otherwise it returns the limiter's error.
+func (d *ChainWithRateLimit) next() error {
+	if err := chainNextRateLimit.Check(context.Background(), d.rateLimiter, "", 1); err != nil {
+		return err
+	}
+	return d.wrapped.next()
+}
+
 // GenericWithRateLimit is a Generic that asks a ratelimit.Limiter to admit each
 // call of its limited method Get before calling the wrapped Generic. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
