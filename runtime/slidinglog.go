@@ -36,11 +36,11 @@ func (s *logState) trim(start int64) {
 	}
 }
 
-// tail returns the time new units are logged at: now, or the newest run if
-// the clock stepped back.
+// tail returns the time new units are logged at: now, or, as in the Redis
+// script, the newest run's time if the clock reads earlier than the oldest.
 func (s *logState) tail(now int64) int64 {
-	if s.count > 0 && s.at(s.count-1).at > now {
-		return s.at(s.count - 1).at
+	if s.count > 0 && now < s.at(0).at {
+		return max(now, s.at(s.count-1).at)
 	}
 	return now
 }

@@ -1,52 +1,64 @@
--- decide.lua decides one call against one or more limits atomically.
+-- decide.lua decides one call against one or more sliding-log limits
+-- atomically, in one script run.
 --
--- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
+-- KEYS[i]  the log of limit i; all keys of one call share a hash tag.
 -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
 -- ARGV[2]  the call's cost in units.
 -- ARGV[3+4(i-1) .. 6+4(i-1)]  limit i: algorithm, period (µs), threshold,
 --          burst/capacity (0 = threshold).
 --
--- Every limit is checked first; only when all admit the call is each one
--- charged, so a denied call costs nothing anywhere.
---
 -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index}
 -- where index (0-based) is the limit the numbers describe: the denying limit
 -- with the longest retry when denied, the one with the fewest remaining
 -- units when allowed.
+--
+-- A log is a list of admission times (µs), oldest first; each unit of cost
+-- is one entry, so calls in the same microsecond are all counted. An entry
+-- at ts counts while ts > now - period.
+--
+-- Each command a script runs costs a noticeable fraction of a round trip,
+-- so an admitted call runs three: TIME, LINDEX 0 (has the oldest entry
+-- expired?) and RPUSH, whose reply is the new length, so no LLEN is needed.
+-- The call is pushed to every log first and popped again if any limit is
+-- exceeded: a denied call leaves every log as it was.
+--
+-- TTL: a log's TTL is set to two periods (plus a second) past its newest
+-- entry whenever it is created or trimmed. A log that was not trimmed since
+-- had no entry expire, so every entry pushed since came within one period
+-- of that moment, and the TTL outlives them all.
+--
+-- Clock: if the clock reads earlier than the oldest entry, new entries are
+-- logged at the newest entry's time, so the log stays sorted. A clock step
+-- back smaller than the log's span is not seen; entries logged then are out
+-- of order by at most the step.
 
 local now
 if ARGV[1] == "" then
   local t = redis.call("TIME")
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
   now = tonumber(ARGV[1])
 end
 local cost = tonumber(ARGV[2])
+local n = #KEYS
 
--- Lua 5.1 would print large numbers in %.14g; Redis needs exact integers.
-local function int(n)
-  return string.format("%d", n)
-end
-
--- Sliding log: the key is a list of admission times (µs), oldest first.
--- An entry at time ts counts while ts > now - period. Each unit of cost is
--- one entry, so calls in the same microsecond are all counted. Entries are
--- never older than the tail, so the list stays sorted even if the clock
--- steps back.
-
--- log_trim drops the entries that left the window and returns the count.
-local function log_trim(key, start)
-  local n = redis.call("LLEN", key)
-  if n == 0 or tonumber(redis.call("LINDEX", key, 0)) > start then
-    return n
+-- trim drops the entries at or before start, given that the oldest is one
+-- of them, and returns the new oldest entry (nil when none is left). It
+-- pops one and looks again, which is all a steady flow of calls needs,
+-- and otherwise gallops for the first live entry and bisects.
+local function trim(key, start)
+  redis.call("LPOP", key)
+  local head = redis.call("LINDEX", key, 0)
+  if not head or tonumber(head) > start then
+    return head
   end
-  -- Gallop from the head for the first live entry, then bisect.
+  local len = redis.call("LLEN", key)
   local lo, hi = 1, 1
-  while hi < n and tonumber(redis.call("LINDEX", key, hi)) <= start do
+  while hi < len and tonumber(redis.call("LINDEX", key, hi)) <= start do
     lo = hi + 1
     hi = hi * 2
   end
-  if hi > n then hi = n end
+  if hi > len then hi = len end
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if tonumber(redis.call("LINDEX", key, mid)) <= start then
@@ -55,77 +67,88 @@ local function log_trim(key, start)
       hi = mid
     end
   end
-  if lo >= n then
+  if lo >= len then
     redis.call("DEL", key)
-  else
-    redis.call("LTRIM", key, lo, -1)
+    return nil
   end
-  return n - lo
+  redis.call("LTRIM", key, lo, -1)
+  return redis.call("LINDEX", key, 0)
 end
 
-local function log_check(key, period, threshold)
-  local n = log_trim(key, now - period)
-  local st = {key = key, period = period, n = n}
-  if n > 0 then
-    st.tail = tonumber(redis.call("LINDEX", key, -1))
+-- push appends cost copies of ts and returns the list's new length.
+local function push(key, ts)
+  local s = string.format("%d", ts) -- not tostring: %.14g would round it
+  if cost == 1 then
+    return redis.call("RPUSH", key, s)
   end
-  if n + cost <= threshold then
-    st.remaining = threshold - n - cost
-    st.reset = math.max(now, st.tail or now) + period - now
-    return true, st
-  end
-  -- The call fits once the (n + cost - threshold)-th oldest entry leaves.
-  local oldest = tonumber(redis.call("LINDEX", key, n + cost - threshold - 1))
-  st.remaining = threshold - n
-  st.retry = oldest + period - now
-  st.reset = st.tail + period - now
-  return false, st
-end
-
-local function log_charge(st)
-  local ts = int(math.max(now, st.tail or now))
   local batch = {}
-  for i = 1, math.min(cost, 1000) do
-    batch[i] = ts
-  end
-  local left = cost
+  for j = 1, math.min(cost, 1000) do batch[j] = s end
+  local len, left = 0, cost
   while left > 0 do
     local k = math.min(left, 1000)
-    redis.call("RPUSH", st.key, unpack(batch, 1, k))
+    len = redis.call("RPUSH", key, unpack(batch, 1, k))
     left = left - k
   end
-  -- Keep the key a second past its last entry's window.
-  redis.call("PEXPIRE", st.key, math.ceil(st.reset / 1000) + 1000)
+  return len
 end
 
-local algorithms = {
-  sliding_log = {check = log_check, charge = log_charge},
-}
-
-local states = {}
+-- Check and charge every limit; st[3i-2] is limit i's new length, st[3i-1]
+-- the time its entries were logged at, st[3i] whether to set its TTL.
+local st = {}
 local allowed = true
-local pick, pick_remaining, pick_retry = 0, nil, -1
-for i = 1, #KEYS do
-  local base = 3 + 4 * (i - 1)
-  local algo = algorithms[ARGV[base]]
-  local ok, st = algo.check(KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]))
-  st.algo = algo
-  states[i] = st
-  if not ok then
-    if allowed or st.retry > pick_retry then
-      pick, pick_retry = i, st.retry
-    end
-    allowed = false
-  elseif allowed and (pick_remaining == nil or st.remaining < pick_remaining) then
-    pick, pick_remaining = i, st.remaining
+for i = 1, n do
+  local key = KEYS[i]
+  local start = now - tonumber(ARGV[4 * i])
+  local head = redis.call("LINDEX", key, 0)
+  local refresh = not head -- a new log
+  if head and tonumber(head) <= start then
+    head = trim(key, start)
+    refresh = true
   end
+  local logged = now
+  if head and now < tonumber(head) then
+    logged = math.max(now, tonumber(redis.call("LINDEX", key, -1)))
+  end
+  local len = push(key, logged)
+  if len > tonumber(ARGV[4 * i + 1]) then allowed = false end
+  st[3 * i - 2], st[3 * i - 1], st[3 * i] = len, logged, refresh
 end
 
 if allowed then
-  for i = 1, #KEYS do
-    states[i].algo.charge(states[i])
+  -- Report the limit with the fewest remaining units.
+  local pick, remaining, reset = 1, nil, 0
+  for i = 1, n do
+    local period, left = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]) - st[3 * i - 2]
+    local logged = st[3 * i - 1]
+    if st[3 * i] then
+      redis.call("PEXPIRE", KEYS[i], math.ceil((logged + 2 * period - now) / 1000) + 1000)
+    end
+    if remaining == nil or left < remaining then
+      pick, remaining, reset = i, left, logged + period - now
+    end
   end
+  return {1, remaining, 0, reset, pick - 1}
 end
 
-local st = states[pick]
-return {allowed and 1 or 0, st.remaining, st.retry or 0, st.reset, pick - 1}
+-- Denied: pop the call from every log and report the limit whose retry is
+-- the longest.
+local pick, remaining, retry, reset = 1, 0, -1, 0
+for i = 1, n do
+  local key, len = KEYS[i], st[3 * i - 2]
+  local period, threshold = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1])
+  if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+  if len > cost then
+    local newest = tonumber(redis.call("LINDEX", key, -1))
+    if st[3 * i] then
+      redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+    end
+    if len > threshold then
+      -- The call fits once the (len - threshold)-th oldest entry leaves.
+      local wait = tonumber(redis.call("LINDEX", key, len - threshold - 1)) + period - now
+      if wait > retry then
+        pick, remaining, retry, reset = i, threshold - len + cost, wait, newest + period - now
+      end
+    end
+  end
+end
+return {0, remaining, retry, reset, pick - 1}

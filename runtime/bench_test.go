@@ -1,0 +1,198 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// naiveScript is the seeds' sliding log: a ZSET scored by timestamp plus
+// ZREMRANGEBYSCORE, ZCARD, ZADD and EXPIRE. It is a baseline for the
+// benchmarks, not part of the product (it undercounts calls that share a
+// timestamp, and reads the app server's clock).
+var naiveScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], 0, now - window)
+if redis.call("ZCARD", KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call("ZADD", KEYS[1], now, now)
+  redis.call("EXPIRE", KEYS[1], math.ceil(window / 1000000))
+  return 1
+end
+return 0
+`)
+
+// noopScript does nothing: the floor any script decision stands on.
+var noopScript = redis.NewScript(`return 1`)
+
+func benchRequest(key string) Request {
+	return Request{Name: "bench", Key: key, Limits: []Limit{{Period: time.Second, Threshold: 1_000_000}}}
+}
+
+// BenchmarkRedisDecisionVsPing interleaves PING, a sliding-log decision and
+// the naive ZSET script on one connection and reports each one's median
+// latency as a ratio to PING's, so machine load shifts affect all alike.
+func BenchmarkRedisDecisionVsPing(b *testing.B) {
+	srv.Flush(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+	defer c.Close()
+	ctx := context.Background()
+	l := NewRedis(c)
+	req := benchRequest("")
+	if err := naiveScript.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := l.Allow(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	ping := make([]time.Duration, 0, b.N)
+	decide := make([]time.Duration, 0, b.N)
+	naive := make([]time.Duration, 0, b.N)
+	noop := make([]time.Duration, 0, b.N)
+	if err := noopScript.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := l.Allow(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		now := time.Now().UnixMicro()
+		if err := naiveScript.EvalSha(ctx, c, []string{"naive"}, now, 1_000_000, 1_000_000).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if err := noopScript.EvalSha(ctx, c, []string{"noop"}).Err(); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		noop = append(noop, t4.Sub(t3))
+		ping = append(ping, t1.Sub(t0))
+		decide = append(decide, t2.Sub(t1))
+		naive = append(naive, t3.Sub(t2))
+	}
+	b.StopTimer()
+	p := median(ping)
+	b.ReportMetric(float64(p.Nanoseconds()), "ping-ns")
+	b.ReportMetric(float64(median(decide))/float64(p), "decide/ping")
+	b.ReportMetric(float64(median(naive))/float64(p), "naive/ping")
+	b.ReportMetric(float64(median(noop))/float64(p), "noop/ping")
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// BenchmarkRedisThroughput64 runs PING and decisions from 64 goroutines in
+// alternating rounds and reports decision throughput as a ratio to PING's.
+func BenchmarkRedisThroughput64(b *testing.B) {
+	srv.Flush(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+	defer c.Close()
+	ctx := context.Background()
+	l := NewRedis(c)
+	const goroutines = 64
+	run := func(op func(g int) error) time.Duration {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(b.N) {
+					if err := op(g); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	ping := func(int) error { return c.Ping(ctx).Err() }
+	decide := func(g int) error {
+		_, err := l.Allow(ctx, benchRequest(fmt.Sprint(g)))
+		return err
+	}
+	noop := func(int) error { return noopScript.Run(ctx, c, []string{"noop"}).Err() }
+	run(ping) // warm the pool
+	run(noop)
+	b.ResetTimer()
+	var tp, td, tn time.Duration
+	for range 3 {
+		tp += run(ping)
+		td += run(decide)
+		tn += run(noop)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(3*b.N)/tp.Seconds(), "ping/s")
+	b.ReportMetric(float64(3*b.N)/td.Seconds(), "decide/s")
+	b.ReportMetric(tp.Seconds()/td.Seconds(), "decide/ping-throughput")
+	b.ReportMetric(tp.Seconds()/tn.Seconds(), "noop/ping-throughput")
+}
+
+// BenchmarkRedisMemoryPerCall reports the Redis memory of a sliding-log key
+// holding 10,000 in-window calls, per call, beside the naive ZSET's.
+func BenchmarkRedisMemoryPerCall(b *testing.B) {
+	const calls = 10_000
+	ctx := context.Background()
+	c := srv.Client()
+	defer c.Close()
+	var ours, zset int64
+	for range b.N {
+		srv.Flush(b)
+		l := NewRedis(c)
+		req := Request{Name: "mem", Limits: []Limit{{Period: time.Hour, Threshold: calls}}}
+		for range calls {
+			if d, err := l.Allow(ctx, req); err != nil || !d.Allowed {
+				b.Fatal(d, err)
+			}
+		}
+		for i := range calls {
+			naiveScript.Run(ctx, c, []string{"naive"}, int64(i), 3_600_000_000, calls)
+		}
+		ours = c.MemoryUsage(ctx, l.Key("mem", "", 0), 0).Val()
+		zset = c.MemoryUsage(ctx, "naive", 0).Val()
+	}
+	b.ReportMetric(float64(ours)/calls, "bytes/call")
+	b.ReportMetric(float64(zset)/calls, "zset-bytes/call")
+}
+
+func BenchmarkMemoryAllow(b *testing.B) {
+	l := NewMemory()
+	ctx := context.Background()
+	req := Request{Name: "bench", Key: "user-42", Limits: []Limit{{Period: time.Second, Threshold: 1_000_000}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Allow(ctx, req)
+	}
+}
+
+func BenchmarkMemoryAllowParallel(b *testing.B) {
+	l := NewMemory()
+	ctx := context.Background()
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := benchRequest(fmt.Sprint(id.Add(1)))
+		for pb.Next() {
+			l.Allow(ctx, req)
+		}
+	})
+}
