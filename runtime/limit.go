@@ -112,6 +112,9 @@ type Decision struct {
 	// ResetAfter is how long until the limit at index Limit is fully
 	// available again.
 	ResetAfter time.Duration
+	// Delay is how long an admitted call should wait before it proceeds,
+	// so that calls leave at a steady rate (LeakyBucket); zero otherwise.
+	Delay time.Duration
 	// Limit is the index in Request.Limits of the limit the other fields
 	// describe: when denied, the limit that denied the call (the one with
 	// the longest RetryAfter); when allowed, the one with the fewest
