@@ -50,12 +50,10 @@ func BenchmarkGenerate1000Methods(b *testing.B) {
 }
 
 // TestLargePackage generates the benchmark's package inside this module,
-// so that its code can import the runtime, reports the wall time of the
-// whole run, and checks that the result compiles and vets.
+// so that its code can import the runtime, logs the wall time of the whole
+// run (speed is judged by BenchmarkGenerate1000Methods, not here), and
+// checks that the result compiles and vets.
 func TestLargePackage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a 1,000-method package")
-	}
 	parent, err := filepath.Abs(filepath.Join(moduleRoot, "testdata"))
 	if err != nil {
 		t.Fatal(err)
@@ -74,9 +72,6 @@ func TestLargePackage(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	t.Logf("generated 1,000 methods on 50 interfaces in %v (%d bytes)", elapsed.Round(time.Millisecond), len(readFile(t, filepath.Join(dir, "ratelimit_gen.go"))))
-	if elapsed > 10*time.Second {
-		t.Errorf("generation took %v; the target is 2s", elapsed)
-	}
 	cmd := exec.Command("go", "vet", ".")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
