@@ -17,6 +17,11 @@ var (
 	// decided: a non-positive period or threshold, an unknown algorithm, or
 	// a cost no limit can ever admit ([*CostError]).
 	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
+	// ErrCircuitOpen is wrapped by the [*BackendError] a [RedisLimiter]
+	// returns without asking Redis, because its last calls failed and its
+	// circuit breaker is open (see [WithBreaker]). errors.Is(err, ErrBackend)
+	// holds too, so the rule's [ErrorPolicy] applies at once.
+	ErrCircuitOpen = errors.New("ratelimit: circuit open after repeated backend failures")
 )
 
 // LimitError reports a denied call. errors.Is(err, ErrLimited) holds for it.
@@ -70,18 +75,23 @@ func (e *BackendError) Is(target error) bool { return target == ErrBackend }
 func (e *BackendError) Unwrap() error { return e.Err }
 
 // CostError reports a call whose cost is larger than a limit can ever
-// admit, so no retry time would be honest. It wraps ErrInvalidLimit.
+// admit, so no retry time would be honest, or whose cost is negative (as
+// a cost= parameter can be). It wraps ErrInvalidLimit.
 type CostError struct {
 	// Name is the limit identity of the call.
 	Name string
 	// Cost is the call's cost.
 	Cost int64
-	// Limit is the limit that can never admit it.
+	// Limit is the limit that can never admit it (the first of the rule's
+	// limits for a negative cost).
 	Limit Limit
 }
 
 // Error describes the impossible cost.
 func (e *CostError) Error() string {
+	if e.Cost < 0 {
+		return fmt.Sprintf("ratelimit: %s: cost %d is negative", e.Name, e.Cost)
+	}
 	return fmt.Sprintf("ratelimit: %s: cost %d can never be admitted by limit %d per %s",
 		e.Name, e.Cost, e.Limit.Threshold, e.Limit.Period)
 }

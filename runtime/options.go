@@ -23,23 +23,55 @@ type Hook interface {
 	Failed(ctx context.Context, req *Request, err error)
 }
 
+// ShadowHook is a [Hook] that is told about the would-be denials of
+// shadow rules ([Rule.Shadow]) apart from real ones. A limiter calls
+// ShadowLimited instead of Decided for a denial it decided for a shadow
+// rule; a Hook that is not a ShadowHook gets Decided for it, like any
+// denial. Admissions under a shadow rule are reported with Decided.
+type ShadowHook interface {
+	Hook
+	// ShadowLimited is called once per decision that would have denied a
+	// call had its rule not been a shadow rule; the call went ahead.
+	ShadowLimited(ctx context.Context, req *Request, d Decision)
+}
+
 // Option configures a limiter made by [NewRedis] or [NewMemory].
 type Option func(*config)
 
 type config struct {
-	prefix  string
-	clock   Clock
-	hook    Hook
-	maxKeys int
+	prefix      string
+	clock       Clock
+	hook        Hook
+	maxKeys     int
+	errorPolicy ErrorPolicy
+	overrides   Overrides
+	breaker     breakerConfig
 }
 
 func newConfig(opts []Option) config {
-	c := config{prefix: DefaultPrefix, maxKeys: DefaultMaxKeys}
+	c := config{
+		prefix:      DefaultPrefix,
+		maxKeys:     DefaultMaxKeys,
+		errorPolicy: FailOpen,
+		breaker:     breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+	}
 	for _, o := range opts {
 		o(&c)
 	}
+	if c.hook != nil {
+		c.hook = routeShadow(c.hook)
+	}
 	return c
 }
+
+// settings gives [Rule.Check] the configuration of the limiters of this
+// package (and of any type that embeds one).
+func (c *config) settings() *config { return c }
+
+// ErrorPolicy returns what [Rule.Check] does when this limiter fails and
+// the rule's OnError is empty: [FailOpen] unless [WithErrorPolicy] said
+// otherwise.
+func (c *config) ErrorPolicy() ErrorPolicy { return c.errorPolicy }
 
 // WithPrefix sets the prefix of every Redis key (default "ratelimit:").
 // Braces are removed from it, because a brace would change the key's Redis
@@ -61,6 +93,32 @@ func WithClock(clock Clock) Option {
 // WithHook reports every decision and failure to hook.
 func WithHook(hook Hook) Option {
 	return func(c *config) { c.hook = hook }
+}
+
+// WithErrorPolicy sets the limiter's default [ErrorPolicy]: what
+// [Rule.Check] does with a call the limiter could not decide, for rules
+// whose OnError is empty. The default is [FailOpen]; an empty p keeps it,
+// and any value other than FailOpen and FailClosed means FailClosed.
+func WithErrorPolicy(p ErrorPolicy) Option {
+	return func(c *config) {
+		if p != "" {
+			c.errorPolicy = p
+		}
+	}
+}
+
+// WithOverrides lets src replace the limits of a rule at run time, by the
+// rule's name, without regenerating code or restarting: [Rule.Check] asks
+// src for every call (so src must answer from memory, quickly) and decides
+// the call against the limits it returns instead of the rule's own. The
+// state is kept: limit i of an override counts in the same place as limit
+// i of the rule, so lowering a threshold applies to the calls already
+// admitted. An override is ignored (the rule's limits apply) when one of
+// its limits is invalid or when limit i names another algorithm than the
+// rule's limit i, whose state it could not read; an empty Algorithm means
+// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+func WithOverrides(src Overrides) Option {
+	return func(c *config) { c.overrides = src }
 }
 
 // WithMaxKeys bounds how many keys the memory limiter keeps (default

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,20 +25,41 @@ var decideScript = redis.NewScript(decideSource)
 // Memory: a sliding-log limit keeps one list entry (about 10 bytes) per
 // admitted unit in its window, and every key expires one second after its
 // window empties.
+//
+// Failures: a call Redis cannot decide costs what the client spends on it
+// (its dial or read timeout, times 1 + MaxRetries for errors the client
+// retries, plus its retry back-off; set MaxRetries: -1 for one timeout).
+// After a few such failures in a row a circuit breaker fails the calls at
+// once for a while; see [WithBreaker].
 type RedisLimiter struct {
-	client redis.UniversalClient
+	client  redis.UniversalClient
+	breaker *breaker
 	config
 }
 
 // NewRedis returns a limiter that keeps its state in client's Redis.
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
-	return &RedisLimiter{client: client, config: newConfig(opts)}
+	c := newConfig(opts)
+	return &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+}
+
+// CircuitOpen reports whether the limiter's circuit breaker is failing
+// calls without asking Redis now, as a health check may want to know.
+func (l *RedisLimiter) CircuitOpen() bool {
+	return l.breaker != nil && l.breaker.open()
 }
 
 // Allow decides req in one EVALSHA. See [Limiter].
 func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.validate(); err != nil {
 		return Decision{}, err
+	}
+	probe := false
+	if l.breaker != nil {
+		var ok bool
+		if ok, probe = l.breaker.allow(); !ok {
+			return Decision{}, l.failed(ctx, &req, ErrCircuitOpen)
+		}
 	}
 	keys := make([]string, len(req.Limits))
 	args := make([]any, 2, 2+4*len(req.Limits))
@@ -54,14 +74,13 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	}
 	res, err := decideScript.Run(ctx, l.client, keys, args...).Int64Slice()
 	if err == nil && len(res) != 5 {
-		err = fmt.Errorf("decide script returned %d values, want 5", len(res))
+		err = &replyError{n: len(res)}
+	}
+	if l.breaker != nil {
+		l.breaker.record(ctx, probe, err)
 	}
 	if err != nil {
-		err = &BackendError{Name: req.Name, Err: err}
-		if l.hook != nil {
-			l.hook.Failed(ctx, &req, err)
-		}
-		return Decision{}, err
+		return Decision{}, l.failed(ctx, &req, err)
 	}
 	d := Decision{
 		Allowed:    res[0] == 1,
@@ -74,6 +93,15 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 		l.hook.Decided(ctx, &req, d)
 	}
 	return d, nil
+}
+
+// failed reports a call the limiter could not decide because of cause.
+func (l *RedisLimiter) failed(ctx context.Context, req *Request, cause error) error {
+	err := &BackendError{Name: req.Name, Err: cause}
+	if l.hook != nil {
+		l.hook.Failed(ctx, req, err)
+	}
+	return err
 }
 
 // Key returns the Redis key that holds limit index i of the calls named

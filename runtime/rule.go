@@ -13,14 +13,15 @@ var ErrNilKey = errors.New("ratelimit: key is nil")
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
 // Generated code keeps one per limited method in a package variable and
-// calls [Rule.Check] before delegating.
+// calls [Rule.Check] before delegating. A Rule must not be changed once it
+// is in use.
 type Rule struct {
 	// Name is the limit identity; see [Request.Name].
 	Name string
 	// Limits must all admit a call.
 	Limits []Limit
 	// Wait is how long a denied call may wait to be admitted before
-	// Check gives up; zero means no waiting.
+	// Check gives up; zero means no waiting. See [Rule.Check].
 	Wait time.Duration
 	// OnError says what Check does when the limiter fails; the zero value
 	// means the limiter's default.
@@ -43,24 +44,163 @@ const (
 
 // Check asks limiter whether a call with the given per-call key and cost
 // may proceed. It returns nil when the call was admitted, a [*LimitError]
-// when it was denied, and the limiter's error (wrapping [ErrBackend] for a
-// backend failure) when no decision could be made.
+// when it was denied, and otherwise an error saying why no decision could
+// be made. A cost of 0 means 1, as in [Request]; a negative cost is a
+// [*CostError].
+//
+// Overrides: when limiter was made with [WithOverrides], the call is
+// decided against the overriding limits of r.Name, if any.
+//
+// Waiting: with Wait > 0, a denied call sleeps until the limit should
+// admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
+// again, for at most Wait and never past ctx's deadline. A denial whose
+// RetryAfter is beyond that budget is returned at once. Calls of one rule
+// and key that wait in one process queue in order and only the first of
+// them asks the limiter, so waiting costs about one extra decision per
+// admitted call however many calls wait (each process waiting on the same
+// limit adds about one more per admission). A call that joins such a queue
+// does not ask the limiter first. If ctx ends while the call waits, Check
+// returns at once an error for which both errors.Is(err, ctx.Err()) and
+// errors.Is(err, [ErrLimited]) hold, and errors.As finds the [*LimitError]
+// of the last denial: the call was turned away by the limit and the caller
+// stopped waiting, and either test routes it correctly.
+//
+// Pacing: a call admitted with a [Decision.Delay] (LeakyBucket) sleeps that
+// long before Check returns nil; if ctx ends first Check returns an error
+// wrapping ctx.Err() (the call was charged).
+//
+// Shadow: with Shadow set, Check never denies a call, never waits and never
+// paces: would-be denials go to the limiter's hook (its ShadowLimited
+// method if it is a [ShadowHook]), and a call the limiter cannot decide
+// goes through whatever the error policy.
+//
+// Failures: an error wrapping [ErrBackend] (Redis failed, or the circuit
+// breaker is open: [ErrCircuitOpen]) is handled by the error policy:
+// r.OnError, or when empty the limiter's default (its ErrorPolicy method,
+// see [WithErrorPolicy]; [FailOpen] for a Limiter without one). Under
+// [FailOpen] Check returns nil (the limiter has reported the error to its
+// hook), under [FailClosed] (or any other value) the error. Other errors
+// are returned whatever the policy: invalid requests (wrapping
+// [ErrInvalidLimit], such as a [*CostError]) are bugs no backend could
+// decide, and a call whose ctx has ended returns an error wrapping
+// ctx.Err(), since its caller has given up.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
-	d, err := limiter.Allow(ctx, Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits})
+	_, err := r.check(ctx, limiter, key, cost)
+	return err
+}
+
+// outcome is what check learnt about one call.
+type outcome struct {
+	// d is the last decision made for the call.
+	d Decision
+	// limits are the limits it was decided against.
+	limits []Limit
+	// decided is false when no decision was made (the call went through
+	// on a failure, or failed).
+	decided bool
+}
+
+// settings is implemented by the limiters of this package.
+type settings interface{ settings() *config }
+
+// check is [Rule.Check], also returning the decision.
+func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
+	if cost < 0 {
+		ce := &CostError{Name: r.Name, Cost: cost}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		return outcome{limits: r.Limits}, ce
+	}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits}
+	if s, ok := limiter.(settings); ok {
+		if src := s.settings().overrides; src != nil {
+			req.Limits = effectiveLimits(ctx, src, r)
+		}
+	}
+	if r.Shadow {
+		ctx = withShadow(ctx)
+	}
+	var start time.Time
+	if r.Wait > 0 && !r.Shadow {
+		start = time.Now()
+		k := lineKeyOf(limiter, &req)
+		if line := joinLine(k, nil); line != nil {
+			return r.wait(ctx, limiter, &req, k, line, start)
+		}
+	}
+	d, err := limiter.Allow(ctx, req)
 	if err != nil {
+		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
+	}
+	o := outcome{d: d, limits: req.Limits, decided: true}
+	switch {
+	case d.Allowed:
+		return o, r.pace(ctx, d)
+	case r.Shadow:
+		return o, nil
+	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+		return o, r.limitError(&req, d)
+	}
+	k := lineKeyOf(limiter, &req)
+	return r.wait(ctx, limiter, &req, k, joinLine(k, &d), start)
+}
+
+// failure returns what Check returns when limiter.Allow failed with err.
+func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
 		return err
 	}
-	if d.Allowed {
+	if !errors.Is(err, ErrBackend) {
+		return err
+	}
+	if r.Shadow || r.policy(limiter) == FailOpen {
 		return nil
 	}
-	return &LimitError{
+	return err
+}
+
+// policy returns the error policy that applies to r's calls on limiter.
+func (r *Rule) policy(limiter Limiter) ErrorPolicy {
+	p := r.OnError
+	if p == "" {
+		if l, ok := limiter.(interface{ ErrorPolicy() ErrorPolicy }); ok {
+			p = l.ErrorPolicy()
+		}
+	}
+	if p == "" || p == FailOpen {
+		return FailOpen
+	}
+	return FailClosed
+}
+
+// pace sleeps the delay of an admitted call.
+func (r *Rule) pace(ctx context.Context, d Decision) error {
+	if d.Delay <= 0 || r.Shadow {
+		return nil
+	}
+	if err := sleep(ctx, d.Delay); err != nil {
+		return fmt.Errorf("ratelimit: %s: admitted, but %w while paced for %s", r.Name, err, d.Delay)
+	}
+	return nil
+}
+
+// limitError describes the denial d of req.
+func (r *Rule) limitError(req *Request, d Decision) *LimitError {
+	e := &LimitError{
 		Name:       r.Name,
-		Key:        key,
-		Limit:      r.Limits[d.Limit],
+		Key:        req.Key,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
 	}
+	if d.Limit >= 0 && d.Limit < len(req.Limits) {
+		e.Limit = req.Limits[d.Limit]
+	}
+	return e
 }
 
 // NilKeyError returns the error a decorator of the method named name

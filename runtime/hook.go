@@ -1,0 +1,88 @@
+package ratelimit
+
+import "context"
+
+// shadowKey marks the context of a call decided for a shadow rule, so that
+// the limiter's hook can tell its denials from real ones.
+type shadowKey struct{}
+
+// withShadow returns ctx marked as the context of a shadow rule's call.
+func withShadow(ctx context.Context) context.Context {
+	return context.WithValue(ctx, shadowKey{}, true)
+}
+
+// isShadow reports whether ctx is the context of a shadow rule's call.
+func isShadow(ctx context.Context) bool {
+	v, _ := ctx.Value(shadowKey{}).(bool)
+	return v
+}
+
+// routeShadow wraps the hook a limiter is given so that denials decided
+// for shadow rules reach ShadowLimited when h implements [ShadowHook].
+func routeShadow(h Hook) Hook {
+	if _, ok := h.(*shadowRouter); ok {
+		return h
+	}
+	r := &shadowRouter{Hook: h}
+	r.shadow, _ = h.(ShadowHook)
+	return r
+}
+
+type shadowRouter struct {
+	Hook
+	shadow ShadowHook // nil when Hook is not a ShadowHook
+}
+
+func (r *shadowRouter) Decided(ctx context.Context, req *Request, d Decision) {
+	if !d.Allowed && isShadow(ctx) {
+		r.ShadowLimited(ctx, req, d)
+		return
+	}
+	r.Hook.Decided(ctx, req, d)
+}
+
+func (r *shadowRouter) ShadowLimited(ctx context.Context, req *Request, d Decision) {
+	if r.shadow != nil {
+		r.shadow.ShadowLimited(ctx, req, d)
+		return
+	}
+	r.Hook.Decided(ctx, req, d)
+}
+
+// Hooks returns a hook that reports to each of hooks in turn, skipping nil
+// ones. It is a [ShadowHook]: a would-be denial of a shadow rule goes to
+// the ShadowLimited method of the hooks that have one and to Decided of
+// the others.
+func Hooks(hooks ...Hook) Hook {
+	var m multiHook
+	for _, h := range hooks {
+		if h != nil {
+			m = append(m, h)
+		}
+	}
+	return m
+}
+
+type multiHook []Hook
+
+func (m multiHook) Decided(ctx context.Context, req *Request, d Decision) {
+	for _, h := range m {
+		h.Decided(ctx, req, d)
+	}
+}
+
+func (m multiHook) Failed(ctx context.Context, req *Request, err error) {
+	for _, h := range m {
+		h.Failed(ctx, req, err)
+	}
+}
+
+func (m multiHook) ShadowLimited(ctx context.Context, req *Request, d Decision) {
+	for _, h := range m {
+		if s, ok := h.(ShadowHook); ok {
+			s.ShadowLimited(ctx, req, d)
+		} else {
+			h.Decided(ctx, req, d)
+		}
+	}
+}
