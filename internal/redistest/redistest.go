@@ -69,11 +69,49 @@ func Start(extra ...string) (*Server, error) {
 	}
 }
 
+// StartOn runs a redis-server like [Start], but on the loopback address
+// addr ("127.0.0.1:port"), such as that of a server stopped earlier, so a
+// test can bring a server back where its clients expect it. It fails if
+// the port is taken.
+func StartOn(addr string, extra ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, fmt.Errorf("port of %s: %w", addr, err)
+	}
+	// Another server on addr would answer the readiness PING.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	l.Close()
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := startOnPort(bin, dir, port, extra)
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return s, err
+}
+
 func startOn(bin, dir string, extra []string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	return startOnPort(bin, dir, port, extra)
+}
+
+func startOnPort(bin, dir string, port int, extra []string) (*Server, error) {
 	conf := []string{
 		"port " + strconv.Itoa(port),
 		"bind 127.0.0.1",

@@ -1,0 +1,335 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+)
+
+var breakerReq = Request{Name: "breaker", Limits: []Limit{{Period: time.Second, Threshold: 100}}}
+
+// failFastClient returns a client of addr that tries each command once.
+func failFastClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{
+		Addr:          addr,
+		MaxRetries:    -1,
+		DialerRetries: 1,
+		DialTimeout:   200 * time.Millisecond,
+		ReadTimeout:   200 * time.Millisecond,
+	})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// stoppedAddr returns the address of a real redis-server that was stopped.
+func stoppedAddr(t testing.TB) string {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	s.Stop()
+	return s.Addr
+}
+
+func TestBreakerStates(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	b := newBreaker(breakerConfig{failures: 3, backoff: time.Second, maxBackoff: 3 * time.Second})
+	b.now = func() time.Time { return now }
+	mustAllow := func(wantProbe bool) {
+		t.Helper()
+		ok, probe := b.allow()
+		require.True(t, ok)
+		require.Equal(t, wantProbe, probe)
+	}
+	refused := func() {
+		t.Helper()
+		ok, _ := b.allow()
+		require.False(t, ok)
+	}
+
+	for range 2 {
+		mustAllow(false)
+		b.failed(false)
+	}
+	mustAllow(false)
+	b.succeeded()
+	for range 2 {
+		mustAllow(false)
+		b.failed(false)
+	}
+	mustAllow(false)
+	assert.False(t, b.open(), "a success resets the count: 2 failures in a row so far")
+	b.failed(false)
+	assert.True(t, b.open())
+	refused()
+
+	// Half-open after the back-off: one probe, the others still refused.
+	now = now.Add(time.Second)
+	mustAllow(true)
+	refused()
+	b.failed(true)
+	now = now.Add(time.Second)
+	refused() // the back-off doubled to 2s
+	now = now.Add(time.Second)
+	mustAllow(true)
+	b.failed(true)
+	now = now.Add(3 * time.Second) // capped at 3s
+	mustAllow(true)
+	b.abandoned(true) // a cancelled probe says nothing: the next call probes
+	mustAllow(true)
+	b.succeeded()
+	assert.False(t, b.open())
+	mustAllow(false)
+	mustAllow(false)
+
+	// Closed again with the base back-off.
+	for range 3 {
+		b.failed(false)
+	}
+	now = now.Add(time.Second)
+	mustAllow(true)
+}
+
+func TestBreakerOffWithZeroFailures(t *testing.T) {
+	l := NewRedis(failFastClient(t, stoppedAddr(t)), WithBreaker(0, 0, 0))
+	for range 10 {
+		_, err := l.Allow(context.Background(), breakerReq)
+		require.ErrorIs(t, err, ErrBackend)
+		require.NotErrorIs(t, err, ErrCircuitOpen)
+	}
+	assert.False(t, l.CircuitOpen())
+}
+
+func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
+	addr := stoppedAddr(t)
+	metrics := &Metrics{}
+	l := NewRedis(failFastClient(t, addr), WithBreaker(3, 50*time.Millisecond, time.Second), WithHook(metrics))
+	ctx := context.Background()
+	for i := range 3 {
+		_, err := l.Allow(ctx, breakerReq)
+		require.ErrorIs(t, err, ErrBackend)
+		require.NotErrorIs(t, err, ErrCircuitOpen, "call %d reached for Redis", i)
+	}
+	require.True(t, l.CircuitOpen())
+	_, err := l.Allow(ctx, breakerReq)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	require.ErrorIs(t, err, ErrBackend)
+	var be *BackendError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "breaker", be.Name)
+	assert.Equal(t, uint64(4), metrics.Snapshot()["breaker"].BackendErrors, "open-circuit failures are reported too")
+
+	// The policies apply at once.
+	closed := &Rule{Name: "breaker", Limits: breakerReq.Limits, OnError: FailClosed}
+	assert.ErrorIs(t, closed.Check(ctx, l, "", 1), ErrCircuitOpen)
+	open := &Rule{Name: "breaker", Limits: breakerReq.Limits, OnError: FailOpen}
+	assert.NoError(t, open.Check(ctx, l, "", 1))
+
+	// A server comes up where the client looks: a probe finds it and the
+	// breaker closes.
+	s, err := redistest.StartOn(addr)
+	require.NoError(t, err)
+	defer s.Stop()
+	require.Eventually(t, func() bool {
+		d, err := l.Allow(ctx, breakerReq)
+		return err == nil && d.Allowed
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.False(t, l.CircuitOpen())
+	d, err := l.Allow(ctx, breakerReq)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+}
+
+// closingListener accepts connections and closes them at once, counting
+// them: a Redis that is there but broken.
+type closingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func newClosingListener(t testing.TB) *closingListener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cl := &closingListener{Listener: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			cl.accepted.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return cl
+}
+
+func TestOpenBreakerSendsNothing(t *testing.T) {
+	ln := newClosingListener(t)
+	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(2, time.Hour, time.Hour))
+	ctx := context.Background()
+	for range 2 {
+		_, err := l.Allow(ctx, breakerReq)
+		require.ErrorIs(t, err, ErrBackend)
+		require.NotErrorIs(t, err, ErrCircuitOpen)
+	}
+	require.Positive(t, ln.accepted.Load())
+	before := ln.accepted.Load()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 100 {
+				_, err := l.Allow(ctx, breakerReq)
+				assert.ErrorIs(t, err, ErrCircuitOpen)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, before, ln.accepted.Load(), "no connection while the breaker is open")
+}
+
+func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
+	ctx := context.Background()
+	t.Run("reply errors", func(t *testing.T) {
+		l := newTestRedis(t, WithBreaker(2, time.Hour, time.Hour))
+		// A key of the wrong type makes the script fail for this name only.
+		require.NoError(t, rdb(t).Set(ctx, l.Key("breaker", "", 0), "x", 0).Err())
+		for range 5 {
+			_, err := l.Allow(ctx, breakerReq)
+			require.ErrorIs(t, err, ErrBackend)
+		}
+		assert.False(t, l.CircuitOpen())
+		_, err := l.Allow(ctx, Request{Name: "other", Limits: breakerReq.Limits})
+		assert.NoError(t, err, "other names are decided")
+	})
+	t.Run("cancelled calls", func(t *testing.T) {
+		l := NewRedis(failFastClient(t, stoppedAddr(t)), WithBreaker(2, time.Hour, time.Hour))
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for range 5 {
+			_, err := l.Allow(cctx, breakerReq)
+			require.ErrorIs(t, err, ErrBackend)
+		}
+		assert.False(t, l.CircuitOpen())
+	})
+}
+
+func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
+	// A listener that never answers holds the probe for the read timeout
+	// while the other calls are refused at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var accepted atomic.Int64
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns = append(conns, c)
+		}
+	}()
+	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(1, 20*time.Millisecond, time.Hour))
+	ctx := context.Background()
+	_, err = l.Allow(ctx, breakerReq)
+	require.NotErrorIs(t, err, ErrCircuitOpen)
+	require.True(t, l.CircuitOpen())
+	opened := accepted.Load()
+	time.Sleep(30 * time.Millisecond) // past the back-off
+
+	var open, tried atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, err := l.Allow(ctx, breakerReq)
+			if assert.ErrorIs(t, err, ErrBackend) {
+				if assertIsOpen(err) {
+					open.Add(1)
+				} else {
+					tried.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(1), tried.Load(), "one probe")
+	assert.Equal(t, int64(7), open.Load())
+	assert.LessOrEqual(t, accepted.Load()-opened, int64(1))
+	assert.True(t, l.CircuitOpen(), "the probe failed: open again")
+}
+
+func assertIsOpen(err error) bool {
+	var be *BackendError
+	return errors.As(err, &be) && be.Err == ErrCircuitOpen
+}
+
+// BenchmarkBreakerOpenCall measures a call refused by the open breaker:
+// what each call costs while Redis is down, once the breaker has opened.
+func BenchmarkBreakerOpenCall(b *testing.B) {
+	l := NewRedis(failFastClient(b, stoppedAddr(b)), WithBreaker(1, time.Hour, time.Hour))
+	ctx := context.Background()
+	_, _ = l.Allow(ctx, breakerReq)
+	if !l.CircuitOpen() {
+		b.Fatal("breaker did not open")
+	}
+	rule := &Rule{Name: breakerReq.Name, Limits: breakerReq.Limits, OnError: FailOpen}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rule.Check(ctx, l, "", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFailingCallBreakerClosed measures a call to a Redis that
+// accepts connections and never answers, with the breaker off: it costs
+// the client's read timeout (20ms here) and no more.
+func BenchmarkFailingCallBreakerClosed(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(b, err)
+	defer ln.Close()
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	c := redis.NewClient(&redis.Options{
+		Addr: ln.Addr().String(), MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: 20 * time.Millisecond, ReadTimeout: 20 * time.Millisecond,
+	})
+	defer c.Close()
+	l := NewRedis(c, WithBreaker(0, 0, 0))
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := l.Allow(ctx, breakerReq); err == nil {
+			b.Fatal("a silent server decided a call")
+		}
+	}
+}
