@@ -1,0 +1,184 @@
+package ratelimit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// logLines returns the records logged to buf without their time.
+func logLines(buf *bytes.Buffer) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func newTextLogger(buf *bytes.Buffer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+func TestSlogHook(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		var buf bytes.Buffer
+		l := newLimiter(WithClock(newManualClock()), WithHook(NewSlogHook(newTextLogger(&buf, slog.LevelDebug))))
+		ctx := context.Background()
+		rule := &Rule{Name: "svc.Get", Limits: perPeriod(1, time.Minute)}
+		require.NoError(t, rule.Check(ctx, l, "u1", 1))
+		require.ErrorIs(t, rule.Check(ctx, l, "u1", 1), ErrLimited)
+		shadow := &Rule{Name: "svc.Put", Limits: perPeriod(1, time.Minute), Shadow: true}
+		require.NoError(t, shadow.Check(ctx, l, "", 1))
+		require.NoError(t, shadow.Check(ctx, l, "", 1))
+		assert.Equal(t, []string{
+			`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
+			`level=WARN msg="ratelimit: limited" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
+			`level=DEBUG msg="ratelimit: admitted" name=svc.Put cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
+			`level=INFO msg="ratelimit: shadow limited" name=svc.Put cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
+		}, logLines(&buf))
+	})
+}
+
+func TestSlogHookFailures(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewRedis(newUnreachableClient(t), WithHook(NewSlogHook(newTextLogger(&buf, slog.LevelWarn))))
+	rule := &Rule{Name: "down", Limits: perPeriod(5, time.Minute)}
+	require.NoError(t, rule.Check(context.Background(), l, "k", 2))
+	lines := logLines(&buf)
+	require.Len(t, lines, 1)
+	assert.True(t, strings.HasPrefix(lines[0], `level=ERROR msg="ratelimit: backend failure" name=down key=k cost=2 error="ratelimit: down: backend failure: `), lines[0])
+	assert.Contains(t, lines[0], "connection refused")
+}
+
+func TestSlogHookSkipsDisabledLevels(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewMemory(WithHook(NewSlogHook(newTextLogger(&buf, slog.LevelInfo))))
+	rule := &Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
+	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	assert.Empty(t, buf.String(), "admissions are Debug")
+}
+
+func TestMetricsUnderConcurrency(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		m := &Metrics{}
+		l := newLimiter(WithHook(m))
+		const goroutines, calls = 8, 50
+		rules := []*Rule{
+			{Name: "m/a", Limits: perPeriod(100, time.Hour)},
+			{Name: "m/b", Limits: perPeriod(30, time.Hour), Shadow: true},
+		}
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				for i := range calls {
+					err := rules[(g+i)%2].Check(context.Background(), l, "", 1)
+					if err != nil {
+						assert.ErrorIs(t, err, ErrLimited)
+					}
+					_ = m.Snapshot() // readers race with writers
+				}
+			})
+		}
+		wg.Wait()
+		snap := m.Snapshot()
+		assert.Equal(t, Counters{Allowed: 100, Limited: 100, NearLimit: 11}, snap["m/a"])
+		assert.Equal(t, Counters{Allowed: 30, ShadowLimited: 170, NearLimit: 4}, snap["m/b"])
+	})
+}
+
+func TestMetricsCountsBackendErrors(t *testing.T) {
+	m := &Metrics{}
+	l := NewRedis(newUnreachableClient(t), WithHook(m), WithBreaker(1, time.Hour, time.Hour))
+	rule := &Rule{Name: "err", Limits: perPeriod(1, time.Minute), OnError: FailClosed}
+	for range 3 {
+		require.ErrorIs(t, rule.Check(context.Background(), l, "", 1), ErrBackend)
+	}
+	assert.Equal(t, Counters{BackendErrors: 3}, m.Snapshot()["err"])
+}
+
+func TestNearLimitIsTenPercent(t *testing.T) {
+	req := &Request{Name: "n", Limits: []Limit{{Period: time.Second, Threshold: 15}, {Period: time.Second, Threshold: 100}}}
+	for _, c := range []struct {
+		limit     int
+		remaining int64
+		near      bool
+	}{{0, 2, false}, {0, 1, true}, {0, 0, true}, {1, 11, false}, {1, 10, true}} {
+		assert.Equal(t, c.near, nearLimit(req, Decision{Allowed: true, Limit: c.limit, Remaining: c.remaining}), "%+v", c)
+	}
+}
+
+// recordingShadowHook records what it is told, in order.
+type recordingShadowHook struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (h *recordingShadowHook) add(s string) {
+	h.mu.Lock()
+	h.events = append(h.events, s)
+	h.mu.Unlock()
+}
+
+func (h *recordingShadowHook) Decided(_ context.Context, req *Request, d Decision) {
+	h.add(fmt.Sprintf("decided %s %v", req.Name, d.Allowed))
+}
+
+func (h *recordingShadowHook) ShadowLimited(_ context.Context, req *Request, _ Decision) {
+	h.add("shadow " + req.Name)
+}
+
+func (h *recordingShadowHook) Failed(_ context.Context, req *Request, err error) {
+	h.add(fmt.Sprintf("failed %s %v", req.Name, err))
+}
+
+func TestHooksReportToEach(t *testing.T) {
+	a, b := &recordingShadowHook{}, &recordingHook{}
+	h := Hooks(a, nil, b)
+	ctx := context.Background()
+	req := &Request{Name: "x"}
+	h.Decided(ctx, req, Decision{Allowed: true})
+	h.(ShadowHook).ShadowLimited(ctx, req, Decision{})
+	h.Failed(ctx, req, errors.New("boom"))
+	assert.Equal(t, []string{"decided x true", "shadow x", "failed x boom"}, a.events)
+	assert.Equal(t, 2, b.decided, "a plain hook gets the would-be denial as a denial")
+	assert.Equal(t, 1, b.failed)
+}
+
+func TestShadowDenialsOnlyFromShadowRules(t *testing.T) {
+	h := &recordingShadowHook{}
+	l := NewMemory(WithClock(newManualClock()), WithHook(h))
+	ctx := context.Background()
+	real := &Rule{Name: "real", Limits: perPeriod(1, time.Minute)}
+	shadow := &Rule{Name: "shadow", Limits: perPeriod(1, time.Minute), Shadow: true}
+	require.NoError(t, real.Check(ctx, l, "", 1))
+	require.Error(t, real.Check(ctx, l, "", 1))
+	require.NoError(t, shadow.Check(ctx, l, "", 1))
+	require.NoError(t, shadow.Check(ctx, l, "", 1))
+	// A direct Allow is never a shadow decision.
+	_, err := l.Allow(ctx, Request{Name: "shadow", Limits: shadow.Limits})
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"decided real true", "decided real false",
+		"decided shadow true", "shadow shadow",
+		"decided shadow false",
+	}, h.events)
+}
