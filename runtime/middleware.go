@@ -1,0 +1,144 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// KeyFunc returns the per-call key of an HTTP request, such as the
+// client's address or an API key; see [Request.Key]. An error makes
+// [Middleware] answer 400 Bad Request (without the error's text).
+type KeyFunc func(*http.Request) (string, error)
+
+// Middleware limits the requests of an http.Handler, for routes that are
+// not Go methods a generated decorator could wrap: each request is one
+// call of rule with cost 1 and the key that key returns (one shared key
+// when key is nil), checked with [Rule.Check], so the rule's Wait, Shadow
+// and OnError apply as they do to methods.
+//
+// A denied request gets [WriteError]'s 429 response and does not reach
+// next. A request the limiter could not decide goes to next under
+// [FailOpen] and gets 503 Service Unavailable under [FailClosed]; other
+// errors (an invalid rule, a request whose context ended) get 500 and 503.
+// An admitted request reaches next with the RateLimit-Policy and RateLimit
+// fields of [SetHeaders] set, except under a shadow rule, which clients
+// should not see.
+func Middleware(limiter Limiter, rule *Rule, key KeyFunc) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k := ""
+			if key != nil {
+				var err error
+				if k, err = key(r); err != nil {
+					http.Error(w, http.StatusText(http.StatusBadRequest), http.StatusBadRequest)
+					return
+				}
+			}
+			o, err := rule.check(r.Context(), limiter, k, 1)
+			if err != nil {
+				if WriteError(w, err) {
+					return
+				}
+				code := http.StatusInternalServerError
+				if errors.Is(err, ErrBackend) || r.Context().Err() != nil {
+					code = http.StatusServiceUnavailable
+				}
+				http.Error(w, http.StatusText(code), code)
+				return
+			}
+			if o.decided && o.d.Allowed && !rule.Shadow && o.d.Limit >= 0 && o.d.Limit < len(o.limits) {
+				SetHeaders(w.Header(), o.d, o.limits[o.d.Limit], rule.Name)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// ClientIP returns a KeyFunc that keys requests by the client's IP address.
+//
+// Without trusted proxies it is the address of the peer (the request's
+// RemoteAddr), which a client cannot forge. When the peer is one of
+// trustedProxies, the X-Forwarded-For header (all its fields, in order) is
+// read from right to left: each entry was appended by the proxy on its
+// right, so the walk steps over entries while they are trusted proxies and
+// stops at the first that is not: that is the client. Entries further left
+// were written by the client and are never believed. If every entry is a
+// trusted proxy, the leftmost is the key; if an entry reached by the walk
+// is not an IP address (a misconfigured proxy), the trusted proxy that
+// forwarded it is. IPv4-mapped IPv6 addresses count as IPv4 and zones are
+// dropped. Forwarded (RFC 7239) is not read.
+//
+// An IPv6 client usually controls a whole /64; a KeyFunc that masks the
+// address (netip.Addr.Prefix) limits it as one.
+func ClientIP(trustedProxies ...netip.Prefix) KeyFunc {
+	trusted := make([]netip.Prefix, len(trustedProxies))
+	for i, p := range trustedProxies {
+		trusted[i] = p.Masked()
+	}
+	isTrusted := func(a netip.Addr) bool {
+		for _, p := range trusted {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(r *http.Request) (string, error) {
+		ip, err := parseIP(r.RemoteAddr)
+		if err != nil {
+			return "", fmt.Errorf("ratelimit: remote address %q: %w", r.RemoteAddr, err)
+		}
+		if !isTrusted(ip) {
+			return ip.String(), nil
+		}
+		hops := r.Header.Values("X-Forwarded-For")
+		for i := len(hops) - 1; i >= 0; i-- {
+			entries := strings.Split(hops[i], ",")
+			for j := len(entries) - 1; j >= 0; j-- {
+				hop, err := parseIP(strings.TrimSpace(entries[j]))
+				if err != nil {
+					return ip.String(), nil
+				}
+				ip = hop
+				if !isTrusted(ip) {
+					return ip.String(), nil
+				}
+			}
+		}
+		return ip.String(), nil
+	}
+}
+
+// parseIP reads an IP address, with or without a port.
+func parseIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		host, _, serr := net.SplitHostPort(s)
+		if serr != nil {
+			return netip.Addr{}, err
+		}
+		if a, err = netip.ParseAddr(host); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	return a.Unmap().WithZone(""), nil
+}
+
+// Header returns a KeyFunc that keys requests by the value of the header
+// field name, such as an API key; a request without it is an error (400
+// from [Middleware]). The value comes from the client as it is: use it
+// only for keys the server checks, and mind that each distinct value is
+// one more key to keep.
+func Header(name string) KeyFunc {
+	return func(r *http.Request) (string, error) {
+		v := r.Header.Get(name)
+		if v == "" {
+			return "", fmt.Errorf("ratelimit: no %s header", name)
+		}
+		return v, nil
+	}
+}
