@@ -188,7 +188,10 @@ func TestRedisOverrides(t *testing.T) {
 		got, _ := ov.Lookup(ctx, "ro")
 		return len(got) == 1 && got[0].Threshold == 2
 	}, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool { return ov.Err() == nil }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		ov.Lookup(ctx, "ro") // Lookups start the refreshes
+		return ov.Err() == nil
+	}, 5*time.Second, 5*time.Millisecond)
 	rule := &Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
 	lim := NewRedis(c, WithClock(clock), WithOverrides(ov))
 	require.NoError(t, rule.Check(ctx, lim, "", 1), "the call before still counts: 2nd of 2")
