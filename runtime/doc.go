@@ -11,9 +11,56 @@
 //   - [NewMemory] keeps the state in the process, for running without Redis
 //     and for tests.
 //
-// A denied call is reported by [Rule.Check] as a [*LimitError], which
-// satisfies errors.Is(err, [ErrLimited]) and carries when to retry. Backend
-// failures wrap [ErrBackend].
+// # Checking a call
+//
+// Generated code keeps the directives of each limited method in a [Rule]
+// and calls [Rule.Check] before delegating. A denied call is reported as a
+// [*LimitError], which satisfies errors.Is(err, [ErrLimited]) and carries
+// when to retry. Backend failures wrap [ErrBackend]; requests no backend
+// could decide (a bad limit, a cost above a threshold or below zero: a
+// [*CostError]) wrap [ErrInvalidLimit]. The directive options map to the
+// Rule's fields:
+//
+//   - cost=: the units a call takes, charged to every limit;
+//   - wait=: [Rule.Wait], how long a denied call may wait to be admitted.
+//     Waiting calls sleep until the limit should admit them and queue per
+//     rule and key, so only one of them asks the limiter at a time;
+//   - shadow=true: [Rule.Shadow], never deny, only report would-be denials
+//     (to a [ShadowHook]), to roll a limit out safely;
+//   - onerror=: [Rule.OnError], [FailOpen] or [FailClosed] when the
+//     limiter cannot decide; empty means the limiter's default.
+//
+// Admitted calls of a pacing algorithm sleep their [Decision.Delay] before
+// Check returns.
+//
+// # Options
+//
+// Both limiters take the same options ([Option]):
+//
+//   - [WithHook] reports every decision and failure: see [Metrics] (atomic
+//     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
+//     use several;
+//   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
+//     set);
+//   - [WithOverrides] lets operators change a rule's limits at run time,
+//     keeping its state; [NewRedisOverrides] reads them from a Redis hash;
+//   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
+//     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
+//     so a down Redis costs each call microseconds, not a timeout;
+//   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
+//
+// A failing Redis call costs what the client spends on it before the
+// breaker opens: configure the go-redis client with short DialTimeout and
+// ReadTimeout, and MaxRetries: -1 and DialerRetries: 1 so that each call
+// tries once.
+//
+// # HTTP
+//
+// [WriteError] turns a [*LimitError] into a 429 response with Retry-After
+// and the RateLimit-Policy and RateLimit fields of the IETF draft, and
+// [SetHeaders] adds those fields to admitted responses. [Middleware]
+// limits an http.Handler by a [KeyFunc] such as [ClientIP] (which only
+// believes X-Forwarded-For from trusted proxies) or [Header].
 //
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.

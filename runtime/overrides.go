@@ -100,6 +100,7 @@ type RedisOverrides struct {
 
 	table   atomic.Pointer[overrideTable]
 	loading atomic.Bool
+	reads   atomic.Uint64 // numbers the reads of the hash
 
 	mu  sync.Mutex
 	err error
@@ -108,6 +109,7 @@ type RedisOverrides struct {
 type overrideTable struct {
 	limits map[string][]Limit
 	at     time.Time // when it was read, or last tried
+	read   uint64    // the number of the read that made it
 }
 
 // DefaultOverridesRefresh is the refresh interval [NewRedisOverrides] uses
@@ -163,17 +165,16 @@ func (o *RedisOverrides) reload() {
 // values that did not parse (which are skipped), the same error
 // [RedisOverrides.Err] returns afterwards.
 func (o *RedisOverrides) Refresh(ctx context.Context) error {
+	read := o.reads.Add(1)
 	fields, err := o.client.HGetAll(ctx, o.key).Result()
 	if err != nil {
 		err = &BackendError{Name: "overrides " + o.key, Err: err}
 		// Keep serving the last copy; try again after another interval.
-		old := o.table.Load()
-		t := &overrideTable{at: time.Now()}
-		if old != nil {
+		t := &overrideTable{at: time.Now(), read: read}
+		if old := o.table.Load(); old != nil {
 			t.limits = old.limits
 		}
-		o.table.Store(t)
-		o.setErr(err)
+		o.store(t, err)
 		return err
 	}
 	limits := make(map[string][]Limit, len(fields))
@@ -186,10 +187,22 @@ func (o *RedisOverrides) Refresh(ctx context.Context) error {
 		}
 		limits[name] = l
 	}
-	o.table.Store(&overrideTable{limits: limits, at: time.Now()})
 	err = errors.Join(errs...)
-	o.setErr(err)
+	o.store(&overrideTable{limits: limits, at: time.Now(), read: read}, err)
 	return err
+}
+
+// store makes t the table in use unless a later read made the one in use:
+// two reads can overlap (Refresh and a background one) and finish in any
+// order.
+func (o *RedisOverrides) store(t *overrideTable, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if old := o.table.Load(); old != nil && old.read > t.read {
+		return
+	}
+	o.table.Store(t)
+	o.err = err
 }
 
 // Err returns the error of the last read of the hash: nil when it was read
@@ -198,12 +211,6 @@ func (o *RedisOverrides) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
-}
-
-func (o *RedisOverrides) setErr(err error) {
-	o.mu.Lock()
-	o.err = err
-	o.mu.Unlock()
 }
 
 // ParseOverride parses the value of one field of a [RedisOverrides] hash:

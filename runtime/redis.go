@@ -26,11 +26,12 @@ var decideScript = redis.NewScript(decideSource)
 // admitted unit in its window, and every key expires one second after its
 // window empties.
 //
-// Failures: a call Redis cannot decide costs what the client spends on it
-// (its dial or read timeout, times 1 + MaxRetries for errors the client
-// retries, plus its retry back-off; set MaxRetries: -1 for one timeout).
-// After a few such failures in a row a circuit breaker fails the calls at
-// once for a while; see [WithBreaker].
+// Failures: a call Redis cannot decide costs what the client spends on it:
+// its dial or read timeout, times the attempts it makes (1 + MaxRetries
+// for errors it retries, and DialerRetries dials per attempt, with their
+// back-offs). Configure MaxRetries: -1 and DialerRetries: 1 for one
+// timeout. After a few such failures in a row a circuit breaker fails the
+// calls at once for a while; see [WithBreaker].
 type RedisLimiter struct {
 	client  redis.UniversalClient
 	breaker *breaker

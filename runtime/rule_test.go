@@ -330,3 +330,32 @@ func TestCancelledContextIsNotFailedOpen(t *testing.T) {
 	err := rule.Check(ctx, l, "", 1)
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// BenchmarkWaitContended runs 16 goroutines per core through one waiting
+// rule whose limit admits far fewer calls than they make, and reports the
+// limiter decisions (Redis commands, for the Redis limiter) spent per
+// admitted call.
+func BenchmarkWaitContended(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		new  func(b *testing.B) Limiter
+	}{
+		{"memory", func(*testing.B) Limiter { return NewMemory() }},
+		{"redis", func(b *testing.B) Limiter { return newTestRedis(b) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := &countingLimiter{Limiter: bc.new(b)}
+			rule := &Rule{Name: "bench/wait", Limits: perPeriod(200, 20*time.Millisecond), Wait: time.Minute}
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := rule.Check(context.Background(), l, "", 1); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+			b.ReportMetric(float64(l.calls.Load())/float64(b.N), "decisions/admission")
+		})
+	}
+}
