@@ -1,0 +1,131 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// eachBackend runs f against a fresh service on the in-process limiter
+// and on a real, flushed Redis.
+func eachBackend(t *testing.T, f func(t *testing.T, base string)) {
+	backends := map[string]func(t *testing.T) ratelimit.Limiter{
+		"memory": func(*testing.T) ratelimit.Limiter { return ratelimit.NewMemory() },
+		"redis": func(t *testing.T) ratelimit.Limiter {
+			srv.Flush(t)
+			c := srv.Client()
+			t.Cleanup(func() { c.Close() })
+			return ratelimit.NewRedis(c)
+		},
+	}
+	for name, newLimiter := range backends {
+		t.Run(name, func(t *testing.T) {
+			ts := httptest.NewServer(newHandler(newMemoryNotes(), newLimiter(t)))
+			t.Cleanup(ts.Close)
+			f(t, ts.URL)
+		})
+	}
+}
+
+func do(t *testing.T, method, u, user string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("X-User", user)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(body)
+}
+
+func TestSearchIsLimitedPerUserWith429(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		for range 5 {
+			resp, _ := do(t, "GET", base+"/search?q=x", "alice", nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+		resp, body := do(t, "GET", base+"/search?q=x", "alice", nil)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, "10", resp.Header.Get("Retry-After"))
+		assert.Equal(t, `"notes.search";q=5;w=10`, resp.Header.Get("RateLimit-Policy"))
+		assert.Equal(t, `"notes.search";r=0;t=10`, resp.Header.Get("RateLimit"))
+		assert.Contains(t, body, "Too Many Requests")
+
+		resp, _ = do(t, "GET", base+"/search?q=x", "bob", nil)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "bob has his own limit")
+		resp, _ = do(t, "GET", base+"/count", "alice", nil)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "Count is not limited")
+	})
+}
+
+func TestPostNeedsBothLimits(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		form := url.Values{"text": {"hello"}}
+		for range 2 {
+			resp, body := do(t, "POST", base+"/notes", "carol", form)
+			require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		}
+		resp, _ := do(t, "POST", base+"/notes", "carol", form)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+		assert.Equal(t, `"notes.post";q=2;w=1`, resp.Header.Get("RateLimit-Policy"), "the per-second limit denied")
+
+		resp, body := do(t, "POST", base+"/notes", "dave", url.Values{"text": {""}})
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "the service's own errors pass through")
+		assert.Contains(t, body, "empty note")
+
+		_, body = do(t, "GET", base+"/search?q=hell", "carol", nil)
+		assert.JSONEq(t, `["hello","hello"]`, body, "arguments and results pass through")
+	})
+}
+
+func TestExportWaitsForItsTurn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		// Two concurrent exports at once: one goes first, the other waits
+		// (at most two seconds) for the next second's slot instead of a 429.
+		var wg sync.WaitGroup
+		codes := make([]int, 2)
+		for i := range codes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, _ := do(t, "GET", base+"/export", "erin", nil)
+				codes[i] = resp.StatusCode
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, []int{http.StatusOK, http.StatusOK}, codes)
+	})
+}
+
+func TestHealthIsLimitedPerClientIP(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		for range 10 {
+			resp, _ := do(t, "GET", base+"/health", "", nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			require.NotEmpty(t, resp.Header.Get("RateLimit"), "admitted responses carry the RateLimit field")
+		}
+		resp, _ := do(t, "GET", base+"/health", "", nil)
+		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, `"httpservice.health";q=10;w=1`, resp.Header.Get("RateLimit-Policy"))
+	})
+}
