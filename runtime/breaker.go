@@ -149,7 +149,7 @@ func (b *breaker) record(ctx context.Context, probe bool, err error) {
 		b.succeeded()
 	case ctx.Err() != nil:
 		b.abandoned(probe)
-	case unavailable(err):
+	case redisUnavailable(err):
 		b.failed(probe)
 	default: // Redis answered, with an error about this call only
 		b.succeeded()
@@ -160,9 +160,9 @@ func (b *breaker) record(ctx context.Context, probe bool, err error) {
 // any call now.
 var unavailableReplies = []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"}
 
-// unavailable reports whether err means Redis could not be reached or
+// redisUnavailable reports whether err means Redis could not be reached or
 // cannot serve, rather than that it rejected this one call.
-func unavailable(err error) bool {
+func redisUnavailable(err error) bool {
 	var reply redis.Error
 	if errors.As(err, &reply) {
 		msg := reply.Error()

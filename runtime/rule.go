@@ -124,9 +124,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	var start time.Time
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		k := lineKeyOf(limiter, &req)
-		if line := joinLine(k, nil); line != nil {
-			return r.wait(ctx, limiter, &req, k, line, start)
+		if waitLineCount.Load() > 0 { // somebody waits: maybe for this rule and key
+			k := lineKeyOf(limiter, &req)
+			if line := joinLine(k, nil); line != nil {
+				return r.wait(ctx, limiter, &req, k, line, start)
+			}
 		}
 	}
 	d, err := limiter.Allow(ctx, req)
@@ -182,7 +184,7 @@ func (r *Rule) pace(ctx context.Context, d Decision) error {
 	if d.Delay <= 0 || r.Shadow {
 		return nil
 	}
-	if err := sleep(ctx, d.Delay); err != nil {
+	if err := sleepCtx(ctx, d.Delay); err != nil {
 		return fmt.Errorf("ratelimit: %s: admitted, but %w while paced for %s", r.Name, err, d.Delay)
 	}
 	return nil

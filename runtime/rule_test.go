@@ -179,6 +179,7 @@ func TestWaitCancelledReturnsPromptly(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 0, lineMembers(l, "cancel", ""), "the line is gone")
+		assert.Zero(t, waitLineCount.Load())
 	})
 }
 
@@ -215,6 +216,7 @@ func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
 		perAdmission := float64(l.calls.Load()) / float64(admitted.Load())
 		t.Logf("%d decisions for %d admissions: %.2f each", l.calls.Load(), admitted.Load(), perAdmission)
 		assert.LessOrEqual(t, perAdmission, 2.0)
+		assert.Zero(t, waitLineCount.Load(), "every line is gone")
 	})
 }
 

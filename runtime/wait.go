@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -46,19 +47,29 @@ type waitLine struct {
 }
 
 // waitLines holds the lines that have members: lineKey → *waitLine.
-var waitLines sync.Map
+// lines counts them, so calls skip the lookup while nobody waits.
+var (
+	waitLines     sync.Map
+	waitLineCount atomic.Int64
+)
 
 // joinLine joins the line of k. With first (the denial of the caller's own
 // attempt) it creates the line if there is none; without, it returns nil
 // when there is none.
 func joinLine(k lineKey, first *Decision) *waitLine {
+	if first == nil && waitLineCount.Load() == 0 {
+		return nil
+	}
 	for {
 		v, ok := waitLines.Load(k)
 		if !ok {
 			if first == nil {
 				return nil
 			}
-			v, _ = waitLines.LoadOrStore(k, &waitLine{turn: make(chan struct{}, 1)})
+			var loaded bool
+			if v, loaded = waitLines.LoadOrStore(k, &waitLine{turn: make(chan struct{}, 1)}); !loaded {
+				waitLineCount.Add(1)
+			}
 		}
 		line := v.(*waitLine)
 		line.mu.Lock()
@@ -71,7 +82,9 @@ func joinLine(k lineKey, first *Decision) *waitLine {
 			return line
 		}
 		line.mu.Unlock()
-		waitLines.CompareAndDelete(k, line)
+		if waitLines.CompareAndDelete(k, line) {
+			waitLineCount.Add(-1)
+		}
 	}
 }
 
@@ -81,7 +94,9 @@ func (line *waitLine) leave(k lineKey) {
 	line.members--
 	if line.members == 0 {
 		line.closed = true
-		waitLines.CompareAndDelete(k, line)
+		if waitLines.CompareAndDelete(k, line) {
+			waitLineCount.Add(-1)
+		}
 	}
 	line.mu.Unlock()
 }
@@ -166,7 +181,7 @@ func (r *Rule) waitInLine(ctx context.Context, limiter Limiter, req *Request, li
 				if pause > left {
 					return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
 				}
-				if err := sleep(ctx, min(jitter(pause), left)); err != nil {
+				if err := sleepCtx(ctx, min(retryJitter(pause), left)); err != nil {
 					return r.stopped(ctx, req, line.latest())
 				}
 			}
@@ -208,14 +223,14 @@ func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, 
 		fmt.Errorf("%w while waiting: %w", ctx.Err(), r.limitError(req, d))
 }
 
-// jitter returns d plus up to 10% of it, so that callers told the same
+// retryJitter returns d plus up to 10% of it, so that callers told the same
 // RetryAfter do not all come back at once.
-func jitter(d time.Duration) time.Duration {
+func retryJitter(d time.Duration) time.Duration {
 	return d + rand.N(d/10+1)
 }
 
-// sleep waits for d or until ctx ends, returning ctx.Err() then.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleepCtx waits for d or until ctx ends, returning ctx.Err() then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
