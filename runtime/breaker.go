@@ -180,6 +180,7 @@ func redisUnavailable(err error) bool {
 // replyError is a reply of the decide script that is not what it returns.
 type replyError struct{ n int }
 
+// Error says how many values came back.
 func (e *replyError) Error() string {
 	return "decide script returned " + strconv.Itoa(e.n) + " values, want 5"
 }

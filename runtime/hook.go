@@ -33,6 +33,7 @@ type shadowRouter struct {
 	shadow ShadowHook // nil when Hook is not a ShadowHook
 }
 
+// Decided passes d on, to ShadowLimited if it is a shadow rule's denial.
 func (r *shadowRouter) Decided(ctx context.Context, req *Request, d Decision) {
 	if !d.Allowed && isShadow(ctx) {
 		r.ShadowLimited(ctx, req, d)
@@ -41,6 +42,8 @@ func (r *shadowRouter) Decided(ctx context.Context, req *Request, d Decision) {
 	r.Hook.Decided(ctx, req, d)
 }
 
+// ShadowLimited passes d on to the hook's ShadowLimited, or to its Decided
+// when it has none.
 func (r *shadowRouter) ShadowLimited(ctx context.Context, req *Request, d Decision) {
 	if r.shadow != nil {
 		r.shadow.ShadowLimited(ctx, req, d)
@@ -65,18 +68,22 @@ func Hooks(hooks ...Hook) Hook {
 
 type multiHook []Hook
 
+// Decided reports d to each hook.
 func (m multiHook) Decided(ctx context.Context, req *Request, d Decision) {
 	for _, h := range m {
 		h.Decided(ctx, req, d)
 	}
 }
 
+// Failed reports err to each hook.
 func (m multiHook) Failed(ctx context.Context, req *Request, err error) {
 	for _, h := range m {
 		h.Failed(ctx, req, err)
 	}
 }
 
+// ShadowLimited reports d to each hook's ShadowLimited, or to its Decided
+// when it has none.
 func (m multiHook) ShadowLimited(ctx context.Context, req *Request, d Decision) {
 	for _, h := range m {
 		if s, ok := h.(ShadowHook); ok {
