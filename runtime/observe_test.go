@@ -182,3 +182,24 @@ func TestShadowDenialsOnlyFromShadowRules(t *testing.T) {
 		"decided shadow false",
 	}, h.events)
 }
+
+func TestSlogHookDoesNotFloodWhileTheCircuitIsOpen(t *testing.T) {
+	var buf bytes.Buffer
+	hook := NewSlogHook(newTextLogger(&buf, slog.LevelError))
+	l := NewRedis(failFastClient(t, stoppedAddr(t)), WithHook(hook), WithBreaker(2, time.Hour, time.Hour))
+	rule := &Rule{Name: "flood", Limits: perPeriod(5, time.Minute)}
+	for range 100 {
+		require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	}
+	lines := logLines(&buf)
+	require.Len(t, lines, 3, "two failures that opened the breaker, one for the refusals")
+	assert.Contains(t, lines[2], "circuit open")
+	assert.NotContains(t, lines[2], "suppressed")
+
+	// A second later the next refusal is logged with the count left out.
+	hook.lastOpen.Add(-int64(circuitOpenLogInterval))
+	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	lines = logLines(&buf)
+	require.Len(t, lines, 4)
+	assert.Contains(t, lines[3], "suppressed=97")
+}

@@ -2,7 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync/atomic"
+	"time"
 )
 
 // SlogHook is a [Hook] (and a [ShadowHook]) that logs to a [slog.Logger]:
@@ -13,9 +16,21 @@ import (
 // describes; decisions add remaining, retry_after and reset_after, and
 // failures the error. Records below the logger's level cost one Enabled
 // call.
+//
+// While a circuit breaker is open every call fails at once; those
+// failures ([ErrCircuitOpen]) are logged at most once a second, with the
+// number left out since the last one as "suppressed", so an outage does
+// not flood the log.
 type SlogHook struct {
 	logger *slog.Logger
+
+	lastOpen   atomic.Int64 // Unix ns of the last ErrCircuitOpen record
+	suppressed atomic.Int64 // ErrCircuitOpen failures not logged since
 }
+
+// circuitOpenLogInterval spaces the records of failures refused by an open
+// circuit breaker.
+const circuitOpenLogInterval = time.Second
 
 // NewSlogHook returns a hook that logs to logger (slog.Default() if nil).
 func NewSlogHook(logger *slog.Logger) *SlogHook {
@@ -44,8 +59,21 @@ func (h *SlogHook) Failed(ctx context.Context, req *Request, err error) {
 	if !h.logger.Enabled(ctx, slog.LevelError) {
 		return
 	}
+	var suppressed int64
+	if errors.Is(err, ErrCircuitOpen) {
+		now := time.Now().UnixNano()
+		last := h.lastOpen.Load()
+		if now-last < int64(circuitOpenLogInterval) || !h.lastOpen.CompareAndSwap(last, now) {
+			h.suppressed.Add(1)
+			return
+		}
+		suppressed = h.suppressed.Swap(0)
+	}
 	attrs := h.request(req, -1)
 	attrs = append(attrs, slog.Any("error", err))
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64("suppressed", suppressed))
+	}
 	h.logger.LogAttrs(ctx, slog.LevelError, "ratelimit: backend failure", attrs...)
 }
 
