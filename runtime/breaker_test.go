@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -330,6 +331,57 @@ func BenchmarkFailingCallBreakerClosed(b *testing.B) {
 	for b.Loop() {
 		if _, err := l.Allow(ctx, breakerReq); err == nil {
 			b.Fatal("a silent server decided a call")
+		}
+	}
+}
+
+func TestBreakerPerClusterMaster(t *testing.T) {
+	cluster, err := redistest.StartCluster(3)
+	require.NoError(t, err)
+	t.Cleanup(cluster.Stop)
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:         cluster.Addrs(),
+		DialTimeout:   200 * time.Millisecond,
+		ReadTimeout:   200 * time.Millisecond,
+		DialerRetries: 1,
+		MaxRetries:    -1,
+		MaxRedirects:  1,
+	})
+	t.Cleanup(func() { c.Close() })
+	l := NewRedis(c, WithBreaker(2, time.Hour, time.Hour))
+	ctx := context.Background()
+
+	// One name on each master.
+	nameOn := map[string]string{}
+	for i := 0; len(nameOn) < 3; i++ {
+		require.Less(t, i, 1000)
+		name := fmt.Sprintf("node-%d", i)
+		m, err := c.MasterForKey(ctx, l.Key(name, "", 0))
+		require.NoError(t, err)
+		if _, ok := nameOn[m.Options().Addr]; !ok {
+			nameOn[m.Options().Addr] = name
+		}
+	}
+	lim := []Limit{{Period: time.Minute, Threshold: 1000}}
+	for _, name := range nameOn {
+		require.True(t, allow(t, l, Request{Name: name, Limits: lim}).Allowed)
+	}
+
+	victim := cluster.Addrs()[0]
+	cluster.Kill(0)
+	for i := range 5 {
+		_, err := l.Allow(ctx, Request{Name: nameOn[victim], Limits: lim})
+		require.ErrorIs(t, err, ErrBackend)
+		if i < 2 {
+			assert.NotErrorIs(t, err, ErrCircuitOpen, "call %d reached for the master", i)
+		} else {
+			assert.ErrorIs(t, err, ErrCircuitOpen, "call %d", i)
+		}
+	}
+	assert.True(t, l.CircuitOpen())
+	for addr, name := range nameOn {
+		if addr != victim {
+			assert.True(t, allow(t, l, Request{Name: name, Limits: lim}).Allowed, "master %s is up", addr)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	_ "embed"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,23 +32,74 @@ var decideScript = redis.NewScript(decideSource)
 // for errors it retries, and DialerRetries dials per attempt, with their
 // back-offs). Configure MaxRetries: -1 and DialerRetries: 1 for one
 // timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once for a while; see [WithBreaker].
+// calls at once for a while; see [WithBreaker]. With a Redis Cluster
+// client each master has its own breaker, so a master that is down fails
+// only the calls whose keys it holds.
 type RedisLimiter struct {
-	client  redis.UniversalClient
+	client redis.UniversalClient
+	// cluster is client when it is a Redis Cluster client.
+	cluster *redis.ClusterClient
+	// breaker guards every call, or for a cluster finding a call's
+	// master; nil when breakers are off.
 	breaker *breaker
+	// nodes holds the breakers of a cluster's masters: address → *breaker.
+	nodes sync.Map
 	config
 }
 
 // NewRedis returns a limiter that keeps its state in client's Redis.
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
-	return &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+	l.cluster, _ = client.(*redis.ClusterClient)
+	return l
 }
 
-// CircuitOpen reports whether the limiter's circuit breaker is failing
-// calls without asking Redis now, as a health check may want to know.
+// CircuitOpen reports whether a circuit breaker of the limiter is failing
+// calls without asking Redis now (for a Redis Cluster, the calls of at
+// least one master), as a health check may want to know.
 func (l *RedisLimiter) CircuitOpen() bool {
-	return l.breaker != nil && l.breaker.open()
+	if l.breaker == nil {
+		return false
+	}
+	open := l.breaker.open()
+	l.nodes.Range(func(_, b any) bool {
+		open = open || b.(*breaker).open()
+		return !open
+	})
+	return open
+}
+
+// admit returns the breaker that guards the call req and whether the call
+// is its probe, or the error that fails the call at once.
+func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, bool, error) {
+	if l.breaker == nil {
+		return nil, false, nil
+	}
+	ok, probe := l.breaker.allow()
+	if !ok {
+		return nil, false, ErrCircuitOpen
+	}
+	if l.cluster == nil {
+		return l.breaker, probe, nil
+	}
+	// Every key of a call has the same hash tag, so the first names the
+	// master of them all.
+	master, err := l.cluster.MasterForKey(ctx, storageKey(l.prefix, req.Name, req.Key, 0))
+	l.breaker.record(ctx, probe, err)
+	if err != nil {
+		return nil, false, err
+	}
+	addr := master.Options().Addr
+	b, loaded := l.nodes.Load(addr)
+	if !loaded {
+		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker))
+	}
+	nb := b.(*breaker)
+	if ok, probe = nb.allow(); !ok {
+		return nil, false, ErrCircuitOpen
+	}
+	return nb, probe, nil
 }
 
 // Allow decides req in one EVALSHA. See [Limiter].
@@ -55,12 +107,9 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
-	probe := false
-	if l.breaker != nil {
-		var ok bool
-		if ok, probe = l.breaker.allow(); !ok {
-			return Decision{}, l.failed(ctx, &req, ErrCircuitOpen)
-		}
+	b, probe, err := l.admit(ctx, &req)
+	if err != nil {
+		return Decision{}, l.failed(ctx, &req, err)
 	}
 	keys := make([]string, len(req.Limits))
 	args := make([]any, 2, 2+4*len(req.Limits))
@@ -77,8 +126,8 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err == nil && len(res) != 5 {
 		err = &replyError{n: len(res)}
 	}
-	if l.breaker != nil {
-		l.breaker.record(ctx, probe, err)
+	if b != nil {
+		b.record(ctx, probe, err)
 	}
 	if err != nil {
 		return Decision{}, l.failed(ctx, &req, err)
