@@ -39,7 +39,9 @@ type breakerConfig struct {
 // maxBackoff. The defaults are [DefaultBreakerFailures],
 // [DefaultBreakerBackoff] and [DefaultBreakerMaxBackoff]; failures <= 0
 // turns the breaker off, and a non-positive duration keeps its default.
-// The memory limiter ignores it.
+// The memory limiter ignores it. With a Redis Cluster client each master
+// has a breaker of its own, so a master that is down fails only the calls
+// whose keys it holds.
 //
 // Only failures of the connection (refused, reset, timed out, pool
 // exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
