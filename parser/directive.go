@@ -70,9 +70,10 @@
 // error rather than silently ignored. After "//" and any spaces or tabs, a
 // line comment is a lookalike when its text
 //
-//   - starts with "ratelimit:" in any case, but the comment does not start
-//     exactly with "//ratelimit:" (a space or tab after "//", or
-//     //RateLimit:, //RATELIMIT:), or
+//   - starts with "ratelimit:" in any case, then optional spaces or tabs,
+//     then a name of ASCII letters or '_' directly followed by "=", but the
+//     comment does not start exactly with "//ratelimit:" (a space or tab
+//     after "//", or //RateLimit:, //RATELIMIT:), or
 //   - starts with "ratelimit" in any case, then spaces or tabs, then a name
 //     of ASCII letters or '_' directly followed by "=", as in
 //     //ratelimit period=1 (the colon is missing).
@@ -80,8 +81,9 @@
 // A block comment is a lookalike under the same rule applied to its text
 // after "/*" and any white space (/*ratelimit:period=1 threshold=2*/).
 // Prose that mentions rate limits anywhere but at the start
-// ("// The ratelimit: see below") or that starts with the word but not a
-// name= ("// ratelimit is applied per user") is an ordinary comment.
+// ("// The ratelimit: see below"), or that starts with the word but not a
+// name= ("// ratelimit is applied per user", "// RateLimit: "api";r=5", the
+// HTTP header field), is an ordinary comment.
 package parser
 
 import (

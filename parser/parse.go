@@ -289,9 +289,11 @@ func checkLookalike(pos token.Position, text string) ErrorList {
 }
 
 // lookalikeLen returns how many bytes of s look like a directive's
-// "ratelimit:": 10 when s starts with "ratelimit:" in any case, 9 when it
-// starts with "ratelimit" in any case, then spaces, then a name=, and 0
-// when s does not look like a directive.
+// "ratelimit:": 10 when s starts with "ratelimit:" in any case, then
+// optional spaces, then a name=; 9 when it starts with "ratelimit" in any
+// case, then spaces, then a name=; and 0 when s does not look like a
+// directive. Requiring the name= keeps prose such as the HTTP header
+// "RateLimit: "api";r=5" an ordinary comment.
 func lookalikeLen(s string) int {
 	const word = "ratelimit"
 	if len(s) <= len(word) || !strings.EqualFold(s[:len(word)], word) {
@@ -299,7 +301,10 @@ func lookalikeLen(s string) int {
 	}
 	rest := s[len(word):]
 	if rest[0] == ':' {
-		return len(word) + 1
+		if startsWithNameEquals(skipSpaceString(rest[1:])) {
+			return len(word) + 1
+		}
+		return 0
 	}
 	if isSpace(rest[0]) && startsWithNameEquals(skipSpaceString(rest)) {
 		return len(word)
