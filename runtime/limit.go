@@ -9,12 +9,83 @@ import (
 // Algorithm names the way a [Limit] counts calls.
 type Algorithm string
 
-// The algorithms a limit can use. The zero value means [SlidingLog].
+// The algorithms a limit can use. The zero value means [SlidingLog]. Every
+// algorithm is decided the same way by [RedisLimiter] and [MemoryLimiter].
 const (
 	// SlidingLog records every admitted call and admits a call when fewer
 	// than Threshold calls were admitted in the last Period. It is exact.
+	// Memory grows with the calls admitted in the window (about 10 bytes
+	// per unit in Redis).
 	SlidingLog Algorithm = "sliding_log"
+
+	// FixedWindow counts calls in windows of one Period aligned to
+	// multiples of the Period since the Unix epoch (in microseconds), as
+	// INCRBY with PEXPIRE would, and admits up to Threshold per window.
+	// One counter per key. A window resets all at once, so up to
+	// 2×Threshold calls can pass in one Period that straddles a window
+	// edge (Threshold at the end of one window, Threshold at the start of
+	// the next).
+	FixedWindow Algorithm = "fixed_window"
+
+	// SlidingWindow approximates a sliding log with two fixed-window
+	// counters: a call is admitted when
+	//
+	//	previous×(Period−elapsed)/Period + current + cost ≤ Threshold
+	//
+	// where current counts the aligned window now running, previous the
+	// one before it, and elapsed is the time since the current window
+	// began; the weighted term is rounded up to whole units, computed
+	// exactly. Memory is constant per key. It admits at most Threshold
+	// per aligned window, and assumes the previous window's calls were
+	// spread evenly: when they bunched at its end, up to 2×Threshold−1
+	// calls can pass in one Period (never more).
+	SlidingWindow Algorithm = "sliding_window"
+
+	// TokenBucket is a bucket of Burst tokens (default Threshold) that
+	// refills at Threshold tokens per Period, continuously to the
+	// microsecond; a call takes cost tokens or is denied. Over any span
+	// t it admits at most Burst + Threshold×t/Period units. It stores
+	// only the time at which the bucket will be full again, so it makes
+	// exactly the decisions of GCRA with the same Burst.
+	TokenBucket Algorithm = "token_bucket"
+
+	// LeakyBucket is a pacing queue (a leaky bucket used as a meter):
+	// admitted calls leave at a steady Threshold per Period, each told in
+	// [Decision.Delay] how long to wait for its turn (rounded up to the
+	// microsecond, so never early). Capacity (default Threshold) bounds
+	// the units queued, counting the call admitted now; a call that would
+	// overflow the queue is denied, with RetryAfter the time a place for
+	// it frees.
+	LeakyBucket Algorithm = "leaky_bucket"
+
+	// GCRA is the generic cell rate algorithm, as in
+	// github.com/go-redis/redis_rate: one value per key, the theoretical
+	// arrival time. It admits bursts of up to Burst units (default
+	// Threshold) and Threshold per Period on average; Remaining is how
+	// many more unit calls it would admit now.
+	GCRA Algorithm = "gcra"
 )
+
+// Algorithms returns every supported algorithm, in a fixed order.
+func Algorithms() []Algorithm {
+	return []Algorithm{SlidingLog, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket, GCRA}
+}
+
+// Valid reports whether a names a supported algorithm. The empty
+// Algorithm, which means SlidingLog, is valid.
+func (a Algorithm) Valid() bool {
+	switch a {
+	case "", SlidingLog, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket, GCRA:
+		return true
+	}
+	return false
+}
+
+// maxLimitValue bounds a limit's threshold, burst and capacity, and its
+// period and Burst×Period/Threshold in microseconds (about 35.7 years):
+// the Redis script computes in doubles, exact for integers below 2^53, and
+// splits its products of two such values in 26-bit halves.
+const maxLimitValue = 1<<50 - 1
 
 // Limit is one rule of the form "at most Threshold calls per Period".
 type Limit struct {
@@ -24,10 +95,11 @@ type Limit struct {
 	Threshold int64
 	// Algorithm selects how calls are counted; empty means SlidingLog.
 	Algorithm Algorithm
-	// Burst is the bucket capacity of TokenBucket and GCRA; zero means
-	// Threshold.
+	// Burst is the bucket capacity of TokenBucket and GCRA: the most units
+	// admitted at once; zero means Threshold. Other algorithms reject it.
 	Burst int64
-	// Capacity bounds the queue of LeakyBucket; zero means Threshold.
+	// Capacity bounds the queue of LeakyBucket, in units; zero means
+	// Threshold. Other algorithms reject it.
 	Capacity int64
 }
 
@@ -43,15 +115,54 @@ func (l Limit) algorithm() Algorithm {
 	return l.Algorithm
 }
 
+// capacity returns the most units the limit can ever admit at once: the
+// Burst of TokenBucket and GCRA, the Capacity of LeakyBucket, else (or when
+// those are zero) the Threshold.
+func (l Limit) capacity() int64 {
+	switch l.algorithm() {
+	case TokenBucket, GCRA:
+		if l.Burst > 0 {
+			return l.Burst
+		}
+	case LeakyBucket:
+		if l.Capacity > 0 {
+			return l.Capacity
+		}
+	}
+	return l.Threshold
+}
+
 // validate reports whether the limit can be decided.
 func (l Limit) validate() error {
+	alg := l.algorithm()
 	switch {
 	case l.Period < time.Microsecond:
 		return fmt.Errorf("%w: period %s is shorter than 1µs", ErrInvalidLimit, l.Period)
+	case l.Period.Microseconds() > maxLimitValue:
+		return fmt.Errorf("%w: period %s is longer than %s", ErrInvalidLimit, l.Period, maxLimitValue*time.Microsecond)
 	case l.Threshold <= 0:
 		return fmt.Errorf("%w: threshold %d is not positive", ErrInvalidLimit, l.Threshold)
-	case l.algorithm() != SlidingLog:
+	case l.Threshold > maxLimitValue:
+		return fmt.Errorf("%w: threshold %d is above %d", ErrInvalidLimit, l.Threshold, int64(maxLimitValue))
+	case !alg.Valid():
 		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, l.Algorithm)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: burst %d is negative", ErrInvalidLimit, l.Burst)
+	case l.Burst > 0 && alg != TokenBucket && alg != GCRA:
+		return fmt.Errorf("%w: burst is for token_bucket and gcra, not %s", ErrInvalidLimit, alg)
+	case l.Capacity < 0:
+		return fmt.Errorf("%w: capacity %d is negative", ErrInvalidLimit, l.Capacity)
+	case l.Capacity > 0 && alg != LeakyBucket:
+		return fmt.Errorf("%w: capacity is for leaky_bucket, not %s", ErrInvalidLimit, alg)
+	case l.capacity() > maxLimitValue:
+		return fmt.Errorf("%w: burst or capacity %d is above %d", ErrInvalidLimit, l.capacity(), int64(maxLimitValue))
+	}
+	if alg == TokenBucket || alg == GCRA || alg == LeakyBucket {
+		// The time a full bucket takes to drain, capacity×period/threshold.
+		if q, _, ok := mulDiv(l.capacity(), l.Period.Microseconds(), l.Threshold); !ok || q > maxLimitValue {
+			return fmt.Errorf("%w: %d units at %d per %s take longer than %s to drain",
+				ErrInvalidLimit, l.capacity(), l.Threshold, l.Period, maxLimitValue*time.Microsecond)
+		}
 	}
 	return nil
 }
@@ -93,7 +204,7 @@ func (r *Request) validate() error {
 		if err := l.validate(); err != nil {
 			return err
 		}
-		if r.cost() > l.Threshold {
+		if r.cost() > l.capacity() {
 			return &CostError{Name: r.Name, Cost: r.cost(), Limit: l}
 		}
 	}
@@ -107,13 +218,14 @@ type Decision struct {
 	// Remaining is how many more units the limit at index Limit admits now.
 	Remaining int64
 	// RetryAfter is how long until the denied call would be admitted if
-	// nobody else called; zero when allowed.
+	// nobody else called, rounded up to the microsecond; zero when allowed.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the limit at index Limit is fully
 	// available again.
 	ResetAfter time.Duration
 	// Delay is how long an admitted call should wait before it proceeds,
-	// so that calls leave at a steady rate (LeakyBucket); zero otherwise.
+	// so that calls leave at a steady rate (LeakyBucket; with several such
+	// limits, the longest of their delays); zero otherwise.
 	Delay time.Duration
 	// Limit is the index in Request.Limits of the limit the other fields
 	// describe: when denied, the limit that denied the call (the one with

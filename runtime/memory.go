@@ -23,10 +23,11 @@ const evictionSamples = 5
 // and the same decisions as [RedisLimiter] for the same sequence of calls.
 // It is safe for concurrent use.
 //
-// Memory grows with the calls actually admitted, not with the thresholds: a
-// sliding log keeps one 16-byte run per distinct admission time in its
-// window. At most the WithMaxKeys bound of (name, key) pairs is kept (default
-// [DefaultMaxKeys]); a pair whose windows are all empty is dropped as new
+// Memory: a sliding log grows with the calls actually admitted, not with
+// the threshold, keeping one 16-byte run per distinct admission time in its
+// window; every other algorithm keeps a few integers per limit. At most the
+// WithMaxKeys bound of (name, key) pairs is kept (default
+// [DefaultMaxKeys]); a pair whose limits are all idle is dropped as new
 // pairs arrive, and when the bound is reached with every pair still active
 // the one that would expire soonest among a few sampled is evicted, which
 // forgets its calls.
@@ -48,8 +49,73 @@ type entryKey struct {
 
 // memoryEntry is the state of one (name, key) pair: one per limit index.
 type memoryEntry struct {
-	limits []logState
+	limits []limitState
 	expiry int64 // µs after which every window is empty
+}
+
+// limitState is the state of one limit of a (name, key) pair. It mirrors
+// the Redis key of the limit: a sliding log (a list), the counters of the
+// window algorithms (a hash; see fixedwindow.go) or the theoretical arrival
+// time of the bucket algorithms (a string; see gcra.go).
+type limitState struct {
+	logState
+	a, b, c int64
+	kind    stateKind
+}
+
+// stateKind is the Redis type a limit's key would have. A limit whose
+// algorithm changes to one of another kind starts afresh (where Redis
+// fails with WRONGTYPE until the key expires).
+type stateKind uint8
+
+const (
+	kindNone stateKind = iota
+	kindLog
+	kindWindows
+	kindTAT
+)
+
+func kindOf(a Algorithm) stateKind {
+	switch a {
+	case FixedWindow, SlidingWindow:
+		return kindWindows
+	case TokenBucket, LeakyBucket, GCRA:
+		return kindTAT
+	}
+	return kindLog
+}
+
+// check decides cost units at now for lim without charging them.
+func (s *limitState) check(lim Limit, now, cost int64) (bool, Decision) {
+	alg := lim.algorithm()
+	if k := kindOf(alg); s.kind != k {
+		*s = limitState{kind: k}
+	}
+	period := lim.Period.Microseconds()
+	switch alg {
+	case FixedWindow:
+		return s.fixedCheck(period, lim.Threshold, now, cost)
+	case SlidingWindow:
+		return s.slidingCheck(period, lim.Threshold, now, cost)
+	case TokenBucket, GCRA, LeakyBucket:
+		return s.tatCheck(period, lim.Threshold, lim.capacity(), now, cost, alg == LeakyBucket)
+	}
+	return s.logState.check(lim, now, cost)
+}
+
+// charge charges cost units that check admitted and returns when the
+// limit's state stops mattering (µs).
+func (s *limitState) charge(lim Limit, now, cost int64) int64 {
+	period := lim.Period.Microseconds()
+	switch lim.algorithm() {
+	case FixedWindow:
+		return s.fixedCharge(period, now, cost)
+	case SlidingWindow:
+		return s.slidingCharge(period, now, cost)
+	case TokenBucket, GCRA, LeakyBucket:
+		return s.tatCharge(period, lim.Threshold, now, cost)
+	}
+	return s.logState.charge(lim, now, cost)
 }
 
 // NewMemory returns a limiter that keeps its state in this process.
@@ -116,7 +182,7 @@ func (s *memoryShard) entry(k entryKey, limits int, now int64, max int) *memoryE
 		s.entries[k] = e
 	}
 	if len(e.limits) < limits {
-		e.limits = append(e.limits, make([]logState, limits-len(e.limits))...)
+		e.limits = append(e.limits, make([]limitState, limits-len(e.limits))...)
 	}
 	return e
 }
@@ -143,25 +209,31 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 	}
 }
 
-// decide checks every limit and charges them all only if all admit.
+// decide checks every limit and charges them all only if all admit. The
+// decision describes the denying limit with the longest retry, or when
+// admitted the limit with the fewest remaining units, with the longest
+// delay of all.
 func (e *memoryEntry) decide(req *Request, now int64) Decision {
 	cost := req.cost()
 	d := Decision{Allowed: true}
-	var pickRetry time.Duration = -1
+	var delay time.Duration
 	for i, lim := range req.Limits {
 		ok, r := e.limits[i].check(lim, now, cost)
 		switch {
-		case !ok && (d.Allowed || r.RetryAfter > pickRetry):
-			d, pickRetry = r, r.RetryAfter
+		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
+			d = r
 			d.Allowed, d.Limit = false, i
 		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
 			d = r
 			d.Allowed, d.Limit = true, i
 		}
+		delay = max(delay, r.Delay)
 	}
 	if !d.Allowed {
+		d.Delay = 0
 		return d
 	}
+	d.Delay = delay
 	for i, lim := range req.Limits {
 		if exp := e.limits[i].charge(lim, now, cost); exp > e.expiry {
 			e.expiry = exp

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -111,33 +110,12 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err != nil {
 		return Decision{}, l.failed(ctx, &req, err)
 	}
-	keys := make([]string, len(req.Limits))
-	args := make([]any, 2, 2+4*len(req.Limits))
-	args[0] = ""
-	if l.clock != nil {
-		args[0] = l.clock.Now().UnixMicro()
-	}
-	args[1] = req.cost()
-	for i, lim := range req.Limits {
-		keys[i] = storageKey(l.prefix, req.Name, req.Key, i)
-		args = append(args, string(lim.algorithm()), lim.Period.Microseconds(), lim.Threshold, lim.Burst)
-	}
-	res, err := decideScript.Run(ctx, l.client, keys, args...).Int64Slice()
-	if err == nil && len(res) != 5 {
-		err = &replyError{n: len(res)}
-	}
+	d, err := l.decide(ctx, &req)
 	if b != nil {
 		b.record(ctx, probe, err)
 	}
 	if err != nil {
 		return Decision{}, l.failed(ctx, &req, err)
-	}
-	d := Decision{
-		Allowed:    res[0] == 1,
-		Remaining:  res[1],
-		RetryAfter: time.Duration(res[2]) * time.Microsecond,
-		ResetAfter: time.Duration(res[3]) * time.Microsecond,
-		Limit:      int(res[4]),
 	}
 	if l.hook != nil {
 		l.hook.Decided(ctx, &req, d)

@@ -169,38 +169,6 @@ func TestInvalidRequests(t *testing.T) {
 	})
 }
 
-// TestBackendsAgree feeds the same random sequence of calls to both
-// backends, with time pinned by the clock option, and requires identical
-// decisions.
-func TestBackendsAgree(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(seed, 0))
-			clock := newManualClock()
-			mem := NewMemory(WithClock(clock))
-			red := newTestRedis(t, WithClock(clock))
-			limitSets := [][]Limit{
-				{{Period: 100 * time.Millisecond, Threshold: 5}},
-				{{Period: 50 * time.Millisecond, Threshold: 3}, {Period: time.Second, Threshold: 20}},
-				{{Period: 7 * time.Microsecond, Threshold: 2}},
-			}
-			for i := range 600 {
-				clock.Advance(time.Duration(rng.IntN(20_000)) * time.Microsecond)
-				set := rng.IntN(len(limitSets))
-				req := Request{
-					Name:   fmt.Sprint("set", set),
-					Key:    fmt.Sprint("k", rng.IntN(3)),
-					Cost:   int64(rng.IntN(3)),
-					Limits: limitSets[set],
-				}
-				dm := allow(t, mem, req)
-				dr := allow(t, red, req)
-				require.Equal(t, dm, dr, "call %d: %+v", i, req)
-			}
-		})
-	}
-}
-
 func TestExactUnderConcurrencyAcrossClients(t *testing.T) {
 	srv.Flush(t)
 	const threshold = 50

@@ -1,0 +1,131 @@
+package ratelimit
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// agreeSet is a set of limits decided together, with the largest cost the
+// differential test gives its calls.
+type agreeSet struct {
+	name    string
+	limits  []Limit
+	maxCost int64
+}
+
+// agreeSets returns, for every algorithm, limits of small, tiny (1µs and
+// 7µs), fractional-rate and daily billion-unit periods, with bursts and
+// capacities above and below the threshold, and mixed multi-limit sets.
+func agreeSets() []agreeSet {
+	var sets []agreeSet
+	for _, alg := range Algorithms() {
+		with := func(l Limit) Limit { l.Algorithm = alg; return l }
+		a := string(alg)
+		sets = append(sets,
+			agreeSet{a + "/5per100ms", []Limit{with(Limit{Period: 100 * time.Millisecond, Threshold: 5})}, 3},
+			agreeSet{a + "/2per7us", []Limit{with(Limit{Period: 7 * time.Microsecond, Threshold: 2})}, 2},
+			agreeSet{a + "/3per1us", []Limit{with(Limit{Period: time.Microsecond, Threshold: 3})}, 3},
+			agreeSet{a + "/7per1s", []Limit{with(Limit{Period: time.Second, Threshold: 7})}, 3},
+			agreeSet{a + "+sliding_log", []Limit{
+				with(Limit{Period: 50 * time.Millisecond, Threshold: 3}),
+				{Period: time.Second, Threshold: 20},
+			}, 2},
+		)
+		if alg != SlidingLog { // a log of a billion entries is not a test
+			sets = append(sets, agreeSet{a + "/1e9per24h", []Limit{with(Limit{Period: 24 * time.Hour, Threshold: 1e9})}, 4e8})
+		}
+		switch alg {
+		case TokenBucket, GCRA:
+			sets = append(sets,
+				agreeSet{a + "/burst10", []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Burst: 10}}, 10},
+				agreeSet{a + "/burst1", []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Burst: 1}}, 1},
+				agreeSet{a + "/burst3e9per24h", []Limit{{Algorithm: alg, Period: 24 * time.Hour, Threshold: 1e9 + 7, Burst: 3e9}}, 2e9},
+			)
+		case LeakyBucket:
+			sets = append(sets,
+				agreeSet{a + "/capacity10", []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Capacity: 10}}, 4},
+				agreeSet{a + "/capacity2", []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Capacity: 2}}, 2},
+			)
+		}
+	}
+	return append(sets,
+		agreeSet{"fixed+sliding+token", []Limit{
+			{Algorithm: FixedWindow, Period: 100 * time.Millisecond, Threshold: 4},
+			{Algorithm: SlidingWindow, Period: 300 * time.Millisecond, Threshold: 9},
+			{Algorithm: TokenBucket, Period: time.Second, Threshold: 20, Burst: 6},
+		}, 2},
+		agreeSet{"gcra+leaky+log", []Limit{
+			{Algorithm: GCRA, Period: 70 * time.Millisecond, Threshold: 3, Burst: 5},
+			{Algorithm: LeakyBucket, Period: 100 * time.Millisecond, Threshold: 6, Capacity: 4},
+			{Algorithm: SlidingLog, Period: 400 * time.Millisecond, Threshold: 10},
+		}, 3},
+		agreeSet{"all", []Limit{
+			{Algorithm: SlidingLog, Period: 200 * time.Millisecond, Threshold: 8},
+			{Algorithm: FixedWindow, Period: 150 * time.Millisecond, Threshold: 6},
+			{Algorithm: SlidingWindow, Period: 250 * time.Millisecond, Threshold: 7},
+			{Algorithm: TokenBucket, Period: 90 * time.Millisecond, Threshold: 2, Burst: 4},
+			{Algorithm: LeakyBucket, Period: 130 * time.Millisecond, Threshold: 5, Capacity: 3},
+			{Algorithm: GCRA, Period: 110 * time.Millisecond, Threshold: 4, Burst: 3},
+		}, 3},
+	)
+}
+
+// randomAdvance returns a step of the clock at scales from a microsecond
+// to hours, occasionally backwards (another process's clock behind).
+func randomAdvance(rng *rand.Rand) time.Duration {
+	us := time.Microsecond
+	switch r := rng.IntN(100); {
+	case r < 15:
+		return 0
+	case r < 35:
+		return time.Duration(rng.IntN(20)) * us
+	case r < 70:
+		return time.Duration(rng.IntN(40_000)) * us
+	case r < 88:
+		return time.Duration(rng.IntN(400_000)) * us
+	case r < 94:
+		return time.Duration(rng.Int64N(int64(3*time.Hour/us))) * us
+	default:
+		return -time.Duration(rng.IntN(30_000)) * us
+	}
+}
+
+// TestBackendsAgree feeds the same random sequence of calls (time step,
+// key, cost) to both backends, with time pinned by the clock option, for
+// every algorithm alone and in mixed sets, and requires identical
+// decisions.
+func TestBackendsAgree(t *testing.T) {
+	for _, set := range agreeSets() {
+		t.Run(set.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 2; seed++ {
+				rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))))
+				clock := newManualClock()
+				mem := NewMemory(WithClock(clock))
+				red := newTestRedis(t, WithClock(clock))
+				admitted, denied := 0, 0
+				for i := range 300 {
+					clock.Advance(randomAdvance(rng))
+					cost := rng.Int64N(set.maxCost + 1)
+					if set.maxCost > 10 && rng.IntN(2) == 0 {
+						cost = rng.Int64N(4)
+					}
+					req := Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: set.limits}
+					dm := allow(t, mem, req)
+					dr := allow(t, red, req)
+					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
+					if dm.Allowed {
+						admitted++
+					} else {
+						denied++
+					}
+				}
+				require.NotZero(t, admitted)
+				require.NotZero(t, denied, "the sequence should reach the limit")
+			}
+		})
+	}
+}

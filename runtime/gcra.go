@@ -1,0 +1,101 @@
+package ratelimit
+
+import "time"
+
+// TokenBucket, LeakyBucket and GCRA keep one value per limit, as the Redis
+// script keeps one string: the theoretical arrival time (TAT), the time at
+// which the bucket will be empty of calls (full of tokens), as a whole
+// microsecond a plus a fraction b/threshold of one, 0 <= b < threshold, so
+// that emission intervals of period/threshold are added exactly:
+//
+//	a  TAT, whole µs
+//	b  TAT fraction, in 1/threshold µs
+
+// tatCheck decides cost units at now for a bucket of capacity units
+// refilled at threshold per period, without charging them. For a leaky
+// bucket the admitted call is told to wait until the bucket has drained
+// down to it.
+func (s *limitState) tatCheck(period, threshold, capacity, now, cost int64, leaky bool) (bool, Decision) {
+	ta, tf := s.tat(threshold, now)
+	na, nf := addInterval(ta, tf, cost, period, threshold)
+	// The bucket holds capacity units: a call is admitted when the TAT
+	// it leaves is at most capacity emission intervals ahead of now.
+	ka, kf := mulDivRem(capacity, period, threshold)
+	us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
+	if na-now < ka || na-now == ka && nf <= kf {
+		d := Decision{
+			Remaining:  remainingUnits(ka-(na-now), kf-nf, period, threshold),
+			ResetAfter: us(na - now + ceilFrac(nf)),
+		}
+		if leaky {
+			d.Delay = us(ta - now + ceilFrac(tf))
+		}
+		return true, d
+	}
+	return false, Decision{
+		Remaining:  remainingUnits(ka-(ta-now), kf-tf, period, threshold),
+		RetryAfter: us(na - ka - now + ceilFrac(nf-kf)),
+		ResetAfter: us(ta - now + ceilFrac(tf)),
+	}
+}
+
+// tatCharge charges cost units checked by tatCheck and returns when the
+// bucket is empty again (µs).
+func (s *limitState) tatCharge(period, threshold, now, cost int64) int64 {
+	ta, tf := s.tat(threshold, now)
+	s.a, s.b = addInterval(ta, tf, cost, period, threshold)
+	return s.a + ceilFrac(s.b)
+}
+
+// tat returns max(TAT, now). A fraction written under a smaller threshold
+// rounds the TAT up.
+func (s *limitState) tat(threshold, now int64) (int64, int64) {
+	a, b := s.a, s.b
+	if b >= threshold {
+		a, b = a+1, 0
+	}
+	if a < now {
+		return now, 0
+	}
+	return a, b
+}
+
+// addInterval returns (a + b/threshold) + cost×period/threshold in the
+// same form.
+func addInterval(a, b, cost, period, threshold int64) (int64, int64) {
+	k, m := mulDivRem(cost, period, threshold)
+	a, b = a+k, b+m
+	if b >= threshold {
+		a, b = a+1, b-threshold
+	}
+	return a, b
+}
+
+// remainingUnits returns how many whole emission intervals of
+// period/threshold fit in d + g/threshold µs, or 0 if none.
+func remainingUnits(d, g, period, threshold int64) int64 {
+	if d < 0 {
+		return 0
+	}
+	q, r := mulDivRem(d, threshold, period)
+	q += floorDiv(r+g, period)
+	return max(q, 0)
+}
+
+// floorDiv returns ⌊x/y⌋ for y > 0.
+func floorDiv(x, y int64) int64 {
+	q := x / y
+	if x%y < 0 {
+		q--
+	}
+	return q
+}
+
+// ceilFrac is 1 for a positive fraction, else 0: what rounding a time up
+// to the microsecond adds to its whole part.
+func ceilFrac(f int64) int64 {
+	if f > 0 {
+		return 1
+	}
+	return 0
+}
