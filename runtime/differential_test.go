@@ -10,11 +10,15 @@ import (
 )
 
 // agreeSet is a set of limits decided together, with the largest cost the
-// differential test gives its calls.
+// differential test gives its calls. With skew, the clock also steps back
+// by up to two periods; with others, each call uses one of the limit sets
+// at random (the same Redis keys, as when a limit's algorithm changes).
 type agreeSet struct {
 	name    string
 	limits  []Limit
 	maxCost int64
+	skew    bool
+	others  [][]Limit
 }
 
 // agreeSets returns, for every algorithm, limits of small, tiny (1µs and
@@ -26,51 +30,69 @@ func agreeSets() []agreeSet {
 		with := func(l Limit) Limit { l.Algorithm = alg; return l }
 		a := string(alg)
 		sets = append(sets,
-			agreeSet{a + "/5per100ms", []Limit{with(Limit{Period: 100 * time.Millisecond, Threshold: 5})}, 3},
-			agreeSet{a + "/2per7us", []Limit{with(Limit{Period: 7 * time.Microsecond, Threshold: 2})}, 2},
-			agreeSet{a + "/3per1us", []Limit{with(Limit{Period: time.Microsecond, Threshold: 3})}, 3},
-			agreeSet{a + "/7per1s", []Limit{with(Limit{Period: time.Second, Threshold: 7})}, 3},
-			agreeSet{a + "+sliding_log", []Limit{
+			agreeSet{name: a + "/5per100ms", limits: []Limit{with(Limit{Period: 100 * time.Millisecond, Threshold: 5})}, maxCost: 3},
+			agreeSet{name: a + "/2per7us", limits: []Limit{with(Limit{Period: 7 * time.Microsecond, Threshold: 2})}, maxCost: 2},
+			agreeSet{name: a + "/3per1us", limits: []Limit{with(Limit{Period: time.Microsecond, Threshold: 3})}, maxCost: 3},
+			agreeSet{name: a + "/7per1s", limits: []Limit{with(Limit{Period: time.Second, Threshold: 7})}, maxCost: 3},
+			agreeSet{name: a + "+sliding_log", limits: []Limit{
 				with(Limit{Period: 50 * time.Millisecond, Threshold: 3}),
 				{Period: time.Second, Threshold: 20},
-			}, 2},
+			}, maxCost: 2},
 		)
 		if alg != SlidingLog { // a log of a billion entries is not a test
-			sets = append(sets, agreeSet{a + "/1e9per24h", []Limit{with(Limit{Period: 24 * time.Hour, Threshold: 1e9})}, 4e8})
+			sets = append(sets, agreeSet{name: a + "/1e9per24h", limits: []Limit{with(Limit{Period: 24 * time.Hour, Threshold: 1e9})}, maxCost: 4e8})
 		}
 		switch alg {
 		case TokenBucket, GCRA:
 			sets = append(sets,
-				agreeSet{a + "/burst10", []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Burst: 10}}, 10},
-				agreeSet{a + "/burst1", []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Burst: 1}}, 1},
-				agreeSet{a + "/burst3e9per24h", []Limit{{Algorithm: alg, Period: 24 * time.Hour, Threshold: 1e9 + 7, Burst: 3e9}}, 2e9},
+				agreeSet{name: a + "/burst10", limits: []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Burst: 10}}, maxCost: 10},
+				agreeSet{name: a + "/burst1", limits: []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Burst: 1}}, maxCost: 1},
+				agreeSet{name: a + "/burst3e9per24h", limits: []Limit{{Algorithm: alg, Period: 24 * time.Hour, Threshold: 1e9 + 7, Burst: 3e9}}, maxCost: 2e9},
 			)
 		case LeakyBucket:
 			sets = append(sets,
-				agreeSet{a + "/capacity10", []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Capacity: 10}}, 4},
-				agreeSet{a + "/capacity2", []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Capacity: 2}}, 2},
+				agreeSet{name: a + "/capacity10", limits: []Limit{{Algorithm: alg, Period: time.Second, Threshold: 3, Capacity: 10}}, maxCost: 4},
+				agreeSet{name: a + "/capacity2", limits: []Limit{{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 7, Capacity: 2}}, maxCost: 2},
 			)
 		}
 	}
+	for _, alg := range Algorithms() {
+		sets = append(sets, agreeSet{name: string(alg) + "/skew", limits: []Limit{{Algorithm: alg, Period: 20 * time.Millisecond, Threshold: 4}}, maxCost: 2, skew: true})
+	}
+	windows := func(p time.Duration, t int64) [][]Limit {
+		return [][]Limit{{{Algorithm: FixedWindow, Period: p, Threshold: t}}, {{Algorithm: SlidingWindow, Period: p, Threshold: t}}}
+	}
+	buckets := [][]Limit{
+		{{Algorithm: TokenBucket, Period: 50 * time.Millisecond, Threshold: 3, Burst: 5}},
+		{{Algorithm: GCRA, Period: 50 * time.Millisecond, Threshold: 3, Burst: 2}},
+		{{Algorithm: LeakyBucket, Period: 50 * time.Millisecond, Threshold: 3, Capacity: 4}},
+		{{Algorithm: GCRA, Period: 50 * time.Millisecond, Threshold: 7}}, // a fraction in 7ths read in 3rds
+	}
+	sets = append(sets,
+		agreeSet{name: "windows share a hash", limits: windows(30*time.Millisecond, 5)[0], maxCost: 2, others: windows(30*time.Millisecond, 5)},
+		agreeSet{name: "windows share a hash/skew", limits: windows(30*time.Millisecond, 5)[0], maxCost: 2, others: windows(30*time.Millisecond, 5), skew: true},
+		agreeSet{name: "buckets share a TAT", limits: buckets[0], maxCost: 2, others: buckets},
+		agreeSet{name: "buckets share a TAT/skew", limits: buckets[0], maxCost: 2, others: buckets, skew: true},
+	)
 	return append(sets,
-		agreeSet{"fixed+sliding+token", []Limit{
+		agreeSet{name: "fixed+sliding+token", limits: []Limit{
 			{Algorithm: FixedWindow, Period: 100 * time.Millisecond, Threshold: 4},
 			{Algorithm: SlidingWindow, Period: 300 * time.Millisecond, Threshold: 9},
 			{Algorithm: TokenBucket, Period: time.Second, Threshold: 20, Burst: 6},
-		}, 2},
-		agreeSet{"gcra+leaky+log", []Limit{
+		}, maxCost: 2},
+		agreeSet{name: "gcra+leaky+log", limits: []Limit{
 			{Algorithm: GCRA, Period: 70 * time.Millisecond, Threshold: 3, Burst: 5},
 			{Algorithm: LeakyBucket, Period: 100 * time.Millisecond, Threshold: 6, Capacity: 4},
 			{Algorithm: SlidingLog, Period: 400 * time.Millisecond, Threshold: 10},
-		}, 3},
-		agreeSet{"all", []Limit{
+		}, maxCost: 3},
+		agreeSet{name: "all", limits: []Limit{
 			{Algorithm: SlidingLog, Period: 200 * time.Millisecond, Threshold: 8},
 			{Algorithm: FixedWindow, Period: 150 * time.Millisecond, Threshold: 6},
 			{Algorithm: SlidingWindow, Period: 250 * time.Millisecond, Threshold: 7},
 			{Algorithm: TokenBucket, Period: 90 * time.Millisecond, Threshold: 2, Burst: 4},
 			{Algorithm: LeakyBucket, Period: 130 * time.Millisecond, Threshold: 5, Capacity: 3},
 			{Algorithm: GCRA, Period: 110 * time.Millisecond, Threshold: 4, Burst: 3},
-		}, 3},
+		}, maxCost: 3},
 	)
 }
 
@@ -101,6 +123,7 @@ func randomAdvance(rng *rand.Rand) time.Duration {
 func TestBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
+			period := set.limits[0].Period
 			for seed := uint64(1); seed <= 2; seed++ {
 				rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))))
 				clock := newManualClock()
@@ -109,11 +132,18 @@ func TestBackendsAgree(t *testing.T) {
 				admitted, denied := 0, 0
 				for i := range 300 {
 					clock.Advance(randomAdvance(rng))
+					if set.skew && rng.IntN(5) == 0 {
+						clock.Advance(-time.Duration(rng.Int64N(int64(2*period/us))) * us)
+					}
+					limits := set.limits
+					if set.others != nil {
+						limits = set.others[rng.IntN(len(set.others))]
+					}
 					cost := rng.Int64N(set.maxCost + 1)
 					if set.maxCost > 10 && rng.IntN(2) == 0 {
 						cost = rng.Int64N(4)
 					}
-					req := Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: set.limits}
+					req := Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: limits}
 					dm := allow(t, mem, req)
 					dr := allow(t, red, req)
 					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)

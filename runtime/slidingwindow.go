@@ -31,19 +31,27 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Dec
 	return false, d
 }
 
-// slidingWindows returns the current window's start, the time the call is
-// decided at (now, or the newest window's start if the clock reads earlier)
-// and the current and previous windows' counts.
+// slidingWindows returns the window a call at now counts in, the time it
+// is decided at, and the counts of that window and the one before, after
+// dropping what the script drops (as its HINCRBY finds or creates fields):
+// a call counts in now's window, or, if the clock reads earlier than the
+// newest window, in the window before that if it has a count, else in the
+// newest, decided at its start; a new window drops the ones before the
+// previous.
 func (s *limitState) slidingWindows(period, now int64) (w, at, cur, prev int64) {
 	w = now - now%period
 	switch {
-	case s.b == 0:
-		return w, now, 0, 0
-	case s.a >= w:
-		return s.a, max(now, s.a), s.b, s.c
-	case s.a == w-period:
+	case s.b > 0 && s.a == w:
+		return w, now, s.b, s.c
+	case s.b > 0 && s.a > w && s.c > 0 && s.a-period == w:
+		return w, now, s.c, 0
+	case s.b > 0 && s.a > w:
+		return s.a, s.a, s.b, s.c
+	case s.b > 0 && s.a == w-period:
+		s.c = 0
 		return w, now, 0, s.b
 	}
+	s.a, s.b, s.c = 0, 0, 0
 	return w, now, 0, 0
 }
 
@@ -54,6 +62,8 @@ func (s *limitState) slidingCharge(period, now, cost int64) int64 {
 	switch {
 	case s.b > 0 && s.a == w:
 		s.b += cost
+	case s.b > 0 && s.a-period == w:
+		s.c += cost
 	case s.b > 0 && s.a == w-period:
 		s.a, s.b, s.c = w, cost, s.b
 	default:

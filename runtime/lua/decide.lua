@@ -30,7 +30,7 @@
 --   sliding_log     TIME, LINDEX 0 (has the oldest entry expired?), RPUSH
 --                   (whose reply is the new length, so no LLEN)
 --   fixed_window    TIME, HINCRBY (the window's count, optimistically)
---   sliding_window  TIME, HGETALL (both windows' counts), HINCRBY
+--   sliding_window  TIME, HINCRBY (optimistically), HGET (the previous)
 --   token_bucket,   TIME, GET, SET PX (the TAT, whose TTL comes with it)
 --   leaky_bucket,
 --   gcra
@@ -74,9 +74,9 @@
 --
 -- fixed_window and sliding_window: a hash from window start (µs, "%d") to
 -- the count admitted in that window. Counts are never zero: a field is
--- deleted rather than decremented to zero. A fixed window increments its
--- count first and decrements it again if the call does not fit. A sliding
--- window weighs the previous window's count by the part of it the sliding
+-- deleted rather than decremented to zero. Both increment the count
+-- first and decrement it again if the call does not fit. A sliding window
+-- weighs the previous window's count by the part of it the sliding
 -- window still covers, rounded up to whole units; that is exactly
 -- prev * (period - elapsed) / period + cur + cost <= threshold.
 --
@@ -228,36 +228,50 @@ for i = 1, n do
 
   elseif algo == "sliding_window" then
     local w = now - fmod(now, period)
-    local all = redis.pcall("HGETALL", key)
-    if all.err then failed = all break end
-    -- a: the newest window, b: its count, c: the count of the one before.
-    local a, b, c = -1, 0, 0
-    for j = 1, #all, 2 do
-      local s = tonumber(all[j])
-      if s > a then a, b = s, tonumber(all[j + 1]) end
-    end
-    if #all > 2 then
+    local f = fmt("%d", w)
+    local cnt = redis.pcall("HINCRBY", key, f, cost)
+    if type(cnt) == "table" then failed = cnt break end
+    local at, prev = now, 0
+    if cnt == cost then
+      -- A new window (once per window): delete the ones before the
+      -- previous, and if the clock reads earlier than a newer window,
+      -- count in that one instead.
+      local all, newest, old = redis.call("HGETALL", key), w, {}
       for j = 1, #all, 2 do
-        if tonumber(all[j]) == a - period then c = tonumber(all[j + 1]) end
+        if all[j] ~= f and tonumber(all[j]) > newest then newest = tonumber(all[j]) end
       end
+      if newest > w then old[1] = f end
+      for j = 1, #all, 2 do
+        if all[j] ~= f then
+          local s = tonumber(all[j])
+          if s == newest - period then
+            prev = tonumber(all[j + 1])
+          elseif s < newest - period then
+            old[#old + 1] = all[j]
+          end
+        end
+      end
+      if #old > 0 then redis.call("HDEL", key, unpack(old)) end
+      if newest > w then
+        w, f, at = newest, fmt("%d", newest), newest
+        cnt = redis.call("HINCRBY", key, f, cost)
+      else
+        redis.call("PEXPIRE", key, math.ceil((w + 2 * period - now) / 1000) + 1000)
+      end
+    else
+      prev = tonumber(redis.call("HGET", key, fmt("%d", w - period))) or 0
     end
-    local at, cur, prev = now, 0, 0
-    if a >= w then -- this window, or a newer one if the clock reads earlier
-      w, cur, prev = a, b, c
-      if now < a then at = a end
-    elseif a == w - period then
-      prev = b
-    end
-    local weighted = 0
+    local cur, weighted = cnt - cost, 0
     if prev > 0 then
       local q, r, e = 0, 0, period - (at - w)
       if prev * e < BIG then r = fmod(prev * e, period); q = (prev * e - r) / period else q, r = muldiv(prev, e, period) end
       weighted = q
       if r > 0 then weighted = q + 1 end
     end
-    if weighted + cur + cost <= threshold then
-      ok, rem, res, x, y, z = true, threshold - weighted - cur - cost, w + 2 * period - now, w, a, all
+    if weighted + cnt <= threshold then
+      ok, rem, res, x, y = true, threshold - weighted - cnt, w + 2 * period - now, f, cnt
     else
+      if cnt == cost then redis.call("HDEL", key, f) else redis.call("HINCRBY", key, f, -cost) end
       rem, res = threshold - weighted - cur, w + 2 * period - now
       if rem < 0 then rem = 0 end
       if cur == 0 then res = w + period - now end
@@ -346,17 +360,7 @@ for i = 1, n do
   elseif commit then
     if algo == "sliding_log" then
       if x then redis.call("PEXPIRE", key, math.ceil((y + 2 * period - now) / 1000) + 1000) end
-    elseif algo == "sliding_window" then
-      redis.call("HINCRBY", key, fmt("%d", x), cost)
-      if x ~= y then -- a new window: the ones before the previous are stale
-        local old = {}
-        for j = 1, #z, 2 do
-          if tonumber(z[j]) < x - period then old[#old + 1] = z[j] end
-        end
-        if #old > 0 then redis.call("HDEL", key, unpack(old)) end
-        redis.call("PEXPIRE", key, math.ceil((x + 2 * period - now) / 1000) + 1000)
-      end
-    elseif algo ~= "fixed_window" then
+    elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
       if y > 0 then
         redis.call("SET", key, fmt("%d %d", x, y), "PX", math.ceil((x + 1 - now) / 1000) + 1000)
       else
@@ -369,7 +373,7 @@ for i = 1, n do
       local newest = tonumber(redis.call("LINDEX", key, -1))
       if x then redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000) end
     end
-  elseif algo == "fixed_window" then
+  elseif algo == "fixed_window" or algo == "sliding_window" then
     if y == cost then
       redis.call("HDEL", key, x)
     else
