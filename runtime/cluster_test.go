@@ -16,12 +16,9 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 )
 
-// clusterAlgorithms lists the algorithms the cluster tests decide.
-//
-// EXTEND HERE: once limit.go has `func Algorithms() []Algorithm`, return
-// Algorithms() instead; every test below then covers every algorithm, and
-// mixedLimits pairs each with SlidingLog.
-func clusterAlgorithms() []Algorithm { return []Algorithm{SlidingLog} }
+// clusterAlgorithms lists the algorithms the cluster tests decide: all of
+// them, and mixedLimits pairs each with SlidingLog.
+func clusterAlgorithms() []Algorithm { return Algorithms() }
 
 // mixedLimits returns two-limit requests' limits: SlidingLog with each
 // algorithm (so SlidingLog with itself, too).

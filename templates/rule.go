@@ -57,7 +57,7 @@ func limitValue(l Limit) *jen.Statement {
 		jen.Id("Threshold").Op(":").Lit(int(l.Threshold)),
 	}
 	if l.Algorithm != "" {
-		fields = append(fields, jen.Id("Algorithm").Op(":").Add(jen.Qual(RuntimePath, "Algorithm").Call(jen.Lit(l.Algorithm))))
+		fields = append(fields, jen.Id("Algorithm").Op(":").Add(algorithm(l.Algorithm)))
 	}
 	if l.Burst != 0 {
 		fields = append(fields, jen.Id("Burst").Op(":").Lit(int(l.Burst)))
@@ -147,4 +147,23 @@ func andList(items []string) string {
 		return items[0]
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// algorithmConstants names the runtime's constant for each algorithm.
+var algorithmConstants = map[string]string{
+	"sliding_log":    "SlidingLog",
+	"fixed_window":   "FixedWindow",
+	"sliding_window": "SlidingWindow",
+	"token_bucket":   "TokenBucket",
+	"leaky_bucket":   "LeakyBucket",
+	"gcra":           "GCRA",
+}
+
+// algorithm renders an algorithm as the runtime's constant, such as
+// ratelimit.TokenBucket, or as a conversion for a name it has none for.
+func algorithm(name string) jen.Code {
+	if c, ok := algorithmConstants[name]; ok {
+		return jen.Qual(RuntimePath, c)
+	}
+	return jen.Qual(RuntimePath, "Algorithm").Call(jen.Lit(name))
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/dave/jennifer/jen"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 func TestLowerCamel(t *testing.T) {
@@ -170,9 +172,33 @@ func TestLimitValueWritesNonZeroFieldsOnly(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 	got := render(Limit{Period: time.Minute, Threshold: 1, Algorithm: "token_bucket", Burst: 20, Capacity: 50})
-	for _, want := range []string{`Algorithm: runtime.Algorithm("token_bucket")`, "Burst: 20", "Capacity: 50"} {
+	for _, want := range []string{"Algorithm: runtime.TokenBucket", "Burst: 20", "Capacity: 50"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s lacks %s", got, want)
 		}
 	}
+}
+
+// TestAlgorithmConstantsMatchTheRuntime keeps algorithmConstants in step
+// with the runtime: every algorithm it implements has its constant.
+func TestAlgorithmConstantsMatchTheRuntime(t *testing.T) {
+	for _, a := range ratelimit.Algorithms() {
+		name, ok := algorithmConstants[string(a)]
+		if !ok {
+			t.Errorf("no constant for algorithm %q", a)
+			continue
+		}
+		if got := constantValues[name]; got != a {
+			t.Errorf("ratelimit.%s = %q, want %q", name, got, a)
+		}
+	}
+}
+
+var constantValues = map[string]ratelimit.Algorithm{
+	"SlidingLog":    ratelimit.SlidingLog,
+	"FixedWindow":   ratelimit.FixedWindow,
+	"SlidingWindow": ratelimit.SlidingWindow,
+	"TokenBucket":   ratelimit.TokenBucket,
+	"LeakyBucket":   ratelimit.LeakyBucket,
+	"GCRA":          ratelimit.GCRA,
 }

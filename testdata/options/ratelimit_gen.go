@@ -60,7 +60,7 @@ var jobsObserveRateLimit = &ratelimit.Rule{
 	Limits: []ratelimit.Limit{
 		{Period: time.Second, Threshold: 1},
 		{Period: 90 * time.Minute, Threshold: 1000},
-		{Period: 1500 * time.Millisecond, Threshold: 3, Algorithm: ratelimit.Algorithm("sliding_log")},
+		{Period: 1500 * time.Millisecond, Threshold: 3, Algorithm: ratelimit.SlidingLog},
 	},
 	Shadow: true,
 }
@@ -84,7 +84,7 @@ var jobsRouteRateLimit = &ratelimit.Rule{
 var jobsSmoothRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Smooth",
 	Limits: []ratelimit.Limit{
-		{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm("sliding_log")},
+		{Period: time.Second, Threshold: 10, Algorithm: ratelimit.SlidingLog},
 	},
 	Wait:    250 * time.Millisecond,
 	OnError: ratelimit.FailOpen,
