@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite the generated files and diagnos
 
 // goldenCases are the packages under testdata whose committed
 // ratelimit_gen.go is the expected output.
-var goldenCases = []string{"basic", "buildtags", "collisions", "concrete", "embedded", "generics", "options", "unexported"}
+var goldenCases = []string{"algorithms", "basic", "buildtags", "collisions", "concrete", "embedded", "generics", "options", "unexported"}
 
 // TestGolden checks that generating each golden package reproduces its
 // committed ratelimit_gen.go byte for byte (-update rewrites them).
@@ -72,7 +72,7 @@ func TestDiagnostics(t *testing.T) {
 // generated files in testdata (go test ignores testdata in ./..., so they
 // are run here): every decorator on the memory limiter and on a real Redis.
 func TestGeneratedCodeBehaves(t *testing.T) {
-	args := []string{"test", "-count=1"}
+	args := []string{"test", "-race", "-count=1"}
 	for _, name := range goldenCases {
 		args = append(args, "./testdata/"+name)
 	}
