@@ -20,9 +20,10 @@ func ttlBound(lim Limit) time.Duration {
 	case FixedWindow:
 		p = lim.Period // the end of the window
 	case TokenBucket, GCRA, LeakyBucket:
-		// The TAT: at most a full bucket's drain time ahead.
+		// The end of the second the TAT is in, which is at most a full
+		// bucket's drain time ahead.
 		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
-		p = time.Duration(q+1) * us
+		p = time.Duration(q+1)*us + time.Second
 	default:
 		p = 2 * lim.Period // a log's newest entry, or the next window's end
 	}

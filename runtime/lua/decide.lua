@@ -14,8 +14,8 @@
 -- denying limit with the longest retry when denied, the one with the fewest
 -- remaining units when allowed; delay is the longest delay of all limits.
 -- An admitted call of one limit with no delay, whose numbers fit, gets one
--- integer instead, (remaining * 2^s + reset_after_us) * 64 + s, where s is
--- the bit length of reset_after_us: an array reply costs both ends more.
+-- integer instead, (remaining * 2^s + reset_after_us) * 64 + s, where
+-- reset_after_us < 2^s: an array reply costs both ends more.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -38,12 +38,14 @@
 -- plus a PEXPIRE when a log is trimmed or a window starts.
 --
 -- TTL: every write leaves a key a TTL of at least a second past the time
--- its state stops mattering, and at most that plus a second: a log two
--- periods past its newest entry, set when the log is created or trimmed
--- (see sliding_log); a fixed window the window's end, set when the window
--- starts; a sliding window the end of the next window (the count still
--- weighs there), set when the window starts; a bucket its TAT, set on
--- every write.
+-- its state stops mattering: a log two periods past its newest entry, set
+-- when the log is created or trimmed (see sliding_log); a fixed window the
+-- window's end, set when the window starts; a sliding window the end of the
+-- next window (the count still weighs there), set when the window starts; a
+-- bucket the end of the second its TAT is in, set when the TAT enters that
+-- second (SET KEEPTTL otherwise: a computed PX costs a fraction of a round
+-- trip). So no TTL is longer than two periods (a bucket: its drain time plus
+-- a second) plus a second.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
 -- are µs (about 2^50.6 today); a limit's values are validated below 2^50
@@ -97,13 +99,13 @@ else
 end
 local cost = tonumber(ARGV[2])
 local n = #KEYS
-local fmod, fmt = math.fmod, string.format
+local fmt = string.format
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
 -- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
 -- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
 -- 2^52, when a * b is 2^53 or more (callers handle smaller products with
--- fmod): the quotient is estimated, and the estimate's remainder computed
+-- %, exact for them): the quotient is estimated, and the estimate's remainder computed
 -- exactly from 26-bit halves of the operands, each partial product below
 -- 2^53, then corrected.
 local function muldiv(a, b, d)
@@ -193,7 +195,7 @@ for i = 1, n do
     end
 
   elseif algo == "fixed_window" then
-    local w = now - fmod(now, period)
+    local w = now - now % period
     local f = fmt("%d", w)
     local cnt = redis.pcall("HINCRBY", key, f, cost)
     if type(cnt) == "table" then failed = cnt break end
@@ -227,7 +229,7 @@ for i = 1, n do
     end
 
   elseif algo == "sliding_window" then
-    local w = now - fmod(now, period)
+    local w = now - now % period
     local f = fmt("%d", w)
     local cnt = redis.pcall("HINCRBY", key, f, cost)
     if type(cnt) == "table" then failed = cnt break end
@@ -264,7 +266,7 @@ for i = 1, n do
     local cur, weighted = cnt - cost, 0
     if prev > 0 then
       local q, r, e = 0, 0, period - (at - w)
-      if prev * e < BIG then r = fmod(prev * e, period); q = (prev * e - r) / period else q, r = muldiv(prev, e, period) end
+      if prev * e < BIG then r = prev * e % period; q = (prev * e - r) / period else q, r = muldiv(prev, e, period) end
       weighted = q
       if r > 0 then weighted = q + 1 end
     end
@@ -281,7 +283,7 @@ for i = 1, n do
       local u, v, t = threshold - cur - cost, prev, w + period
       if u < 0 then u, v, t = threshold - cost, cur, w + 2 * period end
       local q = 0
-      if u * period < BIG then q = (u * period - fmod(u * period, v)) / v else q = muldiv(u, period, v) end
+      if u * period < BIG then q = (u * period - u * period % v) / v else q = muldiv(u, period, v) end
       ret = t - q - now
     end
 
@@ -289,28 +291,27 @@ for i = 1, n do
     local capacity = tonumber(ARGV[4 * i + 2])
     local v = redis.pcall("GET", key)
     if type(v) == "table" then failed = v break end
-    local ta, tf = now, 0
+    local ta, tf, old = now, 0, nil
     if v then
-      local a, b
-      local sp = string.find(v, " ", 1, true)
-      if sp then
+      local a, b = tonumber(v), 0
+      if not a then -- "a b"
+        local sp = string.find(v, " ", 1, true)
         a, b = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-      else
-        a, b = tonumber(v), 0
       end
+      old = a
       if b >= threshold then a, b = a + 1, 0 end -- written under another threshold
       if a >= now then ta, tf = a, b end
     end
     -- na + nf/threshold: the TAT with the call; ka + kf/threshold: the
     -- capacity in µs.
     local k, m, ka, kf = 0, 0, 0, 0
-    if cost * period < BIG then m = fmod(cost * period, threshold); k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
-    if capacity * period < BIG then kf = fmod(capacity * period, threshold); ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
+    if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
+    if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
     local na, nf = ta + k, tf + m
     if nf >= threshold then na, nf = na + 1, nf - threshold end
     local d, g -- the room left: d + g/threshold µs
     if na - now < ka or (na - now == ka and nf <= kf) then
-      ok, res, x, y = true, na - now, na, nf
+      ok, res, x, y, z = true, na - now, na, nf, old
       if nf > 0 then res = res + 1 end
       if algo == "leaky_bucket" then
         del = ta - now
@@ -326,11 +327,9 @@ for i = 1, n do
     -- Remaining: the emission intervals that fit in the room left.
     if d >= 0 then
       local q, r = 0, 0
-      if d * threshold < BIG then r = fmod(d * threshold, period); q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
-      local s = r + g
-      local mm = fmod(s, period)
-      q = q + (s - mm) / period
-      if mm < 0 then q = q - 1 end
+      if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
+      local s = r + g -- |s| < 2^51; % rounds towards minus infinity
+      q = q + (s - s % period) / period
       if q > 0 then rem = q end
     end
   end
@@ -361,10 +360,16 @@ for i = 1, n do
     if algo == "sliding_log" then
       if x then redis.call("PEXPIRE", key, math.ceil((y + 2 * period - now) / 1000) + 1000) end
     elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
-      if y > 0 then
-        redis.call("SET", key, fmt("%d %d", x, y), "PX", math.ceil((x + 1 - now) / 1000) + 1000)
+      local v = fmt("%d", x)
+      if y > 0 then v = fmt("%d %d", x, y) end
+      -- The TAT only grows. Its TTL is set when it enters a second (of a
+      -- grid from the epoch), to a second past that second's end; within
+      -- the second it is kept.
+      local cell = x - x % 1000000
+      if z and z - z % 1000000 == cell then
+        redis.call("SET", key, v, "KEEPTTL")
       else
-        redis.call("SET", key, fmt("%d", x), "PX", math.ceil((x - now) / 1000) + 1000)
+        redis.call("SET", key, v, "PX", math.ceil((cell + 1000000 - now) / 1000) + 1000)
       end
     end
   elseif algo == "sliding_log" then
@@ -386,9 +391,15 @@ if not allowed then
   return {0, remaining, retry, reset, pick - 1, 0}
 end
 if n == 1 and delay == 0 then
-  local _, s = math.frexp(reset)
-  if s <= 46 and remaining < 2 ^ (46 - s) then
-    return (remaining * 2 ^ s + reset) * 64 + s
+  -- s: the bits reset takes, of a few sizes.
+  local s, p = 46, 70368744177664
+  if reset < 1048576 then s, p = 20, 1048576
+  elseif reset < 134217728 then s, p = 27, 134217728
+  elseif reset < 8589934592 then s, p = 33, 8589934592
+  elseif reset < 1099511627776 then s, p = 40, 1099511627776
+  end
+  if reset < p and remaining * p < 140737488355328 then -- 2^47
+    return (remaining * p + reset) * 64 + s
   end
 end
 return {1, remaining, 0, reset, pick - 1, delay}
