@@ -31,11 +31,12 @@
 --                   (whose reply is the new length, so no LLEN)
 --   fixed_window    TIME, HINCRBY (the window's count, optimistically)
 --   sliding_window  TIME, HINCRBY (optimistically), HGET (the previous)
---   token_bucket,   TIME, GET, SET PX (the TAT, whose TTL comes with it)
+--   token_bucket,   TIME, GET, SET KEEPTTL (the TAT)
 --   leaky_bucket,
 --   gcra
 --
--- plus a PEXPIRE when a log is trimmed or a window starts.
+-- plus a PEXPIRE when a log is trimmed or a window starts, and SET PX
+-- instead of KEEPTTL when a TAT enters another second.
 --
 -- TTL: every write leaves a key a TTL of at least a second past the time
 -- its state stops mattering: a log two periods past its newest entry, set
@@ -59,7 +60,8 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]): a log
--- logs at its newest entry's time, a window counts in the newest window, a
+-- logs at its newest entry's time, a window counts in its clock's window if
+-- that has a count (the one before the newest), else in the newest, and a
 -- bucket starts from its TAT.
 --
 -- sliding_log: a list of admission times (µs), oldest first; each unit of
