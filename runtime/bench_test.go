@@ -40,20 +40,27 @@ func benchRequest(key string) Request {
 // the naive ZSET script) and reports each one's median latency as a ratio
 // to PING's, so machine load shifts affect all alike. Each algorithm is a
 // sub-benchmark; the request is admitted every time, as most calls are.
+//
+// leaky_bucket_paced is a leaky bucket whose calls are all told to wait
+// (its queue fills at 1,000 per second), whose reply is the full array.
 func BenchmarkRedisDecisionVsPing(b *testing.B) {
 	for _, alg := range Algorithms() {
-		b.Run(string(alg), func(b *testing.B) { benchDecisionVsPing(b, alg) })
+		lim := benchRequest("").Limits[0]
+		lim.Algorithm = alg
+		b.Run(string(alg), func(b *testing.B) { benchDecisionVsPing(b, lim) })
 	}
+	paced := Limit{Algorithm: LeakyBucket, Period: time.Second, Threshold: 1000, Capacity: 1_000_000}
+	b.Run("leaky_bucket_paced", func(b *testing.B) { benchDecisionVsPing(b, paced) })
 }
 
-func benchDecisionVsPing(b *testing.B, alg Algorithm) {
+func benchDecisionVsPing(b *testing.B, lim Limit) {
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	defer c.Close()
 	ctx := context.Background()
 	l := NewRedis(c)
-	req := benchRequest("")
-	req.Limits[0].Algorithm = alg
+	req := Request{Name: "bench", Limits: []Limit{lim}}
+	alg := lim.algorithm()
 	for _, s := range []*redis.Script{naiveScript, noopScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)

@@ -199,7 +199,7 @@ for i = 1, n do
   elseif algo == "fixed_window" then
     local w = now - now % period
     local f = fmt("%d", w)
-    local cnt = redis.pcall("HINCRBY", key, f, cost)
+    local cnt = redis.pcall("HINCRBY", key, f, ARGV[2]) -- as sent: no number to format
     if type(cnt) == "table" then failed = cnt break end
     if cnt == cost and redis.call("HLEN", key) > 1 then
       -- A new window (once per window) in a hash with others: delete the
@@ -233,7 +233,7 @@ for i = 1, n do
   elseif algo == "sliding_window" then
     local w = now - now % period
     local f = fmt("%d", w)
-    local cnt = redis.pcall("HINCRBY", key, f, cost)
+    local cnt = redis.pcall("HINCRBY", key, f, ARGV[2]) -- as sent: no number to format
     if type(cnt) == "table" then failed = cnt break end
     local at, prev = now, 0
     if cnt == cost then
