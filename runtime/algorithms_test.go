@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -467,4 +469,37 @@ func TestNoOverflowAtTheEdges(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestEveryAlgorithmIsExactUnderConcurrency decides 320 calls from 64
+// goroutines against a limit of 50 on a frozen clock: through two Redis
+// clients, and in process, exactly 50 are admitted.
+func TestEveryAlgorithmIsExactUnderConcurrency(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := newManualClock()
+			srv.Flush(t)
+			limiters := map[string][]Limiter{
+				"redis":  {NewRedis(rdb(t), WithClock(clock)), NewRedis(rdb(t), WithClock(clock))},
+				"memory": {NewMemory(WithClock(clock))},
+			}
+			for name, ls := range limiters {
+				req := Request{Name: "race-" + name, Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 50}}}
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				for g := range 64 {
+					wg.Go(func() {
+						for range 5 {
+							d, err := ls[g%len(ls)].Allow(context.Background(), req)
+							if assert.NoError(t, err) && d.Allowed {
+								admitted.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				assert.Equal(t, int64(50), admitted.Load(), name)
+			}
+		})
+	}
 }

@@ -63,3 +63,27 @@ func TestMemoryDropsIdleKeys(t *testing.T) {
 	// Every new key sweeps a few expired ones, so the idle ones mostly went.
 	assert.Less(t, l.Len(), 15_000)
 }
+
+// TestMemoryDropsIdleKeysOfEveryAlgorithm: a pair whose state no longer
+// matters (its window ended, its bucket drained) is dropped as new pairs
+// arrive, and one that still matters is kept.
+func TestMemoryDropsIdleKeysOfEveryAlgorithm(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := newManualClock()
+			l := NewMemory(WithClock(clock))
+			lim := []Limit{{Algorithm: alg, Period: time.Second, Threshold: 1}}
+			for i := range 5_000 {
+				allow(t, l, Request{Name: "idle", Key: fmt.Sprint(i), Limits: lim})
+			}
+			keep := []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}
+			allow(t, l, Request{Name: "busy", Limits: keep})
+			clock.Advance(3 * time.Second)
+			for i := range 5_000 {
+				allow(t, l, Request{Name: "fresh", Key: fmt.Sprint(i), Limits: lim})
+			}
+			assert.Less(t, l.Len(), 8_000, "most idle pairs went")
+			assert.False(t, allow(t, l, Request{Name: "busy", Limits: keep}).Allowed, "the busy pair kept its state")
+		})
+	}
+}
