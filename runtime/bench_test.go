@@ -187,7 +187,7 @@ func BenchmarkRedisMemoryPerCall(b *testing.B) {
 		for i := range calls {
 			naiveScript.Run(ctx, c, []string{"naive"}, int64(i), 3_600_000_000, calls)
 		}
-		ours = c.MemoryUsage(ctx, l.Key("mem", "", 0), 0).Val()
+		ours = c.MemoryUsage(ctx, l.Key("mem", "", 0, SlidingLog), 0).Val()
 		zset = c.MemoryUsage(ctx, "naive", 0).Val()
 	}
 	b.ReportMetric(float64(ours)/calls, "bytes/call")
@@ -239,7 +239,7 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 			for range b.N {
 				bytes = 0
 				for k := range keys {
-					bytes += c.MemoryUsage(ctx, l.Key("mem", fmt.Sprint("user-", k), 0), 0).Val()
+					bytes += c.MemoryUsage(ctx, l.Key("mem", fmt.Sprint("user-", k), 0, alg), 0).Val()
 				}
 			}
 			b.ReportMetric(float64(bytes)/keys, "bytes/key")

@@ -203,7 +203,7 @@ func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
 	t.Run("reply errors", func(t *testing.T) {
 		l := newTestRedis(t, WithBreaker(2, time.Hour, time.Hour))
 		// A key of the wrong type makes the script fail for this name only.
-		require.NoError(t, rdb(t).Set(ctx, l.Key("breaker", "", 0), "x", 0).Err())
+		require.NoError(t, rdb(t).Set(ctx, l.Key("breaker", "", 0, breakerReq.Limits[0].Algorithm), "x", 0).Err())
 		for range 5 {
 			_, err := l.Allow(ctx, breakerReq)
 			require.ErrorIs(t, err, ErrBackend)
@@ -356,7 +356,7 @@ func TestBreakerPerClusterMaster(t *testing.T) {
 	for i := 0; len(nameOn) < 3; i++ {
 		require.Less(t, i, 1000)
 		name := fmt.Sprintf("node-%d", i)
-		m, err := c.MasterForKey(ctx, l.Key(name, "", 0))
+		m, err := c.MasterForKey(ctx, l.Key(name, "", 0, SlidingLog))
 		require.NoError(t, err)
 		if _, ok := nameOn[m.Options().Addr]; !ok {
 			nameOn[m.Options().Addr] = name

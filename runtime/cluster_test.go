@@ -142,7 +142,7 @@ func (ct *clusterTest) multiLimitDenialChargesNothing(t *testing.T) {
 			if limits[1].algorithm() == SlidingLog {
 				// Both logs hold the two admitted calls only.
 				for i := range limits {
-					n, err := c.LLen(context.Background(), l.Key("multi", "k", i)).Result()
+					n, err := c.LLen(context.Background(), l.Key("multi", "k", i, limits[i].Algorithm)).Result()
 					require.NoError(t, err)
 					assert.EqualValues(t, 2, n, "log of limit %d", i)
 				}
@@ -230,15 +230,15 @@ func (ct *clusterTest) keysOfOneCallShareASlot(t *testing.T) {
 				}
 			}
 			require.Len(t, holders, 1, "keys of one call on several masters: %v", byMaster)
-			want := keySlot(t, c, l.Key("svc.Get", "user-7", 0))
-			tag := l.Key("svc.Get", "user-7", 0)
-			tag = tag[:strings.LastIndexByte(tag, ':')+1] // ratelimit:{svc.Get:user-7}:
+			want := keySlot(t, c, l.Key("svc.Get", "user-7", 0, SlidingLog))
+			tag := l.Key("svc.Get", "user-7", 0, SlidingLog)
+			tag = tag[:strings.IndexByte(tag, '}')+2] // ratelimit:{svc.Get:user-7}:
 			for _, k := range keys {
 				assert.True(t, strings.HasPrefix(k, tag), "key %q", k)
 				assert.Equal(t, want, keySlot(t, c, k), "slot of %q", k)
 			}
 			if limits[1].algorithm() == SlidingLog {
-				assert.ElementsMatch(t, []string{l.Key("svc.Get", "user-7", 0), l.Key("svc.Get", "user-7", 1)}, keys)
+				assert.ElementsMatch(t, []string{l.Key("svc.Get", "user-7", 0, SlidingLog), l.Key("svc.Get", "user-7", 1, SlidingLog)}, keys)
 			}
 		})
 	}
@@ -337,7 +337,7 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 	for i := 0; len(nameOn) < len(addrs); i++ {
 		require.Less(t, i, 1000, "no names found on every master: %v", nameOn)
 		name := fmt.Sprintf("down-%d", i)
-		addr := owner(keySlot(t, c, l.Key(name, "", 0)))
+		addr := owner(keySlot(t, c, l.Key(name, "", 0, SlidingLog)))
 		if _, ok := nameOn[addr]; !ok {
 			nameOn[addr] = name
 		}

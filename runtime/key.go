@@ -5,17 +5,23 @@ import (
 	"strings"
 )
 
-// storageKey returns the Redis key of limit index i of a request:
+// storageKey returns the Redis key of limit index i, of algorithm alg, of
+// a request:
 //
-//	<prefix>{<name>:<key>}:<i>
+//	<prefix>{<name>:<key>}:<i>:<algorithm tag>
 //
-// name and key are escaped (see escapeKeyPart), so the braces are the only
-// ones in the key: every limit of one call shares the Redis Cluster hash tag
-// {<name>:<key>}, and no name or key can move a key to another slot or
-// collide with the key of another name or key.
-func storageKey(prefix, name, key string, i int) string {
+// such as ratelimit:{svc.Store.Get:alice}:0:log. name and key are escaped
+// (see escapeKeyPart), so the braces are the only ones in the key: every
+// limit of one call shares the Redis Cluster hash tag {<name>:<key>}, and
+// no name or key can move a key to another slot or collide with the key of
+// another name or key. The algorithm's tag keeps each algorithm's state
+// apart: a limit whose algorithm changes (a new release, a rolling deploy
+// running old and new side by side, an override) starts afresh instead of
+// meeting another algorithm's state of another Redis type.
+func storageKey(prefix, name, key string, i int, alg Algorithm) string {
+	tag := keyTags[alg]
 	var b strings.Builder
-	b.Grow(len(prefix) + len(name) + len(key) + 6)
+	b.Grow(len(prefix) + len(name) + len(key) + len(tag) + 8)
 	b.WriteString(prefix)
 	b.WriteByte('{')
 	escapeKeyPart(&b, name)
@@ -23,7 +29,20 @@ func storageKey(prefix, name, key string, i int) string {
 	escapeKeyPart(&b, key)
 	b.WriteString("}:")
 	b.WriteString(strconv.Itoa(i))
+	b.WriteByte(':')
+	b.WriteString(tag)
 	return b.String()
+}
+
+// keyTags are the algorithms' short names in Redis keys.
+var keyTags = map[Algorithm]string{
+	"":            "log",
+	SlidingLog:    "log",
+	FixedWindow:   "fw",
+	SlidingWindow: "sw",
+	TokenBucket:   "tb",
+	LeakyBucket:   "lb",
+	GCRA:          "gcra",
 }
 
 // escapeKeyPart writes s with '%', '{', '}', ':' and non-printable ASCII

@@ -60,36 +60,17 @@ type memoryEntry struct {
 type limitState struct {
 	logState
 	a, b, c int64
-	kind    stateKind
-}
-
-// stateKind is the Redis type a limit's key would have. A limit whose
-// algorithm changes to one of another kind starts afresh (where Redis
-// fails with WRONGTYPE until the key expires).
-type stateKind uint8
-
-const (
-	kindNone stateKind = iota
-	kindLog
-	kindWindows
-	kindTAT
-)
-
-func kindOf(a Algorithm) stateKind {
-	switch a {
-	case FixedWindow, SlidingWindow:
-		return kindWindows
-	case TokenBucket, LeakyBucket, GCRA:
-		return kindTAT
-	}
-	return kindLog
+	// alg is the algorithm the state belongs to. A limit whose algorithm
+	// changes starts afresh, as in Redis, where each algorithm has its own
+	// key (see storageKey).
+	alg Algorithm
 }
 
 // check decides cost units at now for lim without charging them.
 func (s *limitState) check(lim Limit, now, cost int64) (bool, Decision) {
 	alg := lim.algorithm()
-	if k := kindOf(alg); s.kind != k {
-		*s = limitState{kind: k}
+	if s.alg != alg {
+		*s = limitState{alg: alg}
 	}
 	period := lim.Period.Microseconds()
 	switch alg {

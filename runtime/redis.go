@@ -84,7 +84,7 @@ func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, bool,
 	}
 	// Every key of a call has the same hash tag, so the first names the
 	// master of them all.
-	master, err := l.cluster.MasterForKey(ctx, storageKey(l.prefix, req.Name, req.Key, 0))
+	master, err := l.cluster.MasterForKey(ctx, storageKey(l.prefix, req.Name, req.Key, 0, req.Limits[0].algorithm()))
 	l.breaker.record(ctx, probe, err)
 	if err != nil {
 		return nil, false, err
@@ -132,10 +132,11 @@ func (l *RedisLimiter) failed(ctx context.Context, req *Request, cause error) er
 	return err
 }
 
-// Key returns the Redis key that holds limit index i of the calls named
-// name with per-call key key, for inspecting state with redis-cli.
-func (l *RedisLimiter) Key(name, key string, i int) string {
-	return storageKey(l.prefix, name, key, i)
+// Key returns the Redis key that holds limit index i, of algorithm alg,
+// of the calls named name with per-call key key, for inspecting state with
+// redis-cli.
+func (l *RedisLimiter) Key(name, key string, i int, alg Algorithm) string {
+	return storageKey(l.prefix, name, key, i, alg)
 }
 
 var _ Limiter = (*RedisLimiter)(nil)

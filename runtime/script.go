@@ -17,7 +17,7 @@ func (l *RedisLimiter) decide(ctx context.Context, req *Request) (Decision, erro
 	}
 	args[1] = req.cost()
 	for i, lim := range req.Limits {
-		keys[i] = storageKey(l.prefix, req.Name, req.Key, i)
+		keys[i] = storageKey(l.prefix, req.Name, req.Key, i, lim.algorithm())
 		args = append(args, string(lim.algorithm()), lim.Period.Microseconds(), lim.Threshold, lim.capacity())
 	}
 	res, err := decideScript.Run(ctx, l.client, keys, args...).Result()

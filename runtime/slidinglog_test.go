@@ -246,16 +246,16 @@ func TestRedisKeysExpireWithTheirWindow(t *testing.T) {
 	req := Request{Name: "short", Limits: []Limit{{Period: 10 * time.Millisecond, Threshold: 3}}}
 	_, err := l.Allow(context.Background(), req)
 	require.NoError(t, err)
-	ttl := c.PTTL(context.Background(), l.Key("short", "", 0)).Val()
+	ttl := c.PTTL(context.Background(), l.Key("short", "", 0, SlidingLog)).Val()
 	assert.Greater(t, ttl, time.Duration(0))
 	assert.LessOrEqual(t, ttl, 1020*time.Millisecond)
 
 	// Once the window has passed, the next call trims the log and sets the TTL again.
 	time.Sleep(15 * time.Millisecond)
-	c.Persist(context.Background(), l.Key("short", "", 0))
+	c.Persist(context.Background(), l.Key("short", "", 0, SlidingLog))
 	_, err = l.Allow(context.Background(), req)
 	require.NoError(t, err)
-	ttl = c.PTTL(context.Background(), l.Key("short", "", 0)).Val()
+	ttl = c.PTTL(context.Background(), l.Key("short", "", 0, SlidingLog)).Val()
 	assert.Greater(t, ttl, time.Duration(0))
 }
 
@@ -281,7 +281,7 @@ func TestHostileKeysStayInTheirSlotAndNeverCollide(t *testing.T) {
 		for _, key := range hostile {
 			tags := map[string]bool{}
 			for i := range 3 {
-				k := storageKey(DefaultPrefix, name, key, i)
+				k := storageKey(DefaultPrefix, name, key, i, SlidingLog)
 				prev, dup := seen[k]
 				require.False(t, dup, "%q collides with %s", k, prev)
 				seen[k] = fmt.Sprintf("(%q, %q, %d)", name, key, i)
@@ -325,7 +325,7 @@ func TestRandomKeysNeverCollide(t *testing.T) {
 	for range 20000 {
 		name := randomString(rng, alphabet)
 		key := randomString(rng, alphabet)
-		k := storageKey("p:", name, key, 0)
+		k := storageKey("p:", name, key, 0, SlidingLog)
 		if prev, ok := seen[k]; ok {
 			require.Equal(t, prev, [2]string{name, key}, "collision on %q", k)
 		}
@@ -343,7 +343,7 @@ func randomString(rng *rand.Rand, alphabet []byte) string {
 
 func TestPrefixCannotMoveTheHashTag(t *testing.T) {
 	l := NewRedis(nil, WithPrefix("app{1}:"))
-	assert.Equal(t, "app1:{n:k}:0", l.Key("n", "k", 0))
+	assert.Equal(t, "app1:{n:k}:0:log", l.Key("n", "k", 0, SlidingLog))
 }
 
 func TestRedisFailureIsTypedAndReported(t *testing.T) {
@@ -419,5 +419,20 @@ func TestRuleCheckReportsLimitError(t *testing.T) {
 		assert.Equal(t, int64(0), le.Remaining)
 		assert.Equal(t, `ratelimit: example.com/svc.Store.Get key "u1" exceeded 2 per 30s; retry after 30s`, le.Error())
 		require.NoError(t, rule.Check(ctx, l, "u2", 1), "another key has its own window")
+	})
+}
+
+// TestAlgorithmChangeStartsAfresh is a release changing a limit's
+// algorithm while its old state lives: each algorithm has keys of its own,
+// so the new one starts with nothing charged and no WRONGTYPE.
+func TestAlgorithmChangeStartsAfresh(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		l := newLimiter(WithClock(newManualClock()))
+		for _, alg := range Algorithms() {
+			req := Request{Name: "changing", Limits: []Limit{{Period: time.Hour, Threshold: 2, Algorithm: alg}}}
+			assert.True(t, allow(t, l, req).Allowed, "%s: first call", alg)
+			assert.True(t, allow(t, l, req).Allowed, "%s: second call", alg)
+			assert.False(t, allow(t, l, req).Allowed, "%s: third call", alg)
+		}
 	})
 }

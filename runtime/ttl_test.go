@@ -60,7 +60,7 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 				slack := time.Since(began) + time.Millisecond
 				require.NotEmpty(t, keys)
 				for k := range 4 {
-					key := red.Key("ttl", fmt.Sprint(k), 0)
+					key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
 					ttl := c.PTTL(ctx, key).Val()
 					ek := entryKey{"ttl", fmt.Sprint(k)}
 					e := mem.shards[mem.shardOf(ek)].entries[ek]

@@ -53,10 +53,12 @@
 -- (see maxLimitValue in limit.go), and a product of two of them that is
 -- 2^53 or more goes through muldiv.
 --
--- A key of another type than its algorithm writes (the limit's algorithm
--- changed while the key lived) makes the script fail with WRONGTYPE until
--- the key expires, having charged no limit: the first command on each key
--- is a pcall, and the limits checked before are rolled back.
+-- Each algorithm has keys of its own (the key ends in the algorithm's tag,
+-- see storageKey in key.go), so a limit whose algorithm changes starts
+-- afresh. A key of another type than its algorithm writes (written by
+-- something else) makes the script fail with WRONGTYPE, having charged no
+-- limit: the first command on each key is a pcall, and the limits checked
+-- before are rolled back.
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]): a log
