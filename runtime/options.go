@@ -117,6 +117,13 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // its limits is invalid or when limit i names another algorithm than the
 // rule's limit i, whose state it could not read; an empty Algorithm means
 // the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+//
+// One caveat on Redis: a sliding log sets its key's TTL when the log is
+// created or trimmed, to two periods past its newest entry. After an
+// override lengthens a sliding_log period, a log that is not trimmed
+// again may expire on the TTL its old period gave it (at most two old
+// periods and a second after the override), forgetting calls that are
+// still inside the new, longer window; the next trim sets the new TTL.
 func WithOverrides(src Overrides) Option {
 	return func(c *config) { c.overrides = src }
 }
