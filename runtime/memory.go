@@ -121,9 +121,15 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 	d := e.decide(&req, now)
 	shard.mu.Unlock()
 	if l.hook != nil {
-		l.hook.Decided(ctx, &req, d)
+		l.report(ctx, req, d)
 	}
 	return d, nil
+}
+
+// report passes d to the hook. It takes req by value so that only calls
+// with a hook pay for the copy the hook's pointer makes escape.
+func (l *MemoryLimiter) report(ctx context.Context, req Request, d Decision) {
+	l.hook.Decided(ctx, &req, d)
 }
 
 func (l *MemoryLimiter) now() int64 {
