@@ -117,14 +117,17 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// BenchmarkRedisThroughput64 runs PING and decisions from 64 goroutines in
-// alternating rounds and reports decision throughput as a ratio to PING's.
+// BenchmarkRedisThroughput64 runs PING, decisions, batched decisions
+// (WithBatching(64), the same keys) and a no-op script from 64 goroutines
+// in alternating rounds and reports each one's throughput as a ratio to
+// PING's.
 func BenchmarkRedisThroughput64(b *testing.B) {
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 	defer c.Close()
 	ctx := context.Background()
 	l := NewRedis(c)
+	lb := NewRedis(c, WithBatching(64))
 	const goroutines = 64
 	run := func(op func(g int) error) time.Duration {
 		var next atomic.Int64
@@ -150,20 +153,28 @@ func BenchmarkRedisThroughput64(b *testing.B) {
 		_, err := l.Allow(ctx, benchRequest(fmt.Sprint(g)))
 		return err
 	}
+	batched := func(g int) error {
+		_, err := lb.Allow(ctx, benchRequest(fmt.Sprint(g)))
+		return err
+	}
 	noop := func(int) error { return noopScript.Run(ctx, c, []string{"noop"}).Err() }
 	run(ping) // warm the pool
 	run(noop)
+	run(batched)
 	b.ResetTimer()
-	var tp, td, tn time.Duration
+	var tp, td, tb, tn time.Duration
 	for range 3 {
 		tp += run(ping)
 		td += run(decide)
+		tb += run(batched)
 		tn += run(noop)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(3*b.N)/tp.Seconds(), "ping/s")
 	b.ReportMetric(float64(3*b.N)/td.Seconds(), "decide/s")
+	b.ReportMetric(float64(3*b.N)/tb.Seconds(), "batched/s")
 	b.ReportMetric(tp.Seconds()/td.Seconds(), "decide/ping-throughput")
+	b.ReportMetric(tp.Seconds()/tb.Seconds(), "batched/ping-throughput")
 	b.ReportMetric(tp.Seconds()/tn.Seconds(), "noop/ping-throughput")
 }
 

@@ -47,6 +47,8 @@
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
 //     so a down Redis costs each call microseconds, not a timeout;
+//   - [WithBatching] lets the Redis limiter decide concurrent calls
+//     together, several per script run, for throughput under load;
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
 // A failing Redis call costs what the client spends on it before the

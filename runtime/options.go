@@ -46,6 +46,7 @@ type config struct {
 	errorPolicy ErrorPolicy
 	overrides   Overrides
 	breaker     breakerConfig
+	batch       int
 }
 
 func newConfig(opts []Option) config {
@@ -136,4 +137,35 @@ func WithMaxKeys(n int) Option {
 			c.maxKeys = n
 		}
 	}
+}
+
+// WithBatching makes a [RedisLimiter] decide concurrent calls together,
+// up to max per script run ("group commit"): a call that finds no batch
+// in flight sends one at once; calls that arrive while a batch is in
+// flight queue, and the first of them sends the next batch, deciding up
+// to max queued calls in one EVALSHA, in the order they queued. Each call
+// is decided exactly as it would be alone (the calls of a batch read the
+// server's clock once, as if they arrived at the same instant), and one
+// call's failure (such as a key of the wrong type) fails only that call.
+//
+// It helps when many goroutines call the limiter at once and Redis's one
+// thread is the bottleneck: a batch costs Redis one command's network
+// work instead of one per call. It adds no latency when calls are not
+// concurrent: a call alone is sent at once, as without batching. A queued
+// call waits for the batch in flight to return; a batch's script blocks
+// Redis for the decisions of all its calls (microseconds each).
+//
+// A batch is not cancelled by any one call's context: it runs with the
+// context of the call that sends it, without its cancellation, bounded by
+// the client's timeouts, and the call that sends it returns when it does.
+// A call whose context ends while it waits for another's batch returns
+// at once with a [*BackendError] wrapping the context's error, like a
+// network timeout; if its request was already in a batch on its way, its
+// decision may still have been made and charged.
+//
+// max below 2 turns batching off (the default). The memory limiter
+// ignores it, and so does a Redis limiter with a *redis.ClusterClient or
+// *redis.Ring, whose calls' keys live on different nodes.
+func WithBatching(max int) Option {
+	return func(c *config) { c.batch = max }
 }

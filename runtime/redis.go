@@ -16,7 +16,8 @@ var decideSource string
 // a restart or SCRIPT FLUSH.
 var decideScript = redis.NewScript(decideSource)
 
-// RedisLimiter decides calls in Redis with one script round trip each. The
+// RedisLimiter decides calls in Redis with one script round trip each (or,
+// with [WithBatching], several concurrent calls per round trip). The
 // script reads the Redis server's clock, so every process sharing the
 // server shares one consistent window whatever its own clock says. It works
 // with a single server, a failover client and a Redis Cluster: all keys of
@@ -43,6 +44,8 @@ type RedisLimiter struct {
 	breaker *breaker
 	// nodes holds the breakers of a cluster's masters: address → *breaker.
 	nodes sync.Map
+	// batcher groups concurrent calls (see [WithBatching]); nil when off.
+	batcher *batcher
 	config
 }
 
@@ -51,6 +54,9 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
 	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
 	l.cluster, _ = client.(*redis.ClusterClient)
+	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
+		l.batcher = &batcher{l: l, max: c.batch}
+	}
 	return l
 }
 
@@ -101,7 +107,8 @@ func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, bool,
 	return nb, probe, nil
 }
 
-// Allow decides req in one EVALSHA. See [Limiter].
+// Allow decides req in one EVALSHA, shared with concurrent calls when
+// batching is on (see [WithBatching]). See [Limiter].
 func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.validate(); err != nil {
 		return Decision{}, err
@@ -110,7 +117,12 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err != nil {
 		return Decision{}, l.failed(ctx, &req, err)
 	}
-	d, err := l.decide(ctx, &req)
+	var d Decision
+	if l.batcher != nil {
+		d, err = l.batcher.allow(ctx, &req)
+	} else {
+		d, err = l.decide(ctx, &req)
+	}
 	if b != nil {
 		b.record(ctx, probe, err)
 	}

@@ -9,22 +9,34 @@ import (
 // and returns its decision. An error is the client's or a malformed reply
 // (*replyError).
 func (l *RedisLimiter) decide(ctx context.Context, req *Request) (Decision, error) {
-	keys := make([]string, len(req.Limits))
-	args := make([]any, 2, 2+4*len(req.Limits))
-	args[0] = ""
-	if l.clock != nil {
-		args[0] = l.clock.Now().UnixMicro()
-	}
-	args[1] = req.cost()
-	for i, lim := range req.Limits {
-		keys[i] = storageKey(l.prefix, req.Name, req.Key, i, lim.algorithm())
-		args = append(args, string(lim.algorithm()), lim.Period.Microseconds(), lim.Threshold, lim.capacity())
-	}
+	keys := make([]string, 0, len(req.Limits))
+	args := make([]any, 0, 2+4*len(req.Limits))
+	keys, args = l.appendCall(keys, args, req, l.now())
 	res, err := decideScript.Run(ctx, l.client, keys, args...).Result()
 	if err != nil {
 		return Decision{}, err
 	}
 	return parseDecision(res)
+}
+
+// now returns the decide script's time argument: the clock's time in
+// microseconds, or "" for the script to read the server's clock.
+func (l *RedisLimiter) now() any {
+	if l.clock != nil {
+		return l.clock.Now().UnixMicro()
+	}
+	return ""
+}
+
+// appendCall appends the decide script's KEYS and ARGV for req at time now
+// to keys and args.
+func (l *RedisLimiter) appendCall(keys []string, args []any, req *Request, now any) ([]string, []any) {
+	args = append(args, now, req.cost())
+	for i, lim := range req.Limits {
+		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, lim.algorithm()))
+		args = append(args, string(lim.algorithm()), lim.Period.Microseconds(), lim.Threshold, lim.capacity())
+	}
+	return keys, args
 }
 
 // parseDecision decodes the decide script's reply: an array of six

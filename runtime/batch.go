@@ -1,0 +1,217 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// batchLoop decides the requests of a batch, one after another, with
+// decide.lua's text wrapped in decide_one. Its input is flat:
+//
+//	ARGV[1]  the number of requests
+//	then per request: its key count, its argument count, and its
+//	arguments (decide.lua's ARGV); KEYS holds the requests' keys in order.
+//
+// Requests that read the server's clock ("" as their time) all get the
+// one reading TIME gave the batch, saving a command per request. A request
+// whose decision fails (such as WRONGTYPE) gets an error reply in its place
+// and fails alone: decide_one runs under pcall.
+const batchLoop = `
+local replies, k, a, now = {}, 0, 2, nil
+for r = 1, tonumber(ARGV[1]) do
+  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  local keys, argv = {}, {}
+  for j = 1, nk do keys[j] = KEYS[k + j] end
+  for j = 1, na do argv[j] = ARGV[a + 1 + j] end
+  k, a = k + nk, a + 2 + na
+  if argv[1] == "" then
+    if not now then
+      local t = redis.call("TIME")
+      now = t[1] * 1000000 + t[2]
+    end
+    argv[1] = now
+  end
+  local ok, reply = pcall(decide_one, keys, argv)
+  if not ok then
+    if type(reply) == "table" and reply.err then reply = reply.err end
+    reply = {err = tostring(reply)}
+  end
+  replies[r] = reply
+end
+return replies
+`
+
+// batchSource is the batch script: decide.lua as a function, and a loop
+// calling it for each request of the batch.
+var batchSource = "local function decide_one(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchLoop
+
+// batchScript is run like decideScript, with EVALSHA falling back to EVAL.
+var batchScript = redis.NewScript(batchSource)
+
+// The states of a batched call, guarded by batcher.mu.
+const (
+	callQueued  = iota // waiting in the queue
+	callLeading        // its goroutine is to send the next batch
+	callSent           // in a batch on its way to Redis
+	callDone           // decided (or failed): d and err are set
+)
+
+// batchCall is one Allow waiting for, or in, a batch.
+type batchCall struct {
+	req   *Request
+	state int
+	// wake is signalled once: when the call is made the leader, or done.
+	wake chan struct{}
+	d    Decision
+	err  error
+}
+
+// batcher groups concurrent calls of a limiter into one script run. At
+// most one batch is in flight; the calls that arrive meanwhile queue, and
+// when the batch returns, the first of them becomes the leader that sends
+// the next batch, so every goroutine sends at most one batch.
+type batcher struct {
+	l   *RedisLimiter
+	max int
+
+	mu    sync.Mutex
+	queue []*batchCall
+	busy  bool // a leader owns the queue; false only when it is empty
+}
+
+// allow decides req, which is valid, in a batch. An error is the client's,
+// a malformed reply, the request's own error reply, or ctx's end.
+func (b *batcher) allow(ctx context.Context, req *Request) (Decision, error) {
+	c := &batchCall{req: req, wake: make(chan struct{}, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	lead := !b.busy
+	if lead {
+		c.state = callLeading
+		b.busy = true
+	}
+	b.mu.Unlock()
+	if !lead {
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			if b.abandon(c) {
+				return Decision{}, fmt.Errorf("gave up waiting for a batched decision: %w", ctx.Err())
+			}
+			// Decided meanwhile: a decision is better than an error.
+		}
+		if c.state == callDone {
+			return c.d, c.err
+		}
+	}
+	b.send(ctx, c)
+	return c.d, c.err
+}
+
+// abandon takes c, whose context ended, out of the batching, unless it is
+// done already (it returns false then). A queued call leaves the queue
+// undecided; a call in flight may still be decided, and charged.
+func (b *batcher) abandon(c *batchCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch c.state {
+	case callDone:
+		return false
+	case callQueued, callLeading:
+		for i, q := range b.queue {
+			if q == c {
+				b.queue = append(b.queue[:i], b.queue[i+1:]...)
+				break
+			}
+		}
+		if c.state == callLeading {
+			if next := b.handOff(); next != nil {
+				next.wake <- struct{}{}
+			}
+		}
+	}
+	return true
+}
+
+// handOff makes the first queued call the leader and returns it, or
+// records that nobody leads when the queue is empty. b.mu is held.
+func (b *batcher) handOff() *batchCall {
+	if len(b.queue) == 0 {
+		b.busy = false
+		return nil
+	}
+	next := b.queue[0]
+	next.state = callLeading
+	return next
+}
+
+// send decides a batch of queued calls, starting with self, the leader,
+// then wakes them and the next leader.
+func (b *batcher) send(ctx context.Context, self *batchCall) {
+	b.mu.Lock()
+	n := min(len(b.queue), b.max)
+	calls := make([]*batchCall, n)
+	copy(calls, b.queue)
+	rest := copy(b.queue, b.queue[n:])
+	clear(b.queue[rest:])
+	b.queue = b.queue[:rest]
+	for _, c := range calls {
+		c.state = callSent
+	}
+	b.mu.Unlock()
+
+	if n == 1 {
+		// Alone: the plain script, on the caller's own context.
+		self.d, self.err = b.l.decide(ctx, self.req)
+	} else {
+		// No waiter's context may cancel the others' decisions.
+		b.l.decideBatch(context.WithoutCancel(ctx), calls)
+	}
+
+	b.mu.Lock()
+	for _, c := range calls {
+		c.state = callDone
+	}
+	next := b.handOff()
+	b.mu.Unlock()
+	for _, c := range calls {
+		if c != self {
+			c.wake <- struct{}{}
+		}
+	}
+	if next != nil {
+		next.wake <- struct{}{}
+	}
+}
+
+// decideBatch runs the batch script for calls, whose requests are valid,
+// and sets each call's decision or error: the client's error or a
+// malformed reply fails them all, a request's error reply only itself.
+func (l *RedisLimiter) decideBatch(ctx context.Context, calls []*batchCall) {
+	keys := make([]string, 0, len(calls))
+	args := make([]any, 1, 1+8*len(calls))
+	args[0] = len(calls)
+	now := l.now()
+	for _, c := range calls {
+		nk, na := len(c.req.Limits), 2+4*len(c.req.Limits)
+		args = append(args, nk, na)
+		keys, args = l.appendCall(keys, args, c.req, now)
+	}
+	res, err := batchScript.Run(ctx, l.client, keys, args...).Result()
+	replies, ok := res.([]any)
+	if err == nil && (!ok || len(replies) != len(calls)) {
+		err = &replyError{n: len(replies)}
+	}
+	for i, c := range calls {
+		if err != nil {
+			c.err = err
+		} else if e, isErr := replies[i].(error); isErr {
+			c.err = e
+		} else {
+			c.d, c.err = parseDecision(replies[i])
+		}
+	}
+}

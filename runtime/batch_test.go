@@ -1,0 +1,385 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pauseRedis makes the test server hold every client's commands for d, so
+// that a batch stays in flight while the test queues calls behind it.
+func pauseRedis(t *testing.T, d time.Duration) {
+	t.Helper()
+	require.NoError(t, rdb(t).ClientPause(context.Background(), d).Err())
+}
+
+// queued returns how many calls wait in l's batching queue.
+func queued(l *RedisLimiter) int {
+	l.batcher.mu.Lock()
+	defer l.batcher.mu.Unlock()
+	return len(l.batcher.queue)
+}
+
+// inFlight reports whether a batch of l is on its way with nobody queued.
+func inFlight(l *RedisLimiter) bool {
+	l.batcher.mu.Lock()
+	defer l.batcher.mu.Unlock()
+	return l.batcher.busy && len(l.batcher.queue) == 0
+}
+
+// batchScriptRan reports whether the server has the batch script loaded,
+// as the first batch of more than one call does after SCRIPT FLUSH.
+func batchScriptRan(t *testing.T) bool {
+	ok, err := rdb(t).ScriptExists(context.Background(), batchScript.Hash()).Result()
+	require.NoError(t, err)
+	return ok[0]
+}
+
+func flushScripts(t *testing.T) {
+	require.NoError(t, rdb(t).ScriptFlush(context.Background()).Err())
+}
+
+// TestBatchingIsExactUnderConcurrency decides 320 calls from 64 goroutines
+// against a limit of 50 on a frozen clock, through two batched limiters on
+// two clients: exactly 50 are admitted, in batches.
+func TestBatchingIsExactUnderConcurrency(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := newManualClock()
+			srv.Flush(t)
+			flushScripts(t)
+			ls := []Limiter{NewRedis(rdb(t), WithClock(clock), WithBatching(16)), NewRedis(rdb(t), WithClock(clock), WithBatching(16))}
+			req := Request{Name: "race", Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 50}}}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 64 {
+				wg.Go(func() {
+					for range 5 {
+						d, err := ls[g%2].Allow(context.Background(), req)
+						if assert.NoError(t, err) && d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			assert.Equal(t, int64(50), admitted.Load())
+			assert.True(t, batchScriptRan(t), "no batch of more than one call was sent")
+		})
+	}
+}
+
+// TestBatchedKeysAreExact decides many keys of every algorithm from 64
+// goroutines, on the server's clock, in batches mixing keys: each key
+// admits exactly its threshold.
+func TestBatchedKeysAreExact(t *testing.T) {
+	srv.Flush(t)
+	flushScripts(t)
+	l := NewRedis(rdb(t), WithBatching(32))
+	const keys, threshold, calls = 12, 7, 20
+	type key struct {
+		alg Algorithm
+		k   int
+	}
+	var mu sync.Mutex
+	admitted := map[key]int{}
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range calls * keys * len(Algorithms()) / 64 {
+				n := g*calls + i
+				k := key{Algorithms()[n%len(Algorithms())], n / len(Algorithms()) % keys}
+				req := Request{Name: "keys", Key: fmt.Sprint(k.k), Limits: []Limit{{Algorithm: k.alg, Period: time.Hour, Threshold: threshold}}}
+				d, err := l.Allow(context.Background(), req)
+				if assert.NoError(t, err) && d.Allowed {
+					mu.Lock()
+					admitted[k]++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, alg := range Algorithms() {
+		for k := range keys {
+			assert.Equal(t, threshold, admitted[key{alg, k}], "%s key %d", alg, k)
+		}
+	}
+	assert.True(t, batchScriptRan(t), "no batch of more than one call was sent")
+}
+
+// TestBatchedBackendsAgree is TestBackendsAgree with batching: the same
+// random calls go to the memory limiter one by one and to Redis in
+// batches of one to six calls (often of the same key) decided by one run
+// of the batch script, or alone through Allow; every decision agrees.
+func TestBatchedBackendsAgree(t *testing.T) {
+	for _, set := range agreeSets() {
+		t.Run(set.name, func(t *testing.T) {
+			period := set.limits[0].Period
+			rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
+			clock := newManualClock()
+			mem := NewMemory(WithClock(clock))
+			red := newTestRedis(t, WithClock(clock), WithBatching(8))
+			admitted, denied := 0, 0
+			for i := range 150 {
+				clock.Advance(randomAdvance(rng))
+				if set.skew && rng.IntN(5) == 0 {
+					clock.Advance(-time.Duration(rng.Int64N(int64(2*period/us))) * us)
+				}
+				limits := set.limits
+				if set.others != nil {
+					limits = set.others[i*len(set.others)/150]
+				}
+				calls := make([]*batchCall, 1+rng.IntN(6))
+				for j := range calls {
+					cost := rng.Int64N(set.maxCost + 1)
+					if set.maxCost > 10 && rng.IntN(2) == 0 {
+						cost = rng.Int64N(4)
+					}
+					calls[j] = &batchCall{req: &Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: limits}}
+				}
+				if len(calls) == 1 {
+					calls[0].d, calls[0].err = red.Allow(context.Background(), *calls[0].req)
+				} else {
+					red.decideBatch(context.Background(), calls)
+				}
+				for j, c := range calls {
+					require.NoError(t, c.err)
+					dm := allow(t, mem, *c.req)
+					require.Equal(t, dm, c.d, "call %d.%d at %s: %+v", i, j, clock.Now().Format(time.StampMicro), *c.req)
+					if dm.Allowed {
+						admitted++
+					} else {
+						denied++
+					}
+				}
+			}
+			require.NotZero(t, admitted)
+			require.NotZero(t, denied, "the sequence should reach the limit")
+		})
+	}
+}
+
+// batchHook records the calls it is told about.
+type batchHook struct {
+	mu      sync.Mutex
+	decided []string
+	failed  map[string]error
+}
+
+func (h *batchHook) Decided(_ context.Context, req *Request, _ Decision) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.decided = append(h.decided, req.Key)
+}
+
+func (h *batchHook) Failed(_ context.Context, req *Request, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed == nil {
+		h.failed = map[string]error{}
+	}
+	h.failed[req.Key] = err
+}
+
+// TestBatchedWrongTypeFailsOnlyItsCall queues eight calls behind a batch
+// in flight, so that they are decided in one batch, one of them on a key
+// of the wrong type: that call fails with ErrBackend (and is reported to
+// the hook as failed), the others are decided and charged.
+func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			hook := &batchHook{}
+			l := newTestRedis(t, WithBatching(16), WithHook(hook))
+			lim := []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}
+			ctx := context.Background()
+			require.NoError(t, rdb(t).Set(ctx, l.Key("wt", "bad", 0, alg), "x", 0).Err())
+			if alg == TokenBucket || alg == LeakyBucket || alg == GCRA {
+				// A string is the buckets' own type: give them a list.
+				require.NoError(t, rdb(t).Del(ctx, l.Key("wt", "bad", 0, alg)).Err())
+				require.NoError(t, rdb(t).RPush(ctx, l.Key("wt", "bad", 0, alg), "x").Err())
+			}
+
+			pauseRedis(t, 300*time.Millisecond)
+			errs := make(map[string]error)
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			call := func(key string) {
+				wg.Go(func() {
+					_, err := l.Allow(ctx, Request{Name: "wt", Key: key, Limits: lim})
+					mu.Lock()
+					errs[key] = err
+					mu.Unlock()
+				})
+			}
+			call("leader")
+			require.Eventually(t, func() bool { return inFlight(l) }, time.Second, time.Millisecond)
+			keys := []string{"a", "b", "c", "bad", "d", "e", "f", "g"}
+			for _, k := range keys {
+				call(k)
+			}
+			require.Eventually(t, func() bool { return queued(l) == len(keys) }, time.Second, time.Millisecond)
+			wg.Wait()
+
+			for _, k := range append(keys, "leader") {
+				if k == "bad" {
+					require.ErrorIs(t, errs[k], ErrBackend)
+					var be *BackendError
+					require.ErrorAs(t, errs[k], &be)
+					require.ErrorContains(t, be.Err, "WRONGTYPE")
+					require.Equal(t, errs[k], hook.failed[k])
+					continue
+				}
+				require.NoError(t, errs[k], k)
+				d, err := l.Allow(ctx, Request{Name: "wt", Key: k, Limits: lim})
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "%s was not charged", k)
+			}
+			require.Len(t, hook.failed, 1)
+			require.Len(t, hook.decided, 2*len(keys))
+		})
+	}
+}
+
+// TestBatchedCallCancelledWhileQueued cancels a call queued behind a batch
+// in flight: it returns at once with a BackendError wrapping
+// context.Canceled, uncharged, and the call queued after it is decided.
+func TestBatchedCallCancelledWhileQueued(t *testing.T) {
+	hook := &batchHook{}
+	l := newTestRedis(t, WithBatching(8), WithHook(hook))
+	req := func(key string) Request {
+		return Request{Name: "cancel", Key: key, Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
+	}
+	pauseRedis(t, 500*time.Millisecond)
+	var wg sync.WaitGroup
+	var leaderErr, afterErr error
+	wg.Go(func() { _, leaderErr = l.Allow(context.Background(), req("leader")) })
+	require.Eventually(t, func() bool { return inFlight(l) }, time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, req("cancelled"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return queued(l) == 1 }, time.Second, time.Millisecond)
+	wg.Go(func() { _, afterErr = l.Allow(context.Background(), req("after")) })
+	require.Eventually(t, func() bool { return queued(l) == 2 }, time.Second, time.Millisecond)
+
+	start := time.Now()
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(200 * time.Millisecond):
+		t.Fatal("the cancelled call waited for the batch in flight")
+	}
+	require.Less(t, time.Since(start), 200*time.Millisecond)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, ErrBackend)
+	var be *BackendError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, "cancel", be.Name)
+	require.Equal(t, 1, queued(l))
+
+	wg.Wait()
+	require.NoError(t, leaderErr)
+	require.NoError(t, afterErr)
+	require.Equal(t, err, hook.failed["cancelled"])
+	d := allow(t, l, req("cancelled"))
+	require.True(t, d.Allowed, "the cancelled call was charged")
+}
+
+// TestBatcherAbandonedLeaderHandsOn: a call made the leader whose context
+// ends before it sends its batch passes the leadership to the next queued
+// call, or leaves nobody leading.
+func TestBatcherAbandonedLeaderHandsOn(t *testing.T) {
+	b := &batcher{max: 8}
+	first := &batchCall{state: callLeading, wake: make(chan struct{}, 1)}
+	second := &batchCall{state: callQueued, wake: make(chan struct{}, 1)}
+	b.queue, b.busy = []*batchCall{first, second}, true
+
+	require.True(t, b.abandon(first))
+	require.Equal(t, []*batchCall{second}, b.queue)
+	require.Equal(t, callLeading, second.state)
+	require.Len(t, second.wake, 1)
+	require.True(t, b.busy)
+
+	require.True(t, b.abandon(second))
+	require.Empty(t, b.queue)
+	require.False(t, b.busy)
+
+	done := &batchCall{state: callDone}
+	require.False(t, b.abandon(done), "a decided call keeps its decision")
+}
+
+// TestBatchedFailureFailsEveryCallAlike: a batch Redis cannot run fails
+// each of its calls with the same cause.
+func TestBatchedFailureFailsEveryCallAlike(t *testing.T) {
+	l := NewRedis(newUnreachableClient(t), WithBatching(8))
+	var calls []*batchCall
+	for k := range 3 {
+		calls = append(calls, &batchCall{req: &Request{Name: "down", Key: fmt.Sprint(k), Limits: []Limit{{Period: time.Second, Threshold: 1}}}})
+	}
+	l.decideBatch(context.Background(), calls)
+	require.Error(t, calls[0].err)
+	require.True(t, redisUnavailable(calls[0].err))
+	for _, c := range calls {
+		require.Same(t, calls[0].err, c.err)
+	}
+
+	hook := &batchHook{}
+	l = NewRedis(newUnreachableClient(t), WithBatching(8), WithHook(hook), WithBreaker(0, 0, 0))
+	var wg sync.WaitGroup
+	for k := range 16 {
+		wg.Go(func() {
+			_, err := l.Allow(context.Background(), Request{Name: "down", Key: fmt.Sprint(k), Limits: []Limit{{Period: time.Second, Threshold: 1}}})
+			var be *BackendError
+			if assert.ErrorAs(t, err, &be) {
+				assert.True(t, redisUnavailable(be.Err))
+			}
+		})
+	}
+	wg.Wait()
+	require.Len(t, hook.failed, 16)
+}
+
+// TestWithBatchingOnlyOnOneServer: batching is off by default, below two,
+// and for a Cluster or Ring client, whose keys live on several nodes.
+func TestWithBatchingOnlyOnOneServer(t *testing.T) {
+	c := rdb(t)
+	require.Nil(t, NewRedis(c).batcher)
+	require.Nil(t, NewRedis(c, WithBatching(1)).batcher)
+	require.NotNil(t, NewRedis(c, WithBatching(2)).batcher)
+
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { cluster.Close() })
+	require.Nil(t, NewRedis(cluster, WithBatching(64)).batcher)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	t.Cleanup(func() { ring.Close() })
+	require.Nil(t, NewRedis(ring, WithBatching(64)).batcher)
+}
+
+// TestBatchScriptSurvivesScriptFlush: after SCRIPT FLUSH the batch script
+// is loaded again (EVALSHA's NOSCRIPT falls back to EVAL).
+func TestBatchScriptSurvivesScriptFlush(t *testing.T) {
+	l := newTestRedis(t, WithBatching(8))
+	flushScripts(t)
+	calls := []*batchCall{
+		{req: &Request{Name: "flush", Limits: []Limit{{Period: time.Second, Threshold: 1}}}},
+		{req: &Request{Name: "flush", Limits: []Limit{{Period: time.Second, Threshold: 1}}}},
+	}
+	l.decideBatch(context.Background(), calls)
+	require.NoError(t, calls[0].err)
+	require.NoError(t, calls[1].err)
+	require.True(t, calls[0].d.Allowed)
+	require.False(t, calls[1].d.Allowed)
+}
