@@ -352,11 +352,13 @@ func TestBatchedFailureFailsEveryCallAlike(t *testing.T) {
 	require.Len(t, hook.failed, 16)
 }
 
-// TestWithBatchingOnlyOnOneServer: batching is off by default, below two,
-// and for a Cluster or Ring client, whose keys live on several nodes.
+// TestWithBatchingOnlyOnOneServer: batching is on by default, off below
+// two, and off for a Cluster or Ring client, whose keys live on several
+// nodes.
 func TestWithBatchingOnlyOnOneServer(t *testing.T) {
 	c := rdb(t)
-	require.Nil(t, NewRedis(c).batcher)
+	require.NotNil(t, NewRedis(c).batcher)
+	require.Equal(t, DefaultBatch, NewRedis(c).batcher.max)
 	require.Nil(t, NewRedis(c, WithBatching(1)).batcher)
 	require.NotNil(t, NewRedis(c, WithBatching(2)).batcher)
 

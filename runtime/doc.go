@@ -47,8 +47,9 @@
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
 //     so a down Redis costs each call microseconds, not a timeout;
-//   - [WithBatching] lets the Redis limiter decide concurrent calls
-//     together, several per script run, for throughput under load;
+//   - [WithBatching] tunes how many concurrent calls the Redis limiter
+//     decides together in one script run, for throughput under load (on
+//     by default; a call alone is sent at once);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
 // A failing Redis call costs what the client spends on it before the

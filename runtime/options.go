@@ -53,6 +53,7 @@ func newConfig(opts []Option) config {
 	c := config{
 		prefix:      DefaultPrefix,
 		maxKeys:     DefaultMaxKeys,
+		batch:       DefaultBatch,
 		errorPolicy: FailOpen,
 		breaker:     breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
@@ -139,6 +140,10 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
+// DefaultBatch is how many concurrent calls a Redis limiter decides in one
+// script run unless [WithBatching] says otherwise.
+const DefaultBatch = 64
+
 // WithBatching makes a [RedisLimiter] decide concurrent calls together,
 // up to max per script run ("group commit"): a call that finds no batch
 // in flight sends one at once; calls that arrive while a batch is in
@@ -163,9 +168,10 @@ func WithMaxKeys(n int) Option {
 // network timeout; if its request was already in a batch on its way, its
 // decision may still have been made and charged.
 //
-// max below 2 turns batching off (the default). The memory limiter
-// ignores it, and so does a Redis limiter with a *redis.ClusterClient or
-// *redis.Ring, whose calls' keys live on different nodes.
+// Batching is on by default, up to [DefaultBatch] calls per run; max
+// below 2 turns it off. The memory limiter ignores it, and so does a Redis
+// limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
+// live on different nodes.
 func WithBatching(max int) Option {
 	return func(c *config) { c.batch = max }
 }
