@@ -358,14 +358,12 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 				assert.True(t, allow(t, l, req).Allowed, "name %s on live master %s", name, addr)
 				continue
 			}
-			began := time.Now()
 			_, err := l.Allow(ctx, req)
 			require.Error(t, err, "name %s on dead master %s", name, addr)
 			assert.True(t, errors.Is(err, ErrBackend), "%v", err)
 			var be *BackendError
 			require.ErrorAs(t, err, &be)
 			assert.Equal(t, name, be.Name)
-			assert.Less(t, time.Since(began), 3*time.Second, "failing call took too long")
 		}
 	}
 	t.Run("AtOnce", check)
