@@ -123,28 +123,17 @@ func TestBatchedKeysAreExact(t *testing.T) {
 func TestBatchedBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
-			period := set.limits[0].Period
 			rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
 			clock := newManualClock()
 			mem := NewMemory(WithClock(clock))
 			red := newTestRedis(t, WithClock(clock), WithBatching(8))
 			admitted, denied := 0, 0
 			for i := range 150 {
-				clock.Advance(randomAdvance(rng))
-				if set.skew && rng.IntN(5) == 0 {
-					clock.Advance(-time.Duration(rng.Int64N(int64(2*period/us))) * us)
-				}
-				limits := set.limits
-				if set.others != nil {
-					limits = set.others[i*len(set.others)/150]
-				}
+				limits := set.step(rng, clock, i, 150)
 				calls := make([]*batchCall, 1+rng.IntN(6))
 				for j := range calls {
-					cost := rng.Int64N(set.maxCost + 1)
-					if set.maxCost > 10 && rng.IntN(2) == 0 {
-						cost = rng.Int64N(4)
-					}
-					calls[j] = &batchCall{req: &Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: limits}}
+					req := set.request(rng, limits)
+					calls[j] = &batchCall{req: &req}
 				}
 				if len(calls) == 1 {
 					calls[0].d, calls[0].err = red.Allow(context.Background(), *calls[0].req)

@@ -23,6 +23,28 @@ type agreeSet struct {
 	others  [][]Limit
 }
 
+// step moves clock on (and, with skew, sometimes back) before call i of
+// n, and returns the limits that call is decided against.
+func (s agreeSet) step(rng *rand.Rand, clock *manualClock, i, n int) []Limit {
+	clock.Advance(randomAdvance(rng))
+	if s.skew && rng.IntN(5) == 0 {
+		clock.Advance(-time.Duration(rng.Int64N(int64(2*s.limits[0].Period/us))) * us)
+	}
+	if s.others != nil {
+		return s.others[i*len(s.others)/n]
+	}
+	return s.limits
+}
+
+// request returns a call against limits with a random key and cost.
+func (s agreeSet) request(rng *rand.Rand, limits []Limit) Request {
+	cost := rng.Int64N(s.maxCost + 1)
+	if s.maxCost > 10 && rng.IntN(2) == 0 {
+		cost = rng.Int64N(4)
+	}
+	return Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: limits}
+}
+
 // agreeSets returns, for every algorithm, limits of small, tiny (1µs and
 // 7µs), fractional-rate and daily billion-unit periods, with bursts and
 // capacities above and below the threshold, and mixed multi-limit sets.
@@ -127,7 +149,6 @@ func randomAdvance(rng *rand.Rand) time.Duration {
 func TestBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
-			period := set.limits[0].Period
 			for seed := uint64(1); seed <= 2; seed++ {
 				rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))))
 				clock := newManualClock()
@@ -135,19 +156,8 @@ func TestBackendsAgree(t *testing.T) {
 				red := newTestRedis(t, WithClock(clock))
 				admitted, denied := 0, 0
 				for i := range 300 {
-					clock.Advance(randomAdvance(rng))
-					if set.skew && rng.IntN(5) == 0 {
-						clock.Advance(-time.Duration(rng.Int64N(int64(2*period/us))) * us)
-					}
-					limits := set.limits
-					if set.others != nil {
-						limits = set.others[i*len(set.others)/300]
-					}
-					cost := rng.Int64N(set.maxCost + 1)
-					if set.maxCost > 10 && rng.IntN(2) == 0 {
-						cost = rng.Int64N(4)
-					}
-					req := Request{Name: "agree", Key: fmt.Sprint("k", rng.IntN(3)), Cost: cost, Limits: limits}
+					limits := set.step(rng, clock, i, 300)
+					req := set.request(rng, limits)
 					dm := allow(t, mem, req)
 					dr := allow(t, red, req)
 					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
