@@ -149,33 +149,47 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 	assert.True(t, d.Allowed)
 }
 
-// closingListener accepts connections and closes them at once, counting
-// them: a Redis that is there but broken.
-type closingListener struct {
+// testListener accepts connections on loopback and counts them. It closes
+// each at once (a Redis that is there but broken) or, with hold, keeps it
+// open and never answers (a Redis that hangs), until the test ends.
+type testListener struct {
 	net.Listener
 	accepted atomic.Int64
 }
 
-func newClosingListener(t testing.TB) *closingListener {
+func newTestListener(t testing.TB, hold bool) *testListener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cl := &closingListener{Listener: ln}
+	tl := &testListener{Listener: ln}
+	var held []net.Conn
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			cl.accepted.Add(1)
-			c.Close()
+			tl.accepted.Add(1)
+			if hold {
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
 		}
 	}()
-	t.Cleanup(func() { ln.Close() })
-	return cl
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return tl
 }
 
 func TestOpenBreakerSendsNothing(t *testing.T) {
-	ln := newClosingListener(t)
+	ln := newTestListener(t, false)
 	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(2, time.Hour, time.Hour))
 	ctx := context.Background()
 	for range 2 {
@@ -227,32 +241,13 @@ func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
 func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 	// A listener that never answers holds the probe for the read timeout
 	// while the other calls are refused at once.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			conns = append(conns, c)
-		}
-	}()
+	ln := newTestListener(t, true)
 	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(1, 20*time.Millisecond, time.Hour))
 	ctx := context.Background()
-	_, err = l.Allow(ctx, breakerReq)
+	_, err := l.Allow(ctx, breakerReq)
 	require.NotErrorIs(t, err, ErrCircuitOpen)
 	require.True(t, l.CircuitOpen())
-	opened := accepted.Load()
+	opened := ln.accepted.Load()
 	time.Sleep(30 * time.Millisecond) // past the back-off
 
 	var open, tried atomic.Int64
@@ -272,7 +267,7 @@ func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(1), tried.Load(), "one probe")
 	assert.Equal(t, int64(7), open.Load())
-	assert.LessOrEqual(t, accepted.Load()-opened, int64(1))
+	assert.LessOrEqual(t, ln.accepted.Load()-opened, int64(1))
 	assert.True(t, l.CircuitOpen(), "the probe failed: open again")
 }
 
@@ -303,24 +298,7 @@ func BenchmarkBreakerOpenCall(b *testing.B) {
 // accepts connections and never answers, with the breaker off: it costs
 // the client's read timeout (20ms here) and no more.
 func BenchmarkFailingCallBreakerClosed(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(b, err)
-	defer ln.Close()
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
+	ln := newTestListener(b, true)
 	c := redis.NewClient(&redis.Options{
 		Addr: ln.Addr().String(), MaxRetries: -1, DialerRetries: 1,
 		DialTimeout: 20 * time.Millisecond, ReadTimeout: 20 * time.Millisecond,

@@ -160,11 +160,6 @@ func (r *renderer) constraint() constraint.Expr {
 	return &constraint.AndExpr{X: r.f.Constraint, Y: not}
 }
 
-// qual returns a reference to name in the package at path.
-func (r *renderer) qual(path, name string) *jen.Statement {
-	return jen.Qual(path, name)
-}
-
 // rt returns a reference to name in the runtime package.
 func (r *renderer) rt(name string) *jen.Statement {
 	return jen.Qual(RuntimePath, name)
