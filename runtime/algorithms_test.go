@@ -480,7 +480,11 @@ func TestEveryAlgorithmIsExactUnderConcurrency(t *testing.T) {
 			clock := newManualClock()
 			srv.Flush(t)
 			limiters := map[string][]Limiter{
-				"redis":  {NewRedis(rdb(t), WithClock(clock)), NewRedis(rdb(t), WithClock(clock))},
+				"redis": {NewRedis(rdb(t), WithClock(clock)), NewRedis(rdb(t), WithClock(clock))},
+				"redis-generic": {
+					NewRedis(rdb(t), WithClock(clock), withGenericScript()),
+					NewRedis(rdb(t), WithClock(clock), withGenericScript()),
+				},
 				"memory": {NewMemory(WithClock(clock))},
 			}
 			for name, ls := range limiters {

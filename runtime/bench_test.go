@@ -36,8 +36,9 @@ func benchRequest(key string) Request {
 }
 
 // BenchmarkRedisDecisionVsPing interleaves PING, a decision of one
-// algorithm and a no-op script on one connection (for the sliding log also
-// the naive ZSET script) and reports each one's median latency as a ratio
+// algorithm, a no-op script and the same decision by the generic script
+// (see withGenericScript) on one connection (for the sliding log also the
+// naive ZSET script) and reports each one's median latency as a ratio
 // to PING's, so machine load shifts affect all alike. Each algorithm is a
 // sub-benchmark; the request is admitted every time, as most calls are.
 //
@@ -59,6 +60,7 @@ func benchDecisionVsPing(b *testing.B, lim Limit) {
 	defer c.Close()
 	ctx := context.Background()
 	l := NewRedis(c)
+	g := NewRedis(c, WithPrefix("generic:"), withGenericScript())
 	req := Request{Name: "bench", Limits: []Limit{lim}}
 	alg := lim.algorithm()
 	for _, s := range []*redis.Script{naiveScript, noopScript} {
@@ -66,14 +68,17 @@ func benchDecisionVsPing(b *testing.B, lim Limit) {
 			b.Fatal(err)
 		}
 	}
-	if _, err := l.Allow(ctx, req); err != nil {
-		b.Fatal(err)
+	for _, l := range []*RedisLimiter{l, g} {
+		if _, err := l.Allow(ctx, req); err != nil {
+			b.Fatal(err)
+		}
 	}
 	naiveToo := alg == SlidingLog
 	ping := make([]time.Duration, 0, b.N)
 	decide := make([]time.Duration, 0, b.N)
 	naive := make([]time.Duration, 0, b.N)
 	noop := make([]time.Duration, 0, b.N)
+	generic := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -96,15 +101,21 @@ func benchDecisionVsPing(b *testing.B, lim Limit) {
 			b.Fatal(err)
 		}
 		t4 := time.Now()
+		if d, err := g.Allow(ctx, req); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		t5 := time.Now()
 		ping = append(ping, t1.Sub(t0))
 		decide = append(decide, t2.Sub(t1))
 		naive = append(naive, t3.Sub(t2))
 		noop = append(noop, t4.Sub(t3))
+		generic = append(generic, t5.Sub(t4))
 	}
 	b.StopTimer()
 	p := median(ping)
 	b.ReportMetric(float64(p.Nanoseconds()), "ping-ns")
 	b.ReportMetric(float64(median(decide))/float64(p), "decide/ping")
+	b.ReportMetric(float64(median(generic))/float64(p), "generic/ping")
 	if naiveToo {
 		b.ReportMetric(float64(median(naive))/float64(p), "naive/ping")
 	}

@@ -154,6 +154,7 @@ func TestBackendsAgree(t *testing.T) {
 				clock := newManualClock()
 				mem := NewMemory(WithClock(clock))
 				red := newTestRedis(t, WithClock(clock))
+				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript())
 				admitted, denied := 0, 0
 				for i := range 300 {
 					limits := set.step(rng, clock, i, 300)
@@ -161,6 +162,7 @@ func TestBackendsAgree(t *testing.T) {
 					dm := allow(t, mem, req)
 					dr := allow(t, red, req)
 					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
+					require.Equal(t, dr, allow(t, gen, req), "generic script, seed %d call %d: %+v", seed, i, req)
 					if dm.Allowed {
 						admitted++
 					} else {

@@ -50,6 +50,9 @@ func backends() []backend {
 	return []backend{
 		{"memory", func(t *testing.T, opts ...Option) Limiter { return NewMemory(opts...) }},
 		{"redis", func(t *testing.T, opts ...Option) Limiter { return newTestRedis(t, opts...) }},
+		{"redis-generic", func(t *testing.T, opts ...Option) Limiter {
+			return newTestRedis(t, append(opts, withGenericScript())...)
+		}},
 	}
 }
 
@@ -59,6 +62,11 @@ func newTestRedis(t testing.TB, opts ...Option) *RedisLimiter {
 	t.Cleanup(func() { c.Close() })
 	return NewRedis(c, opts...)
 }
+
+// withGenericScript makes a RedisLimiter decide every call with the generic
+// decide script, as it does calls of several limits, so the tests check it
+// on single limits too.
+func withGenericScript() Option { return func(c *config) { c.genericOnly = true } }
 
 func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...Option) Limiter)) {
 	for _, b := range backends() {

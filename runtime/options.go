@@ -47,6 +47,9 @@ type config struct {
 	overrides   Overrides
 	breaker     breakerConfig
 	batch       int
+	// genericOnly makes a RedisLimiter run the generic decide script for
+	// single limits too, so tests can check it decides them alike.
+	genericOnly bool
 }
 
 func newConfig(opts []Option) config {

@@ -2,19 +2,10 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
-
-//go:embed lua/decide.lua
-var decideSource string
-
-// decideScript is run with EVALSHA; go-redis falls back to EVAL (which
-// loads the script again) when the server answers NOSCRIPT, such as after
-// a restart or SCRIPT FLUSH.
-var decideScript = redis.NewScript(decideSource)
 
 // RedisLimiter decides calls in Redis with one script round trip each (or,
 // with [WithBatching], several concurrent calls per round trip). The

@@ -1,26 +1,140 @@
 package ratelimit
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"text/template"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// decide runs the decide script (lua/decide.lua) for req, which is valid,
-// and returns its decision. An error is the client's or a malformed reply
-// (*replyError).
+// decideTemplate is rendered into the decide scripts: the generic one and
+// one per single limit (see lua/decide.lua.tmpl).
+//
+//go:embed lua/decide.lua.tmpl
+var decideTemplate string
+
+var decideLua = template.Must(template.New("decide.lua").Parse(decideTemplate))
+
+// decideSource is the generic decide script, which takes its limits in
+// ARGV and decides any number of them.
+var decideSource = renderDecide(scriptData{Generic: true, Muldiv: true})
+
+// decideScript is run with EVALSHA; go-redis falls back to EVAL (which
+// loads the script again) when the server answers NOSCRIPT, such as after
+// a restart or SCRIPT FLUSH.
+var decideScript = redis.NewScript(decideSource)
+
+// scriptData is what decide.lua.tmpl is rendered from.
+type scriptData struct {
+	// Generic asks for the generic script; else the script decides the
+	// one limit plan describes.
+	Generic bool
+	// Muldiv includes muldiv, which the generic script and the limits of
+	// sliding_window and the buckets use.
+	Muldiv bool
+	plan
+}
+
+// plan is a single limit, as a script written for it has it built in.
+type plan struct {
+	Algorithm                   Algorithm
+	Period, Threshold, Capacity int64 // the period in µs
+	// Clocked scripts take the time in ARGV (see [WithClock]) instead of
+	// reading the server's clock.
+	Clocked bool
+}
+
+func renderDecide(d scriptData) string {
+	var b bytes.Buffer
+	if err := decideLua.Execute(&b, d); err != nil {
+		panic(err) // the template is embedded and its data always fits it
+	}
+	return b.String()
+}
+
+// commentLine matches a line of a Lua comment alone, which a single-limit
+// script goes without: it would only make each one's text longer in the
+// server's script cache.
+var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
+
+// maxPlanScripts bounds the single-limit scripts a process writes, and so
+// the scripts it adds to a server's script cache (which Redis before 7.4
+// never evicts): a service has a few limits, but overrides can set any
+// values. Limits beyond the bound use the generic script.
+const maxPlanScripts = 1024
+
+var (
+	planScripts     sync.Map // plan → *redis.Script
+	planScriptCount atomic.Int64
+)
+
+// planScript returns the script written for the single limit p, or nil
+// when maxPlanScripts are written already.
+func planScript(p plan) *redis.Script {
+	if s, ok := planScripts.Load(p); ok {
+		return s.(*redis.Script)
+	}
+	if planScriptCount.Add(1) > maxPlanScripts {
+		planScriptCount.Add(-1)
+		return nil
+	}
+	d := scriptData{plan: p, Muldiv: p.Algorithm != SlidingLog && p.Algorithm != FixedWindow}
+	s, loaded := planScripts.LoadOrStore(p, redis.NewScript(commentLine.ReplaceAllString(renderDecide(d), "")))
+	if loaded {
+		planScriptCount.Add(-1)
+	}
+	return s.(*redis.Script)
+}
+
+// decide runs a decide script for req, which is valid, and returns its
+// decision: for a single limit the script written for it, else the generic
+// one. An error is the client's or a malformed reply (*replyError).
 func (l *RedisLimiter) decide(ctx context.Context, req *Request) (Decision, error) {
-	keys := make([]string, 0, len(req.Limits))
-	args := make([]any, 0, 2+4*len(req.Limits))
-	keys, args = l.appendCall(keys, args, req, l.now())
-	res, err := decideScript.Run(ctx, l.client, keys, args...).Result()
+	var cmd *redis.Cmd
+	if len(req.Limits) == 1 && !l.genericOnly {
+		cmd = l.decidePlanned(ctx, req)
+	}
+	if cmd == nil {
+		keys := make([]string, 0, len(req.Limits))
+		args := make([]any, 0, 2+4*len(req.Limits))
+		keys, args = l.appendCall(keys, args, req, l.now())
+		cmd = decideScript.Run(ctx, l.client, keys, args...)
+	}
+	res, err := cmd.Result()
 	if err != nil {
 		return Decision{}, err
 	}
 	return parseDecision(res)
 }
 
-// now returns the decide script's time argument: the clock's time in
-// microseconds, or "" for the script to read the server's clock.
+// decidePlanned runs the script written for req's single limit, or returns
+// nil when there is none.
+func (l *RedisLimiter) decidePlanned(ctx context.Context, req *Request) *redis.Cmd {
+	lim := req.Limits[0]
+	p := plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.capacity(), Clocked: l.clock != nil}
+	s := planScript(p)
+	if s == nil {
+		return nil
+	}
+	keys := []string{storageKey(l.prefix, req.Name, req.Key, 0, p.Algorithm)}
+	var args []any
+	switch cost := req.cost(); {
+	case p.Clocked:
+		args = []any{cost, l.clock.Now().UnixMicro()}
+	case cost != 1:
+		args = []any{cost}
+	}
+	return s.Run(ctx, l.client, keys, args...)
+}
+
+// now returns the generic decide script's time argument: the clock's time
+// in microseconds, or "" for the script to read the server's clock.
 func (l *RedisLimiter) now() any {
 	if l.clock != nil {
 		return l.clock.Now().UnixMicro()
@@ -28,8 +142,8 @@ func (l *RedisLimiter) now() any {
 	return ""
 }
 
-// appendCall appends the decide script's KEYS and ARGV for req at time now
-// to keys and args.
+// appendCall appends the generic decide script's KEYS and ARGV for req at
+// time now to keys and args.
 func (l *RedisLimiter) appendCall(keys []string, args []any, req *Request, now any) ([]string, []any) {
 	args = append(args, now, req.cost())
 	for i, lim := range req.Limits {

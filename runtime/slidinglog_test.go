@@ -263,14 +263,20 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	l := newTestRedis(t)
 	c := rdb(t)
 	ctx := context.Background()
-	req := Request{Name: "flush", Limits: []Limit{{Period: time.Minute, Threshold: 2}}}
-	require.True(t, allow(t, l, req).Allowed)
+	lim := Limit{Period: time.Minute, Threshold: 2}
+	one := Request{Name: "flush", Limits: []Limit{lim}}
+	two := Request{Name: "flush2", Limits: []Limit{lim, lim}}
+	require.True(t, allow(t, l, one).Allowed)
+	require.True(t, allow(t, l, two).Allowed)
 	require.NoError(t, c.ScriptFlush(ctx).Err())
-	exists, err := c.ScriptExists(ctx, decideScript.Hash()).Result()
+	single := planScript(plan{Algorithm: SlidingLog, Period: time.Minute.Microseconds(), Threshold: 2, Capacity: 2})
+	exists, err := c.ScriptExists(ctx, decideScript.Hash(), single.Hash()).Result()
 	require.NoError(t, err)
-	require.False(t, exists[0], "the script must really be gone")
-	assert.True(t, allow(t, l, req).Allowed, "reloaded after NOSCRIPT")
-	assert.False(t, allow(t, l, req).Allowed, "and the state was kept")
+	require.Equal(t, []bool{false, false}, exists, "the scripts must really be gone")
+	for _, req := range []Request{one, two} {
+		assert.True(t, allow(t, l, req).Allowed, "reloaded after NOSCRIPT")
+		assert.False(t, allow(t, l, req).Allowed, "and the state was kept")
+	}
 }
 
 func TestHostileKeysStayInTheirSlotAndNeverCollide(t *testing.T) {
