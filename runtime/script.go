@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"maps"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -69,27 +70,41 @@ var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
 // values. Limits beyond the bound use the generic script.
 const maxPlanScripts = 1024
 
+// planScripts holds the single-limit scripts written so far. It is read on
+// every call and written once per limit, so readers load an immutable map
+// and a writer replaces it with a copy, under planScriptsMu.
 var (
-	planScripts     sync.Map // plan → *redis.Script
-	planScriptCount atomic.Int64
+	planScripts   atomic.Pointer[map[plan]*redis.Script]
+	planScriptsMu sync.Mutex
 )
 
 // planScript returns the script written for the single limit p, or nil
 // when maxPlanScripts are written already.
 func planScript(p plan) *redis.Script {
-	if s, ok := planScripts.Load(p); ok {
-		return s.(*redis.Script)
+	if m := planScripts.Load(); m != nil {
+		if s, ok := (*m)[p]; ok {
+			return s
+		}
 	}
-	if planScriptCount.Add(1) > maxPlanScripts {
-		planScriptCount.Add(-1)
+	planScriptsMu.Lock()
+	defer planScriptsMu.Unlock()
+	old := planScripts.Load()
+	if old == nil {
+		old = &map[plan]*redis.Script{}
+	}
+	if s, ok := (*old)[p]; ok {
+		return s
+	}
+	if len(*old) >= maxPlanScripts {
 		return nil
 	}
 	d := scriptData{plan: p, Muldiv: p.Algorithm != SlidingLog && p.Algorithm != FixedWindow}
-	s, loaded := planScripts.LoadOrStore(p, redis.NewScript(commentLine.ReplaceAllString(renderDecide(d), "")))
-	if loaded {
-		planScriptCount.Add(-1)
-	}
-	return s.(*redis.Script)
+	s := redis.NewScript(commentLine.ReplaceAllString(renderDecide(d), ""))
+	m := make(map[plan]*redis.Script, len(*old)+1)
+	maps.Copy(m, *old)
+	m[p] = s
+	planScripts.Store(&m)
+	return s
 }
 
 // decide runs a decide script for req, which is valid, and returns its
