@@ -442,3 +442,38 @@ func TestAlgorithmChangeStartsAfresh(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyOfAnotherTypeFailsTheCallAndChargesNothing writes a key of the
+// wrong type where a limit's state lives: the call fails with a backend
+// error naming WRONGTYPE, on the single-limit and the generic script, and
+// the other limit of a two-limit call is left uncharged.
+func TestKeyOfAnotherTypeFailsTheCallAndChargesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range Algorithms() {
+		for _, generic := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/generic=%v", alg, generic), func(t *testing.T) {
+				var opts []Option
+				if generic {
+					opts = append(opts, withGenericScript())
+				}
+				l := newTestRedis(t, opts...)
+				c := rdb(t)
+				lim := Limit{Algorithm: alg, Period: time.Minute, Threshold: 1}
+				require.NoError(t, c.SAdd(ctx, l.Key("typed", "", 0, alg), "x").Err())
+
+				_, err := l.Allow(ctx, Request{Name: "typed", Limits: []Limit{lim}})
+				var be *BackendError
+				require.ErrorAs(t, err, &be)
+				require.ErrorIs(t, err, ErrBackend)
+				assert.ErrorContains(t, err, "WRONGTYPE")
+
+				// Limit 0 of "typed2" is fine, limit 1 is of the wrong type.
+				require.NoError(t, c.SAdd(ctx, l.Key("typed2", "", 1, alg), "x").Err())
+				_, err = l.Allow(ctx, Request{Name: "typed2", Limits: []Limit{lim, lim}})
+				require.ErrorContains(t, err, "WRONGTYPE")
+				d := allow(t, l, Request{Name: "typed2", Limits: []Limit{lim}})
+				assert.True(t, d.Allowed, "the failed call charged limit 0")
+			})
+		}
+	}
+}
