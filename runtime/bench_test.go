@@ -44,6 +44,9 @@ func benchRequest(key string) Request {
 //
 // leaky_bucket_paced is a leaky bucket whose calls are all told to wait
 // (its queue fills at 1,000 per second), whose reply is the full array.
+// sliding_log_trimming is a sliding log whose window (2 ms) is always
+// full of entries expiring, so that each call trims the log and sets its
+// TTL again (see decide.lua.tmpl).
 func BenchmarkRedisDecisionVsPing(b *testing.B) {
 	for _, alg := range Algorithms() {
 		lim := benchRequest("").Limits[0]
@@ -52,6 +55,8 @@ func BenchmarkRedisDecisionVsPing(b *testing.B) {
 	}
 	paced := Limit{Algorithm: LeakyBucket, Period: time.Second, Threshold: 1000, Capacity: 1_000_000}
 	b.Run("leaky_bucket_paced", func(b *testing.B) { benchDecisionVsPing(b, paced) })
+	steady := Limit{Algorithm: SlidingLog, Period: 2 * time.Millisecond, Threshold: 1_000_000}
+	b.Run("sliding_log_trimming", func(b *testing.B) { benchDecisionVsPing(b, steady) })
 }
 
 func benchDecisionVsPing(b *testing.B, lim Limit) {

@@ -184,5 +184,5 @@ type replyError struct{ n int }
 
 // Error says how many values came back.
 func (e *replyError) Error() string {
-	return "decide script returned " + strconv.Itoa(e.n) + " values, want 5"
+	return "decide script returned a malformed reply of " + strconv.Itoa(e.n) + " values"
 }

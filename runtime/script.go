@@ -168,9 +168,10 @@ func (l *RedisLimiter) appendCall(keys []string, args []any, req *Request, now a
 	return keys, args
 }
 
-// parseDecision decodes the decide script's reply: an array of six
-// integers, or for a call admitted by one limit with no delay one integer
-// packing remaining and reset (see lua/decide.lua).
+// parseDecision decodes a decide script's reply: an array of six
+// integers; or for a call admitted by one limit, three (remaining, reset,
+// delay), or with no delay one integer packing remaining and reset (see
+// lua/decide.lua.tmpl).
 func parseDecision(res any) (Decision, error) {
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	switch v := res.(type) {
@@ -182,7 +183,7 @@ func parseDecision(res any) (Decision, error) {
 		v >>= 6
 		return Decision{Allowed: true, Remaining: v >> s, ResetAfter: us(v & (1<<s - 1))}, nil
 	case []any:
-		if len(v) != 6 {
+		if len(v) != 6 && len(v) != 3 {
 			return Decision{}, &replyError{n: len(v)}
 		}
 		var n [6]int64
@@ -191,6 +192,9 @@ func parseDecision(res any) (Decision, error) {
 			if n[i], ok = x.(int64); !ok {
 				return Decision{}, &replyError{n: len(v)}
 			}
+		}
+		if len(v) == 3 {
+			return Decision{Allowed: true, Remaining: n[0], ResetAfter: us(n[1]), Delay: us(n[2])}, nil
 		}
 		return Decision{
 			Allowed:    n[0] == 1,
