@@ -9,11 +9,11 @@ import (
 )
 
 // batchLoop decides the requests of a batch, one after another, with
-// decide.lua's text wrapped in decide_one. Its input is flat:
+// the generic decide script (see script.go) wrapped in decide_one. Its input is flat:
 //
 //	ARGV[1]  the number of requests
 //	then per request: its key count, its argument count, and its
-//	arguments (decide.lua's ARGV); KEYS holds the requests' keys in order.
+//	arguments (the generic script's ARGV); KEYS holds the requests' keys in order.
 //
 // Requests that read the server's clock ("" as their time) all get the
 // one reading TIME gave the batch, saving a command per request. A request
@@ -44,7 +44,7 @@ end
 return replies
 `
 
-// batchSource is the batch script: decide.lua as a function, and a loop
+// batchSource is the batch script: the generic decide script as a function, and a loop
 // calling it for each request of the batch.
 var batchSource = "local function decide_one(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchLoop
 

@@ -2,7 +2,7 @@ package ratelimit
 
 import "time"
 
-// The window algorithms keep, like the Redis hash of lua/decide.lua (one
+// The window algorithms keep, like the Redis hash of lua/decide.lua.tmpl (one
 // field per window start, µs, holding the window's count), the newest
 // window and the one before it in limitState:
 //

@@ -14,6 +14,13 @@ import (
 // with a single server, a failover client and a Redis Cluster: all keys of
 // one call share a hash tag.
 //
+// Scripts: a call of one limit runs a script written for that limit, its
+// values built in, so the server parses no arguments and runs only that
+// algorithm's code; calls of several limits, batches, and limits beyond
+// the first 1,024 distinct ones of the process (overrides can make many)
+// run one generic script that takes the limits as arguments. Each script is
+// loaded into Redis's script cache on its first use.
+//
 // Memory: a sliding-log limit keeps one list entry (about 10 bytes) per
 // admitted unit in its window, and every key expires one second after its
 // window empties.

@@ -1,9 +1,11 @@
 package ratelimit
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -32,4 +34,31 @@ func TestParseDecisionReadsEveryReplyForm(t *testing.T) {
 		var re *replyError
 		assert.ErrorAs(t, err, &re, "%#v", bad)
 	}
+}
+
+// TestLimitsBeyondTheScriptBoundUseTheGenericScript fills the cache of
+// single-limit scripts: a new limit is then decided by the generic script,
+// correctly, and adds no script to the server.
+func TestLimitsBeyondTheScriptBoundUseTheGenericScript(t *testing.T) {
+	saved := planScripts.Load()
+	t.Cleanup(func() { planScripts.Store(saved) })
+	full := make(map[plan]*redis.Script, maxPlanScripts)
+	for i := range maxPlanScripts {
+		full[plan{Algorithm: FixedWindow, Period: int64(i + 1), Threshold: 1, Capacity: 1}] = decideScript
+	}
+	planScripts.Store(&full)
+
+	l := newTestRedis(t)
+	c := rdb(t)
+	ctx := context.Background()
+	p := plan{Algorithm: GCRA, Period: 7_000_000, Threshold: 3, Capacity: 3}
+	require.Nil(t, planScript(p))
+	own := redis.NewScript(commentLine.ReplaceAllString(renderDecide(scriptData{plan: p, Muldiv: true}), ""))
+	req := Request{Name: "bound", Limits: []Limit{{Algorithm: GCRA, Period: 7 * time.Second, Threshold: 3}}}
+	for i := range 4 {
+		assert.Equal(t, i < 3, allow(t, l, req).Allowed, "call %d", i)
+	}
+	exists, err := c.ScriptExists(ctx, decideScript.Hash(), own.Hash()).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []bool{true, false}, exists)
 }

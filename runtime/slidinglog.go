@@ -9,7 +9,7 @@ type logRun struct {
 }
 
 // logState is the in-process sliding log of one limit: runs in a ring
-// buffer, oldest first, mirroring the Redis list in lua/decide.lua.
+// buffer, oldest first, mirroring the Redis list in lua/decide.lua.tmpl.
 type logState struct {
 	runs  []logRun // ring buffer; len is a power of two or zero
 	head  int

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// ttlBound returns the longest TTL lua/decide.lua documents for a key of
+// ttlBound returns the longest TTL lua/decide.lua.tmpl documents for a key of
 // lim: a second past the latest time its state can matter, counted from
 // the write that sets the TTL, plus a millisecond of rounding.
 func ttlBound(lim Limit) time.Duration {
