@@ -44,6 +44,37 @@ end
 return replies
 `
 
+// planBatchLoop decides the calls of a batch that all have the same single
+// limit, with the script written for it (taking the time in ARGV) wrapped
+// in decide_one:
+//
+//	ARGV[1]  the number of calls
+//	then per call: its cost and its time ("" for the server's clock);
+//	KEYS[r] is call r's key.
+//
+// As in batchLoop, the calls reading the server's clock share one TIME,
+// and a call whose decision fails gets an error reply in its place.
+const planBatchLoop = `
+local replies, now = {}, nil
+for r = 1, tonumber(ARGV[1]) do
+  local t = ARGV[2 * r + 1]
+  if t == "" then
+    if not now then
+      local tm = redis.call("TIME")
+      now = tm[1] * 1000000 + tm[2]
+    end
+    t = now
+  end
+  local ok, reply = pcall(decide_one, {KEYS[r]}, {ARGV[2 * r], t})
+  if not ok then
+    if type(reply) == "table" and reply.err then reply = reply.err end
+    reply = {err = tostring(reply)}
+  end
+  replies[r] = reply
+end
+return replies
+`
+
 // batchSource is the batch script: the generic decide script as a function, and a loop
 // calling it for each request of the batch.
 var batchSource = "local function decide_one(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchLoop
@@ -187,7 +218,23 @@ func (b *batcher) send(ctx context.Context, self *batchCall) {
 	}
 }
 
-// decideBatch runs the batch script for calls, whose requests are valid,
+// planBatch returns the script written for batches of the single limit all
+// calls have, or nil when they do not all have the same single limit (or
+// the bound on such scripts is reached).
+func (l *RedisLimiter) planBatch(calls []*batchCall) *redis.Script {
+	if l.genericOnly || len(calls[0].req.Limits) != 1 {
+		return nil
+	}
+	p := planOf(calls[0].req.Limits[0])
+	for _, c := range calls[1:] {
+		if len(c.req.Limits) != 1 || planOf(c.req.Limits[0]) != p {
+			return nil
+		}
+	}
+	return planBatchScript(p)
+}
+
+// decideBatch runs a batch script for calls, whose requests are valid,
 // and sets each call's decision or error: the client's error or a
 // malformed reply fails them all, a request's error reply only itself.
 func (l *RedisLimiter) decideBatch(ctx context.Context, calls []*batchCall) {
@@ -195,12 +242,21 @@ func (l *RedisLimiter) decideBatch(ctx context.Context, calls []*batchCall) {
 	args := make([]any, 1, 1+8*len(calls))
 	args[0] = len(calls)
 	now := l.now()
-	for _, c := range calls {
-		nk, na := len(c.req.Limits), 2+4*len(c.req.Limits)
-		args = append(args, nk, na)
-		keys, args = l.appendCall(keys, args, c.req, now)
+	script := l.planBatch(calls)
+	if script != nil {
+		for _, c := range calls {
+			keys = append(keys, storageKey(l.prefix, c.req.Name, c.req.Key, 0, c.req.Limits[0].algorithm()))
+			args = append(args, c.req.cost(), now)
+		}
+	} else {
+		script = batchScript
+		for _, c := range calls {
+			nk, na := len(c.req.Limits), 2+4*len(c.req.Limits)
+			args = append(args, nk, na)
+			keys, args = l.appendCall(keys, args, c.req, now)
+		}
 	}
-	res, err := batchScript.Run(ctx, l.client, keys, args...).Result()
+	res, err := script.Run(ctx, l.client, keys, args...).Result()
 	replies, ok := res.([]any)
 	if err == nil && (!ok || len(replies) != len(calls)) {
 		err = &replyError{n: len(replies)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,10 +36,22 @@ func inFlight(l *RedisLimiter) bool {
 	return l.batcher.busy && len(l.batcher.queue) == 0
 }
 
-// batchScriptRan reports whether the server has the batch script loaded,
-// as the first batch of more than one call does after SCRIPT FLUSH.
-func batchScriptRan(t *testing.T) bool {
-	ok, err := rdb(t).ScriptExists(context.Background(), batchScript.Hash()).Result()
+// batchScriptRan reports whether the server has a batch script loaded, as
+// the first batch of more than one call does after SCRIPT FLUSH: the
+// generic one or the one written for any of the limits.
+func batchScriptRan(t *testing.T, limits ...Limit) bool {
+	hashes := []string{batchScript.Hash()}
+	for _, lim := range limits {
+		hashes = append(hashes, planBatchScript(planOf(lim)).Hash())
+	}
+	ok, err := rdb(t).ScriptExists(context.Background(), hashes...).Result()
+	require.NoError(t, err)
+	return slices.Contains(ok, true)
+}
+
+// scriptLoaded reports whether the server has s in its script cache.
+func scriptLoaded(t *testing.T, s *redis.Script) bool {
+	ok, err := rdb(t).ScriptExists(context.Background(), s.Hash()).Result()
 	require.NoError(t, err)
 	return ok[0]
 }
@@ -49,31 +62,42 @@ func flushScripts(t *testing.T) {
 
 // TestBatchingIsExactUnderConcurrency decides 320 calls from 64 goroutines
 // against a limit of 50 on a frozen clock, through two batched limiters on
-// two clients: exactly 50 are admitted, in batches.
+// two clients: exactly 50 are admitted, in batches, by the script written
+// for the limit and by the generic one.
 func TestBatchingIsExactUnderConcurrency(t *testing.T) {
 	for _, alg := range Algorithms() {
-		t.Run(string(alg), func(t *testing.T) {
-			clock := newManualClock()
-			srv.Flush(t)
-			flushScripts(t)
-			ls := []Limiter{NewRedis(rdb(t), WithClock(clock), WithBatching(16)), NewRedis(rdb(t), WithClock(clock), WithBatching(16))}
-			req := Request{Name: "race", Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 50}}}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 64 {
-				wg.Go(func() {
-					for range 5 {
-						d, err := ls[g%2].Allow(context.Background(), req)
-						if assert.NoError(t, err) && d.Allowed {
-							admitted.Add(1)
-						}
+		for _, generic := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/generic=%v", alg, generic), func(t *testing.T) {
+				clock := newManualClock()
+				srv.Flush(t)
+				flushScripts(t)
+				ls := []Limiter{NewRedis(rdb(t), WithClock(clock), WithBatching(16)), NewRedis(rdb(t), WithClock(clock), WithBatching(16))}
+				req := Request{Name: "race", Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 50}}}
+				if generic {
+					ls = []Limiter{
+						NewRedis(rdb(t), WithClock(clock), WithBatching(16), withGenericScript()),
+						NewRedis(rdb(t), WithClock(clock), WithBatching(16), withGenericScript()),
 					}
-				})
-			}
-			wg.Wait()
-			assert.Equal(t, int64(50), admitted.Load())
-			assert.True(t, batchScriptRan(t), "no batch of more than one call was sent")
-		})
+				}
+				var admitted atomic.Int64
+				var wg sync.WaitGroup
+				for g := range 64 {
+					wg.Go(func() {
+						for range 5 {
+							d, err := ls[g%2].Allow(context.Background(), req)
+							if assert.NoError(t, err) && d.Allowed {
+								admitted.Add(1)
+							}
+						}
+					})
+				}
+				wg.Wait()
+				assert.Equal(t, int64(50), admitted.Load())
+				own := planBatchScript(planOf(req.Limits[0]))
+				assert.Equal(t, !generic, scriptLoaded(t, own), "batches of the limit's own script")
+				assert.Equal(t, generic, scriptLoaded(t, batchScript), "batches of the generic script")
+			})
+		}
 	}
 }
 
@@ -113,7 +137,11 @@ func TestBatchedKeysAreExact(t *testing.T) {
 			assert.Equal(t, threshold, admitted[key{alg, k}], "%s key %d", alg, k)
 		}
 	}
-	assert.True(t, batchScriptRan(t), "no batch of more than one call was sent")
+	var limits []Limit
+	for _, alg := range Algorithms() {
+		limits = append(limits, Limit{Algorithm: alg, Period: time.Hour, Threshold: threshold})
+	}
+	assert.True(t, batchScriptRan(t, limits...), "no batch of more than one call was sent")
 }
 
 // TestBatchedBackendsAgree is TestBackendsAgree with batching: the same
@@ -122,38 +150,44 @@ func TestBatchedKeysAreExact(t *testing.T) {
 // of the batch script, or alone through Allow; every decision agrees.
 func TestBatchedBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
-		t.Run(set.name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
-			clock := newManualClock()
-			mem := NewMemory(WithClock(clock))
-			red := newTestRedis(t, WithClock(clock), WithBatching(8))
-			admitted, denied := 0, 0
-			for i := range 150 {
-				limits := set.step(rng, clock, i, 150)
-				calls := make([]*batchCall, 1+rng.IntN(6))
-				for j := range calls {
-					req := set.request(rng, limits)
-					calls[j] = &batchCall{req: &req}
+		for _, generic := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/generic=%v", set.name, generic), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
+				clock := newManualClock()
+				mem := NewMemory(WithClock(clock))
+				opts := []Option{WithClock(clock), WithBatching(8)}
+				if generic {
+					opts = append(opts, withGenericScript())
 				}
-				if len(calls) == 1 {
-					calls[0].d, calls[0].err = red.Allow(context.Background(), *calls[0].req)
-				} else {
-					red.decideBatch(context.Background(), calls)
-				}
-				for j, c := range calls {
-					require.NoError(t, c.err)
-					dm := allow(t, mem, *c.req)
-					require.Equal(t, dm, c.d, "call %d.%d at %s: %+v", i, j, clock.Now().Format(time.StampMicro), *c.req)
-					if dm.Allowed {
-						admitted++
+				red := newTestRedis(t, opts...)
+				admitted, denied := 0, 0
+				for i := range 150 {
+					limits := set.step(rng, clock, i, 150)
+					calls := make([]*batchCall, 1+rng.IntN(6))
+					for j := range calls {
+						req := set.request(rng, limits)
+						calls[j] = &batchCall{req: &req}
+					}
+					if len(calls) == 1 {
+						calls[0].d, calls[0].err = red.Allow(context.Background(), *calls[0].req)
 					} else {
-						denied++
+						red.decideBatch(context.Background(), calls)
+					}
+					for j, c := range calls {
+						require.NoError(t, c.err)
+						dm := allow(t, mem, *c.req)
+						require.Equal(t, dm, c.d, "call %d.%d at %s: %+v", i, j, clock.Now().Format(time.StampMicro), *c.req)
+						if dm.Allowed {
+							admitted++
+						} else {
+							denied++
+						}
 					}
 				}
-			}
-			require.NotZero(t, admitted)
-			require.NotZero(t, denied, "the sequence should reach the limit")
-		})
+				require.NotZero(t, admitted)
+				require.NotZero(t, denied, "the sequence should reach the limit")
+			})
+		}
 	}
 }
 

@@ -70,19 +70,36 @@ var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
 // values. Limits beyond the bound use the generic script.
 const maxPlanScripts = 1024
 
+// scriptKey names a script written for a single limit: the one deciding a
+// call, or with batch set the one deciding a batch of calls of the limit.
+type scriptKey struct {
+	plan
+	batch bool
+}
+
 // planScripts holds the single-limit scripts written so far. It is read on
-// every call and written once per limit, so readers load an immutable map
+// every call and written once per script, so readers load an immutable map
 // and a writer replaces it with a copy, under planScriptsMu.
 var (
-	planScripts   atomic.Pointer[map[plan]*redis.Script]
+	planScripts   atomic.Pointer[map[scriptKey]*redis.Script]
 	planScriptsMu sync.Mutex
 )
 
 // planScript returns the script written for the single limit p, or nil
 // when maxPlanScripts are written already.
-func planScript(p plan) *redis.Script {
+func planScript(p plan) *redis.Script { return loadPlanScript(scriptKey{plan: p}) }
+
+// planBatchScript returns the script that decides a batch of calls of the
+// single limit p (whose Clocked is ignored: a batch passes each call's
+// time), or nil when maxPlanScripts are written already.
+func planBatchScript(p plan) *redis.Script {
+	p.Clocked = false
+	return loadPlanScript(scriptKey{plan: p, batch: true})
+}
+
+func loadPlanScript(k scriptKey) *redis.Script {
 	if m := planScripts.Load(); m != nil {
-		if s, ok := (*m)[p]; ok {
+		if s, ok := (*m)[k]; ok {
 			return s
 		}
 	}
@@ -90,21 +107,30 @@ func planScript(p plan) *redis.Script {
 	defer planScriptsMu.Unlock()
 	old := planScripts.Load()
 	if old == nil {
-		old = &map[plan]*redis.Script{}
+		old = &map[scriptKey]*redis.Script{}
 	}
-	if s, ok := (*old)[p]; ok {
+	if s, ok := (*old)[k]; ok {
 		return s
 	}
 	if len(*old) >= maxPlanScripts {
 		return nil
 	}
-	d := scriptData{plan: p, Muldiv: p.Algorithm != SlidingLog && p.Algorithm != FixedWindow}
-	s := redis.NewScript(commentLine.ReplaceAllString(renderDecide(d), ""))
-	m := make(map[plan]*redis.Script, len(*old)+1)
+	s := redis.NewScript(planSource(k))
+	m := make(map[scriptKey]*redis.Script, len(*old)+1)
 	maps.Copy(m, *old)
-	m[p] = s
+	m[k] = s
 	planScripts.Store(&m)
 	return s
+}
+
+// planSource renders the script k names, without comment lines.
+func planSource(k scriptKey) string {
+	d := scriptData{plan: k.plan, Muldiv: k.Algorithm != SlidingLog && k.Algorithm != FixedWindow}
+	if !k.batch {
+		return commentLine.ReplaceAllString(renderDecide(d), "")
+	}
+	d.Clocked = true // the loop passes the time, read once per batch
+	return "local function decide_one(KEYS, ARGV)\n" + commentLine.ReplaceAllString(renderDecide(d), "") + "\nend\n" + planBatchLoop
 }
 
 // decide runs a decide script for req, which is valid, and returns its
@@ -131,8 +157,8 @@ func (l *RedisLimiter) decide(ctx context.Context, req *Request) (Decision, erro
 // decidePlanned runs the script written for req's single limit, or returns
 // nil when there is none.
 func (l *RedisLimiter) decidePlanned(ctx context.Context, req *Request) *redis.Cmd {
-	lim := req.Limits[0]
-	p := plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.capacity(), Clocked: l.clock != nil}
+	p := planOf(req.Limits[0])
+	p.Clocked = l.clock != nil
 	s := planScript(p)
 	if s == nil {
 		return nil
@@ -146,6 +172,11 @@ func (l *RedisLimiter) decidePlanned(ctx context.Context, req *Request) *redis.C
 		args = []any{cost}
 	}
 	return s.Run(ctx, l.client, keys, args...)
+}
+
+// planOf returns the plan of lim, unclocked.
+func planOf(lim Limit) plan {
+	return plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.capacity()}
 }
 
 // now returns the generic decide script's time argument: the clock's time

@@ -42,9 +42,9 @@ func TestParseDecisionReadsEveryReplyForm(t *testing.T) {
 func TestLimitsBeyondTheScriptBoundUseTheGenericScript(t *testing.T) {
 	saved := planScripts.Load()
 	t.Cleanup(func() { planScripts.Store(saved) })
-	full := make(map[plan]*redis.Script, maxPlanScripts)
+	full := make(map[scriptKey]*redis.Script, maxPlanScripts)
 	for i := range maxPlanScripts {
-		full[plan{Algorithm: FixedWindow, Period: int64(i + 1), Threshold: 1, Capacity: 1}] = decideScript
+		full[scriptKey{plan: plan{Algorithm: FixedWindow, Period: int64(i + 1), Threshold: 1, Capacity: 1}}] = decideScript
 	}
 	planScripts.Store(&full)
 
@@ -53,6 +53,7 @@ func TestLimitsBeyondTheScriptBoundUseTheGenericScript(t *testing.T) {
 	ctx := context.Background()
 	p := plan{Algorithm: GCRA, Period: 7_000_000, Threshold: 3, Capacity: 3}
 	require.Nil(t, planScript(p))
+	require.Nil(t, planBatchScript(p))
 	own := redis.NewScript(commentLine.ReplaceAllString(renderDecide(scriptData{plan: p, Muldiv: true}), ""))
 	req := Request{Name: "bound", Limits: []Limit{{Algorithm: GCRA, Period: 7 * time.Second, Threshold: 3}}}
 	for i := range 4 {
