@@ -1,0 +1,102 @@
+package ratelimit
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkScriptInstructions counts the instructions the server runs per
+// decision of each algorithm, for the script written for the limit and for
+// the generic one, with a no-op script as the floor. Instruction counts
+// repeat run after run whatever else the machine does, unlike round trips.
+// It needs the test server run under callgrind:
+//
+//	mkdir -p /tmp/ratelimit-callgrind
+//	REDIS_SERVER=$PWD/runtime/testdata/redis-callgrind.sh \
+//	  go test -run '^$' -bench ScriptInstructions -benchtime 500x ./runtime/
+func BenchmarkScriptInstructions(b *testing.B) {
+	if filepath.Base(os.Getenv("REDIS_SERVER")) != "redis-callgrind.sh" {
+		b.Skip("needs REDIS_SERVER=runtime/testdata/redis-callgrind.sh (see the doc comment)")
+	}
+	srv.Flush(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, ReadTimeout: time.Minute})
+	defer c.Close()
+	b.Run("noop", func(b *testing.B) { countInstructions(b, c, noopScript, []string{"noop"}) })
+	for _, alg := range Algorithms() {
+		lim := Limit{Algorithm: alg, Period: time.Second, Threshold: 1_000_000}
+		l := NewRedis(c)
+		own := Request{Name: "own", Limits: []Limit{lim}}
+		keys, _ := l.appendCall(nil, nil, &own, "")
+		b.Run(string(alg)+"/own", func(b *testing.B) {
+			countInstructions(b, c, planScript(planOf(lim)), keys)
+		})
+		generic := Request{Name: "generic", Limits: []Limit{lim}}
+		keys, args := l.appendCall(nil, nil, &generic, "")
+		b.Run(string(alg)+"/generic", func(b *testing.B) {
+			countInstructions(b, c, decideScript, keys, args...)
+		})
+	}
+}
+
+var callgrindTotal = regexp.MustCompile(`(?m)^(?:totals|summary): (\d+)`)
+
+// countInstructions runs s b.N times between zeroing callgrind's counters
+// and dumping them, and reports the instructions per run.
+func countInstructions(b *testing.B, c *redis.Client, s *redis.Script, keys []string, args ...any) {
+	ctx := context.Background()
+	if err := s.Run(ctx, c, keys, args...).Err(); err != nil {
+		b.Fatal(err)
+	}
+	dir := os.Getenv("CALLGRIND_OUT")
+	if dir == "" {
+		dir = "/tmp/ratelimit-callgrind"
+	}
+	before, _ := filepath.Glob(filepath.Join(dir, "out.*.*"))
+	if out, err := exec.Command("callgrind_control", "-z").CombinedOutput(); err != nil {
+		b.Fatal(err, string(out))
+	}
+	for range b.N {
+		if err := s.EvalSha(ctx, c, keys, args...).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("callgrind_control", "-d").CombinedOutput(); err != nil {
+		b.Fatal(err, string(out))
+	}
+	var dump string
+	for range 50 { // the dump is written asynchronously
+		after, _ := filepath.Glob(filepath.Join(dir, "out.*.*"))
+		if len(after) > len(before) {
+			seen := map[string]bool{}
+			for _, f := range before {
+				seen[f] = true
+			}
+			for _, f := range after {
+				if !seen[f] {
+					dump = f
+				}
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	text, err := os.ReadFile(dump)
+	if err != nil {
+		b.Fatal("no callgrind dump appeared:", err)
+	}
+	defer os.Remove(dump)
+	m := callgrindTotal.FindSubmatch(text)
+	if m == nil {
+		b.Fatal("no totals in", dump)
+	}
+	total, _ := strconv.ParseFloat(string(m[1]), 64)
+	b.ReportMetric(total/float64(b.N), "instr/call")
+}
