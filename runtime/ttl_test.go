@@ -32,9 +32,9 @@ func ttlBound(lim Limit) time.Duration {
 
 // TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL runs random calls of
 // every algorithm on Redis with a pinned clock, and the same calls on the
-// in-process twin, which knows when each key's state stops mattering. Every
-// key must have a TTL of at least a second past that time and at most the
-// documented bound.
+// in-process twin, which knows when each key's state stops mattering. After
+// every call, the key called must have a TTL of at least a second past that
+// time and at most the documented bound; at the end, every key.
 func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range Algorithms() {
@@ -50,26 +50,34 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 				mem := NewMemory(WithClock(clock))
 				c := rdb(t)
 				began := time.Now() // TTLs run down in real time
-				for range 200 {
-					clock.Advance(time.Duration(rng.Int64N(int64(lim.Period/us)/4+1)) * us)
-					req := Request{Name: "ttl", Key: fmt.Sprint(rng.IntN(4)), Cost: 1 + rng.Int64N(2), Limits: []Limit{lim}}
-					require.Equal(t, allow(t, mem, req), allow(t, red, req))
-				}
-				now := clock.Now().UnixMicro()
-				keys := c.Keys(ctx, "*").Val()
-				slack := time.Since(began) + time.Millisecond
-				require.NotEmpty(t, keys)
-				for k := range 4 {
+				// checkKey checks the TTL of key k against the state the
+				// in-process twin holds for it.
+				checkKey := func(k int) {
+					now := clock.Now().UnixMicro()
+					slack := time.Since(began) + time.Millisecond
 					key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
 					ttl := c.PTTL(ctx, key).Val()
 					ek := entryKey{"ttl", fmt.Sprint(k)}
 					e := mem.shards[mem.shardOf(ek)].entries[ek]
 					if e == nil || e.expiry <= now {
-						continue // no state that still matters; the key may be gone
+						return // no state that still matters; the key may be gone
 					}
 					matters := time.Duration(e.expiry-now) * us
 					assert.GreaterOrEqual(t, ttl, matters+time.Second-slack, "%s: state matters for %s", key, matters)
 					assert.LessOrEqual(t, ttl, ttlBound(lim), key)
+				}
+				for range 200 {
+					clock.Advance(time.Duration(rng.Int64N(int64(lim.Period/us)/4+1)) * us)
+					k := rng.IntN(4)
+					req := Request{Name: "ttl", Key: fmt.Sprint(k), Cost: 1 + rng.Int64N(2), Limits: []Limit{lim}}
+					require.Equal(t, allow(t, mem, req), allow(t, red, req))
+					checkKey(k) // after every call, not only at the end
+				}
+				keys := c.Keys(ctx, "*").Val()
+				slack := time.Since(began) + time.Millisecond
+				require.NotEmpty(t, keys)
+				for k := range 4 {
+					checkKey(k)
 				}
 				for _, key := range keys {
 					ttl := c.PTTL(ctx, key).Val()
@@ -101,5 +109,127 @@ func TestEveryKeyHasATTLOnServerTime(t *testing.T) {
 		ttl := c.PTTL(ctx, key).Val()
 		assert.GreaterOrEqual(t, ttl, 900*time.Millisecond, key)
 		assert.LessOrEqual(t, ttl, ttlBound(limits[0])+time.Second, key)
+	}
+}
+
+// TestSlidingLogKeyOutlivesEveryEntry calls a sliding log on a pinned
+// clock, first at an even pace, so that each call trims one entry, then at
+// random paces and costs, with a pause now and then that empties the log,
+// then fast enough to be denied, also by calls that set the TTL. After each call it reads the key's TTL and removes it
+// (PERSIST), so that the next TTL it reads was set by that call: it knows
+// when, in pinned time, the key would expire, and checks that this is
+// always at least a period and a second past the newest entry. At an even
+// pace the TTL must be set about once a period, not at every trim.
+func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
+	ctx := context.Background()
+	for _, generic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
+			clock := newManualClock()
+			opts := []Option{WithClock(clock)}
+			if generic {
+				opts = append(opts, withGenericScript())
+			}
+			l := newTestRedis(t, opts...)
+			c := rdb(t)
+			lim := Limit{Period: 30 * time.Second, Threshold: 40}
+			req := Request{Name: "outlive", Limits: []Limit{lim}}
+			key := l.Key("outlive", "", 0, SlidingLog)
+			rng := rand.New(rand.NewPCG(5, 8))
+			var expiry int64 // µs, pinned time
+			sets, admitted, denied := 0, 0, 0
+			for i := range 600 {
+				step, cost := time.Second, int64(1)
+				if i >= 300 {
+					step, cost = time.Duration(rng.Int64N(int64(3*time.Second))), 1+rng.Int64N(2)
+				}
+				if i >= 450 { // fast enough to be denied, also when trimming
+					step = time.Duration(rng.Int64N(int64(time.Second)))
+				}
+				if i%97 == 96 {
+					step = 2 * lim.Period // the log empties
+				}
+				clock.Advance(step)
+				req.Cost = cost
+				if d := allow(t, l, req); d.Allowed {
+					admitted++
+				} else {
+					denied++
+				}
+				now := clock.Now().UnixMicro()
+				if ttl := c.PTTL(ctx, key).Val(); ttl > 0 {
+					expiry, sets = now+ttl.Microseconds(), sets+1
+					require.NoError(t, c.Persist(ctx, key).Err())
+				}
+				last, err := c.LIndex(ctx, key, -1).Int64()
+				require.NoError(t, err)
+				newest := max(last, -last)
+				require.GreaterOrEqual(t, expiry, newest+lim.Period.Microseconds()+time.Second.Microseconds()-1000,
+					"call %d: the key would expire %s before its newest entry leaves the window", i,
+					time.Duration(newest+lim.Period.Microseconds()-expiry)*us)
+				if i == 299 {
+					assert.Equal(t, 300, admitted)
+					assert.LessOrEqual(t, sets, 20, "the TTL was set at %d of 300 calls, each trimming one entry", sets)
+				}
+			}
+			assert.NotZero(t, denied)
+		})
+	}
+}
+
+// TestSlidingLogDenialKeepsTheTTLMark has a call set the TTL (its trim pops
+// the marked entry) and then be denied, so its own marked entries go: the
+// newest entry left must carry the mark, or the calls that follow, each
+// trimming one unmarked entry, would never set the TTL again. Time and TTL
+// are followed as in TestSlidingLogKeyOutlivesEveryEntry.
+func TestSlidingLogDenialKeepsTheTTLMark(t *testing.T) {
+	ctx := context.Background()
+	lim := Limit{Period: 10 * time.Second, Threshold: 3}
+	roomy := Limit{Period: 10 * time.Second, Threshold: 100}
+	for _, v := range []struct {
+		name    string
+		generic bool
+		limits  []Limit // the key watched is limit 0's
+	}{
+		{"one", false, []Limit{lim}},
+		{"one/generic", true, []Limit{lim}},
+		// The roomy limit admits the call that pops its mark, and is
+		// rolled back when lim denies it.
+		{"rolled back", false, []Limit{roomy, lim}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			generic := v.generic
+			clock := newManualClock()
+			opts := []Option{WithClock(clock)}
+			if generic {
+				opts = append(opts, withGenericScript())
+			}
+			l := newTestRedis(t, opts...)
+			c := rdb(t)
+			key := l.Key("mark", "", 0, SlidingLog)
+			var expiry int64
+			call := func(advance time.Duration, cost int64, want bool) {
+				t.Helper()
+				clock.Advance(advance)
+				d := allow(t, l, Request{Name: "mark", Cost: cost, Limits: v.limits})
+				require.Equal(t, want, d.Allowed, "at %s", clock.Now().Format(time.StampMilli))
+				now := clock.Now().UnixMicro()
+				if ttl := c.PTTL(ctx, key).Val(); ttl > 0 {
+					expiry = now + ttl.Microseconds()
+					require.NoError(t, c.Persist(ctx, key).Err())
+				}
+				last, err := c.LIndex(ctx, key, -1).Int64()
+				require.NoError(t, err)
+				newest := max(last, -last)
+				require.GreaterOrEqual(t, expiry, newest+lim.Period.Microseconds()+time.Second.Microseconds()-1000,
+					"at %s the key would expire before its newest entry leaves the window", clock.Now().Format(time.StampMilli))
+			}
+			call(0, 1, true)                      // the marked entry, at 0 s
+			call(3*time.Second, 1, true)          // 3 s
+			call(3*time.Second, 1, true)          // 6 s: full
+			call(4500*time.Millisecond, 2, false) // 10.5 s: pops the mark, denied
+			for range 30 {
+				call(3500*time.Millisecond, 1, true) // each pops at most one entry
+			}
+		})
 	}
 }
