@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -112,16 +113,45 @@ func TestEveryKeyHasATTLOnServerTime(t *testing.T) {
 	}
 }
 
+// logExpiry follows when, in pinned time, a sliding log's key would
+// expire: after each call it reads the key's TTL and removes it (PERSIST),
+// so that a TTL read later was set by the call just made.
+type logExpiry struct {
+	t      *testing.T
+	c      *redis.Client
+	clock  *manualClock
+	key    string
+	period time.Duration
+	expiry int64 // µs, pinned time
+	sets   int   // how many calls set the TTL
+}
+
+// check follows a call just made and checks the key would expire at least
+// a period and a second after its newest entry.
+func (e *logExpiry) check() {
+	e.t.Helper()
+	ctx := context.Background()
+	now := e.clock.Now().UnixMicro()
+	if ttl := e.c.PTTL(ctx, e.key).Val(); ttl > 0 {
+		e.expiry, e.sets = now+ttl.Microseconds(), e.sets+1
+		require.NoError(e.t, e.c.Persist(ctx, e.key).Err())
+	}
+	last, err := e.c.LIndex(ctx, e.key, -1).Int64()
+	require.NoError(e.t, err)
+	newest := max(last, -last)
+	require.GreaterOrEqual(e.t, e.expiry, newest+e.period.Microseconds()+time.Second.Microseconds()-1000,
+		"at %s the key would expire %s before its newest entry leaves the window",
+		e.clock.Now().Format(time.StampMilli), time.Duration(newest+e.period.Microseconds()-e.expiry)*us)
+}
+
 // TestSlidingLogKeyOutlivesEveryEntry calls a sliding log on a pinned
 // clock, first at an even pace, so that each call trims one entry, then at
 // random paces and costs, with a pause now and then that empties the log,
-// then fast enough to be denied, also by calls that set the TTL. After each call it reads the key's TTL and removes it
-// (PERSIST), so that the next TTL it reads was set by that call: it knows
-// when, in pinned time, the key would expire, and checks that this is
-// always at least a period and a second past the newest entry. At an even
-// pace the TTL must be set about once a period, not at every trim.
+// then fast enough to be denied, also by calls that set the TTL. After
+// each call, the key must expire at least a period and a second after its
+// newest entry (see logExpiry). At an even pace the TTL must be set about
+// once a period, not at every trim.
 func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
-	ctx := context.Background()
 	for _, generic := range []bool{false, true} {
 		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
 			clock := newManualClock()
@@ -130,13 +160,11 @@ func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
 				opts = append(opts, withGenericScript())
 			}
 			l := newTestRedis(t, opts...)
-			c := rdb(t)
 			lim := Limit{Period: 30 * time.Second, Threshold: 40}
 			req := Request{Name: "outlive", Limits: []Limit{lim}}
-			key := l.Key("outlive", "", 0, SlidingLog)
+			e := &logExpiry{t: t, c: rdb(t), clock: clock, key: l.Key("outlive", "", 0, SlidingLog), period: lim.Period}
 			rng := rand.New(rand.NewPCG(5, 8))
-			var expiry int64 // µs, pinned time
-			sets, admitted, denied := 0, 0, 0
+			admitted, denied := 0, 0
 			for i := range 600 {
 				step, cost := time.Second, int64(1)
 				if i >= 300 {
@@ -155,20 +183,10 @@ func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
 				} else {
 					denied++
 				}
-				now := clock.Now().UnixMicro()
-				if ttl := c.PTTL(ctx, key).Val(); ttl > 0 {
-					expiry, sets = now+ttl.Microseconds(), sets+1
-					require.NoError(t, c.Persist(ctx, key).Err())
-				}
-				last, err := c.LIndex(ctx, key, -1).Int64()
-				require.NoError(t, err)
-				newest := max(last, -last)
-				require.GreaterOrEqual(t, expiry, newest+lim.Period.Microseconds()+time.Second.Microseconds()-1000,
-					"call %d: the key would expire %s before its newest entry leaves the window", i,
-					time.Duration(newest+lim.Period.Microseconds()-expiry)*us)
+				e.check()
 				if i == 299 {
 					assert.Equal(t, 300, admitted)
-					assert.LessOrEqual(t, sets, 20, "the TTL was set at %d of 300 calls, each trimming one entry", sets)
+					assert.LessOrEqual(t, e.sets, 20, "the TTL was set at %d of 300 calls, each trimming one entry", e.sets)
 				}
 			}
 			assert.NotZero(t, denied)
@@ -179,10 +197,9 @@ func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
 // TestSlidingLogDenialKeepsTheTTLMark has a call set the TTL (its trim pops
 // the marked entry) and then be denied, so its own marked entries go: the
 // newest entry left must carry the mark, or the calls that follow, each
-// trimming one unmarked entry, would never set the TTL again. Time and TTL
-// are followed as in TestSlidingLogKeyOutlivesEveryEntry.
+// trimming one unmarked entry, would never set the TTL again. The key's
+// expiry is followed by logExpiry.
 func TestSlidingLogDenialKeepsTheTTLMark(t *testing.T) {
-	ctx := context.Background()
 	lim := Limit{Period: 10 * time.Second, Threshold: 3}
 	roomy := Limit{Period: 10 * time.Second, Threshold: 100}
 	for _, v := range []struct {
@@ -197,31 +214,19 @@ func TestSlidingLogDenialKeepsTheTTLMark(t *testing.T) {
 		{"rolled back", false, []Limit{roomy, lim}},
 	} {
 		t.Run(v.name, func(t *testing.T) {
-			generic := v.generic
 			clock := newManualClock()
 			opts := []Option{WithClock(clock)}
-			if generic {
+			if v.generic {
 				opts = append(opts, withGenericScript())
 			}
 			l := newTestRedis(t, opts...)
-			c := rdb(t)
-			key := l.Key("mark", "", 0, SlidingLog)
-			var expiry int64
+			e := &logExpiry{t: t, c: rdb(t), clock: clock, key: l.Key("mark", "", 0, SlidingLog), period: lim.Period}
 			call := func(advance time.Duration, cost int64, want bool) {
 				t.Helper()
 				clock.Advance(advance)
 				d := allow(t, l, Request{Name: "mark", Cost: cost, Limits: v.limits})
 				require.Equal(t, want, d.Allowed, "at %s", clock.Now().Format(time.StampMilli))
-				now := clock.Now().UnixMicro()
-				if ttl := c.PTTL(ctx, key).Val(); ttl > 0 {
-					expiry = now + ttl.Microseconds()
-					require.NoError(t, c.Persist(ctx, key).Err())
-				}
-				last, err := c.LIndex(ctx, key, -1).Int64()
-				require.NoError(t, err)
-				newest := max(last, -last)
-				require.GreaterOrEqual(t, expiry, newest+lim.Period.Microseconds()+time.Second.Microseconds()-1000,
-					"at %s the key would expire before its newest entry leaves the window", clock.Now().Format(time.StampMilli))
+				e.check()
 			}
 			call(0, 1, true)                      // the marked entry, at 0 s
 			call(3*time.Second, 1, true)          // 3 s
