@@ -24,7 +24,7 @@ var decideLua = template.Must(template.New("decide.lua").Parse(decideTemplate))
 
 // decideSource is the generic decide script, which takes its limits in
 // ARGV and decides any number of them.
-var decideSource = renderDecide(scriptData{Generic: true, Muldiv: true})
+var decideSource = renderDecide(scriptData{Generic: true})
 
 // decideScript is run with EVALSHA; go-redis falls back to EVAL (which
 // loads the script again) when the server answers NOSCRIPT, such as after
@@ -36,10 +36,13 @@ type scriptData struct {
 	// Generic asks for the generic script; else the script decides the
 	// one limit plan describes.
 	Generic bool
-	// Muldiv includes muldiv, which the generic script and the limits of
-	// sliding_window and the buckets use.
-	Muldiv bool
 	plan
+}
+
+// Muldiv reports whether the script needs muldiv: the generic script and
+// those of sliding_window and the buckets do.
+func (d scriptData) Muldiv() bool {
+	return d.Generic || (d.Algorithm != SlidingLog && d.Algorithm != FixedWindow)
 }
 
 // plan is a single limit, as a script written for it has it built in.
@@ -123,14 +126,17 @@ func loadPlanScript(k scriptKey) *redis.Script {
 	return s
 }
 
-// planSource renders the script k names, without comment lines.
+// planSource renders the script k names, without comment lines. A batch's
+// loop passes each call's time, read once per batch, so the script it
+// wraps is a clocked one.
 func planSource(k scriptKey) string {
-	d := scriptData{plan: k.plan, Muldiv: k.Algorithm != SlidingLog && k.Algorithm != FixedWindow}
+	d := scriptData{plan: k.plan}
+	d.Clocked = d.Clocked || k.batch
+	src := commentLine.ReplaceAllString(renderDecide(d), "")
 	if !k.batch {
-		return commentLine.ReplaceAllString(renderDecide(d), "")
+		return src
 	}
-	d.Clocked = true // the loop passes the time, read once per batch
-	return "local function decide_one(KEYS, ARGV)\n" + commentLine.ReplaceAllString(renderDecide(d), "") + "\nend\n" + planBatchLoop
+	return "local function decide_one(KEYS, ARGV)\n" + src + "\nend\n" + planBatchLoop
 }
 
 // decide runs a decide script for req, which is valid, and returns its

@@ -54,7 +54,7 @@ func TestLimitsBeyondTheScriptBoundUseTheGenericScript(t *testing.T) {
 	p := plan{Algorithm: GCRA, Period: 7_000_000, Threshold: 3, Capacity: 3}
 	require.Nil(t, planScript(p))
 	require.Nil(t, planBatchScript(p))
-	own := redis.NewScript(commentLine.ReplaceAllString(renderDecide(scriptData{plan: p, Muldiv: true}), ""))
+	own := redis.NewScript(planSource(scriptKey{plan: p}))
 	req := Request{Name: "bound", Limits: []Limit{{Algorithm: GCRA, Period: 7 * time.Second, Threshold: 3}}}
 	for i := range 4 {
 		assert.Equal(t, i < 3, allow(t, l, req).Allowed, "call %d", i)

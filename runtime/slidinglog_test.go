@@ -269,7 +269,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	require.True(t, allow(t, l, one).Allowed)
 	require.True(t, allow(t, l, two).Allowed)
 	require.NoError(t, c.ScriptFlush(ctx).Err())
-	single := planScript(plan{Algorithm: SlidingLog, Period: time.Minute.Microseconds(), Threshold: 2, Capacity: 2})
+	single := planScript(planOf(lim))
 	exists, err := c.ScriptExists(ctx, decideScript.Hash(), single.Hash()).Result()
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, exists, "the scripts must really be gone")
