@@ -14,7 +14,7 @@ import (
 )
 
 // step is one call of a table test: at is the time since the clock's
-// start (1_700_000_000 s, a multiple of every period used below).
+// start (1_700_000_000 s plus 4,000 weeks; the start is a multiple of every period used below).
 type step struct {
 	at        time.Duration
 	cost      int64
@@ -296,6 +296,9 @@ func TestInvalidLimitsOfTheAlgorithms(t *testing.T) {
 		"period above 2^50µs":         {Algorithm: FixedWindow, Period: (1 << 50) * us, Threshold: 1},
 		"a bucket draining 100 years": {Algorithm: TokenBucket, Period: day, Threshold: 1, Burst: 40_000},
 		"unknown algorithm":           {Algorithm: "token bucket", Period: time.Second, Threshold: 1},
+		"fixed_window in 1.5ms":       {Algorithm: FixedWindow, Period: 1500 * us, Threshold: 1},
+		"sliding_window in 1µs":       {Algorithm: SlidingWindow, Period: us, Threshold: 1},
+		"sliding_window above 2^26-1": {Algorithm: SlidingWindow, Period: time.Second, Threshold: MaxSlidingWindowThreshold + 1},
 	}
 	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
 		l := newLimiter()
@@ -305,7 +308,8 @@ func TestInvalidLimitsOfTheAlgorithms(t *testing.T) {
 			assert.NotErrorIs(t, err, ErrBackend, name)
 		}
 		for i, lim := range []Limit{
-			{Algorithm: FixedWindow, Period: (1<<50 - 1) * us, Threshold: 1<<50 - 1},
+			{Algorithm: FixedWindow, Period: (1<<50 - 1) / 1000 * time.Millisecond, Threshold: 1<<50 - 1},
+			{Algorithm: SlidingWindow, Period: (1<<50 - 1) / 1000 * time.Millisecond, Threshold: MaxSlidingWindowThreshold},
 			{Algorithm: TokenBucket, Period: day, Threshold: 1, Burst: 10_000},
 			{Algorithm: GCRA, Period: time.Microsecond, Threshold: 1<<50 - 1, Burst: 1<<50 - 1},
 		} {
@@ -322,12 +326,16 @@ func retryCases() map[string][]Limit {
 	for _, alg := range Algorithms() {
 		cases[string(alg)] = []Limit{{Algorithm: alg, Period: 100 * time.Millisecond, Threshold: 4}}
 		cases[string(alg)+"/fractional"] = []Limit{{Algorithm: alg, Period: time.Second, Threshold: 7}}
-		cases[string(alg)+"/3us"] = []Limit{{Algorithm: alg, Period: 3 * us, Threshold: 2}}
+		if alg == FixedWindow || alg == SlidingWindow { // whole milliseconds
+			cases[string(alg)+"/3ms"] = []Limit{{Algorithm: alg, Period: 3 * time.Millisecond, Threshold: 2}}
+		} else {
+			cases[string(alg)+"/3us"] = []Limit{{Algorithm: alg, Period: 3 * us, Threshold: 2}}
+		}
 	}
 	cases["token_bucket/burst"] = []Limit{{Algorithm: TokenBucket, Period: 30 * time.Millisecond, Threshold: 3, Burst: 8}}
 	cases["gcra/burst1"] = []Limit{{Algorithm: GCRA, Period: 70 * time.Millisecond, Threshold: 9, Burst: 1}}
 	cases["leaky_bucket/capacity"] = []Limit{{Algorithm: LeakyBucket, Period: 50 * time.Millisecond, Threshold: 3, Capacity: 7}}
-	cases["sliding_window/daily"] = []Limit{{Algorithm: SlidingWindow, Period: 24 * time.Hour, Threshold: 1e9}}
+	cases["sliding_window/daily"] = []Limit{{Algorithm: SlidingWindow, Period: 24 * time.Hour, Threshold: MaxSlidingWindowThreshold}}
 	cases["gcra/daily"] = []Limit{{Algorithm: GCRA, Period: 24 * time.Hour, Threshold: 1e9 + 7, Burst: 3e9}}
 	cases["mixed"] = []Limit{
 		{Algorithm: SlidingWindow, Period: 80 * time.Millisecond, Threshold: 5},
@@ -401,15 +409,16 @@ func TestNoOverflowAtTheEdges(t *testing.T) {
 		})
 	})
 	t.Run("sliding_window/daily", func(t *testing.T) {
-		runSteps(t, []Limit{{Algorithm: SlidingWindow, Period: day, Threshold: 1e9}}, []step{
-			{at: D, cost: 1e9, allowed: true, remaining: 0, reset: 2 * day},
-			// 6h into the next day the first weighs 1e9×18/24 = 75e7.
-			{at: D + 30*time.Hour, cost: 25e7, allowed: true, remaining: 0, reset: 42 * time.Hour},
-			// One more unit fits once 1e9×(24h-e)/24h <= 75e7-1, that is
-			// at e = 6h + 86.4µs.
-			{at: D + 30*time.Hour, allowed: false, remaining: 0, retry: 87 * us, reset: 42 * time.Hour},
-			{at: D + 30*time.Hour + 86*us, allowed: false, remaining: 0, retry: us, reset: 42*time.Hour - 86*us},
-			{at: D + 30*time.Hour + 87*us, allowed: true, remaining: 0, reset: 42*time.Hour - 87*us},
+		const T = MaxSlidingWindowThreshold // 2^26-1
+		runSteps(t, []Limit{{Algorithm: SlidingWindow, Period: day, Threshold: T}}, []step{
+			{at: D, cost: T, allowed: true, remaining: 0, reset: 2 * day},
+			// 6h into the next day the first weighs ⌈T×18/24⌉ = 50331648.
+			{at: D + 30*time.Hour, cost: T - 50331648, allowed: true, remaining: 0, reset: 42 * time.Hour},
+			// One more unit fits once T×(24h-e)/24h <= 50331647, at
+			// e = 6h + 0.6ms: the next whole millisecond.
+			{at: D + 30*time.Hour, allowed: false, remaining: 0, retry: time.Millisecond, reset: 42 * time.Hour},
+			{at: D + 30*time.Hour + 999*us, allowed: false, remaining: 0, retry: us, reset: 42*time.Hour - 999*us},
+			{at: D + 30*time.Hour + time.Millisecond, allowed: true, remaining: 0, reset: 42*time.Hour - time.Millisecond},
 		})
 	})
 	for _, alg := range []Algorithm{TokenBucket, GCRA, LeakyBucket} {
@@ -433,21 +442,25 @@ func TestNoOverflowAtTheEdges(t *testing.T) {
 		})
 	}
 	for _, alg := range Algorithms() {
-		t.Run(string(alg)+"/1us", func(t *testing.T) {
-			lim := Limit{Algorithm: alg, Period: us, Threshold: 1}
+		unit := us // the shortest period: 1µs, or 1ms for the windows
+		if alg == FixedWindow || alg == SlidingWindow {
+			unit = time.Millisecond
+		}
+		t.Run(string(alg)+"/"+unit.String(), func(t *testing.T) {
+			lim := Limit{Algorithm: alg, Period: unit, Threshold: 1}
 			steps := []step{
-				{at: 0, allowed: true, remaining: 0, reset: us},
-				{at: 0, allowed: false, remaining: 0, retry: us, reset: us},
-				{at: us, allowed: true, remaining: 0, reset: us},
+				{at: 0, allowed: true, remaining: 0, reset: unit},
+				{at: 0, allowed: false, remaining: 0, retry: unit, reset: unit},
+				{at: unit, allowed: true, remaining: 0, reset: unit},
 			}
 			if alg == SlidingWindow {
-				// At a 1µs period every moment starts a window, in which
-				// the previous one still weighs fully: one call per 2µs.
+				// At a 1ms period every millisecond starts a window, in
+				// which the previous one still weighs fully: one call per 2ms.
 				steps = []step{
-					{at: 0, allowed: true, remaining: 0, reset: 2 * us},
-					{at: 0, allowed: false, remaining: 0, retry: 2 * us, reset: 2 * us},
-					{at: us, allowed: false, remaining: 0, retry: us, reset: us},
-					{at: 2 * us, allowed: true, remaining: 0, reset: 2 * us},
+					{at: 0, allowed: true, remaining: 0, reset: 2 * unit},
+					{at: 0, allowed: false, remaining: 0, retry: 2 * unit, reset: 2 * unit},
+					{at: unit, allowed: false, remaining: 0, retry: unit, reset: unit},
+					{at: 2 * unit, allowed: true, remaining: 0, reset: 2 * unit},
 				}
 			}
 			runSteps(t, []Limit{lim}, steps)
@@ -457,9 +470,15 @@ func TestNoOverflowAtTheEdges(t *testing.T) {
 		big := int64(1<<50 - 1)
 		for _, alg := range Algorithms()[1:] {
 			lim := Limit{Algorithm: alg, Period: time.Duration(big) * us, Threshold: big}
+			switch alg {
+			case FixedWindow:
+				lim.Period = lim.Period.Truncate(time.Millisecond)
+			case SlidingWindow:
+				lim.Period, lim.Threshold = lim.Period.Truncate(time.Millisecond), MaxSlidingWindowThreshold
+			}
 			forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
 				l := newLimiter(WithClock(newManualClock()))
-				d := allow(t, l, Request{Name: "big", Cost: big - 1, Limits: []Limit{lim}})
+				d := allow(t, l, Request{Name: "big", Cost: lim.Threshold - 1, Limits: []Limit{lim}})
 				require.True(t, d.Allowed, alg)
 				assert.Equal(t, int64(1), d.Remaining, alg)
 				d = allow(t, l, Request{Name: "big", Cost: 2, Limits: []Limit{lim}})

@@ -225,8 +225,9 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 			lim := []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}
 			ctx := context.Background()
 			require.NoError(t, rdb(t).Set(ctx, l.Key("wt", "bad", 0, alg), "x", 0).Err())
-			if alg == TokenBucket || alg == LeakyBucket || alg == GCRA {
-				// A string is the buckets' own type: give them a list.
+			if alg != SlidingLog {
+				// A string is the type of the buckets and the windows:
+				// give them a list.
 				require.NoError(t, rdb(t).Del(ctx, l.Key("wt", "bad", 0, alg)).Err())
 				require.NoError(t, rdb(t).RPush(ctx, l.Key("wt", "bad", 0, alg), "x").Err())
 			}

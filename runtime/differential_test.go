@@ -55,15 +55,26 @@ func agreeSets() []agreeSet {
 		a := string(alg)
 		sets = append(sets,
 			agreeSet{name: a + "/5per100ms", limits: []Limit{with(Limit{Period: 100 * time.Millisecond, Threshold: 5})}, maxCost: 3},
-			agreeSet{name: a + "/2per7us", limits: []Limit{with(Limit{Period: 7 * time.Microsecond, Threshold: 2})}, maxCost: 2},
-			agreeSet{name: a + "/3per1us", limits: []Limit{with(Limit{Period: time.Microsecond, Threshold: 3})}, maxCost: 3},
 			agreeSet{name: a + "/7per1s", limits: []Limit{with(Limit{Period: time.Second, Threshold: 7})}, maxCost: 3},
 			agreeSet{name: a + "+sliding_log", limits: []Limit{
 				with(Limit{Period: 50 * time.Millisecond, Threshold: 3}),
 				{Period: time.Second, Threshold: 20},
 			}, maxCost: 2},
 		)
-		if alg != SlidingLog { // a log of a billion entries is not a test
+		// The windows count in whole milliseconds, the others in µs.
+		tiny := []time.Duration{7 * time.Microsecond, time.Microsecond}
+		if alg == FixedWindow || alg == SlidingWindow {
+			tiny = []time.Duration{7 * time.Millisecond, time.Millisecond}
+		}
+		sets = append(sets,
+			agreeSet{name: a + "/2per" + tiny[0].String(), limits: []Limit{with(Limit{Period: tiny[0], Threshold: 2})}, maxCost: 2},
+			agreeSet{name: a + "/3per" + tiny[1].String(), limits: []Limit{with(Limit{Period: tiny[1], Threshold: 3})}, maxCost: 3},
+		)
+		switch alg {
+		case SlidingLog: // a log of a billion entries is not a test
+		case SlidingWindow: // its largest threshold
+			sets = append(sets, agreeSet{name: a + "/max-per24h", limits: []Limit{with(Limit{Period: 24 * time.Hour, Threshold: MaxSlidingWindowThreshold})}, maxCost: 3e7})
+		default:
 			sets = append(sets, agreeSet{name: a + "/1e9per24h", limits: []Limit{with(Limit{Period: 24 * time.Hour, Threshold: 1e9})}, maxCost: 4e8})
 		}
 		switch alg {

@@ -2,58 +2,49 @@ package ratelimit
 
 import "time"
 
-// The window algorithms keep, like the Redis hash of lua/decide.lua.tmpl (one
-// field per window start, µs, holding the window's count), the newest
-// window and the one before it in limitState:
+// The window algorithms keep, like their Redis key (a count whose TTL is
+// the time the window still matters; see lua/decide.lua.tmpl), in
+// limitState:
 //
-//	a  the start of the newest window with a field (µs)
-//	b  its count; 0 means the hash is empty
-//	c  the count of window a-period (0: no field)
+//	a  the key's expiry, a Unix time in milliseconds: the window's end
+//	   (fixed_window) or the next window's end (sliding_window)
+//	b  the count of the window a call counts in
+//	c  sliding_window: the count of the window before it
 //
-// FixedWindow and SlidingWindow share this layout, as they share the hash.
+// A state with no counts is no state, as the script deletes a key rather
+// than decrement its counts to zero. Times are read in milliseconds, as
+// Redis reads a TTL; a window's period is a whole number of them.
 
 // fixedCheck decides cost units at now for a FixedWindow limit without
-// charging them. Like the script, it first drops the windows a call in a
-// new window drops.
+// charging them. Like the script, it first starts a new window if the
+// call is in one.
 func (s *limitState) fixedCheck(period, threshold, now, cost int64) (bool, Decision) {
-	w, n := s.fixedWindow(period, now)
-	end := time.Duration(w+period-now) * time.Microsecond
+	r, n := s.fixedWindow(period, now)
+	end := time.Duration(r)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
 	if n+cost <= threshold {
 		return true, Decision{Remaining: threshold - n - cost, ResetAfter: end}
 	}
 	return false, Decision{Remaining: threshold - n, RetryAfter: end, ResetAfter: end}
 }
 
-// fixedWindow returns the start of the window a call at now counts in and
-// its count. That is now's window, or the newest one if the clock reads
-// earlier than its start (a call counts in the window before the newest
-// only if that window's field exists, as HINCRBY finds it).
-func (s *limitState) fixedWindow(period, now int64) (w, n int64) {
-	w = now - now%period
-	switch {
-	case s.b > 0 && s.a == w:
-		return w, s.b
-	case s.b > 0 && s.a > w && s.c > 0 && s.a-period == w:
-		return w, s.c
-	case s.b > 0 && s.a > w:
-		s.c = 0 // the script deletes every field older than the newest
-		return s.a, s.b
+// fixedWindow returns the milliseconds until the window a call at now
+// counts in ends, and its count. That is the window of the state, unless
+// it has no count or has ended (its last millisecond, the key's last, is
+// the next window's first); then a new window starts, now's. A clock that
+// reads earlier than the window's start counts in the window.
+func (s *limitState) fixedWindow(period, now int64) (r, n int64) {
+	nowMs := now / 1000
+	if r = s.a - nowMs; s.b == 0 || r <= 0 {
+		s.a, s.b, s.c = (now-now%period+period)/1000, 0, 0
+		r = s.a - nowMs
 	}
-	s.a, s.b, s.c = w, 0, 0 // a new window: older fields are deleted
-	return w, 0
+	return r, s.b
 }
 
 // fixedCharge charges cost units checked by fixedCheck and returns when
 // the window ends (µs).
 func (s *limitState) fixedCharge(period, now, cost int64) int64 {
-	w, _ := s.fixedWindow(period, now)
-	switch {
-	case s.b > 0 && s.a == w:
-		s.b += cost
-	case s.a-period == w:
-		s.c += cost
-	default:
-		s.a, s.b, s.c = w, cost, 0
-	}
-	return w + period
+	s.fixedWindow(period, now)
+	s.b += cost
+	return s.a * 1000
 }

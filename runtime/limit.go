@@ -19,9 +19,10 @@ const (
 	SlidingLog Algorithm = "sliding_log"
 
 	// FixedWindow counts calls in windows of one Period aligned to
-	// multiples of the Period since the Unix epoch (in microseconds), as
-	// INCRBY with PEXPIRE would, and admits up to Threshold per window.
-	// One counter per key. A window resets all at once, so up to
+	// multiples of the Period since the Unix epoch, and admits up to
+	// Threshold per window. In Redis it is one INCRBY on a counter that
+	// expires with its window, so its Period must be a whole number of
+	// milliseconds, as TTLs are. A window resets all at once, so up to
 	// 2×Threshold calls can pass in one Period that straddles a window
 	// edge (Threshold at the end of one window, Threshold at the start of
 	// the next).
@@ -35,7 +36,11 @@ const (
 	// where current counts the aligned window now running, previous the
 	// one before it, and elapsed is the time since the current window
 	// began; the weighted term is rounded up to whole units, computed
-	// exactly. Memory is constant per key. It admits at most Threshold
+	// exactly, with elapsed in whole milliseconds (rounded down). Its
+	// Period must be a whole number of milliseconds and its Threshold at
+	// most [MaxSlidingWindowThreshold]: in Redis both counts are one
+	// integer, incremented by one INCRBY, whose TTL tells elapsed (see
+	// FixedWindow). Memory is constant per key. It admits at most Threshold
 	// per aligned window, and assumes the previous window's calls were
 	// spread evenly: when they bunched at its end, up to 2×Threshold−1
 	// calls can pass in one Period (never more).
@@ -86,6 +91,11 @@ func (a Algorithm) Valid() bool {
 // the Redis script computes in doubles, exact for integers below 2^53, and
 // splits its products of two such values in 26-bit halves.
 const maxLimitValue = 1<<50 - 1
+
+// MaxSlidingWindowThreshold is the largest Threshold of a SlidingWindow
+// limit: its Redis key holds both windows' counts in one integer that a
+// script reads exactly, below 2^53.
+const MaxSlidingWindowThreshold = 1<<26 - 1
 
 // Limit is one rule of the form "at most Threshold calls per Period".
 type Limit struct {
@@ -146,6 +156,10 @@ func (l Limit) validate() error {
 		return fmt.Errorf("%w: threshold %d is above %d", ErrInvalidLimit, l.Threshold, int64(maxLimitValue))
 	case !alg.Valid():
 		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, l.Algorithm)
+	case (alg == FixedWindow || alg == SlidingWindow) && l.Period%time.Millisecond != 0:
+		return fmt.Errorf("%w: period %s of %s is not a whole number of milliseconds", ErrInvalidLimit, l.Period, alg)
+	case alg == SlidingWindow && l.Threshold > MaxSlidingWindowThreshold:
+		return fmt.Errorf("%w: threshold %d of sliding_window is above %d", ErrInvalidLimit, l.Threshold, MaxSlidingWindowThreshold)
 	case l.Burst < 0:
 		return fmt.Errorf("%w: burst %d is negative", ErrInvalidLimit, l.Burst)
 	case l.Burst > 0 && alg != TokenBucket && alg != GCRA:

@@ -16,14 +16,16 @@ var srv *redistest.Server
 
 func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
-// manualClock is a Clock that moves only when told.
+// manualClock is a Clock that moves only when told. It starts in 2100,
+// after the test server's clock: window keys expire at times read from it
+// (see WithClock).
 type manualClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
 func newManualClock() *manualClock {
-	return &manualClock{now: time.Unix(1_700_000_000, 0)}
+	return &manualClock{now: time.Unix(1_700_000_000+28_000*86_400, 0)}
 }
 
 func (c *manualClock) Now() time.Time {

@@ -90,7 +90,9 @@ func WithPrefix(prefix string) Option {
 // WithClock makes the limiter read the time from clock instead of from the
 // Redis server (or the process's clock for the memory limiter). It exists
 // for tests; in production every process must share the Redis server's
-// clock, which is the default.
+// clock, which is the default. On Redis the clock must not read earlier
+// than the server's: the keys of the window algorithms expire at times
+// read from it.
 func WithClock(clock Clock) Option {
 	return func(c *config) { c.clock = clock }
 }

@@ -78,10 +78,14 @@ func windowSums(adm []admission, span int64) []int64 {
 }
 
 func propertyLimits(alg Algorithm) []Limit {
+	tiny := 13 * us
+	if alg == FixedWindow || alg == SlidingWindow { // whole milliseconds
+		tiny = 13 * time.Millisecond
+	}
 	return []Limit{
 		{Algorithm: alg, Period: time.Second, Threshold: 10},
 		{Algorithm: alg, Period: 70 * time.Millisecond, Threshold: 7},
-		{Algorithm: alg, Period: 13 * us, Threshold: 3},
+		{Algorithm: alg, Period: tiny, Threshold: 3},
 		{Algorithm: alg, Period: time.Minute, Threshold: 100},
 	}
 }

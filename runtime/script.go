@@ -45,6 +45,13 @@ func (d scriptData) Muldiv() bool {
 	return d.Generic || (d.Algorithm != SlidingLog && d.Algorithm != FixedWindow)
 }
 
+// LazyClock reports whether the script reads the server's clock only when
+// a window starts: the unclocked script of a window algorithm, which
+// otherwise knows where it is in the window from its key's TTL.
+func (d scriptData) LazyClock() bool {
+	return !d.Generic && !d.Clocked && (d.Algorithm == FixedWindow || d.Algorithm == SlidingWindow)
+}
+
 // plan is a single limit, as a script written for it has it built in.
 type plan struct {
 	Algorithm                   Algorithm

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,10 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 				// checkKey checks the TTL of key k against the state the
 				// in-process twin holds for it.
 				checkKey := func(k int) {
+					if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
+						checkWindowKey(t, c, red, mem, lim, k, clock.Now())
+						return
+					}
 					now := clock.Now().UnixMicro()
 					slack := time.Since(began) + time.Millisecond
 					key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
@@ -80,6 +85,9 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 				for k := range 4 {
 					checkKey(k)
 				}
+				if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
+					return // checked above
+				}
 				for _, key := range keys {
 					ttl := c.PTTL(ctx, key).Val()
 					assert.GreaterOrEqual(t, ttl, time.Second-slack, key)
@@ -88,6 +96,31 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 			})
 		}
 	}
+}
+
+// checkWindowKey checks that the key of window limit lim for key k expires
+// exactly when the in-process twin's state of it stops mattering: at the
+// end of the window (fixed_window) or of the next (sliding_window). Its
+// expiry is on the pinned clock, not the server's (see WithClock).
+func checkWindowKey(t *testing.T, c *redis.Client, red *RedisLimiter, mem *MemoryLimiter, lim Limit, k int, now time.Time) {
+	t.Helper()
+	ek := entryKey{"ttl", fmt.Sprint(k)}
+	e := mem.shards[mem.shardOf(ek)].entries[ek]
+	if e == nil || e.limits[0].b == 0 && e.limits[0].c == 0 || e.limits[0].a*1000 <= now.UnixMicro() {
+		return // no counts, or they have stopped mattering
+	}
+	key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
+	expiry, err := c.PExpireTime(context.Background(), key).Result()
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(e.limits[0].a)*time.Millisecond, expiry, key)
+	// And that is within a window (two) of now, rounded up to a ms.
+	left := time.Duration(expiry) - time.Duration(now.UnixMilli())*time.Millisecond
+	span := lim.Period
+	if lim.Algorithm == SlidingWindow {
+		span *= 2
+	}
+	assert.Positive(t, left, key)
+	assert.LessOrEqual(t, left, span, key)
 }
 
 // TestEveryKeyHasATTLOnServerTime is the same run on the Redis server's
@@ -108,8 +141,17 @@ func TestEveryKeyHasATTLOnServerTime(t *testing.T) {
 	require.Len(t, keys, 3*len(limits))
 	for _, key := range keys {
 		ttl := c.PTTL(ctx, key).Val()
-		assert.GreaterOrEqual(t, ttl, 900*time.Millisecond, key)
-		assert.LessOrEqual(t, ttl, ttlBound(limits[0])+time.Second, key)
+		switch {
+		case strings.HasSuffix(key, ":fw"): // the window's end
+			assert.Positive(t, ttl, key)
+			assert.LessOrEqual(t, ttl, 2*time.Second, key)
+		case strings.HasSuffix(key, ":sw"): // the next window's end
+			assert.Greater(t, ttl, 2*time.Second, key)
+			assert.LessOrEqual(t, ttl, 4*time.Second, key)
+		default:
+			assert.GreaterOrEqual(t, ttl, 900*time.Millisecond, key)
+			assert.LessOrEqual(t, ttl, ttlBound(limits[0])+time.Second, key)
+		}
 	}
 }
 
