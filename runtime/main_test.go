@@ -101,3 +101,10 @@ func newUnreachableClient(t testing.TB) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// Set moves the clock to now.
+func (c *manualClock) Set(now time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
+}
