@@ -55,7 +55,7 @@ type memoryEntry struct {
 
 // limitState is the state of one limit of a (name, key) pair. It mirrors
 // the Redis key of the limit: a sliding log (a list), the counters of the
-// window algorithms (a hash; see fixedwindow.go) or the theoretical arrival
+// window algorithms (a string; see fixedwindow.go) or the theoretical arrival
 // time of the bucket algorithms (a string; see gcra.go).
 type limitState struct {
 	logState
