@@ -22,9 +22,12 @@
 // Required:
 //
 //   - period: the window, as whole seconds (period=30) or a Go duration
-//     (period=500ms, period=1m30s). It must be at least 1µs.
+//     (period=500ms, period=1m30s). It must be at least 1µs, and a whole
+//     number of milliseconds with algorithm=fixed_window or
+//     algorithm=sliding_window, whose Redis key expires with the window.
 //   - threshold: how many calls (or units of cost) a period admits; a
-//     positive whole number (threshold=100).
+//     positive whole number (threshold=100), at most 67108863 (2^26-1)
+//     with algorithm=sliding_window.
 //
 // Optional:
 //
@@ -59,7 +62,9 @@
 // (with a suggestion for a likely typo), a repeated name, a pair without
 // "=", an empty value, an unterminated or invalid quoted value, a value
 // that is not valid for its name, a burst= or capacity= without its
-// algorithm, and a static cost above the threshold. For example:
+// algorithm, a static cost above the threshold, and a period or threshold
+// the algorithm cannot decide (see period and threshold above). For
+// example:
 //
 //	x.go:5:24: unknown name "threshhold"; did you mean threshold?
 //	x.go:5:21: period "3x": want whole seconds (30) or a Go duration (500ms, 1m30s)

@@ -9,7 +9,8 @@ import (
 )
 
 // FuzzParseComment checks that ParseComment never panics, that what it
-// accepts is a usable limit, that every error points into the comment, and
+// accepts is a usable limit (with whole milliseconds for the window
+// algorithms and at most maxSlidingWindowThreshold for sliding_window), that every error points into the comment, and
 // that an accepted directive survives rendering and parsing again.
 func FuzzParseComment(f *testing.F) {
 	for _, seed := range []string{
@@ -18,6 +19,8 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:\tperiod=\"500ms\"\tthreshold=\"7\" ",
 		"//ratelimit:period=1 threshold=9 cost=n algorithm=token_bucket burst=20 wait=250ms onerror=deny shadow=true",
 		"//ratelimit:period=1 threshold=9 cost=3 algorithm=leaky_bucket capacity=5 wait=0 shadow=false",
+		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",
+		"//ratelimit:period=2ms threshold=67108864 algorithm=fixed_window",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",
 		"//ratelimit:period=3x threshhold=0 key=_ burst=1",
@@ -47,6 +50,11 @@ func FuzzParseComment(f *testing.F) {
 		}
 		if d.Period < time.Microsecond || d.Threshold <= 0 {
 			t.Fatalf("accepted %q: period %v, threshold %d", text, d.Period, d.Threshold)
+		}
+		window := d.Algorithm == "fixed_window" || d.Algorithm == "sliding_window"
+		if window && d.Period%time.Millisecond != 0 ||
+			d.Algorithm == "sliding_window" && d.Threshold > maxSlidingWindowThreshold {
+			t.Fatalf("accepted %q: period %v, threshold %d for %s", text, d.Period, d.Threshold, d.Algorithm)
 		}
 		for _, a := range d.Args {
 			checkPosition(t, pos, text, a.NamePos)

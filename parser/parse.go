@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ParseComment parses one raw comment as found in ast.Comment.Text,
@@ -210,8 +211,19 @@ func (p *lineParser) addArg(a Arg) {
 	}
 }
 
-// checkArgs checks what involves more than one pair: required names, and
-// names that only make sense with some algorithms.
+// maxSlidingWindowThreshold is the largest threshold= of an
+// algorithm=sliding_window directive. It mirrors
+// runtime.MaxSlidingWindowThreshold (package ratelimit): the runtime's
+// Redis key holds both windows' counts in one integer that its script
+// reads exactly, below 2^53. TestMaxSlidingWindowThreshold keeps the two
+// equal.
+const maxSlidingWindowThreshold = 1<<26 - 1
+
+// checkArgs checks what involves more than one pair: required names, names
+// that only make sense with some algorithms, and values that some
+// algorithms cannot decide. Like needAlgorithm, it says nothing more about
+// the algorithm when the algorithm itself was invalid, which is reported
+// already (p.d.Algorithm is then empty).
 func (p *lineParser) checkArgs() {
 	for _, name := range []string{"period", "threshold"} {
 		if !p.mentioned[name] {
@@ -220,8 +232,17 @@ func (p *lineParser) checkArgs() {
 	}
 	p.needAlgorithm("burst", "token_bucket", "gcra")
 	p.needAlgorithm("capacity", "leaky_bucket")
-	if d := p.d; d.Cost > 0 && d.Threshold > 0 && d.Cost > d.Threshold {
+	d := p.d
+	if d.Cost > 0 && d.Threshold > 0 && d.Cost > d.Threshold {
 		p.errs.Add(p.first["cost"], "cost %d exceeds threshold %d: no call could ever be admitted", d.Cost, d.Threshold)
+	}
+	// The window algorithms' Redis key expires with the window, and Redis
+	// TTLs count milliseconds.
+	if (d.Algorithm == "fixed_window" || d.Algorithm == "sliding_window") && d.Period > 0 && d.Period%time.Millisecond != 0 {
+		p.errs.Add(p.first["period"], "period %s: %s needs a whole number of milliseconds (its Redis key expires with the window)", d.Period, d.Algorithm)
+	}
+	if d.Algorithm == "sliding_window" && d.Threshold > maxSlidingWindowThreshold {
+		p.errs.Add(p.first["threshold"], "threshold %d is above %d, the most sliding_window counts (use fixed_window, token_bucket or gcra)", d.Threshold, maxSlidingWindowThreshold)
 	}
 }
 

@@ -107,6 +107,16 @@ func TestValidDirectives(t *testing.T) {
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "fixed_window"}},
 		{"//ratelimit:period=1 threshold=1 algorithm=sliding_window",
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "sliding_window"}},
+		// The window algorithms need whole milliseconds; the others keep µs.
+		{"//ratelimit:period=2ms threshold=1 algorithm=fixed_window",
+			Directive{Period: 2 * time.Millisecond, Threshold: 1, Algorithm: "fixed_window"}},
+		{"//ratelimit:period=1500us threshold=1 algorithm=sliding_log",
+			Directive{Period: 1500 * time.Microsecond, Threshold: 1, Algorithm: "sliding_log"}},
+		// sliding_window counts up to 2^26-1; fixed_window has no such bound.
+		{"//ratelimit:period=1 threshold=67108863 algorithm=sliding_window",
+			Directive{Period: time.Second, Threshold: 67108863, Algorithm: "sliding_window"}},
+		{"//ratelimit:period=1 threshold=67108864 algorithm=fixed_window",
+			Directive{Period: time.Second, Threshold: 67108864, Algorithm: "fixed_window"}},
 		{"//ratelimit:period=1 threshold=1 algorithm=token_bucket burst=20",
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "token_bucket", Burst: 20}},
 		{"//ratelimit:period=1 threshold=1 burst=20 algorithm=gcra",
@@ -279,6 +289,23 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:54: algorithm "tokenbucket": unknown algorithm; did you mean token_bucket?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 algorithm=gcra burst=0", []string{`x.go:5:57: burst "0": must be positive`}},
+		{"//ratelimit:period=1500us threshold=2 algorithm=fixed_window", []string{
+			"x.go:5:14: period 1.5ms: fixed_window needs a whole number of milliseconds (its Redis key expires with the window)",
+		}},
+		{"//ratelimit:period=1.5ms threshold=2 algorithm=sliding_window", []string{
+			"x.go:5:14: period 1.5ms: sliding_window needs a whole number of milliseconds (its Redis key expires with the window)",
+		}},
+		{"//ratelimit:period=1 threshold=67108864 algorithm=sliding_window", []string{
+			"x.go:5:23: threshold 67108864 is above 67108863, the most sliding_window counts (use fixed_window, token_bucket or gcra)",
+		}},
+		{"//ratelimit:algorithm=sliding_window threshold=100000000 period=1500us", []string{
+			"x.go:5:39: threshold 100000000 is above 67108863, the most sliding_window counts (use fixed_window, token_bucket or gcra)",
+			"x.go:5:59: period 1.5ms: sliding_window needs a whole number of milliseconds (its Redis key expires with the window)",
+		}},
+		// An invalid algorithm is reported alone.
+		{"//ratelimit:period=1500us threshold=100000000 algorithm=slidingwindow", []string{
+			`x.go:5:58: algorithm "slidingwindow": unknown algorithm; did you mean sliding_window?`,
+		}},
 		{"//ratelimit:period=30 threshold=2 capacity=5 algorithm=gcra", []string{
 			"x.go:5:36: capacity needs algorithm=leaky_bucket",
 		}},
