@@ -228,7 +228,11 @@ func BenchmarkMemoryAllow(b *testing.B) {
 		b.Run(string(alg), func(b *testing.B) {
 			l := NewMemory()
 			ctx := context.Background()
-			req := Request{Name: "bench", Key: "user-42", Limits: []Limit{{Algorithm: alg, Period: time.Second, Threshold: 1_000_000_000}}}
+			lim := Limit{Algorithm: alg, Period: time.Second, Threshold: 1_000_000_000}
+			if alg == SlidingWindow {
+				lim.Threshold = MaxSlidingWindowThreshold
+			}
+			req := Request{Name: "bench", Key: "user-42", Limits: []Limit{lim}}
 			b.ReportAllocs()
 			for b.Loop() {
 				if d, _ := l.Allow(ctx, req); !d.Allowed {
