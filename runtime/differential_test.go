@@ -186,3 +186,31 @@ func TestBackendsAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestBackendsAgreeWhenTheClockStepsBackPastADroppedEntry runs a limit of
+// each algorithm to the end of its state, moves on past it while other
+// keys arrive (each new key makes the in-process twin look for idle
+// entries to drop), then steps the clock back to before the state's end,
+// as a call from a process whose clock is behind: both backends must still
+// find the state, as the Redis key is still there.
+func TestBackendsAgreeWhenTheClockStepsBackPastADroppedEntry(t *testing.T) {
+	for _, alg := range Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			lim := Limit{Algorithm: alg, Period: 20 * time.Millisecond, Threshold: 4}
+			clock := newManualClock()
+			mem := NewMemory(WithClock(clock))
+			red := newTestRedis(t, WithClock(clock))
+			call := func(key string, cost int64) {
+				req := Request{Name: "back", Key: key, Cost: cost, Limits: []Limit{lim}}
+				require.Equal(t, allow(t, mem, req), allow(t, red, req), "%s at %s", key, clock.Now().Format(time.StampMicro))
+			}
+			call("busy", 4)
+			clock.Advance(45 * time.Millisecond) // past every algorithm's state
+			for i := range 500 {
+				call(fmt.Sprint("other", i), 1)
+			}
+			clock.Advance(-40 * time.Millisecond)
+			call("busy", 1)
+		})
+	}
+}

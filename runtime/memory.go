@@ -174,6 +174,14 @@ func (s *memoryShard) entry(k entryKey, limits int, now int64, max int) *memoryE
 	return e
 }
 
+// idleGrace is how long (µs) an entry is kept after its state stops
+// mattering: a clock that steps back by less still finds it, as it finds a
+// Redis key, which outlives its state by a second (a window's key, on a
+// pinned clock, until the clock passes its end again). Without it, an
+// entry dropped while another process's clock ran ahead would be missed by
+// a call from one behind, where Redis still holds the state.
+const idleGrace = int64(time.Second / time.Microsecond)
+
 // makeRoom drops a few idle entries and, if the shard is still full,
 // evicts the sampled entry that would expire soonest. Each new entry pays
 // for a constant amount of this work.
@@ -182,7 +190,7 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 	var victimExpiry int64
 	seen := 0
 	for k, e := range s.entries { // map order is random: a sample
-		if e.expiry <= now {
+		if e.expiry+idleGrace <= now {
 			delete(s.entries, k)
 		} else if victim == nil || e.expiry < victimExpiry {
 			victim, victimExpiry = &k, e.expiry
