@@ -45,6 +45,13 @@ func (d scriptData) Muldiv() bool {
 	return d.Generic || (d.Algorithm != SlidingLog && d.Algorithm != FixedWindow)
 }
 
+// Formats reports whether the script formats numbers (string.format):
+// the generic script and those of sliding_log and the buckets do; the
+// windows send the cost as it came and numbers redis.call converts.
+func (d scriptData) Formats() bool {
+	return d.Generic || (d.Algorithm != FixedWindow && d.Algorithm != SlidingWindow)
+}
+
 // LazyClock reports whether the script reads the server's clock only when
 // a window starts: the unclocked script of a window algorithm, which
 // otherwise knows where it is in the window from its key's TTL.

@@ -14,20 +14,19 @@ import (
 )
 
 // ttlBound returns the longest TTL lua/decide.lua.tmpl documents for a key of
-// lim: a second past the latest time its state can matter, counted from
-// the write that sets the TTL, plus a millisecond of rounding.
+// lim, a sliding log or a bucket: a second past the latest time its state
+// can matter, counted from the write that sets the TTL, plus a millisecond
+// of rounding. (A window's TTL is its state: see checkWindowKey.)
 func ttlBound(lim Limit) time.Duration {
 	p := lim.Period
 	switch lim.algorithm() {
-	case FixedWindow:
-		p = lim.Period // the end of the window
 	case TokenBucket, GCRA, LeakyBucket:
 		// The end of the second the TAT is in, which is at most a full
 		// bucket's drain time ahead.
 		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
 		p = time.Duration(q+1)*us + time.Second
 	default:
-		p = 2 * lim.Period // a log's newest entry, or the next window's end
+		p = 2 * lim.Period // past a log's newest entry
 	}
 	return p + time.Second + time.Millisecond
 }
