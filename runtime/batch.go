@@ -96,33 +96,36 @@ type batcher struct {
 
 	mu    sync.Mutex
 	queue []*batchCall
-	busy  bool // a leader owns the queue; false only when it is empty
+	busy  bool // a call or batch is in flight or about to be; false only when the queue is empty
 }
 
 // allow decides req, which is valid, in a batch. An error is the client's,
 // a malformed reply, the request's own error reply, or ctx's end.
 func (b *batcher) allow(ctx context.Context, req *Request) (Decision, error) {
-	c := &batchCall{req: req, wake: make(chan struct{}, 1)}
 	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	lead := !b.busy
-	if lead {
-		c.state = callLeading
+	if !b.busy {
+		// Nothing in flight: the call goes at once, on the plain script,
+		// and queues nothing (the common case, kept free of allocations).
 		b.busy = true
+		b.mu.Unlock()
+		d, err := b.l.decide(ctx, req)
+		b.done(nil)
+		return d, err
 	}
+	r := *req // a copy, so that a call that goes alone keeps req off the heap
+	c := &batchCall{req: &r, wake: make(chan struct{}, 1)}
+	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	if !lead {
-		select {
-		case <-c.wake:
-		case <-ctx.Done():
-			if b.abandon(c) {
-				return Decision{}, fmt.Errorf("gave up waiting for a batched decision: %w", ctx.Err())
-			}
-			// Decided meanwhile: a decision is better than an error.
+	select {
+	case <-c.wake:
+	case <-ctx.Done():
+		if b.abandon(c) {
+			return Decision{}, fmt.Errorf("gave up waiting for a batched decision: %w", ctx.Err())
 		}
-		if c.state == callDone {
-			return c.d, c.err
-		}
+		// Decided meanwhile: a decision is better than an error.
+	}
+	if c.state == callDone {
+		return c.d, c.err
 	}
 	b.send(ctx, c)
 	return c.d, c.err
@@ -188,17 +191,23 @@ func (b *batcher) send(ctx context.Context, self *batchCall) {
 		b.l.decideBatch(context.WithoutCancel(ctx), calls)
 	}
 
+	b.done(calls)
+	for _, c := range calls {
+		if c != self {
+			c.wake <- struct{}{}
+		}
+	}
+}
+
+// done ends the batch in flight, whose calls are decided, and wakes the
+// first queued call to lead the next one.
+func (b *batcher) done(calls []*batchCall) {
 	b.mu.Lock()
 	for _, c := range calls {
 		c.state = callDone
 	}
 	next := b.handOff()
 	b.mu.Unlock()
-	for _, c := range calls {
-		if c != self {
-			c.wake <- struct{}{}
-		}
-	}
 	if next != nil {
 		next.wake <- struct{}{}
 	}

@@ -405,3 +405,22 @@ func TestBatchScriptSurvivesScriptFlush(t *testing.T) {
 	require.True(t, calls[0].d.Allowed)
 	require.False(t, calls[1].d.Allowed)
 }
+
+// TestBatcherCostsACallAloneNothing: a call that finds nothing in flight
+// goes at once, with no more allocations than with batching off.
+func TestBatcherCostsACallAloneNothing(t *testing.T) {
+	c := rdb(t)
+	ctx := context.Background()
+	req := Request{Name: "alone", Limits: []Limit{{Algorithm: FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
+	batched, plain := NewRedis(c), NewRedis(c, WithBatching(0))
+	require.NotNil(t, batched.batcher)
+	allocs := func(l *RedisLimiter) float64 {
+		return testing.AllocsPerRun(200, func() {
+			d, err := l.Allow(ctx, req)
+			if err != nil || !d.Allowed {
+				t.Fatal(d, err)
+			}
+		})
+	}
+	assert.Equal(t, allocs(plain), allocs(batched))
+}

@@ -116,7 +116,7 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	}
 	b, probe, err := l.admit(ctx, &req)
 	if err != nil {
-		return Decision{}, l.failed(ctx, &req, err)
+		return Decision{}, l.failed(ctx, req, err)
 	}
 	var d Decision
 	if l.batcher != nil {
@@ -128,19 +128,25 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 		b.record(ctx, probe, err)
 	}
 	if err != nil {
-		return Decision{}, l.failed(ctx, &req, err)
+		return Decision{}, l.failed(ctx, req, err)
 	}
 	if l.hook != nil {
-		l.hook.Decided(ctx, &req, d)
+		l.decided(ctx, req, d)
 	}
 	return d, nil
 }
 
+// decided reports d, the decision of req, to the hook. It takes req by
+// value, so that only a limiter with a hook moves a request to the heap.
+func (l *RedisLimiter) decided(ctx context.Context, req Request, d Decision) {
+	l.hook.Decided(ctx, &req, d)
+}
+
 // failed reports a call the limiter could not decide because of cause.
-func (l *RedisLimiter) failed(ctx context.Context, req *Request, cause error) error {
+func (l *RedisLimiter) failed(ctx context.Context, req Request, cause error) error {
 	err := &BackendError{Name: req.Name, Err: cause}
 	if l.hook != nil {
-		l.hook.Failed(ctx, req, err)
+		l.hook.Failed(ctx, &req, err)
 	}
 	return err
 }
