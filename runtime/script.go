@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"maps"
+	"math/bits"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,48 @@ type scriptData struct {
 }
 
 // Muldiv reports whether the script needs muldiv: the generic script and
-// those of sliding_window and the buckets do.
+// those of the buckets do, and those of sliding_window whose period is so
+// long (2^27 ms, 37 hours, or more) that a count (below 2^26) times the
+// period in ms may reach 2^53.
 func (d scriptData) Muldiv() bool {
-	return d.Generic || (d.Algorithm != SlidingLog && d.Algorithm != FixedWindow)
+	switch {
+	case d.Generic:
+		return true
+	case d.Algorithm == SlidingWindow:
+		return d.PeriodMs() >= 1<<27
+	}
+	return d.Algorithm != SlidingLog && d.Algorithm != FixedWindow
 }
+
+// PeriodMs is the period in ms, which is whole for a window.
+func (d scriptData) PeriodMs() int64 { return d.Period / 1000 }
+
+// PackBits returns the bits s of reset in the packed reply of the script
+// of a single limit (see decide.lua.tmpl): the fewest that hold the
+// longest reset its calls are told (its state's span) and leave room for
+// its largest remaining below 2^47; 0 when those do not fit, and the
+// script picks s for each reply. A reset longer than the span (the state
+// of a longer period before an override) gets the reply array.
+func (d scriptData) PackBits() int {
+	if d.Generic {
+		return 0
+	}
+	span := d.Period // sliding_log, fixed_window: a period
+	switch d.Algorithm {
+	case SlidingWindow:
+		span = 2 * d.Period // the next window's end
+	case TokenBucket, LeakyBucket, GCRA:
+		span = mulDivCeil(d.Capacity, d.Period, d.Threshold) // the TAT's most ahead
+	}
+	s := bits.Len64(uint64(span))
+	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s {
+		return 0
+	}
+	return s
+}
+
+// PackScale is 2^PackBits.
+func (d scriptData) PackScale() int64 { return 1 << d.PackBits() }
 
 // Formats reports whether the script formats numbers (string.format):
 // the generic script and those of sliding_log and the buckets do; the

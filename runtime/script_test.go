@@ -63,3 +63,43 @@ func TestLimitsBeyondTheScriptBoundUseTheGenericScript(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []bool{true, false}, exists)
 }
+
+// TestPackedReplyOfALongerStateIsAnArray: a limit's own script packs a
+// reset in the bits its period's state needs; a window whose key still
+// holds the state of a longer period (before an override shortened it)
+// has a longer reset, which the script sends in an array instead.
+func TestPackedReplyOfALongerStateIsAnArray(t *testing.T) {
+	l := newTestRedis(t)
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow} {
+		long := Request{Name: "shortened", Key: string(alg), Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1000}}}
+		short := long
+		short.Limits = []Limit{{Algorithm: alg, Period: time.Second, Threshold: 1000}}
+		require.Less(t, scriptData{plan: planOf(short.Limits[0])}.PackScale(), time.Hour.Microseconds())
+
+		first := allow(t, l, long)
+		require.True(t, first.Allowed, alg)
+		d := allow(t, l, short)
+		require.True(t, d.Allowed, alg)
+		assert.Greater(t, d.ResetAfter, time.Second, alg)
+		assert.LessOrEqual(t, d.ResetAfter, first.ResetAfter, alg)
+		assert.Less(t, d.Remaining, int64(1000), alg)
+	}
+}
+
+// TestPackBitsHoldTheSpanAndRemaining: the bits a script packs reset in
+// hold its state's span, and leave the remaining count room below 2^47,
+// or the script chooses for each reply.
+func TestPackBitsHoldTheSpanAndRemaining(t *testing.T) {
+	bitsOf := func(alg Algorithm, period time.Duration, threshold, burst int64) int {
+		l := Limit{Algorithm: alg, Period: period, Threshold: threshold, Burst: burst}
+		return scriptData{plan: planOf(l)}.PackBits()
+	}
+	assert.Equal(t, 20, bitsOf(FixedWindow, time.Second, 100, 0))                 // 10^6 µs < 2^20
+	assert.Equal(t, 21, bitsOf(SlidingWindow, time.Second, 100, 0))               // two periods
+	assert.Equal(t, 20, bitsOf(SlidingLog, time.Second, 1<<27-1, 0))              // 27 bits left for remaining
+	assert.Equal(t, 0, bitsOf(SlidingLog, time.Second, 1<<27, 0))                 // no room: chosen per reply
+	assert.Equal(t, 14, bitsOf(TokenBucket, time.Second, 100, 1))                 // one token: 10^4 µs
+	assert.Equal(t, 0, bitsOf(GCRA, time.Duration(1<<46)*time.Microsecond, 2, 2)) // a span of 2^46 µs
+	generic := scriptData{Generic: true, plan: planOf(Limit{Period: time.Second, Threshold: 1})}
+	assert.Zero(t, generic.PackBits())
+}
