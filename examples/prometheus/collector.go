@@ -1,0 +1,62 @@
+package main
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Collector exports the counters of a [ratelimit.Metrics] hook to
+// Prometheus, read at each scrape:
+//
+//	ratelimit_decisions_total{name, decision}  decision: allowed, limited, shadow_limited
+//	ratelimit_near_limit_total{name}           admissions that left at most 10% of the threshold
+//	ratelimit_backend_errors_total{name}       calls the backend could not decide
+//
+// name is the limit's name (the method's, or a directive's name=).
+type Collector struct {
+	metrics *ratelimit.Metrics
+}
+
+// NewCollector returns a Collector of metrics, which the limiter must be
+// given as its hook (ratelimit.WithHook).
+func NewCollector(metrics *ratelimit.Metrics) *Collector {
+	return &Collector{metrics: metrics}
+}
+
+var (
+	decisionsDesc = prometheus.NewDesc("ratelimit_decisions_total",
+		"Rate limit decisions, by limit name and decision.", []string{"name", "decision"}, nil)
+	nearLimitDesc = prometheus.NewDesc("ratelimit_near_limit_total",
+		"Admissions that left at most 10% of the limit's threshold.", []string{"name"}, nil)
+	backendErrorsDesc = prometheus.NewDesc("ratelimit_backend_errors_total",
+		"Calls the rate limiter's backend could not decide.", []string{"name"}, nil)
+)
+
+// Describe sends the descriptors of the metrics Collect sends.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- decisionsDesc
+	ch <- nearLimitDesc
+	ch <- backendErrorsDesc
+}
+
+// Collect sends the counters of every limit name seen so far.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	snapshot := c.metrics.Snapshot()
+	for _, name := range slices.Sorted(maps.Keys(snapshot)) {
+		n := snapshot[name]
+		counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+		}
+		counter(decisionsDesc, n.Allowed, name, "allowed")
+		counter(decisionsDesc, n.Limited, name, "limited")
+		counter(decisionsDesc, n.ShadowLimited, name, "shadow_limited")
+		counter(nearLimitDesc, n.NearLimit, name)
+		counter(backendErrorsDesc, n.BackendErrors, name)
+	}
+}
+
+var _ prometheus.Collector = (*Collector)(nil)

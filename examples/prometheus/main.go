@@ -1,0 +1,69 @@
+// Prometheus exports a limiter's counters (ratelimit.Metrics) to
+// Prometheus, with a Collector the core leaves to this example so that
+// the runtime depends on no metrics library: it is a module of its own.
+//
+//	cd examples/prometheus && go run . [-addr 127.0.0.1:8081]
+//
+// serves /hello, limited to 5 requests per 10 s per client IP, /beta, a
+// limit rolled out in shadow mode (never denies, counts what it would
+// have denied), and /metrics. The limiter is in process; with REDIS_URL
+// set (such as redis://localhost:6379/0) the limits live in Redis.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
+	flag.Parse()
+	metrics := &ratelimit.Metrics{}
+	limiter, err := newLimiter(os.Getenv("REDIS_URL"), ratelimit.WithHook(metrics))
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving http://%s/hello, /beta and /metrics", *addr)
+	srv := &http.Server{Addr: *addr, Handler: newHandler(limiter, metrics), ReadHeaderTimeout: 5 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// newLimiter returns the in-process limiter, or a Redis one when url is set.
+func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error) {
+	if url == "" {
+		return ratelimit.NewMemory(opts...), nil
+	}
+	o, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	return ratelimit.NewRedis(redis.NewClient(o), opts...), nil
+}
+
+var (
+	helloRule = &ratelimit.Rule{Name: "hello", Limits: []ratelimit.Limit{{Period: 10 * time.Second, Threshold: 5}}}
+	betaRule  = &ratelimit.Rule{Name: "beta", Limits: []ratelimit.Limit{{Period: 10 * time.Second, Threshold: 2}}, Shadow: true}
+)
+
+// newHandler serves the limited routes and, on /metrics, the counters of
+// metrics, the limiter's hook.
+func newHandler(limiter ratelimit.Limiter, metrics *ratelimit.Metrics) http.Handler {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(NewCollector(metrics))
+	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
+	mux := http.NewServeMux()
+	mux.Handle("GET /hello", ratelimit.Middleware(limiter, helloRule, ratelimit.ClientIP())(hello))
+	mux.Handle("GET /beta", ratelimit.Middleware(limiter, betaRule, ratelimit.ClientIP())(hello))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	return mux
+}
