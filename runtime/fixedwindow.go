@@ -3,11 +3,12 @@ package ratelimit
 import "time"
 
 // The window algorithms keep, like their Redis key (a count whose TTL is
-// the time the window still matters; see lua/decide.lua.tmpl), in
-// limitState:
+// the time the window still matters plus a second; see
+// lua/decide.lua.tmpl), in limitState:
 //
-//	a  the key's expiry, a Unix time in milliseconds: the window's end
-//	   (fixed_window) or the next window's end (sliding_window)
+//	a  the state's end, a second before the key's expiry, a Unix time in
+//	   milliseconds: the window's end (fixed_window) or the next window's
+//	   end (sliding_window)
 //	b  the count of the window a call counts in
 //	c  sliding_window: the count of the window before it
 //

@@ -20,12 +20,12 @@ import (
 // the first 1,024 distinct ones of the process (overrides can make many)
 // run one generic script that takes the limits as arguments. Each script is
 // loaded into Redis's script cache on its first use. A window limit's own
-// script reads the server's clock through its key's TTL, which expires
-// with the window, and reads TIME only when a window starts.
+// script reads the server's clock through its key's TTL, which ends a
+// second after the window, and reads TIME only when a window starts.
 //
 // Memory: a sliding-log limit keeps one list entry (about 10 bytes) per
 // admitted unit in its window, and its key expires one second after its
-// window empties; a window's key expires when its window (a sliding
+// window empties; a window's key a second after its window (a sliding
 // window: the next) ends, a bucket's a second after it is full.
 //
 // Failures: a call Redis cannot decide costs what the client spends on it:
