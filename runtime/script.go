@@ -86,7 +86,8 @@ func (d scriptData) PackScale() int64 { return 1 << d.PackBits() }
 
 // Formats reports whether the script formats numbers (string.format):
 // the generic script and those of sliding_log and the buckets do; the
-// windows send the cost as it came and numbers redis.call converts.
+// windows send the cost as it came (or "1"), and the few numbers they
+// write when a window starts or moves on as numbers.
 func (d scriptData) Formats() bool {
 	return d.Generic || (d.Algorithm != FixedWindow && d.Algorithm != SlidingWindow)
 }
