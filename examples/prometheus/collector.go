@@ -45,12 +45,12 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the counters of every limit name seen so far.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
 	snapshot := c.metrics.Snapshot()
 	for _, name := range slices.Sorted(maps.Keys(snapshot)) {
 		n := snapshot[name]
-		counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
-		}
 		counter(decisionsDesc, n.Allowed, name, "allowed")
 		counter(decisionsDesc, n.Limited, name, "limited")
 		counter(decisionsDesc, n.ShadowLimited, name, "shadow_limited")
