@@ -246,6 +246,35 @@ type Decision struct {
 	// the longest RetryAfter); when allowed, the one with the fewest
 	// remaining units.
 	Limit int
+	// Source says what made the decision: the limiter's backend (the zero
+	// value), its local deny cache, or its in-process fallback.
+	Source Source
+}
+
+// Source is what made a [Decision].
+type Source uint8
+
+const (
+	// SourceBackend is a decision of the limiter's backend: Redis for
+	// [NewRedis], the process for [NewMemory].
+	SourceBackend Source = iota
+	// SourceCache is a denial answered from the Redis limiter's local deny
+	// cache: a repeat of a denial Redis made, without asking Redis again.
+	SourceCache
+	// SourceFallback is a decision of the in-process limiter that stands in
+	// while Redis cannot decide (the "local" [ErrorPolicy]).
+	SourceFallback
+)
+
+// String returns "backend", "cache" or "fallback".
+func (s Source) String() string {
+	switch s {
+	case SourceCache:
+		return "cache"
+	case SourceFallback:
+		return "fallback"
+	}
+	return "backend"
 }
 
 // Limiter decides calls. Implementations are safe for concurrent use.
