@@ -285,3 +285,15 @@ type Limiter interface {
 	// call is a Decision with Allowed false and a nil error.
 	Allow(ctx context.Context, req Request) (Decision, error)
 }
+
+// Wrapper is a [Limiter] that wraps another, such as one that measures or
+// traces its calls. Its Allow should pass requests on unchanged:
+// [Rule.Check] applies the overrides ([WithOverrides]) and the default
+// error policy ([WithErrorPolicy]) of the limiter Unwrap returns (or of the
+// limiter that one wraps, and so on), so wrapping a limiter changes none of
+// its decisions.
+type Wrapper interface {
+	Limiter
+	// Unwrap returns the wrapped limiter.
+	Unwrap() Limiter
+}

@@ -49,7 +49,8 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any.
+// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
+// overrides and default error policy are those of the limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
@@ -103,6 +104,18 @@ type outcome struct {
 // settings is implemented by the limiters of this package.
 type settings interface{ settings() *config }
 
+// innermost returns the limiter that limiter wraps, through any number of
+// [Wrapper]s; limiter itself when it is not a Wrapper.
+func innermost(limiter Limiter) Limiter {
+	for {
+		w, ok := limiter.(Wrapper)
+		if !ok {
+			return limiter
+		}
+		limiter = w.Unwrap()
+	}
+}
+
 // check is [Rule.Check], also returning the decision.
 func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
 	if cost < 0 {
@@ -113,7 +126,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		return outcome{limits: r.Limits}, ce
 	}
 	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits}
-	if s, ok := limiter.(settings); ok {
+	s, ok := limiter.(settings)
+	if !ok {
+		s, ok = innermost(limiter).(settings)
+	}
+	if ok {
 		if src := s.settings().overrides; src != nil {
 			req.Limits = effectiveLimits(ctx, src, r)
 		}
@@ -169,7 +186,7 @@ func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
 func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 	p := r.OnError
 	if p == "" {
-		if l, ok := limiter.(interface{ ErrorPolicy() ErrorPolicy }); ok {
+		if l, ok := innermost(limiter).(interface{ ErrorPolicy() ErrorPolicy }); ok {
 			p = l.ErrorPolicy()
 		}
 	}
