@@ -52,6 +52,12 @@
 //     by default; a call alone is sent at once);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
+// A limiter that wraps another, to measure or trace its calls, is a
+// [Wrapper]: [Rule.Check] reads the wrapped limiter's overrides and error
+// policy through its Unwrap method. The modules under adapters/ of the
+// repository export to Prometheus and OpenTelemetry this way, and serve
+// limits over gRPC.
+//
 // A failing Redis call costs what the client spends on it before the
 // breaker opens: configure the go-redis client with short DialTimeout and
 // ReadTimeout, and MaxRetries: -1 and DialerRetries: 1 so that each call
