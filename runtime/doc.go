@@ -67,9 +67,13 @@
 //
 // [WriteError] turns a [*LimitError] into a 429 response with Retry-After
 // and the RateLimit-Policy and RateLimit fields of the IETF draft, and
-// [SetHeaders] adds those fields to admitted responses. [Middleware]
-// limits an http.Handler by a [KeyFunc] such as [ClientIP] (which only
-// believes X-Forwarded-For from trusted proxies) or [Header].
+// [SetHeaders] adds those fields to admitted responses, described by
+// [Rule.Admit] (Check that also returns the admitting decision);
+// [SetXRateLimit] sets the older X-RateLimit fields. [Middleware] limits an
+// http.Handler by a [KeyFunc] such as [ClientIP] (which only believes
+// X-Forwarded-For from trusted proxies) or [Header], with options for a
+// deny handler ([WithDenyHandler]), requests to leave alone ([WithSkip])
+// and the X-RateLimit fields ([WithXRateLimit]).
 //
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.

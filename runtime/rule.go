@@ -90,6 +90,33 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int6
 	return err
 }
 
+// Admission describes a call that [Rule.Admit] admitted.
+type Admission struct {
+	// Decided reports whether Decision and Limit describe the call. It is
+	// false when the call went ahead without a decision (the limiter
+	// failed under [FailOpen]) and for the calls of a shadow rule, whose
+	// limits clients should not see.
+	Decided bool
+	// Decision is the decision that admitted the call (after waiting,
+	// the last one).
+	Decision Decision
+	// Limit is the limit Decision describes: of the limits the call was
+	// decided against (the rule's, or their overrides), the one with the
+	// fewest units remaining.
+	Limit Limit
+}
+
+// Admit is [Rule.Check] for adapters that describe an admitted call to
+// their clients, such as with [SetHeaders]: it returns the same error,
+// and for an admitted call (a nil error) the decision that admitted it.
+func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
+	o, err := r.check(ctx, limiter, key, cost)
+	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.Limit < 0 || o.d.Limit >= len(o.limits) {
+		return Admission{}, err
+	}
+	return Admission{Decided: true, Decision: o.d, Limit: o.limits[o.d.Limit]}, nil
+}
+
 // outcome is what check learnt about one call.
 type outcome struct {
 	// d is the last decision made for the call.
