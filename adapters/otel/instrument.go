@@ -37,7 +37,7 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	if err == nil {
 		source = d.Source.String()
 	}
-	l.t.duration.Record(ctx, time.Since(start).Seconds(), l.t.attributes(attrKey{name: req.Name, source: source}))
+	l.t.duration.Record(ctx, time.Since(start).Seconds(), l.t.attributes(attrKey{name: req.Name, source: source}).record...)
 	return d, err
 }
 

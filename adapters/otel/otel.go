@@ -69,7 +69,16 @@ type Telemetry struct {
 	decisions     metric.Int64Counter
 	backendErrors metric.Int64Counter
 	duration      metric.Float64Histogram
-	attrs         sync.Map // attrKey → metric.MeasurementOption
+
+	mu    sync.RWMutex
+	attrs map[attrKey]measurement
+}
+
+// measurement holds the options of a measurement with one attribute set,
+// as the slices the instruments take, so that recording allocates nothing.
+type measurement struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
 }
 
 // attrKey identifies an attribute set the Telemetry has built; empty
@@ -110,7 +119,7 @@ func New(opts ...Option) (*Telemetry, error) {
 		c.meterProvider = otel.GetMeterProvider()
 	}
 	meter := c.meterProvider.Meter(ScopeName)
-	t := &Telemetry{}
+	t := &Telemetry{attrs: make(map[attrKey]measurement)}
 	var err error
 	if t.decisions, err = meter.Int64Counter("ratelimit.decisions",
 		metric.WithDescription("Rate limit decisions, by limit name, decision and source."),
@@ -139,14 +148,14 @@ func (t *Telemetry) Decided(ctx context.Context, req *ratelimit.Request, d ratel
 		decision = "limited"
 		denialEvent(ctx, EventLimited, req, d)
 	}
-	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: decision, source: d.Source.String()}))
+	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: decision, source: d.Source.String()}).add...)
 }
 
 // ShadowLimited counts a would-be denial and adds [EventShadowLimited] to
 // the span of ctx. See [ratelimit.ShadowHook].
 func (t *Telemetry) ShadowLimited(ctx context.Context, req *ratelimit.Request, d ratelimit.Decision) {
 	denialEvent(ctx, EventShadowLimited, req, d)
-	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: "shadow_limited", source: d.Source.String()}))
+	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: "shadow_limited", source: d.Source.String()}).add...)
 }
 
 // Failed counts a backend failure and adds [EventBackendError], with the
@@ -158,7 +167,7 @@ func (t *Telemetry) Failed(ctx context.Context, req *ratelimit.Request, err erro
 			attribute.String("exception.message", err.Error()),
 		))
 	}
-	t.backendErrors.Add(ctx, 1, t.attributes(attrKey{name: req.Name}))
+	t.backendErrors.Add(ctx, 1, t.attributes(attrKey{name: req.Name}).add...)
 }
 
 // denialEvent adds the event name about the denial d of req to the span
@@ -179,11 +188,14 @@ func denialEvent(ctx context.Context, name string, req *ratelimit.Request, d rat
 	span.AddEvent(name, trace.WithAttributes(attrs...))
 }
 
-// attributes returns the measurement option of the attribute set k,
-// building it once.
-func (t *Telemetry) attributes(k attrKey) metric.MeasurementOption {
-	if o, ok := t.attrs.Load(k); ok {
-		return o.(metric.MeasurementOption)
+// attributes returns the options of a measurement with the attribute set
+// k, building them once.
+func (t *Telemetry) attributes(k attrKey) measurement {
+	t.mu.RLock()
+	o, ok := t.attrs[k]
+	t.mu.RUnlock()
+	if ok {
+		return o
 	}
 	attrs := []attribute.KeyValue{AttrName.String(k.name)}
 	if k.decision != "" {
@@ -192,8 +204,12 @@ func (t *Telemetry) attributes(k attrKey) metric.MeasurementOption {
 	if k.source != "" {
 		attrs = append(attrs, AttrSource.String(k.source))
 	}
-	o, _ := t.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(attrs...)))
-	return o.(metric.MeasurementOption)
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	o = measurement{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+	t.mu.Lock()
+	t.attrs[k] = o
+	t.mu.Unlock()
+	return o
 }
 
 var _ ratelimit.ShadowHook = (*Telemetry)(nil)
