@@ -402,3 +402,17 @@ func TestRedisDenial(t *testing.T) {
 	assert.Equal(t, "health.check", quota.GetViolations()[0].GetSubject())
 	assertNoKey(t, r, secret)
 }
+
+// TestInvalidRuleIsInternal: a rule no limiter can decide fails its calls
+// with Internal, and the last Limit given for a method applies.
+func TestInvalidRuleIsInternal(t *testing.T) {
+	limiter := ratelimit.NewMemory()
+	invalid := &ratelimit.Rule{Name: "bad", Limits: []ratelimit.Limit{{Period: time.Hour}}}
+	client := serve(t, &healthService{}, []ratelimitgrpc.Option{
+		ratelimitgrpc.Limit(limiter, checkMethod, hourly("replaced", 1), nil),
+		ratelimitgrpc.Limit(limiter, checkMethod, invalid, nil),
+	})
+	r := check(t, client, context.Background(), "")
+	assert.Equal(t, codes.Internal, r.status.Code(), "%v", r.err)
+	assert.Equal(t, "ratelimit: bad: the call could not be decided", r.status.Message())
+}
