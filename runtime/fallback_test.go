@@ -1,10 +1,13 @@
 package ratelimit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -398,4 +401,26 @@ func TestFallbackShadowAndWait(t *testing.T) {
 	assert.Equal(t, uint64(2), m.Allowed)
 	assert.Positive(t, m.Limited)
 	assert.Equal(t, m.Allowed+m.Limited, m.Fallback, "every decision came from the fallback")
+}
+
+// TestSlogHookNamesTheFallback: decisions of the fallback are logged with
+// their source, those of Redis without.
+func TestSlogHookNamesTheFallback(t *testing.T) {
+	var buf bytes.Buffer
+	l := downLimiter(t, stoppedAddr(t), WithClock(newManualClock()), WithHook(NewSlogHook(newTextLogger(&buf, slog.LevelDebug))))
+	buf.Reset()
+	ctx := context.Background()
+	rule := &Rule{Name: "svc.Get", Limits: perPeriod(1, time.Minute), OnError: FailLocal}
+	require.NoError(t, rule.Check(ctx, l, "u1", 1))
+	require.ErrorIs(t, rule.Check(ctx, l, "u1", 1), ErrLimited)
+	var decisions []string
+	for _, line := range logLines(&buf) {
+		if !strings.Contains(line, "backend failure") {
+			decisions = append(decisions, line)
+		}
+	}
+	assert.Equal(t, []string{
+		`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s source=fallback`,
+		`level=WARN msg="ratelimit: limited" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s source=fallback`,
+	}, decisions)
 }
