@@ -11,13 +11,14 @@ import (
 type localFallback interface {
 	// decideLocally decides req in process, or reports false when it
 	// cannot (see [WithFallbackProcesses]).
-	decideLocally(ctx context.Context, req *Request) (Decision, bool)
+	decideLocally(ctx context.Context, req Request) (Decision, bool)
 }
 
 // fallback returns the decision of limiter's local fallback for req, which
 // limiter could not decide because of err, when r's error policy is
-// [FailLocal]; otherwise, or when the fallback cannot decide req, err.
-func (r *Rule) fallback(ctx context.Context, limiter Limiter, req *Request, err error) (Decision, error) {
+// [FailLocal]; otherwise, or when the fallback cannot decide req, err. It
+// takes req by value, so that only failed calls move a request to the heap.
+func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err error) (Decision, error) {
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, err
 	}
@@ -43,8 +44,8 @@ func newFallback(c config) *MemoryLimiter {
 // decideLocally decides req with the limiter's local fallback, against
 // each process's share of its limits, and reports the decision to the hook
 // as one of [SourceFallback]. See [localFallback].
-func (l *RedisLimiter) decideLocally(ctx context.Context, req *Request) (Decision, bool) {
-	local := *req
+func (l *RedisLimiter) decideLocally(ctx context.Context, req Request) (Decision, bool) {
+	local := req
 	if n := l.fallbackProcesses; n > 1 {
 		local.Limits = make([]Limit, len(req.Limits))
 		for i, lim := range req.Limits {
@@ -57,7 +58,7 @@ func (l *RedisLimiter) decideLocally(ctx context.Context, req *Request) (Decisio
 	}
 	d.Source = SourceFallback
 	if l.hook != nil {
-		l.decided(ctx, *req, d)
+		l.decided(ctx, req, d)
 	}
 	return d, true
 }

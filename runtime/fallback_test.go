@@ -424,3 +424,22 @@ func TestSlogHookNamesTheFallback(t *testing.T) {
 		`level=WARN msg="ratelimit: limited" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s source=fallback`,
 	}, decisions)
 }
+
+// BenchmarkFallbackCall measures a FailLocal call while the breaker is
+// open: what each call costs while Redis is down, decided in process.
+// Compare BenchmarkBreakerOpenCall (FailOpen) and BenchmarkRuleCheckMemory.
+func BenchmarkFallbackCall(b *testing.B) {
+	l := NewRedis(failFastClient(b, stoppedAddr(b)), WithBreaker(1, time.Hour, time.Hour))
+	ctx := context.Background()
+	_, _ = l.Allow(ctx, breakerReq)
+	if !l.CircuitOpen() {
+		b.Fatal("breaker did not open")
+	}
+	rule := &Rule{Name: breakerReq.Name, Limits: []Limit{{Period: time.Second, Threshold: 1 << 40}}, OnError: FailLocal}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rule.Check(ctx, l, "", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

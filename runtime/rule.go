@@ -166,7 +166,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, error) {
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {
-		return r.fallback(ctx, limiter, req, err)
+		return r.fallback(ctx, limiter, *req, err)
 	}
 	return d, nil
 }
