@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -442,4 +443,18 @@ func BenchmarkFallbackCall(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestMiddlewareFallsBackLocally: under FailLocal a request Redis cannot
+// decide is decided in process, with the rule's RateLimit fields.
+func TestMiddlewareFallsBackLocally(t *testing.T) {
+	l := downLimiter(t, stoppedAddr(t))
+	rule := &Rule{Name: "down", Limits: perPeriod(1, time.Minute), OnError: FailLocal}
+	calls := 0
+	h := Middleware(l, rule, nil)(okHandler(&calls))
+	w := serve(h, "192.0.2.1:1")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, `"down";r=0;t=60`, w.Header().Get("RateLimit"))
+	assert.Equal(t, http.StatusTooManyRequests, serve(h, "192.0.2.1:1").Code)
+	assert.Equal(t, 1, calls)
 }
