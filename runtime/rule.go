@@ -47,9 +47,9 @@ const (
 	// own: N processes admit up to N times a limit during an outage unless
 	// [WithFallbackProcesses] gives each a share. When Redis answers again
 	// it decides again, from the state it kept; the fallback's state is not
-	// written back. A call the fallback cannot decide (a cost above a
-	// scaled limit) and a limiter without a fallback (any but [NewRedis]'s)
-	// fail as under FailClosed.
+	// written back. A call the fallback cannot decide (a cost above its
+	// process's share of a limit) and a limiter without a fallback (any
+	// but [NewRedis]'s) fail as under FailClosed.
 	FailLocal ErrorPolicy = "local"
 )
 
