@@ -262,7 +262,7 @@ const (
 	// cache: a repeat of a denial Redis made, without asking Redis again.
 	SourceCache
 	// SourceFallback is a decision of the in-process limiter that stands in
-	// while Redis cannot decide (the "local" [ErrorPolicy]).
+	// while Redis cannot decide ([FailLocal]).
 	SourceFallback
 )
 
@@ -288,10 +288,11 @@ type Limiter interface {
 
 // Wrapper is a [Limiter] that wraps another, such as one that measures or
 // traces its calls. Its Allow should pass requests on unchanged:
-// [Rule.Check] applies the overrides ([WithOverrides]) and the default
-// error policy ([WithErrorPolicy]) of the limiter Unwrap returns (or of the
-// limiter that one wraps, and so on), so wrapping a limiter changes none of
-// its decisions.
+// [Rule.Check] applies the overrides ([WithOverrides]), the default error
+// policy ([WithErrorPolicy]) and the local fallback ([FailLocal]) of the
+// limiter Unwrap returns (or of the limiter that one wraps, and so on), so
+// wrapping a limiter changes none of its decisions. The fallback's
+// decisions are made without the wrapper's Allow.
 type Wrapper interface {
 	Limiter
 	// Unwrap returns the wrapped limiter.

@@ -22,13 +22,14 @@ type KeyFunc func(*http.Request) (string, error)
 //
 // A denied request gets [WriteError]'s 429 response (or what the handler
 // of [WithDenyHandler] writes) and does not reach next. A request the
-// limiter could not decide goes to next under [FailOpen] and gets 503
-// Service Unavailable under [FailClosed]; other errors (an invalid rule, a
-// request whose context ended) get 500 and 503. An admitted request
-// reaches next with the RateLimit-Policy and RateLimit fields of
-// [SetHeaders] set (and the X-RateLimit fields with [WithXRateLimit]),
-// except under a shadow rule, which clients should not see. Requests that
-// the function of [WithSkip] picks reach next unchecked.
+// limiter could not decide goes to next under [FailOpen], is decided by
+// the local fallback under [FailLocal], and gets 503 Service Unavailable
+// under [FailClosed]; other errors (an invalid rule, a request whose
+// context ended) get 500 and 503. An admitted request reaches next with
+// the RateLimit-Policy and RateLimit fields of [SetHeaders] set (and the
+// X-RateLimit fields with [WithXRateLimit]), except under a shadow rule,
+// which clients should not see. Requests that the function of [WithSkip]
+// picks reach next unchecked.
 func Middleware(limiter Limiter, rule *Rule, key KeyFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	c := middlewareConfig{deny: writeDenial}
 	for _, o := range opts {

@@ -379,4 +379,9 @@ func TestWrapperKeepsOverridesAndErrorPolicy(t *testing.T) {
 
 	down := wrapped{NewRedis(newUnreachableClient(t), WithErrorPolicy(FailClosed))}
 	assert.ErrorIs(t, rule.Check(context.Background(), down, "", 1), ErrBackend, "the wrapped limiter fails closed")
+
+	local := wrapped{NewRedis(newUnreachableClient(t), WithErrorPolicy(FailLocal))}
+	once := &Rule{Name: "once", Limits: perPeriod(1, time.Minute)}
+	assert.NoError(t, once.Check(context.Background(), local, "", 1))
+	assert.ErrorIs(t, once.Check(context.Background(), local, "", 1), ErrLimited, "the wrapped limiter's fallback decides")
 }

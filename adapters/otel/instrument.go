@@ -12,10 +12,12 @@ import (
 //
 //	ratelimit.decision.duration  seconds  {ratelimit.name, ratelimit.source}
 //
-// where the source is the [ratelimit.Decision]'s ("backend", "cache",
-// "fallback") or "error" for a call the limiter could not decide. Each
-// attempt of a waiting call is one call; the time a call waits or is
-// paced is not counted.
+// where the source is the Source of the [ratelimit.Decision] the wrapped
+// limiter returned ("backend", or "cache" for a denial answered from a
+// deny cache) or "error" for a call it could not decide. Each attempt of a
+// waiting call is one call; the time a call waits or is paced is not
+// counted, nor the decisions the local fallback makes after an error under
+// onerror=local (the hook counts those, with source "fallback").
 //
 // It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
 // and error policy of the wrapped limiter, so wrapping changes no decision.

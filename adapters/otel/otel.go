@@ -35,7 +35,7 @@ const (
 	AttrDecision = attribute.Key("ratelimit.decision")
 	// AttrSource is what made the decision: "backend", "cache" or
 	// "fallback" ([ratelimit.Source]); on the duration histogram, "error"
-	// for a call the limiter could not decide.
+	// for a call the wrapped limiter could not decide.
 	AttrSource = attribute.Key("ratelimit.source")
 	// AttrRetryAfter is a denial's RetryAfter in seconds.
 	AttrRetryAfter = attribute.Key("ratelimit.retry_after")

@@ -130,6 +130,14 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.Equal(t, ratelimitotel.EventBackendError, events[0].Name)
 	assert.Contains(t, events[0].Attributes, name("pay"))
+	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
+	events = s.inSpan(func(ctx context.Context) {
+		require.NoError(t, steady.Check(ctx, down, secret, 1))
+		require.ErrorIs(t, steady.Check(ctx, down, secret, 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+	})
+	require.Len(t, events, 3, "two backend errors, one denial")
+	assert.Equal(t, ratelimitotel.EventLimited, events[2].Name)
+	assert.Contains(t, events[2].Attributes, source("fallback"))
 
 	got := s.metrics(t)
 	metricdatatest.AssertEqual(t, metricdata.Metrics{
@@ -141,13 +149,15 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 			point(1, name("search"), decision("limited"), source("backend")),
 			point(1, name("beta"), decision("allowed"), source("backend")),
 			point(1, name("beta"), decision("shadow_limited"), source("backend")),
+			point(1, name("steady"), decision("allowed"), source("fallback")),
+			point(1, name("steady"), decision("limited"), source("fallback")),
 		),
 	}, got["ratelimit.decisions"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 	metricdatatest.AssertEqual(t, metricdata.Metrics{
 		Name:        "ratelimit.backend_errors",
 		Description: "Calls the rate limiter's backend could not decide.",
 		Unit:        "{call}",
-		Data:        counter(point(1, name("pay"))),
+		Data:        counter(point(1, name("pay")), point(2, name("steady"))),
 	}, got["ratelimit.backend_errors"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
 
 	duration := got["ratelimit.decision.duration"]
@@ -173,6 +183,7 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 		set(name("search"), source("backend")): 3,
 		set(name("beta"), source("backend")):   2,
 		set(name("pay"), source("error")):      1,
+		set(name("steady"), source("error")):   2,
 	}, counts)
 
 	for _, span := range s.spans.Ended() {

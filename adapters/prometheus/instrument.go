@@ -20,11 +20,14 @@ var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001
 //
 //	ratelimit_decision_duration_seconds{name, source}
 //
-// a histogram per limit name and source: the [ratelimit.Decision]'s Source
-// ("backend", "cache", "fallback") for a decided call and "error" for a
-// call the limiter could not decide. Its count is the number of calls, so
-// it also counts the decisions per source. Each attempt of a waiting call
-// is one call; the time a call waits or is paced is not counted.
+// a histogram per limit name and source: the Source of the
+// [ratelimit.Decision] the wrapped limiter returned ("backend", or "cache"
+// for a denial answered from a deny cache) and "error" for a call it could
+// not decide. Its count is the number of calls, so it also counts the
+// decisions per source. Each attempt of a waiting call is one call; the
+// time a call waits or is paced is not counted, nor the decisions that the
+// local fallback makes after an error under onerror=local (the Metrics
+// hook counts those).
 //
 // It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
 // and error policy of the wrapped limiter, so wrapping changes no decision.
