@@ -53,6 +53,12 @@
 //     by default; a call alone is sent at once);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
+// A limiter that wraps another, to measure or trace its calls, is a
+// [Wrapper]: [Rule.Check] reads the wrapped limiter's overrides and error
+// policy through its Unwrap method. The modules under adapters/ of the
+// repository export to Prometheus and OpenTelemetry this way, and serve
+// limits over gRPC.
+//
 // # Outages
 //
 // Under [FailLocal] (onerror=local), a call the Redis limiter cannot
@@ -76,9 +82,13 @@
 //
 // [WriteError] turns a [*LimitError] into a 429 response with Retry-After
 // and the RateLimit-Policy and RateLimit fields of the IETF draft, and
-// [SetHeaders] adds those fields to admitted responses. [Middleware]
-// limits an http.Handler by a [KeyFunc] such as [ClientIP] (which only
-// believes X-Forwarded-For from trusted proxies) or [Header].
+// [SetHeaders] adds those fields to admitted responses, described by
+// [Rule.Admit] (Check that also returns the admitting decision);
+// [SetXRateLimit] sets the older X-RateLimit fields. [Middleware] limits an
+// http.Handler by a [KeyFunc] such as [ClientIP] (which only believes
+// X-Forwarded-For from trusted proxies) or [Header], with options for a
+// deny handler ([WithDenyHandler]), requests to leave alone ([WithSkip])
+// and the X-RateLimit fields ([WithXRateLimit]).
 //
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.

@@ -22,7 +22,7 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, err
 	}
-	local, ok := limiter.(localFallback)
+	local, ok := innermost(limiter).(localFallback)
 	if !ok {
 		return Decision{}, err
 	}

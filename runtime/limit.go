@@ -285,3 +285,16 @@ type Limiter interface {
 	// call is a Decision with Allowed false and a nil error.
 	Allow(ctx context.Context, req Request) (Decision, error)
 }
+
+// Wrapper is a [Limiter] that wraps another, such as one that measures or
+// traces its calls. Its Allow should pass requests on unchanged:
+// [Rule.Check] applies the overrides ([WithOverrides]), the default error
+// policy ([WithErrorPolicy]) and the local fallback ([FailLocal]) of the
+// limiter Unwrap returns (or of the limiter that one wraps, and so on), so
+// wrapping a limiter changes none of its decisions. The fallback's
+// decisions are made without the wrapper's Allow.
+type Wrapper interface {
+	Limiter
+	// Unwrap returns the wrapped limiter.
+	Unwrap() Limiter
+}
