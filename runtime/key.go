@@ -1,23 +1,86 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
+
+// maxKeyPart is the most bytes a per-call key's escaped form (see
+// escapeKeyPart) may take to be kept as it is. A longer key is replaced by
+// its stand-in (see boundKey), at most maxStandIn bytes.
+const maxKeyPart = 64
+
+// shownKeyPart is how many bytes of a long key's escaped form its stand-in
+// shows, to tell an operator whose key it is.
+const shownKeyPart = 32
+
+// maxStandIn is the length of the longest stand-in: the bound on the
+// per-call key's part of every storage key and of every kept key.
+const maxStandIn = shownKeyPart + 1 + 2*sha256.Size
+
+// boundKey returns the per-call key as the limiters keep and report it:
+// key itself when its escaped form is at most maxKeyPart bytes (the
+// common case, at the cost of a length check or a scan of those bytes),
+// else its stand-in
+//
+//	<the escaped key's first bytes, at most 32>:<hex SHA-256 of the whole key>
+//
+// such as Bearer eyJhbGciOiJIUzI1NiIsInR5c:9f86d081…f00a08 (97 bytes at
+// most). Different keys get different results: distinct long keys have
+// distinct digests; a stand-in holds a ':', which no escaped key does, so
+// in a storage key it never equals a kept key; and it is longer than
+// maxKeyPart, which no kept key is, so it never equals one in memory
+// either. Both limiters call it once per call, before anything else uses
+// the key.
+func boundKey(key string) string {
+	if len(key) <= maxKeyPart/3 || escapedPrefix(key, maxKeyPart) == len(key) {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(maxStandIn)
+	escapeKeyPart(&b, key[:escapedPrefix(key, shownKeyPart)])
+	b.WriteByte(':')
+	sum := digest(key)
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], sum[:])
+	b.Write(h[:])
+	return b.String()
+}
+
+// digest returns the SHA-256 of s, copying it in small chunks instead of
+// converting it whole, which would allocate a copy as long as s.
+func digest(s string) [sha256.Size]byte {
+	h := sha256.New()
+	var buf [512]byte
+	for len(s) > 0 {
+		n := copy(buf[:], s)
+		h.Write(buf[:n])
+		s = s[n:]
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
 
 // storageKey returns the Redis key of limit index i, of algorithm alg, of
 // a request:
 //
 //	<prefix>{<name>:<key>}:<i>:<algorithm tag>
 //
-// such as ratelimit:{svc.Store.Get:alice}:0:log. name and key are escaped
-// (see escapeKeyPart), so the braces are the only ones in the key: every
-// limit of one call shares the Redis Cluster hash tag {<name>:<key>}, and
-// no name or key can move a key to another slot or collide with the key of
-// another name or key. The algorithm's tag keeps each algorithm's state
-// apart: a limit whose algorithm changes (a new release, a rolling deploy
-// running old and new side by side, an override) starts afresh instead of
-// meeting another algorithm's state of another Redis type.
+// such as ratelimit:{svc.Store.Get:alice}:0:log. key is a kept key, as
+// boundKey returns it. name and a key kept as it is are escaped (see
+// escapeKeyPart); a stand-in, longer than any kept key, is escaped text
+// already and is written as it is, such as
+// ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:9f86d0…}:0:log.
+// So the braces are the only ones in the key: every limit of one call
+// shares the Redis Cluster hash tag {<name>:<key>}, and no name or key can
+// move a key to another slot or collide with the key of another name or
+// key. The algorithm's tag keeps each algorithm's state apart: a limit
+// whose algorithm changes (a new release, a rolling deploy running old and
+// new side by side, an override) starts afresh instead of meeting another
+// algorithm's state of another Redis type.
 func storageKey(prefix, name, key string, i int, alg Algorithm) string {
 	tag := keyTags[alg]
 	var b strings.Builder
@@ -26,7 +89,11 @@ func storageKey(prefix, name, key string, i int, alg Algorithm) string {
 	b.WriteByte('{')
 	escapeKeyPart(&b, name)
 	b.WriteByte(':')
-	escapeKeyPart(&b, key)
+	if len(key) > maxKeyPart {
+		b.WriteString(key) // a stand-in
+	} else {
+		escapeKeyPart(&b, key)
+	}
 	b.WriteString("}:")
 	b.WriteString(strconv.Itoa(i))
 	b.WriteByte(':')
@@ -52,7 +119,7 @@ func escapeKeyPart(b *strings.Builder, s string) {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c == '%' || c == '{' || c == '}' || c == ':' || c < 0x20 || c == 0x7f {
+		if mustEscape(c) {
 			b.WriteByte('%')
 			b.WriteByte(hex[c>>4])
 			b.WriteByte(hex[c&15])
@@ -60,4 +127,24 @@ func escapeKeyPart(b *strings.Builder, s string) {
 		}
 		b.WriteByte(c)
 	}
+}
+
+// mustEscape reports whether escapeKeyPart percent-encodes c.
+func mustEscape(c byte) bool {
+	return c == '%' || c == '{' || c == '}' || c == ':' || c < 0x20 || c == 0x7f
+}
+
+// escapedPrefix returns how many leading bytes of s escape to at most max
+// bytes, never splitting an escape.
+func escapedPrefix(s string, max int) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if n++; mustEscape(s[i]) {
+			n += 2
+		}
+		if n > max {
+			return i
+		}
+	}
+	return len(s)
 }
