@@ -33,7 +33,7 @@ const maxStandIn = shownKeyPart + 1 + 2*sha256.Size
 // in a storage key it never equals a kept key; and it is longer than
 // maxKeyPart, which no kept key is, so it never equals one in memory
 // either. Both limiters call it once per call, before anything else uses
-// the key.
+// the key, and [Rule.Check] once more to name the key of a denied call.
 func boundKey(key string) string {
 	if len(key) <= maxKeyPart/3 || escapedPrefix(key, maxKeyPart) == len(key) {
 		return key
