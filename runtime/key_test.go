@@ -312,38 +312,46 @@ func FuzzStorageKey(f *testing.F) {
 	})
 }
 
-// BenchmarkRedisLongKeyVsPing interleaves PING, a decision with a short
-// key and one with a 1 MB key on one connection and reports each
-// decision's median latency as a ratio to PING's.
+// BenchmarkRedisKeysVsPing interleaves PING and decisions of short keys
+// on one connection: one kept as it is at a length check, a UUID (a scan)
+// and an IPv6 address (a scan, and escaped) and reports each decision's
+// median latency as a ratio to PING's.
+func BenchmarkRedisKeysVsPing(b *testing.B) {
+	keys := []string{"user-42", "550e8400-e29b-41d4-a716-446655440000", "2001:db8:85a3::8a2e:370:7334"}
+	benchKeysVsPing(b, keys, []string{"short/ping", "uuid/ping", "ipv6/ping"})
+}
+
+// BenchmarkRedisLongKeyVsPing is BenchmarkRedisKeysVsPing for a 1 MB key.
 func BenchmarkRedisLongKeyVsPing(b *testing.B) {
+	benchKeysVsPing(b, []string{bearer(megabyte, 'A')}, []string{"1MB/ping"})
+}
+
+func benchKeysVsPing(b *testing.B, keys, units []string) {
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	defer c.Close()
 	ctx := context.Background()
 	l := NewRedis(c)
-	short, long := benchRequest("user-42"), benchRequest(bearer(megabyte, 'A'))
-	var ping, shortD, longD []time.Duration
+	took := make([][]time.Duration, len(keys)+1)
 	for range b.N {
 		t0 := time.Now()
 		if err := c.Ping(ctx).Err(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if _, err := l.Allow(ctx, short); err != nil {
-			b.Fatal(err)
+		took[0] = append(took[0], time.Since(t0))
+		for i, k := range keys {
+			t0 := time.Now()
+			if _, err := l.Allow(ctx, benchRequest(k)); err != nil {
+				b.Fatal(err)
+			}
+			took[i+1] = append(took[i+1], time.Since(t0))
 		}
-		t2 := time.Now()
-		if _, err := l.Allow(ctx, long); err != nil {
-			b.Fatal(err)
-		}
-		t3 := time.Now()
-		ping, shortD, longD = append(ping, t1.Sub(t0)), append(shortD, t2.Sub(t1)), append(longD, t3.Sub(t2))
 	}
-	p := median(ping)
+	p := median(took[0])
 	b.ReportMetric(float64(p.Nanoseconds()), "ping-ns")
-	b.ReportMetric(float64(median(shortD))/float64(p), "short/ping")
-	b.ReportMetric(float64(median(longD))/float64(p), "1MB/ping")
-	b.ReportMetric(float64(median(longD).Microseconds()), "1MB-µs")
+	for i, u := range units {
+		b.ReportMetric(float64(median(took[i+1]))/float64(p), u)
+	}
 }
 
 // repeat returns s repeated rep+1 times, up to 64 KiB.
