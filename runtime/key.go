@@ -35,7 +35,16 @@ const maxStandIn = shownKeyPart + 1 + 2*sha256.Size
 // either. Both limiters call it once per call, before anything else uses
 // the key, and [Rule.Check] once more to name the key of a denied call.
 func boundKey(key string) string {
-	if len(key) <= maxKeyPart/3 || escapedPrefix(key, maxKeyPart) == len(key) {
+	if len(key) <= maxKeyPart/3 { // short whatever it holds; inlined
+		return key
+	}
+	return boundLongerKey(key)
+}
+
+// boundLongerKey is boundKey for keys that may escape to more than
+// maxKeyPart bytes.
+func boundLongerKey(key string) string {
+	if escapedPrefix(key, maxKeyPart) == len(key) {
 		return key
 	}
 	var b strings.Builder
@@ -119,7 +128,7 @@ func escapeKeyPart(b *strings.Builder, s string) {
 	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if mustEscape(c) {
+		if escapedWidth[c] > 1 {
 			b.WriteByte('%')
 			b.WriteByte(hex[c>>4])
 			b.WriteByte(hex[c&15])
@@ -129,20 +138,25 @@ func escapeKeyPart(b *strings.Builder, s string) {
 	}
 }
 
-// mustEscape reports whether escapeKeyPart percent-encodes c.
-func mustEscape(c byte) bool {
-	return c == '%' || c == '{' || c == '}' || c == ':' || c < 0x20 || c == 0x7f
-}
+// escapedWidth is how many bytes escapeKeyPart writes for each byte: 3
+// for those it percent-encodes, else 1. A table, as every call's key may
+// be scanned (see boundKey).
+var escapedWidth = func() (w [256]uint8) {
+	for c := range w {
+		w[c] = 1
+		if c == '%' || c == '{' || c == '}' || c == ':' || c < 0x20 || c == 0x7f {
+			w[c] = 3
+		}
+	}
+	return w
+}()
 
 // escapedPrefix returns how many leading bytes of s escape to at most max
 // bytes, never splitting an escape.
 func escapedPrefix(s string, max int) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
-		if n++; mustEscape(s[i]) {
-			n += 2
-		}
-		if n > max {
+		if n += int(escapedWidth[s[i]]); n > max {
 			return i
 		}
 	}

@@ -354,6 +354,21 @@ func benchKeysVsPing(b *testing.B, keys, units []string) {
 	}
 }
 
+// BenchmarkBoundKey is what bounding adds to a call, per kind of key.
+func BenchmarkBoundKey(b *testing.B) {
+	for _, k := range []struct{ name, key string }{
+		{"short", "user-42"}, {"uuid", "550e8400-e29b-41d4-a716-446655440000"},
+		{"ipv6", "2001:db8:85a3::8a2e:370:7334"}, {"1MB", bearer(megabyte, 'A')},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = boundKey(k.key)
+			}
+		})
+	}
+}
+
 // repeat returns s repeated rep+1 times, up to 64 KiB.
 func repeat(s string, rep uint16) string {
 	return strings.Repeat(s, min(int(rep), 1<<16/(len(s)+1))+1)
