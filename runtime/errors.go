@@ -34,7 +34,8 @@ type LimitError struct {
 	// by its stand-in, at most 97 bytes: its first escaped bytes (at most
 	// 32), ':' and the hex SHA-256 of the whole key, such as
 	// "Bearer eyJhbGciOiJIUzI1NiIsInR5c:9f86d081…", as it appears in its
-	// Redis key. No key kept whole holds a ':' there or is that long.
+	// Redis key. A key kept as it is is never that long, nor holds a ':'
+	// in its Redis key, so no stand-in equals one.
 	Key string
 	// Limit is the limit that denied the call.
 	Limit Limit

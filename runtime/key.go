@@ -16,12 +16,12 @@ const maxKeyPart = 64
 // shows, to tell an operator whose key it is.
 const shownKeyPart = 32
 
-// maxStandIn is the length of the longest stand-in: the bound on the
-// per-call key's part of every storage key and of every kept key.
+// maxStandIn is the length of the longest stand-in: the bound on every
+// bounded key and on the per-call key's part of every storage key.
 const maxStandIn = shownKeyPart + 1 + 2*sha256.Size
 
-// boundKey returns the per-call key as the limiters keep and report it:
-// key itself when its escaped form is at most maxKeyPart bytes (the
+// boundKey returns the bounded key of a per-call key, as the limiters keep
+// and report it: key itself when its escaped form is at most maxKeyPart bytes (the
 // common case, at the cost of a length check or a scan of those bytes),
 // else its stand-in
 //
@@ -78,10 +78,10 @@ func digest(s string) [sha256.Size]byte {
 //
 //	<prefix>{<name>:<key>}:<i>:<algorithm tag>
 //
-// such as ratelimit:{svc.Store.Get:alice}:0:log. key is a kept key, as
-// boundKey returns it. name and a key kept as it is are escaped (see
-// escapeKeyPart); a stand-in, longer than any kept key, is escaped text
-// already and is written as it is, such as
+// such as ratelimit:{svc.Store.Get:alice}:0:log. key is bounded (see
+// boundKey). name and a key kept as it is are escaped (see
+// escapeKeyPart); a stand-in, longer than any key kept as it is, is
+// escaped text already and is written as it is, such as
 // ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:9f86d0…}:0:log.
 // So the braces are the only ones in the key: every limit of one call
 // shares the Redis Cluster hash tag {<name>:<key>}, and no name or key can
