@@ -244,6 +244,9 @@ func TestLongKeysAreNamedBoundedly(t *testing.T) {
 			var le *LimitError
 			require.True(t, errors.As(err, &le), "%s: %v", descr, err)
 			assert.Equal(t, boundKey(v), le.Key)
+			var head strings.Builder
+			escapeKeyPart(&head, v[:10])
+			assert.True(t, strings.HasPrefix(le.Key, head.String()), "%q shows whose key it is", le.Key)
 			assert.LessOrEqual(t, len(le.Key), maxStandIn)
 			assert.LessOrEqual(t, len(err.Error()), 300, err.Error())
 			assert.Contains(t, err.Error(), le.Key)
