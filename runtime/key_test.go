@@ -264,6 +264,32 @@ func TestLongKeysAreNamedBoundedly(t *testing.T) {
 	})
 }
 
+// TestTheFallbackBoundsLongKeys: while Redis is down, a FailLocal rule's
+// fallback keeps long keys apart and names them by their stand-ins too.
+func TestTheFallbackBoundsLongKeys(t *testing.T) {
+	var log bytes.Buffer
+	l := downLimiter(t, stoppedAddr(t), WithClock(newManualClock()), WithHook(NewSlogHook(newTextLogger(&log, slog.LevelDebug))))
+	ctx := context.Background()
+	for _, alg := range Algorithms() {
+		rule := &Rule{Name: longName + "/" + string(alg), Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}, OnError: FailLocal}
+		for i, k := range distinctKeys() {
+			log.Reset()
+			require.NoError(t, rule.Check(ctx, l, k, 1), "%s: key %d (%.80q) shares the state of an earlier one", alg, i, k)
+			var le *LimitError
+			require.ErrorAs(t, rule.Check(ctx, l, k, 1), &le, "%s: key %d (%.80q) was not counted", alg, i, k)
+			assert.Equal(t, boundKey(k), le.Key)
+			fallback := 0
+			for _, line := range logLines(&log) { // and a backend failure a second
+				assert.LessOrEqual(t, len(line), 500, line)
+				if strings.Contains(line, "source=fallback") {
+					fallback++
+				}
+			}
+			assert.Equal(t, 2, fallback, "an admission and a denial by the fallback")
+		}
+	}
+}
+
 // FuzzStorageKey checks the key encoding on pairs of (name, key): distinct
 // pairs get distinct Redis keys and distinct in-process entries, every
 // Redis key has exactly one brace pair, its hash tag is the same for every
