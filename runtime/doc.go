@@ -78,6 +78,23 @@
 // ReadTimeout, and MaxRetries: -1 and DialerRetries: 1 so that each call
 // tries once.
 //
+// # Keys
+//
+// A call's Redis keys are <prefix>{<name>:<key>}:<limit index>:<algorithm>,
+// with '%', '{', '}', ':' and control bytes of the name and the per-call
+// key percent-encoded, so the braces hold the call's one hash tag. A key
+// whose encoded form is longer than 64 bytes is replaced by a stand-in of
+// at most 97 bytes, its first encoded bytes (at most 32), ':' and the hex
+// SHA-256 of the whole key, which is all that is sent to Redis:
+//
+//	ratelimit:{svc.Store.Get:alice}:0:log
+//	ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:1cb20db1d5bd20da3a61933baaa3f6688c07a9a0322c6bb3180f21e9a40a892c}:0:log
+//
+// No encoded key holds a ':', so a stand-in never stands for a short key.
+// [LimitError]'s Key, a [Hook]'s request and [NewMemory]'s state hold the
+// same stand-in, so a Redis key is at most the prefix, the encoded name and
+// 107 bytes (for a call's first ten limits), whatever a caller sends.
+//
 // # HTTP
 //
 // [WriteError] turns a [*LimitError] into a 429 response with Retry-After

@@ -45,6 +45,7 @@ func newFallback(c config) *MemoryLimiter {
 // each process's share of its limits, and reports the decision to the hook
 // as one of [SourceFallback]. See [localFallback].
 func (l *RedisLimiter) decideLocally(ctx context.Context, req Request) (Decision, bool) {
+	req.Key = boundKey(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	local := req
 	if n := l.fallbackProcesses; n > 1 {
 		local.Limits = make([]Limit, len(req.Limits))

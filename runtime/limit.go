@@ -188,7 +188,9 @@ type Request struct {
 	// such as "example.com/svc.Store.Get".
 	Name string
 	// Key optionally splits the limit per value, such as a user id. Any
-	// string is safe: it is encoded before it becomes part of a Redis key.
+	// string is safe: it is encoded before it becomes part of a Redis key,
+	// and one longer than 64 encoded bytes is replaced by a stand-in
+	// holding its SHA-256 (see [LimitError]), so keys stay small.
 	Key string
 	// Cost is how many units the call takes; zero means 1.
 	Cost int64

@@ -199,7 +199,8 @@ func parseIP(s string) (netip.Addr, error) {
 // field name, such as an API key; a request without it is an error (400
 // from [Middleware]). The value comes from the client as it is: use it
 // only for keys the server checks, and mind that each distinct value is
-// one more key to keep.
+// one more key to keep. A long value costs a small key all the same (see
+// [LimitError]'s Key).
 func Header(name string) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)

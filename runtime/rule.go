@@ -266,7 +266,7 @@ func (r *Rule) pace(ctx context.Context, d Decision) error {
 func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	e := &LimitError{
 		Name:       r.Name,
-		Key:        req.Key,
+		Key:        boundKey(req.Key),
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
