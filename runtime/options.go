@@ -124,10 +124,10 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // the call against the limits it returns instead of the rule's own. The
 // state is kept: limit i of an override counts in the same place as limit
 // i of the rule, so lowering a threshold applies to the calls already
-// admitted. An override is ignored (the rule's limits apply) when one of
-// its limits is invalid or when limit i names another algorithm than the
-// rule's limit i, whose state it could not read; an empty Algorithm means
-// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+// admitted. An override is ignored (the rule's limits apply) when it has
+// more than [MaxLimits] limits, when one of its limits is invalid or when
+// limit i names another algorithm than the rule's limit i, whose state it
+// could not read; an empty Algorithm means the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an

@@ -32,10 +32,11 @@ func (f OverridesFunc) Lookup(ctx context.Context, name string) ([]Limit, bool) 
 }
 
 // effectiveLimits returns the limits a call of rule r is decided against:
-// the override's when src has a usable one, else the rule's own.
+// the override's when src has a usable one (at most [MaxLimits] valid
+// limits), else the rule's own.
 func effectiveLimits(ctx context.Context, src Overrides, r *Rule) []Limit {
 	ov, ok := src.Lookup(ctx, r.Name)
-	if !ok || len(ov) == 0 {
+	if !ok || len(ov) == 0 || len(ov) > MaxLimits {
 		return r.Limits
 	}
 	fill := false
