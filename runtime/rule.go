@@ -158,6 +158,21 @@ func innermost(limiter Limiter) Limiter {
 	}
 }
 
+// limitsOn returns the limits r's calls are decided against on limiter:
+// the overrides of limiter (or of the limiter it wraps), else r's own.
+func (r *Rule) limitsOn(ctx context.Context, limiter Limiter) []Limit {
+	s, ok := limiter.(settings)
+	if !ok {
+		s, ok = innermost(limiter).(settings)
+	}
+	if ok {
+		if src := s.settings().overrides; src != nil {
+			return effectiveLimits(ctx, src, r)
+		}
+	}
+	return r.Limits
+}
+
 // check is [Rule.Check], also returning the decision.
 func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
 	if cost < 0 {
@@ -167,16 +182,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		}
 		return outcome{limits: r.Limits}, ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits}
-	s, ok := limiter.(settings)
-	if !ok {
-		s, ok = innermost(limiter).(settings)
-	}
-	if ok {
-		if src := s.settings().overrides; src != nil {
-			req.Limits = effectiveLimits(ctx, src, r)
-		}
-	}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter)}
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
