@@ -42,6 +42,7 @@ type config struct {
 	prefix      string
 	clock       Clock
 	hook        Hook
+	breakerHook BreakerHook // hook, when it is one
 	maxKeys     int
 	errorPolicy ErrorPolicy
 	overrides   Overrides
@@ -64,6 +65,7 @@ func newConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.hook != nil {
+		c.breakerHook, _ = c.hook.(BreakerHook)
 		c.hook = routeShadow(c.hook)
 	}
 	return c

@@ -53,8 +53,9 @@ type RedisLimiter struct {
 // NewRedis returns a limiter that keeps its state in client's Redis.
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
-	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+	l := &RedisLimiter{client: client, config: c}
 	l.cluster, _ = client.(*redis.ClusterClient)
+	l.breaker = newBreaker(c.breaker, clientAddr(client), l.ping, c.breakerHook)
 	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
 		l.batcher = &batcher{l: l, max: c.batch}
 	}
@@ -76,36 +77,75 @@ func (l *RedisLimiter) CircuitOpen() bool {
 	return open
 }
 
-// admit returns the breaker that guards the call req and whether the call
-// is its probe, or the error that fails the call at once.
-func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, bool, error) {
-	if l.breaker == nil {
-		return nil, false, nil
+// clientAddr names the node of client's breaker for a [BreakerHook]: its
+// address, "cluster" for a cluster client (whose masters have breakers of
+// their own), "ring" for a ring.
+func clientAddr(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster"
+	case *redis.Ring:
+		return "ring"
 	}
-	ok, probe := l.breaker.allow()
-	if !ok {
-		return nil, false, ErrCircuitOpen
+	return ""
+}
+
+// ping is the probe of the limiter's breaker: PING, or for a cluster
+// client finding a master, which the breaker guards there.
+func (l *RedisLimiter) ping(ctx context.Context) error {
+	if l.cluster != nil {
+		_, err := l.cluster.MasterForKey(ctx, "")
+		return err
+	}
+	return l.client.Ping(ctx).Err()
+}
+
+// admit returns the breaker that guards the call req, or the error that
+// fails the call at once.
+func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, error) {
+	if l.breaker == nil {
+		return nil, nil
+	}
+	if !l.breaker.allow() {
+		return nil, ErrCircuitOpen
 	}
 	if l.cluster == nil {
-		return l.breaker, probe, nil
+		return l.breaker, nil
 	}
 	// Every key of a call has the same hash tag, so the first names the
 	// master of them all.
-	master, err := l.cluster.MasterForKey(ctx, storageKey(l.prefix, req.Name, req.Key, 0, req.Limits[0].algorithm()))
-	l.breaker.record(ctx, probe, err)
+	key := storageKey(l.prefix, req.Name, req.Key, 0, req.Limits[0].algorithm())
+	master, err := l.cluster.MasterForKey(ctx, key)
+	l.breaker.record(ctx, err)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	addr := master.Options().Addr
 	b, loaded := l.nodes.Load(addr)
 	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker))
+		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker, addr, l.pingMaster(key), l.breakerHook))
 	}
 	nb := b.(*breaker)
-	if ok, probe = nb.allow(); !ok {
-		return nil, false, ErrCircuitOpen
+	if !nb.allow() {
+		return nil, ErrCircuitOpen
 	}
-	return nb, probe, nil
+	return nb, nil
+}
+
+// pingMaster returns the probe of a cluster master's breaker: PING to the
+// master that holds key, a key it held when the breaker was made. Asking
+// the cluster client for the master each time finds the node's current
+// client, and a master that took over key's slot.
+func (l *RedisLimiter) pingMaster(key string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		master, err := l.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		return master.Ping(ctx).Err()
+	}
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
@@ -114,7 +154,7 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
-	b, probe, err := l.admit(ctx, &req)
+	b, err := l.admit(ctx, &req)
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
 	}
@@ -125,7 +165,7 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 		d, err = l.decide(ctx, &req)
 	}
 	if b != nil {
-		b.record(ctx, probe, err)
+		b.record(ctx, err)
 	}
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
