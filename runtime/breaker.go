@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"strconv"
@@ -246,6 +247,58 @@ func (b *breaker) record(ctx context.Context, err error) {
 		b.succeeded()
 	}
 }
+
+// pingNode sends PING to the node of opts on a connection of its own,
+// dialled with the client's dialer (so with its TLS and, for a failover
+// client, its sentinels), and returns nil when the node answers, or an
+// error that [redisUnavailable] judges. It does not use the client's pool:
+// go-redis stops dialling for a second at a time once its pool has failed
+// PoolSize dials in a row, which a probe of a long outage would bring
+// about, delaying the recovery it is there to notice. Any reply but an
+// error saying the server cannot serve means the node is back: a server
+// that wants AUTH is up, and the calls' own connections authenticate.
+func pingNode(ctx context.Context, opts *redis.Options) error {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(opts.DialTimeout)+orDefault(opts.ReadTimeout))
+	defer cancel()
+	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(line, "-") {
+		return pingReply(strings.TrimSpace(line[1:]))
+	}
+	return nil
+}
+
+// orDefault returns d, or go-redis's default timeout (5s) when d is not
+// positive (no timeout).
+func orDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 5 * time.Second
+	}
+	return d
+}
+
+// pingReply is an error reply to a probe's PING.
+type pingReply string
+
+// Error returns the reply.
+func (e pingReply) Error() string { return string(e) }
+
+// RedisError makes pingReply a [redis.Error].
+func (pingReply) RedisError() {}
 
 // unavailableReplies start the error replies of a server that cannot serve
 // any call now.

@@ -187,3 +187,21 @@ func TestBreakerProbesAStalledClusterMasterAndCloses(t *testing.T) {
 	assert.False(t, l.CircuitOpen())
 	assertNoProbe(t, nodeBreaker())
 }
+
+func TestPingNode(t *testing.T) {
+	ctx := context.Background()
+	opts := func(addr string) *redis.Options {
+		return failFastClient(t, addr).Options()
+	}
+	require.NoError(t, pingNode(ctx, opts(srv.Addr)))
+
+	err := pingNode(ctx, opts(stoppedAddr(t)))
+	require.Error(t, err)
+	assert.True(t, redisUnavailable(err), "a refused dial: %v", err)
+
+	// A server that accepts and never answers times out.
+	ln := newTestListener(t, true)
+	err = pingNode(ctx, opts(ln.Addr().String()))
+	require.Error(t, err)
+	assert.True(t, redisUnavailable(err), "%v", err)
+}

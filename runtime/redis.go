@@ -56,9 +56,7 @@ func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	l := &RedisLimiter{client: client, config: c}
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.breaker = newBreaker(c.breaker, clientAddr(client), l.ping, c.breakerHook)
-	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
-		l.batcher = &batcher{l: l, max: c.batch}
-	}
+	l.batcher = newBatcher(l, client, c.batch)
 	return l
 }
 
@@ -92,12 +90,16 @@ func clientAddr(client redis.UniversalClient) string {
 	return ""
 }
 
-// ping is the probe of the limiter's breaker: PING, or for a cluster
-// client finding a master, which the breaker guards there.
+// ping is the probe of the limiter's breaker: a PING on a connection of
+// its own (see [pingNode]), or for a cluster client finding a master,
+// which the breaker guards there.
 func (l *RedisLimiter) ping(ctx context.Context) error {
-	if l.cluster != nil {
-		_, err := l.cluster.MasterForKey(ctx, "")
+	switch c := l.client.(type) {
+	case *redis.ClusterClient:
+		_, err := c.MasterForKey(ctx, "")
 		return err
+	case *redis.Client:
+		return pingNode(ctx, c.Options())
 	}
 	return l.client.Ping(ctx).Err()
 }
@@ -144,7 +146,7 @@ func (l *RedisLimiter) pingMaster(key string) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		return master.Ping(ctx).Err()
+		return pingNode(ctx, master.Options())
 	}
 }
 
