@@ -31,9 +31,10 @@ import (
 // Failures: a call Redis cannot decide costs what the client spends on it:
 // its dial or read timeout, times the attempts it makes (1 + MaxRetries
 // for errors it retries, and DialerRetries dials per attempt, with their
-// back-offs). Configure MaxRetries: -1 and DialerRetries: 1 for one
+// back-offs); [RedisOptions] and [ClusterOptions] make it one short
 // timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once for a while; see [WithBreaker]. With a Redis Cluster
+// calls at once until a background PING finds Redis back; see
+// [WithBreaker]. With a Redis Cluster
 // client each master has its own breaker, so a master that is down fails
 // only the calls whose keys it holds.
 type RedisLimiter struct {
