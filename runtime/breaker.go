@@ -39,17 +39,18 @@ type breakerConfig struct {
 // fails every call at once with a [*BackendError] wrapping
 // [ErrCircuitOpen], so the rule's [ErrorPolicy] applies without waiting for
 // the client's timeouts. While it is open, one goroutine of the breaker
-// asks Redis whether it is back with a PING, backoff after the breaker
+// asks Redis whether it is back with a probe (a trivial script, EVAL
+// "return 1", on a connection of its own), backoff after the breaker
 // opened and then backoff after each probe began (or when it ended, if it
 // took longer); each failed probe doubles that wait, up to maxBackoff.
 // The first probe that Redis answers closes the breaker (so does a call
 // sent before it opened that Redis answers late), and the goroutine ends.
-// Calls never probe: an open breaker sends Redis at most one PING per
+// Calls never probe: an open breaker sends Redis at most one probe per
 // backoff, however many calls it refuses.
 //
 // The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
-// [DefaultBreakerMaxBackoff] (at most about 7 PINGs a second per breaker,
-// and Redis decides again within 150ms of its return, plus the PING's
+// [DefaultBreakerMaxBackoff] (at most about 7 probes a second per breaker,
+// and Redis decides again within 150ms of its return, plus the probe's
 // round trip); failures <= 0 turns the breaker off, and a non-positive
 // duration keeps its default. (backoff used to be how long the breaker
 // refused calls before letting one call through as a probe; it is now the
@@ -113,8 +114,8 @@ func (m multiHook) BreakerClosed(node string, open time.Duration) {
 type breaker struct {
 	cfg  breakerConfig
 	node string
-	// ping asks Redis whether it can serve; hook may be nil.
-	ping func(context.Context) error
+	// ask asks Redis whether it can serve; hook may be nil.
+	ask  func(context.Context) error
 	hook BreakerHook
 	// now and after tell the time and wait; tests replace them.
 	now   func() time.Time
@@ -130,14 +131,14 @@ type breaker struct {
 	stop chan struct{}
 }
 
-// newBreaker returns the breaker for cfg guarding node, which ping asks,
+// newBreaker returns the breaker for cfg guarding node, which ask probes,
 // or nil when it is turned off.
-func newBreaker(cfg breakerConfig, node string, ping func(context.Context) error, hook BreakerHook) *breaker {
+func newBreaker(cfg breakerConfig, node string, ask func(context.Context) error, hook BreakerHook) *breaker {
 	if cfg.failures <= 0 {
 		return nil
 	}
 	cfg.maxBackoff = max(cfg.maxBackoff, cfg.backoff)
-	return &breaker{cfg: cfg, node: node, ping: ping, hook: hook, now: time.Now, after: time.After}
+	return &breaker{cfg: cfg, node: node, ask: ask, hook: hook, now: time.Now, after: time.After}
 }
 
 // allow reports whether a call may go to Redis: whether the breaker is
@@ -209,7 +210,7 @@ func (b *breaker) probe(stop chan struct{}) {
 		case <-b.after(wait):
 		}
 		began := b.now()
-		err := b.ping(context.Background())
+		err := b.ask(context.Background())
 		if errors.Is(err, redis.ErrClosed) {
 			return // nothing will answer: the breaker stays open
 		}
@@ -248,16 +249,19 @@ func (b *breaker) record(ctx context.Context, err error) {
 	}
 }
 
-// pingNode sends PING to the node of opts on a connection of its own,
-// dialled with the client's dialer (so with its TLS and, for a failover
-// client, its sentinels), and returns nil when the node answers, or an
-// error that [redisUnavailable] judges. It does not use the client's pool:
-// go-redis stops dialling for a second at a time once its pool has failed
-// PoolSize dials in a row, which a probe of a long outage would bring
-// about, delaying the recovery it is there to notice. Any reply but an
-// error saying the server cannot serve means the node is back: a server
-// that wants AUTH is up, and the calls' own connections authenticate.
-func pingNode(ctx context.Context, opts *redis.Options) error {
+// probeNode asks the node of opts whether it runs scripts, with EVAL
+// "return 1" on a connection of its own, dialled with the client's dialer
+// (so with its TLS and, for a failover client, its sentinels), and
+// returns nil when the node answers, or an error that [redisUnavailable]
+// judges. A script, not a PING, because CLIENT PAUSE WRITE (as a manual
+// failover sends) holds scripts and lets PING through. It does not use the
+// client's pool: go-redis stops dialling for a second at a time once its
+// pool has failed PoolSize dials in a row, which a probe of a long outage
+// would bring about, delaying the recovery it is there to notice. Any
+// reply but an error saying the server cannot serve means the node is
+// back: a server that wants AUTH is up, and the calls' own connections
+// authenticate.
+func probeNode(ctx context.Context, opts *redis.Options) error {
 	ctx, cancel := context.WithTimeout(ctx, orDefault(opts.DialTimeout)+orDefault(opts.ReadTimeout))
 	defer cancel()
 	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
@@ -269,7 +273,7 @@ func pingNode(ctx context.Context, opts *redis.Options) error {
 	if err := conn.SetDeadline(deadline); err != nil {
 		return err
 	}
-	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+	if _, err := conn.Write([]byte(probeCommand)); err != nil {
 		return err
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
@@ -277,10 +281,13 @@ func pingNode(ctx context.Context, opts *redis.Options) error {
 		return err
 	}
 	if strings.HasPrefix(line, "-") {
-		return pingReply(strings.TrimSpace(line[1:]))
+		return probeReply(strings.TrimSpace(line[1:]))
 	}
 	return nil
 }
+
+// probeCommand is EVAL "return 1" 0 in the Redis protocol.
+const probeCommand = "*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\n"
 
 // orDefault returns d, or go-redis's default timeout (5s) when d is not
 // positive (no timeout).
@@ -291,14 +298,14 @@ func orDefault(d time.Duration) time.Duration {
 	return d
 }
 
-// pingReply is an error reply to a probe's PING.
-type pingReply string
+// probeReply is an error reply to a probe.
+type probeReply string
 
 // Error returns the reply.
-func (e pingReply) Error() string { return string(e) }
+func (e probeReply) Error() string { return string(e) }
 
-// RedisError makes pingReply a [redis.Error].
-func (pingReply) RedisError() {}
+// RedisError makes probeReply a [redis.Error].
+func (probeReply) RedisError() {}
 
 // unavailableReplies start the error replies of a server that cannot serve
 // any call now.

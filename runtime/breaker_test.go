@@ -77,30 +77,30 @@ func (replyErr) RedisError()     {}
 var _ redis.Error = replyErr("")
 
 // fakeProbe drives a breaker's probe by hand: the test sees each wait the
-// probe asks for, ends it, and answers each PING, on a clock it moves.
+// probe asks for, ends it, and answers each probe, on a clock it moves.
 type fakeProbe struct {
-	clock atomic.Int64 // Unix ns
-	waits chan time.Duration
-	tick  chan time.Time
-	pings chan func() error
+	clock   atomic.Int64 // Unix ns
+	waits   chan time.Duration
+	tick    chan time.Time
+	answers chan func() error
 }
 
 func newFakeProbe(b *breaker) *fakeProbe {
-	f := &fakeProbe{waits: make(chan time.Duration, 1), tick: make(chan time.Time), pings: make(chan func() error)}
+	f := &fakeProbe{waits: make(chan time.Duration, 1), tick: make(chan time.Time), answers: make(chan func() error)}
 	f.clock.Store(time.Unix(1_700_000_000, 0).UnixNano())
 	b.now = func() time.Time { return time.Unix(0, f.clock.Load()) }
 	b.after = func(d time.Duration) <-chan time.Time {
 		f.waits <- d
 		return f.tick
 	}
-	b.ping = func(context.Context) error { return (<-f.pings)() }
+	b.ask = func(context.Context) error { return (<-f.answers)() }
 	return f
 }
 
 func (f *fakeProbe) advance(d time.Duration) { f.clock.Add(int64(d)) }
 
 // probe expects the probe to wait want, ends the wait and answers its
-// PING with answer, after the PING took took.
+// probe with answer, after the probe took took.
 func (f *fakeProbe) probe(t *testing.T, want, took time.Duration, answer error) {
 	t.Helper()
 	select {
@@ -111,7 +111,7 @@ func (f *fakeProbe) probe(t *testing.T, want, took time.Duration, answer error) 
 	}
 	f.advance(want)
 	f.tick <- time.Time{}
-	f.pings <- func() error { f.advance(took); return answer }
+	f.answers <- func() error { f.advance(took); return answer }
 }
 
 func TestBreakerStates(t *testing.T) {
@@ -136,7 +136,7 @@ func TestBreakerStates(t *testing.T) {
 	assert.Equal(t, []string{"opened node:1: connection refused"}, events.list())
 
 	// The probe waits the back-off, then doubles it after each failed
-	// PING, counting from when the PING began, up to the maximum.
+	// probe, counting from when the probe began, up to the maximum.
 	f.probe(t, time.Second, 500*time.Millisecond, down)
 	f.probe(t, 1500*time.Millisecond, 0, down)
 	f.probe(t, 3*time.Second, 0, down)
@@ -339,7 +339,7 @@ func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
 }
 
 func TestOpenBreakerProbesInTheBackground(t *testing.T) {
-	// A listener that never answers: each probe's PING is one connection
+	// A listener that never answers: each probe is one connection
 	// that times out. The calls are all refused at once, none probes.
 	ln := newTestListener(t, true)
 	const backoff = 20 * time.Millisecond
@@ -370,7 +370,7 @@ func TestOpenBreakerProbesInTheBackground(t *testing.T) {
 	elapsed := time.Since(opened)
 	assert.Equal(t, int64(1600), refused.Load())
 	probes := ln.accepted.Load() - before
-	// One PING per back-off at most (each opens a connection here, since
+	// One probe per back-off at most (each opens a connection here, since
 	// a timed-out connection is closed), whatever the number of calls.
 	assert.LessOrEqual(t, probes, int64(elapsed/backoff)+1, "in %v", elapsed)
 	require.Eventually(t, func() bool { return ln.accepted.Load() > before }, 10*time.Second, time.Millisecond, "no probe")

@@ -33,7 +33,7 @@ import (
 // for errors it retries, and DialerRetries dials per attempt, with their
 // back-offs); [RedisOptions] and [ClusterOptions] make it one short
 // timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once until a background PING finds Redis back; see
+// calls at once until a background probe finds Redis back; see
 // [WithBreaker]. With a Redis Cluster
 // client each master has its own breaker, so a master that is down fails
 // only the calls whose keys it holds.
@@ -48,6 +48,8 @@ type RedisLimiter struct {
 	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
+	// local decides the calls of FailLocal rules that Redis cannot decide.
+	local *MemoryLimiter
 	config
 }
 
@@ -55,8 +57,9 @@ type RedisLimiter struct {
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
 	l := &RedisLimiter{client: client, config: c}
+	l.local = newFallback(c)
 	l.cluster, _ = client.(*redis.ClusterClient)
-	l.breaker = newBreaker(c.breaker, clientAddr(client), l.ping, c.breakerHook)
+	l.breaker = newBreaker(c.breaker, clientAddr(client), l.probe, c.breakerHook)
 	l.batcher = newBatcher(l, client, c.batch)
 	return l
 }
@@ -91,16 +94,16 @@ func clientAddr(client redis.UniversalClient) string {
 	return ""
 }
 
-// ping is the probe of the limiter's breaker: a PING on a connection of
-// its own (see [pingNode]), or for a cluster client finding a master,
-// which the breaker guards there.
-func (l *RedisLimiter) ping(ctx context.Context) error {
+// probe asks Redis whether the limiter's breaker may close: with a script
+// on a connection of its own (see [probeNode]), or for a cluster client
+// by finding a master, which the breaker guards there.
+func (l *RedisLimiter) probe(ctx context.Context) error {
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
 		_, err := c.MasterForKey(ctx, "")
 		return err
 	case *redis.Client:
-		return pingNode(ctx, c.Options())
+		return probeNode(ctx, c.Options())
 	}
 	return l.client.Ping(ctx).Err()
 }
@@ -128,7 +131,7 @@ func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, error
 	addr := master.Options().Addr
 	b, loaded := l.nodes.Load(addr)
 	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker, addr, l.pingMaster(key), l.breakerHook))
+		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker, addr, l.probeMaster(key), l.breakerHook))
 	}
 	nb := b.(*breaker)
 	if !nb.allow() {
@@ -137,17 +140,17 @@ func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, error
 	return nb, nil
 }
 
-// pingMaster returns the probe of a cluster master's breaker: PING to the
-// master that holds key, a key it held when the breaker was made. Asking
+// probeMaster returns the probe of a cluster master's breaker: a script on
+// the master that holds key, a key it held when the breaker was made. Asking
 // the cluster client for the master each time finds the node's current
 // client, and a master that took over key's slot.
-func (l *RedisLimiter) pingMaster(key string) func(context.Context) error {
+func (l *RedisLimiter) probeMaster(key string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		master, err := l.cluster.MasterForKey(ctx, key)
 		if err != nil {
 			return err
 		}
-		return pingNode(ctx, master.Options())
+		return probeNode(ctx, master.Options())
 	}
 }
 
