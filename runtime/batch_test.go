@@ -455,7 +455,7 @@ func TestBatchedCallWaitsForOneRoundTrip(t *testing.T) {
 	lim := []Limit{{Period: time.Hour, Threshold: 2}}
 	req := Request{Name: "linger", Key: "k", Limits: lim}
 	ctx := context.Background()
-	pauseRedis(t, time.Second)
+	pauseRedis(t, 3*time.Second) // long enough for the steps below on a loaded machine; below the 5s ReadTimeout
 
 	type result struct {
 		d   Decision
