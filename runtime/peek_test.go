@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
@@ -238,5 +239,45 @@ func (ct *clusterTest) peekAndReset(t *testing.T) {
 			require.True(t, p.Allowed)
 			require.Equal(t, fresh, p.Remaining)
 		}
+	}
+}
+
+// BenchmarkRedisPeekVsPing interleaves PING, Allow, Peek and Reset on one
+// connection and reports each one's median latency as a ratio to PING's,
+// per algorithm, on a limit that admits every call.
+func BenchmarkRedisPeekVsPing(b *testing.B) {
+	for _, alg := range Algorithms() {
+		b.Run(string(alg), func(b *testing.B) {
+			srv.Flush(b)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+			defer c.Close()
+			ctx := context.Background()
+			l := NewRedis(c)
+			req := benchRequest("user-42")
+			req.Limits[0].Algorithm = alg
+			var ping, allowed, peeked, reset []time.Duration
+			step := func(into *[]time.Duration, f func() error) {
+				t0 := time.Now()
+				if err := f(); err != nil {
+					b.Fatal(err)
+				}
+				*into = append(*into, time.Since(t0))
+			}
+			for b.Loop() {
+				step(&ping, func() error { return c.Ping(ctx).Err() })
+				step(&allowed, func() error { _, err := l.Allow(ctx, req); return err })
+				step(&peeked, func() error { _, err := l.Peek(ctx, req); return err })
+				if len(reset) < len(ping)/16 { // not on every step: the state builds up
+					step(&reset, func() error { return l.Reset(ctx, req.Name, req.Key) })
+				}
+			}
+			p := float64(median(ping))
+			b.ReportMetric(p, "ping-ns")
+			b.ReportMetric(float64(median(allowed))/p, "allow/ping")
+			b.ReportMetric(float64(median(peeked))/p, "peek/ping")
+			if len(reset) > 0 {
+				b.ReportMetric(float64(median(reset))/p, "reset/ping")
+			}
+		})
 	}
 }
