@@ -22,8 +22,9 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 // AdminHandler returns an operator's view of limiter and rules, as JSON:
 //
 //	GET .../rules[?offset=N]     the rules, at most 100 a response (next: the offset of
-//	                             the following page), each with its directive limits
-//	                             and its effective limits on limiter (after overrides)
+//	                             the following page), each with its directive limits,
+//	                             its effective limits on limiter (after overrides) and
+//	                             its wait, onerror and shadow options
 //	GET .../key?name=N&key=K[&cost=C]
 //	                             the state of rule N's key K: what a call of cost C
 //	                             (default 1) would be told now, from [Peek], charging
@@ -75,6 +76,9 @@ type adminRule struct {
 	Limits     []adminLimit `json:"limits"`
 	Effective  []adminLimit `json:"effective"`
 	Overridden bool         `json:"overridden"`
+	Wait       string       `json:"wait,omitempty"`
+	OnError    ErrorPolicy  `json:"onerror,omitempty"`
+	Shadow     bool         `json:"shadow,omitempty"`
 }
 
 type adminDecision struct {
@@ -140,7 +144,12 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 			Limits:     adminLimits(rule.Limits),
 			Effective:  adminLimits(eff),
 			Overridden: !slices.Equal(eff, rule.Limits),
+			OnError:    rule.OnError,
+			Shadow:     rule.Shadow,
 		})
+		if rule.Wait > 0 {
+			page.Rules[len(page.Rules)-1].Wait = rule.Wait.String()
+		}
 	}
 	if end < len(a.rules) {
 		page.Next = &end

@@ -36,7 +36,7 @@ func TestAdminHandler(t *testing.T) {
 		ov.set("admin.Search", Limit{Period: time.Minute, Threshold: 3, Algorithm: GCRA})
 		l := wrapped{newLimiter(WithOverrides(ov))}
 		get := &Rule{Name: "admin.Get", Limits: []Limit{{Period: time.Minute, Threshold: 3}, {Period: time.Hour, Threshold: 10, Algorithm: FixedWindow}}}
-		search := &Rule{Name: "admin.Search", Limits: []Limit{{Period: time.Minute, Threshold: 30, Algorithm: GCRA, Burst: 5}}}
+		search := &Rule{Name: "admin.Search", Limits: []Limit{{Period: time.Minute, Threshold: 30, Algorithm: GCRA, Burst: 5}}, OnError: FailClosed, Wait: time.Second}
 		readOnly := AdminHandler(l, []*Rule{get, search})
 		full := AdminHandler(l, []*Rule{get, search}, WithAdminReset())
 
@@ -51,6 +51,9 @@ func TestAdminHandler(t *testing.T) {
 		require.Len(t, g["effective"], 2)
 		require.Equal(t, "10/1h0m0s (fixed_window)", g["limits"].([]any)[1].(map[string]any)["text"])
 		require.Equal(t, true, s["overridden"])
+		require.Equal(t, "deny", s["onerror"])
+		require.Equal(t, "1s", s["wait"])
+		require.NotContains(t, g, "wait")
 		require.Equal(t, map[string]any{"text": "30/1m0s (gcra)", "period": "1m0s", "threshold": 30.0, "algorithm": "gcra", "burst": 5.0}, s["limits"].([]any)[0])
 		require.Equal(t, map[string]any{"text": "3/1m0s (gcra)", "period": "1m0s", "threshold": 3.0, "algorithm": "gcra"}, s["effective"].([]any)[0])
 
