@@ -5,11 +5,12 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // decoratorPlan is a decorator with the names it is written with.
 type decoratorPlan struct {
-	*Decorator
+	*model.Decorator
 	name, ctor string   // the decorator type and its constructor
 	tparams    []string // type parameter names
 	next       string   // field holding the wrapped value (the embedded type's name for a non-interface)
@@ -20,13 +21,13 @@ type decoratorPlan struct {
 
 // methodPlan is a method with the name of its rule variable.
 type methodPlan struct {
-	*Method
+	*model.Method
 	rule string // empty when the method is not limited
 }
 
 // planDecorator allocates the package-level names of d: its type, its
 // constructor and its rule variables.
-func (r *renderer) planDecorator(d *Decorator) *decoratorPlan {
+func (r *renderer) planDecorator(d *model.Decorator) *decoratorPlan {
 	typeName := d.Type.Obj().Name()
 	p := &decoratorPlan{Decorator: d}
 	p.name = r.pkg.fresh(typeName + "WithRateLimit")

@@ -1,9 +1,9 @@
-// Package templates holds the model of the code ratelimitgen generates and
-// renders it with github.com/dave/jennifer.
+// Package templates renders the model of the code ratelimitgen generates
+// (package model) with github.com/dave/jennifer: the emit stage.
 //
-// The generator (cmd/ratelimitgen) loads and checks a package, then
-// describes what to generate as a [File]: the package's decorated types,
-// each with its methods and, for limited methods, the compiled [Rule]
+// The check stage loads and checks a package, then
+// describes what to generate as a [model.File]: the package's decorated types,
+// each with its methods and, for limited methods, the compiled [model.Rule]
 // (limits, key, cost, context). [Render] turns it into gofmt'd Go source.
 //
 // Naming is decided here, in one place: imports get the package's real

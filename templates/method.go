@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // methodGen writes one decorator method. Every identifier the method
@@ -168,7 +169,7 @@ func isLiteralZero(t types.Type) bool {
 	return !tp
 }
 
-func keyIdents(k *Key, imports map[string]string) []string {
+func keyIdents(k *model.Key, imports map[string]string) []string {
 	var ids []string
 	for _, s := range k.Steps {
 		if s.CheckNil {
@@ -176,13 +177,13 @@ func keyIdents(k *Key, imports map[string]string) []string {
 		}
 	}
 	switch k.Format {
-	case KeyStringConv:
+	case model.KeyStringConv:
 		ids = append(ids, "string")
-	case KeyInt64, KeyUint64:
+	case model.KeyInt64, model.KeyUint64:
 		ids = append(ids, imports["strconv"])
-	case KeyInt:
+	case model.KeyInt:
 		ids = append(ids, imports["strconv"], "int64")
-	case KeyUint:
+	case model.KeyUint:
 		ids = append(ids, imports["strconv"], "uint64")
 	}
 	return ids
@@ -256,7 +257,7 @@ func (mg *methodGen) body() []jen.Code {
 		stmts, decls = append(stmts, decls...), nil
 	}
 	stmts = append(stmts, checks...)
-	if k := mg.m.Rule.Key; k != nil && (len(k.Steps) > 0 || k.Format != KeyString) {
+	if k := mg.m.Rule.Key; k != nil && (len(k.Steps) > 0 || k.Format != model.KeyString) {
 		// Name a computed key, so the check reads plainly.
 		v := mg.locals.fresh("key")
 		stmts = append(stmts, jen.Id(v).Op(":=").Add(key))
@@ -335,17 +336,17 @@ func (mg *methodGen) key() (checks []jen.Code, key jen.Code) {
 	return checks, formatKey(k.Format, expr())
 }
 
-func formatKey(f KeyFormat, x *jen.Statement) jen.Code {
+func formatKey(f model.KeyFormat, x *jen.Statement) jen.Code {
 	switch f {
-	case KeyStringConv:
+	case model.KeyStringConv:
 		return jen.String().Call(x)
-	case KeyInt64:
+	case model.KeyInt64:
 		return jen.Qual("strconv", "FormatInt").Call(x, jen.Lit(10))
-	case KeyInt:
+	case model.KeyInt:
 		return jen.Qual("strconv", "FormatInt").Call(jen.Int64().Call(x), jen.Lit(10))
-	case KeyUint64:
+	case model.KeyUint64:
 		return jen.Qual("strconv", "FormatUint").Call(x, jen.Lit(10))
-	case KeyUint:
+	case model.KeyUint:
 		return jen.Qual("strconv", "FormatUint").Call(jen.Uint64().Call(x), jen.Lit(10))
 	}
 	return x

@@ -11,13 +11,14 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+	"github.com/ratelimitgen/ratelimitgen/model"
 	"golang.org/x/tools/imports"
 )
 
 // Render returns the generated Go source of f, gofmt'd: the Header line,
 // the build constraint, and for each decorator its type, constructor,
 // rules and methods.
-func Render(f *File) ([]byte, error) {
+func Render(f *model.File) ([]byte, error) {
 	r := newRenderer(f)
 	jf := r.file()
 	if r.types.err != nil {
@@ -49,7 +50,7 @@ var universeNames = []string{
 
 // renderer holds the naming decisions for one file.
 type renderer struct {
-	f     *File
+	f     *model.File
 	types typeNames
 	// pkg holds the file's package-level names: imports, decorator types,
 	// constructors and rule variables, avoiding the user's declarations.
@@ -57,7 +58,7 @@ type renderer struct {
 	decs []*decoratorPlan
 }
 
-func newRenderer(f *File) *renderer {
+func newRenderer(f *model.File) *renderer {
 	r := &renderer{
 		f:     f,
 		types: typeNames{pkgPath: f.PkgPath, imports: map[string]string{}},
@@ -124,7 +125,7 @@ func (r *renderer) neededImports() map[string]string {
 			if m.Rule.Context < 0 {
 				pkgs["context"] = "context"
 			}
-			if k := m.Rule.Key; k != nil && k.Format >= KeyInt64 {
+			if k := m.Rule.Key; k != nil && k.Format >= model.KeyInt64 {
 				pkgs["strconv"] = "strconv"
 			}
 		}
@@ -136,7 +137,7 @@ func (r *renderer) neededImports() map[string]string {
 func (r *renderer) file() *jen.File {
 	f := jen.NewFilePathName(r.f.PkgPath, r.f.PkgName)
 	f.NoFormat = true // Render runs go/format once
-	f.HeaderComment(Header)
+	f.HeaderComment(model.Header)
 	f.HeaderComment("//go:build " + r.constraint().String())
 	for path, name := range r.types.imports {
 		if name == assumedPackageName(path) {
@@ -153,7 +154,7 @@ func (r *renderer) file() *jen.File {
 
 // constraint returns the generated file's build constraint.
 func (r *renderer) constraint() constraint.Expr {
-	not := &constraint.NotExpr{X: &constraint.TagExpr{Tag: BuildTag}}
+	not := &constraint.NotExpr{X: &constraint.TagExpr{Tag: model.BuildTag}}
 	if r.f.Constraint == nil {
 		return not
 	}
@@ -198,3 +199,6 @@ func wrap(text string, width int) []string {
 	}
 	return lines
 }
+
+// RuntimePath is the import path of the runtime package, named ratelimit.
+const RuntimePath = "github.com/ratelimitgen/ratelimitgen/runtime"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 const storeSrc = `package store
@@ -214,23 +214,6 @@ func TestTagsSelectFilesAndConstrainTheOutput(t *testing.T) {
 	}
 }
 
-func TestBuildTagsCombineGOFLAGS(t *testing.T) {
-	for _, tc := range []struct {
-		goflags string
-		extra   []string
-		want    string
-	}{
-		{"", nil, "ratelimitgen"},
-		{"-tags=a,b -mod=mod", []string{"c"}, "a,b,c,ratelimitgen"},
-		{"--tags=a", []string{"a"}, "a,ratelimitgen"},
-		{"-tags=ratelimitgen", nil, "ratelimitgen"},
-	} {
-		if got := strings.Join(buildTags(tc.goflags, tc.extra), ","); got != tc.want {
-			t.Errorf("buildTags(%q, %q) = %q, want %q", tc.goflags, tc.extra, got, tc.want)
-		}
-	}
-}
-
 func TestList(t *testing.T) {
 	dir := testdataDir(t, "basic")
 	code, stdout, stderr := cli(t, "-C", dir, "-list")
@@ -269,14 +252,14 @@ func TestAlgorithmsAreCheckedAgainstTheRuntime(t *testing.T) {
 			src := "package p\n\ntype T interface {\n\t//ratelimit:period=1 threshold=10 algorithm=" + alg + extra + "\n\tDo() error\n}\n"
 			dir := tempModule(t, map[string]string{"p/p.go": src})
 			code, _, stderr := cli(t, "-C", dir, "./p")
-			lim := templates.Limit{Period: time.Second, Threshold: 10, Algorithm: alg}
+			lim := ratelimit.Limit{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm(alg)}
 			switch alg {
 			case "token_bucket", "gcra":
 				lim.Burst = 20
 			case "leaky_bucket":
 				lim.Capacity = 50
 			}
-			if runtimeSupports(lim) == nil {
+			if lim.Validate() == nil {
 				if code != exitOK || !strings.Contains(readFile(t, filepath.Join(dir, "p", "ratelimit_gen.go")), "Algorithm: ratelimit.") {
 					t.Fatalf("supported algorithm: exit %d\n%s", code, stderr)
 				}

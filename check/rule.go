@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"cmp"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // ruleChecker compiles the directives of one method into a rule, checking
@@ -33,7 +33,7 @@ type option struct {
 var errorType = types.Universe.Lookup("error").Type()
 
 // rule returns the rule, or nil when a directive has errors (reported).
-func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
+func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	for _, d := range rc.dirs {
 		if rc.c.broken[d] {
 			return nil // its syntax errors are reported; don't pile on
@@ -42,7 +42,7 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 	rc.ok = true
 	rc.checkResults()
 	opts := rc.options()
-	r := &templates.Rule{Name: defaultName, Context: -1, CostParam: -1}
+	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1, CostParam: -1}
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, rc.limit(d))
 	}
@@ -58,7 +58,7 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 
 // applyOptions sets the per-call options of r, checking key= and cost=
 // against the signature.
-func (rc *ruleChecker) applyOptions(r *templates.Rule, opts map[string]option) {
+func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	if o, ok := opts["name"]; ok {
 		r.Name = o.d.Name
 	}
@@ -90,8 +90,9 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {
 
 // limit returns the limit of one directive line, reporting a limit the
 // runtime cannot decide, such as one with an algorithm it lacks.
-func (rc *ruleChecker) limit(d *parser.Directive) templates.Limit {
-	l := templates.Limit{
+func (rc *ruleChecker) limit(d *parser.Directive) model.Limit {
+	l := model.Limit{
+		Pos:    d.Pos,
 		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
 		Burst: d.Burst, Capacity: d.Capacity,
 	}

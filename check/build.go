@@ -1,42 +1,34 @@
-package main
+package check
 
 import (
 	"cmp"
+	"go/token"
 	"go/types"
 	"slices"
 
-	"github.com/ratelimitgen/ratelimitgen/templates"
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
-// build checks the collected directives against the types and returns the
-// file to generate, or nil when there is nothing to generate, together with
-// the limits found for -list.
-func (c *collector) build() (*templates.File, []listRow) {
-	f := &templates.File{PkgPath: c.pkg.PkgPath, PkgName: c.pkg.Name, Scope: c.pkg.Types.Scope()}
-	var rows []listRow
+// build checks the collected directives against the types and adds the
+// decorators to f.
+func (c *collector) build(f *model.File) {
 	slices.SortFunc(c.targets, func(a, b *target) int { return cmp.Compare(a.obj.Name(), b.obj.Name()) })
 	for _, t := range c.targets {
-		d, drows := c.decorator(t)
-		if d != nil {
+		if d := c.decorator(t); d != nil {
 			f.Decorators = append(f.Decorators, d)
-			rows = append(rows, drows...)
 		}
 	}
 	c.checkSharedNames(f)
 	f.Constraint = c.constraint(f)
-	if len(f.Decorators) == 0 {
-		return nil, rows
-	}
-	return f, rows
 }
 
 // decorator returns the decorator of t, or nil after reporting why there
 // cannot be one.
-func (c *collector) decorator(t *target) (*templates.Decorator, []listRow) {
+func (c *collector) decorator(t *target) *model.Decorator {
 	named, ok := t.obj.Type().(*types.Named)
 	if !ok {
 		c.errorf(t.pos, "cannot decorate %s: not a named type", t.obj.Name())
-		return nil, nil
+		return nil
 	}
 	if iface, ok := named.Underlying().(*types.Interface); ok {
 		return c.interfaceDecorator(t, named, iface)
@@ -44,18 +36,17 @@ func (c *collector) decorator(t *target) (*templates.Decorator, []listRow) {
 	return c.concreteDecorator(t, named)
 }
 
-func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *types.Interface) (*templates.Decorator, []listRow) {
+func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *types.Interface) *model.Decorator {
 	name := t.obj.Name()
 	switch {
 	case !iface.IsMethodSet():
 		c.errorf(t.pos, "cannot decorate %s: an interface with type constraints is not the type of any value", name)
-		return nil, nil
+		return nil
 	case iface.NumMethods() == 0:
 		c.errorf(t.pos, "cannot decorate %s: it has no methods", name)
-		return nil, nil
+		return nil
 	}
-	d := &templates.Decorator{Type: named}
-	var rows []listRow
+	d := &model.Decorator{Type: named, Pos: t.pos}
 	ok := true
 	for i := 0; i < iface.NumMethods(); i++ {
 		fn := iface.Method(i)
@@ -64,71 +55,63 @@ func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *typ
 			ok = false
 			continue
 		}
-		m, mrows := c.method(t, fn)
-		d.Methods = append(d.Methods, m)
-		rows = append(rows, mrows...)
+		d.Methods = append(d.Methods, c.method(t, fn))
 	}
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	slices.SortFunc(d.Methods, func(a, b *templates.Method) int { return cmp.Compare(a.Name, b.Name) })
-	return d, rows
+	slices.SortFunc(d.Methods, func(a, b *model.Method) int { return cmp.Compare(a.Name, b.Name) })
+	return d
 }
 
-func (c *collector) concreteDecorator(t *target, named *types.Named) (*templates.Decorator, []listRow) {
+func (c *collector) concreteDecorator(t *target, named *types.Named) *model.Decorator {
 	name := t.obj.Name()
 	if named.NumMethods() == 0 {
 		c.errorf(t.pos, "cannot decorate %s: it has no methods", name)
-		return nil, nil
+		return nil
 	}
-	d := &templates.Decorator{Type: named}
-	var rows []listRow
+	d := &model.Decorator{Type: named, Pos: t.pos}
 	for i := 0; i < named.NumMethods(); i++ {
 		fn := named.Method(i)
-		m, mrows := c.method(t, fn)
+		m := c.method(t, fn)
 		if m.Rule == nil {
 			continue
 		}
 		if fn.Name() == name {
 			c.errorf(t.pos, "cannot decorate %s: its method %s would clash with the field that embeds *%s", name, fn.Name(), name)
-			return nil, nil
+			return nil
 		}
 		d.Methods = append(d.Methods, m)
-		rows = append(rows, mrows...)
 	}
 	if len(d.Methods) == 0 {
-		return nil, nil
+		return nil
 	}
-	slices.SortFunc(d.Methods, func(a, b *templates.Method) int { return cmp.Compare(a.Name, b.Name) })
-	return d, rows
+	slices.SortFunc(d.Methods, func(a, b *model.Method) int { return cmp.Compare(a.Name, b.Name) })
+	return d
 }
 
 // method returns the decorator method for fn, limited by fn's own
 // directives, or else by the type's.
-func (c *collector) method(t *target, fn *types.Func) (*templates.Method, []listRow) {
-	m := &templates.Method{Name: fn.Name(), Sig: fn.Signature()}
+func (c *collector) method(t *target, fn *types.Func) *model.Method {
+	m := &model.Method{Name: fn.Name(), Sig: fn.Signature()}
 	dirs, owner := t.typeDirs, t.obj
 	if md := c.methods[fn.Origin()]; md != nil {
 		dirs, owner = md.dirs, md.owner
 	}
 	if len(dirs) == 0 {
-		return m, nil
+		return m
 	}
 	rc := &ruleChecker{c: c, where: t.obj.Name() + "." + fn.Name(), sig: m.Sig, dirs: dirs}
-	m.Rule = rc.rule(c.pkg.PkgPath + "." + owner.Name() + "." + fn.Name())
-	if m.Rule == nil {
-		return m, nil
-	}
-	c.ruleAt[m] = dirs[0].Pos
-	return m, listRows(c.pkg.PkgPath, t.obj.Name(), m, dirs)
+	m.Rule = rc.rule(c.pkg.Path + "." + owner.Name() + "." + fn.Name())
+	return m
 }
 
 // checkSharedNames reports methods that share a limit name but declare
 // different limits: they would share counters under different rules.
-func (c *collector) checkSharedNames(f *templates.File) {
+func (c *collector) checkSharedNames(f *model.File) {
 	type use struct {
 		where  string
-		limits []templates.Limit
+		limits []model.Limit
 	}
 	seen := map[string]use{}
 	for _, d := range f.Decorators {
@@ -142,11 +125,18 @@ func (c *collector) checkSharedNames(f *templates.File) {
 				seen[m.Rule.Name] = use{where, m.Rule.Limits}
 				continue
 			}
-			if !slices.Equal(prev.limits, m.Rule.Limits) {
-				c.errorf(c.ruleAt[m], "%s and %s share the limit name %q but declare different limits; methods sharing a name must declare the same limits", prev.where, where, m.Rule.Name)
+			if !slices.EqualFunc(prev.limits, m.Rule.Limits, sameLimit) {
+				c.errorf(m.Rule.Pos, "%s and %s share the limit name %q but declare different limits; methods sharing a name must declare the same limits", prev.where, where, m.Rule.Name)
 			}
 		}
 	}
+}
+
+// sameLimit reports whether two limits are the same wherever they are
+// written.
+func sameLimit(a, b model.Limit) bool {
+	a.Pos, b.Pos = token.Position{}, token.Position{}
+	return a == b
 }
 
 // methodFuncs returns the methods of a named type: its method set for an

@@ -1,20 +1,17 @@
-package main
+package check
 
 import (
 	"go/ast"
 	"go/token"
 	"go/types"
 
-	"golang.org/x/tools/go/packages"
-
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // collector finds the directives of one package and attaches them to the
 // types and methods whose doc comments hold them.
 type collector struct {
-	pkg   *packages.Package
+	pkg   *Package
 	diags *parser.ErrorList
 	// groups holds the directives of every comment group that has some.
 	groups map[*ast.CommentGroup][]*parser.Directive
@@ -33,8 +30,6 @@ type collector struct {
 	constraints map[string]string
 	// bodies are the function bodies, to explain directives inside them.
 	bodies []funcBody
-	// ruleAt holds the position of the first directive of each rule.
-	ruleAt map[*templates.Method]token.Position
 }
 
 // target is a named type that gets a decorator.
@@ -58,7 +53,7 @@ type methodDirs struct {
 	file  string
 }
 
-func newCollector(pkg *packages.Package, diags *parser.ErrorList) *collector {
+func newCollector(pkg *Package, diags *parser.ErrorList) *collector {
 	return &collector{
 		pkg:         pkg,
 		diags:       diags,
@@ -69,7 +64,6 @@ func newCollector(pkg *packages.Package, diags *parser.ErrorList) *collector {
 		byType:      map[*types.TypeName]*target{},
 		methods:     map[*types.Func]*methodDirs{},
 		constraints: map[string]string{},
-		ruleAt:      map[*templates.Method]token.Position{},
 	}
 }
 
@@ -146,7 +140,7 @@ func (c *collector) typeDecl(decl *ast.GenDecl, file string) {
 			c.where[doc] = "on alias " + ts.Name.Name + " (put it on the aliased type)"
 			continue
 		}
-		obj, _ := c.pkg.TypesInfo.Defs[ts.Name].(*types.TypeName)
+		obj, _ := c.pkg.Info.Defs[ts.Name].(*types.TypeName)
 		if obj == nil {
 			continue
 		}
@@ -174,7 +168,7 @@ func (c *collector) interfaceMethods(obj *types.TypeName, it *ast.InterfaceType,
 		}
 		name := field.Names[0]
 		c.where[field.Comment] = "after method " + name.Name + " (put it in the doc comment above)"
-		fn, _ := c.pkg.TypesInfo.Defs[name].(*types.Func)
+		fn, _ := c.pkg.Info.Defs[name].(*types.Func)
 		if fn == nil {
 			continue
 		}
@@ -183,7 +177,7 @@ func (c *collector) interfaceMethods(obj *types.TypeName, it *ast.InterfaceType,
 }
 
 func (c *collector) methodDecl(decl *ast.FuncDecl, file string) {
-	fn, _ := c.pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+	fn, _ := c.pkg.Info.Defs[decl.Name].(*types.Func)
 	if fn == nil {
 		return
 	}

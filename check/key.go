@@ -1,12 +1,12 @@
-package main
+package check
 
 import (
 	"go/token"
 	"go/types"
 	"strings"
 
+	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // keyWalk resolves a key= path one selector at a time.
@@ -14,7 +14,7 @@ type keyWalk struct {
 	rc          *ruleChecker
 	arg         parser.Arg
 	path        []string
-	key         *templates.Key
+	key         *model.Key
 	t           types.Type // type of the value reached so far
 	addressable bool       // whether that value is addressable
 	spelled     string     // the value reached so far, as the directive spells it
@@ -24,7 +24,7 @@ type keyWalk struct {
 // exist, every selector must be a field or a method without arguments
 // returning one value, and the value must be a string, an integer or a
 // fmt.Stringer. Pointers and interfaces on the way are checked for nil.
-func (rc *ruleChecker) key(a parser.Arg, path []string) *templates.Key {
+func (rc *ruleChecker) key(a parser.Arg, path []string) *model.Key {
 	i := rc.param(path[0])
 	if i < 0 {
 		rc.errorf(a.ValuePos, "key=%s: %s has no parameter %s (%s)", a.Value, rc.where, path[0], rc.paramNames())
@@ -32,7 +32,7 @@ func (rc *ruleChecker) key(a parser.Arg, path []string) *templates.Key {
 	}
 	w := &keyWalk{
 		rc: rc, arg: a, path: path,
-		key:         &templates.Key{Param: i, Source: strings.Join(path, ".")},
+		key:         &model.Key{Param: i, Source: strings.Join(path, ".")},
 		t:           rc.sig.Params().At(i).Type(),
 		addressable: true,
 		spelled:     path[0],
@@ -99,7 +99,7 @@ func (w *keyWalk) selector(j int) bool {
 
 // step records a selector from the current value to a value of type next.
 func (w *keyWalk) step(name string, call bool, next types.Type) {
-	w.key.Steps = append(w.key.Steps, templates.Step{
+	w.key.Steps = append(w.key.Steps, model.Step{
 		Name: name, Call: call, CheckNil: nillable(w.t), Path: w.spelled,
 	})
 	w.addressable = !call && (w.addressable || isPointer(w.t))
@@ -119,7 +119,7 @@ func (w *keyWalk) format() bool {
 	obj, _, _ := types.LookupFieldOrMethod(w.t, w.addressable, w.rc.c.pkg.Types, "String")
 	if fn, ok := obj.(*types.Func); ok && isStringer(fn.Signature()) {
 		w.step("String", true, types.Typ[types.String])
-		w.key.Format = templates.KeyString
+		w.key.Format = model.KeyString
 		return true
 	}
 	w.rc.errorf(w.arg.ValuePos, "key=%s: %s has type %s; want a string, an integer or a fmt.Stringer", w.arg.Value, w.spelled, w.rc.c.typeString(w.t))
@@ -127,7 +127,7 @@ func (w *keyWalk) format() bool {
 }
 
 // keyFormat returns the conversion of a string or integer type.
-func keyFormat(t types.Type) (templates.KeyFormat, bool) {
+func keyFormat(t types.Type) (model.KeyFormat, bool) {
 	b, ok := t.Underlying().(*types.Basic)
 	if !ok {
 		return 0, false
@@ -135,17 +135,17 @@ func keyFormat(t types.Type) (templates.KeyFormat, bool) {
 	info := b.Info()
 	switch {
 	case info&types.IsString != 0 && types.Identical(t, types.Typ[types.String]):
-		return templates.KeyString, true
+		return model.KeyString, true
 	case info&types.IsString != 0:
-		return templates.KeyStringConv, true
+		return model.KeyStringConv, true
 	case info&types.IsInteger != 0 && info&types.IsUnsigned != 0 && types.Identical(t, types.Typ[types.Uint64]):
-		return templates.KeyUint64, true
+		return model.KeyUint64, true
 	case info&types.IsInteger != 0 && info&types.IsUnsigned != 0:
-		return templates.KeyUint, true
+		return model.KeyUint, true
 	case info&types.IsInteger != 0 && types.Identical(t, types.Typ[types.Int64]):
-		return templates.KeyInt64, true
+		return model.KeyInt64, true
 	case info&types.IsInteger != 0:
-		return templates.KeyInt, true
+		return model.KeyInt, true
 	}
 	return 0, false
 }
