@@ -19,12 +19,17 @@ func (c *collector) build(f *model.File) {
 		}
 	}
 	c.checkSharedNames(f)
+	c.nameDecorators(f)
 	f.Constraint = c.constraint(f)
 }
 
 // decorator returns the decorator of t, or nil after reporting why there
 // cannot be one.
 func (c *collector) decorator(t *target) *model.Decorator {
+	if !t.limited {
+		c.errorf(t.naming.Pos, "decorator=%s: %s has no limits to decorate it with; write them in the doc comment of %s or of its methods", t.naming.Decorator, t.obj.Name(), t.obj.Name())
+		return nil
+	}
 	named, ok := t.obj.Type().(*types.Named)
 	if !ok {
 		c.errorf(t.pos, "cannot decorate %s: not a named type", t.obj.Name())
@@ -111,6 +116,7 @@ func (c *collector) method(t *target, fn *types.Func) *model.Method {
 func (c *collector) checkSharedNames(f *model.File) {
 	type use struct {
 		where  string
+		pos    token.Position
 		limits []model.Limit
 	}
 	seen := map[string]use{}
@@ -122,11 +128,12 @@ func (c *collector) checkSharedNames(f *model.File) {
 			where := d.Type.Obj().Name() + "." + m.Name
 			prev, ok := seen[m.Rule.Name]
 			if !ok {
-				seen[m.Rule.Name] = use{where, m.Rule.Limits}
+				seen[m.Rule.Name] = use{where, m.Rule.Pos, m.Rule.Limits}
 				continue
 			}
 			if !slices.EqualFunc(prev.limits, m.Rule.Limits, sameLimit) {
-				c.errorf(m.Rule.Pos, "%s and %s share the limit name %q but declare different limits; methods sharing a name must declare the same limits", prev.where, where, m.Rule.Name)
+				c.errorf(m.Rule.Pos, "%s and %s share the limit name %q but declare different limits; methods sharing a name must declare the same limits", prev.where, where, m.Rule.Name).
+					AddNote(prev.pos, "limits of %s", prev.where)
 			}
 		}
 	}

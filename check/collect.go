@@ -36,8 +36,13 @@ type collector struct {
 type target struct {
 	obj      *types.TypeName
 	typeDirs []*parser.Directive
-	pos      token.Position // first directive of the type or of one of its methods
-	file     string         // file declaring the type
+	// naming is the type's decorator= directive, or nil.
+	naming *parser.Directive
+	// limited says a directive of the type or of one of its methods
+	// declares a limit.
+	limited bool
+	pos     token.Position // first directive of the type or of one of its methods
+	file    string         // file declaring the type
 }
 
 // funcBody is the extent of a function's body.
@@ -145,8 +150,7 @@ func (c *collector) typeDecl(decl *ast.GenDecl, file string) {
 			continue
 		}
 		if dirs := c.take(doc); len(dirs) > 0 {
-			t := c.target(obj, dirs[0].Pos, file)
-			t.typeDirs = append(t.typeDirs, dirs...)
+			c.addTypeDirs(c.target(obj, dirs[0].Pos, file), dirs)
 		}
 		switch typ := ts.Type.(type) {
 		case *ast.InterfaceType:
@@ -192,12 +196,37 @@ func (c *collector) methodDecl(decl *ast.FuncDecl, file string) {
 	c.attachMethod(named.Obj(), fn, decl.Doc, file)
 }
 
+// addTypeDirs adds the directives of a type's doc comment to t: its limits
+// and the decorator= that names its decorator.
+func (c *collector) addTypeDirs(t *target, dirs []*parser.Directive) {
+	for _, d := range dirs {
+		switch {
+		case d.Decorator == "":
+			t.typeDirs = append(t.typeDirs, d)
+			t.limited = true
+		case c.broken[d]:
+			// its errors are reported
+		case t.naming != nil:
+			c.errorf(d.Pos, "duplicate decorator= for %s", t.obj.Name()).AddNote(t.naming.Pos, "first decorator=%s", t.naming.Decorator)
+		default:
+			t.naming = d
+		}
+	}
+}
+
 func (c *collector) attachMethod(owner *types.TypeName, fn *types.Func, doc *ast.CommentGroup, file string) {
-	dirs := c.take(doc)
+	var dirs []*parser.Directive
+	for _, d := range c.take(doc) {
+		if d.Decorator != "" && !c.broken[d] {
+			c.errorf(d.Pos, "decorator=%s on method %s: decorator= names the decorator of a type; put it in the doc comment of type %s", d.Decorator, fn.Name(), owner.Name())
+			continue
+		}
+		dirs = append(dirs, d)
+	}
 	if len(dirs) == 0 {
 		return
 	}
-	c.target(owner, dirs[0].Pos, file)
+	c.target(owner, dirs[0].Pos, file).limited = true
 	c.methods[fn.Origin()] = &methodDirs{owner: owner, dirs: dirs, file: file}
 }
 
@@ -247,8 +276,8 @@ func (c *collector) reportMisplaced() {
 }
 
 // errorf reports a diagnostic at pos.
-func (c *collector) errorf(pos token.Position, format string, args ...any) {
-	c.diags.Add(pos, format, args...)
+func (c *collector) errorf(pos token.Position, format string, args ...any) *parser.Error {
+	return c.diags.Add(pos, format, args...)
 }
 
 // typeString writes t relative to the package being generated.

@@ -83,9 +83,9 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	}
 }
 
-func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {
-	rc.c.errorf(pos, format, args...)
+func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *parser.Error {
 	rc.ok = false
+	return rc.c.errorf(pos, format, args...)
 }
 
 // limit returns the limit of one directive line, reporting a limit the
@@ -133,8 +133,8 @@ func (rc *ruleChecker) options() map[string]option {
 				continue
 			}
 			if optionValue(first.d, name) != optionValue(d, name) {
-				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s at line %d: per-call options must agree on every line of a method",
-					name, a.Value, name, first.arg.Value, first.arg.NamePos.Line)
+				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s: per-call options must agree on every line of a method",
+					name, a.Value, name, first.arg.Value).AddNote(first.arg.NamePos, "first %s=%s", name, first.arg.Value)
 			}
 		}
 	}

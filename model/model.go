@@ -11,6 +11,8 @@ import (
 	"go/token"
 	"go/types"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Header is the first line of every generated file. A file whose first line
@@ -50,11 +52,35 @@ type Decorator struct {
 	Type *types.Named
 	// Pos is the first directive of the type or of one of its methods.
 	Pos token.Position
+	// Name and Constructor name the decorator type and its constructor:
+	// TypeWithRateLimit and NewTypeWithRateLimit by default, or as the
+	// type's decorator= directive says (see ConstructorName). Fixed names
+	// (exported or chosen ones) are free in the package, which the check
+	// stage has made sure of, and are used as they are; others are bases
+	// that get a number when they are taken.
+	Name, Constructor string
+	Fixed             bool
 	// Methods are the methods of the decorator, sorted by name: for an
 	// interface every method of its method set, for other types the
 	// limited methods only. Type parameters in their signatures stand for
 	// Type's type parameters of the same index.
 	Methods []*Method
+}
+
+// DefaultName returns the name of the decorator of the type called
+// typeName when no directive names it.
+func DefaultName(typeName string) string {
+	return typeName + "WithRateLimit"
+}
+
+// ConstructorName returns the name of the constructor of the decorator
+// called name: NewName for an exported name, newName otherwise.
+func ConstructorName(name string) string {
+	if token.IsExported(name) {
+		return "New" + name
+	}
+	r, size := utf8.DecodeRuneInString(name)
+	return "new" + string(unicode.ToUpper(r)) + name[size:]
 }
 
 // Interface reports whether the decorated type is an interface.

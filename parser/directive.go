@@ -52,6 +52,14 @@
 //   - shadow: true or false; shadow=true reports the calls that would be
 //     denied without ever denying one.
 //
+// A type's doc comment may also hold a line that names its decorator
+// instead of declaring a limit, alone on its line:
+//
+//	//ratelimit:decorator=LimitedStore
+//
+// The value is a Go identifier; the constructor is then NewLimitedStore
+// (newLimitedStore for an unexported name).
+//
 // Each name may appear once. Names are case-sensitive.
 //
 // # Errors
@@ -132,6 +140,10 @@ type Directive struct {
 	OnError string
 	// Shadow reports shadow=true.
 	Shadow bool
+	// Decorator names the decorator of the type whose doc comment holds
+	// the directive (decorator=). A directive that sets it sets nothing
+	// else and declares no limit.
+	Decorator string
 	// Args holds every name=value pair as written, in order, with its
 	// position, so later checks can point at the offending token. In a
 	// directive with errors it also holds the unknown and repeated names;
@@ -162,11 +174,15 @@ func (d *Directive) Arg(name string) (Arg, bool) {
 	return Arg{}, false
 }
 
-// String renders d as a canonical directive line: period and threshold,
-// then the optional names that are set, in the order of the package doc.
+// String renders d as a canonical directive line: its decorator= alone, or
+// period and threshold, then the optional names that are set, in the order
+// of the package doc.
 // A period or wait of whole seconds is rendered as a number of seconds.
 // Parsing the result gives back d's values.
 func (d *Directive) String() string {
+	if d.Decorator != "" {
+		return Prefix + "decorator=" + d.Decorator
+	}
 	var b strings.Builder
 	b.WriteString(Prefix)
 	b.WriteString("period=" + formatDuration(d.Period))

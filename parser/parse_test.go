@@ -93,6 +93,9 @@ func TestValidDirectives(t *testing.T) {
 			Directive{Period: time.Second, Threshold: 1, Name: "api/v2-search"}},
 		{"//ratelimit:period=1 threshold=1 key=userID",
 			Directive{Period: time.Second, Threshold: 1, Key: []string{"userID"}}},
+		// A type's decorator is named alone on its line.
+		{"//ratelimit:decorator=LimitedStore", Directive{Decorator: "LimitedStore"}},
+		{"//ratelimit:decorator=limitedStore", Directive{Decorator: "limitedStore"}},
 		{"//ratelimit:period=1 threshold=1 key=req.User.ID",
 			Directive{Period: time.Second, Threshold: 1, Key: []string{"req", "User", "ID"}}},
 		{"//ratelimit:period=1 threshold=1 key=über.Größe",
@@ -176,15 +179,24 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
-			"x.go:5:36: duplicate period (first at x.go:5:14)",
+			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
 		}},
 		{"//ratelimit:period=30 threshold=2 period=x", []string{
-			"x.go:5:36: duplicate period (first at x.go:5:14)",
+			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
 			`x.go:5:43: period "x": ` + wantDuration,
 		}},
+		{"//ratelimit:decorator=Limited period=30 threshold=2", []string{
+			"x.go:5:14: decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own",
+		}},
+		{"//ratelimit:period=30 decorator=Limited", []string{
+			"x.go:5:24: decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own",
+		}},
+		{"//ratelimit:decorator=1x", []string{`x.go:5:24: decorator "1x": want a Go identifier to name the decorator type`}},
+		{"//ratelimit:decorator=_", []string{`x.go:5:24: decorator "_": want a Go identifier to name the decorator type`}},
+		{"//ratelimit:decorator=A decorator=B", []string{"x.go:5:26: duplicate decorator\n\tx.go:5:14: first decorator"}},
 		{"//ratelimit:period 30 threshold=2", []string{
 			`x.go:5:14: expected name=value, found "period"`,
 			`x.go:5:21: expected name=value, found "30"`,
@@ -325,9 +337,9 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
-			"x.go:5:47: duplicate period (first at x.go:5:14)",
+			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
 	}
 	for _, tt := range tests {
@@ -528,6 +540,7 @@ func TestString(t *testing.T) {
 		{"//ratelimit:period=1500ms threshold=2", "//ratelimit:period=1.5s threshold=2"},
 		{`//ratelimit:shadow=true onerror=deny wait=1ms burst=3 algorithm=gcra cost=n name="a" key=req.ID period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=req.ID name=a cost=n algorithm=gcra burst=3 wait=1ms onerror=deny shadow=true"},
+		{`//ratelimit:decorator="Limited"`, "//ratelimit:decorator=Limited"},
 		{"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9 wait=0 shadow=false",
 			"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9"},
 	}

@@ -37,6 +37,7 @@ var options = []option{
 	{"wait", setWait},
 	{"onerror", setOnError},
 	{"shadow", setShadow},
+	{"decorator", setDecorator},
 }
 
 // optionNames lists the names of options, in order.
@@ -176,6 +177,15 @@ func setShadow(d *Directive, s string) error {
 	default:
 		return errors.New("want true or false")
 	}
+	return nil
+}
+
+// setDecorator accepts the name of a Go type to declare.
+func setDecorator(d *Directive, s string) error {
+	if !token.IsIdentifier(s) || s == "_" {
+		return errors.New("want a Go identifier to name the decorator type")
+	}
+	d.Decorator = s
 	return nil
 }
 

@@ -25,16 +25,14 @@ type methodPlan struct {
 	rule string // empty when the method is not limited
 }
 
-// planDecorator allocates the package-level names of d: its type, its
-// constructor and its rule variables.
+// planDecorator allocates the package-level names of d: its type and its
+// constructor (fixed names are reserved already), and its rule variables.
 func (r *renderer) planDecorator(d *model.Decorator) *decoratorPlan {
 	typeName := d.Type.Obj().Name()
-	p := &decoratorPlan{Decorator: d}
-	p.name = r.pkg.fresh(typeName + "WithRateLimit")
-	if exported(typeName) {
-		p.ctor = r.pkg.fresh("New" + p.name)
-	} else {
-		p.ctor = r.pkg.fresh("new" + upperFirst(p.name))
+	p := &decoratorPlan{Decorator: d, name: d.Name, ctor: d.Constructor}
+	if !d.Fixed {
+		p.name = r.pkg.fresh(d.Name)
+		p.ctor = r.pkg.fresh(model.ConstructorName(p.name))
 	}
 	for _, m := range d.Methods {
 		mp := &methodPlan{Method: m}

@@ -65,6 +65,11 @@ func newRenderer(f *model.File) *renderer {
 		pkg:   newNames(inScope(f.Scope)),
 	}
 	r.pkg.reserve(universeNames...)
+	for _, d := range f.Decorators {
+		if d.Fixed {
+			r.pkg.reserve(d.Name, d.Constructor) // imports avoid them
+		}
+	}
 	r.planImports()
 	for _, d := range f.Decorators {
 		r.decs = append(r.decs, r.planDecorator(d))

@@ -193,6 +193,21 @@ func TestDiagnosticsAreCollectedAndSorted(t *testing.T) {
 	}
 }
 
+// TestNotesReadLikeTheirErrors checks that the second position of a
+// diagnostic (the first of two duplicates) is relative to the working
+// directory like the first, on a line of its own as the compiler prints
+// "other declaration of".
+func TestNotesReadLikeTheirErrors(t *testing.T) {
+	dir := tempModule(t, map[string]string{
+		"p/a.go": "package p\n\ntype T interface {\n\t//ratelimit:period=1 threshold=1 period=2\n\tM() error\n}\n",
+	})
+	code, _, stderr := cli(t, "-C", dir, "./...")
+	want := filepath.FromSlash("p/a.go:4:35: duplicate period\n\tp/a.go:4:14: first period\n")
+	if code != exitError || stderr != want {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+}
+
 func TestTagsSelectFilesAndConstrainTheOutput(t *testing.T) {
 	dir := tempModule(t, map[string]string{
 		"p/p.go":     "package p\n",

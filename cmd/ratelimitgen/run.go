@@ -77,6 +77,9 @@ func (g *generator) render(files []*model.File, diags *parser.ErrorList) []write
 func (g *generator) printDiags(diags parser.ErrorList) {
 	for _, e := range diags {
 		e.Pos.Filename = g.rel(e.Pos.Filename)
+		for i := range e.Notes {
+			e.Notes[i].Pos.Filename = g.rel(e.Notes[i].Pos.Filename)
+		}
 	}
 	diags.Sort()
 	var last string
