@@ -51,22 +51,57 @@ func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *typ
 		c.errorf(t.pos, "cannot decorate %s: it has no methods", name)
 		return nil
 	}
-	d := &model.Decorator{Type: named, Pos: t.pos}
-	ok := true
+	d := &model.Decorator{Type: named, Pos: t.pos, Asserts: foreignEmbeddeds(iface, c.pkg.Types)}
 	for i := 0; i < iface.NumMethods(); i++ {
 		fn := iface.Method(i)
 		if !fn.Exported() && fn.Pkg() != c.pkg.Types {
-			c.errorf(t.pos, "cannot decorate %s: its method %s is unexported in package %s, so only that package can implement it", name, fn.Name(), fn.Pkg().Path())
-			ok = false
+			d.Embed = true // only the embedded value can implement fn
 			continue
 		}
 		d.Methods = append(d.Methods, c.method(t, fn))
 	}
-	if !ok {
-		return nil
+	if d.Embed {
+		// Every method is promoted or overridden: none may be named like
+		// the embedded field.
+		if fn, _, _ := types.LookupFieldOrMethod(named, false, c.pkg.Types, name); fn != nil {
+			c.errorf(t.pos, "cannot decorate %s: its method %s would clash with the field that embeds %s", name, name, name)
+			return nil
+		}
+		d.Methods = slices.DeleteFunc(d.Methods, func(m *model.Method) bool { return m.Rule == nil })
+		if len(d.Methods) == 0 {
+			return nil
+		}
 	}
 	slices.SortFunc(d.Methods, func(a, b *model.Method) int { return cmp.Compare(a.Name, b.Name) })
 	return d
+}
+
+// foreignEmbeddeds returns the interfaces of other packages than pkg that
+// iface embeds.
+func foreignEmbeddeds(iface *types.Interface, pkg *types.Package) []types.Type {
+	var out []types.Type
+	for i := 0; i < iface.NumEmbeddeds(); i++ {
+		t := iface.EmbeddedType(i)
+		n, ok := types.Unalias(t).(*types.Named)
+		if ok && n.Obj().Pkg() != nil && n.Obj().Pkg() != pkg && types.IsInterface(n) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// embeddable reports whether d can embed a pointer to the decorated
+// type: it has limited methods, and none is named like the type, which
+// names the embedded field.
+func (c *collector) embeddable(t *target, d *model.Decorator) bool {
+	name := t.obj.Name()
+	for _, m := range d.Methods {
+		if m.Name == name {
+			c.errorf(t.pos, "cannot decorate %s: its method %s would clash with the field that embeds %s", name, m.Name, name)
+			return false
+		}
+	}
+	return len(d.Methods) > 0
 }
 
 func (c *collector) concreteDecorator(t *target, named *types.Named) *model.Decorator {
@@ -75,20 +110,13 @@ func (c *collector) concreteDecorator(t *target, named *types.Named) *model.Deco
 		c.errorf(t.pos, "cannot decorate %s: it has no methods", name)
 		return nil
 	}
-	d := &model.Decorator{Type: named, Pos: t.pos}
+	d := &model.Decorator{Type: named, Pos: t.pos, Embed: true}
 	for i := 0; i < named.NumMethods(); i++ {
-		fn := named.Method(i)
-		m := c.method(t, fn)
-		if m.Rule == nil {
-			continue
+		if m := c.method(t, named.Method(i)); m.Rule != nil {
+			d.Methods = append(d.Methods, m)
 		}
-		if fn.Name() == name {
-			c.errorf(t.pos, "cannot decorate %s: its method %s would clash with the field that embeds *%s", name, fn.Name(), name)
-			return nil
-		}
-		d.Methods = append(d.Methods, m)
 	}
-	if len(d.Methods) == 0 {
+	if !c.embeddable(t, d) {
 		return nil
 	}
 	slices.SortFunc(d.Methods, func(a, b *model.Method) int { return cmp.Compare(a.Name, b.Name) })

@@ -48,6 +48,9 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	}
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0
+	} else {
+		r.Context = rc.streamParam()
+		r.ContextMethod = r.Context >= 0
 	}
 	rc.applyOptions(r, opts)
 	if !rc.ok {
@@ -204,6 +207,24 @@ func (rc *ruleChecker) costParam(a parser.Arg, name string) (index int, convert 
 		return -1, false
 	}
 	return i, !types.Identical(t, types.Typ[types.Int64])
+}
+
+// streamParam returns the index of the first parameter with a method
+// Context() context.Context, such as a gRPC stream, or -1.
+func (rc *ruleChecker) streamParam() int {
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		obj, _, _ := types.LookupFieldOrMethod(params.At(i).Type(), true, rc.c.pkg.Types, "Context")
+		fn, ok := obj.(*types.Func)
+		if !ok {
+			continue
+		}
+		sig := fn.Signature()
+		if sig.Params().Len() == 0 && sig.Results().Len() == 1 && isContext(sig.Results().At(0).Type()) {
+			return i
+		}
+	}
+	return -1
 }
 
 // isContext reports whether t is context.Context.

@@ -60,9 +60,21 @@ type Decorator struct {
 	// that get a number when they are taken.
 	Name, Constructor string
 	Fixed             bool
-	// Methods are the methods of the decorator, sorted by name: for an
-	// interface every method of its method set, for other types the
-	// limited methods only. Type parameters in their signatures stand for
+	// Embed says the decorator embeds the wrapped value and declares only
+	// the limited methods, the others being promoted: always for a
+	// non-interface type (it embeds a pointer), and for an interface with
+	// a method only another package can implement (unexported there, such
+	// as a gRPC server's mustEmbedUnimplementedFooServer). Otherwise the
+	// decorator holds the wrapped interface in a field and declares every
+	// method.
+	Embed bool
+	// Asserts are the interfaces of other packages that the decorated
+	// interface embeds; the generated file asserts that the decorator
+	// implements each (var _ pb.FooServer = (*FooWithRateLimit)(nil)).
+	Asserts []types.Type
+	// Methods are the methods of the decorator, sorted by name: the
+	// limited methods when it embeds the wrapped value, and otherwise
+	// every method of the interface's method set. Type parameters in their signatures stand for
 	// Type's type parameters of the same index.
 	Methods []*Method
 }
@@ -111,9 +123,12 @@ type Rule struct {
 	Wait    time.Duration
 	OnError string
 	Shadow  bool
-	// Context is the index of the context.Context parameter passed to the
-	// limiter, or -1 to use context.Background().
-	Context int
+	// Context is the index of the parameter that gives the context passed
+	// to the limiter, or -1 to use context.Background(). It is a
+	// context.Context, or with ContextMethod a value whose Context method
+	// returns one (a stream, such as grpc.ServerStreamingServer[T]).
+	Context       int
+	ContextMethod bool
 	// Key is the per-call key, or nil for an unkeyed limit.
 	Key *Key
 	// Cost is the static cost of a call; zero means the default of one.

@@ -286,8 +286,12 @@ func (mg *methodGen) zeroResults(errExpr jen.Code) []jen.Code {
 }
 
 func (mg *methodGen) ctx() jen.Code {
-	if i := mg.m.Rule.Context; i >= 0 {
-		return jen.Id(mg.params[i])
+	rule := mg.m.Rule
+	switch {
+	case rule.Context >= 0 && rule.ContextMethod:
+		return jen.Id(mg.params[rule.Context]).Dot("Context").Call()
+	case rule.Context >= 0:
+		return jen.Id(mg.params[rule.Context])
 	}
 	return jen.Qual("context", "Background").Call()
 }
@@ -356,8 +360,11 @@ func formatKey(f model.KeyFormat, x *jen.Statement) jen.Code {
 func (mg *methodGen) doc() string {
 	name, typeName := mg.m.Name, mg.p.Type.Obj().Name()
 	target := "the wrapped " + typeName + "'s " + name
-	if !mg.p.Interface() {
+	switch {
+	case !mg.p.Interface():
 		target = "(*" + typeName + ")." + name
+	case mg.p.Embed:
+		target = "the embedded " + typeName + "'s " + name
 	}
 	if mg.m.rule == "" {
 		return name + " calls " + target + "; it is not limited."

@@ -122,6 +122,9 @@ func (r *renderer) neededImports() map[string]string {
 				visitTypeNames(tps.At(i).Constraint(), add)
 			}
 		}
+		for _, t := range d.Asserts {
+			visitTypeNames(t, add)
+		}
 		for _, m := range d.Methods {
 			visitTypeNames(m.Sig, add)
 			if m.Rule == nil {
