@@ -22,7 +22,7 @@ type ruleChecker struct {
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow"}
+var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -42,7 +42,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	rc.ok = true
 	rc.checkResults()
 	opts := rc.options()
-	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1, CostParam: -1}
+	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, rc.limit(d))
 	}
@@ -66,13 +66,21 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 		r.Name = o.d.Name
 	}
 	if o, ok := opts["key"]; ok {
-		r.Key = rc.key(o.arg, o.d.Key)
+		if w := rc.value(o.arg, o.d.Key); w != nil {
+			r.Key = w.key()
+		}
+	}
+	if o, ok := opts["emptykey"]; ok {
+		r.DenyEmptyKey = o.d.EmptyKey == "deny"
+		if _, keyed := opts["key"]; !keyed {
+			rc.errorf(o.arg.NamePos, "emptykey=%s needs key=: without a key every call is limited under the empty key", o.d.EmptyKey)
+		}
 	}
 	if o, ok := opts["cost"]; ok {
-		if o.d.CostParam != "" {
-			r.CostParam, r.CostConvert = rc.costParam(o.arg, o.d.CostParam)
-		} else {
+		if o.d.CostExpr == nil {
 			r.Cost = o.d.Cost
+		} else if w := rc.value(o.arg, o.d.CostExpr); w != nil {
+			r.CostValue, r.CostConvert = w.cost()
 		}
 	}
 	if o, ok := opts["wait"]; ok {
@@ -149,14 +157,16 @@ func (rc *ruleChecker) options() map[string]option {
 func optionValue(d *parser.Directive, name string) string {
 	switch name {
 	case "key":
-		return strings.Join(d.Key, ".")
+		return d.Key.String()
 	case "name":
 		return d.Name
 	case "cost":
-		if d.CostParam != "" {
-			return d.CostParam
+		if d.CostExpr != nil {
+			return d.CostExpr.String()
 		}
 		return strconv.FormatInt(d.Cost, 10)
+	case "emptykey":
+		return d.EmptyKey
 	case "wait":
 		return d.Wait.String()
 	case "onerror":
@@ -191,22 +201,6 @@ func (rc *ruleChecker) paramNames() string {
 		return "it has no named parameters"
 	}
 	return "its parameters are " + strings.Join(names, ", ")
-}
-
-// costParam checks cost=<param>: it must name an integer parameter.
-func (rc *ruleChecker) costParam(a parser.Arg, name string) (index int, convert bool) {
-	i := rc.param(name)
-	if i < 0 {
-		rc.errorf(a.ValuePos, "cost=%s: %s has no parameter %s (%s)", name, rc.where, name, rc.paramNames())
-		return -1, false
-	}
-	t := rc.sig.Params().At(i).Type()
-	b, ok := t.Underlying().(*types.Basic)
-	if !ok || b.Info()&types.IsInteger == 0 || rc.sig.Variadic() && i == rc.sig.Params().Len()-1 {
-		rc.errorf(a.ValuePos, "cost=%s: parameter %s has type %s; want an integer type", name, name, rc.c.typeString(t))
-		return -1, false
-	}
-	return i, !types.Identical(t, types.Typ[types.Int64])
 }
 
 // streamParam returns the index of the first parameter with a method

@@ -131,11 +131,14 @@ type Rule struct {
 	ContextMethod bool
 	// Key is the per-call key, or nil for an unkeyed limit.
 	Key *Key
+	// DenyEmptyKey fails a call whose key is "" (emptykey=deny) instead
+	// of limiting it under that key.
+	DenyEmptyKey bool
 	// Cost is the static cost of a call; zero means the default of one.
 	Cost int64
-	// CostParam is the index of the integer parameter that gives the cost,
-	// or -1. CostConvert says whether it must be converted to int64.
-	CostParam   int
+	// CostValue gives the cost of each call, an integer, or is nil.
+	// CostConvert says whether it must be converted to int64.
+	CostValue   *Value
 	CostConvert bool
 }
 
@@ -151,24 +154,48 @@ type Limit struct {
 	Capacity  int64
 }
 
-// Key says how a call's key is computed from a parameter.
+// Key says how a call's key is computed.
 type Key struct {
-	// Param is the index of the parameter the key starts from.
-	Param int
-	// Steps select fields or call methods, starting from the parameter.
-	Steps []Step
-	// Format converts the final value to a string.
+	Value
+	// Format converts the value to a string.
 	Format KeyFormat
-	// Source is the key as the directive writes it, such as "req.User.ID".
+}
+
+// Value is computed from a call's parameters: it starts from a parameter
+// or from the result of a function called with such values, then takes
+// Steps.
+type Value struct {
+	// Param is the index of the parameter the value starts from, when
+	// Func is nil.
+	Param int
+	// Func is the function whose result the value starts from, or nil.
+	Func *Func
+	// Steps select fields, call methods or dereference, in order.
+	Steps []Step
+	// Source is the value as the directive writes it, such as
+	// "req.User.ID" or "principal(ctx)".
 	Source string
 }
 
-// Step is one selector of a key expression.
+// Func is a call of a package-level function.
+type Func struct {
+	// Obj is the function, of the generated file's package or another.
+	Obj *types.Func
+	// Args are its arguments, one per parameter.
+	Args []Value
+	// Error says the function returns an error as its second result; a
+	// non-nil one fails the call, uncharged.
+	Error bool
+}
+
+// Step is one selector of a key expression, or a dereference.
 type Step struct {
-	// Name is the field or method name.
+	// Name is the field or method name; empty for a dereference.
 	Name string
 	// Call is set for a method, which is called without arguments.
 	Call bool
+	// Deref dereferences a pointer to the key's string or integer.
+	Deref bool
 	// CheckNil says the value the step applies to is a pointer or an
 	// interface that must be checked for nil first; Path is that value as
 	// the directive spells it, for the error message.

@@ -22,6 +22,7 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",
 		"//ratelimit:period=2ms threshold=67108864 algorithm=fixed_window",
 		"//ratelimit:decorator=LimitedStore",
+		`//ratelimit:period=1 threshold=9 key="auth.Principal(ctx, req.ID)" cost=w(n) emptykey=deny`,
 		"//ratelimit:decorator=Limited period=1 threshold=1",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",

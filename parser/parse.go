@@ -127,7 +127,7 @@ func (p *lineParser) parseArg(start int) int {
 	case value == "":
 		p.errorf(start, "empty value for %s", name)
 	default:
-		p.addArg(Arg{Name: name, Value: value, NamePos: p.at(start), ValuePos: p.at(eq + 1)})
+		p.addArg(Arg{Name: name, Value: value, NamePos: p.at(start), ValuePos: p.at(eq + 1), Quoted: p.text[eq+1] == '"'})
 	}
 	return end
 }

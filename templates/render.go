@@ -133,12 +133,30 @@ func (r *renderer) neededImports() map[string]string {
 			if m.Rule.Context < 0 {
 				pkgs["context"] = "context"
 			}
-			if k := m.Rule.Key; k != nil && k.Format >= model.KeyInt64 {
-				pkgs["strconv"] = "strconv"
+			if k := m.Rule.Key; k != nil {
+				if k.Format >= model.KeyInt64 {
+					pkgs["strconv"] = "strconv"
+				}
+				r.funcImports(&k.Value, pkgs)
+			}
+			if v := m.Rule.CostValue; v != nil {
+				r.funcImports(v, pkgs)
 			}
 		}
 	}
 	return pkgs
+}
+
+// funcImports adds the packages of the functions v calls to pkgs.
+func (r *renderer) funcImports(v *model.Value, pkgs map[string]string) {
+	if f := v.Func; f != nil {
+		if p := f.Obj.Pkg(); p.Path() != r.f.PkgPath {
+			pkgs[p.Path()] = p.Name()
+		}
+		for i := range f.Args {
+			r.funcImports(&f.Args[i], pkgs)
+		}
+	}
 }
 
 // file builds the jennifer file.

@@ -122,7 +122,7 @@ func proseDuration(d time.Duration) string {
 func summary(rule *model.Rule) string {
 	parts := make([]string, len(rule.Limits))
 	unit := "calls"
-	if rule.Cost != 0 || rule.CostParam >= 0 {
+	if rule.Cost != 0 || rule.CostValue != nil {
 		unit = "units"
 	}
 	for i, l := range rule.Limits {

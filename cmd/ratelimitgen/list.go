@@ -64,8 +64,8 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 			row.Key = rule.Key.Source
 		}
 		switch {
-		case rule.CostParam >= 0:
-			row.Cost = m.Sig.Params().At(rule.CostParam).Name()
+		case rule.CostValue != nil:
+			row.Cost = rule.CostValue.Source
 		case rule.Cost != 0:
 			row.Cost = strconv.FormatInt(rule.Cost, 10)
 		}

@@ -106,15 +106,26 @@
 // of a method, must agree:
 //
 //	key=p       a separate limit per value of parameter p, or of a field or
-//	            zero-argument method reached from it (key=req.User.ID). The
-//	            value must be a string (used as is), an integer (in decimal,
-//	            even if it has a String method) or a fmt.Stringer. If a
-//	            pointer or interface on the way is nil, the call returns an
-//	            error wrapping ratelimit.ErrNilKey instead of panicking.
+//	            zero-argument method reached from it (key=req.User.ID), or
+//	            per result of a function of the package or of a package the
+//	            file imports, called with such paths (key=principal(ctx),
+//	            key=auth.Principal(ctx)). The value must be a string (used
+//	            as is), an integer (in decimal, even if it has a String
+//	            method), a pointer to one, a type parameter whose types are
+//	            all strings or all signed or all unsigned integers, or a
+//	            fmt.Stringer. A function may return an error as its second
+//	            result: a non-nil one fails the call, wrapped, uncharged,
+//	            whatever onerror= says. If a pointer or interface on the
+//	            way is nil, the call returns an error wrapping
+//	            ratelimit.ErrNilKey instead of panicking.
+//	emptykey=x  share (the default): calls whose key is "" share one
+//	            limit, like any other key; deny: such a call fails with an
+//	            error wrapping ratelimit.ErrEmptyKey, uncharged.
 //	name=n      the limit identity; methods with the same name share one
 //	            limit and must declare the same limits. The default is the
 //	            package path, type and method: example.com/svc.Store.Get.
-//	cost=n      units a call takes: a number, or an integer parameter.
+//	cost=n      units a call takes: a number, or an integer computed as
+//	            for key= (cost=n, cost=req.Size, cost=weight(req)).
 //	wait=d      how long a denied call may wait to be admitted.
 //	onerror=x   allow or deny calls when the limiter fails.
 //	shadow=true only report what would be denied.
