@@ -19,6 +19,7 @@ type Store interface {
 	Del(ctx context.Context) error
 }
 
-// want +1 `misplaced directive: on func F, which is not a method`
+// want +2 `misplaced directive: on func F, which is not a method`
+//
 //ratelimit:period=1 threshold=1
 func F() error { return nil }
