@@ -27,17 +27,22 @@
 //
 // # Running it
 //
-// Add one line to any file of the package:
-//
-//	//go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
-//
-// or, since Go 1.24, track the generator as a tool of your module with
+// Track the generator as a tool of your module (Go 1.24+):
 //
 //	go get -tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
 //
-// and write
+// and add one line to any file of the package:
 //
 //	//go:generate go tool ratelimitgen
+//
+// The tool directive keeps the generator's requirements in go.mod through
+// go mod tidy. The form
+//
+//	//go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
+//
+// works too, but go mod tidy drops the requirements only the generator
+// needs unless a file of the module imports it, such as a tools.go with
+// "//go:build tools" and import _ "github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen".
 //
 // Usage:
 //
