@@ -11,8 +11,9 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
-	"github.com/ratelimitgen/ratelimitgen/model"
 	"golang.org/x/tools/imports"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // Render returns the generated Go source of f, gofmt'd: the Header line,

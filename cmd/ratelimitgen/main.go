@@ -132,7 +132,8 @@
 //	cost=n      units a call takes: a number, or an integer computed as
 //	            for key= (cost=n, cost=req.Size, cost=weight(req)).
 //	wait=d      how long a denied call may wait to be admitted.
-//	onerror=x   allow or deny calls when the limiter fails.
+//	onerror=x   allow, deny or decide locally (local) the calls the
+//	            limiter cannot decide, such as while Redis is down.
 //	shadow=true only report what would be denied.
 //
 // A type's doc comment may name its decorator, on a line of its own:
