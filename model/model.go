@@ -210,14 +210,17 @@ type KeyFormat int
 const (
 	// KeyString uses a string as it is.
 	KeyString KeyFormat = iota
-	// KeyStringConv converts a named string type with string(x).
+	// KeyStringConv converts a named string type, or a type parameter of
+	// string types, with string(x).
 	KeyStringConv
 	// KeyInt64 formats an int64 with strconv.FormatInt.
 	KeyInt64
-	// KeyInt formats any other signed integer with strconv.FormatInt(int64(x), 10).
+	// KeyInt formats any other signed integer, or a type parameter of
+	// them, with strconv.FormatInt(int64(x), 10).
 	KeyInt
 	// KeyUint64 formats a uint64 with strconv.FormatUint.
 	KeyUint64
-	// KeyUint formats any other unsigned integer with strconv.FormatUint(uint64(x), 10).
+	// KeyUint formats any other unsigned integer, or a type parameter of
+	// them, with strconv.FormatUint(uint64(x), 10).
 	KeyUint
 )
