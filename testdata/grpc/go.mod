@@ -23,11 +23,14 @@ require (
 )
 
 require (
+	github.com/ratelimitgen/ratelimitgen/adapters/grpc v0.0.0
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261026165753-2ffab32bce7e // indirect
 )
 
 tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
+
+replace github.com/ratelimitgen/ratelimitgen/adapters/grpc => ../../adapters/grpc

@@ -11,9 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	ratelimitgrpc "github.com/ratelimitgen/ratelimitgen/adapters/grpc"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/testdata/grpc/greeter"
@@ -53,12 +56,14 @@ func serve(t *testing.T, limiter ratelimit.Limiter) (pb.GreeterClient, *handlerE
 	t.Helper()
 	h := &handlerErrors{}
 	s := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		// The adapter, outermost, turns denials into gRPC statuses; the
+		// inner interceptors see what the handlers return.
+		grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			resp, err := handler(ctx, req)
 			h.add(err)
 			return resp, err
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(), func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			err := handler(srv, ss)
 			h.add(err)
 			return err
@@ -97,7 +102,7 @@ func TestUnaryIsLimitedPerPrincipal(t *testing.T) {
 			require.Equal(t, "hello alice", reply.GetMessage())
 		}
 		_, err := client.SayHello(as(ctx, "alice"), &pb.HelloRequest{Name: "alice"})
-		require.Error(t, err, "the denial reaches the client")
+		require.Equal(t, codes.ResourceExhausted, status.Code(err), "the denial reaches the client: %v", err)
 		le := limitError(t, h.last(t))
 		require.Equal(t, "alice", le.Key)
 		require.Positive(t, le.RetryAfter)
@@ -145,7 +150,7 @@ func TestServerStreamIsLimitedWithItsContext(t *testing.T) {
 		stream, err = client.StreamHellos(short, &pb.HelloRequest{Name: "alice", Count: 2})
 		require.NoError(t, err)
 		got, err = receive(stream)
-		require.Error(t, err)
+		require.Equal(t, codes.ResourceExhausted, status.Code(err), "the denial reaches the client: %v", err)
 		require.Empty(t, got)
 		le := limitError(t, h.last(t))
 		require.Equal(t, "alice", le.Key, "keyed by the principal of the stream's context")
