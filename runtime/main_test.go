@@ -58,11 +58,15 @@ func backends() []backend {
 	}
 }
 
+// newTestRedis returns a Redis limiter on the flushed test server. Its deny
+// cache is off unless opts turn it on, so that the tests of the scripts
+// see every decision the scripts make; the deny cache's tests (see
+// denycache_test.go) compare it with the twin on their own.
 func newTestRedis(t testing.TB, opts ...Option) *RedisLimiter {
 	srv.Flush(t)
 	c := srv.Client()
 	t.Cleanup(func() { c.Close() })
-	return NewRedis(c, opts...)
+	return NewRedis(c, append([]Option{WithDenyCache(0)}, opts...)...)
 }
 
 // withGenericScript makes a RedisLimiter decide every call with the generic

@@ -23,6 +23,10 @@ type Counters struct {
 	// NearLimit counts admitting decisions that left at most 10% of the
 	// threshold of the limit with the fewest units remaining.
 	NearLimit uint64
+	// Cached counts the denials, real or shadow, that the Redis limiter's
+	// deny cache repeated without asking Redis ([SourceCache]); each is
+	// also counted in Limited or ShadowLimited.
+	Cached uint64
 }
 
 // Metrics is a [Hook] (and a [ShadowHook]) that counts decisions and
@@ -35,7 +39,7 @@ type Metrics struct {
 }
 
 type counters struct {
-	allowed, limited, shadowLimited, backendErrors, nearLimit atomic.Uint64
+	allowed, limited, shadowLimited, backendErrors, nearLimit, cached atomic.Uint64
 }
 
 func (m *Metrics) of(name string) *counters {
@@ -51,6 +55,7 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
 	if !d.Allowed {
 		c.limited.Add(1)
+		c.countCached(d)
 		return
 	}
 	c.allowed.Add(1)
@@ -60,8 +65,17 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 }
 
 // ShadowLimited counts a would-be denial. See [ShadowHook].
-func (m *Metrics) ShadowLimited(_ context.Context, req *Request, _ Decision) {
-	m.of(req.Name).shadowLimited.Add(1)
+func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
+	c := m.of(req.Name)
+	c.shadowLimited.Add(1)
+	c.countCached(d)
+}
+
+// countCached counts d if the deny cache made it.
+func (c *counters) countCached(d Decision) {
+	if d.Source == SourceCache {
+		c.cached.Add(1)
+	}
 }
 
 // Failed counts a backend failure. See [Hook].
@@ -82,6 +96,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 			ShadowLimited: c.shadowLimited.Load(),
 			BackendErrors: c.backendErrors.Load(),
 			NearLimit:     c.nearLimit.Load(),
+			Cached:        c.cached.Load(),
 		}
 		return true
 	})
