@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,14 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+// TestMain runs the tests on a Redis server of their own, or with
+// abuseEnv set, is one of the abusing processes of testAbuse.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(abuseEnv); spec != "" {
+		os.Exit(abuse(spec))
+	}
+	redistest.Main(m, &srv)
+}
 
 // manualClock is a Clock that moves only when told. It starts in 2100,
 // after the test server's clock: window keys expire at times read from it
