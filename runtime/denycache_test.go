@@ -65,7 +65,7 @@ func TestDenyCacheAdmitsAtTheServersRetryTime(t *testing.T) {
 				}
 				require.Equal(t, SourceBackend, d.Source, "round %d: the first denial is Redis's", round)
 				time.Sleep(time.Until(answered.Add(d.RetryAfter)))
-				d, err = l.Allow(ctx, req)
+				d, err := l.Allow(ctx, req)
 				require.NoError(t, err)
 				require.Equal(t, SourceBackend, d.Source, "round %d", round)
 				require.True(t, d.Allowed, "round %d: at the server's retry time", round)
