@@ -159,7 +159,8 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	return d, nil
 }
 
-// monoBase is the origin of the deny cache's monotonic clock.
+// monoBase is the origin of the process's monotonic clock, for the deny
+// cache and the memory limiter.
 var monoBase = time.Now()
 
 // cacheNow returns the deny cache's time in ns, and whether the cache may
