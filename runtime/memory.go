@@ -40,7 +40,7 @@ type MemoryLimiter struct {
 type memoryShard struct {
 	mu      sync.Mutex
 	entries map[entryKey]*memoryEntry
-	_       [40]byte // keep shards on separate cache lines
+	_       [48]byte // keep shards on separate cache lines (64 bytes each)
 }
 
 type entryKey struct {
