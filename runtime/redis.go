@@ -10,7 +10,9 @@ import (
 )
 
 // RedisLimiter decides calls in Redis with one script round trip each (or,
-// with [WithBatching], several concurrent calls per round trip). The
+// with [WithBatching], several concurrent calls per round trip), but for
+// repeats of a recent denial, which its deny cache answers in process
+// (see [WithDenyCache]). The
 // script reads the Redis server's clock, so every process sharing the
 // server shares one consistent window whatever its own clock says. It works
 // with a single server, a failover client and a Redis Cluster: all keys of
