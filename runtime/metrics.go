@@ -27,6 +27,11 @@ type Counters struct {
 	// deny cache repeated without asking Redis ([SourceCache]); each is
 	// also counted in Limited or ShadowLimited.
 	Cached uint64
+	// Fallback counts the decisions made by the local fallback while the
+	// backend could not decide ([FailLocal], [SourceFallback]); each is
+	// also counted as Allowed, Limited or ShadowLimited, and its backend
+	// failure as one of BackendErrors.
+	Fallback uint64
 }
 
 // Metrics is a [Hook] (and a [ShadowHook]) that counts decisions and
@@ -39,7 +44,7 @@ type Metrics struct {
 }
 
 type counters struct {
-	allowed, limited, shadowLimited, backendErrors, nearLimit, cached atomic.Uint64
+	allowed, limited, shadowLimited, backendErrors, nearLimit, cached, fallback atomic.Uint64
 }
 
 func (m *Metrics) of(name string) *counters {
@@ -53,9 +58,9 @@ func (m *Metrics) of(name string) *counters {
 // Decided counts an admission or a denial. See [Hook].
 func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
+	c.countSource(d)
 	if !d.Allowed {
 		c.limited.Add(1)
-		c.countCached(d)
 		return
 	}
 	c.allowed.Add(1)
@@ -67,14 +72,18 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 // ShadowLimited counts a would-be denial. See [ShadowHook].
 func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
+	c.countSource(d)
 	c.shadowLimited.Add(1)
-	c.countCached(d)
 }
 
-// countCached counts d if the deny cache made it.
-func (c *counters) countCached(d Decision) {
-	if d.Source == SourceCache {
+// countSource counts d by what made it, when the deny cache or the local
+// fallback did.
+func (c *counters) countSource(d Decision) {
+	switch d.Source {
+	case SourceCache:
 		c.cached.Add(1)
+	case SourceFallback:
+		c.fallback.Add(1)
 	}
 }
 
@@ -97,6 +106,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 			BackendErrors: c.backendErrors.Load(),
 			NearLimit:     c.nearLimit.Load(),
 			Cached:        c.cached.Load(),
+			Fallback:      c.fallback.Load(),
 		}
 		return true
 	})

@@ -56,6 +56,8 @@ type RedisLimiter struct {
 	// latest is the latest time (ns) of the clock a call was sent at,
 	// with [WithClock].
 	latest atomic.Int64
+	// local decides the calls of FailLocal rules that Redis cannot decide.
+	local *MemoryLimiter
 	config
 }
 
@@ -63,6 +65,7 @@ type RedisLimiter struct {
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
 	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), denials: newDenyCache(c.denyCache), config: c}
+	l.local = newFallback(c)
 	l.cluster, _ = client.(*redis.ClusterClient)
 	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
 		l.batcher = &batcher{l: l, max: c.batch}
