@@ -27,10 +27,17 @@ const denyNameSlots = 1 << 12
 // and a call of cost c' ≥ c needs at least the room c does, so a call of
 // cost ≥ c against L before t0 + r would be denied too. r is counted from
 // the moment the call was sent, before t0, so the cache forgets a denial
-// no later than Redis would admit the call again. A window's script on
-// the server's clock tells times from the start of the server's
+// no later than Redis would admit the call again (less a 1024th of r, for
+// a process clock that runs slow against the server's). A window's script
+// on the server's clock tells times from the start of the server's
 // millisecond (up to a millisecond long, see decide.lua.tmpl), so its
 // denials are remembered a millisecond less.
+//
+// This holds while time runs forward, as the server's clock does. With
+// [WithClock] (tests), a call at a later time may drop state (a log's
+// entries) that counts at an earlier one, so the cache answers only at a
+// time no earlier than any call the limiter sent (see cacheNow); calls of
+// other processes whose clocks read later are not seen.
 //
 // Entries are keyed by (name, key) and by the limits: each name's current
 // limits have a generation, and a call with other limits than the name's
@@ -134,9 +141,11 @@ func (c *denyCache) bucket(gen uint64, key string) int {
 }
 
 // remember keeps d, the denial of req made by a call sent as p says. The
-// denial is held slack less than its RetryAfter.
+// denial is held slack, and a 1024th of its RetryAfter, less than its
+// RetryAfter: the process's clock may run slower than the server's (by
+// far less than 0.1% when NTP keeps them).
 func (c *denyCache) remember(req *Request, p denyProbe, d Decision, slack time.Duration) {
-	hold := int64(d.RetryAfter - slack)
+	hold := int64(d.RetryAfter - d.RetryAfter/1024 - slack)
 	if hold <= 0 {
 		return
 	}
