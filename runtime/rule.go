@@ -149,7 +149,10 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 			}
 		}
 	}
-	d, err := r.allow(ctx, limiter, &req)
+	d, err := limiter.Allow(ctx, req) // not r.allow: a call there copies req and d once more
+	if err != nil {
+		d, err = r.fallback(ctx, limiter, req, err)
+	}
 	if err != nil {
 		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
 	}
