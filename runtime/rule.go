@@ -169,7 +169,8 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	return r.wait(ctx, limiter, &req, k, joinLine(k, &d), start)
 }
 
-// allow asks limiter to decide req, and its fallback when limiter could not.
+// allow asks limiter to decide req, and its fallback when limiter could not
+// (check does the same in place, sparing a copy of req and the decision).
 func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, error) {
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {
