@@ -15,7 +15,8 @@ type Clock interface {
 }
 
 // Hook observes a limiter's decisions and failures. Its methods are called
-// synchronously on the calling goroutine, so they must be quick.
+// synchronously on the calling goroutine, so they must be quick. The
+// request's Key is bounded as [LimitError]'s is.
 type Hook interface {
 	// Decided is called once per decided request.
 	Decided(ctx context.Context, req *Request, d Decision)

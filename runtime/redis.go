@@ -127,6 +127,7 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
+	req.Key = boundKey(req.Key)
 	var seen denyProbe
 	if l.denials != nil {
 		var d Decision
@@ -223,9 +224,10 @@ func (l *RedisLimiter) failed(ctx context.Context, req Request, cause error) err
 
 // Key returns the Redis key that holds limit index i, of algorithm alg,
 // of the calls named name with per-call key key, for inspecting state with
-// redis-cli.
+// redis-cli. A key whose escaped form is longer than 64 bytes appears as
+// its stand-in (see [LimitError]'s Key).
 func (l *RedisLimiter) Key(name, key string, i int, alg Algorithm) string {
-	return storageKey(l.prefix, name, key, i, alg)
+	return storageKey(l.prefix, name, boundKey(key), i, alg)
 }
 
 var _ Limiter = (*RedisLimiter)(nil)

@@ -1,6 +1,7 @@
-// Prometheus exports a limiter's counters (ratelimit.Metrics) to
-// Prometheus, with a Collector the core leaves to this example so that
-// the runtime depends on no metrics library: it is a module of its own.
+// Prometheus exports a limiter's counters (ratelimit.Metrics) and the
+// latency of its decisions to Prometheus with the adapters/prometheus
+// package (ratelimitprom), a module of its own so that the runtime
+// depends on no metrics library.
 //
 //	cd examples/prometheus && go run . [-addr 127.0.0.1:8081]
 //
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -34,7 +36,7 @@ func main() {
 		log.Fatal(err)
 	}
 	log.Printf("serving http://%s/hello, /beta and /metrics", *addr)
-	srv := &http.Server{Addr: *addr, Handler: newHandler(limiter, metrics), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: newHandler(ratelimitprom.Instrument(limiter), metrics), ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
 
@@ -56,10 +58,10 @@ var (
 )
 
 // newHandler serves the limited routes and, on /metrics, the counters of
-// metrics, the limiter's hook.
-func newHandler(limiter ratelimit.Limiter, metrics *ratelimit.Metrics) http.Handler {
+// metrics, the limiter's hook, and the latency of the limiter's calls.
+func newHandler(limiter *ratelimitprom.Limiter, metrics *ratelimit.Metrics) http.Handler {
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(NewCollector(metrics))
+	registry.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	mux := http.NewServeMux()
 	mux.Handle("GET /hello", ratelimit.Middleware(limiter, helloRule, ratelimit.ClientIP())(hello))

@@ -1,4 +1,13 @@
-package main
+// Package ratelimitprom exports ratelimitgen's limiters to Prometheus: a
+// [Collector] of the counters a [ratelimit.Metrics] hook keeps, and
+// [Instrument], which measures how long the limiter takes to decide.
+//
+//	metrics := &ratelimit.Metrics{}
+//	limiter := ratelimitprom.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(metrics)))
+//	prometheus.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
+//
+// It is a module of its own, so the runtime depends on no metrics library.
+package ratelimitprom
 
 import (
 	"maps"
@@ -9,8 +18,8 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Collector exports the counters of a [ratelimit.Metrics] hook to
-// Prometheus, read at each scrape:
+// Collector exports the counters of a [ratelimit.Metrics] hook, read at
+// each scrape:
 //
 //	ratelimit_decisions_total{name, decision}  decision: allowed, limited, shadow_limited
 //	ratelimit_near_limit_total{name}           admissions that left at most 10% of the threshold
@@ -24,7 +33,7 @@ type Collector struct {
 }
 
 // NewCollector returns a Collector of metrics, which the limiter must be
-// given as its hook (ratelimit.WithHook).
+// given as its hook ([ratelimit.WithHook]).
 func NewCollector(metrics *ratelimit.Metrics) *Collector {
 	return &Collector{metrics: metrics}
 }
