@@ -152,6 +152,7 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 // report passes d to the hook. It takes req by value so that only calls
 // with a hook pay for the copy the hook's pointer makes escape.
 func (l *MemoryLimiter) report(ctx context.Context, req Request, d Decision) {
+	req.prep = nil // the hook sees the request as its caller could build it
 	l.hook.Decided(ctx, &req, d)
 }
 

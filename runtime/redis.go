@@ -210,6 +210,7 @@ func (l *RedisLimiter) cacheSlack(req *Request) time.Duration {
 // decided reports d, the decision of req, to the hook. It takes req by
 // value, so that only a limiter with a hook moves a request to the heap.
 func (l *RedisLimiter) decided(ctx context.Context, req Request, d Decision) {
+	req.prep = nil // the hook sees the request as its caller could build it
 	l.hook.Decided(ctx, &req, d)
 }
 
@@ -217,6 +218,7 @@ func (l *RedisLimiter) decided(ctx context.Context, req Request, d Decision) {
 func (l *RedisLimiter) failed(ctx context.Context, req Request, cause error) error {
 	err := &BackendError{Name: req.Name, Err: cause}
 	if l.hook != nil {
+		req.prep = nil
 		l.hook.Failed(ctx, &req, err)
 	}
 	return err
