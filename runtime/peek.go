@@ -125,11 +125,22 @@ func (l *RedisLimiter) Peek(ctx context.Context, req Request) (Decision, error) 
 // index below [MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
 // It also forgets the state the local fallback ([FailLocal]) holds for
-// them. An error wraps [ErrBackend]. See [Resetter].
+// them, and the denials this process's deny cache ([WithDenyCache])
+// remembers for name (of every key: theirs are asked of Redis again). An
+// error wraps [ErrBackend]. See [Resetter].
+//
+// Other processes' deny caches are not told: each may keep denying the key
+// until the RetryAfter Redis gave it for its last denial runs out (that
+// long at most), and so may this process for a call in flight during the
+// Reset whose denial it remembers after. Turn the cache off
+// (WithDenyCache(0)) where a Reset must lift a limit everywhere at once.
 func (l *RedisLimiter) Reset(ctx context.Context, name, key string) error {
 	key = boundKey(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
 		return &BackendError{Name: name, Err: err}
+	}
+	if l.denials != nil {
+		l.denials.forget(name)
 	}
 	return l.local.Reset(ctx, name, key)
 }

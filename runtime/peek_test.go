@@ -37,7 +37,7 @@ func TestPeekAgrees(t *testing.T) {
 				clock := newManualClock()
 				mem := NewMemory(WithClock(clock))
 				red := newTestRedis(t, WithClock(clock))
-				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript())
+				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 				ref := NewMemory(WithClock(clock))
 				for i := range 300 {
 					limits := set.limits
@@ -280,4 +280,29 @@ func BenchmarkRedisPeekVsPing(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestResetAndTheDenyCache: a Reset forgets the denials its own process's
+// deny cache remembers, so the next call is asked of Redis and admitted;
+// another process's cache keeps repeating its denial, as documented.
+func TestResetAndTheDenyCache(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	l, other := NewRedis(rdb(t)), NewRedis(rdb(t)) // two processes, deny caches on
+	req := Request{Name: "cached", Key: "k", Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
+	require.True(t, allow(t, l, req).Allowed)
+	for _, p := range []*RedisLimiter{l, other} {
+		require.False(t, allow(t, p, req).Allowed)
+		d := allow(t, p, req)
+		require.False(t, d.Allowed)
+		require.Equal(t, SourceCache, d.Source, "the denial is remembered")
+	}
+	require.NoError(t, l.Reset(ctx, req.Name, req.Key))
+	d := allow(t, l, req)
+	require.True(t, d.Allowed, "%+v", d)
+	require.Equal(t, SourceBackend, d.Source)
+	d = allow(t, other, req)
+	require.False(t, d.Allowed)
+	require.Equal(t, SourceCache, d.Source, "another process keeps its remembered denial")
+	require.Positive(t, d.RetryAfter)
 }
