@@ -73,7 +73,9 @@
 // behind them) and take one round trip on Redis. [AdminHandler] serves
 // them, and the rules it is given with their effective limits, as JSON;
 // it is read-only unless [WithAdminReset], and reveals keys, so it belongs
-// behind the service's own authentication.
+// behind the service's own authentication. A Reset forgets the denials its
+// own process's deny cache remembers; other processes may repeat theirs
+// until their RetryAfter runs out (see [RedisLimiter.Reset]).
 //
 // # Outages
 //
