@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"bytes"
 	"context"
-	_ "embed"
+	"embed"
 	"maps"
 	"math/bits"
 	"regexp"
@@ -15,17 +15,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// decideTemplate is rendered into the decide scripts: the generic one and
-// one per single limit (see lua/decide.lua.tmpl).
+// luaTemplates are rendered into the scripts (see lua/README.md):
+// decide.lua.tmpl into the decide scripts, the generic one and one per
+// single limit, and batch.lua.tmpl into the batch scripts wrapping them.
 //
-//go:embed lua/decide.lua.tmpl
-var decideTemplate string
+//go:embed lua/*.tmpl
+var luaFiles embed.FS
 
-var decideLua = template.Must(template.New("decide.lua").Parse(decideTemplate))
+var luaTemplates = template.Must(template.ParseFS(luaFiles, "lua/*.tmpl"))
 
 // decideSource is the generic decide script, which takes its limits in
 // ARGV and decides any number of them.
-var decideSource = renderDecide(scriptData{Generic: true})
+var decideSource = renderScript("decide.lua.tmpl", scriptData{Generic: true})
 
 // decideScript is run with EVALSHA; go-redis falls back to EVAL (which
 // loads the script again) when the server answers NOSCRIPT, such as after
@@ -108,10 +109,12 @@ type plan struct {
 	Clocked bool
 }
 
-func renderDecide(d scriptData) string {
+// renderScript renders the template file name (decide.lua.tmpl or
+// batch.lua.tmpl) for d.
+func renderScript(name string, d scriptData) string {
 	var b bytes.Buffer
-	if err := decideLua.Execute(&b, d); err != nil {
-		panic(err) // the template is embedded and its data always fits it
+	if err := luaTemplates.ExecuteTemplate(&b, name, d); err != nil {
+		panic(err) // the templates are embedded and their data always fits them
 	}
 	return b.String()
 }
@@ -186,11 +189,11 @@ func loadPlanScript(k scriptKey) *redis.Script {
 func planSource(k scriptKey) string {
 	d := scriptData{plan: k.plan}
 	d.Clocked = d.Clocked || k.batch
-	src := commentLine.ReplaceAllString(renderDecide(d), "")
-	if !k.batch {
-		return src
+	name := "decide.lua.tmpl"
+	if k.batch {
+		name = "batch.lua.tmpl"
 	}
-	return "local function decide_one(KEYS, ARGV)\n" + src + "\nend\n" + planBatchLoop
+	return commentLine.ReplaceAllString(renderScript(name, d), "")
 }
 
 // decide runs a decide script for req, which is valid, and returns its
