@@ -22,7 +22,40 @@ import (
 //go:embed lua/*.tmpl
 var luaFiles embed.FS
 
-var luaTemplates = template.Must(template.ParseFS(luaFiles, "lua/*.tmpl"))
+var luaTemplates = template.Must(template.New("lua").Funcs(luaConstants).ParseFS(luaFiles, "lua/*.tmpl"))
+
+// The constants of the scripts, which the templates write into the text
+// by name (a Lua local would cost the server a load per run).
+const (
+	// keepMs is how long a key outlives its state: a second, so no TTL is
+	// set below a second.
+	keepMs = 1000
+	// exactBound is 2^53: a product of Lua numbers below it is exact.
+	exactBound = 1 << 53
+	// halfScale is 2^26: muldiv splits its operands into 26-bit halves.
+	halfScale = 1 << 26
+	// prevScale is 2^27: a sliding window's key holds the previous
+	// window's count times prevScale plus the current window's, both
+	// below it (see MaxSlidingWindowThreshold).
+	prevScale = 1 << 27
+	// maxPush is the most entries a sliding log pushes with one RPUSH.
+	maxPush = 1000
+	// packSlot is 2^6: a packed reply holds s, the bits of its reset, in
+	// its low 6 bits, under (remaining * 2^s + reset) * packSlot.
+	packSlot = 1 << 6
+	// packBound is 2^47: the packed reply's remaining * 2^s stays below it.
+	packBound = 1 << 47
+)
+
+var luaConstants = template.FuncMap{
+	"keepMs":     func() int64 { return keepMs },
+	"exactBound": func() int64 { return exactBound },
+	"halfScale":  func() int64 { return halfScale },
+	"prevScale":  func() int64 { return prevScale },
+	"maxPush":    func() int64 { return maxPush },
+	"packSlot":   func() int64 { return packSlot },
+	"packBound":  func() int64 { return packBound },
+}
 
 // decideSource is the generic decide script, which takes its limits in
 // ARGV and decides any number of them.
@@ -76,7 +109,7 @@ func (d scriptData) PackBits() int {
 		span = mulDivCeil(d.Capacity, d.Period, d.Threshold) // the TAT's most ahead
 	}
 	s := bits.Len64(uint64(span))
-	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s {
+	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s { // packBound
 		return 0
 	}
 	return s
@@ -273,8 +306,8 @@ func parseDecision(res any) (Decision, error) {
 		if v < 0 {
 			break
 		}
-		s := v & 63
-		v >>= 6
+		s := v % packSlot
+		v /= packSlot
 		return Decision{Allowed: true, Remaining: v >> s, ResetAfter: us(v & (1<<s - 1))}, nil
 	case []any:
 		if len(v) != 6 && len(v) != 3 {

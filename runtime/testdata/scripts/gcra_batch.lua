@@ -9,28 +9,26 @@ local fmt = string.format
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
 local function muldiv(a, b, d)
-  local q, L = math.floor(a * b / d), 67108864
-  local a1, b1, q1, d1 = math.floor(a / L), math.floor(b / L), math.floor(q / L), math.floor(d / L)
-  local a0, b0, q0, d0 = a - a1 * L, b - b1 * L, q - q1 * L, d - d1 * L
+  local q, half = math.floor(a * b / d), 67108864 -- 2^26
+  local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
+  local a0, b0, q0, d0 = a - a1 * half, b - b1 * half, q - q1 * half, d - d1 * half
   local mid = (a1 * b0 + a0 * b1) - (q1 * d0 + q0 * d1)
-  local r = ((a1 * b1 - q1 * d1) * L + mid) * L + (a0 * b0 - q0 * d0)
+  local r = ((a1 * b1 - q1 * d1) * half + mid) * half + (a0 * b0 - q0 * d0)
   while r < 0 do q, r = q - 1, r + d end
   while r >= d do q, r = q + 1, r - d end
   return q, r
 end
 
-local ok, rem, ret, res, del, x, y, z = false, 0, 0, 0, 0
-local failed
-repeat -- for the check's break
-    local v = redis.call("GET", key)
-    local ta, tf, old = now, 0, nil
-    if v then
-      local a, b = tonumber(v), 0
+local ok, rem, ret, res, del = false, 0, 0, 0, 0
+    local stored = redis.call("GET", key)
+    local ta, tf, oldTa = now, 0, nil
+    if stored then
+      local a, b = tonumber(stored), 0
       if not a then -- "a b"
-        local sp = string.find(v, " ", 1, true)
-        a, b = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+        local sp = string.find(stored, " ", 1, true)
+        a, b = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
       end
-      old = a
+      oldTa = a
       if b >= threshold then a, b = a + 1, 0 end -- written under another threshold
       if a >= now then ta, tf = a, b end
     end
@@ -41,7 +39,7 @@ repeat -- for the check's break
     if nf >= threshold then na, nf = na + 1, nf - threshold end
     local d, g -- the room left: d + g/threshold µs
     if na - now < ka or (na - now == ka and nf <= kf) then
-      ok, res, x, y, z = true, na - now, na, nf, old
+      ok, res = true, na - now
       if nf > 0 then res = res + 1 end
       if algo == "leaky_bucket" then
         del = ta - now
@@ -61,19 +59,17 @@ repeat -- for the check's break
       q = q + (s - s % period) / period
       if q > 0 then rem = q end
     end
-until true
-if failed then return failed end
 if not ok then
   return {0, rem, ret, res, 0, 0}
 end
 
-      local v = fmt("%d", x)
-      if y > 0 then v = fmt("%d %d", x, y) end
-      local cell = x - x % 1000000
-      if z and z - z % 1000000 == cell then
-        redis.call("SET", key, v, "KEEPTTL")
+      local tat = fmt("%d", na)
+      if nf > 0 then tat = fmt("%d %d", na, nf) end
+      local second = na - na % 1000000
+      if oldTa and oldTa - oldTa % 1000000 == second then
+        redis.call("SET", key, tat, "KEEPTTL")
       else
-        redis.call("SET", key, v, "PX", math.ceil((cell + 1000000 - now) / 1000) + 1000)
+        redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
       end
 local remaining, reset = rem, res
 if del == 0 then

@@ -145,48 +145,51 @@ local BIG = 9007199254740992 -- 2^53: a product below it is exact
 -- exactly from 26-bit halves of the operands, each partial product below
 -- 2^53, then corrected.
 local function muldiv(a, b, d)
-  local q, L = math.floor(a * b / d), 67108864
-  local a1, b1, q1, d1 = math.floor(a / L), math.floor(b / L), math.floor(q / L), math.floor(d / L)
-  local a0, b0, q0, d0 = a - a1 * L, b - b1 * L, q - q1 * L, d - d1 * L
+  local q, half = math.floor(a * b / d), 67108864 -- 2^26
+  local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
+  local a0, b0, q0, d0 = a - a1 * half, b - b1 * half, q - q1 * half, d - d1 * half
   local mid = (a1 * b0 + a0 * b1) - (q1 * d0 + q0 * d1)
-  local r = ((a1 * b1 - q1 * d1) * L + mid) * L + (a0 * b0 - q0 * d0)
+  local r = ((a1 * b1 - q1 * d1) * half + mid) * half + (a0 * b0 - q0 * d0)
   while r < 0 do q, r = q - 1, r + d end
   while r >= d do q, r = q + 1, r - d end
   return q, r
 end
 
 -- Check every limit. ok, rem, ret, res, del: whether the limit admits the
--- call, remaining, retry, reset and delay; x, y, z: what its commit or
--- rollback needs, kept in ux, uy, uz for one limit, in undo for several.
+-- call, its remaining, retry, reset and delay (a Decision's Remaining,
+-- RetryAfter, ResetAfter and Delay, in µs). rec1, rec2, rec3: the record
+-- of an admitting check, what its commit or rollback needs (each
+-- algorithm's block names them); kept in undo when there are several limits.
 local allowed, pick, remaining, retry, reset, delay = true, 1, 0, -1, 0, 0
-local failed, undo, ux, uy, uz
+local failed, undo, rec1, rec2, rec3
 if n > 1 then undo = {} end
 for i = 1, n do
   local key, algo = KEYS[i], ARGV[4 * i - 1]
   local period, threshold, capacity = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2])
-  local ok, rem, ret, res, del, x, y, z = false, 0, 0, 0, 0
+  local ok, rem, ret, res, del = false, 0, 0, 0, 0
+  rec1, rec2, rec3 = nil, nil, nil
 
   if algo == "sliding_log" then
     local start = now - period
     local head = redis.pcall("LINDEX", key, "0")
     if type(head) == "table" then failed = head break end
-    -- h: the oldest entry's time; marked: whether it is marked (negative),
-    -- as the entries pushed by the call that last set the TTL are.
-    local refresh, h, marked = not head, nil, false -- a new log: set the TTL
+    -- oldest: the oldest entry's time; marked: whether it is marked
+    -- (negative), as the entries pushed by the call that last set the TTL are.
+    local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
     if head then
-      h = tonumber(head)
-      if h < 0 then h, marked = -h, true end
+      oldest = tonumber(head)
+      if oldest < 0 then oldest, marked = -oldest, true end
     end
-    if h and h <= start then
+    if oldest and oldest <= start then
       -- Trim the entries at or before start: pop one and look again, which
       -- is all a steady flow of calls needs, else gallop and bisect. The
       -- TTL is set again when a marked entry leaves, or the log empties.
       refresh = marked
       redis.call("LPOP", key)
       head = redis.call("LINDEX", key, "0")
-      h = head and math.abs(tonumber(head))
+      oldest = head and math.abs(tonumber(head))
       if not head then refresh = true end
-      if h and h <= start then
+      if oldest and oldest <= start then
         refresh = true
         local len = redis.call("LLEN", key)
         local lo, hi = 1, 1
@@ -205,34 +208,37 @@ for i = 1, n do
         end
         if lo >= len then
           redis.call("DEL", key)
-          head, h = nil, nil
+          head, oldest = nil, nil
         else
           redis.call("LTRIM", key, lo, "-1")
           head = redis.call("LINDEX", key, "0")
-          h = math.abs(tonumber(head))
+          oldest = math.abs(tonumber(head))
         end
       end
     end
+    -- logged: the time the call's entries are logged at (the twin's tail).
     local logged = now
-    if h and now < h then
+    if oldest and now < oldest then
       logged = math.max(now, math.abs(tonumber(redis.call("LINDEX", key, "-1"))))
     end
     -- Push cost entries; RPUSH replies the new length.
-    local s, len = fmt("%d", logged) -- not tostring: %.14g would round it
-    if refresh then s = "-" .. s end
+    local entry, len = fmt("%d", logged) -- not tostring: %.14g would round it
+    if refresh then entry = "-" .. entry end
     if cost == 1 then
-      len = redis.call("RPUSH", key, s)
+      len = redis.call("RPUSH", key, entry)
     else
-      local batch, left = {}, cost
-      for j = 1, math.min(cost, 1000) do batch[j] = s end
+      -- entries: the cost's entries, pushed 1000 (maxPush) at a time
+      local entries, left = {}, cost
+      for j = 1, math.min(cost, 1000) do entries[j] = entry end
       while left > 0 do
         local k = math.min(left, 1000)
-        len = redis.call("RPUSH", key, unpack(batch, 1, k))
+        len = redis.call("RPUSH", key, unpack(entries, 1, k))
         left = left - k
       end
     end
     if len <= threshold then
-      ok, rem, res, x, y, z = true, threshold - len, logged + period - now, refresh, logged, len
+      ok, rem, res = true, threshold - len, logged + period - now
+      rec1, rec2, rec3 = refresh, logged, len
     else
       -- The call fits once the (len - threshold)-th oldest entry leaves.
       ret = math.abs(tonumber(redis.call("LINDEX", key, len - threshold - 1))) + period - now
@@ -249,94 +255,101 @@ for i = 1, n do
     end
 
   elseif algo == "fixed_window" then
-    -- v: the window's count with the call; r: ms until the key expires.
-    local v = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
-    if type(v) == "table" then failed = v break end
-    local f = now % 1000
-    local nowms = (now - f) / 1000
-    local r = redis.call("PEXPIRETIME", key) - 1000 - nowms
-    if v == cost or r <= 0 then
-      -- A new window: no count before (v == cost), or the key's last
+    -- count: the window's count with the call; r: ms until the window ends.
+    local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
+    if type(count) == "table" then failed = count break end
+    local frac = now % 1000
+    local nowMs = (now - frac) / 1000
+    local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+    if count == cost or r <= 0 then
+      -- A new window: no count before (count == cost), or the key's last
       -- millisecond, which is the first of the next window.
-      local e = (now - now % period + period) / 1000
-      if v == cost then redis.call("PEXPIREAT", key, e + 1000) else redis.call("SET", key, costArg, "PXAT", e + 1000) end
-      v, r = cost, e - nowms
+      local stateEnd = (now - now % period + period) / 1000
+      if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+      count, r = cost, stateEnd - nowMs
     end
-    res = r * 1000 - f
-    if v <= threshold then
-      ok, rem, x, y = true, threshold - v, v, v
+    res = r * 1000 - frac
+    if count <= threshold then
+      ok, rem = true, threshold - count
+      rec1 = count
     else
       redis.call("DECRBY", key, costArg) -- the count was there before: not zero
-      rem, ret = threshold - v + cost, res
+      rem, ret = threshold - count + cost, res
     end
 
   elseif algo == "sliding_window" then
-    -- v: prev * 2^27 + cur, the previous window's count and this one's
-    -- with the call; r: ms until the key expires, at the next window's end.
-    local v = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
-    if type(v) == "table" then failed = v break end
-    local f = now % 1000
-    local nowms = (now - f) / 1000
-    local r = redis.call("PEXPIRETIME", key) - 1000 - nowms
-    local P = period / 1000
-    local cur = v % 134217728 - cost
-    local prev = (v - cur - cost) / 134217728
-    if v == cost or r <= 0 then
+    -- packed: prev * prevScale + cur, the previous window's count and this
+    -- one's with the call; r: ms until the key's state ends, at the next
+    -- window's end; p: the period in ms.
+    local packed = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
+    if type(packed) == "table" then failed = packed break end
+    local frac = now % 1000
+    local nowMs = (now - frac) / 1000
+    local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+    local p = period / 1000
+    local cur = packed % 134217728 - cost
+    local prev = (packed - cur - cost) / 134217728
+    if packed == cost or r <= 0 then
       -- A new window with none before: no counts, or the key's last
       -- millisecond, which is the first of the window after next.
-      local e = (now - now % period + 2 * period) / 1000
-      if v == cost then redis.call("PEXPIREAT", key, e + 1000) else redis.call("SET", key, costArg, "PXAT", e + 1000) end
-      v, cur, prev, r = cost, 0, 0, e - nowms
-    elseif r <= P then
+      local stateEnd = (now - now % period + 2 * period) / 1000
+      if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+      packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
+    elseif r <= p then
       -- The next window (once per window): cur becomes prev.
-      v, cur, prev = cur * 134217728 + cost, 0, cur
-      redis.call("SET", key, v, "PXAT", nowms + r + P + 1000)
-      r = r + P
+      packed, cur, prev = cur * 134217728 + cost, 0, cur
+      redis.call("SET", key, packed, "PXAT", nowMs + r + p + 1000)
+      r = r + p
     end
-    -- e: the ms left of the window (r - P), at most P: a clock reading
-    -- earlier than its start decides the call at the start.
+    -- covered: the ms of the previous window the sliding window still
+    -- covers (r - p), at most p: a clock reading earlier than the window's
+    -- start decides the call at the start.
     local weighted = 0
     if prev > 0 then
-      local q, m, e = 0, 0, r - P
-      if e > P then e = P end
-      if prev * e < BIG then m = prev * e % P; q = (prev * e - m) / P else q, m = muldiv(prev, e, P) end
+      local q, m, covered = 0, 0, r - p
+      if covered > p then covered = p end
+      if prev * covered < BIG then m = prev * covered % p; q = (prev * covered - m) / p else q, m = muldiv(prev, covered, p) end
       weighted = q
       if m > 0 then weighted = q + 1 end
     end
-    res = r * 1000 - f
+    res = r * 1000 - frac
     if weighted + cur + cost <= threshold then
-      ok, rem, x, y = true, threshold - weighted - cur - cost, v, v
+      ok, rem = true, threshold - weighted - cur - cost
+      rec1 = packed
     else
-      redis.call("DECRBY", key, costArg) -- v > cost: the count was there before
+      redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
       rem = threshold - weighted - cur
       if rem < 0 then rem = 0 end
-      if cur == 0 then res = (r - P) * 1000 - f end
+      if cur == 0 then res = (r - p) * 1000 - frac end
       -- The earliest millisecond the weighted count plus cost fits, if
-      -- nobody calls: in this window once prev * (P - elapsed) <= u * P,
-      -- or in the next, where cur is the previous window's count.
-      local u, w, t = threshold - cur - cost, prev, r - P
-      if u < 0 then u, w, t = threshold - cost, cur, r end
+      -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
+      -- or in the next, where cur is the previous window's count; weighs:
+      -- the count weighed, ends: ms until the window it is weighed in ends.
+      local room, weighs, ends = threshold - cur - cost, prev, r - p
+      if room < 0 then room, weighs, ends = threshold - cost, cur, r end
       local q = 0
-      if u * P < BIG then q = (u * P - u * P % w) / w else q = muldiv(u, P, w) end
-      ret = (t - q) * 1000 - f
+      if room * p < BIG then q = (room * p - room * p % weighs) / weighs else q = muldiv(room, p, weighs) end
+      ret = (ends - q) * 1000 - frac
     end
 
   else -- token_bucket, leaky_bucket, gcra
-    local v = redis.pcall("GET", key)
-    if type(v) == "table" then failed = v break end
-    local ta, tf, old = now, 0, nil
-    if v then
-      local a, b = tonumber(v), 0
+    local stored = redis.pcall("GET", key)
+    if type(stored) == "table" then failed = stored break end
+    -- ta + tf/threshold: max(TAT, now), the twin's tat; oldTa: the TAT's
+    -- whole µs as stored, for its TTL.
+    local ta, tf, oldTa = now, 0, nil
+    if stored then
+      local a, b = tonumber(stored), 0
       if not a then -- "a b"
-        local sp = string.find(v, " ", 1, true)
-        a, b = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
+        local sp = string.find(stored, " ", 1, true)
+        a, b = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
       end
-      old = a
+      oldTa = a
       if b >= threshold then a, b = a + 1, 0 end -- written under another threshold
       if a >= now then ta, tf = a, b end
     end
-    -- na + nf/threshold: the TAT with the call; ka + kf/threshold: the
-    -- capacity in µs.
+    -- na + nf/threshold: the TAT with the call (k + m/threshold µs later, the
+    -- twin's addInterval); ka + kf/threshold: the capacity in µs.
     local k, m, ka, kf = 0, 0, 0, 0
     if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
     if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
@@ -344,7 +357,8 @@ for i = 1, n do
     if nf >= threshold then na, nf = na + 1, nf - threshold end
     local d, g -- the room left: d + g/threshold µs
     if na - now < ka or (na - now == ka and nf <= kf) then
-      ok, res, x, y, z = true, na - now, na, nf, old
+      ok, res = true, na - now
+      rec1, rec2, rec3 = na, nf, oldTa
       if nf > 0 then res = res + 1 end
       if algo == "leaky_bucket" then
         del = ta - now
@@ -357,7 +371,8 @@ for i = 1, n do
       if tf > 0 then res = res + 1 end
       d, g = ka - (ta - now), kf - tf
     end
-    -- Remaining: the emission intervals that fit in the room left.
+    -- Remaining: the emission intervals that fit in the room left (the
+    -- twin's remainingUnits).
     if d >= 0 then
       local q, r = 0, 0
       if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
@@ -368,7 +383,7 @@ for i = 1, n do
   end
 
   if ok then
-    if undo then undo[i] = {x, y, z} else ux, uy, uz = x, y, z end
+    if undo then undo[i] = {rec1, rec2, rec3} end
     if allowed and (i == 1 or rem < remaining) then
       pick, remaining, reset = i, rem, res
     end
@@ -381,33 +396,35 @@ end
 -- Commit every limit, or roll back those that admitted the call.
 local commit = allowed and not failed
 for i = 1, n do
-  local x, y, z = ux, uy, uz
   if undo then
     local u = undo[i]
-    if u then x, y, z = u[1], u[2], u[3] else x = nil end
+    if u then rec1, rec2, rec3 = u[1], u[2], u[3] else rec1 = nil end
   end
   local key, algo, period = KEYS[i], ARGV[4 * i - 1], tonumber(ARGV[4 * i])
-  if x == nil then
+  if rec1 == nil then
     -- limit i did not admit the call (or was not checked): nothing to do
   elseif commit then
     if algo == "sliding_log" then
-      if x then redis.call("PEXPIRE", key, math.ceil((y + 2 * period - now) / 1000) + 1000) end
+      local refresh, logged = rec1, rec2
+      if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
     elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
-      local v = fmt("%d", x)
-      if y > 0 then v = fmt("%d %d", x, y) end
+      local na, nf, oldTa = rec1, rec2, rec3
+      local tat = fmt("%d", na)
+      if nf > 0 then tat = fmt("%d %d", na, nf) end
       -- The TAT only grows. Its TTL is set when it enters a second (of a
       -- grid from the epoch), to a second past that second's end; within
       -- the second it is kept.
-      local cell = x - x % 1000000
-      if z and z - z % 1000000 == cell then
-        redis.call("SET", key, v, "KEEPTTL")
+      local second = na - na % 1000000
+      if oldTa and oldTa - oldTa % 1000000 == second then
+        redis.call("SET", key, tat, "KEEPTTL")
       else
-        redis.call("SET", key, v, "PX", math.ceil((cell + 1000000 - now) / 1000) + 1000)
+        redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
       end
     end
   elseif algo == "sliding_log" then
+    local refresh, len = rec1, rec3
     if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-    if z > cost and x then
+    if len > cost and refresh then
       local last = redis.call("LINDEX", key, "-1")
       local newest = tonumber(last)
       if newest < 0 then
@@ -418,7 +435,8 @@ for i = 1, n do
       redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then
-    if y == cost then
+    local value = rec1
+    if value == cost then
       redis.call("DEL", key)
     else
       redis.call("DECRBY", key, cost)

@@ -6,23 +6,21 @@ local key, algo = KEYS[1], "sliding_log"
 local period, threshold, capacity = 1000000, 100, 100
 local fmt = string.format
 
-local ok, rem, ret, res, del, x, y, z = false, 0, 0, 0, 0
-local failed
-repeat -- for the check's break
+local ok, rem, ret, res, del = false, 0, 0, 0, 0
     local start = now - period
     local head = redis.call("LINDEX", key, "0")
-    local refresh, h, marked = not head, nil, false -- a new log: set the TTL
+    local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
     if head then
-      h = tonumber(head)
-      if h < 0 then h, marked = -h, true end
+      oldest = tonumber(head)
+      if oldest < 0 then oldest, marked = -oldest, true end
     end
-    if h and h <= start then
+    if oldest and oldest <= start then
       refresh = marked
       redis.call("LPOP", key)
       head = redis.call("LINDEX", key, "0")
-      h = head and math.abs(tonumber(head))
+      oldest = head and math.abs(tonumber(head))
       if not head then refresh = true end
-      if h and h <= start then
+      if oldest and oldest <= start then
         refresh = true
         local len = redis.call("LLEN", key)
         local lo, hi = 1, 1
@@ -41,33 +39,33 @@ repeat -- for the check's break
         end
         if lo >= len then
           redis.call("DEL", key)
-          head, h = nil, nil
+          head, oldest = nil, nil
         else
           redis.call("LTRIM", key, lo, "-1")
           head = redis.call("LINDEX", key, "0")
-          h = math.abs(tonumber(head))
+          oldest = math.abs(tonumber(head))
         end
       end
     end
     local logged = now
-    if h and now < h then
+    if oldest and now < oldest then
       logged = math.max(now, math.abs(tonumber(redis.call("LINDEX", key, "-1"))))
     end
-    local s, len = fmt("%d", logged) -- not tostring: %.14g would round it
-    if refresh then s = "-" .. s end
+    local entry, len = fmt("%d", logged) -- not tostring: %.14g would round it
+    if refresh then entry = "-" .. entry end
     if cost == 1 then
-      len = redis.call("RPUSH", key, s)
+      len = redis.call("RPUSH", key, entry)
     else
-      local batch, left = {}, cost
-      for j = 1, math.min(cost, 1000) do batch[j] = s end
+      local entries, left = {}, cost
+      for j = 1, math.min(cost, 1000) do entries[j] = entry end
       while left > 0 do
         local k = math.min(left, 1000)
-        len = redis.call("RPUSH", key, unpack(batch, 1, k))
+        len = redis.call("RPUSH", key, unpack(entries, 1, k))
         left = left - k
       end
     end
     if len <= threshold then
-      ok, rem, res, x, y, z = true, threshold - len, logged + period - now, refresh, logged, len
+      ok, rem, res = true, threshold - len, logged + period - now
     else
       ret = math.abs(tonumber(redis.call("LINDEX", key, len - threshold - 1))) + period - now
       if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
@@ -81,13 +79,11 @@ repeat -- for the check's break
       if refresh then redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000) end
       rem, res = threshold - len + cost, newest + period - now
     end
-until true
-if failed then return failed end
 if not ok then
   return {0, rem, ret, res, 0, 0}
 end
 
-      if x then redis.call("PEXPIRE", key, math.ceil((y + 2 * period - now) / 1000) + 1000) end
+      if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
 local remaining, reset = rem, res
 if del == 0 then
   if reset < 1048576 then return (remaining * 1048576 + reset) * 64 + 20 end

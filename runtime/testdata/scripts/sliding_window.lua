@@ -4,50 +4,46 @@ if ARGV[1] then cost, costArg = tonumber(ARGV[1]), ARGV[1] end
 local key, algo = KEYS[1], "sliding_window"
 local period, threshold, capacity = 1000000, 100, 100
 
-local ok, rem, ret, res, del, x, y, z = false, 0, 0, 0, 0
-local failed
-repeat -- for the check's break
-    local v = redis.call("INCRBY", key, costArg) -- as sent: no number to format
-    local r, f = redis.call("PTTL", key) - 1000, 0
-    local P = 1000
-    local cur = v % 134217728 - cost
-    local prev = (v - cur - cost) / 134217728
-    if v == cost or r <= 0 then
+local ok, rem, ret, res, del = false, 0, 0, 0, 0
+    local packed = redis.call("INCRBY", key, costArg) -- as sent: no number to format
+    local r, frac = redis.call("PTTL", key) - 1000, 0
+    local p = 1000
+    local cur = packed % 134217728 - cost
+    local prev = (packed - cur - cost) / 134217728
+    if packed == cost or r <= 0 then
       local t = redis.call("TIME")
       local now = t[1] * 1000000 + t[2]
-      local nowms = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
-      local e = (now - now % period + 2 * period) / 1000
-      if v == cost then redis.call("PEXPIREAT", key, e + 1000) else redis.call("SET", key, costArg, "PXAT", e + 1000) end
-      v, cur, prev, r = cost, 0, 0, e - nowms
-    elseif r <= P then
-      v, cur, prev = cur * 134217728 + cost, 0, cur
-      redis.call("SET", key, v, "PX", r + P + 1000)
-      r = r + P
+      local nowMs = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+      local stateEnd = (now - now % period + 2 * period) / 1000
+      if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+      packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
+    elseif r <= p then
+      packed, cur, prev = cur * 134217728 + cost, 0, cur
+      redis.call("SET", key, packed, "PX", r + p + 1000)
+      r = r + p
     end
     local weighted = 0
     if prev > 0 then
-      local q, m, e = 0, 0, r - P
-      if e > P then e = P end
-      m = prev * e % P; q = (prev * e - m) / P
+      local q, m, covered = 0, 0, r - p
+      if covered > p then covered = p end
+      m = prev * covered % p; q = (prev * covered - m) / p
       weighted = q
       if m > 0 then weighted = q + 1 end
     end
-    res = r * 1000 - f
+    res = r * 1000 - frac
     if weighted + cur + cost <= threshold then
-      ok, rem, x, y = true, threshold - weighted - cur - cost, v, v
+      ok, rem = true, threshold - weighted - cur - cost
     else
-      redis.call("DECRBY", key, costArg) -- v > cost: the count was there before
+      redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
       rem = threshold - weighted - cur
       if rem < 0 then rem = 0 end
-      if cur == 0 then res = (r - P) * 1000 - f end
-      local u, w, t = threshold - cur - cost, prev, r - P
-      if u < 0 then u, w, t = threshold - cost, cur, r end
+      if cur == 0 then res = (r - p) * 1000 - frac end
+      local room, weighs, ends = threshold - cur - cost, prev, r - p
+      if room < 0 then room, weighs, ends = threshold - cost, cur, r end
       local q = 0
-      q = (u * P - u * P % w) / w
-      ret = (t - q) * 1000 - f
+      q = (room * p - room * p % weighs) / weighs
+      ret = (ends - q) * 1000 - frac
     end
-until true
-if failed then return failed end
 if not ok then
   return {0, rem, ret, res, 0, 0}
 end
