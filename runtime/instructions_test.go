@@ -39,6 +39,15 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		b.Run(string(alg)+"/own", func(b *testing.B) {
 			countInstructions(b, c, planScript(planOf(lim)), keys)
 		})
+		// On a pinned clock (in 2100, after the server's, as window keys
+		// expire at times read from it) every call takes the same path.
+		pinned := Request{Name: "pinned", Limits: []Limit{lim}}
+		pkeys, _ := l.appendCall(nil, nil, &pinned, "")
+		clocked := planOf(lim)
+		clocked.Clocked = true
+		b.Run(string(alg)+"/own_pinned", func(b *testing.B) {
+			countInstructions(b, c, planScript(clocked), pkeys, 1, pinnedClock)
+		})
 		generic := Request{Name: "generic", Limits: []Limit{lim}}
 		keys, args := l.appendCall(nil, nil, &generic, "")
 		b.Run(string(alg)+"/generic", func(b *testing.B) {
@@ -66,6 +75,9 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 }
+
+// pinnedClock is the time (µs) the pinned-clock runs pass: in 2100.
+const pinnedClock = 4_102_444_800_000_000
 
 var callgrindTotal = regexp.MustCompile(`(?m)^(?:totals|summary): (\d+)`)
 
