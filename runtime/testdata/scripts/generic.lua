@@ -75,55 +75,8 @@
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]): a log
 -- logs at its newest entry's time, a window counts in the newest window,
--- decided at its start, and a bucket starts from its TAT.
---
--- sliding_log: a list of admission times (µs), oldest first; each unit of
--- cost is one entry, so calls in the same microsecond are all counted. An
--- entry at ts counts while ts > now - period. The call is pushed first and
--- popped again if it does not fit. Its TTL is set to two periods (plus a
--- second) past its newest entry L when it is created, and the entries of
--- the call that sets it are marked: stored as -ts. It is set again (and the
--- new entries marked) only when a trim pops a marked entry or empties the
--- log, not on every trim, as a full window's calls each trim one entry. So
--- while no TTL is set, the marked entries (logged at L) are in the window,
--- every call comes before L + period, and every entry is logged before it
--- too (at the call's time, or the newest entry's): the TTL outlives them
--- all by a period. A call that sets the TTL but is denied (or rolled back)
--- marks the newest entry left in place of its own. If the clock reads earlier than the oldest entry, new entries are
--- logged at the newest entry's time, so the log stays sorted. A clock step
--- back smaller than the log's span is not seen; entries logged then are out
--- of order by at most the step.
---
--- fixed_window and sliding_window: a string holding the window's count
--- (a sliding window: prev * 2^27 + cur, the previous window's count and
--- this one's, below 2^53 as thresholds are below 2^26), whose state ends
--- with the window (a sliding window: the next window, where cur still
--- weighs), in ms: periods are whole ms. The key expires exactly a second
--- after that end. So the key's TTL tells where in the window a call is,
--- and a script that does not know the time (one limit's, on the server's
--- clock) reads it (PTTL, an integer) instead of TIME, except when a window
--- starts; the others read PEXPIRETIME against now, so that a pinned clock
--- decides as the server's would. The state's end, its TTL less a second,
--- is the next window's first ms: there, r = 0 means the window has ended,
--- and the key, still there for a second, is overwritten. A window starts
--- when the key has no count (INCRBY replies the cost) or has ended; a
--- sliding window moves cur to prev when the call is in the next window.
--- Counts are never zero: a key is deleted rather than decremented to
--- zero. Both increment the count first and decrement it again if the call
--- does not fit. A sliding
--- window weighs the previous window's count by the part of it the sliding
--- window still covers, in whole ms, rounded up to whole units; that is
--- exactly prev * (period - elapsed) / period + cur + cost <= threshold.
--- Times told are exact µs when the script knows now, else counted from
--- the start of the server's ms (up to a ms long, never short).
---
--- token_bucket, leaky_bucket and gcra: a string holding the theoretical
--- arrival time (TAT), the time the bucket will be empty of calls (full of
--- tokens), as "a" or "a b": a whole µs plus b/threshold µs (0 < b <
--- threshold), so that emission intervals of period/threshold µs add up
--- exactly. A call is admitted when the TAT it leaves, max(TAT, now) +
--- cost * period / threshold, is at most capacity * period / threshold
--- ahead of now. A leaky bucket's admitted call waits until max(TAT, now).
+-- decided at its start, and a bucket starts from its TAT. Each
+-- algorithm's state and notes stand beside its check below.
 
 local now
 if ARGV[1] == "" then
@@ -169,6 +122,30 @@ for i = 1, n do
   rec1, rec2, rec3 = nil, nil, nil
 
   if algo == "sliding_log" then
+    -- sliding_log (the twin: slidinglog.go). The key is a list of admission
+    -- times (µs), oldest first; each unit of cost is one entry, so calls in
+    -- the same microsecond are all counted. An entry at ts counts while
+    -- ts > start = now - period. The call is pushed first and popped again
+    -- if it does not fit.
+    --
+    -- TTL: set to two periods (plus a second) past the newest entry, L,
+    -- when the log is created, and the entries of the call that
+    -- sets it are marked: stored as -ts. It is set again (and the new
+    -- entries marked) only when a trim pops a marked entry or empties the
+    -- log, not on every trim, as a full window's calls each trim one entry.
+    -- So while no TTL is set, the marked entries (logged at L) are in the
+    -- window, every call comes before L + period, and every entry is logged
+    -- before it too (at the call's time, or the newest entry's): the TTL
+    -- outlives them all by a period. A call that sets the TTL but is denied
+    -- (or rolled back) marks the newest entry left in place of its own.
+    --
+    -- Clock: if it reads earlier than the oldest entry, new entries are
+    -- logged at the newest entry's time, so the log stays sorted. A clock
+    -- step back smaller than the log's span is not seen; entries logged
+    -- then are out of order by at most the step.
+    --
+    -- Record: refresh (this call sets the TTL), logged, len (the log's
+    -- length with the call).
     local start = now - period
     local head = redis.pcall("LINDEX", key, "0")
     if type(head) == "table" then failed = head break end
@@ -215,7 +192,8 @@ for i = 1, n do
         end
       end
     end
-    -- logged: the time the call's entries are logged at (the twin's tail).
+    -- logged: the time the call's entries are logged at (the twin's tail,
+    -- and charge's at).
     local logged = now
     if oldest and now < oldest then
       logged = math.max(now, math.abs(tonumber(redis.call("LINDEX", key, "-1"))))
@@ -254,6 +232,25 @@ for i = 1, n do
     end
 
   elseif algo == "fixed_window" then
+    -- fixed_window (the twin: fixedwindow.go). The key is a string holding
+    -- the window's count, whose state ends with the window (stateEnd, the
+    -- twin's s.a), in ms: periods are whole ms. The key expires exactly
+    -- 1000 ms (keepMs) after that end. So the key's TTL tells where in
+    -- the window a call is, and a script that does not know the time (one
+    -- limit's, on the server's clock) reads it (PTTL, an integer) instead
+    -- of TIME, except when a window starts; the others read PEXPIRETIME
+    -- against now, so that a pinned clock decides as the server's would
+    -- (see "ttl"). The state's end is the next window's first ms: there,
+    -- r = 0 means the window has ended, and the key, still there for a
+    -- second, is overwritten. A window starts when the key has no count
+    -- (INCRBY replies the cost) or has ended. Counts are never zero: a key
+    -- is deleted rather than decremented to zero. The count is incremented
+    -- first and decremented again if the call does not fit. Times told are
+    -- exact µs when the script knows now, else counted from the start of
+    -- the server's ms (up to a ms long, never short). A clock reading
+    -- earlier than the window counts in the window.
+    --
+    -- Record: the count with the call.
     -- count: the window's count with the call; r: ms until the window ends.
     local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
     if type(count) == "table" then failed = count break end
@@ -277,6 +274,18 @@ for i = 1, n do
     end
 
   elseif algo == "sliding_window" then
+    -- sliding_window (the twin: slidingwindow.go): a fixed window (see
+    -- fixed_window) whose key packs two counts, prev * prevScale + cur with
+    -- prevScale = 134217728 (2^27), the previous window's count and this
+    -- one's, below 2^53 as thresholds are below 2^26
+    -- (MaxSlidingWindowThreshold). Its state ends with the next window,
+    -- where cur still weighs. The script moves cur to prev when the call is
+    -- in the next window. It weighs the previous window's count by the part
+    -- of it the sliding window still covers, in whole ms, rounded up to
+    -- whole units; that is exactly
+    -- prev * (period - elapsed) / period + cur + cost <= threshold.
+    --
+    -- Record: the packed counts with the call.
     -- packed: prev * prevScale + cur, the previous window's count and this
     -- one's with the call; r: ms until the key's state ends, at the next
     -- window's end; p: the period in ms.
@@ -332,6 +341,18 @@ for i = 1, n do
     end
 
   else -- token_bucket, leaky_bucket, gcra
+    -- token_bucket, leaky_bucket and gcra (the twin: gcra.go). The key is a
+    -- string holding the theoretical arrival time (TAT), the time the
+    -- bucket will be empty of calls (full of tokens), as "a" or "a b": a
+    -- whole µs plus b/threshold µs (0 < b < threshold; the twin's s.a and
+    -- s.b), so that emission intervals of period/threshold µs add up
+    -- exactly. A call is admitted when the TAT it leaves, max(TAT, now) +
+    -- cost * period / threshold, is at most capacity * period / threshold
+    -- ahead of now. A leaky bucket's admitted call waits until max(TAT,
+    -- now). A clock reading earlier than the TAT starts from the TAT.
+    --
+    -- Record: na, nf (the TAT with the call), oldTa (the stored TAT's whole
+    -- µs, for its TTL; see "commit bucket").
     local stored = redis.pcall("GET", key)
     if type(stored) == "table" then failed = stored break end
     -- ta + tf/threshold: max(TAT, now), the twin's tat; oldTa: the TAT's
