@@ -14,11 +14,7 @@
 -- delay_us} where index (0-based) is the limit the numbers describe: the
 -- denying limit with the longest retry when denied, the one with the fewest
 -- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit with no delay, whose numbers fit, gets one
--- integer instead, (remaining * 2^s + reset_after_us) * 64 + s, where
--- reset_after_us < 2^s: an array reply costs both ends more. The script of
--- one limit answers another admitted call with {remaining,
--- reset_after_us, delay_us}, half the array.
+-- An admitted call of one limit gets a shorter reply (see "packed reply").
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -27,36 +23,17 @@
 --
 -- Speed: each command a script runs costs a noticeable fraction of a round
 -- trip (a write more than a read), and so does each closure it creates, so
--- the checks, commits and rollbacks are written inline, per algorithm, in
--- the loops below, and the paths a call usually takes run few commands:
+-- the checks, commits and rollbacks are written inline, per algorithm, and
+-- the paths a call usually takes run few commands (each algorithm's notes
+-- list them). Redis (7.0) formats a number passed to redis.call with
+-- snprintf ("%.17g"), about 2,000 instructions, and takes a string as it
+-- is: the commands every call runs are passed strings (the cost as sent,
+-- or "1"; list indices), numbers only those that run once in a while.
 --
---   sliding_log     TIME, LINDEX 0 (has the oldest entry expired?), RPUSH
---                   (whose reply is the new length, so no LLEN)
---   fixed_window,   INCRBY (the count, optimistically), PTTL (where in
---   sliding_window  the window the call is); no TIME, the costliest
---                   command to read, but when a window starts
---   token_bucket,   TIME, GET, SET KEEPTTL (the TAT)
---   leaky_bucket,
---   gcra
---
--- plus a PEXPIRE when a log is trimmed, a PEXPIREAT when a window starts
--- (a SET PX when a sliding window moves on), and SET PX instead of
--- KEEPTTL when a TAT enters another second.
---
--- Redis (7.0) formats a number passed to redis.call with snprintf
--- ("%.17g"), about 2,000 instructions, and takes a string as it is: the
--- commands every call runs are passed strings (the cost as sent, or "1";
--- list indices), numbers only those that run once in a while.
---
--- TTL: every key keeps a TTL of at least a second past the time its state
--- stops mattering: a log two periods past its newest entry, set when the
--- log is created or trimmed (see sliding_log); a bucket the end of the
--- second its TAT is in, set when the TAT enters that second (SET KEEPTTL
--- otherwise: a computed PX costs a fraction of a round trip); a window
--- exactly a second past its state's end, set when a window starts, so its
--- TTL also tells where in the window a call is (see fixed_window). So no
--- TTL is longer than two periods (a bucket: its drain time plus a second)
--- plus a second, and none is set below a second.
+-- TTL: every key keeps a TTL of at least a second (keepMs) past the time
+-- its state stops mattering, and none longer than two periods (a bucket:
+-- its drain time plus a second) plus a second; each algorithm says when it
+-- sets it.
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
 -- are µs (about 2^50.6 today); a limit's values are validated below 2^50
@@ -73,9 +50,7 @@
 -- nothing to roll back, and its first command fails before any write.
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
--- state's newest time (processes with skewed clocks passing ARGV[1]): a log
--- logs at its newest entry's time, a window counts in the newest window,
--- decided at its start, and a bucket starts from its TAT. Each
+-- state's newest time (processes with skewed clocks passing ARGV[1]). Each
 -- algorithm's state and notes stand beside its check below.
 
 local now
@@ -126,7 +101,9 @@ for i = 1, n do
     -- times (µs), oldest first; each unit of cost is one entry, so calls in
     -- the same microsecond are all counted. An entry at ts counts while
     -- ts > start = now - period. The call is pushed first and popped again
-    -- if it does not fit.
+    -- if it does not fit. A call usually runs TIME, LINDEX 0 (has the
+    -- oldest entry expired?) and RPUSH (whose reply is the new length, so
+    -- no LLEN), plus a PEXPIRE when a trim sets the TTL again.
     --
     -- TTL: set to two periods (plus a second) past the newest entry, L,
     -- when the log is created, and the entries of the call that
@@ -248,7 +225,10 @@ for i = 1, n do
     -- first and decremented again if the call does not fit. Times told are
     -- exact µs when the script knows now, else counted from the start of
     -- the server's ms (up to a ms long, never short). A clock reading
-    -- earlier than the window counts in the window.
+    -- earlier than the window counts in the window. A call usually runs
+    -- INCRBY (the count, optimistically) and PTTL (where in the window the
+    -- call is): no TIME, the costliest command to read, but when a window
+    -- starts, which also runs a PEXPIREAT.
     --
     -- Record: the count with the call.
     -- count: the window's count with the call; r: ms until the window ends.
@@ -283,7 +263,8 @@ for i = 1, n do
     -- in the next window. It weighs the previous window's count by the part
     -- of it the sliding window still covers, in whole ms, rounded up to
     -- whole units; that is exactly
-    -- prev * (period - elapsed) / period + cur + cost <= threshold.
+    -- prev * (period - elapsed) / period + cur + cost <= threshold. Its
+    -- commands are a fixed window's, plus a SET PX when it moves on.
     --
     -- Record: the packed counts with the call.
     -- packed: prev * prevScale + cur, the previous window's count and this
@@ -349,7 +330,9 @@ for i = 1, n do
     -- exactly. A call is admitted when the TAT it leaves, max(TAT, now) +
     -- cost * period / threshold, is at most capacity * period / threshold
     -- ahead of now. A leaky bucket's admitted call waits until max(TAT,
-    -- now). A clock reading earlier than the TAT starts from the TAT.
+    -- now). A clock reading earlier than the TAT starts from the TAT. A call
+    -- usually runs TIME, GET and SET KEEPTTL (the TAT; SET PX when it
+    -- enters another second, see "commit bucket").
     --
     -- Record: na, nf (the TAT with the call), oldTa (the stored TAT's whole
     -- µs, for its TTL; see "commit bucket").
@@ -468,6 +451,12 @@ if not allowed then
   return {0, remaining, retry, reset, pick - 1, 0}
 end
 if n == 1 and delay == 0 then
+  -- An admitted call of one limit with no delay, whose numbers fit, gets
+  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
+  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
+  -- reply costs both ends more. The script of one limit answers another
+  -- admitted call with {remaining, reset_after_us, delay_us}, half the
+  -- array.
   -- s: the bits reset takes, of a few sizes.
   local s, p = 46, 70368744177664
   if reset < 1048576 then s, p = 20, 1048576
