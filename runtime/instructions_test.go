@@ -53,13 +53,14 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		b.Run(string(alg)+"/generic", func(b *testing.B) {
 			countInstructions(b, c, decideScript, keys, args...)
 		})
-		// A batch of 16 calls of one key, per run (not per call).
+		// A batch of 16 calls of one key on the pinned clock, per run
+		// (not per call).
 		batch := Request{Name: "batch", Limits: []Limit{lim}}
 		keys, _ = l.appendCall(nil, nil, &batch, "")
 		bkeys, bargs := make([]string, 16), []any{16}
 		for i := range bkeys {
 			bkeys[i] = keys[0]
-			bargs = append(bargs, 1, "")
+			bargs = append(bargs, 1, pinnedClock)
 		}
 		b.Run(string(alg)+"/batch16", func(b *testing.B) {
 			countInstructions(b, c, planBatchScript(planOf(lim)), bkeys, bargs...)
@@ -67,7 +68,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		if alg == GCRA {
 			gkeys, gargs := []string{}, []any{16}
 			for range 16 {
-				gkeys, gargs = l.appendCall(gkeys, append(gargs, 1, 2+4), &batch, "")
+				gkeys, gargs = l.appendCall(gkeys, append(gargs, 1, 2+4), &batch, pinnedClock)
 			}
 			b.Run("generic/batch16", func(b *testing.B) {
 				countInstructions(b, c, batchScript, gkeys, gargs...)
