@@ -15,7 +15,8 @@ type Clock interface {
 }
 
 // Hook observes a limiter's decisions and failures. Its methods are called
-// synchronously on the calling goroutine, so they must be quick.
+// synchronously on the calling goroutine, so they must be quick. The
+// request's Key is bounded as [LimitError]'s is.
 type Hook interface {
 	// Decided is called once per decided request.
 	Decided(ctx context.Context, req *Request, d Decision)
@@ -42,11 +43,13 @@ type config struct {
 	prefix      string
 	clock       Clock
 	hook        Hook
+	breakerHook BreakerHook // hook, when it is one
 	maxKeys     int
 	errorPolicy ErrorPolicy
 	overrides   Overrides
 	breaker     breakerConfig
 	batch       int
+	denyCache   int
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
 	// genericOnly makes a RedisLimiter run the generic decide script for
@@ -59,6 +62,7 @@ func newConfig(opts []Option) config {
 		prefix:      DefaultPrefix,
 		maxKeys:     DefaultMaxKeys,
 		batch:       DefaultBatch,
+		denyCache:   DefaultDenyCache,
 		errorPolicy: FailOpen,
 		breaker:     breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
@@ -66,6 +70,7 @@ func newConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.hook != nil {
+		c.breakerHook, _ = c.hook.(BreakerHook)
 		c.hook = routeShadow(c.hook)
 	}
 	return c
@@ -174,18 +179,22 @@ const DefaultBatch = 64
 // WithBatching makes a [RedisLimiter] decide concurrent calls together,
 // up to max per script run ("group commit"): a call that finds no batch
 // in flight sends one at once; calls that arrive while a batch is in
-// flight queue, and the first of them sends the next batch, deciding up
-// to max queued calls in one EVALSHA, in the order they queued. Each call
-// is decided exactly as it would be alone (the calls of a batch read the
-// server's clock once, as if they arrived at the same instant), and one
-// call's failure (such as a key of the wrong type) fails only that call.
+// flight queue, and the first of them (the leader) sends the next batch,
+// deciding up to max queued calls in one EVALSHA, the leader first, the
+// others in the order they queued. Each call is decided exactly as it
+// would be alone (the calls of a batch read the server's clock once, as
+// if they arrived at the same instant), and one call's failure (such as a key of the wrong type) fails only that call.
 //
 // It helps when many goroutines call the limiter at once and Redis's one
 // thread is the bottleneck: a batch costs Redis one command's network
 // work instead of one per call. It adds no latency when calls are not
 // concurrent: a call alone is sent at once, as without batching. A queued
-// call waits for the batch in flight to return; a batch's script blocks
-// Redis for the decisions of all its calls (microseconds each).
+// call waits for the batch in flight to return, but at most a tenth of the
+// client's ReadTimeout: then it sends the queued calls in a batch of their
+// own, on another connection, so that no call waits for two round trips
+// and a batched call against a stalled Redis fails after at most 1.1 times
+// the ReadTimeout, like a call alone. A batch's script blocks Redis for the
+// decisions of all its calls (microseconds each).
 //
 // A batch is not cancelled by any one call's context: it runs with the
 // context of the call that sends it, without its cancellation, bounded by
@@ -201,4 +210,28 @@ const DefaultBatch = 64
 // live on different nodes.
 func WithBatching(max int) Option {
 	return func(c *config) { c.batch = max }
+}
+
+// WithDenyCache sizes a [RedisLimiter]'s local deny cache: it remembers
+// up to about entries recent denials (rounded up to a power of two; 0
+// turns the cache off) and repeats them without asking Redis. A call of
+// the same name, key and limits as a denied one, with a cost at least the
+// denied call's, is denied in process until the denial's RetryAfter has
+// passed, counted from when the denied call was sent: every such call
+// Redis would deny too, since other calls can only fill a limit up. Such
+// a decision has Source [SourceCache]; its RetryAfter and ResetAfter are
+// what is left of those Redis told (for a costlier call, RetryAfter may
+// be short of its own), and its Remaining and Limit those of the denial
+// it repeats. Hooks see it like any denial (see [Metrics]).
+//
+// The cache is on by default ([DefaultDenyCache] entries, a few MiB at
+// most). Its memory is bounded whatever the number of keys: a denial takes
+// the place of an older one. A rule whose limits an override changes
+// forgets its remembered denials. While processes decide a key against
+// different limits (an override seen by some processes and not yet by
+// others), or when something else drains a limit in Redis (a DEL of its
+// key), a remembered denial may outlast what Redis would answer, up to
+// its RetryAfter. The memory limiter ignores it.
+func WithDenyCache(entries int) Option {
+	return func(c *config) { c.denyCache = entries }
 }
