@@ -174,7 +174,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	}
 	if ok {
 		if src := s.settings().overrides; src != nil {
-			req.Limits = effectiveLimits(ctx, src, r)
+			req.Limits = effectiveLimits(ctx, src, r, key)
 		}
 	}
 	if r.Shadow {
