@@ -127,7 +127,9 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // admitted. An override is ignored (the rule's limits apply) when one of
 // its limits is invalid or when limit i names another algorithm than the
 // rule's limit i, whose state it could not read; an empty Algorithm means
-// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash,
+// and [KeyOverrides] for the limits of single keys and tiers, which src
+// sets when it implements it.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an

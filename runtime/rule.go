@@ -60,7 +60,8 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
+// decided against the overriding limits of r.Name, if any, or of its key
+// (see [KeyOverrides]). A [Wrapper]'s
 // overrides, default error policy and local fallback are those of the
 // limiter it wraps.
 //
