@@ -60,10 +60,9 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any, or of its key
-// (see [KeyOverrides]). A [Wrapper]'s
-// overrides, default error policy and local fallback are those of the
-// limiter it wraps.
+// decided against the overriding limits of its key or of r.Name, if any
+// (see [KeyOverrides]). A [Wrapper]'s overrides, default error policy and
+// local fallback are those of the limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries

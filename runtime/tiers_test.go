@@ -340,3 +340,17 @@ func TestKeyOverridesCostNoAllocation(t *testing.T) {
 	with := testing.AllocsPerRun(100, func() { _ = none.Check(ctx, mo, longKey, 1) })
 	assert.Equal(t, base, with)
 }
+
+// TestKeyOverridesReachTheFallback checks that while Redis is down a
+// FailLocal rule's local fallback decides each key against its own limits.
+func TestKeyOverridesReachTheFallback(t *testing.T) {
+	ov := &StaticOverrides{}
+	ov.SetTier("fb", "gold", perMinute(4))
+	ov.SetKeyTier("fb", "acme", "gold")
+	ov.SetKey("fb", "initech", perMinute(1))
+	l := downLimiter(t, stoppedAddr(t), WithOverrides(ov), WithClock(newManualClock()))
+	rule := &Rule{Name: "fb", Limits: perPeriod(2, time.Minute), OnError: FailLocal}
+	assert.Equal(t, int64(4), admitted(t, l, rule, "acme"))
+	assert.Equal(t, int64(1), admitted(t, l, rule, "initech"))
+	assert.Equal(t, int64(2), admitted(t, l, rule, "other"))
+}
