@@ -48,10 +48,9 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []
 		byKey, byRule = s.table.Load().lookup(r.Name, key)
 	case KeyOverrides:
 		if ov, ok := s.LookupKey(ctx, r.Name, key); ok {
-			byKey = ov
-		}
-		if l, ok := usable(byKey, r); ok {
-			return l
+			if l, ok := usable(ov, r); ok {
+				return l
+			}
 		}
 		byRule, _ = s.Lookup(ctx, r.Name)
 	default:
@@ -107,9 +106,10 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 // name to its limits, and keeps them in memory: [RedisOverrides.Lookup]
 // never waits for Redis. It is a [KeyOverrides]: fields of the forms
 // name|key=<key> and name|tier=<tier>, described below, set the limits of
-// one key of a rule and of a tier of its keys. The hash is read again in the background when a
-// Lookup finds the copy older than the refresh interval, by one goroutine
-// at a time; while Redis cannot be read the last copy stays in use.
+// one key of a rule and of a tier of its keys. The hash is read again in
+// the background when a Lookup finds the copy older than the refresh
+// interval, by one goroutine at a time; while Redis cannot be read the
+// last copy stays in use.
 //
 // A field's value is either directive-like text, one limit per line or
 // ';'-separated, with the names of the //ratelimit: directive:

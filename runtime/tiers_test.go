@@ -67,6 +67,9 @@ func tierSources() []tierSource {
 			}
 			return s
 		}},
+		{"own type", func(t *testing.T, c tierCase) KeyOverrides {
+			return ownKeyOverrides{tierSources()[0].apply(t, c)}
+		}},
 		{"redis hash", func(t *testing.T, c tierCase) KeyOverrides {
 			ctx := context.Background()
 			rc := rdb(t)
@@ -103,6 +106,18 @@ func tierSources() []tierSource {
 			return ov
 		}},
 	}
+}
+
+// ownKeyOverrides is a KeyOverrides of another package's kind, which
+// Rule.Check asks through the interface.
+type ownKeyOverrides struct{ src KeyOverrides }
+
+func (o ownKeyOverrides) Lookup(ctx context.Context, name string) ([]Limit, bool) {
+	return o.src.Lookup(ctx, name)
+}
+
+func (o ownKeyOverrides) LookupKey(ctx context.Context, name, key string) ([]Limit, bool) {
+	return o.src.LookupKey(ctx, name, key)
 }
 
 // admitted counts the calls of key that rule admits in a row, up to 20.
