@@ -369,3 +369,29 @@ func TestKeyOverridesReachTheFallback(t *testing.T) {
 	assert.Equal(t, int64(1), admitted(t, l, rule, "initech"))
 	assert.Equal(t, int64(2), admitted(t, l, rule, "other"))
 }
+
+// keyOverrides reads rule, tier and key overrides from a hash in the
+// cluster and decides keys that live on different masters by them.
+func (ct *clusterTest) keyOverrides(t *testing.T) {
+	ctx := context.Background()
+	_, c := ct.limiter(t)
+	const hash = "ratelimit:overrides"
+	require.NoError(t, c.HSet(ctx, hash,
+		"co", "period=1m threshold=3",
+		"co|tier=gold", "period=1m threshold=5",
+		"co|key="+longKey, "tier=gold",
+		"co|key=initech", "period=1m threshold=1",
+	).Err())
+	ov := NewRedisOverrides(c, hash, time.Hour)
+	require.NoError(t, ov.Refresh(ctx))
+	l := NewRedis(c, WithClock(newManualClock()), WithOverrides(ov))
+	rule := &Rule{Name: "co", Limits: perPeriod(2, time.Minute)}
+	want := map[string]int64{longKey: 5, "initech": 1}
+	for i := range 20 {
+		want[fmt.Sprintf("user-%d", i)] = 3
+	}
+	for key, n := range want {
+		assert.Equal(t, n, admitted(t, l, rule, key), "key %q", key)
+	}
+	assert.Greater(t, len(keysByMaster(t, c)), 1, "the keys' state spreads over the masters")
+}
