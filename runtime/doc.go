@@ -51,7 +51,10 @@
 //     rule's override, else the rule's directives (see [KeyOverrides]);
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
-//     so a down Redis costs each call microseconds, not a timeout;
+//     so a down Redis costs each call microseconds, not a timeout, and
+//     probes Redis in the background so that it decides again within about
+//     150ms of its return; a hook that is a [BreakerHook] is told when a
+//     breaker opens and closes;
 //   - [WithBatching] tunes how many concurrent calls the Redis limiter
 //     decides together in one script run, for throughput under load (on
 //     by default; a call alone is sent at once);
@@ -78,9 +81,11 @@
 // written back, so a call admitted by the fallback is not charged in Redis.
 //
 // A failing Redis call costs what the client spends on it before the
-// breaker opens: configure the go-redis client with short DialTimeout and
-// ReadTimeout, and MaxRetries: -1 and DialerRetries: 1 so that each call
-// tries once.
+// breaker opens: build the go-redis client with [RedisOptions] (or
+// [ClusterOptions] for a Redis Cluster), which sets short timeouts and one
+// attempt per call (and MaxRedirects 1, so that a master that does not
+// answer costs a call at most two timeouts). A batched call waits for a
+// stalled Redis at most 1.1 times the client's ReadTimeout.
 //
 // # Keys
 //

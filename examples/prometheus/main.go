@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -30,6 +31,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	flag.Parse()
+	quietDialErrors()
 	metrics := &ratelimit.Metrics{}
 	limiter, err := newLimiter(os.Getenv("REDIS_URL"), ratelimit.WithHook(metrics))
 	if err != nil {
@@ -49,7 +51,16 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	return ratelimit.NewRedis(redis.NewClient(o), opts...), nil
+	// RedisOptions bounds what a request costs while Redis is down: one
+	// short timeout, no retries, until the limiter's circuit breaker opens.
+	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(o)), opts...), nil
+}
+
+// quietDialErrors stops go-redis from logging each failed dial to stderr:
+// ratelimit_backend_errors_total counts the failures, and while Redis is
+// down the limiter's breaker fails calls at once.
+func quietDialErrors() {
+	redis.SetLogger(logging.NewBlacklistLogger([]string{"failed to dial"}))
 }
 
 var (

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +18,74 @@ import (
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // the service itself, for TestDeadRedis
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// runMainEnv makes the test binary run the service instead of the tests.
+const runMainEnv = "PROMETHEUS_RUN_MAIN"
+
+// TestDeadRedis runs the service against a Redis that is gone: requests
+// are served (the rule fails open), /metrics counts every failure, and
+// go-redis's dial errors stay off stderr.
+func TestDeadRedis(t *testing.T) {
+	dead := freeAddr(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-addr", addr)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "REDIS_URL=redis://"+dead+"/0")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the service did not start: %s", &stderr)
+
+	for range 20 {
+		assert.Equal(t, 200, get(t, "http://"+addr+"/hello").StatusCode, "fail open")
+	}
+	body, err := io.ReadAll(get(t, "http://"+addr+"/metrics").Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `ratelimit_backend_errors_total{name="hello"} 20`+"\n")
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	assert.NotContains(t, stderr.String(), "failed to dial")
+}
+
+// freeAddr returns a loopback address nobody listens on.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // TestServiceCountsWhatItServes: the service's /metrics reports the
 // requests its limited routes admitted and denied, and how long the

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"go/token"
@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/tools/go/packages"
 
+	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // loadMode is what the generator needs: syntax and types of the named
@@ -19,29 +19,58 @@ import (
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedSyntax |
 	packages.NeedTypes | packages.NeedTypesInfo
 
-// load loads every package matching patterns in one go, with the
-// ratelimitgen build tag so that generated files are left out. It reports
-// list and syntax errors as diagnostics; type errors are kept on the
-// packages, since stale or missing generated code is expected to cause
-// some, and only matter when a decorated signature is affected.
-func load(dir string, patterns, tags []string) ([]*packages.Package, parser.ErrorList) {
-	cfg := &packages.Config{
-		Dir:        dir,
+// Config says which packages to load.
+type Config struct {
+	// Dir is the directory to load from, "" for the current one.
+	Dir string
+	// Patterns are import paths or patterns, as for go build.
+	Patterns []string
+	// Tags are build tags to load with, besides those of $GOFLAGS.
+	Tags []string
+}
+
+// Load loads every package matching cfg.Patterns in one go, with the
+// ratelimitgen build tag so that generated files are left out, and checks
+// each one. It returns the model of every package that loaded (list and
+// syntax errors are diagnostics and keep a package out), in load order,
+// and the diagnostics of all of them.
+func Load(cfg Config) ([]*model.File, parser.ErrorList) {
+	pkgs, err := packages.Load(&packages.Config{
+		Dir:        cfg.Dir,
 		Mode:       loadMode,
-		BuildFlags: []string{"-tags=" + strings.Join(buildTags(os.Getenv("GOFLAGS"), tags), ",")},
-	}
-	pkgs, err := packages.Load(cfg, patterns...)
+		BuildFlags: []string{"-tags=" + strings.Join(buildTags(os.Getenv("GOFLAGS"), cfg.Tags), ",")},
+	}, cfg.Patterns...)
 	var diags parser.ErrorList
 	if err != nil {
 		diags.Add(token.Position{}, "loading packages: %v", err)
 		return nil, diags
 	}
+	var files []*model.File
 	for _, p := range pkgs {
-		for _, e := range loadErrors(p) {
+		errs := loadErrors(p)
+		for _, e := range errs {
 			diags.Add(parsePos(e.Pos), "%s", e.Msg)
 		}
+		if len(errs) == 0 {
+			files = append(files, Check(fromPackages(p), &diags))
+		}
 	}
-	return pkgs, diags
+	return files, diags
+}
+
+// fromPackages returns what Check needs of a package go/packages loaded.
+func fromPackages(p *packages.Package) *Package {
+	var typeErrors parser.ErrorList
+	for _, e := range p.Errors {
+		if e.Kind == packages.TypeError {
+			typeErrors.Add(parsePos(e.Pos), "%s", e.Msg)
+		}
+	}
+	return &Package{
+		Path: p.PkgPath, Name: p.Name, Dir: p.Dir,
+		Fset: p.Fset, Syntax: p.Syntax, Types: p.Types, Info: p.TypesInfo,
+		TypeErrors: typeErrors,
+	}
 }
 
 // loadErrors returns the errors that keep a package from being processed:
@@ -61,7 +90,7 @@ func loadErrors(p *packages.Package) []packages.Error {
 }
 
 // buildTags returns the tags to load with: the -tags of goflags (the
-// GOFLAGS environment variable), then extra, then templates.BuildTag. A
+// GOFLAGS environment variable), then extra, then model.BuildTag. A
 // -tags flag on the command line replaces the one in GOFLAGS, so they are
 // combined here rather than lost.
 func buildTags(goflags string, extra []string) []string {
@@ -71,7 +100,7 @@ func buildTags(goflags string, extra []string) []string {
 			tags = slices.DeleteFunc(strings.Split(v, ","), func(s string) bool { return s == "" })
 		}
 	}
-	for _, t := range append(extra, templates.BuildTag) {
+	for _, t := range append(extra, model.BuildTag) {
 		if !slices.Contains(tags, t) {
 			tags = append(tags, t)
 		}

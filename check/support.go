@@ -1,8 +1,8 @@
-package main
+package check
 
 import (
+	"github.com/ratelimitgen/ratelimitgen/model"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // runtimeSupports reports whether the runtime this generator is built with
@@ -10,7 +10,7 @@ import (
 // ratelimit.ErrInvalidLimit, such as for an algorithm it does not
 // implement). ratelimitgen and the runtime are one module, so the answer
 // holds for the runtime the generated code runs with.
-func runtimeSupports(l templates.Limit) error {
+func runtimeSupports(l model.Limit) error {
 	return ratelimit.Limit{
 		Period:    l.Period,
 		Threshold: l.Threshold,

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"cmp"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // ruleChecker compiles the directives of one method into a rule, checking
@@ -22,7 +22,7 @@ type ruleChecker struct {
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow"}
+var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -33,7 +33,7 @@ type option struct {
 var errorType = types.Universe.Lookup("error").Type()
 
 // rule returns the rule, or nil when a directive has errors (reported).
-func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
+func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	for _, d := range rc.dirs {
 		if rc.c.broken[d] {
 			return nil // its syntax errors are reported; don't pile on
@@ -42,12 +42,15 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 	rc.ok = true
 	rc.checkResults()
 	opts := rc.options()
-	r := &templates.Rule{Name: defaultName, Context: -1, CostParam: -1}
+	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, rc.limit(d))
 	}
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0
+	} else {
+		r.Context = rc.streamParam()
+		r.ContextMethod = r.Context >= 0
 	}
 	rc.applyOptions(r, opts)
 	if !rc.ok {
@@ -58,18 +61,26 @@ func (rc *ruleChecker) rule(defaultName string) *templates.Rule {
 
 // applyOptions sets the per-call options of r, checking key= and cost=
 // against the signature.
-func (rc *ruleChecker) applyOptions(r *templates.Rule, opts map[string]option) {
+func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	if o, ok := opts["name"]; ok {
 		r.Name = o.d.Name
 	}
 	if o, ok := opts["key"]; ok {
-		r.Key = rc.key(o.arg, o.d.Key)
+		if w := rc.value(o.arg, o.d.Key); w != nil {
+			r.Key = w.key()
+		}
+	}
+	if o, ok := opts["emptykey"]; ok {
+		r.DenyEmptyKey = o.d.EmptyKey == "deny"
+		if _, keyed := opts["key"]; !keyed {
+			rc.errorf(o.arg.NamePos, "emptykey=%s needs key=: without a key every call is limited under the empty key", o.d.EmptyKey)
+		}
 	}
 	if o, ok := opts["cost"]; ok {
-		if o.d.CostParam != "" {
-			r.CostParam, r.CostConvert = rc.costParam(o.arg, o.d.CostParam)
-		} else {
+		if o.d.CostExpr == nil {
 			r.Cost = o.d.Cost
+		} else if w := rc.value(o.arg, o.d.CostExpr); w != nil {
+			r.CostValue, r.CostConvert = w.cost()
 		}
 	}
 	if o, ok := opts["wait"]; ok {
@@ -83,15 +94,16 @@ func (rc *ruleChecker) applyOptions(r *templates.Rule, opts map[string]option) {
 	}
 }
 
-func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) {
-	rc.c.errorf(pos, format, args...)
+func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *parser.Error {
 	rc.ok = false
+	return rc.c.errorf(pos, format, args...)
 }
 
 // limit returns the limit of one directive line, reporting a limit the
 // runtime cannot decide, such as one with an algorithm it lacks.
-func (rc *ruleChecker) limit(d *parser.Directive) templates.Limit {
-	l := templates.Limit{
+func (rc *ruleChecker) limit(d *parser.Directive) model.Limit {
+	l := model.Limit{
+		Pos:    d.Pos,
 		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
 		Burst: d.Burst, Capacity: d.Capacity,
 	}
@@ -132,8 +144,8 @@ func (rc *ruleChecker) options() map[string]option {
 				continue
 			}
 			if optionValue(first.d, name) != optionValue(d, name) {
-				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s at line %d: per-call options must agree on every line of a method",
-					name, a.Value, name, first.arg.Value, first.arg.NamePos.Line)
+				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s: per-call options must agree on every line of a method",
+					name, a.Value, name, first.arg.Value).AddNote(first.arg.NamePos, "first %s=%s", name, first.arg.Value)
 			}
 		}
 	}
@@ -145,14 +157,16 @@ func (rc *ruleChecker) options() map[string]option {
 func optionValue(d *parser.Directive, name string) string {
 	switch name {
 	case "key":
-		return strings.Join(d.Key, ".")
+		return d.Key.String()
 	case "name":
 		return d.Name
 	case "cost":
-		if d.CostParam != "" {
-			return d.CostParam
+		if d.CostExpr != nil {
+			return d.CostExpr.String()
 		}
 		return strconv.FormatInt(d.Cost, 10)
+	case "emptykey":
+		return d.EmptyKey
 	case "wait":
 		return d.Wait.String()
 	case "onerror":
@@ -189,20 +203,22 @@ func (rc *ruleChecker) paramNames() string {
 	return "its parameters are " + strings.Join(names, ", ")
 }
 
-// costParam checks cost=<param>: it must name an integer parameter.
-func (rc *ruleChecker) costParam(a parser.Arg, name string) (index int, convert bool) {
-	i := rc.param(name)
-	if i < 0 {
-		rc.errorf(a.ValuePos, "cost=%s: %s has no parameter %s (%s)", name, rc.where, name, rc.paramNames())
-		return -1, false
+// streamParam returns the index of the first parameter with a method
+// Context() context.Context, such as a gRPC stream, or -1.
+func (rc *ruleChecker) streamParam() int {
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		obj, _, _ := types.LookupFieldOrMethod(params.At(i).Type(), true, rc.c.pkg.Types, "Context")
+		fn, ok := obj.(*types.Func)
+		if !ok {
+			continue
+		}
+		sig := fn.Signature()
+		if sig.Params().Len() == 0 && sig.Results().Len() == 1 && isContext(sig.Results().At(0).Type()) {
+			return i
+		}
 	}
-	t := rc.sig.Params().At(i).Type()
-	b, ok := t.Underlying().(*types.Basic)
-	if !ok || b.Info()&types.IsInteger == 0 || rc.sig.Variadic() && i == rc.sig.Params().Len()-1 {
-		rc.errorf(a.ValuePos, "cost=%s: parameter %s has type %s; want an integer type", name, name, rc.c.typeString(t))
-		return -1, false
-	}
-	return i, !types.Identical(t, types.Typ[types.Int64])
+	return -1
 }
 
 // isContext reports whether t is context.Context.

@@ -1,4 +1,4 @@
-package main
+package check
 
 import (
 	"go/ast"
@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ratelimitgen/ratelimitgen/templates"
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // constraint returns the build constraint of the files that declare the
@@ -15,7 +15,7 @@ import (
 // generated file refers to them, so it must be built exactly when they
 // are. Decorated types declared under different constraints cannot share
 // one generated file; that is reported.
-func (c *collector) constraint(f *templates.File) constraint.Expr {
+func (c *collector) constraint(f *model.File) constraint.Expr {
 	type source struct {
 		what, file string
 		pos        token.Position
@@ -49,7 +49,7 @@ func (c *collector) constraint(f *templates.File) constraint.Expr {
 // sourceFiles returns the files the decorator's code depends on: the one
 // declaring the type and, for a non-interface type, those declaring its
 // limited methods.
-func (c *collector) sourceFiles(d *templates.Decorator) []string {
+func (c *collector) sourceFiles(d *model.Decorator) []string {
 	files := []string{c.byType[d.Type.Obj()].file}
 	if d.Interface() {
 		return files

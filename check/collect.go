@@ -1,20 +1,17 @@
-package main
+package check
 
 import (
 	"go/ast"
 	"go/token"
 	"go/types"
 
-	"golang.org/x/tools/go/packages"
-
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
 )
 
 // collector finds the directives of one package and attaches them to the
 // types and methods whose doc comments hold them.
 type collector struct {
-	pkg   *packages.Package
+	pkg   *Package
 	diags *parser.ErrorList
 	// groups holds the directives of every comment group that has some.
 	groups map[*ast.CommentGroup][]*parser.Directive
@@ -33,16 +30,19 @@ type collector struct {
 	constraints map[string]string
 	// bodies are the function bodies, to explain directives inside them.
 	bodies []funcBody
-	// ruleAt holds the position of the first directive of each rule.
-	ruleAt map[*templates.Method]token.Position
 }
 
 // target is a named type that gets a decorator.
 type target struct {
 	obj      *types.TypeName
 	typeDirs []*parser.Directive
-	pos      token.Position // first directive of the type or of one of its methods
-	file     string         // file declaring the type
+	// naming is the type's decorator= directive, or nil.
+	naming *parser.Directive
+	// limited says a directive of the type or of one of its methods
+	// declares a limit.
+	limited bool
+	pos     token.Position // first directive of the type or of one of its methods
+	file    string         // file declaring the type
 }
 
 // funcBody is the extent of a function's body.
@@ -58,7 +58,7 @@ type methodDirs struct {
 	file  string
 }
 
-func newCollector(pkg *packages.Package, diags *parser.ErrorList) *collector {
+func newCollector(pkg *Package, diags *parser.ErrorList) *collector {
 	return &collector{
 		pkg:         pkg,
 		diags:       diags,
@@ -69,7 +69,6 @@ func newCollector(pkg *packages.Package, diags *parser.ErrorList) *collector {
 		byType:      map[*types.TypeName]*target{},
 		methods:     map[*types.Func]*methodDirs{},
 		constraints: map[string]string{},
-		ruleAt:      map[*templates.Method]token.Position{},
 	}
 }
 
@@ -146,13 +145,12 @@ func (c *collector) typeDecl(decl *ast.GenDecl, file string) {
 			c.where[doc] = "on alias " + ts.Name.Name + " (put it on the aliased type)"
 			continue
 		}
-		obj, _ := c.pkg.TypesInfo.Defs[ts.Name].(*types.TypeName)
+		obj, _ := c.pkg.Info.Defs[ts.Name].(*types.TypeName)
 		if obj == nil {
 			continue
 		}
 		if dirs := c.take(doc); len(dirs) > 0 {
-			t := c.target(obj, dirs[0].Pos, file)
-			t.typeDirs = append(t.typeDirs, dirs...)
+			c.addTypeDirs(c.target(obj, dirs[0].Pos, file), dirs)
 		}
 		switch typ := ts.Type.(type) {
 		case *ast.InterfaceType:
@@ -174,7 +172,7 @@ func (c *collector) interfaceMethods(obj *types.TypeName, it *ast.InterfaceType,
 		}
 		name := field.Names[0]
 		c.where[field.Comment] = "after method " + name.Name + " (put it in the doc comment above)"
-		fn, _ := c.pkg.TypesInfo.Defs[name].(*types.Func)
+		fn, _ := c.pkg.Info.Defs[name].(*types.Func)
 		if fn == nil {
 			continue
 		}
@@ -183,7 +181,7 @@ func (c *collector) interfaceMethods(obj *types.TypeName, it *ast.InterfaceType,
 }
 
 func (c *collector) methodDecl(decl *ast.FuncDecl, file string) {
-	fn, _ := c.pkg.TypesInfo.Defs[decl.Name].(*types.Func)
+	fn, _ := c.pkg.Info.Defs[decl.Name].(*types.Func)
 	if fn == nil {
 		return
 	}
@@ -198,12 +196,37 @@ func (c *collector) methodDecl(decl *ast.FuncDecl, file string) {
 	c.attachMethod(named.Obj(), fn, decl.Doc, file)
 }
 
+// addTypeDirs adds the directives of a type's doc comment to t: its limits
+// and the decorator= that names its decorator.
+func (c *collector) addTypeDirs(t *target, dirs []*parser.Directive) {
+	for _, d := range dirs {
+		switch {
+		case d.Decorator == "":
+			t.typeDirs = append(t.typeDirs, d)
+			t.limited = true
+		case c.broken[d]:
+			// its errors are reported
+		case t.naming != nil:
+			c.errorf(d.Pos, "duplicate decorator= for %s", t.obj.Name()).AddNote(t.naming.Pos, "first decorator=%s", t.naming.Decorator)
+		default:
+			t.naming = d
+		}
+	}
+}
+
 func (c *collector) attachMethod(owner *types.TypeName, fn *types.Func, doc *ast.CommentGroup, file string) {
-	dirs := c.take(doc)
+	var dirs []*parser.Directive
+	for _, d := range c.take(doc) {
+		if d.Decorator != "" && !c.broken[d] {
+			c.errorf(d.Pos, "decorator=%s on method %s: decorator= names the decorator of a type; put it in the doc comment of type %s", d.Decorator, fn.Name(), owner.Name())
+			continue
+		}
+		dirs = append(dirs, d)
+	}
 	if len(dirs) == 0 {
 		return
 	}
-	c.target(owner, dirs[0].Pos, file)
+	c.target(owner, dirs[0].Pos, file).limited = true
 	c.methods[fn.Origin()] = &methodDirs{owner: owner, dirs: dirs, file: file}
 }
 
@@ -253,8 +276,8 @@ func (c *collector) reportMisplaced() {
 }
 
 // errorf reports a diagnostic at pos.
-func (c *collector) errorf(pos token.Position, format string, args ...any) {
-	c.diags.Add(pos, format, args...)
+func (c *collector) errorf(pos token.Position, format string, args ...any) *parser.Error {
+	return c.diags.Add(pos, format, args...)
 }
 
 // typeString writes t relative to the package being generated.
