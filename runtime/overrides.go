@@ -258,7 +258,7 @@ func (o *RedisOverrides) Refresh(ctx context.Context) error {
 		}
 	}
 	for _, err := range rules.resolve() {
-		errs = append(errs, fmt.Errorf("%s: %w", o.key, err))
+		errs = append(errs, fmt.Errorf("%s %w", o.key, err))
 	}
 	err = errors.Join(errs...)
 	o.store(&overrideTable{rules: rules, at: time.Now(), read: read}, err)

@@ -38,14 +38,20 @@ type ruleTable map[string]*ruleOverrides
 
 // ruleOverrides are the overrides of one rule.
 type ruleOverrides struct {
-	limits []Limit            // the rule's; nil when none
-	tiers  map[string][]Limit // each tier's, by tier
-	own    map[string][]Limit // each key's own, by table key (see tableKey)
-	member map[string]string  // each key's tier, by table key
+	limits []Limit               // the rule's; nil when none
+	tiers  map[string][]Limit    // each tier's, by tier
+	own    map[string][]Limit    // each key's own, by table key (see tableKey)
+	member map[string]membership // each key's tier, by table key
 	// keys holds each key's limits, its own or its tier's, by bounded
 	// key; nil when no key has any, so that the calls of a rule without
 	// key overrides never look at their key.
 	keys map[string][]Limit
+}
+
+// membership puts a key in a tier.
+type membership struct {
+	tier  string
+	field string // the hash field that says so; "" for StaticOverrides
 }
 
 // rule returns the overrides of the rule named name, or nil.
@@ -133,7 +139,7 @@ func (t ruleTable) entry(name string) *ruleOverrides {
 func (t ruleTable) setField(field, value string) error {
 	name, rest, ok := strings.Cut(field, "|")
 	if key, isKey := strings.CutPrefix(rest, "key="); ok && isKey {
-		return t.setKeyField(name, key, value)
+		return t.setKeyField(field, name, key, value)
 	}
 	if tier, isTier := strings.CutPrefix(rest, "tier="); ok && isTier {
 		if err := checkTier(tier); err != nil {
@@ -156,16 +162,16 @@ func (t ruleTable) setField(field, value string) error {
 
 // setKeyField sets what the field name|key=<key> says, value being its
 // value: tier=<tier> or limits.
-func (t ruleTable) setKeyField(name, key, value string) error {
+func (t ruleTable) setKeyField(field, name, key, value string) error {
 	k := tableKey(key)
-	if e := t[name]; e != nil && (e.own[k] != nil || e.member[k] != "") {
+	if e := t[name]; e != nil && (e.own[k] != nil || e.member[k].tier != "") {
 		return fmt.Errorf("%w: key %q is set by another field too (by its stand-in or as itself)", ErrInvalidLimit, k)
 	}
 	if tier, ok := strings.CutPrefix(strings.TrimSpace(value), "tier="); ok {
 		if err := checkTier(tier); err != nil {
 			return err
 		}
-		t.entry(name).setMember(k, tier)
+		t.entry(name).setMember(k, membership{tier, field})
 		return nil
 	}
 	l, err := ParseOverride(value)
@@ -219,28 +225,29 @@ func (e *ruleOverrides) setOwn(k string, limits []Limit) {
 	e.own[k] = limits
 }
 
-// setMember puts the key k in tier instead of giving it its own limits,
-// or in no tier when tier is empty.
-func (e *ruleOverrides) setMember(k, tier string) {
+// setMember puts the key k in a tier instead of giving it its own
+// limits, or in no tier when m's tier is empty.
+func (e *ruleOverrides) setMember(k string, m membership) {
 	delete(e.own, k)
-	if tier == "" {
+	if m.tier == "" {
 		delete(e.member, k)
 		return
 	}
 	if e.member == nil {
-		e.member = map[string]string{}
+		e.member = map[string]membership{}
 	}
-	e.member[k] = tier
+	e.member[k] = m
 }
 
 // resolve sets the keys' limits of every rule from their own and their
-// tiers', and returns an error for each key put in a tier that is not set.
+// tiers', and returns an error naming the field of each key put in a tier
+// that is not set.
 func (t ruleTable) resolve() []error {
 	var errs []error
-	for name, e := range t {
-		for k, tier := range e.member {
-			if e.tiers[tier] == nil {
-				errs = append(errs, fmt.Errorf("%w: %q: tier %q of key %q is not set", ErrInvalidLimit, name, tier, k))
+	for _, e := range t {
+		for _, m := range e.member {
+			if e.tiers[m.tier] == nil {
+				errs = append(errs, fmt.Errorf("%q: %w: tier %q is not set", m.field, ErrInvalidLimit, m.tier))
 			}
 		}
 		e.resolve()
@@ -255,8 +262,8 @@ func (e *ruleOverrides) resolve() {
 	for k, l := range e.own {
 		e.setKey(k, l)
 	}
-	for k, tier := range e.member {
-		if l := e.tiers[tier]; l != nil {
+	for k, m := range e.member {
+		if l := e.tiers[m.tier]; l != nil {
 			e.setKey(k, l)
 		}
 	}
@@ -317,7 +324,7 @@ func (s *StaticOverrides) SetTier(name, tier string, limits ...Limit) {
 // SetKeyTier puts key of the rule named name in tier, instead of giving
 // it its own limits; an empty tier takes it out of any.
 func (s *StaticOverrides) SetKeyTier(name, key, tier string) {
-	s.update(name, func(e *ruleOverrides) { e.setMember(tableKey(key), tier) })
+	s.update(name, func(e *ruleOverrides) { e.setMember(tableKey(key), membership{tier: tier}) })
 }
 
 // update swaps in a table in which f has changed the overrides of name.

@@ -99,7 +99,7 @@ func tierSources() []tierSource {
 			err := ov.Refresh(ctx)
 			if c.tier != "" && c.gold == 0 {
 				require.ErrorIs(t, err, ErrInvalidLimit, "a key in a tier the hash does not set is reported")
-				assert.Contains(t, err.Error(), `tier "gold" of key "k" is not set`)
+				assert.Contains(t, err.Error(), `ratelimit:overrides "tiers|key=k": ratelimit: invalid limit: tier "gold" is not set`)
 			} else {
 				require.NoError(t, err)
 			}
