@@ -58,6 +58,9 @@
 //   - [WithBatching] tunes how many concurrent calls the Redis limiter
 //     decides together in one script run, for throughput under load (on
 //     by default; a call alone is sent at once);
+//   - [WithDenyCache] sizes the Redis limiter's local deny cache, which
+//     repeats a recent denial without asking Redis for calls that Redis
+//     would deny too (on by default, bounded; 0 turns it off);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
 // A limiter that wraps another, to measure or trace its calls, is a

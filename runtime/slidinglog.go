@@ -45,31 +45,31 @@ func (s *logState) tail(now int64) int64 {
 	return now
 }
 
-// check decides cost units at now without charging them.
-func (s *logState) check(lim Limit, now, cost int64) (bool, Decision) {
-	period := lim.Period.Microseconds()
+// check decides cost units at now for a log of threshold units per period
+// (µs) without charging them.
+func (s *logState) check(period, threshold, now, cost int64) (bool, Decision) {
 	s.trim(now - period)
-	if s.units+cost <= lim.Threshold {
+	if s.units+cost <= threshold {
 		return true, Decision{
-			Remaining:  lim.Threshold - s.units - cost,
+			Remaining:  threshold - s.units - cost,
 			ResetAfter: time.Duration(s.tail(now)+period-now) * time.Microsecond,
 		}
 	}
 	// The call fits once the (units + cost - threshold)-th oldest unit leaves.
-	need := s.units + cost - lim.Threshold
+	need := s.units + cost - threshold
 	i := 0
 	for ; need > s.at(i).units; i++ {
 		need -= s.at(i).units
 	}
 	return false, Decision{
-		Remaining:  lim.Threshold - s.units,
+		Remaining:  threshold - s.units,
 		RetryAfter: time.Duration(s.at(i).at+period-now) * time.Microsecond,
 		ResetAfter: time.Duration(s.at(s.count-1).at+period-now) * time.Microsecond,
 	}
 }
 
 // charge logs cost units and returns when the window will be empty (µs).
-func (s *logState) charge(lim Limit, now, cost int64) int64 {
+func (s *logState) charge(period, now, cost int64) int64 {
 	at := s.tail(now)
 	if s.count > 0 && s.at(s.count-1).at == at {
 		s.at(s.count - 1).units += cost
@@ -81,7 +81,7 @@ func (s *logState) charge(lim Limit, now, cost int64) int64 {
 		*s.at(s.count - 1) = logRun{at: at, units: cost}
 	}
 	s.units += cost
-	return at + lim.Period.Microseconds()
+	return at + period
 }
 
 // resize moves the runs into a ring of size n (a power of two >= count).

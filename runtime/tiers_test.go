@@ -395,3 +395,35 @@ func (ct *clusterTest) keyOverrides(t *testing.T) {
 	}
 	assert.Greater(t, len(keysByMaster(t, c)), 1, "the keys' state spreads over the masters")
 }
+
+// TestKeyOverridesMeetTheDenyCache checks that the Redis limiter's deny
+// cache repeats a denial only under the limits it was made under: a key
+// whose override changes is decided by Redis again, and a key of the same
+// rule under other limits never meets another key's remembered denial.
+func TestKeyOverridesMeetTheDenyCache(t *testing.T) {
+	ctx := context.Background()
+	ov := &StaticOverrides{}
+	ov.SetKey("dc", "vip", perMinute(3))
+	metrics := &Metrics{}
+	l := newCachedRedis(t, WithClock(newManualClock()), WithOverrides(ov), WithHook(metrics))
+	rule := &Rule{Name: "dc", Limits: perPeriod(1, time.Minute)}
+	cached := func() uint64 { return metrics.Snapshot()["dc"].Cached }
+
+	require.NoError(t, rule.Check(ctx, l, "k", 1))
+	require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ErrLimited)
+	require.Equal(t, uint64(1), cached(), "k's second denial is repeated")
+
+	ov.SetKey("dc", "k", perMinute(2)) // k's limit rises: Redis decides again
+	require.NoError(t, rule.Check(ctx, l, "k", 1), "2nd of k's 2")
+	var le *LimitError
+	require.ErrorAs(t, rule.Check(ctx, l, "k", 1), &le)
+	assert.Equal(t, int64(2), le.Limit.Threshold)
+
+	for range 3 {
+		require.NoError(t, rule.Check(ctx, l, "vip", 1), "vip's 3, whatever k's denials")
+	}
+	before := cached()
+	require.ErrorIs(t, rule.Check(ctx, l, "vip", 1), ErrLimited)
+	assert.Equal(t, before, cached(), "vip's first denial comes from Redis")
+}
