@@ -10,6 +10,9 @@ import "time"
 //
 //	a  TAT, whole µs
 //	b  TAT fraction, in 1/threshold µs
+//
+// The script's check bucket names ta, tf, na, nf, ka, kf, k, m, d and g as
+// tatCheck, addInterval and remainingUnits do here.
 
 // tatCheck decides cost units at now for the bucket p, of capacity units
 // refilled at threshold per period, without charging them. For a leaky
