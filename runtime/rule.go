@@ -64,9 +64,9 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
-// overrides, default error policy and local fallback are those of the
-// limiter it wraps.
+// decided against the overriding limits of its key or of r.Name, if any
+// (see [KeyOverrides]). A [Wrapper]'s overrides, default error policy and
+// local fallback are those of the limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
@@ -178,7 +178,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	}
 	if ok {
 		if src := s.settings().overrides; src != nil {
-			req.Limits = effectiveLimits(ctx, src, r)
+			req.Limits = effectiveLimits(ctx, src, r, key)
 		}
 	}
 	if r.Shadow {
