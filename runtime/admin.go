@@ -23,12 +23,13 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //
 //	GET .../rules[?offset=N]     the rules, at most 100 a response (next: the offset of
 //	                             the following page), each with its directive limits,
-//	                             its effective limits on limiter (after overrides) and
-//	                             its wait, onerror and shadow options
+//	                             its effective limits on limiter (after the rule's
+//	                             overrides) and its wait, onerror and shadow options
 //	GET .../key?name=N&key=K[&cost=C]
-//	                             the state of rule N's key K: what a call of cost C
-//	                             (default 1) would be told now, from [Peek], charging
-//	                             nothing
+//	                             the state of rule N's key K: its effective limits (the
+//	                             key's or its tier's own too, see [KeyOverrides]) and
+//	                             what a call of cost C (default 1) would be told now,
+//	                             from [Peek], charging nothing
 //	POST or DELETE .../key?name=N&key=K
 //	                             [Reset] of rule N's key K, only with [WithAdminReset]
 //
@@ -138,7 +139,7 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		Next  *int        `json:"next,omitempty"`
 	}{Rules: make([]adminRule, 0, end-offset), Total: len(a.rules)}
 	for _, rule := range a.rules[offset:end] {
-		eff := rule.limitsOn(r.Context(), a.limiter)
+		eff := rule.limitsOn(r.Context(), a.limiter, "")
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
 			Limits:     adminLimits(rule.Limits),
@@ -184,7 +185,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		}
 		cost = n
 	}
-	limits := rule.limitsOn(r.Context(), a.limiter)
+	limits := rule.limitsOn(r.Context(), a.limiter, key)
 	d, err := Peek(r.Context(), a.limiter, Request{Name: rule.Name, Key: key, Cost: cost, Limits: limits})
 	if err != nil {
 		adminFailure(w, err)

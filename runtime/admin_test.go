@@ -163,3 +163,24 @@ func TestAdminHandlerBackendDown(t *testing.T) {
 	code, _ = adminDo(t, AdminHandler(wrapped{}, []*Rule{rule}), "GET", "key", q)
 	require.Equal(t, http.StatusNotImplemented, code)
 }
+
+// TestAdminHandlerShowsAKeysOwnLimits: a key with limits of its own
+// (StaticOverrides.SetKey) is shown and peeked under them; the rules list
+// shows the rule's.
+func TestAdminHandlerShowsAKeysOwnLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...Option) Limiter) {
+		ov := &StaticOverrides{}
+		ov.SetKey("tiered", "vip", Limit{Period: time.Minute, Threshold: 30})
+		l := newLimiter(WithOverrides(ov))
+		rule := &Rule{Name: "tiered", Limits: perPeriod(3, time.Minute)}
+		h := AdminHandler(l, []*Rule{rule})
+		_, body := adminDo(t, h, "GET", "rules", nil)
+		require.Equal(t, false, body["rules"].([]any)[0].(map[string]any)["overridden"])
+		for key, threshold := range map[string]int64{"vip": 30, "someone": 3} {
+			require.NoError(t, rule.Check(context.Background(), l, key, 1))
+			_, body = adminDo(t, h, "GET", "key", url.Values{"name": {"tiered"}, "key": {key}})
+			require.EqualValues(t, threshold, body["limits"].([]any)[0].(map[string]any)["threshold"], "%s: %v", key, body)
+			require.EqualValues(t, threshold-1, body["decision"].(map[string]any)["remaining"], "%s: %v", key, body)
+		}
+	})
+}

@@ -44,7 +44,11 @@
 //     set), and [WithFallbackProcesses] divides the limits the local
 //     fallback enforces ([FailLocal]) among the processes;
 //   - [WithOverrides] lets operators change a rule's limits at run time,
-//     keeping its state; [NewRedisOverrides] reads them from a Redis hash;
+//     keeping its state; [NewRedisOverrides] reads them from a Redis hash,
+//     [StaticOverrides] takes them from the process. Both also set the
+//     limits of single keys of a rule and of tiers (named groups of keys):
+//     a call meets its key's own limits, else its key's tier's, else the
+//     rule's override, else the rule's directives (see [KeyOverrides]);
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
 //     so a down Redis costs each call microseconds, not a timeout, and

@@ -131,7 +131,10 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // admitted. An override is ignored (the rule's limits apply) when it has
 // more than [MaxLimits] limits, when one of its limits is invalid or when
 // limit i names another algorithm than the rule's limit i, whose state it
-// could not read; an empty Algorithm means the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+// could not read; an empty Algorithm means the rule's. See
+// [NewRedisOverrides] for overrides kept in a Redis hash, and
+// [KeyOverrides] for the limits of single keys and tiers, which src sets
+// when it implements it.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an
@@ -227,7 +230,10 @@ func WithBatching(max int) Option {
 // The cache is on by default ([DefaultDenyCache] entries, a few MiB at
 // most). Its memory is bounded whatever the number of keys: a denial takes
 // the place of an older one. A rule whose limits an override changes
-// forgets its remembered denials. While processes decide a key against
+// forgets its remembered denials; so does a rule some of whose keys have
+// limits of their own ([KeyOverrides]), each time its calls switch between
+// keys under different limits, which keeps the cache exact but lets it
+// repeat fewer denials. While processes decide a key against
 // different limits (an override seen by some processes and not yet by
 // others), or when something else drains a limit in Redis (a DEL of its
 // key, or [RedisLimiter.Reset] in another process: a Reset forgets only

@@ -64,9 +64,9 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
-// overrides, default error policy and local fallback are those of the
-// limiter it wraps.
+// decided against the overriding limits of its key or of r.Name, if any
+// (see [KeyOverrides]). A [Wrapper]'s overrides, default error policy and
+// local fallback are those of the limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
@@ -162,16 +162,17 @@ func innermost(limiter Limiter) Limiter {
 	}
 }
 
-// limitsOn returns the limits r's calls are decided against on limiter:
-// the overrides of limiter (or of the limiter it wraps), else r's own.
-func (r *Rule) limitsOn(ctx context.Context, limiter Limiter) []Limit {
+// limitsOn returns the limits r's calls with the given key are decided
+// against on limiter: the overrides of limiter (or of the limiter it
+// wraps) for the key or the rule, else r's own.
+func (r *Rule) limitsOn(ctx context.Context, limiter Limiter, key string) []Limit {
 	s, ok := limiter.(settings)
 	if !ok {
 		s, ok = innermost(limiter).(settings)
 	}
 	if ok {
 		if src := s.settings().overrides; src != nil {
-			return effectiveLimits(ctx, src, r)
+			return effectiveLimits(ctx, src, r, key)
 		}
 	}
 	return r.Limits
@@ -186,7 +187,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		}
 		return outcome{limits: r.Limits}, ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter), prep: r.prepared()}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter, key), prep: r.prepared()}
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
