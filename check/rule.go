@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // ruleChecker compiles the directives of one method into a rule, checking
@@ -45,6 +46,9 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, rc.limit(d))
+	}
+	if n := len(rc.dirs); n > ratelimit.MaxLimits {
+		rc.errorf(rc.dirs[ratelimit.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, ratelimit.MaxLimits)
 	}
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0

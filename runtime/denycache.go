@@ -44,8 +44,9 @@ const denyNameSlots = 1 << 12
 // (an override changed them) gives the name a new one, so every denial
 // made under the old limits is forgotten (limits that change back do not
 // bring them back: calls under other limits may have drained the state).
-// Anything else that drains a limit's state in Redis (deleting its keys;
-// a future Reset operation) must forget the key's entries here too.
+// Anything else that drains a limit's state in Redis (deleting its keys,
+// as [RedisLimiter.Reset] does) must forget the key's entries here too
+// (see forget).
 //
 // The cache is lock-free: a fixed array of pointers to immutable entries,
 // two ways per hash bucket, so its memory is bounded whatever the number
@@ -131,6 +132,16 @@ func (c *denyCache) name(hn uint64, name string) (*denyName, *atomic.Pointer[den
 		}
 	}
 	return nil, nil
+}
+
+// forget drops every denial remembered for name, of every key (see
+// [RedisLimiter.Reset]): its record goes, so the next denial of the name
+// starts a new generation, and a denial of a call looked up under the old
+// record is not remembered (remember finds the record gone).
+func (c *denyCache) forget(name string) {
+	if rec, slot := c.name(maphash.String(c.seed, name), name); rec != nil {
+		slot.CompareAndSwap(rec, nil)
+	}
 }
 
 // bucket returns the index of the first of the two slots of key under

@@ -69,6 +69,18 @@
 // repository export to Prometheus and OpenTelemetry this way, and serve
 // limits over gRPC.
 //
+// # Operators
+//
+// [Peek] tells how a limiter would decide a call now without charging it,
+// and [Reset] forgets every limit's state of a name and key; both reach the
+// limiter through any [Wrapper] ([Peeker] and [Resetter] are the methods
+// behind them) and take one round trip on Redis. [AdminHandler] serves
+// them, and the rules it is given with their effective limits, as JSON;
+// it is read-only unless [WithAdminReset], and reveals keys, so it belongs
+// behind the service's own authentication. A Reset forgets the denials its
+// own process's deny cache remembers; other processes may repeat theirs
+// until their RetryAfter runs out (see [RedisLimiter.Reset]).
+//
 // # Outages
 //
 // Under [FailLocal] (onerror=local), a call the Redis limiter cannot

@@ -97,6 +97,10 @@ const maxLimitValue = 1<<50 - 1
 // script reads exactly, below 2^53.
 const MaxSlidingWindowThreshold = 1<<26 - 1
 
+// MaxLimits is the most limits one [Request] may have, so that Reset
+// knows every key a name and key may hold (see [RedisLimiter.Reset]).
+const MaxLimits = 16
+
 // Limit is one rule of the form "at most Threshold calls per Period".
 type Limit struct {
 	// Period is the length of the window. It must be at least one microsecond.
@@ -195,6 +199,7 @@ type Request struct {
 	// Cost is how many units the call takes; zero means 1.
 	Cost int64
 	// Limits must all admit the call. If any denies it, none is charged.
+	// At most [MaxLimits].
 	Limits []Limit
 
 	// prep is the validation of a Rule's limits, which spares the call
@@ -219,6 +224,9 @@ func (r *Request) validate() error {
 	}
 	if len(r.Limits) == 0 {
 		return fmt.Errorf("%w: no limits", ErrInvalidLimit)
+	}
+	if len(r.Limits) > MaxLimits {
+		return fmt.Errorf("%w: %d limits, more than %d", ErrInvalidLimit, len(r.Limits), MaxLimits)
 	}
 	if r.Cost < 0 {
 		return fmt.Errorf("%w: negative cost %d", ErrInvalidLimit, r.Cost)

@@ -141,7 +141,7 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 	shard := &l.shards[l.shardOf(ek)]
 	shard.mu.Lock()
 	e := shard.entry(ek, len(req.Limits), now, l.maxKeys/shardCount+1)
-	d := e.decide(&req, now)
+	d := e.decide(&req, now, true)
 	shard.mu.Unlock()
 	if l.hook != nil {
 		l.report(ctx, req, d)
@@ -230,11 +230,11 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 	}
 }
 
-// decide checks every limit and charges them all only if all admit. The
-// decision describes the denying limit with the longest retry, or when
-// admitted the limit with the fewest remaining units, with the longest
-// delay of all.
-func (e *memoryEntry) decide(req *Request, now int64) Decision {
+// decide checks every limit and, with charge set, charges them all only
+// if all admit. The decision describes the denying limit with the longest
+// retry, or when admitted the limit with the fewest remaining units, with
+// the longest delay of all.
+func (e *memoryEntry) decide(req *Request, now int64, charge bool) Decision {
 	var made [4]memoryPlan // the plans of a request that no Rule made
 	plans := req.prep.plansOf(req.Limits)
 	if plans == nil {
@@ -263,6 +263,9 @@ func (e *memoryEntry) decide(req *Request, now int64) Decision {
 		return d
 	}
 	d.Delay = delay
+	if !charge {
+		return d
+	}
 	for i := range plans {
 		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
 			e.expiry = exp

@@ -128,12 +128,13 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // the call against the limits it returns instead of the rule's own. The
 // state is kept: limit i of an override counts in the same place as limit
 // i of the rule, so lowering a threshold applies to the calls already
-// admitted. An override is ignored (the rule's limits apply) when one of
-// its limits is invalid or when limit i names another algorithm than the
-// rule's limit i, whose state it could not read; an empty Algorithm means
-// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash,
-// and [KeyOverrides] for the limits of single keys and tiers, which src
-// sets when it implements it.
+// admitted. An override is ignored (the rule's limits apply) when it has
+// more than [MaxLimits] limits, when one of its limits is invalid or when
+// limit i names another algorithm than the rule's limit i, whose state it
+// could not read; an empty Algorithm means the rule's. See
+// [NewRedisOverrides] for overrides kept in a Redis hash, and
+// [KeyOverrides] for the limits of single keys and tiers, which src sets
+// when it implements it.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an
@@ -235,8 +236,9 @@ func WithBatching(max int) Option {
 // repeat fewer denials. While processes decide a key against
 // different limits (an override seen by some processes and not yet by
 // others), or when something else drains a limit in Redis (a DEL of its
-// key), a remembered denial may outlast what Redis would answer, up to
-// its RetryAfter. The memory limiter ignores it.
+// key, or [RedisLimiter.Reset] in another process: a Reset forgets only
+// its own process's denials), a remembered denial may outlast what Redis
+// would answer, up to its RetryAfter. The memory limiter ignores it.
 func WithDenyCache(entries int) Option {
 	return func(c *config) { c.denyCache = entries }
 }

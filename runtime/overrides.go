@@ -66,11 +66,11 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []
 }
 
 // usable returns the overriding limits ov as rule r's calls are decided
-// against them, and whether they can be: there is at least one, each is
-// valid, and limit i has the algorithm of the rule's limit i (whose state
-// it reads), empty meaning the rule's.
+// against them, and whether they can be: there is at least one and at
+// most [MaxLimits], each is valid, and limit i has the algorithm of the
+// rule's limit i (whose state it reads), empty meaning the rule's.
 func usable(ov []Limit, r *Rule) ([]Limit, bool) {
-	if len(ov) == 0 {
+	if len(ov) == 0 || len(ov) > MaxLimits {
 		return nil, false
 	}
 	fill := false

@@ -162,6 +162,22 @@ func innermost(limiter Limiter) Limiter {
 	}
 }
 
+// limitsOn returns the limits r's calls with the given key are decided
+// against on limiter: the overrides of limiter (or of the limiter it
+// wraps) for the key or the rule, else r's own.
+func (r *Rule) limitsOn(ctx context.Context, limiter Limiter, key string) []Limit {
+	s, ok := limiter.(settings)
+	if !ok {
+		s, ok = innermost(limiter).(settings)
+	}
+	if ok {
+		if src := s.settings().overrides; src != nil {
+			return effectiveLimits(ctx, src, r, key)
+		}
+	}
+	return r.Limits
+}
+
 // check is [Rule.Check], also returning the decision.
 func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
 	if cost < 0 {
@@ -171,16 +187,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		}
 		return outcome{limits: r.Limits}, ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, prep: r.prepared()}
-	s, ok := limiter.(settings)
-	if !ok {
-		s, ok = innermost(limiter).(settings)
-	}
-	if ok {
-		if src := s.settings().overrides; src != nil {
-			req.Limits = effectiveLimits(ctx, src, r, key)
-		}
-	}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter, key), prep: r.prepared()}
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}

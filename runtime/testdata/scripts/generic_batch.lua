@@ -9,6 +9,8 @@ local function decide_one(KEYS, ARGV)
 -- ARGV[3+4(i-1) .. 6+4(i-1)]  limit i: algorithm, period (µs), threshold,
 --          capacity (the burst of token_bucket and gcra, the queue bound
 --          of leaky_bucket, else the threshold).
+-- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
+--          admitting check is rolled back as when another limit denies.
 --
 --
 -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
@@ -398,7 +400,7 @@ for i = 1, n do
 end
 
 -- Commit every limit, or roll back those that admitted the call.
-local commit = allowed and not failed
+local commit = allowed and not failed and ARGV[3 + 4 * n] ~= "peek"
 for i = 1, n do
   if undo then
     local u = undo[i]

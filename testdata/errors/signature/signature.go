@@ -45,6 +45,24 @@ type S interface {
 	SharedA() error
 	//ratelimit:period=1 threshold=2 name=shared
 	SharedB() error
+	//ratelimit:period=1 threshold=100
+	//ratelimit:period=2 threshold=100
+	//ratelimit:period=3 threshold=100
+	//ratelimit:period=4 threshold=100
+	//ratelimit:period=5 threshold=100
+	//ratelimit:period=6 threshold=100
+	//ratelimit:period=7 threshold=100
+	//ratelimit:period=8 threshold=100
+	//ratelimit:period=9 threshold=100
+	//ratelimit:period=10 threshold=100
+	//ratelimit:period=11 threshold=100
+	//ratelimit:period=12 threshold=100
+	//ratelimit:period=13 threshold=100
+	//ratelimit:period=14 threshold=100
+	//ratelimit:period=15 threshold=100
+	//ratelimit:period=16 threshold=100
+	//ratelimit:period=17 threshold=100
+	TooManyLimits() error
 }
 
 // Constraint has a type set, so no value has it as its type.

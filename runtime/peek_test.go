@@ -1,0 +1,308 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func peek(t *testing.T, l Limiter, req Request) Decision {
+	t.Helper()
+	d, err := Peek(context.Background(), l, req)
+	require.NoError(t, err)
+	return d
+}
+
+// TestPeekAgrees interleaves Peeks with the Allows of a random sequence of
+// calls, for every set of limits of the differential test, on the memory
+// limiter and on Redis (each limit's own script and the generic one). On
+// a clock that only moves on, it wants every Allow to decide as on a
+// limiter that is never peeked, and every Peek to say what that limiter's
+// Allow of the same call says next; on the sets' own clocks (which step
+// back) and algorithm changes, it wants the backends to agree on Peeks and
+// Allows alike.
+func TestPeekAgrees(t *testing.T) {
+	for _, set := range agreeSets() {
+		t.Run(set.name, func(t *testing.T) {
+			peeked, admitted, denied := 0, 0, 0
+			for _, monotonic := range []bool{true, false} {
+				rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
+				clock := newManualClock()
+				mem := NewMemory(WithClock(clock))
+				red := newTestRedis(t, WithClock(clock))
+				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+				ref := NewMemory(WithClock(clock))
+				for i := range 300 {
+					limits := set.limits
+					if monotonic {
+						clock.Advance(max(0, randomAdvance(rng)))
+					} else {
+						limits = set.step(rng, clock, i, 300)
+					}
+					req := set.request(rng, limits)
+					at := clock.Now().Format(time.StampMicro)
+					if rng.IntN(2) == 0 {
+						p := peek(t, mem, req)
+						require.Equal(t, p, peek(t, red, req), "peek %d at %s: %+v", i, at, req)
+						require.Equal(t, p, peek(t, gen, req), "generic peek %d at %s: %+v", i, at, req)
+						peeked++
+						if monotonic {
+							require.Equal(t, p, peek(t, ref, req), "peek %d at %s: %+v", i, at, req)
+						}
+						if p.Allowed {
+							admitted++
+						} else {
+							denied++
+						}
+						if rng.IntN(3) == 0 {
+							continue // a Peek alone
+						}
+					}
+					d := allow(t, mem, req)
+					require.Equal(t, d, allow(t, red, req), "call %d at %s: %+v", i, at, req)
+					require.Equal(t, d, allow(t, gen, req), "generic call %d at %s: %+v", i, at, req)
+					if monotonic {
+						want := allow(t, ref, req)
+						require.Equal(t, want, d, "call %d after peeks at %s: %+v", i, at, req)
+					}
+				}
+			}
+			require.NotZero(t, peeked)
+			require.NotZero(t, admitted, "some peek should admit")
+			require.NotZero(t, denied, "some peek should deny")
+		})
+	}
+}
+
+// TestPeekRemaining checks Peek's numbers on every algorithm and backend:
+// after 2 of 3 units, a Peek of 1 admits with 1 remaining, one of 2 is
+// denied with the RetryAfter Allow gives, and neither charges.
+func TestPeekRemaining(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...Option) Limiter) {
+		for _, alg := range Algorithms() {
+			t.Run(string(alg), func(t *testing.T) {
+				clock := newManualClock()
+				l := newLimiter(WithClock(clock))
+				req := Request{Name: "peek-" + string(alg), Key: "k", Limits: []Limit{{Algorithm: alg, Period: time.Minute, Threshold: 3}}}
+				for range 3 {
+					p := peek(t, l, req)
+					require.True(t, p.Allowed)
+					require.Equal(t, int64(3), p.Remaining)
+				}
+				allow(t, l, req)
+				allow(t, l, req)
+				for range 2 {
+					p := peek(t, l, req)
+					require.True(t, p.Allowed, "%+v", p)
+					require.Equal(t, int64(1), p.Remaining)
+					two := req
+					two.Cost = 2
+					p = peek(t, l, two)
+					require.False(t, p.Allowed)
+					require.Equal(t, int64(1), p.Remaining)
+					require.Positive(t, p.RetryAfter)
+					d := allow(t, l, two)
+					require.Equal(t, d, p, "a denied Peek is the denial")
+				}
+				require.True(t, allow(t, l, req).Allowed)
+				p := peek(t, l, req)
+				require.False(t, p.Allowed)
+				require.Zero(t, p.Remaining)
+			})
+		}
+	})
+}
+
+// TestReset fills every limit of a multi-limit request and of a request of
+// MaxLimits limits, on every backend, and wants Reset to let the next
+// call start afresh, leaving other keys and names alone.
+func TestReset(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...Option) Limiter) {
+		l := newLimiter()
+		var all []Limit
+		for i := range MaxLimits {
+			all = append(all, Limit{Algorithm: Algorithms()[i%len(Algorithms())], Period: time.Hour, Threshold: 2})
+		}
+		long := strings.Repeat("long key ", 20)
+		for _, limits := range append(mixedLimits(), all) {
+			for _, key := range []string{"a", long} {
+				req := Request{Name: "reset", Key: key, Cost: 2, Limits: limits}
+				other := Request{Name: "reset", Key: "other", Cost: 2, Limits: limits}
+				otherName := Request{Name: "reset2", Key: key, Cost: 2, Limits: limits}
+				for _, r := range []Request{req, other, otherName} {
+					require.True(t, allow(t, l, r).Allowed)
+					require.False(t, allow(t, l, r).Allowed)
+				}
+				require.NoError(t, Reset(context.Background(), l, "reset", key))
+				require.True(t, peek(t, l, req).Allowed)
+				require.True(t, allow(t, l, req).Allowed)
+				require.False(t, allow(t, l, other).Allowed, "another key")
+				require.False(t, allow(t, l, otherName).Allowed, "another name")
+				for _, r := range []Request{req, other, otherName} {
+					require.NoError(t, Reset(context.Background(), l, r.Name, r.Key))
+				}
+			}
+		}
+		if r, ok := l.(*RedisLimiter); ok {
+			n, err := r.client.DBSize(context.Background()).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "Reset leaves no key")
+		}
+	})
+}
+
+// TestResetForgetsTheFallback fills a limit in the Redis limiter's local
+// fallback (FailLocal) and wants Reset to forget it too.
+func TestResetForgetsTheFallback(t *testing.T) {
+	l := newTestRedis(t)
+	req := Request{Name: "fallback", Key: "k", Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
+	d, ok := l.decideLocally(context.Background(), req)
+	require.True(t, ok)
+	require.True(t, d.Allowed)
+	d, _ = l.decideLocally(context.Background(), req)
+	require.False(t, d.Allowed)
+	require.NoError(t, l.Reset(context.Background(), req.Name, req.Key))
+	d, _ = l.decideLocally(context.Background(), req)
+	require.True(t, d.Allowed)
+}
+
+// TestPeekErrors: invalid requests, too many limits, a dead server, and a
+// limiter that cannot peek.
+func TestPeekErrors(t *testing.T) {
+	ctx := context.Background()
+	lim := Limit{Period: time.Second, Threshold: 1}
+	tooMany := make([]Limit, MaxLimits+1)
+	for i := range tooMany {
+		tooMany[i] = lim
+	}
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...Option) Limiter) {
+		l := newLimiter()
+		for _, req := range []Request{{Limits: []Limit{lim}}, {Name: "n"}, {Name: "n", Limits: tooMany}, {Name: "n", Cost: 2, Limits: []Limit{lim}}} {
+			_, err := Peek(ctx, l, req)
+			require.ErrorIs(t, err, ErrInvalidLimit)
+			_, err = l.Allow(ctx, req)
+			require.ErrorIs(t, err, ErrInvalidLimit)
+		}
+	})
+	dead := NewRedis(newUnreachableClient(t))
+	_, err := dead.Peek(ctx, Request{Name: "n", Limits: []Limit{lim}})
+	require.ErrorIs(t, err, ErrBackend)
+	require.ErrorIs(t, dead.Reset(ctx, "n", "k"), ErrBackend)
+
+	plain := wrapped{} // wraps no limiter that peeks
+	_, err = Peek(ctx, plain, Request{})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	require.ErrorIs(t, Reset(ctx, plain, "n", "k"), errors.ErrUnsupported)
+}
+
+// TestPeekThroughWrappers reaches Peek and Reset through two wrappers.
+func TestPeekThroughWrappers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...Option) Limiter) {
+		inner := newLimiter()
+		l := wrapped{wrapped{inner}}
+		req := Request{Name: "wrapped", Key: "k", Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
+		require.True(t, allow(t, l, req).Allowed)
+		require.False(t, peek(t, l, req).Allowed)
+		require.NoError(t, Reset(context.Background(), l, req.Name, req.Key))
+		require.True(t, peek(t, inner, req).Allowed)
+	})
+}
+
+// peekAndReset: on the cluster, Peek and Reset of every algorithm alone
+// (3 per hour) and mixed with SlidingLog (2 per second first).
+func (ct *clusterTest) peekAndReset(t *testing.T) {
+	l, _ := ct.limiter(t, WithClock(newManualClock()))
+	cases := [][]Limit{}
+	for _, alg := range clusterAlgorithms() {
+		cases = append(cases, []Limit{{Period: time.Hour, Threshold: 3, Algorithm: alg}})
+	}
+	cases = append(cases, mixedLimits()...)
+	for i, limits := range cases {
+		for _, key := range []string{"a", "b", "c"} {
+			req := Request{Name: "cluster-peek", Key: fmt.Sprint(key, i), Limits: limits}
+			fresh := limits[0].Threshold
+			require.True(t, allow(t, l, req).Allowed)
+			require.True(t, allow(t, l, req).Allowed)
+			p := peek(t, l, req)
+			require.Equal(t, fresh == 3, p.Allowed, "%+v: %+v", limits, p)
+			require.Equal(t, fresh-2, p.Remaining)
+			require.Equal(t, p, peek(t, l, req))
+			require.NoError(t, l.Reset(context.Background(), req.Name, req.Key))
+			p = peek(t, l, req)
+			require.True(t, p.Allowed)
+			require.Equal(t, fresh, p.Remaining)
+		}
+	}
+}
+
+// BenchmarkRedisPeekVsPing interleaves PING, Allow, Peek and Reset on one
+// connection and reports each one's median latency as a ratio to PING's,
+// per algorithm, on a limit that admits every call.
+func BenchmarkRedisPeekVsPing(b *testing.B) {
+	for _, alg := range Algorithms() {
+		b.Run(string(alg), func(b *testing.B) {
+			srv.Flush(b)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+			defer c.Close()
+			ctx := context.Background()
+			l := NewRedis(c)
+			req := benchRequest("user-42")
+			req.Limits[0].Algorithm = alg
+			var ping, allowed, peeked, reset []time.Duration
+			step := func(into *[]time.Duration, f func() error) {
+				t0 := time.Now()
+				if err := f(); err != nil {
+					b.Fatal(err)
+				}
+				*into = append(*into, time.Since(t0))
+			}
+			for b.Loop() {
+				step(&ping, func() error { return c.Ping(ctx).Err() })
+				step(&allowed, func() error { _, err := l.Allow(ctx, req); return err })
+				step(&peeked, func() error { _, err := l.Peek(ctx, req); return err })
+				if len(reset) < len(ping)/16 { // not on every step: the state builds up
+					step(&reset, func() error { return l.Reset(ctx, req.Name, req.Key) })
+				}
+			}
+			p := float64(median(ping))
+			b.ReportMetric(p, "ping-ns")
+			b.ReportMetric(float64(median(allowed))/p, "allow/ping")
+			b.ReportMetric(float64(median(peeked))/p, "peek/ping")
+			if len(reset) > 0 {
+				b.ReportMetric(float64(median(reset))/p, "reset/ping")
+			}
+		})
+	}
+}
+
+// TestResetAndTheDenyCache: a Reset forgets the denials its own process's
+// deny cache remembers, so the next call is asked of Redis and admitted;
+// another process's cache keeps repeating its denial, as documented.
+func TestResetAndTheDenyCache(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	l, other := NewRedis(rdb(t)), NewRedis(rdb(t)) // two processes, deny caches on
+	req := Request{Name: "cached", Key: "k", Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
+	require.True(t, allow(t, l, req).Allowed)
+	for _, p := range []*RedisLimiter{l, other} {
+		require.False(t, allow(t, p, req).Allowed)
+		d := allow(t, p, req)
+		require.False(t, d.Allowed)
+		require.Equal(t, SourceCache, d.Source, "the denial is remembered")
+	}
+	require.NoError(t, l.Reset(ctx, req.Name, req.Key))
+	d := allow(t, l, req)
+	require.True(t, d.Allowed, "%+v", d)
+	require.Equal(t, SourceBackend, d.Source)
+	d = allow(t, other, req)
+	require.False(t, d.Allowed)
+	require.Equal(t, SourceCache, d.Source, "another process keeps its remembered denial")
+	require.Positive(t, d.RetryAfter)
+}
