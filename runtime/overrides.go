@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,7 +216,7 @@ func (o *RedisOverrides) Err() error {
 
 // ParseOverride parses the value of one field of a [RedisOverrides] hash:
 // directive-like text or JSON, as described there. Every limit it returns
-// is valid.
+// is valid; every error wraps [ErrInvalidLimit].
 func ParseOverride(value string) ([]Limit, error) {
 	value = strings.TrimSpace(value)
 	var limits []Limit
@@ -226,10 +227,10 @@ func ParseOverride(value string) ([]Limit, error) {
 		limits, err = parseOverrideText(value)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidLimit, err)
 	}
 	if len(limits) == 0 {
-		return nil, errors.New("no limits")
+		return nil, fmt.Errorf("%w: no limits", ErrInvalidLimit)
 	}
 	for i, l := range limits {
 		if err := l.validate(); err != nil {
@@ -313,6 +314,9 @@ func parseOverrideJSON(value string) ([]Limit, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&list); err != nil {
 		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("text after the JSON value")
 	}
 	limits := make([]Limit, len(list))
 	for i, j := range list {

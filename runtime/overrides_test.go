@@ -145,10 +145,13 @@ func TestParseOverride(t *testing.T) {
 		`{"period": true, "threshold": 1}`:   "want whole seconds or a duration string",
 		`{"period": "1s", "threshold": 1, "burst": 1, "extra": 1}`: "unknown field",
 		`[{"period": "1s", "threshold": 1}`:                        "unexpected EOF",
+		`[{"period": "1s", "threshold": 1}] x`:                     "text after the JSON value",
+		`{"period": "1s", "threshold": 1}]`:                        "text after the JSON value",
+		`{"period": "1s", "threshold": 1} {"period": "1s"}`:        "after array element",
 	}
 	for in, want := range invalid {
 		_, err := ParseOverride(in)
-		if assert.Error(t, err, in) {
+		if assert.ErrorIs(t, err, ErrInvalidLimit, in) {
 			assert.Contains(t, err.Error(), want, in)
 		}
 	}
@@ -164,7 +167,7 @@ func TestRedisOverrides(t *testing.T) {
 	ov := NewRedisOverrides(c, hash, 20*time.Millisecond)
 	err := ov.Refresh(ctx)
 	require.Error(t, err, "the bad field is reported")
-	assert.Contains(t, err.Error(), `ratelimit:overrides "bad": "period=1m": period and threshold are required`)
+	assert.Contains(t, err.Error(), `ratelimit:overrides "bad": ratelimit: invalid limit: "period=1m": period and threshold are required`)
 	assert.Equal(t, err, ov.Err())
 	got, ok := ov.Lookup(ctx, "ro")
 	require.True(t, ok)
