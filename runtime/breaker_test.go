@@ -20,13 +20,15 @@ import (
 var breakerReq = Request{Name: "breaker", Limits: []Limit{{Period: time.Second, Threshold: 100}}}
 
 // failFastClient returns a client of addr that tries each command once.
+// Its timeouts are long, for a loaded machine: the tests' dead servers
+// refuse or drop connections at once.
 func failFastClient(t testing.TB, addr string) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:          addr,
 		MaxRetries:    -1,
 		DialerRetries: 1,
-		DialTimeout:   200 * time.Millisecond,
-		ReadTimeout:   200 * time.Millisecond,
+		DialTimeout:   10 * time.Second,
+		ReadTimeout:   10 * time.Second,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -142,7 +144,7 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 	require.Eventually(t, func() bool {
 		d, err := l.Allow(ctx, breakerReq)
 		return err == nil && d.Allowed
-	}, 10*time.Second, 10*time.Millisecond)
+	}, time.Minute, 10*time.Millisecond)
 	assert.False(t, l.CircuitOpen())
 	d, err := l.Allow(ctx, breakerReq)
 	require.NoError(t, err)
@@ -151,17 +153,20 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 
 // testListener accepts connections on loopback and counts them. It closes
 // each at once (a Redis that is there but broken) or, with hold, keeps it
-// open and never answers (a Redis that hangs), until the test ends.
+// open and never answers (a Redis that hangs), until dropHeld or the end
+// of the test.
 type testListener struct {
 	net.Listener
 	accepted atomic.Int64
+
+	mu   sync.Mutex
+	held []net.Conn
 }
 
 func newTestListener(t testing.TB, hold bool) *testListener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	tl := &testListener{Listener: ln}
-	var held []net.Conn
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -170,22 +175,33 @@ func newTestListener(t testing.TB, hold bool) *testListener {
 			if err != nil {
 				return
 			}
-			tl.accepted.Add(1)
 			if hold {
-				held = append(held, c)
+				tl.mu.Lock()
+				tl.held = append(tl.held, c)
+				tl.mu.Unlock()
 			} else {
 				c.Close()
 			}
+			tl.accepted.Add(1)
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
-		for _, c := range held {
-			c.Close()
-		}
+		tl.dropHeld()
 	})
 	return tl
+}
+
+// dropHeld closes the connections held so far: the commands waiting on
+// them fail at once, as when a hung Redis dies.
+func (tl *testListener) dropHeld() {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, c := range tl.held {
+		c.Close()
+	}
+	tl.held = nil
 }
 
 func TestOpenBreakerSendsNothing(t *testing.T) {
@@ -239,13 +255,19 @@ func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
 }
 
 func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
-	// A listener that never answers holds the probe for the read timeout
-	// while the other calls are refused at once.
+	// A listener that never answers holds the probe until the test drops
+	// it, while the other calls are refused at once.
 	ln := newTestListener(t, true)
 	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(1, 20*time.Millisecond, time.Hour))
 	ctx := context.Background()
-	_, err := l.Allow(ctx, breakerReq)
-	require.NotErrorIs(t, err, ErrCircuitOpen)
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(ctx, breakerReq)
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return ln.accepted.Load() > 0 }, time.Minute, time.Millisecond)
+	ln.dropHeld()
+	require.NotErrorIs(t, <-first, ErrCircuitOpen)
 	require.True(t, l.CircuitOpen())
 	opened := ln.accepted.Load()
 	time.Sleep(30 * time.Millisecond) // past the back-off
@@ -264,6 +286,10 @@ func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 			}
 		})
 	}
+	// The seven refused, the probe held: drop it.
+	require.Eventually(t, func() bool { return open.Load() == 7 && ln.accepted.Load() > opened },
+		time.Minute, time.Millisecond, "%d refused, %d connections", open.Load(), ln.accepted.Load()-opened)
+	ln.dropHeld()
 	wg.Wait()
 	assert.Equal(t, int64(1), tried.Load(), "one probe")
 	assert.Equal(t, int64(7), open.Load())
@@ -319,8 +345,8 @@ func TestBreakerPerClusterMaster(t *testing.T) {
 	t.Cleanup(cluster.Stop)
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:         cluster.Addrs(),
-		DialTimeout:   200 * time.Millisecond,
-		ReadTimeout:   200 * time.Millisecond,
+		DialTimeout:   10 * time.Second, // a killed master refuses at once
+		ReadTimeout:   10 * time.Second,
 		DialerRetries: 1,
 		MaxRetries:    -1,
 		MaxRedirects:  1,
