@@ -48,7 +48,9 @@
 //     (capacity=50). Only with algorithm=leaky_bucket.
 //   - wait: how long a call may wait to be admitted before it is denied,
 //     as whole seconds or a Go duration, zero or more (wait=2, wait=250ms).
-//   - onerror: what happens when the limiter fails: allow or deny.
+//   - onerror: what happens when the limiter fails: allow (let the call
+//     through), deny (fail it) or local (decide it in process, against
+//     the same limits).
 //   - shadow: true or false; shadow=true reports the calls that would be
 //     denied without ever denying one.
 //
@@ -128,7 +130,7 @@ type Directive struct {
 	Capacity int64
 	// Wait is how long a call may wait to be admitted (wait=); zero when absent.
 	Wait time.Duration
-	// OnError is "allow" or "deny" (onerror=); empty when absent.
+	// OnError is "allow", "deny" or "local" (onerror=); empty when absent.
 	OnError string
 	// Shadow reports shadow=true.
 	Shadow bool

@@ -19,6 +19,7 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:\tperiod=\"500ms\"\tthreshold=\"7\" ",
 		"//ratelimit:period=1 threshold=9 cost=n algorithm=token_bucket burst=20 wait=250ms onerror=deny shadow=true",
 		"//ratelimit:period=1 threshold=9 cost=3 algorithm=leaky_bucket capacity=5 wait=0 shadow=false",
+		"//ratelimit:period=1 threshold=9 onerror=local",
 		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",
 		"//ratelimit:period=2ms threshold=67108864 algorithm=fixed_window",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,

@@ -129,6 +129,7 @@ func TestValidDirectives(t *testing.T) {
 			Directive{Period: time.Second, Threshold: 1, Wait: 250 * time.Millisecond}},
 		{"//ratelimit:period=1 threshold=1 onerror=allow", Directive{Period: time.Second, Threshold: 1, OnError: "allow"}},
 		{"//ratelimit:period=1 threshold=1 onerror=deny", Directive{Period: time.Second, Threshold: 1, OnError: "deny"}},
+		{"//ratelimit:period=1 threshold=1 onerror=local", Directive{Period: time.Second, Threshold: 1, OnError: "local"}},
 		{"//ratelimit:period=1 threshold=1 shadow=true", Directive{Period: time.Second, Threshold: 1, Shadow: true}},
 		{"//ratelimit:period=1 threshold=1 shadow=false", Directive{Period: time.Second, Threshold: 1}},
 		{"//ratelimit:period=1m threshold=100 key=req.UserID name=search cost=n algorithm=token_bucket burst=200 wait=1s onerror=deny shadow=true",
@@ -318,7 +319,10 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:41: wait "-99999999999": must not be negative`,
 		}},
 		{"//ratelimit:period=30 threshold=2 wait=soon", []string{`x.go:5:41: wait "soon": ` + wantDuration}},
-		{"//ratelimit:period=30 threshold=2 onerror=block", []string{`x.go:5:44: onerror "block": want allow or deny`}},
+		{"//ratelimit:period=30 threshold=2 onerror=block", []string{`x.go:5:44: onerror "block": want allow, deny or local`}},
+		{"//ratelimit:period=30 threshold=2 onerror=lcoal", []string{`x.go:5:44: onerror "lcoal": unknown policy; did you mean local?`}},
+		{"//ratelimit:period=30 threshold=2 onerror=Local", []string{`x.go:5:44: onerror "Local": unknown policy; did you mean local?`}},
+		{"//ratelimit:period=30 threshold=2 onerror=alow", []string{`x.go:5:44: onerror "alow": unknown policy; did you mean allow?`}},
 		{"//ratelimit:period=30 threshold=2 shadow=1", []string{`x.go:5:43: shadow "1": want true or false`}},
 		{"//ratelimit:period=30 threshold=2 shadow=TRUE", []string{`x.go:5:43: shadow "TRUE": want true or false`}},
 		// Every error of a line is reported.
@@ -528,6 +532,7 @@ func TestString(t *testing.T) {
 		{"//ratelimit:period=1500ms threshold=2", "//ratelimit:period=1.5s threshold=2"},
 		{`//ratelimit:shadow=true onerror=deny wait=1ms burst=3 algorithm=gcra cost=n name="a" key=req.ID period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=req.ID name=a cost=n algorithm=gcra burst=3 wait=1ms onerror=deny shadow=true"},
+		{"//ratelimit:onerror=local period=1 threshold=5", "//ratelimit:period=1 threshold=5 onerror=local"},
 		{"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9 wait=0 shadow=false",
 			"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9"},
 	}

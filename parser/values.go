@@ -159,9 +159,15 @@ func setWait(d *Directive, s string) error {
 	return nil
 }
 
+// onErrorValues lists the values onerror= accepts, in a fixed order.
+var onErrorValues = []string{"allow", "deny", "local"}
+
 func setOnError(d *Directive, s string) error {
-	if s != "allow" && s != "deny" {
-		return errors.New("want allow or deny")
+	if !slices.Contains(onErrorValues, s) {
+		if alt := suggest(s, onErrorValues); alt != "" {
+			return fmt.Errorf("unknown policy; did you mean %s?", alt)
+		}
+		return errors.New("want allow, deny or local")
 	}
 	d.OnError = s
 	return nil

@@ -27,8 +27,8 @@
 //     rule and key, so only one of them asks the limiter at a time;
 //   - shadow=true: [Rule.Shadow], never deny, only report would-be denials
 //     (to a [ShadowHook]), to roll a limit out safely;
-//   - onerror=: [Rule.OnError], [FailOpen] or [FailClosed] when the
-//     limiter cannot decide; empty means the limiter's default.
+//   - onerror=: [Rule.OnError], [FailOpen], [FailClosed] or [FailLocal]
+//     when the limiter cannot decide; empty means the limiter's default.
 //
 // Admitted calls of a pacing algorithm sleep their [Decision.Delay] before
 // Check returns.
@@ -41,7 +41,8 @@
 //     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
 //     use several;
 //   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
-//     set);
+//     set), and [WithFallbackProcesses] divides the limits the local
+//     fallback enforces ([FailLocal]) among the processes;
 //   - [WithOverrides] lets operators change a rule's limits at run time,
 //     keeping its state; [NewRedisOverrides] reads them from a Redis hash;
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
@@ -51,6 +52,20 @@
 //     decides together in one script run, for throughput under load (on
 //     by default; a call alone is sent at once);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
+//
+// # Outages
+//
+// Under [FailLocal] (onerror=local), a call the Redis limiter cannot
+// decide, because Redis failed or the breaker is open, is decided by the
+// limiter's in-process fallback: a [MemoryLimiter] with the same algorithms,
+// against the same limits (after overrides), so an outage never lifts a
+// limit. Its decisions carry [SourceFallback]; hooks see them as decisions
+// (after the backend failure), and [Metrics] counts them in
+// Counters.Fallback. Each process enforces the limits on its own, so N
+// processes admit up to N times a limit during an outage;
+// [WithFallbackProcesses] gives each its share. When Redis answers again it
+// decides again, from the state it kept: the fallback's counts are not
+// written back, so a call admitted by the fallback is not charged in Redis.
 //
 // A failing Redis call costs what the client spends on it before the
 // breaker opens: configure the go-redis client with short DialTimeout and

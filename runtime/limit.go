@@ -262,7 +262,7 @@ const (
 	// cache: a repeat of a denial Redis made, without asking Redis again.
 	SourceCache
 	// SourceFallback is a decision of the in-process limiter that stands in
-	// while Redis cannot decide (the "local" [ErrorPolicy]).
+	// while Redis cannot decide ([FailLocal]).
 	SourceFallback
 )
 

@@ -101,7 +101,12 @@ func (s *limitState) charge(lim Limit, now, cost int64) int64 {
 
 // NewMemory returns a limiter that keeps its state in this process.
 func NewMemory(opts ...Option) *MemoryLimiter {
-	l := &MemoryLimiter{config: newConfig(opts), seed: maphash.MakeSeed()}
+	return newMemory(newConfig(opts))
+}
+
+// newMemory returns a memory limiter configured by c.
+func newMemory(c config) *MemoryLimiter {
+	l := &MemoryLimiter{config: c, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].entries = make(map[entryKey]*memoryEntry)
 	}

@@ -23,6 +23,11 @@ type Counters struct {
 	// NearLimit counts admitting decisions that left at most 10% of the
 	// threshold of the limit with the fewest units remaining.
 	NearLimit uint64
+	// Fallback counts the decisions made by the local fallback while the
+	// backend could not decide ([FailLocal], [SourceFallback]); each is
+	// also counted as Allowed, Limited or ShadowLimited, and its backend
+	// failure as one of BackendErrors.
+	Fallback uint64
 }
 
 // Metrics is a [Hook] (and a [ShadowHook]) that counts decisions and
@@ -35,7 +40,7 @@ type Metrics struct {
 }
 
 type counters struct {
-	allowed, limited, shadowLimited, backendErrors, nearLimit atomic.Uint64
+	allowed, limited, shadowLimited, backendErrors, nearLimit, fallback atomic.Uint64
 }
 
 func (m *Metrics) of(name string) *counters {
@@ -49,6 +54,9 @@ func (m *Metrics) of(name string) *counters {
 // Decided counts an admission or a denial. See [Hook].
 func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
+	if d.Source == SourceFallback {
+		c.fallback.Add(1)
+	}
 	if !d.Allowed {
 		c.limited.Add(1)
 		return
@@ -60,8 +68,12 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 }
 
 // ShadowLimited counts a would-be denial. See [ShadowHook].
-func (m *Metrics) ShadowLimited(_ context.Context, req *Request, _ Decision) {
-	m.of(req.Name).shadowLimited.Add(1)
+func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
+	c := m.of(req.Name)
+	if d.Source == SourceFallback {
+		c.fallback.Add(1)
+	}
+	c.shadowLimited.Add(1)
 }
 
 // Failed counts a backend failure. See [Hook].
@@ -82,6 +94,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 			ShadowLimited: c.shadowLimited.Load(),
 			BackendErrors: c.backendErrors.Load(),
 			NearLimit:     c.nearLimit.Load(),
+			Fallback:      c.fallback.Load(),
 		}
 		return true
 	})

@@ -22,7 +22,8 @@ type KeyFunc func(*http.Request) (string, error)
 //
 // A denied request gets [WriteError]'s 429 response and does not reach
 // next. A request the limiter could not decide goes to next under
-// [FailOpen] and gets 503 Service Unavailable under [FailClosed]; other
+// [FailOpen], is decided by the local fallback under [FailLocal], and gets
+// 503 Service Unavailable under [FailClosed]; other
 // errors (an invalid rule, a request whose context ended) get 500 and 503.
 // An admitted request reaches next with the RateLimit-Policy and RateLimit
 // fields of [SetHeaders] set, except under a shadow rule, which clients

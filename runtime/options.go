@@ -47,6 +47,8 @@ type config struct {
 	overrides   Overrides
 	breaker     breakerConfig
 	batch       int
+	// fallbackProcesses divides the limits of the local fallback.
+	fallbackProcesses int
 	// genericOnly makes a RedisLimiter run the generic decide script for
 	// single limits too, so tests can check it decides them alike.
 	genericOnly bool
@@ -105,7 +107,8 @@ func WithHook(hook Hook) Option {
 // WithErrorPolicy sets the limiter's default [ErrorPolicy]: what
 // [Rule.Check] does with a call the limiter could not decide, for rules
 // whose OnError is empty. The default is [FailOpen]; an empty p keeps it,
-// and any value other than FailOpen and FailClosed means FailClosed.
+// and any value other than FailOpen, FailClosed and [FailLocal] means
+// FailClosed.
 func WithErrorPolicy(p ErrorPolicy) Option {
 	return func(c *config) {
 		if p != "" {
@@ -135,12 +138,31 @@ func WithOverrides(src Overrides) Option {
 	return func(c *config) { c.overrides = src }
 }
 
-// WithMaxKeys bounds how many keys the memory limiter keeps (default
-// [DefaultMaxKeys]). The Redis limiter ignores it.
+// WithMaxKeys bounds how many keys the memory limiter, and the Redis
+// limiter's local fallback ([FailLocal]), keep (default [DefaultMaxKeys]).
 func WithMaxKeys(n int) Option {
 	return func(c *config) {
 		if n > 0 {
 			c.maxKeys = n
+		}
+	}
+}
+
+// WithFallbackProcesses gives each of n processes sharing one Redis a
+// share of every limit while the local fallback decides ([FailLocal]), so
+// that together they admit about the limit, not n times it, during an
+// outage: the fallback divides each threshold, and each burst and capacity
+// that is set, by n, rounding down but never below 1 (with a threshold
+// below n the processes together admit up to n per period). Overrides are
+// divided too. A call whose cost is above its process's share of a
+// limit's burst or capacity can never be admitted by the fallback: it
+// fails as under [FailClosed], with the backend's error. The default is
+// 1, the whole limit in each process; n < 1 keeps it. The memory limiter
+// ignores it.
+func WithFallbackProcesses(n int) Option {
+	return func(c *config) {
+		if n >= 1 {
+			c.fallbackProcesses = n
 		}
 	}
 }

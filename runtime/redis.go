@@ -47,6 +47,8 @@ type RedisLimiter struct {
 	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
+	// local decides the calls of FailLocal rules that Redis cannot decide.
+	local *MemoryLimiter
 	config
 }
 
@@ -54,6 +56,7 @@ type RedisLimiter struct {
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
 	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+	l.local = newFallback(c)
 	l.cluster, _ = client.(*redis.ClusterClient)
 	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
 		l.batcher = &batcher{l: l, max: c.batch}

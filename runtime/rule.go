@@ -40,6 +40,17 @@ const (
 	FailOpen ErrorPolicy = "allow"
 	// FailClosed denies the call with an error wrapping ErrBackend.
 	FailClosed ErrorPolicy = "deny"
+	// FailLocal has the call decided by the limiter's in-process fallback,
+	// a [MemoryLimiter] with the same algorithms and the same limits (after
+	// overrides), so an outage never lifts a limit. The decisions report
+	// [SourceFallback] to the hook. Each process enforces the limits on its
+	// own: N processes admit up to N times a limit during an outage unless
+	// [WithFallbackProcesses] gives each a share. When Redis answers again
+	// it decides again, from the state it kept; the fallback's state is not
+	// written back. A call the fallback cannot decide (a cost above its
+	// process's share of a limit) and a limiter without a fallback (any
+	// but [NewRedis]'s) fail as under FailClosed.
+	FailLocal ErrorPolicy = "local"
 )
 
 // Check asks limiter whether a call with the given per-call key and cost
@@ -79,7 +90,10 @@ const (
 // r.OnError, or when empty the limiter's default (its ErrorPolicy method,
 // see [WithErrorPolicy]; [FailOpen] for a Limiter without one). Under
 // [FailOpen] Check returns nil (the limiter has reported the error to its
-// hook), under [FailClosed] (or any other value) the error. Other errors
+// hook), under [FailLocal] what the limiter's in-process fallback decides
+// (waiting and pacing as for any decision; a shadow rule's would-be
+// denials are reported), and under [FailClosed] (or any other value, or
+// FailLocal when the fallback cannot decide) the error. Other errors
 // are returned whatever the policy: invalid requests (wrapping
 // [ErrInvalidLimit], such as a [*CostError]) are bugs no backend could
 // decide, and a call whose ctx has ended returns an error wrapping
@@ -131,7 +145,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 			}
 		}
 	}
-	d, err := limiter.Allow(ctx, req)
+	d, err := r.allow(ctx, limiter, &req)
 	if err != nil {
 		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
 	}
@@ -148,7 +162,17 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	return r.wait(ctx, limiter, &req, k, joinLine(k, &d), start)
 }
 
-// failure returns what Check returns when limiter.Allow failed with err.
+// allow asks limiter to decide req, and its fallback when limiter could not.
+func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, error) {
+	d, err := limiter.Allow(ctx, *req)
+	if err != nil {
+		return r.fallback(ctx, limiter, *req, err)
+	}
+	return d, nil
+}
+
+// failure returns what Check returns when no decision was made for the
+// call, because of err.
 func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		if !errors.Is(err, cerr) {
@@ -173,8 +197,11 @@ func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 			p = l.ErrorPolicy()
 		}
 	}
-	if p == "" || p == FailOpen {
+	switch p {
+	case "", FailOpen:
 		return FailOpen
+	case FailLocal:
+		return FailLocal
 	}
 	return FailClosed
 }

@@ -13,8 +13,9 @@ import (
 // at Info and failures at Error. Make one with [NewSlogHook].
 //
 // Each record carries the limit's name, key, cost and the limit it
-// describes; decisions add remaining, retry_after and reset_after, and
-// failures the error. Records below the logger's level cost one Enabled
+// describes; decisions add remaining, retry_after and reset_after (and
+// source when the backend did not make them: "fallback" for [FailLocal]),
+// and failures the error. Records below the logger's level cost one Enabled
 // call.
 //
 // While a circuit breaker is open every call fails at once; those
@@ -89,6 +90,9 @@ func (h *SlogHook) decision(ctx context.Context, level slog.Level, msg string, r
 	attrs = append(attrs, slog.Duration("reset_after", d.ResetAfter))
 	if d.Delay > 0 {
 		attrs = append(attrs, slog.Duration("delay", d.Delay))
+	}
+	if d.Source != SourceBackend {
+		attrs = append(attrs, slog.String("source", d.Source.String()))
 	}
 	h.logger.LogAttrs(ctx, level, msg, attrs...)
 }

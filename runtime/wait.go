@@ -200,7 +200,7 @@ func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, line 
 	if ctx.Err() != nil {
 		return r.stopped(ctx, req, line.latest())
 	}
-	d, err := limiter.Allow(ctx, *req)
+	d, err := r.allow(ctx, limiter, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.stopped(ctx, req, line.latest())

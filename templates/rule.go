@@ -29,6 +29,8 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 		fields = append(fields, jen.Id("OnError").Op(":").Add(r.rt("FailOpen")))
 	case "deny":
 		fields = append(fields, jen.Id("OnError").Op(":").Add(r.rt("FailClosed")))
+	case "local":
+		fields = append(fields, jen.Id("OnError").Op(":").Add(r.rt("FailLocal")))
 	}
 	if rule.Shadow {
 		fields = append(fields, jen.Id("Shadow").Op(":").True())

@@ -116,7 +116,8 @@
 //	            package path, type and method: example.com/svc.Store.Get.
 //	cost=n      units a call takes: a number, or an integer parameter.
 //	wait=d      how long a denied call may wait to be admitted.
-//	onerror=x   allow or deny calls when the limiter fails.
+//	onerror=x   allow, deny or decide locally (local) the calls the
+//	            limiter cannot decide, such as while Redis is down.
 //	shadow=true only report what would be denied.
 //
 // A limited method must return error as its last result. If its first

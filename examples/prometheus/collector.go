@@ -15,6 +15,7 @@ import (
 //	ratelimit_decisions_total{name, decision}  decision: allowed, limited, shadow_limited
 //	ratelimit_near_limit_total{name}           admissions that left at most 10% of the threshold
 //	ratelimit_backend_errors_total{name}       calls the backend could not decide
+//	ratelimit_fallback_decisions_total{name}   decisions of the in-process fallback (onerror=local)
 //
 // name is the limit's name (the method's, or a directive's name=).
 type Collector struct {
@@ -34,6 +35,8 @@ var (
 		"Admissions that left at most 10% of the limit's threshold.", []string{"name"}, nil)
 	backendErrorsDesc = prometheus.NewDesc("ratelimit_backend_errors_total",
 		"Calls the rate limiter's backend could not decide.", []string{"name"}, nil)
+	fallbackDesc = prometheus.NewDesc("ratelimit_fallback_decisions_total",
+		"Decisions made in process while the backend could not decide (onerror=local).", []string{"name"}, nil)
 )
 
 // Describe sends the descriptors of the metrics Collect sends.
@@ -41,6 +44,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- decisionsDesc
 	ch <- nearLimitDesc
 	ch <- backendErrorsDesc
+	ch <- fallbackDesc
 }
 
 // Collect sends the counters of every limit name seen so far.
@@ -56,6 +60,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(decisionsDesc, n.ShadowLimited, name, "shadow_limited")
 		counter(nearLimitDesc, n.NearLimit, name)
 		counter(backendErrorsDesc, n.BackendErrors, name)
+		counter(fallbackDesc, n.Fallback, name)
 	}
 }
 

@@ -36,6 +36,9 @@ func TestCollectorExportsEveryCounter(t *testing.T) {
 	down := ratelimit.NewRedis(unreachable(t), ratelimit.WithHook(metrics))
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
 	require.ErrorIs(t, pay.Check(ctx, down, "", 1), ratelimit.ErrBackend)
+	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
+	require.NoError(t, steady.Check(ctx, down, "", 1))
+	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
 
 	want := `
 # HELP ratelimit_backend_errors_total Calls the rate limiter's backend could not decide.
@@ -43,22 +46,33 @@ func TestCollectorExportsEveryCounter(t *testing.T) {
 ratelimit_backend_errors_total{name="beta"} 0
 ratelimit_backend_errors_total{name="pay"} 1
 ratelimit_backend_errors_total{name="search"} 0
+ratelimit_backend_errors_total{name="steady"} 2
 # HELP ratelimit_decisions_total Rate limit decisions, by limit name and decision.
 # TYPE ratelimit_decisions_total counter
 ratelimit_decisions_total{decision="allowed",name="beta"} 1
 ratelimit_decisions_total{decision="allowed",name="pay"} 0
 ratelimit_decisions_total{decision="allowed",name="search"} 10
+ratelimit_decisions_total{decision="allowed",name="steady"} 1
 ratelimit_decisions_total{decision="limited",name="beta"} 0
 ratelimit_decisions_total{decision="limited",name="pay"} 0
 ratelimit_decisions_total{decision="limited",name="search"} 1
+ratelimit_decisions_total{decision="limited",name="steady"} 1
 ratelimit_decisions_total{decision="shadow_limited",name="beta"} 2
 ratelimit_decisions_total{decision="shadow_limited",name="pay"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="search"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady"} 0
+# HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
+# TYPE ratelimit_fallback_decisions_total counter
+ratelimit_fallback_decisions_total{name="beta"} 0
+ratelimit_fallback_decisions_total{name="pay"} 0
+ratelimit_fallback_decisions_total{name="search"} 0
+ratelimit_fallback_decisions_total{name="steady"} 2
 # HELP ratelimit_near_limit_total Admissions that left at most 10% of the limit's threshold.
 # TYPE ratelimit_near_limit_total counter
 ratelimit_near_limit_total{name="beta"} 1
 ratelimit_near_limit_total{name="pay"} 0
 ratelimit_near_limit_total{name="search"} 2
+ratelimit_near_limit_total{name="steady"} 1
 `
 	require.NoError(t, testutil.CollectAndCompare(NewCollector(metrics), strings.NewReader(want)))
 	problems, err := testutil.CollectAndLint(NewCollector(metrics))

@@ -3,7 +3,9 @@ package options
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
@@ -15,7 +17,7 @@ var srv *redistest.Server
 
 func TestMain(m *testing.M) { redistest.Main(m, &srv) }
 
-type jobs struct{ submitted int }
+type jobs struct{ submitted, steady int }
 
 func (j *jobs) Submit(_ context.Context, _ Region, n int) error {
 	j.submitted += n
@@ -28,6 +30,11 @@ func (*jobs) Smooth(context.Context) error       { return nil }
 func (*jobs) Queue(context.Context) error        { return nil }
 func (*jobs) Observe(context.Context) error      { return nil }
 func (*jobs) Nanos() error                       { return nil }
+
+func (j *jobs) Steady(context.Context, string) error {
+	j.steady++
+	return nil
+}
 
 func (*jobs) Charge(_ context.Context, acct *Account) (struct{ Cents int64 }, error) {
 	return struct{ Cents int64 }{int64(acct.Owner().ID) * 100}, nil
@@ -82,5 +89,54 @@ func TestCostsAndKeys(t *testing.T) {
 		}
 		require.ErrorAs(t, d.Spread(200), &le)
 		require.Equal(t, "200", le.Key)
+	})
+}
+
+// TestLocalFallbackKeepsTheLimit runs onerror=local on a Redis limiter
+// while its server is down: each user gets exactly the threshold, decided
+// in process, and Redis decides again once a server answers there.
+func TestLocalFallbackKeepsTheLimit(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	addr := s.Addr
+	s.Stop()
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { client.Close() })
+	metrics := &ratelimit.Metrics{}
+	j := &jobs{}
+	d := NewJobsWithRateLimit(j, ratelimit.NewRedis(client, ratelimit.WithHook(metrics)))
+	ctx := context.Background()
+	for _, user := range []string{"alice", "bob"} {
+		for i := range 5 {
+			err := d.Steady(ctx, user)
+			if i < 3 {
+				require.NoError(t, err, "%s call %d", user, i)
+			} else {
+				require.ErrorIs(t, err, ratelimit.ErrLimited, "%s call %d", user, i)
+			}
+		}
+	}
+	require.Equal(t, 6, j.steady)
+	name := jobsSteadyRateLimit.Name
+	require.Equal(t, uint64(10), metrics.Snapshot()[name].Fallback)
+
+	s, err = redistest.StartOn(addr)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	require.Eventually(t, func() bool {
+		before := metrics.Snapshot()[name]
+		err := d.Steady(ctx, "carol")
+		after := metrics.Snapshot()[name]
+		return err == nil && after.Fallback == before.Fallback && after.Allowed == before.Allowed+1
+	}, 30*time.Second, 10*time.Millisecond, "Redis never decided again")
+}
+
+func TestLocalWhileTheLimiterDecides(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		d := NewJobsWithRateLimit(&jobs{}, limiter)
+		for range 3 {
+			require.NoError(t, d.Steady(context.Background(), "dan"))
+		}
+		require.ErrorIs(t, d.Steady(context.Background(), "dan"), ratelimit.ErrLimited)
 	})
 }

@@ -41,6 +41,10 @@ type Jobs interface {
 	// Queue fails closed.
 	//ratelimit:period=1 threshold=10 onerror=deny
 	Queue(ctx context.Context) error
+	// Steady is decided in process, against the same limit, while the
+	// limiter cannot decide.
+	//ratelimit:period=1h threshold=3 key=user onerror=local
+	Steady(ctx context.Context, user string) error
 	// Observe only records what would be denied; its limits and options are
 	// spread over three lines.
 	//ratelimit:period=1 threshold=1 shadow=true name=jobs/observe

@@ -13,8 +13,8 @@ import (
 
 // JobsWithRateLimit is a Jobs that asks a ratelimit.Limiter to admit each call
 // of its limited methods (Batch, Charge, Nanos, Observe, Queue, Route, Smooth,
-// Spread, Submit) before calling the wrapped Jobs. A denied call returns the
-// limiter's error, a *ratelimit.LimitError, without calling it.
+// Spread, Steady, Submit) before calling the wrapped Jobs. A denied call
+// returns the limiter's error, a *ratelimit.LimitError, without calling it.
 type JobsWithRateLimit struct {
 	next    Jobs
 	limiter ratelimit.Limiter
@@ -95,6 +95,14 @@ var jobsSmoothRateLimit = &ratelimit.Rule{
 var jobsSpreadRateLimit = &ratelimit.Rule{
 	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Spread",
 	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}},
+}
+
+// jobsSteadyRateLimit is the rule of Jobs.Steady: 3 calls per hour for each
+// user.
+var jobsSteadyRateLimit = &ratelimit.Rule{
+	Name:    "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Steady",
+	Limits:  []ratelimit.Limit{{Period: time.Hour, Threshold: 3}},
+	OnError: ratelimit.FailLocal,
 }
 
 // jobsSubmitRateLimit is the rule of Jobs.Submit: 100 units per minute for each
@@ -188,6 +196,15 @@ func (d *JobsWithRateLimit) Spread(s Shard) error {
 		return err
 	}
 	return d.next.Spread(s)
+}
+
+// Steady calls the wrapped Jobs's Steady if the limiter admits the call under
+// jobsSteadyRateLimit; otherwise it returns the limiter's error.
+func (d *JobsWithRateLimit) Steady(ctx context.Context, user string) error {
+	if err := jobsSteadyRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+		return err
+	}
+	return d.next.Steady(ctx, user)
 }
 
 // Submit calls the wrapped Jobs's Submit if the limiter admits the call under

@@ -12,4 +12,6 @@ type S interface {
 	C() error
 	//ratelimit:period=1 threshold=1 key=missing
 	D() error
+	//ratelimit:period=1 threshold=1 onerror=lcoal
+	E() error
 }
