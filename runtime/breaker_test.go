@@ -19,16 +19,22 @@ import (
 
 var breakerReq = Request{Name: "breaker", Limits: []Limit{{Period: time.Second, Threshold: 100}}}
 
-// failFastClient returns a client of addr that tries each command once.
-// Its timeouts are long, for a loaded machine: the tests' dead servers
-// refuse or drop connections at once.
+// failFastClient returns a client of addr that tries each command once
+// and waits 200 ms for a connection or a reply, so that calls to a stalled
+// server fail.
 func failFastClient(t testing.TB, addr string) *redis.Client {
+	return onceClient(t, addr, 200*time.Millisecond)
+}
+
+// onceClient returns a client of addr that tries each command once and
+// waits up to timeout for a connection or a reply.
+func onceClient(t testing.TB, addr string, timeout time.Duration) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:          addr,
 		MaxRetries:    -1,
 		DialerRetries: 1,
-		DialTimeout:   10 * time.Second,
-		ReadTimeout:   10 * time.Second,
+		DialTimeout:   timeout,
+		ReadTimeout:   timeout,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -258,7 +264,7 @@ func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
 	// A listener that never answers holds the probe until the test drops
 	// it, while the other calls are refused at once.
 	ln := newTestListener(t, true)
-	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(1, 20*time.Millisecond, time.Hour))
+	l := NewRedis(onceClient(t, ln.Addr().String(), time.Minute), WithBreaker(1, 20*time.Millisecond, time.Hour))
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() {
