@@ -32,14 +32,17 @@
 // Optional:
 //
 //   - key: splits the limit per value of a parameter, or of a field or
-//     method reached from it: key=userID, key=req.User.ID. Each segment is
-//     a Go identifier other than _.
+//     method reached from it: key=userID, key=req.User.ID; or per result
+//     of a function of the package or of a package the file imports,
+//     called with such paths: key=principal(ctx), key=auth.Principal(ctx),
+//     key="tenant(ctx, req.Org)" (quoted because of the space). Each
+//     segment is a Go identifier other than _.
 //   - name: the limit identity, shared by every method that uses the same
 //     name; by default the method's full name. ASCII letters, digits, '_',
 //     '.', '-' and '/', starting with a letter or '_': name=search/v2.
 //   - cost: how many units a call takes; a positive whole number
-//     (cost=5, at most the threshold) or the name of an integer parameter
-//     (cost=n). Default 1.
+//     (cost=5, at most the threshold), or a path or a call as for key=
+//     (cost=n, cost=req.Size, cost=weight(req)). Default 1.
 //   - algorithm: one of sliding_log (the default), fixed_window,
 //     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
 //   - burst: the bucket capacity of token_bucket and gcra; a positive whole
@@ -53,6 +56,17 @@
 //     the same limits).
 //   - shadow: true or false; shadow=true reports the calls that would be
 //     denied without ever denying one.
+//   - emptykey: share or deny: what a call whose key is "" does. With
+//     share (the default) such calls share one limit, the key "", like
+//     any other key; with deny each fails, uncharged.
+//
+// A type's doc comment may also hold a line that names its decorator
+// instead of declaring a limit, alone on its line:
+//
+//	//ratelimit:decorator=LimitedStore
+//
+// The value is a Go identifier; the constructor is then NewLimitedStore
+// (newLimitedStore for an unexported name).
 //
 // Each name may appear once. Names are case-sensitive.
 //
@@ -112,16 +126,15 @@ type Directive struct {
 	Period time.Duration
 	// Threshold is the number of calls admitted per Period (threshold=).
 	Threshold int64
-	// Key is the per-call key path (key=): the parameter name followed by
-	// field or method names, e.g. ["req", "User", "ID"]. Nil when absent.
-	Key []string
+	// Key is the per-call key (key=): a path or a call. Nil when absent.
+	Key *Expr
 	// Name overrides the limit identity (name=); empty when absent.
 	Name string
 	// Cost is the static cost (cost=<int>); zero when absent or when
-	// CostParam is set.
+	// CostExpr is set.
 	Cost int64
-	// CostParam is the parameter that gives the cost (cost=<param>).
-	CostParam string
+	// CostExpr gives the cost of each call (cost=<path or call>).
+	CostExpr *Expr
 	// Algorithm is the algorithm name (algorithm=); empty when absent.
 	Algorithm string
 	// Burst is the bucket capacity (burst=); zero when absent.
@@ -134,6 +147,12 @@ type Directive struct {
 	OnError string
 	// Shadow reports shadow=true.
 	Shadow bool
+	// EmptyKey is "share" or "deny" (emptykey=); empty when absent.
+	EmptyKey string
+	// Decorator names the decorator of the type whose doc comment holds
+	// the directive (decorator=). A directive that sets it sets nothing
+	// else and declares no limit.
+	Decorator string
 	// Args holds every name=value pair as written, in order, with its
 	// position, so later checks can point at the offending token. In a
 	// directive with errors it also holds the unknown and repeated names;
@@ -152,6 +171,8 @@ type Arg struct {
 	// ValuePos is the position of the first byte of the value as written
 	// (its opening quote when quoted).
 	ValuePos token.Position
+	// Quoted says the value was written in double quotes.
+	Quoted bool
 }
 
 // Arg returns the argument called name and whether it was given.
@@ -164,11 +185,15 @@ func (d *Directive) Arg(name string) (Arg, bool) {
 	return Arg{}, false
 }
 
-// String renders d as a canonical directive line: period and threshold,
-// then the optional names that are set, in the order of the package doc.
+// String renders d as a canonical directive line: its decorator= alone, or
+// period and threshold, then the optional names that are set, in the order
+// of the package doc.
 // A period or wait of whole seconds is rendered as a number of seconds.
 // Parsing the result gives back d's values.
 func (d *Directive) String() string {
+	if d.Decorator != "" {
+		return Prefix + "decorator=" + d.Decorator
+	}
 	var b strings.Builder
 	b.WriteString(Prefix)
 	b.WriteString("period=" + formatDuration(d.Period))
@@ -176,8 +201,8 @@ func (d *Directive) String() string {
 	add := func(name, value string) {
 		b.WriteString(" " + name + "=" + formatValue(value))
 	}
-	if len(d.Key) > 0 {
-		add("key", strings.Join(d.Key, "."))
+	if d.Key != nil {
+		add("key", d.Key.String())
 	}
 	if d.Name != "" {
 		add("name", d.Name)
@@ -185,8 +210,8 @@ func (d *Directive) String() string {
 	if d.Cost != 0 {
 		add("cost", strconv.FormatInt(d.Cost, 10))
 	}
-	if d.CostParam != "" {
-		add("cost", d.CostParam)
+	if d.CostExpr != nil {
+		add("cost", d.CostExpr.String())
 	}
 	if d.Algorithm != "" {
 		add("algorithm", d.Algorithm)
@@ -205,6 +230,9 @@ func (d *Directive) String() string {
 	}
 	if d.Shadow {
 		add("shadow", "true")
+	}
+	if d.EmptyKey != "" {
+		add("emptykey", d.EmptyKey)
 	}
 	return b.String()
 }

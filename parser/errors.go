@@ -15,24 +15,52 @@ type Error struct {
 	Pos token.Position
 	// Msg describes the problem: lower case, no trailing period.
 	Msg string
+	// Notes point at other places the problem involves, such as the first
+	// of two duplicates.
+	Notes []Note
 }
 
-// Error returns "file:line:col: msg", like the Go compiler. When Pos has
-// neither a file name nor a line, it returns just Msg.
+// Note is another place an Error involves.
+type Note struct {
+	Pos token.Position
+	Msg string
+}
+
+// Error returns "file:line:col: msg", like the Go compiler, followed by
+// each note on a line of its own, indented by a tab, as the compiler
+// prints "other declaration of x". A position with neither a file name
+// nor a line is left out.
 func (e *Error) Error() string {
-	if e.Pos.Filename != "" || e.Pos.IsValid() {
-		return e.Pos.String() + ": " + e.Msg
+	var b strings.Builder
+	b.WriteString(withPos(e.Pos, e.Msg))
+	for _, n := range e.Notes {
+		b.WriteString("\n\t" + withPos(n.Pos, n.Msg))
 	}
-	return e.Msg
+	return b.String()
+}
+
+func withPos(pos token.Position, msg string) string {
+	if pos.Filename != "" || pos.IsValid() {
+		return pos.String() + ": " + msg
+	}
+	return msg
+}
+
+// AddNote adds a note at pos whose message is fmt.Sprintf(format, args...).
+func (e *Error) AddNote(pos token.Position, format string, args ...any) {
+	e.Notes = append(e.Notes, Note{Pos: pos, Msg: fmt.Sprintf(format, args...)})
 }
 
 // ErrorList collects diagnostics. The zero value is an empty list ready to
 // use.
 type ErrorList []*Error
 
-// Add appends a diagnostic at pos whose message is fmt.Sprintf(format, args...).
-func (l *ErrorList) Add(pos token.Position, format string, args ...any) {
-	*l = append(*l, &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)})
+// Add appends a diagnostic at pos whose message is fmt.Sprintf(format,
+// args...) and returns it, for notes.
+func (l *ErrorList) Add(pos token.Position, format string, args ...any) *Error {
+	e := &Error{Pos: pos, Msg: fmt.Sprintf(format, args...)}
+	*l = append(*l, e)
+	return e
 }
 
 // Sort sorts the list in place by file name, line, column, then message.

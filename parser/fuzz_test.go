@@ -22,6 +22,9 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:period=1 threshold=9 onerror=local",
 		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",
 		"//ratelimit:period=2ms threshold=67108864 algorithm=fixed_window",
+		"//ratelimit:decorator=LimitedStore",
+		`//ratelimit:period=1 threshold=9 key="auth.Principal(ctx, req.ID)" cost=w(n) emptykey=deny`,
+		"//ratelimit:decorator=Limited period=1 threshold=1",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",
 		"//ratelimit:period=3x threshhold=0 key=_ burst=1",
@@ -49,7 +52,11 @@ func FuzzParseComment(f *testing.F) {
 		if d == nil || len(errs) > 0 {
 			return
 		}
-		if d.Period < time.Microsecond || d.Threshold <= 0 {
+		if d.Decorator != "" {
+			if !reflect.DeepEqual(*d, Directive{Pos: d.Pos, Decorator: d.Decorator, Args: d.Args}) || len(d.Args) != 1 {
+				t.Fatalf("accepted %q: decorator= with more: %+v", text, d)
+			}
+		} else if d.Period < time.Microsecond || d.Threshold <= 0 {
 			t.Fatalf("accepted %q: period %v, threshold %d", text, d.Period, d.Threshold)
 		}
 		window := d.Algorithm == "fixed_window" || d.Algorithm == "sliding_window"

@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"cmp"
 	"go/ast"
 	"go/token"
 	"strconv"
@@ -126,7 +127,7 @@ func (p *lineParser) parseArg(start int) int {
 	case value == "":
 		p.errorf(start, "empty value for %s", name)
 	default:
-		p.addArg(Arg{Name: name, Value: value, NamePos: p.at(start), ValuePos: p.at(eq + 1)})
+		p.addArg(Arg{Name: name, Value: value, NamePos: p.at(start), ValuePos: p.at(eq + 1), Quoted: p.text[eq+1] == '"'})
 	}
 	return end
 }
@@ -201,7 +202,7 @@ func (p *lineParser) addArg(a Arg) {
 	}
 	target := p.d
 	if first, dup := p.first[a.Name]; dup {
-		p.errs.Add(a.NamePos, "duplicate %s (first at %s)", a.Name, first)
+		p.errs.Add(a.NamePos, "duplicate %s", a.Name).AddNote(first, "first %s", a.Name)
 		target = &Directive{} // check the value, but keep the first one
 	} else {
 		p.first[a.Name] = a.NamePos
@@ -225,6 +226,12 @@ const maxSlidingWindowThreshold = 1<<26 - 1
 // the algorithm when the algorithm itself was invalid, which is reported
 // already (p.d.Algorithm is then empty).
 func (p *lineParser) checkArgs() {
+	if pos, ok := p.first["decorator"]; ok || p.mentioned["decorator"] {
+		if len(p.mentioned) > 1 {
+			p.errs.Add(cmp.Or(pos, p.pos), "decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own")
+		}
+		return
+	}
 	for _, name := range []string{"period", "threshold"} {
 		if !p.mentioned[name] {
 			p.errs.Add(p.pos, "missing required %s", name)

@@ -92,15 +92,29 @@ func TestValidDirectives(t *testing.T) {
 		{`//ratelimit:period=1 threshold=1 name="api/v2\x2dsearch"`,
 			Directive{Period: time.Second, Threshold: 1, Name: "api/v2-search"}},
 		{"//ratelimit:period=1 threshold=1 key=userID",
-			Directive{Period: time.Second, Threshold: 1, Key: []string{"userID"}}},
+			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"userID"}}}},
+		// Keys and costs from functions of the package or of an import.
+		{"//ratelimit:period=1 threshold=1 key=principal(ctx)",
+			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"principal"}, Call: true, Args: [][]string{{"ctx"}}}}},
+		{`//ratelimit:period=1 threshold=1 key="auth.Principal(ctx, req.Token)" emptykey=deny`,
+			Directive{Period: time.Second, Threshold: 1, EmptyKey: "deny",
+				Key: &Expr{Path: []string{"auth", "Principal"}, Call: true, Args: [][]string{{"ctx"}, {"req", "Token"}}}}},
+		{"//ratelimit:period=1 threshold=9 key=tenant() cost=weight(req) emptykey=share",
+			Directive{Period: time.Second, Threshold: 9, EmptyKey: "share",
+				Key: &Expr{Path: []string{"tenant"}, Call: true}, CostExpr: &Expr{Path: []string{"weight"}, Call: true, Args: [][]string{{"req"}}}}},
+		{"//ratelimit:period=1 threshold=9 cost=req.Size",
+			Directive{Period: time.Second, Threshold: 9, CostExpr: &Expr{Path: []string{"req", "Size"}}}},
+		// A type's decorator is named alone on its line.
+		{"//ratelimit:decorator=LimitedStore", Directive{Decorator: "LimitedStore"}},
+		{"//ratelimit:decorator=limitedStore", Directive{Decorator: "limitedStore"}},
 		{"//ratelimit:period=1 threshold=1 key=req.User.ID",
-			Directive{Period: time.Second, Threshold: 1, Key: []string{"req", "User", "ID"}}},
+			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"req", "User", "ID"}}}},
 		{"//ratelimit:period=1 threshold=1 key=über.Größe",
-			Directive{Period: time.Second, Threshold: 1, Key: []string{"über", "Größe"}}},
+			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"über", "Größe"}}}},
 		{"//ratelimit:period=1 threshold=1 name=_internal.search-v2/get",
 			Directive{Period: time.Second, Threshold: 1, Name: "_internal.search-v2/get"}},
 		{"//ratelimit:period=1 threshold=10 cost=10", Directive{Period: time.Second, Threshold: 10, Cost: 10}},
-		{"//ratelimit:period=1 threshold=10 cost=n", Directive{Period: time.Second, Threshold: 10, CostParam: "n"}},
+		{"//ratelimit:period=1 threshold=10 cost=n", Directive{Period: time.Second, Threshold: 10, CostExpr: &Expr{Path: []string{"n"}}}},
 		{"//ratelimit:period=1 threshold=1 algorithm=sliding_log",
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "sliding_log"}},
 		{"//ratelimit:period=1 threshold=1 algorithm=fixed_window",
@@ -133,7 +147,7 @@ func TestValidDirectives(t *testing.T) {
 		{"//ratelimit:period=1 threshold=1 shadow=true", Directive{Period: time.Second, Threshold: 1, Shadow: true}},
 		{"//ratelimit:period=1 threshold=1 shadow=false", Directive{Period: time.Second, Threshold: 1}},
 		{"//ratelimit:period=1m threshold=100 key=req.UserID name=search cost=n algorithm=token_bucket burst=200 wait=1s onerror=deny shadow=true",
-			Directive{Period: time.Minute, Threshold: 100, Key: []string{"req", "UserID"}, Name: "search", CostParam: "n",
+			Directive{Period: time.Minute, Threshold: 100, Key: &Expr{Path: []string{"req", "UserID"}}, Name: "search", CostExpr: &Expr{Path: []string{"n"}},
 				Algorithm: "token_bucket", Burst: 200, Wait: time.Second, OnError: "deny", Shadow: true}},
 	}
 	for _, tt := range tests {
@@ -177,15 +191,37 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
-			"x.go:5:36: duplicate period (first at x.go:5:14)",
+			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
 		}},
 		{"//ratelimit:period=30 threshold=2 period=x", []string{
-			"x.go:5:36: duplicate period (first at x.go:5:14)",
+			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
 			`x.go:5:43: period "x": ` + wantDuration,
 		}},
+		{"//ratelimit:decorator=Limited period=30 threshold=2", []string{
+			"x.go:5:14: decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own",
+		}},
+		{"//ratelimit:period=30 decorator=Limited", []string{
+			"x.go:5:24: decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own",
+		}},
+		{"//ratelimit:period=1 threshold=1 key=f(ctx", []string{
+			`x.go:5:39: key "f(ctx": a call must end with ")" and have paths as arguments: principal(ctx)`,
+		}},
+		{"//ratelimit:period=1 threshold=1 key=a.b.c(ctx)", []string{
+			`x.go:5:39: key "a.b.c(ctx)": want a function of the package or of an imported one: principal(ctx) or auth.Principal(ctx)`,
+		}},
+		{"//ratelimit:period=1 threshold=1 cost=f(g(x))", []string{
+			`x.go:5:40: cost "f(g(x))": a call must end with ")" and have paths as arguments: principal(ctx)`,
+		}},
+		{"//ratelimit:period=1 threshold=1 key=f(a,,b)", []string{
+			`x.go:5:39: key "f(a,,b)": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
+		}},
+		{"//ratelimit:period=1 threshold=1 emptykey=no", []string{`x.go:5:44: emptykey "no": want share or deny`}},
+		{"//ratelimit:decorator=1x", []string{`x.go:5:24: decorator "1x": want a Go identifier to name the decorator type`}},
+		{"//ratelimit:decorator=_", []string{`x.go:5:24: decorator "_": want a Go identifier to name the decorator type`}},
+		{"//ratelimit:decorator=A decorator=B", []string{"x.go:5:26: duplicate decorator\n\tx.go:5:14: first decorator"}},
 		{"//ratelimit:period 30 threshold=2", []string{
 			`x.go:5:14: expected name=value, found "period"`,
 			`x.go:5:21: expected name=value, found "30"`,
@@ -233,10 +269,10 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:40: key "req._": the blank identifier _ names no parameter or field`,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=req..ID", []string{
-			`x.go:5:40: key "req..ID": want a parameter name or a path such as req.User.ID`,
+			`x.go:5:40: key "req..ID": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=req.", []string{
-			`x.go:5:40: key "req.": want a parameter name or a path such as req.User.ID`,
+			`x.go:5:40: key "req.": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=1x", []string{`x.go:5:40: key "1x": "1x" is not a Go identifier`}},
 		{"//ratelimit:period=30 threshold=2 key=user-id", []string{
@@ -256,10 +292,10 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=30 threshold=2 cost=0", []string{`x.go:5:41: cost "0": must be positive`}},
 		{"//ratelimit:period=30 threshold=2 cost=-1", []string{`x.go:5:41: cost "-1": must be positive`}},
 		{"//ratelimit:period=30 threshold=2 cost=1.5", []string{
-			`x.go:5:41: cost "1.5": want a positive whole number or a parameter name`,
+			`x.go:5:41: cost "1.5": want a positive whole number, a parameter, a path or a function call`,
 		}},
 		{"//ratelimit:period=30 threshold=2 cost=a-b", []string{
-			`x.go:5:41: cost "a-b": want a positive whole number or a parameter name`,
+			`x.go:5:41: cost "a-b": "a-b" is not a Go identifier`,
 		}},
 		{"//ratelimit:period=30 threshold=2 cost=_", []string{
 			`x.go:5:41: cost "_": the blank identifier _ names no parameter or field`,
@@ -329,9 +365,9 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
-			"x.go:5:47: duplicate period (first at x.go:5:14)",
+			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
 	}
 	for _, tt := range tests {
@@ -484,7 +520,7 @@ func TestParseCommentGroupCRLF(t *testing.T) {
 	ds, errs := ParseCommentGroup(fset, methodDoc(t, f, "Do"))
 	require.Empty(t, errorStrings(errs))
 	require.Len(t, ds, 1)
-	assert.Equal(t, []string{"id"}, ds[0].Key)
+	assert.Equal(t, &Expr{Path: []string{"id"}}, ds[0].Key)
 }
 
 func TestParseCommentOrdinary(t *testing.T) {
@@ -519,7 +555,7 @@ func TestLongLines(t *testing.T) {
 
 	d, errs := ParseComment(pos, "//ratelimit:period=1 threshold=1 key="+strings.Repeat("a.", 1<<16)+"b")
 	assert.Empty(t, errs)
-	assert.Len(t, d.Key, 1<<16+1)
+	assert.Len(t, d.Key.Path, 1<<16+1)
 }
 
 func TestString(t *testing.T) {
@@ -532,6 +568,9 @@ func TestString(t *testing.T) {
 		{"//ratelimit:period=1500ms threshold=2", "//ratelimit:period=1.5s threshold=2"},
 		{`//ratelimit:shadow=true onerror=deny wait=1ms burst=3 algorithm=gcra cost=n name="a" key=req.ID period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=req.ID name=a cost=n algorithm=gcra burst=3 wait=1ms onerror=deny shadow=true"},
+		{`//ratelimit:decorator="Limited"`, "//ratelimit:decorator=Limited"},
+		{`//ratelimit:emptykey=deny key="f(a, b.C)" cost="g( n )" period=1 threshold=5`,
+			"//ratelimit:period=1 threshold=5 key=f(a,b.C) cost=g(n) emptykey=deny"},
 		{"//ratelimit:onerror=local period=1 threshold=5", "//ratelimit:period=1 threshold=5 onerror=local"},
 		{"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9 wait=0 shadow=false",
 			"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9"},

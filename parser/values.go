@@ -37,6 +37,8 @@ var options = []option{
 	{"wait", setWait},
 	{"onerror", setOnError},
 	{"shadow", setShadow},
+	{"emptykey", setEmptyKey},
+	{"decorator", setDecorator},
 }
 
 // optionNames lists the names of options, in order.
@@ -81,17 +83,9 @@ func setThreshold(d *Directive, s string) error {
 }
 
 func setKey(d *Directive, s string) error {
-	segments := strings.Split(s, ".")
-	for _, seg := range segments {
-		if seg == "" {
-			return errors.New("want a parameter name or a path such as req.User.ID")
-		}
-		if err := checkIdent(seg); err != nil {
-			return err
-		}
-	}
-	d.Key = segments
-	return nil
+	e, err := parseExpr(s)
+	d.Key = e
+	return err
 }
 
 func setName(d *Directive, s string) error {
@@ -102,26 +96,20 @@ func setName(d *Directive, s string) error {
 	return nil
 }
 
-// setCost accepts a positive whole number (Cost) or a parameter name
-// (CostParam). A value that starts like a number is taken as a number.
+// setCost accepts a positive whole number (Cost), or a path or a call
+// (CostExpr). A value that starts like a number is taken as a number.
 func setCost(d *Directive, s string) error {
-	errWant := errors.New("want a positive whole number or a parameter name")
 	if s[0] == '+' || s[0] == '-' || isDigit(s[0]) {
 		n, err := parseCount(s)
 		if err == errWantCount {
-			return errWant
+			return errors.New("want a positive whole number, a parameter, a path or a function call")
 		}
 		d.Cost = n
 		return err
 	}
-	if !token.IsIdentifier(s) && !token.IsKeyword(s) {
-		return errWant
-	}
-	if err := checkIdent(s); err != nil {
-		return err
-	}
-	d.CostParam = s
-	return nil
+	e, err := parseExpr(s)
+	d.CostExpr = e
+	return err
 }
 
 func setAlgorithm(d *Directive, s string) error {
@@ -182,6 +170,23 @@ func setShadow(d *Directive, s string) error {
 	default:
 		return errors.New("want true or false")
 	}
+	return nil
+}
+
+func setEmptyKey(d *Directive, s string) error {
+	if s != "share" && s != "deny" {
+		return errors.New("want share or deny")
+	}
+	d.EmptyKey = s
+	return nil
+}
+
+// setDecorator accepts the name of a Go type to declare.
+func setDecorator(d *Directive, s string) error {
+	if !token.IsIdentifier(s) || s == "_" {
+		return errors.New("want a Go identifier to name the decorator type")
+	}
+	d.Decorator = s
 	return nil
 }
 

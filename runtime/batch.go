@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -86,17 +88,44 @@ type batchCall struct {
 	err  error
 }
 
-// batcher groups concurrent calls of a limiter into one script run. At
-// most one batch is in flight; the calls that arrive meanwhile queue, and
-// when the batch returns, the first of them becomes the leader that sends
-// the next batch, so every goroutine sends at most one batch.
+// batcher groups concurrent calls of a limiter into one script run. The
+// calls that arrive while a call or batch is in flight queue, and when it
+// returns, the first of them becomes the leader that sends the next
+// batch, so every goroutine sends at most one batch. A queued call waits
+// for that at most linger: then it leads a batch of its own, sent while
+// the other is still in flight, so that no call waits for two round trips.
 type batcher struct {
-	l   *RedisLimiter
-	max int
+	l      *RedisLimiter
+	max    int
+	linger time.Duration
+	// after waits; tests replace it.
+	after func(time.Duration) <-chan time.Time
 
 	mu    sync.Mutex
 	queue []*batchCall
 	busy  bool // a call or batch is in flight or about to be; false only when the queue is empty
+}
+
+// newBatcher returns the batcher of l, which sends batches of at most max
+// calls with client, or nil when batching is off or client's keys may
+// live on several nodes.
+func newBatcher(l *RedisLimiter, client redis.UniversalClient, max int) *batcher {
+	c, ok := client.(*redis.Client)
+	if max < 2 || !ok {
+		return nil
+	}
+	return &batcher{l: l, max: max, linger: batchLinger(c.Options().ReadTimeout), after: time.After}
+}
+
+// batchLinger is how long a queued call waits for the call or batch in
+// flight before it is sent in a batch of its own: a tenth of the client's
+// ReadTimeout (of go-redis's default, 5s, when reads have no timeout), so
+// a batched call waits at most 1.1 times the ReadTimeout.
+func batchLinger(readTimeout time.Duration) time.Duration {
+	if readTimeout <= 0 {
+		readTimeout = 5 * time.Second
+	}
+	return readTimeout / 10
 }
 
 // allow decides req, which is valid, in a batch. An error is the client's,
@@ -116,19 +145,54 @@ func (b *batcher) allow(ctx context.Context, req *Request) (Decision, error) {
 	c := &batchCall{req: &r, wake: make(chan struct{}, 1)}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	select {
-	case <-c.wake:
-	case <-ctx.Done():
-		if b.abandon(c) {
-			return Decision{}, fmt.Errorf("gave up waiting for a batched decision: %w", ctx.Err())
-		}
-		// Decided meanwhile: a decision is better than an error.
+	if err := b.await(ctx, c); err != nil {
+		return Decision{}, err
 	}
 	if c.state == callDone {
 		return c.d, c.err
 	}
 	b.send(ctx, c)
 	return c.d, c.err
+}
+
+// await waits until the queued call c is done or is to lead a batch, and
+// makes it the leader when it has waited linger. It returns an error when
+// ctx ends before c is done, unless c's batch is yet to be sent.
+func (b *batcher) await(ctx context.Context, c *batchCall) error {
+	linger := b.after(b.linger)
+	for {
+		select {
+		case <-c.wake:
+			return nil
+		case <-linger:
+			linger = nil
+			if b.lead(c) {
+				return nil
+			}
+			// In another's batch on its way: wait for it.
+		case <-ctx.Done():
+			if b.abandon(c) {
+				return fmt.Errorf("gave up waiting for a batched decision: %w", ctx.Err())
+			}
+			return nil // decided meanwhile: a decision is better than an error
+		}
+	}
+}
+
+// lead makes the queued call c the leader of the next batch, unless it is
+// in a batch already (it returns false then).
+func (b *batcher) lead(c *batchCall) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch c.state {
+	case callQueued:
+		b.queue = slices.DeleteFunc(b.queue, func(q *batchCall) bool { return q == c })
+		c.state = callLeading
+		return true
+	case callLeading:
+		return true // made the leader meanwhile; its wake is left unread
+	}
+	return false
 }
 
 // abandon takes c, whose context ended, out of the batching, unless it is
@@ -140,41 +204,38 @@ func (b *batcher) abandon(c *batchCall) bool {
 	switch c.state {
 	case callDone:
 		return false
-	case callQueued, callLeading:
-		for i, q := range b.queue {
-			if q == c {
-				b.queue = append(b.queue[:i], b.queue[i+1:]...)
-				break
-			}
-		}
-		if c.state == callLeading {
-			if next := b.handOff(); next != nil {
-				next.wake <- struct{}{}
-			}
+	case callQueued:
+		b.queue = slices.DeleteFunc(b.queue, func(q *batchCall) bool { return q == c })
+	case callLeading:
+		if next := b.handOff(); next != nil {
+			next.wake <- struct{}{}
 		}
 	}
 	return true
 }
 
-// handOff makes the first queued call the leader and returns it, or
-// records that nobody leads when the queue is empty. b.mu is held.
+// handOff makes the first queued call the leader, taking it out of the
+// queue, and returns it, or records that nobody leads when the queue is
+// empty. b.mu is held.
 func (b *batcher) handOff() *batchCall {
 	if len(b.queue) == 0 {
 		b.busy = false
 		return nil
 	}
 	next := b.queue[0]
+	b.queue = slices.Delete(b.queue, 0, 1)
 	next.state = callLeading
 	return next
 }
 
-// send decides a batch of queued calls, starting with self, the leader,
-// then wakes them and the next leader.
+// send decides a batch of self, the leader, and the first max-1 queued
+// calls, then wakes them.
 func (b *batcher) send(ctx context.Context, self *batchCall) {
 	b.mu.Lock()
-	n := min(len(b.queue), b.max)
-	calls := make([]*batchCall, n)
-	copy(calls, b.queue)
+	n := min(len(b.queue), b.max-1)
+	calls := make([]*batchCall, n+1)
+	calls[0] = self
+	copy(calls[1:], b.queue[:n])
 	rest := copy(b.queue, b.queue[n:])
 	clear(b.queue[rest:])
 	b.queue = b.queue[:rest]
@@ -183,7 +244,7 @@ func (b *batcher) send(ctx context.Context, self *batchCall) {
 	}
 	b.mu.Unlock()
 
-	if n == 1 {
+	if n == 0 {
 		// Alone: the plain script, on the caller's own context.
 		self.d, self.err = b.l.decide(ctx, self.req)
 	} else {
@@ -192,10 +253,8 @@ func (b *batcher) send(ctx context.Context, self *batchCall) {
 	}
 
 	b.done(calls)
-	for _, c := range calls {
-		if c != self {
-			c.wake <- struct{}{}
-		}
+	for _, c := range calls[1:] {
+		c.wake <- struct{}{}
 	}
 }
 

@@ -45,6 +45,13 @@ func patientRedis(t *testing.T, opts ...Option) *RedisLimiter {
 	return NewRedis(c, opts...)
 }
 
+// noLinger makes the queued calls of l wait for the batch in flight
+// however long it takes, so that a test decides when batches go.
+func noLinger(l *RedisLimiter) *RedisLimiter {
+	l.batcher.after = func(time.Duration) <-chan time.Time { return nil }
+	return l
+}
+
 // queued returns how many calls wait in l's batching queue.
 func queued(l *RedisLimiter) int {
 	l.batcher.mu.Lock()
@@ -244,7 +251,7 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 	for _, alg := range Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			hook := &batchHook{}
-			l := patientRedis(t, WithBatching(16), WithHook(hook))
+			l := noLinger(patientRedis(t, WithBatching(16), WithHook(hook)))
 			lim := []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}
 			ctx := context.Background()
 			require.NoError(t, rdb(t).Set(ctx, l.Key("wt", "bad", 0, alg), "x", 0).Err())
@@ -302,7 +309,7 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 // context.Canceled, uncharged, and the call queued after it is decided.
 func TestBatchedCallCancelledWhileQueued(t *testing.T) {
 	hook := &batchHook{}
-	l := patientRedis(t, WithBatching(8), WithHook(hook))
+	l := noLinger(patientRedis(t, WithBatching(8), WithHook(hook)))
 	req := func(key string) Request {
 		return Request{Name: "cancel", Key: key, Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
 	}
@@ -350,12 +357,18 @@ func TestBatcherAbandonedLeaderHandsOn(t *testing.T) {
 	b := &batcher{max: 8}
 	first := &batchCall{state: callLeading, wake: make(chan struct{}, 1)}
 	second := &batchCall{state: callQueued, wake: make(chan struct{}, 1)}
-	b.queue, b.busy = []*batchCall{first, second}, true
+	third := &batchCall{state: callQueued, wake: make(chan struct{}, 1)}
+	b.queue, b.busy = []*batchCall{second, third}, true // a leader leaves the queue
 
 	require.True(t, b.abandon(first))
-	require.Equal(t, []*batchCall{second}, b.queue)
+	require.Equal(t, []*batchCall{third}, b.queue)
 	require.Equal(t, callLeading, second.state)
 	require.Len(t, second.wake, 1)
+	require.True(t, b.busy)
+
+	require.True(t, b.abandon(third), "a queued call leaves the queue")
+	require.Empty(t, b.queue)
+	require.Equal(t, callLeading, second.state)
 	require.True(t, b.busy)
 
 	require.True(t, b.abandon(second))
@@ -404,6 +417,7 @@ func TestWithBatchingOnlyOnOneServer(t *testing.T) {
 	c := rdb(t)
 	require.NotNil(t, NewRedis(c).batcher)
 	require.Equal(t, DefaultBatch, NewRedis(c).batcher.max)
+	require.Equal(t, 500*time.Millisecond, NewRedis(c).batcher.linger, "a tenth of the default ReadTimeout")
 	require.Nil(t, NewRedis(c, WithBatching(1)).batcher)
 	require.NotNil(t, NewRedis(c, WithBatching(2)).batcher)
 
@@ -448,4 +462,71 @@ func TestBatcherCostsACallAloneNothing(t *testing.T) {
 		})
 	}
 	assert.Equal(t, allocs(plain), allocs(batched))
+}
+
+// TestBatchedCallWaitsForOneRoundTrip stalls Redis with a call in flight
+// and two calls queued behind it: when the first queued call has waited
+// its linger, it sends both in a batch of their own while the first call
+// is still in flight, instead of waiting for it, and every call is
+// decided once, exactly as the in-process twin decides them.
+func TestBatchedCallWaitsForOneRoundTrip(t *testing.T) {
+	l := patientRedis(t, WithBatching(8))
+	lingers := make(chan chan time.Time, 2)
+	l.batcher.after = func(time.Duration) <-chan time.Time {
+		c := make(chan time.Time, 1)
+		lingers <- c
+		return c
+	}
+	lim := []Limit{{Period: time.Hour, Threshold: 2}}
+	req := Request{Name: "linger", Key: "k", Limits: lim}
+	ctx := context.Background()
+	resume := pauseRedis(t)
+
+	type result struct {
+		d   Decision
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		d, err := l.Allow(ctx, req)
+		first <- result{d, err}
+	}()
+	require.Eventually(t, func() bool { return inFlight(l) }, 10*time.Second, time.Millisecond)
+	queuedResults := make(chan result, 2)
+	for range 2 {
+		go func() {
+			d, err := l.Allow(ctx, req)
+			queuedResults <- result{d, err}
+		}()
+	}
+	linger := <-lingers
+	<-lingers
+	require.Eventually(t, func() bool { return queued(l) == 2 }, 10*time.Second, time.Millisecond)
+
+	linger <- time.Time{}
+	require.Eventually(t, func() bool { return queued(l) == 0 }, 10*time.Second, time.Millisecond, "the lingering call sent no batch")
+	select {
+	case <-first:
+		t.Fatal("Redis answered while paused") // so the batch went after the call in flight
+	default:
+	}
+
+	// Redis wakes: three calls against a threshold of two.
+	resume()
+	var admitted int
+	for _, r := range []result{<-first, <-queuedResults, <-queuedResults} {
+		require.NoError(t, r.err)
+		if r.d.Allowed {
+			admitted++
+		}
+	}
+	twin := NewMemory()
+	var twinAdmitted int
+	for range 3 {
+		if allow(t, twin, req).Allowed {
+			twinAdmitted++
+		}
+	}
+	assert.Equal(t, twinAdmitted, admitted)
+	assert.False(t, allow(t, l, req).Allowed, "no call was charged twice or lost")
 }

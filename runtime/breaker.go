@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"strconv"
@@ -17,11 +18,14 @@ const (
 	// DefaultBreakerFailures is how many consecutive failed calls open the
 	// breaker.
 	DefaultBreakerFailures = 5
-	// DefaultBreakerBackoff is how long the breaker first stays open.
-	DefaultBreakerBackoff = time.Second
-	// DefaultBreakerMaxBackoff bounds how long the breaker stays open as
-	// its back-off doubles.
-	DefaultBreakerMaxBackoff = 30 * time.Second
+	// DefaultBreakerBackoff is how long an open breaker waits before it
+	// first asks Redis whether it is back, and between such probes.
+	DefaultBreakerBackoff = 150 * time.Millisecond
+	// DefaultBreakerMaxBackoff bounds the wait between probes as it
+	// doubles. It equals [DefaultBreakerBackoff]: by default the wait does
+	// not grow, so Redis decides again within about 150ms of its return
+	// however long it was away.
+	DefaultBreakerMaxBackoff = DefaultBreakerBackoff
 )
 
 type breakerConfig struct {
@@ -31,22 +35,36 @@ type breakerConfig struct {
 
 // WithBreaker tunes the circuit breaker of a [RedisLimiter]: after failures
 // consecutive calls failed because Redis was unreachable or unavailable,
-// the limiter stops sending commands for backoff and fails every call at
-// once with a [*BackendError] wrapping [ErrCircuitOpen], so the rule's
-// [ErrorPolicy] applies without waiting for the client's timeouts. When the
-// back-off has passed, one call is let through as a probe: if it succeeds
-// the breaker closes, otherwise it opens again for twice as long, up to
-// maxBackoff. The defaults are [DefaultBreakerFailures],
-// [DefaultBreakerBackoff] and [DefaultBreakerMaxBackoff]; failures <= 0
-// turns the breaker off, and a non-positive duration keeps its default.
-// The memory limiter ignores it. With a Redis Cluster client each master
-// has a breaker of its own, so a master that is down fails only the calls
-// whose keys it holds.
+// the breaker opens, and the limiter stops sending the calls' commands and
+// fails every call at once with a [*BackendError] wrapping
+// [ErrCircuitOpen], so the rule's [ErrorPolicy] applies without waiting for
+// the client's timeouts. While it is open, one goroutine of the breaker
+// asks Redis whether it is back with a probe (a trivial script, EVAL
+// "return 1", on a connection of its own), backoff after the breaker
+// opened and then backoff after each probe began (or when it ended, if it
+// took longer); each failed probe doubles that wait, up to maxBackoff.
+// The first probe that Redis answers closes the breaker (so does a call
+// sent before it opened that Redis answers late), and the goroutine ends.
+// Calls never probe: an open breaker sends Redis at most one probe per
+// backoff, however many calls it refuses.
+//
+// The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
+// [DefaultBreakerMaxBackoff] (at most about 7 probes a second per breaker,
+// and Redis decides again within 150ms of its return, plus the probe's
+// round trip); failures <= 0 turns the breaker off, and a non-positive
+// duration keeps its default. (backoff used to be how long the breaker
+// refused calls before letting one call through as a probe; it is now the
+// wait between background probes.) The memory limiter ignores WithBreaker. With
+// a Redis Cluster client each master has a breaker (and a probe) of its
+// own, so a master that is down fails only the calls whose keys it holds.
+// A probe stops when the client is closed.
 //
 // Only failures of the connection (refused, reset, timed out, pool
 // exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
 // LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
 // context ended counts neither way: the caller gave up, Redis may be fine.
+// A [Hook] that implements [BreakerHook] is told when a breaker opens and
+// closes.
 func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
 	return func(c *config) {
 		c.breaker.failures = failures
@@ -59,104 +77,235 @@ func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
 	}
 }
 
-// breaker is a consecutive-failure circuit breaker. Its closed path is two
-// atomic loads.
-type breaker struct {
-	cfg breakerConfig
-	now func() time.Time
-
-	failures  atomic.Int64 // consecutive failures while closed
-	openUntil atomic.Int64 // Unix ns until which calls fail at once; 0: closed
-	probing   atomic.Bool  // the half-open probe is in flight
-
-	mu      sync.Mutex
-	backoff time.Duration // how long the breaker stays open next time
+// BreakerHook is implemented by a [Hook] that wants to know when a circuit
+// breaker of a [RedisLimiter] opens and closes (see [WithBreaker]), to
+// report an outage once rather than once per failed call. Both methods are
+// called once per change of state, in order, on the goroutine that made
+// it, so they must be quick and must not call the limiter.
+type BreakerHook interface {
+	// BreakerOpened is called when the breaker guarding node (the
+	// client's address, or a cluster master's) opens because of err.
+	BreakerOpened(node string, err error)
+	// BreakerClosed is called when Redis at node answers again after the
+	// breaker was open for the duration open.
+	BreakerClosed(node string, open time.Duration)
 }
 
-// newBreaker returns the breaker for cfg, or nil when it is turned off.
-func newBreaker(cfg breakerConfig) *breaker {
+// BreakerOpened tells each hook that is a [BreakerHook].
+func (m multiHook) BreakerOpened(node string, err error) {
+	for _, h := range m {
+		if bh, ok := h.(BreakerHook); ok {
+			bh.BreakerOpened(node, err)
+		}
+	}
+}
+
+// BreakerClosed tells each hook that is a [BreakerHook].
+func (m multiHook) BreakerClosed(node string, open time.Duration) {
+	for _, h := range m {
+		if bh, ok := h.(BreakerHook); ok {
+			bh.BreakerClosed(node, open)
+		}
+	}
+}
+
+// breaker is a consecutive-failure circuit breaker with a background
+// probe. Its closed path is one or two atomic loads.
+type breaker struct {
+	cfg  breakerConfig
+	node string
+	// ask asks Redis whether it can serve; hook may be nil.
+	ask  func(context.Context) error
+	hook BreakerHook
+	// now and after tell the time and wait; tests replace them.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+
+	failures atomic.Int64 // consecutive failures while closed
+	isOpen   atomic.Bool
+
+	mu       sync.Mutex
+	openedAt time.Time
+	// stop is closed when the breaker closes; it tells the probe of the
+	// current opening (the only one that may close it) to end.
+	stop chan struct{}
+}
+
+// newBreaker returns the breaker for cfg guarding node, which ask probes,
+// or nil when it is turned off.
+func newBreaker(cfg breakerConfig, node string, ask func(context.Context) error, hook BreakerHook) *breaker {
 	if cfg.failures <= 0 {
 		return nil
 	}
 	cfg.maxBackoff = max(cfg.maxBackoff, cfg.backoff)
-	return &breaker{cfg: cfg, now: time.Now, backoff: cfg.backoff}
+	return &breaker{cfg: cfg, node: node, ask: ask, hook: hook, now: time.Now, after: time.After}
 }
 
-// allow reports whether a call may go to Redis, and whether it is the one
-// probe let through once the back-off has passed.
-func (b *breaker) allow() (ok, probe bool) {
-	until := b.openUntil.Load()
-	if until == 0 {
-		return true, false
-	}
-	if b.now().UnixNano() < until {
-		return false, false
-	}
-	if b.probing.CompareAndSwap(false, true) {
-		return true, true
-	}
-	return false, false
-}
+// allow reports whether a call may go to Redis: whether the breaker is
+// closed.
+func (b *breaker) allow() bool { return !b.isOpen.Load() }
 
 // open reports whether calls fail at once now.
-func (b *breaker) open() bool {
-	until := b.openUntil.Load()
-	return until != 0 && (b.now().UnixNano() < until || b.probing.Load())
-}
+func (b *breaker) open() bool { return b.isOpen.Load() }
 
 // succeeded closes the breaker: Redis answered.
 func (b *breaker) succeeded() {
-	if b.openUntil.Load() == 0 && b.failures.Load() == 0 {
+	if !b.isOpen.Load() && b.failures.Load() == 0 {
 		return
 	}
 	b.mu.Lock()
 	b.failures.Store(0)
-	b.openUntil.Store(0)
-	b.backoff = b.cfg.backoff
-	b.probing.Store(false)
-	b.mu.Unlock()
-}
-
-// failed counts a failure and opens the breaker after enough of them; a
-// failed probe opens it again for twice as long.
-func (b *breaker) failed(probe bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if probe {
-		b.backoff = min(2*b.backoff, b.cfg.maxBackoff)
-		b.openUntil.Store(b.now().Add(b.backoff).UnixNano())
-		b.probing.Store(false)
+	if !b.isOpen.Load() {
+		b.mu.Unlock()
 		return
 	}
-	if b.openUntil.Load() != 0 {
-		return // a call sent before the breaker opened
-	}
-	if b.failures.Add(1) >= int64(b.cfg.failures) {
-		b.backoff = b.cfg.backoff
-		b.openUntil.Store(b.now().Add(b.backoff).UnixNano())
+	b.closeLocked()
+}
+
+// closeLocked closes the open breaker, ends its probe and tells the hook.
+// It is called with b.mu held, which keeps the hook's calls in order, and
+// releases it.
+func (b *breaker) closeLocked() {
+	defer b.mu.Unlock()
+	b.isOpen.Store(false)
+	close(b.stop)
+	if b.hook != nil {
+		b.hook.BreakerClosed(b.node, b.now().Sub(b.openedAt))
 	}
 }
 
-// abandoned releases the probe of a call that says nothing about Redis.
-func (b *breaker) abandoned(probe bool) {
-	if probe {
-		b.probing.Store(false)
+// failed counts a failure, caused by err, and opens the breaker after
+// enough of them in a row.
+func (b *breaker) failed(err error) {
+	if b.isOpen.Load() {
+		return // a call sent before the breaker opened
 	}
+	if b.failures.Add(1) < int64(b.cfg.failures) {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.isOpen.Load() {
+		return
+	}
+	b.isOpen.Store(true)
+	b.openedAt = b.now()
+	b.stop = make(chan struct{})
+	go b.probe(b.stop)
+	if b.hook != nil {
+		b.hook.BreakerOpened(b.node, err)
+	}
+}
+
+// probe asks Redis whether it is back until it answers and probe closes
+// the breaker, or stop is closed, or the client is: backoff after the
+// breaker opened, then backoff (doubling up to maxBackoff) after each
+// probe began, or when it ended if it took longer.
+func (b *breaker) probe(stop chan struct{}) {
+	interval, wait := b.cfg.backoff, b.cfg.backoff
+	for {
+		select {
+		case <-stop:
+			return
+		case <-b.after(wait):
+		}
+		began := b.now()
+		err := b.ask(context.Background())
+		if errors.Is(err, redis.ErrClosed) {
+			return // nothing will answer: the breaker stays open
+		}
+		if err == nil || !redisUnavailable(err) {
+			b.closeFor(stop)
+			return
+		}
+		interval = min(2*interval, b.cfg.maxBackoff)
+		wait = max(interval-b.now().Sub(began), 0)
+	}
+}
+
+// closeFor closes the breaker if it is still in the opening whose probe
+// was told to end by stop.
+func (b *breaker) closeFor(stop chan struct{}) {
+	b.mu.Lock()
+	if !b.isOpen.Load() || b.stop != stop {
+		b.mu.Unlock()
+		return
+	}
+	b.failures.Store(0)
+	b.closeLocked()
 }
 
 // record feeds the outcome of a call sent to Redis to the breaker.
-func (b *breaker) record(ctx context.Context, probe bool, err error) {
+func (b *breaker) record(ctx context.Context, err error) {
 	switch {
 	case err == nil:
 		b.succeeded()
 	case ctx.Err() != nil:
-		b.abandoned(probe)
+		// The caller gave up: it says nothing about Redis.
 	case redisUnavailable(err):
-		b.failed(probe)
+		b.failed(err)
 	default: // Redis answered, with an error about this call only
 		b.succeeded()
 	}
 }
+
+// probeNode asks the node of opts whether it runs scripts, with EVAL
+// "return 1" on a connection of its own, dialled with the client's dialer
+// (so with its TLS and, for a failover client, its sentinels), and
+// returns nil when the node answers, or an error that [redisUnavailable]
+// judges. A script, not a PING, because CLIENT PAUSE WRITE (as a manual
+// failover sends) holds scripts and lets PING through. It does not use the
+// client's pool: go-redis stops dialling for a second at a time once its
+// pool has failed PoolSize dials in a row, which a probe of a long outage
+// would bring about, delaying the recovery it is there to notice. Any
+// reply but an error saying the server cannot serve means the node is
+// back: a server that wants AUTH is up, and the calls' own connections
+// authenticate.
+func probeNode(ctx context.Context, opts *redis.Options) error {
+	ctx, cancel := context.WithTimeout(ctx, orDefault(opts.DialTimeout)+orDefault(opts.ReadTimeout))
+	defer cancel()
+	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	if _, err := conn.Write([]byte(probeCommand)); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(line, "-") {
+		return probeReply(strings.TrimSpace(line[1:]))
+	}
+	return nil
+}
+
+// probeCommand is EVAL "return 1" 0 in the Redis protocol.
+const probeCommand = "*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\n"
+
+// orDefault returns d, or go-redis's default timeout (5s) when d is not
+// positive (no timeout).
+func orDefault(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 5 * time.Second
+	}
+	return d
+}
+
+// probeReply is an error reply to a probe.
+type probeReply string
+
+// Error returns the reply.
+func (e probeReply) Error() string { return string(e) }
+
+// RedisError makes probeReply a [redis.Error].
+func (probeReply) RedisError() {}
 
 // unavailableReplies start the error replies of a server that cannot serve
 // any call now.

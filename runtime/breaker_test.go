@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,22 +21,14 @@ import (
 
 var breakerReq = Request{Name: "breaker", Limits: []Limit{{Period: time.Second, Threshold: 100}}}
 
-// failFastClient returns a client of addr that tries each command once
-// and waits 200 ms for a connection or a reply, so that calls to a stalled
-// server fail.
+// failFastClient returns a client of addr that tries each command once.
 func failFastClient(t testing.TB, addr string) *redis.Client {
-	return onceClient(t, addr, 200*time.Millisecond)
-}
-
-// onceClient returns a client of addr that tries each command once and
-// waits up to timeout for a connection or a reply.
-func onceClient(t testing.TB, addr string, timeout time.Duration) *redis.Client {
 	c := redis.NewClient(&redis.Options{
 		Addr:          addr,
 		MaxRetries:    -1,
 		DialerRetries: 1,
-		DialTimeout:   timeout,
-		ReadTimeout:   timeout,
+		DialTimeout:   200 * time.Millisecond,
+		ReadTimeout:   200 * time.Millisecond,
 	})
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -48,63 +42,160 @@ func stoppedAddr(t testing.TB) string {
 	return s.Addr
 }
 
+// breakerEvents is a BreakerHook that records what it is told.
+type breakerEvents struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (e *breakerEvents) BreakerOpened(node string, err error) {
+	e.add(fmt.Sprintf("opened %s: %v", node, err))
+}
+
+func (e *breakerEvents) BreakerClosed(node string, open time.Duration) {
+	e.add(fmt.Sprintf("closed %s after %v", node, open))
+}
+
+func (e *breakerEvents) add(ev string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = append(e.events, ev)
+}
+
+func (e *breakerEvents) list() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.events...)
+}
+
+// replyErr is an error reply of Redis, as the client returns it.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+var _ redis.Error = replyErr("")
+
+// fakeProbe drives a breaker's probe by hand: the test sees each wait the
+// probe asks for, ends it, and answers each probe, on a clock it moves.
+type fakeProbe struct {
+	clock   atomic.Int64 // Unix ns
+	waits   chan time.Duration
+	tick    chan time.Time
+	answers chan func() error
+}
+
+func newFakeProbe(b *breaker) *fakeProbe {
+	f := &fakeProbe{waits: make(chan time.Duration, 1), tick: make(chan time.Time), answers: make(chan func() error)}
+	f.clock.Store(time.Unix(1_700_000_000, 0).UnixNano())
+	b.now = func() time.Time { return time.Unix(0, f.clock.Load()) }
+	b.after = func(d time.Duration) <-chan time.Time {
+		f.waits <- d
+		return f.tick
+	}
+	b.ask = func(context.Context) error { return (<-f.answers)() }
+	return f
+}
+
+func (f *fakeProbe) advance(d time.Duration) { f.clock.Add(int64(d)) }
+
+// probe expects the probe to wait want, ends the wait and answers its
+// probe with answer, after the probe took took.
+func (f *fakeProbe) probe(t *testing.T, want, took time.Duration, answer error) {
+	t.Helper()
+	select {
+	case got := <-f.waits:
+		require.Equal(t, want, got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe did not wait")
+	}
+	f.advance(want)
+	f.tick <- time.Time{}
+	f.answers <- func() error { f.advance(took); return answer }
+}
+
 func TestBreakerStates(t *testing.T) {
-	now := time.Unix(1_700_000_000, 0)
-	b := newBreaker(breakerConfig{failures: 3, backoff: time.Second, maxBackoff: 3 * time.Second})
-	b.now = func() time.Time { return now }
-	mustAllow := func(wantProbe bool) {
-		t.Helper()
-		ok, probe := b.allow()
-		require.True(t, ok)
-		require.Equal(t, wantProbe, probe)
-	}
-	refused := func() {
-		t.Helper()
-		ok, _ := b.allow()
-		require.False(t, ok)
-	}
+	events := &breakerEvents{}
+	b := newBreaker(breakerConfig{failures: 3, backoff: time.Second, maxBackoff: 3 * time.Second}, "node:1", nil, events)
+	f := newFakeProbe(b)
+	down := errors.New("connection refused")
 
 	for range 2 {
-		mustAllow(false)
-		b.failed(false)
+		require.True(t, b.allow())
+		b.failed(down)
 	}
-	mustAllow(false)
 	b.succeeded()
 	for range 2 {
-		mustAllow(false)
-		b.failed(false)
+		b.failed(down)
 	}
-	mustAllow(false)
 	assert.False(t, b.open(), "a success resets the count: 2 failures in a row so far")
-	b.failed(false)
+	assert.Empty(t, events.list())
+	b.failed(down)
 	assert.True(t, b.open())
-	refused()
+	assert.False(t, b.allow(), "an open breaker refuses every call")
+	assert.Equal(t, []string{"opened node:1: connection refused"}, events.list())
 
-	// Half-open after the back-off: one probe, the others still refused.
-	now = now.Add(time.Second)
-	mustAllow(true)
-	refused()
-	b.failed(true)
-	now = now.Add(time.Second)
-	refused() // the back-off doubled to 2s
-	now = now.Add(time.Second)
-	mustAllow(true)
-	b.failed(true)
-	now = now.Add(3 * time.Second) // capped at 3s
-	mustAllow(true)
-	b.abandoned(true) // a cancelled probe says nothing: the next call probes
-	mustAllow(true)
-	b.succeeded()
-	assert.False(t, b.open())
-	mustAllow(false)
-	mustAllow(false)
+	// The probe waits the back-off, then doubles it after each failed
+	// probe, counting from when the probe began, up to the maximum.
+	f.probe(t, time.Second, 500*time.Millisecond, down)
+	f.probe(t, 1500*time.Millisecond, 0, down)
+	f.probe(t, 3*time.Second, 0, down)
+	f.probe(t, 3*time.Second, 5*time.Second, down) // took longer than the wait
+	assert.False(t, b.allow())
+	b.failed(down) // a call sent before the breaker opened
+	f.probe(t, 0, 0, replyErr("LOADING Redis is loading the dataset in memory"))
+	f.probe(t, 3*time.Second, 0, nil)
+	waitClosed(t, b, events, 2)
+	assert.True(t, b.allow())
+	assert.Equal(t, "closed node:1 after 17s", events.list()[1])
 
-	// Closed again with the base back-off.
+	// Open again: the wait starts from the back-off, and a call that Redis
+	// answers late closes the breaker and ends the probe.
 	for range 3 {
-		b.failed(false)
+		b.failed(down)
 	}
-	now = now.Add(time.Second)
-	mustAllow(true)
+	require.True(t, b.open())
+	require.Equal(t, time.Second, <-f.waits)
+	require.True(t, probing(b))
+	b.succeeded()
+	assertNoProbe(t, b)
+	assert.False(t, b.open())
+	require.Len(t, events.list(), 4)
+
+	// A reply that is not about Redis being down closes it too; a closed
+	// client ends the probe and leaves the breaker open.
+	for range 3 {
+		b.failed(down)
+	}
+	f.probe(t, time.Second, 0, replyErr("NOAUTH Authentication required."))
+	waitClosed(t, b, events, 6)
+	for range 3 {
+		b.failed(down)
+	}
+	f.probe(t, time.Second, 0, redis.ErrClosed)
+	assertNoProbe(t, b)
+	assert.True(t, b.open())
+	assert.Len(t, events.list(), 7)
+}
+
+// waitClosed waits until the probe has closed b and events holds n events.
+func waitClosed(t *testing.T, b *breaker, events *breakerEvents, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !b.open() && len(events.list()) == n }, time.Minute, time.Millisecond, "the probe did not close the breaker")
+}
+
+// assertNoProbe waits, under a generous deadline, until no goroutine runs
+// the probe of b (a stack names a method's receiver as its first
+// argument): a probe ends when its breaker closes or its client is closed.
+func assertNoProbe(t *testing.T, b *breaker) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !probing(b) }, time.Minute, 10*time.Millisecond, "the breaker's probe goroutine is left")
+}
+
+// probing reports whether a goroutine runs the probe of b.
+func probing(b *breaker) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fmt.Sprintf("(*breaker).probe(%p", b))
 }
 
 func TestBreakerOffWithZeroFailures(t *testing.T) {
@@ -142,8 +233,8 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 	open := &Rule{Name: "breaker", Limits: breakerReq.Limits, OnError: FailOpen}
 	assert.NoError(t, open.Check(ctx, l, "", 1))
 
-	// A server comes up where the client looks: a probe finds it and the
-	// breaker closes.
+	// A server comes up where the client looks: the background probe
+	// finds it and the breaker closes.
 	s, err := redistest.StartOn(addr)
 	require.NoError(t, err)
 	defer s.Stop()
@@ -155,24 +246,22 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 	d, err := l.Allow(ctx, breakerReq)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
+	assertNoProbe(t, l.breaker)
 }
 
 // testListener accepts connections on loopback and counts them. It closes
 // each at once (a Redis that is there but broken) or, with hold, keeps it
-// open and never answers (a Redis that hangs), until dropHeld or the end
-// of the test.
+// open and never answers (a Redis that hangs), until the test ends.
 type testListener struct {
 	net.Listener
 	accepted atomic.Int64
-
-	mu   sync.Mutex
-	held []net.Conn
 }
 
 func newTestListener(t testing.TB, hold bool) *testListener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	tl := &testListener{Listener: ln}
+	var held []net.Conn
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -181,33 +270,22 @@ func newTestListener(t testing.TB, hold bool) *testListener {
 			if err != nil {
 				return
 			}
+			tl.accepted.Add(1)
 			if hold {
-				tl.mu.Lock()
-				tl.held = append(tl.held, c)
-				tl.mu.Unlock()
+				held = append(held, c)
 			} else {
 				c.Close()
 			}
-			tl.accepted.Add(1)
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		<-done
-		tl.dropHeld()
+		for _, c := range held {
+			c.Close()
+		}
 	})
 	return tl
-}
-
-// dropHeld closes the connections held so far: the commands waiting on
-// them fail at once, as when a hung Redis dies.
-func (tl *testListener) dropHeld() {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	for _, c := range tl.held {
-		c.Close()
-	}
-	tl.held = nil
 }
 
 func TestOpenBreakerSendsNothing(t *testing.T) {
@@ -260,47 +338,43 @@ func TestBreakerIgnoresErrorsThatAreNotRedisBeingDown(t *testing.T) {
 	})
 }
 
-func TestBreakerHalfOpenLetsOneProbeThrough(t *testing.T) {
-	// A listener that never answers holds the probe until the test drops
-	// it, while the other calls are refused at once.
+func TestOpenBreakerProbesInTheBackground(t *testing.T) {
+	// A listener that never answers: each probe is one connection
+	// that times out. The calls are all refused at once, none probes.
 	ln := newTestListener(t, true)
-	l := NewRedis(onceClient(t, ln.Addr().String(), time.Minute), WithBreaker(1, 20*time.Millisecond, time.Hour))
+	const backoff = 20 * time.Millisecond
+	l := NewRedis(failFastClient(t, ln.Addr().String()), WithBreaker(1, backoff, backoff))
 	ctx := context.Background()
-	first := make(chan error, 1)
-	go func() {
-		_, err := l.Allow(ctx, breakerReq)
-		first <- err
-	}()
-	require.Eventually(t, func() bool { return ln.accepted.Load() > 0 }, time.Minute, time.Millisecond)
-	ln.dropHeld()
-	require.NotErrorIs(t, <-first, ErrCircuitOpen)
+	_, err := l.Allow(ctx, breakerReq)
+	require.NotErrorIs(t, err, ErrCircuitOpen)
 	require.True(t, l.CircuitOpen())
-	opened := ln.accepted.Load()
-	time.Sleep(30 * time.Millisecond) // past the back-off
+	opened := time.Now()
+	before := ln.accepted.Load()
 
-	var open, tried atomic.Int64
+	var refused atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, err := l.Allow(ctx, breakerReq)
-			if assert.ErrorIs(t, err, ErrBackend) {
-				if assertIsOpen(err) {
-					open.Add(1)
-				} else {
-					tried.Add(1)
+			for range 200 {
+				_, err := l.Allow(ctx, breakerReq)
+				if assert.ErrorIs(t, err, ErrCircuitOpen) {
+					refused.Add(1)
 				}
+				time.Sleep(time.Millisecond)
 			}
 		})
 	}
-	// The seven refused, the probe held: drop it.
-	require.Eventually(t, func() bool { return open.Load() == 7 && ln.accepted.Load() > opened },
-		time.Minute, time.Millisecond, "%d refused, %d connections", open.Load(), ln.accepted.Load()-opened)
-	ln.dropHeld()
 	wg.Wait()
-	assert.Equal(t, int64(1), tried.Load(), "one probe")
-	assert.Equal(t, int64(7), open.Load())
-	assert.LessOrEqual(t, ln.accepted.Load()-opened, int64(1))
-	assert.True(t, l.CircuitOpen(), "the probe failed: open again")
+	// Let a probe or two happen even on a machine that ran the calls fast.
+	time.Sleep(3 * backoff)
+	elapsed := time.Since(opened)
+	assert.Equal(t, int64(1600), refused.Load())
+	probes := ln.accepted.Load() - before
+	// One probe per back-off at most (each opens a connection here, since
+	// a timed-out connection is closed), whatever the number of calls.
+	assert.LessOrEqual(t, probes, int64(elapsed/backoff)+1, "in %v", elapsed)
+	require.Eventually(t, func() bool { return ln.accepted.Load() > before }, time.Minute, time.Millisecond, "no probe")
+	assert.True(t, l.CircuitOpen(), "the probes failed: still open")
 }
 
 func assertIsOpen(err error) bool {

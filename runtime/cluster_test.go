@@ -48,6 +48,7 @@ func TestCluster(t *testing.T) {
 	t.Run("KeysOfOneCallShareASlot", ct.keysOfOneCallShareASlot)
 	t.Run("KeysSpreadOverMasters", ct.keysSpreadOverMasters)
 	t.Run("HostileKeys", ct.hostileKeys)
+	t.Run("LongKeys", ct.longKeys)
 	t.Run("FallbackDuringStall", ct.fallbackDuringStall)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)

@@ -47,11 +47,20 @@
 //     keeping its state; [NewRedisOverrides] reads them from a Redis hash;
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
-//     so a down Redis costs each call microseconds, not a timeout;
+//     so a down Redis costs each call microseconds, not a timeout, and
+//     probes Redis in the background so that it decides again within about
+//     150ms of its return; a hook that is a [BreakerHook] is told when a
+//     breaker opens and closes;
 //   - [WithBatching] tunes how many concurrent calls the Redis limiter
 //     decides together in one script run, for throughput under load (on
 //     by default; a call alone is sent at once);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
+//
+// A limiter that wraps another, to measure or trace its calls, is a
+// [Wrapper]: [Rule.Check] reads the wrapped limiter's overrides and error
+// policy through its Unwrap method. The modules under adapters/ of the
+// repository export to Prometheus and OpenTelemetry this way, and serve
+// limits over gRPC.
 //
 // # Outages
 //
@@ -68,17 +77,40 @@
 // written back, so a call admitted by the fallback is not charged in Redis.
 //
 // A failing Redis call costs what the client spends on it before the
-// breaker opens: configure the go-redis client with short DialTimeout and
-// ReadTimeout, and MaxRetries: -1 and DialerRetries: 1 so that each call
-// tries once.
+// breaker opens: build the go-redis client with [RedisOptions] (or
+// [ClusterOptions] for a Redis Cluster), which sets short timeouts and one
+// attempt per call (and MaxRedirects 1, so that a master that does not
+// answer costs a call at most two timeouts). A batched call waits for a
+// stalled Redis at most 1.1 times the client's ReadTimeout.
+//
+// # Keys
+//
+// A call's Redis keys are <prefix>{<name>:<key>}:<limit index>:<algorithm>,
+// with '%', '{', '}', ':' and control bytes of the name and the per-call
+// key percent-encoded, so the braces hold the call's one hash tag. A key
+// whose encoded form is longer than 64 bytes is replaced by a stand-in of
+// at most 97 bytes, its first encoded bytes (at most 32), ':' and the hex
+// SHA-256 of the whole key, which is all that is sent to Redis:
+//
+//	ratelimit:{svc.Store.Get:alice}:0:log
+//	ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:1cb20db1d5bd20da3a61933baaa3f6688c07a9a0322c6bb3180f21e9a40a892c}:0:log
+//
+// No encoded key holds a ':', so a stand-in never stands for a short key.
+// [LimitError]'s Key, a [Hook]'s request and [NewMemory]'s state hold the
+// same stand-in, so a Redis key is at most the prefix, the encoded name and
+// 107 bytes (for a call's first ten limits), whatever a caller sends.
 //
 // # HTTP
 //
 // [WriteError] turns a [*LimitError] into a 429 response with Retry-After
 // and the RateLimit-Policy and RateLimit fields of the IETF draft, and
-// [SetHeaders] adds those fields to admitted responses. [Middleware]
-// limits an http.Handler by a [KeyFunc] such as [ClientIP] (which only
-// believes X-Forwarded-For from trusted proxies) or [Header].
+// [SetHeaders] adds those fields to admitted responses, described by
+// [Rule.Admit] (Check that also returns the admitting decision);
+// [SetXRateLimit] sets the older X-RateLimit fields. [Middleware] limits an
+// http.Handler by a [KeyFunc] such as [ClientIP] (which only believes
+// X-Forwarded-For from trusted proxies) or [Header], with options for a
+// deny handler ([WithDenyHandler]), requests to leave alone ([WithSkip])
+// and the X-RateLimit fields ([WithXRateLimit]).
 //
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.

@@ -28,7 +28,14 @@ var (
 type LimitError struct {
 	// Name is the limit identity of the call.
 	Name string
-	// Key is the per-call key, empty when the limit is not keyed.
+	// Key is the per-call key, empty when the limit is not keyed. A key
+	// whose escaped form (as in its Redis key: '%', '{', '}', ':' and
+	// control bytes percent-encoded) is longer than 64 bytes is replaced
+	// by its stand-in, at most 97 bytes: its first escaped bytes (at most
+	// 32), ':' and the hex SHA-256 of the whole key, such as
+	// "Bearer eyJhbGciOiJIUzI1NiIsInR5c:9f86d081…", as it appears in its
+	// Redis key. A key kept as it is is never that long, nor holds a ':'
+	// in its Redis key, so no stand-in equals one.
 	Key string
 	// Limit is the limit that denied the call.
 	Limit Limit

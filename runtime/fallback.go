@@ -22,7 +22,7 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, err
 	}
-	local, ok := limiter.(localFallback)
+	local, ok := innermost(limiter).(localFallback)
 	if !ok {
 		return Decision{}, err
 	}
@@ -45,6 +45,7 @@ func newFallback(c config) *MemoryLimiter {
 // each process's share of its limits, and reports the decision to the hook
 // as one of [SourceFallback]. See [localFallback].
 func (l *RedisLimiter) decideLocally(ctx context.Context, req Request) (Decision, bool) {
+	req.Key = boundKey(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	local := req
 	if n := l.fallbackProcesses; n > 1 {
 		local.Limits = make([]Limit, len(req.Limits))

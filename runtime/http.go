@@ -80,6 +80,40 @@ func SetHeaders(h http.Header, d Decision, l Limit, name string) {
 	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(name), max(d.Remaining, 0), t))
 }
 
+// The X-RateLimit header fields that many clients read, as GitHub's API
+// sends them. Unlike the IETF fields they have room for one limit.
+const (
+	// HeaderXRateLimitLimit is the limit's threshold.
+	HeaderXRateLimitLimit = "X-RateLimit-Limit"
+	// HeaderXRateLimitRemaining is how many units the limit admits now.
+	HeaderXRateLimitRemaining = "X-RateLimit-Remaining"
+	// HeaderXRateLimitReset is when the limit is fully available again,
+	// in Unix seconds.
+	HeaderXRateLimitReset = "X-RateLimit-Reset"
+)
+
+// SetXRateLimit sets on h the X-RateLimit fields that describe the limit
+// l with remaining units left now, fully available again after
+// resetAfter:
+//
+//	X-RateLimit-Limit: <threshold>
+//	X-RateLimit-Remaining: <remaining, at least 0>
+//	X-RateLimit-Reset: <Unix time of now+resetAfter, in seconds, rounded up>
+//
+// replacing any already set. For an admission pass the [Admission]'s
+// Limit, Decision.Remaining and Decision.ResetAfter; for a denial, the
+// [*LimitError]'s Limit, Remaining and ResetAfter.
+func SetXRateLimit(h http.Header, l Limit, remaining int64, resetAfter time.Duration) {
+	reset := time.Now().Add(max(resetAfter, 0))
+	sec := reset.Unix()
+	if reset.Nanosecond() > 0 {
+		sec++
+	}
+	h.Set(HeaderXRateLimitLimit, strconv.FormatInt(l.Threshold, 10))
+	h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(max(remaining, 0), 10))
+	h.Set(HeaderXRateLimitReset, strconv.FormatInt(sec, 10))
+}
+
 func addPolicy(h http.Header, name string, l Limit) {
 	h.Add(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", sfString(name), l.Threshold, max(ceilSeconds(l.Period), 1)))
 }

@@ -188,7 +188,9 @@ type Request struct {
 	// such as "example.com/svc.Store.Get".
 	Name string
 	// Key optionally splits the limit per value, such as a user id. Any
-	// string is safe: it is encoded before it becomes part of a Redis key.
+	// string is safe: it is encoded before it becomes part of a Redis key,
+	// and one longer than 64 encoded bytes is replaced by a stand-in
+	// holding its SHA-256 (see [LimitError]), so keys stay small.
 	Key string
 	// Cost is how many units the call takes; zero means 1.
 	Cost int64
@@ -284,4 +286,17 @@ type Limiter interface {
 	// backend failure, wrapping ErrBackend, or an invalid request); a denied
 	// call is a Decision with Allowed false and a nil error.
 	Allow(ctx context.Context, req Request) (Decision, error)
+}
+
+// Wrapper is a [Limiter] that wraps another, such as one that measures or
+// traces its calls. Its Allow should pass requests on unchanged:
+// [Rule.Check] applies the overrides ([WithOverrides]), the default error
+// policy ([WithErrorPolicy]) and the local fallback ([FailLocal]) of the
+// limiter Unwrap returns (or of the limiter that one wraps, and so on), so
+// wrapping a limiter changes none of its decisions. The fallback's
+// decisions are made without the wrapper's Allow.
+type Wrapper interface {
+	Limiter
+	// Unwrap returns the wrapped limiter.
+	Unwrap() Limiter
 }

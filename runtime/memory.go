@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"time"
 )
@@ -118,6 +119,7 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
+	req.Key = boundKey(req.Key)
 	now := l.now()
 	ek := entryKey{req.Name, req.Key}
 	shard := &l.shards[l.shardOf(ek)]
@@ -171,6 +173,7 @@ func (s *memoryShard) entry(k entryKey, limits int, now int64, max int) *memoryE
 	if !ok {
 		s.makeRoom(now, max)
 		e = &memoryEntry{}
+		k.key = strings.Clone(k.key) // not the larger string it may be cut from
 		s.entries[k] = e
 	}
 	if len(e.limits) < limits {

@@ -17,20 +17,30 @@ type KeyFunc func(*http.Request) (string, error)
 // Middleware limits the requests of an http.Handler, for routes that are
 // not Go methods a generated decorator could wrap: each request is one
 // call of rule with cost 1 and the key that key returns (one shared key
-// when key is nil), checked with [Rule.Check], so the rule's Wait, Shadow
+// when key is nil), checked with [Rule.Admit], so the rule's Wait, Shadow
 // and OnError apply as they do to methods.
 //
-// A denied request gets [WriteError]'s 429 response and does not reach
-// next. A request the limiter could not decide goes to next under
-// [FailOpen], is decided by the local fallback under [FailLocal], and gets
-// 503 Service Unavailable under [FailClosed]; other
-// errors (an invalid rule, a request whose context ended) get 500 and 503.
-// An admitted request reaches next with the RateLimit-Policy and RateLimit
-// fields of [SetHeaders] set, except under a shadow rule, which clients
-// should not see.
-func Middleware(limiter Limiter, rule *Rule, key KeyFunc) func(http.Handler) http.Handler {
+// A denied request gets [WriteError]'s 429 response (or what the handler
+// of [WithDenyHandler] writes) and does not reach next. A request the
+// limiter could not decide goes to next under [FailOpen], is decided by
+// the local fallback under [FailLocal], and gets 503 Service Unavailable
+// under [FailClosed]; other errors (an invalid rule, a request whose
+// context ended) get 500 and 503. An admitted request reaches next with
+// the RateLimit-Policy and RateLimit fields of [SetHeaders] set (and the
+// X-RateLimit fields with [WithXRateLimit]), except under a shadow rule,
+// which clients should not see. Requests that the function of [WithSkip]
+// picks reach next unchecked.
+func Middleware(limiter Limiter, rule *Rule, key KeyFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
+	c := middlewareConfig{deny: writeDenial}
+	for _, o := range opts {
+		o(&c)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.skip != nil && c.skip(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
 			k := ""
 			if key != nil {
 				var err error
@@ -39,24 +49,80 @@ func Middleware(limiter Limiter, rule *Rule, key KeyFunc) func(http.Handler) htt
 					return
 				}
 			}
-			o, err := rule.check(r.Context(), limiter, k, 1)
+			a, err := rule.Admit(r.Context(), limiter, k, 1)
 			if err != nil {
-				if WriteError(w, err) {
-					return
-				}
-				code := http.StatusInternalServerError
-				if errors.Is(err, ErrBackend) || r.Context().Err() != nil {
-					code = http.StatusServiceUnavailable
-				}
-				http.Error(w, http.StatusText(code), code)
+				c.refuse(w, r, err)
 				return
 			}
-			if o.decided && o.d.Allowed && !rule.Shadow && o.d.Limit >= 0 && o.d.Limit < len(o.limits) {
-				SetHeaders(w.Header(), o.d, o.limits[o.d.Limit], rule.Name)
+			if a.Decided {
+				SetHeaders(w.Header(), a.Decision, a.Limit, rule.Name)
+				if c.xRateLimit {
+					SetXRateLimit(w.Header(), a.Limit, a.Decision.Remaining, a.Decision.ResetAfter)
+				}
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// MiddlewareOption configures [Middleware].
+type MiddlewareOption func(*middlewareConfig)
+
+type middlewareConfig struct {
+	deny       func(http.ResponseWriter, *http.Request, *LimitError)
+	skip       func(*http.Request) bool
+	xRateLimit bool
+}
+
+// WithDenyHandler makes [Middleware] answer a denied request with deny,
+// given the denial, instead of [WriteError]'s 429 Too Many Requests, such
+// as to write a JSON body in the API's own error format. deny writes the
+// whole response: call [WriteError] from it to keep the default status
+// and fields and only add to them.
+func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, err *LimitError)) MiddlewareOption {
+	return func(c *middlewareConfig) {
+		if deny != nil {
+			c.deny = deny
+		}
+	}
+}
+
+// WithSkip makes [Middleware] pass the requests for which skip returns
+// true to the next handler unchecked: they are neither counted nor
+// limited, and get no RateLimit fields (such as health checks, or clients
+// on an allowlist).
+func WithSkip(skip func(r *http.Request) bool) MiddlewareOption {
+	return func(c *middlewareConfig) { c.skip = skip }
+}
+
+// WithXRateLimit makes [Middleware] also set the X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset fields ([SetXRateLimit]),
+// which many clients read, beside the IETF RateLimit fields, on admitted
+// and denied responses.
+func WithXRateLimit() MiddlewareOption {
+	return func(c *middlewareConfig) { c.xRateLimit = true }
+}
+
+// writeDenial is the default deny handler.
+func writeDenial(w http.ResponseWriter, _ *http.Request, err *LimitError) {
+	WriteError(w, err)
+}
+
+// refuse answers a request that Admit did not admit because of err.
+func (c *middlewareConfig) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	var le *LimitError
+	if errors.As(err, &le) {
+		if c.xRateLimit {
+			SetXRateLimit(w.Header(), le.Limit, le.Remaining, le.ResetAfter)
+		}
+		c.deny(w, r, le)
+		return
+	}
+	code := http.StatusInternalServerError
+	if errors.Is(err, ErrBackend) || r.Context().Err() != nil {
+		code = http.StatusServiceUnavailable
+	}
+	http.Error(w, http.StatusText(code), code)
 }
 
 // ClientIP returns a KeyFunc that keys requests by the client's IP address.
@@ -133,7 +199,8 @@ func parseIP(s string) (netip.Addr, error) {
 // field name, such as an API key; a request without it is an error (400
 // from [Middleware]). The value comes from the client as it is: use it
 // only for keys the server checks, and mind that each distinct value is
-// one more key to keep.
+// one more key to keep. A long value costs a small key all the same (see
+// [LimitError]'s Key).
 func Header(name string) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,10 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 )
 
 // logLines returns the records logged to buf without their time.
-func logLines(buf *bytes.Buffer) []string {
+func logLines(buf fmt.Stringer) []string {
 	var lines []string
 	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if l != "" {
@@ -26,7 +29,25 @@ func logLines(buf *bytes.Buffer) []string {
 	return lines
 }
 
-func newTextLogger(buf *bytes.Buffer, level slog.Level) *slog.Logger {
+// lockedBuffer is a buffer that a test reads while others write it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newTextLogger(buf io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -183,23 +204,42 @@ func TestShadowDenialsOnlyFromShadowRules(t *testing.T) {
 	}, h.events)
 }
 
-func TestSlogHookDoesNotFloodWhileTheCircuitIsOpen(t *testing.T) {
-	var buf bytes.Buffer
-	hook := NewSlogHook(newTextLogger(&buf, slog.LevelError))
-	l := NewRedis(failFastClient(t, stoppedAddr(t)), WithHook(hook), WithBreaker(2, time.Hour, time.Hour))
-	rule := &Rule{Name: "flood", Limits: perPeriod(5, time.Minute)}
+func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
+	var buf lockedBuffer
+	hook := NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
+	metrics := &Metrics{}
+	addr := stoppedAddr(t)
+	l := NewRedis(failFastClient(t, addr), WithHook(Hooks(hook, metrics)), WithBreaker(2, 20*time.Millisecond, 20*time.Millisecond))
+	rule := &Rule{Name: "flood", Limits: perPeriod(1000, time.Minute)}
+	ctx := context.Background()
 	for range 100 {
-		require.NoError(t, rule.Check(context.Background(), l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, "", 1))
 	}
 	lines := logLines(&buf)
-	require.Len(t, lines, 3, "two failures that opened the breaker, one for the refusals")
-	assert.Contains(t, lines[2], "circuit open")
-	assert.NotContains(t, lines[2], "suppressed")
+	require.Len(t, lines, 3, "two failures that opened the breaker and its opening:\n%s", strings.Join(lines, "\n"))
+	var failures, opened int
+	for _, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "level=ERROR msg=\"ratelimit: backend failure\" name=flood"):
+			failures++
+		case strings.HasPrefix(line, "level=WARN msg=\"ratelimit: circuit open\" node="+addr+" error="):
+			opened++
+		}
+	}
+	assert.Equal(t, 2, failures)
+	assert.Equal(t, 1, opened)
+	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].BackendErrors, "metrics count every failure")
 
-	// A second later the next refusal is logged with the count left out.
-	hook.lastOpen.Add(-int64(circuitOpenLogInterval))
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	// Redis comes back: one line says so, and the calls are decided.
+	s, err := redistest.StartOn(addr)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	require.Eventually(t, func() bool { return len(logLines(&buf)) == 4 }, 10*time.Second, time.Millisecond)
+	for range 100 {
+		require.NoError(t, rule.Check(ctx, l, "", 1))
+	}
 	lines = logLines(&buf)
-	require.Len(t, lines, 4)
-	assert.Contains(t, lines[3], "suppressed=97")
+	require.Len(t, lines, 4, strings.Join(lines, "\n"))
+	assert.Contains(t, lines[3], "level=INFO msg=\"ratelimit: circuit closed\" node="+addr+" open_for=")
+	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].Allowed)
 }

@@ -15,7 +15,8 @@ type Clock interface {
 }
 
 // Hook observes a limiter's decisions and failures. Its methods are called
-// synchronously on the calling goroutine, so they must be quick.
+// synchronously on the calling goroutine, so they must be quick. The
+// request's Key is bounded as [LimitError]'s is.
 type Hook interface {
 	// Decided is called once per decided request.
 	Decided(ctx context.Context, req *Request, d Decision)
@@ -42,6 +43,7 @@ type config struct {
 	prefix      string
 	clock       Clock
 	hook        Hook
+	breakerHook BreakerHook // hook, when it is one
 	maxKeys     int
 	errorPolicy ErrorPolicy
 	overrides   Overrides
@@ -66,6 +68,7 @@ func newConfig(opts []Option) config {
 		o(&c)
 	}
 	if c.hook != nil {
+		c.breakerHook, _ = c.hook.(BreakerHook)
 		c.hook = routeShadow(c.hook)
 	}
 	return c
@@ -174,18 +177,22 @@ const DefaultBatch = 64
 // WithBatching makes a [RedisLimiter] decide concurrent calls together,
 // up to max per script run ("group commit"): a call that finds no batch
 // in flight sends one at once; calls that arrive while a batch is in
-// flight queue, and the first of them sends the next batch, deciding up
-// to max queued calls in one EVALSHA, in the order they queued. Each call
-// is decided exactly as it would be alone (the calls of a batch read the
-// server's clock once, as if they arrived at the same instant), and one
-// call's failure (such as a key of the wrong type) fails only that call.
+// flight queue, and the first of them (the leader) sends the next batch,
+// deciding up to max queued calls in one EVALSHA, the leader first, the
+// others in the order they queued. Each call is decided exactly as it
+// would be alone (the calls of a batch read the server's clock once, as
+// if they arrived at the same instant), and one call's failure (such as a key of the wrong type) fails only that call.
 //
 // It helps when many goroutines call the limiter at once and Redis's one
 // thread is the bottleneck: a batch costs Redis one command's network
 // work instead of one per call. It adds no latency when calls are not
 // concurrent: a call alone is sent at once, as without batching. A queued
-// call waits for the batch in flight to return; a batch's script blocks
-// Redis for the decisions of all its calls (microseconds each).
+// call waits for the batch in flight to return, but at most a tenth of the
+// client's ReadTimeout: then it sends the queued calls in a batch of their
+// own, on another connection, so that no call waits for two round trips
+// and a batched call against a stalled Redis fails after at most 1.1 times
+// the ReadTimeout, like a call alone. A batch's script blocks Redis for the
+// decisions of all its calls (microseconds each).
 //
 // A batch is not cancelled by any one call's context: it runs with the
 // context of the call that sends it, without its cancellation, bounded by

@@ -31,9 +31,10 @@ import (
 // Failures: a call Redis cannot decide costs what the client spends on it:
 // its dial or read timeout, times the attempts it makes (1 + MaxRetries
 // for errors it retries, and DialerRetries dials per attempt, with their
-// back-offs). Configure MaxRetries: -1 and DialerRetries: 1 for one
+// back-offs); [RedisOptions] and [ClusterOptions] make it one short
 // timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once for a while; see [WithBreaker]. With a Redis Cluster
+// calls at once until a background probe finds Redis back; see
+// [WithBreaker]. With a Redis Cluster
 // client each master has its own breaker, so a master that is down fails
 // only the calls whose keys it holds.
 type RedisLimiter struct {
@@ -55,12 +56,11 @@ type RedisLimiter struct {
 // NewRedis returns a limiter that keeps its state in client's Redis.
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
-	l := &RedisLimiter{client: client, breaker: newBreaker(c.breaker), config: c}
+	l := &RedisLimiter{client: client, config: c}
 	l.local = newFallback(c)
 	l.cluster, _ = client.(*redis.ClusterClient)
-	if _, ring := client.(*redis.Ring); c.batch > 1 && l.cluster == nil && !ring {
-		l.batcher = &batcher{l: l, max: c.batch}
-	}
+	l.breaker = newBreaker(c.breaker, clientAddr(client), l.probe, c.breakerHook)
+	l.batcher = newBatcher(l, client, c.batch)
 	return l
 }
 
@@ -79,36 +79,79 @@ func (l *RedisLimiter) CircuitOpen() bool {
 	return open
 }
 
-// admit returns the breaker that guards the call req and whether the call
-// is its probe, or the error that fails the call at once.
-func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, bool, error) {
-	if l.breaker == nil {
-		return nil, false, nil
+// clientAddr names the node of client's breaker for a [BreakerHook]: its
+// address, "cluster" for a cluster client (whose masters have breakers of
+// their own), "ring" for a ring.
+func clientAddr(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster"
+	case *redis.Ring:
+		return "ring"
 	}
-	ok, probe := l.breaker.allow()
-	if !ok {
-		return nil, false, ErrCircuitOpen
+	return ""
+}
+
+// probe asks Redis whether the limiter's breaker may close: with a script
+// on a connection of its own (see [probeNode]), or for a cluster client
+// by finding a master, which the breaker guards there.
+func (l *RedisLimiter) probe(ctx context.Context) error {
+	switch c := l.client.(type) {
+	case *redis.ClusterClient:
+		_, err := c.MasterForKey(ctx, "")
+		return err
+	case *redis.Client:
+		return probeNode(ctx, c.Options())
+	}
+	return l.client.Ping(ctx).Err()
+}
+
+// admit returns the breaker that guards the call req, or the error that
+// fails the call at once.
+func (l *RedisLimiter) admit(ctx context.Context, req *Request) (*breaker, error) {
+	if l.breaker == nil {
+		return nil, nil
+	}
+	if !l.breaker.allow() {
+		return nil, ErrCircuitOpen
 	}
 	if l.cluster == nil {
-		return l.breaker, probe, nil
+		return l.breaker, nil
 	}
 	// Every key of a call has the same hash tag, so the first names the
 	// master of them all.
-	master, err := l.cluster.MasterForKey(ctx, storageKey(l.prefix, req.Name, req.Key, 0, req.Limits[0].algorithm()))
-	l.breaker.record(ctx, probe, err)
+	key := storageKey(l.prefix, req.Name, req.Key, 0, req.Limits[0].algorithm())
+	master, err := l.cluster.MasterForKey(ctx, key)
+	l.breaker.record(ctx, err)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	addr := master.Options().Addr
 	b, loaded := l.nodes.Load(addr)
 	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker))
+		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.config.breaker, addr, l.probeMaster(key), l.breakerHook))
 	}
 	nb := b.(*breaker)
-	if ok, probe = nb.allow(); !ok {
-		return nil, false, ErrCircuitOpen
+	if !nb.allow() {
+		return nil, ErrCircuitOpen
 	}
-	return nb, probe, nil
+	return nb, nil
+}
+
+// probeMaster returns the probe of a cluster master's breaker: a script on
+// the master that holds key, a key it held when the breaker was made. Asking
+// the cluster client for the master each time finds the node's current
+// client, and a master that took over key's slot.
+func (l *RedisLimiter) probeMaster(key string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		master, err := l.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		return probeNode(ctx, master.Options())
+	}
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
@@ -117,7 +160,8 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
-	b, probe, err := l.admit(ctx, &req)
+	req.Key = boundKey(req.Key)
+	b, err := l.admit(ctx, &req)
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
 	}
@@ -128,7 +172,7 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 		d, err = l.decide(ctx, &req)
 	}
 	if b != nil {
-		b.record(ctx, probe, err)
+		b.record(ctx, err)
 	}
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
@@ -156,9 +200,10 @@ func (l *RedisLimiter) failed(ctx context.Context, req Request, cause error) err
 
 // Key returns the Redis key that holds limit index i, of algorithm alg,
 // of the calls named name with per-call key key, for inspecting state with
-// redis-cli.
+// redis-cli. A key whose escaped form is longer than 64 bytes appears as
+// its stand-in (see [LimitError]'s Key).
 func (l *RedisLimiter) Key(name, key string, i int, alg Algorithm) string {
-	return storageKey(l.prefix, name, key, i, alg)
+	return storageKey(l.prefix, name, boundKey(key), i, alg)
 }
 
 var _ Limiter = (*RedisLimiter)(nil)

@@ -60,7 +60,9 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any.
+// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
+// overrides, default error policy and local fallback are those of the
+// limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
@@ -103,6 +105,33 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int6
 	return err
 }
 
+// Admission describes a call that [Rule.Admit] admitted.
+type Admission struct {
+	// Decided reports whether Decision and Limit describe the call. It is
+	// false when the call went ahead without a decision (the limiter
+	// failed under [FailOpen]) and for the calls of a shadow rule, whose
+	// limits clients should not see.
+	Decided bool
+	// Decision is the decision that admitted the call (after waiting,
+	// the last one).
+	Decision Decision
+	// Limit is the limit Decision describes: of the limits the call was
+	// decided against (the rule's, or their overrides), the one with the
+	// fewest units remaining.
+	Limit Limit
+}
+
+// Admit is [Rule.Check] for adapters that describe an admitted call to
+// their clients, such as with [SetHeaders]: it returns the same error,
+// and for an admitted call (a nil error) the decision that admitted it.
+func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
+	o, err := r.check(ctx, limiter, key, cost)
+	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.Limit < 0 || o.d.Limit >= len(o.limits) {
+		return Admission{}, err
+	}
+	return Admission{Decided: true, Decision: o.d, Limit: o.limits[o.d.Limit]}, nil
+}
+
 // outcome is what check learnt about one call.
 type outcome struct {
 	// d is the last decision made for the call.
@@ -117,6 +146,18 @@ type outcome struct {
 // settings is implemented by the limiters of this package.
 type settings interface{ settings() *config }
 
+// innermost returns the limiter that limiter wraps, through any number of
+// [Wrapper]s; limiter itself when it is not a Wrapper.
+func innermost(limiter Limiter) Limiter {
+	for {
+		w, ok := limiter.(Wrapper)
+		if !ok {
+			return limiter
+		}
+		limiter = w.Unwrap()
+	}
+}
+
 // check is [Rule.Check], also returning the decision.
 func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
 	if cost < 0 {
@@ -127,7 +168,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		return outcome{limits: r.Limits}, ce
 	}
 	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits}
-	if s, ok := limiter.(settings); ok {
+	s, ok := limiter.(settings)
+	if !ok {
+		s, ok = innermost(limiter).(settings)
+	}
+	if ok {
 		if src := s.settings().overrides; src != nil {
 			req.Limits = effectiveLimits(ctx, src, r)
 		}
@@ -193,7 +238,7 @@ func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
 func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 	p := r.OnError
 	if p == "" {
-		if l, ok := limiter.(interface{ ErrorPolicy() ErrorPolicy }); ok {
+		if l, ok := innermost(limiter).(interface{ ErrorPolicy() ErrorPolicy }); ok {
 			p = l.ErrorPolicy()
 		}
 	}
@@ -221,7 +266,7 @@ func (r *Rule) pace(ctx context.Context, d Decision) error {
 func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	e := &LimitError{
 		Name:       r.Name,
-		Key:        req.Key,
+		Key:        boundKey(req.Key),
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,

@@ -391,3 +391,27 @@ func BenchmarkWaitContended(b *testing.B) {
 		})
 	}
 }
+
+// wrapped is a Wrapper that passes calls on, as a metrics wrapper would.
+type wrapped struct{ Limiter }
+
+func (w wrapped) Unwrap() Limiter { return w.Limiter }
+
+func TestWrapperKeepsOverridesAndErrorPolicy(t *testing.T) {
+	ov := &mapOverrides{}
+	ov.set("wrapped", Limit{Period: time.Minute, Threshold: 1})
+	l := wrapped{wrapped{NewMemory(WithOverrides(ov))}}
+	rule := &Rule{Name: "wrapped", Limits: perPeriod(5, time.Minute)}
+	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	var le *LimitError
+	require.ErrorAs(t, rule.Check(context.Background(), l, "", 1), &le, "the override of the wrapped limiter applies")
+	assert.Equal(t, int64(1), le.Limit.Threshold)
+
+	down := wrapped{NewRedis(newUnreachableClient(t), WithErrorPolicy(FailClosed))}
+	assert.ErrorIs(t, rule.Check(context.Background(), down, "", 1), ErrBackend, "the wrapped limiter fails closed")
+
+	local := wrapped{NewRedis(newUnreachableClient(t), WithErrorPolicy(FailLocal))}
+	once := &Rule{Name: "once", Limits: perPeriod(1, time.Minute)}
+	assert.NoError(t, once.Check(context.Background(), local, "", 1))
+	assert.ErrorIs(t, once.Check(context.Background(), local, "", 1), ErrLimited, "the wrapped limiter's fallback decides")
+}

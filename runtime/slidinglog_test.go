@@ -287,7 +287,7 @@ func TestHostileKeysStayInTheirSlotAndNeverCollide(t *testing.T) {
 		for _, key := range hostile {
 			tags := map[string]bool{}
 			for i := range 3 {
-				k := storageKey(DefaultPrefix, name, key, i, SlidingLog)
+				k := storageKey(DefaultPrefix, name, boundKey(key), i, SlidingLog)
 				prev, dup := seen[k]
 				require.False(t, dup, "%q collides with %s", k, prev)
 				seen[k] = fmt.Sprintf("(%q, %q, %d)", name, key, i)
@@ -331,7 +331,7 @@ func TestRandomKeysNeverCollide(t *testing.T) {
 	for range 20000 {
 		name := randomString(rng, alphabet)
 		key := randomString(rng, alphabet)
-		k := storageKey("p:", name, key, 0, SlidingLog)
+		k := storageKey("p:", name, boundKey(key), 0, SlidingLog)
 		if prev, ok := seen[k]; ok {
 			require.Equal(t, prev, [2]string{name, key}, "collision on %q", k)
 		}

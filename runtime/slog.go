@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 )
 
-// SlogHook is a [Hook] (and a [ShadowHook]) that logs to a [slog.Logger]:
-// admissions at Debug, denials at Warn, would-be denials of shadow rules
-// at Info and failures at Error. Make one with [NewSlogHook].
+// SlogHook is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that logs
+// to a [slog.Logger]: admissions at Debug, denials at Warn, would-be
+// denials of shadow rules at Info and failures at Error. Make one with
+// [NewSlogHook].
 //
 // Each record carries the limit's name, key, cost and the limit it
 // describes; decisions add remaining, retry_after and reset_after (and
@@ -18,20 +18,17 @@ import (
 // and failures the error. Records below the logger's level cost one Enabled
 // call.
 //
-// While a circuit breaker is open every call fails at once; those
-// failures ([ErrCircuitOpen]) are logged at most once a second, with the
-// number left out since the last one as "suppressed", so an outage does
-// not flood the log.
+// An outage is logged once per change of a circuit breaker's state, not
+// once per call: the opening of a breaker at Warn ("ratelimit: circuit
+// open", with the node and the error that opened it) and its closing at
+// Info ("ratelimit: circuit closed", with how long it was open). The calls
+// an open breaker refuses ([ErrCircuitOpen]) are logged at Debug only; the
+// failed calls that opened it (as many as [WithBreaker]'s failures, plus
+// the calls in flight then) at Error. A [Metrics] hook still counts every
+// failure.
 type SlogHook struct {
 	logger *slog.Logger
-
-	lastOpen   atomic.Int64 // Unix ns of the last ErrCircuitOpen record
-	suppressed atomic.Int64 // ErrCircuitOpen failures not logged since
 }
-
-// circuitOpenLogInterval spaces the records of failures refused by an open
-// circuit breaker.
-const circuitOpenLogInterval = time.Second
 
 // NewSlogHook returns a hook that logs to logger (slog.Default() if nil).
 func NewSlogHook(logger *slog.Logger) *SlogHook {
@@ -55,27 +52,33 @@ func (h *SlogHook) ShadowLimited(ctx context.Context, req *Request, d Decision) 
 	h.decision(ctx, slog.LevelInfo, "ratelimit: shadow limited", req, d)
 }
 
-// Failed logs a backend failure at Error. See [Hook].
+// Failed logs a backend failure at Error, or at Debug when an open
+// circuit breaker refused the call. See [Hook].
 func (h *SlogHook) Failed(ctx context.Context, req *Request, err error) {
-	if !h.logger.Enabled(ctx, slog.LevelError) {
-		return
-	}
-	var suppressed int64
+	level := slog.LevelError
 	if errors.Is(err, ErrCircuitOpen) {
-		now := time.Now().UnixNano()
-		last := h.lastOpen.Load()
-		if now-last < int64(circuitOpenLogInterval) || !h.lastOpen.CompareAndSwap(last, now) {
-			h.suppressed.Add(1)
-			return
-		}
-		suppressed = h.suppressed.Swap(0)
+		level = slog.LevelDebug
+	}
+	if !h.logger.Enabled(ctx, level) {
+		return
 	}
 	attrs := h.request(req, -1)
 	attrs = append(attrs, slog.Any("error", err))
-	if suppressed > 0 {
-		attrs = append(attrs, slog.Int64("suppressed", suppressed))
-	}
-	h.logger.LogAttrs(ctx, slog.LevelError, "ratelimit: backend failure", attrs...)
+	h.logger.LogAttrs(ctx, level, "ratelimit: backend failure", attrs...)
+}
+
+// BreakerOpened logs at Warn that the breaker of node opened. See
+// [BreakerHook].
+func (h *SlogHook) BreakerOpened(node string, err error) {
+	h.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: circuit open",
+		slog.String("node", node), slog.Any("error", err))
+}
+
+// BreakerClosed logs at Info that Redis at node decides again. See
+// [BreakerHook].
+func (h *SlogHook) BreakerClosed(node string, open time.Duration) {
+	h.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: circuit closed",
+		slog.String("node", node), slog.Duration("open_for", open))
 }
 
 func (h *SlogHook) decision(ctx context.Context, level slog.Level, msg string, req *Request, d Decision) {

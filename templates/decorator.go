@@ -5,11 +5,13 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // decoratorPlan is a decorator with the names it is written with.
 type decoratorPlan struct {
-	*Decorator
+	*model.Decorator
 	name, ctor string   // the decorator type and its constructor
 	tparams    []string // type parameter names
 	next       string   // field holding the wrapped value (the embedded type's name for a non-interface)
@@ -20,20 +22,18 @@ type decoratorPlan struct {
 
 // methodPlan is a method with the name of its rule variable.
 type methodPlan struct {
-	*Method
+	*model.Method
 	rule string // empty when the method is not limited
 }
 
-// planDecorator allocates the package-level names of d: its type, its
-// constructor and its rule variables.
-func (r *renderer) planDecorator(d *Decorator) *decoratorPlan {
+// planDecorator allocates the package-level names of d: its type and its
+// constructor (fixed names are reserved already), and its rule variables.
+func (r *renderer) planDecorator(d *model.Decorator) *decoratorPlan {
 	typeName := d.Type.Obj().Name()
-	p := &decoratorPlan{Decorator: d}
-	p.name = r.pkg.fresh(typeName + "WithRateLimit")
-	if exported(typeName) {
-		p.ctor = r.pkg.fresh("New" + p.name)
-	} else {
-		p.ctor = r.pkg.fresh("new" + upperFirst(p.name))
+	p := &decoratorPlan{Decorator: d, name: d.Name, ctor: d.Constructor}
+	if !d.Fixed {
+		p.name = r.pkg.fresh(d.Name)
+		p.ctor = r.pkg.fresh(model.ConstructorName(p.name))
 	}
 	for _, m := range d.Methods {
 		mp := &methodPlan{Method: m}
@@ -54,17 +54,17 @@ func (r *renderer) planMembers(p *decoratorPlan) {
 	for i := 0; i < p.Type.TypeParams().Len(); i++ {
 		p.tparams = append(p.tparams, tps.fresh(p.Type.TypeParams().At(i).Obj().Name()))
 	}
-	if p.Interface() {
+	if !p.Embed {
 		// A field may not share its name with a method.
 		fields := newNames(func(s string) bool { return p.hasMethod(s) })
 		p.next = fields.first("next", "wrapped")
 		p.limiter = fields.first("limiter", "rateLimiter")
 	} else {
 		// The limiter field must not hide a field or method promoted from
-		// the embedded type.
+		// the embedded value.
 		p.next = p.Type.Obj().Name()
 		fields := newNames(func(s string) bool {
-			obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(p.Type), false, p.Type.Obj().Pkg(), s)
+			obj, _, _ := types.LookupFieldOrMethod(p.embedded(), false, p.Type.Obj().Pkg(), s)
 			return s == p.next || obj != nil
 		})
 		p.limiter = fields.first("limiter", "rateLimiter")
@@ -72,6 +72,15 @@ func (r *renderer) planMembers(p *decoratorPlan) {
 	recv := newNames(func(s string) bool { return r.pkg.isTaken(s) || p.usesParamName(s) })
 	recv.reserve(p.tparams...)
 	p.recv = recv.first("d", "w", "dec")
+}
+
+// embedded returns the type of the embedded wrapped value: the interface,
+// or a pointer to any other type.
+func (p *decoratorPlan) embedded() types.Type {
+	if p.Interface() {
+		return p.Type
+	}
+	return types.NewPointer(p.Type)
 }
 
 func (p *decoratorPlan) hasMethod(name string) bool {
@@ -164,6 +173,22 @@ func (r *renderer) decorator(g *jen.Group, p *decoratorPlan) {
 func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
 	typeName := p.Type.Obj().Name()
 	limited := strings.Join(p.limited(), ", ")
+	if p.Interface() && p.Embed {
+		others := ""
+		if len(p.limited()) < p.Type.Underlying().(*types.Interface).NumMethods() {
+			others = " Other methods are promoted from the embedded " + typeName + " and are not limited."
+		}
+		doc(g, p.name+" is a "+typeName+" that asks a ratelimit.Limiter to admit each call of "+
+			p.listing(limited)+" before calling the embedded "+typeName+". A denied call returns "+
+			"the limiter's error, a *ratelimit.LimitError, without calling it."+others+" It embeds "+
+			typeName+" because another package's unexported method, which only the wrapped value "+
+			"implements, is in its method set.")
+		g.Type().Id(p.name).Types(r.typeParamList(p)...).Struct(
+			r.decoratedType(p),
+			jen.Id(p.limiter).Add(r.rt("Limiter")),
+		)
+		return
+	}
 	if p.Interface() {
 		others := ""
 		if len(p.limited()) < len(p.methods) {
@@ -223,13 +248,23 @@ func (r *renderer) constructor(g *jen.Group, p *decoratorPlan) {
 }
 
 // assertion proves at compile time that the decorator implements the
-// interface; a generic one does it inside a generic function.
+// interface and the interfaces of other packages it embeds; a generic one
+// does it inside a generic function.
 func (r *renderer) assertion(g *jen.Group, p *decoratorPlan) {
-	assert := jen.Var().Id("_").Add(r.decoratedType(p)).Op("=").
-		Parens(jen.Op("*").Add(p.selfType())).Parens(jen.Nil())
+	asserts := []jen.Code{r.assert(r.decoratedType(p), p)}
+	for _, t := range p.Asserts {
+		asserts = append(asserts, r.assert(r.types.typ(t), p))
+	}
 	if len(p.tparams) == 0 {
-		g.Add(assert)
+		for _, a := range asserts {
+			g.Add(a)
+		}
 		return
 	}
-	g.Func().Id("_").Types(r.typeParamList(p)...).Params().Block(assert)
+	g.Func().Id("_").Types(r.typeParamList(p)...).Params().Block(asserts...)
+}
+
+// assert returns var _ iface = (*Decorator)(nil).
+func (r *renderer) assert(iface *jen.Statement, p *decoratorPlan) *jen.Statement {
+	return jen.Var().Id("_").Add(iface).Op("=").Parens(jen.Op("*").Add(p.selfType())).Parens(jen.Nil())
 }

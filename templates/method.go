@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // methodGen writes one decorator method. Every identifier the method
@@ -144,8 +146,14 @@ func (mg *methodGen) bodyIdents() []string {
 	if rule.CostConvert {
 		ids = append(ids, "int64")
 	}
+	if v := rule.CostValue; v != nil {
+		ids = append(ids, mg.r.valueIdents(v)...)
+	}
 	if k := rule.Key; k != nil {
-		ids = append(ids, keyIdents(k, imports)...)
+		ids = append(ids, mg.r.keyIdents(k)...)
+	}
+	if rule.DenyEmptyKey {
+		ids = append(ids, imports[RuntimePath])
 	}
 	for _, z := range mg.zeros {
 		if z.lit == nil || !isLiteralZero(z.typ) {
@@ -168,22 +176,43 @@ func isLiteralZero(t types.Type) bool {
 	return !tp
 }
 
-func keyIdents(k *Key, imports map[string]string) []string {
+func (r *renderer) keyIdents(k *model.Key) []string {
+	imports := r.types.imports
+	ids := r.valueIdents(&k.Value)
+	switch k.Format {
+	case model.KeyStringConv:
+		ids = append(ids, "string")
+	case model.KeyInt64, model.KeyUint64:
+		ids = append(ids, imports["strconv"])
+	case model.KeyInt:
+		ids = append(ids, imports["strconv"], "int64")
+	case model.KeyUint:
+		ids = append(ids, imports["strconv"], "uint64")
+	}
+	return ids
+}
+
+// valueIdents returns the identifiers the computation of v refers to: the
+// runtime for its errors, and the function it calls or its package.
+func (r *renderer) valueIdents(v *model.Value) []string {
 	var ids []string
-	for _, s := range k.Steps {
+	for _, s := range v.Steps {
 		if s.CheckNil {
-			ids = append(ids, imports[RuntimePath])
+			ids = append(ids, r.types.imports[RuntimePath])
 		}
 	}
-	switch k.Format {
-	case KeyStringConv:
-		ids = append(ids, "string")
-	case KeyInt64, KeyUint64:
-		ids = append(ids, imports["strconv"])
-	case KeyInt:
-		ids = append(ids, imports["strconv"], "int64")
-	case KeyUint:
-		ids = append(ids, imports["strconv"], "uint64")
+	if f := v.Func; f != nil {
+		if f.Obj.Pkg().Path() == r.f.PkgPath {
+			ids = append(ids, f.Obj.Name())
+		} else {
+			ids = append(ids, r.types.imports[f.Obj.Pkg().Path()])
+		}
+		if f.Error {
+			ids = append(ids, r.types.imports[RuntimePath])
+		}
+		for i := range f.Args {
+			ids = append(ids, r.valueIdents(&f.Args[i])...)
+		}
 	}
 	return ids
 }
@@ -245,6 +274,8 @@ func (mg *methodGen) body() []jen.Code {
 		return []jen.Code{mg.delegate()}
 	}
 	checks, key := mg.key()
+	costChecks, cost := mg.cost()
+	checks = append(checks, costChecks...)
 	var stmts, decls []jen.Code
 	for _, z := range mg.zeros {
 		if z.varName != "" {
@@ -256,14 +287,8 @@ func (mg *methodGen) body() []jen.Code {
 		stmts, decls = append(stmts, decls...), nil
 	}
 	stmts = append(stmts, checks...)
-	if k := mg.m.Rule.Key; k != nil && (len(k.Steps) > 0 || k.Format != KeyString) {
-		// Name a computed key, so the check reads plainly.
-		v := mg.locals.fresh("key")
-		stmts = append(stmts, jen.Id(v).Op(":=").Add(key))
-		key = jen.Id(v)
-	}
 	err := jen.Id(mg.err)
-	check := jen.Id(mg.m.rule).Dot("Check").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, mg.cost())
+	check := jen.Id(mg.m.rule).Dot("Check").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
 	stmts = append(stmts,
 		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
 			Block(append(decls, jen.Return(mg.zeroResults(err)...))...),
@@ -285,67 +310,119 @@ func (mg *methodGen) zeroResults(errExpr jen.Code) []jen.Code {
 }
 
 func (mg *methodGen) ctx() jen.Code {
-	if i := mg.m.Rule.Context; i >= 0 {
-		return jen.Id(mg.params[i])
+	rule := mg.m.Rule
+	switch {
+	case rule.Context >= 0 && rule.ContextMethod:
+		return jen.Id(mg.params[rule.Context]).Dot("Context").Call()
+	case rule.Context >= 0:
+		return jen.Id(mg.params[rule.Context])
 	}
 	return jen.Qual("context", "Background").Call()
 }
 
-func (mg *methodGen) cost() jen.Code {
+// cost returns the statements that compute the cost and its expression.
+func (mg *methodGen) cost() (stmts []jen.Code, cost jen.Code) {
 	rule := mg.m.Rule
 	switch {
-	case rule.CostParam >= 0 && rule.CostConvert:
-		return jen.Int64().Call(jen.Id(mg.params[rule.CostParam]))
-	case rule.CostParam >= 0:
-		return jen.Id(mg.params[rule.CostParam])
+	case rule.CostValue != nil:
+		stmts, v := mg.value(rule.CostValue)
+		if rule.CostConvert {
+			return stmts, jen.Int64().Call(v())
+		}
+		return stmts, v()
 	case rule.Cost != 0:
-		return jen.Lit(int(rule.Cost))
+		return nil, jen.Lit(int(rule.Cost))
 	}
-	return jen.Lit(1)
+	return nil, jen.Lit(1)
 }
 
-// key returns the nil checks the key expression needs and the expression.
-// A value produced by a method call is bound to a variable before it is
-// checked, so no method is called twice.
-func (mg *methodGen) key() (checks []jen.Code, key jen.Code) {
-	k := mg.m.Rule.Key
+// key returns the statements that compute the key and its expression: a
+// variable when it is computed, so the check reads plainly.
+func (mg *methodGen) key() (stmts []jen.Code, key jen.Code) {
+	rule := mg.m.Rule
+	k := rule.Key
 	if k == nil {
 		return nil, jen.Lit("")
 	}
-	base := mg.params[k.Param]
-	expr := func() *jen.Statement { return jen.Id(base) }
+	stmts, v := mg.value(&k.Value)
+	key = formatKey(k.Format, v())
+	// A string parameter, or the result of a call that can fail, is a
+	// variable already; anything else computed is named, so the check
+	// reads plainly.
+	variable := k.Format == model.KeyString && len(k.Steps) == 0 && (k.Func == nil || k.Func.Error)
+	if !variable && (len(k.Steps) > 0 || k.Format != model.KeyString || rule.DenyEmptyKey) {
+		name := mg.locals.fresh("key")
+		stmts = append(stmts, jen.Id(name).Op(":=").Add(key))
+		key = jen.Id(name)
+	}
+	if rule.DenyEmptyKey {
+		empty := jen.Qual(RuntimePath, "EmptyKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(k.Source))
+		stmts = append(stmts, jen.If(jen.Add(key).Op("==").Lit("")).Block(jen.Return(mg.zeroResults(empty)...)))
+	}
+	return stmts, key
+}
+
+// value returns the statements that compute v (nil checks, and a call
+// with its error check) and its expression. A value produced by a call is
+// bound to a variable before it is checked, so nothing is called twice.
+func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.Statement) {
 	lastCall := ""
-	for _, s := range k.Steps {
+	if f := v.Func; f != nil {
+		args := make([]jen.Code, len(f.Args))
+		for i := range f.Args {
+			argStmts, arg := mg.value(&f.Args[i])
+			stmts = append(stmts, argStmts...)
+			args[i] = arg()
+		}
+		call := jen.Qual(f.Obj.Pkg().Path(), f.Obj.Name()).Call(args...)
+		if f.Error {
+			res := mg.locals.fresh(lowerCamel(f.Obj.Name()))
+			callErr := jen.Qual(RuntimePath, "CallError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(v.Source), jen.Id(mg.err))
+			stmts = append(stmts,
+				jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(call),
+				jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(jen.Return(mg.zeroResults(callErr)...)))
+			expr = func() *jen.Statement { return jen.Id(res) }
+		} else {
+			expr, lastCall = func() *jen.Statement { return call.Clone() }, f.Obj.Name()
+		}
+	} else {
+		param := mg.params[v.Param]
+		expr = func() *jen.Statement { return jen.Id(param) }
+	}
+	for _, s := range v.Steps {
 		if s.CheckNil {
 			if lastCall != "" {
-				v := mg.locals.fresh(lowerCamel(lastCall))
-				checks = append(checks, jen.Id(v).Op(":=").Add(expr()))
-				expr, lastCall = func() *jen.Statement { return jen.Id(v) }, ""
+				name := mg.locals.fresh(lowerCamel(lastCall))
+				stmts = append(stmts, jen.Id(name).Op(":=").Add(expr()))
+				expr, lastCall = func() *jen.Statement { return jen.Id(name) }, ""
 			}
 			nilErr := jen.Qual(RuntimePath, "NilKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(s.Path))
-			checks = append(checks, jen.If(expr().Op("==").Nil()).Block(jen.Return(mg.zeroResults(nilErr)...)))
+			stmts = append(stmts, jen.If(expr().Op("==").Nil()).Block(jen.Return(mg.zeroResults(nilErr)...)))
 		}
 		prev, name := expr, s.Name
-		if s.Call {
+		switch {
+		case s.Deref:
+			expr = func() *jen.Statement { return jen.Op("*").Add(prev()) }
+		case s.Call:
 			expr, lastCall = func() *jen.Statement { return prev().Dot(name).Call() }, name
-		} else {
+		default:
 			expr = func() *jen.Statement { return prev().Dot(name) }
 		}
 	}
-	return checks, formatKey(k.Format, expr())
+	return stmts, expr
 }
 
-func formatKey(f KeyFormat, x *jen.Statement) jen.Code {
+func formatKey(f model.KeyFormat, x *jen.Statement) jen.Code {
 	switch f {
-	case KeyStringConv:
+	case model.KeyStringConv:
 		return jen.String().Call(x)
-	case KeyInt64:
+	case model.KeyInt64:
 		return jen.Qual("strconv", "FormatInt").Call(x, jen.Lit(10))
-	case KeyInt:
+	case model.KeyInt:
 		return jen.Qual("strconv", "FormatInt").Call(jen.Int64().Call(x), jen.Lit(10))
-	case KeyUint64:
+	case model.KeyUint64:
 		return jen.Qual("strconv", "FormatUint").Call(x, jen.Lit(10))
-	case KeyUint:
+	case model.KeyUint:
 		return jen.Qual("strconv", "FormatUint").Call(jen.Uint64().Call(x), jen.Lit(10))
 	}
 	return x
@@ -355,8 +432,11 @@ func formatKey(f KeyFormat, x *jen.Statement) jen.Code {
 func (mg *methodGen) doc() string {
 	name, typeName := mg.m.Name, mg.p.Type.Obj().Name()
 	target := "the wrapped " + typeName + "'s " + name
-	if !mg.p.Interface() {
+	switch {
+	case !mg.p.Interface():
 		target = "(*" + typeName + ")." + name
+	case mg.p.Embed:
+		target = "the embedded " + typeName + "'s " + name
 	}
 	if mg.m.rule == "" {
 		return name + " calls " + target + "; it is not limited."
@@ -367,19 +447,58 @@ func (mg *methodGen) doc() string {
 		s += " If " + orList(paths) + " is nil, it returns an error wrapping " +
 			"ratelimit.ErrNilKey instead."
 	}
+	if calls := mg.failingCalls(); len(calls) > 0 {
+		s += " If " + orList(calls) + " fails, it returns that error, wrapped, without calling it."
+	}
+	if mg.m.Rule.DenyEmptyKey {
+		s += " If the key " + mg.m.Rule.Key.Source + " is empty, it returns an error wrapping " +
+			"ratelimit.ErrEmptyKey instead."
+	}
 	return s
 }
 
+// nilPaths returns the values of the key and cost that are checked for nil.
 func (mg *methodGen) nilPaths() []string {
 	var out []string
-	if k := mg.m.Rule.Key; k != nil {
-		for _, s := range k.Steps {
+	mg.visitValues(func(v *model.Value) {
+		for _, s := range v.Steps {
 			if s.CheckNil {
 				out = append(out, s.Path)
 			}
 		}
-	}
+	})
 	return out
+}
+
+// failingCalls returns the calls of the key and cost that can fail.
+func (mg *methodGen) failingCalls() []string {
+	var out []string
+	mg.visitValues(func(v *model.Value) {
+		if v.Func != nil && v.Func.Error {
+			out = append(out, v.Source)
+		}
+	})
+	return out
+}
+
+// visitValues calls f for the key's and the cost's values and the
+// arguments of the functions they call.
+func (mg *methodGen) visitValues(f func(*model.Value)) {
+	var visit func(v *model.Value)
+	visit = func(v *model.Value) {
+		if fn := v.Func; fn != nil {
+			for i := range fn.Args {
+				visit(&fn.Args[i])
+			}
+		}
+		f(v)
+	}
+	if k := mg.m.Rule.Key; k != nil {
+		visit(&k.Value)
+	}
+	if v := mg.m.Rule.CostValue; v != nil {
+		visit(v)
+	}
 }
 
 // orList joins items as prose: "a", "a or b", "a, b or c".

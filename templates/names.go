@@ -90,11 +90,6 @@ func upperFirst(s string) string {
 	return string(unicode.ToUpper(r)) + s[size:]
 }
 
-// exported reports whether name starts with an upper-case letter.
-func exported(name string) bool {
-	return token.IsExported(name)
-}
-
 // assumedPackageName returns the name goimports assumes for an import
 // path: its last element without a major version suffix or a "go-" prefix,
 // cut at the first '.' or '-'. An import whose package has another name is

@@ -12,12 +12,14 @@ import (
 
 	"github.com/dave/jennifer/jen"
 	"golang.org/x/tools/imports"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // Render returns the generated Go source of f, gofmt'd: the Header line,
 // the build constraint, and for each decorator its type, constructor,
 // rules and methods.
-func Render(f *File) ([]byte, error) {
+func Render(f *model.File) ([]byte, error) {
 	r := newRenderer(f)
 	jf := r.file()
 	if r.types.err != nil {
@@ -49,7 +51,7 @@ var universeNames = []string{
 
 // renderer holds the naming decisions for one file.
 type renderer struct {
-	f     *File
+	f     *model.File
 	types typeNames
 	// pkg holds the file's package-level names: imports, decorator types,
 	// constructors and rule variables, avoiding the user's declarations.
@@ -57,13 +59,18 @@ type renderer struct {
 	decs []*decoratorPlan
 }
 
-func newRenderer(f *File) *renderer {
+func newRenderer(f *model.File) *renderer {
 	r := &renderer{
 		f:     f,
 		types: typeNames{pkgPath: f.PkgPath, imports: map[string]string{}},
 		pkg:   newNames(inScope(f.Scope)),
 	}
 	r.pkg.reserve(universeNames...)
+	for _, d := range f.Decorators {
+		if d.Fixed {
+			r.pkg.reserve(d.Name, d.Constructor) // imports avoid them
+		}
+	}
 	r.planImports()
 	for _, d := range f.Decorators {
 		r.decs = append(r.decs, r.planDecorator(d))
@@ -116,6 +123,9 @@ func (r *renderer) neededImports() map[string]string {
 				visitTypeNames(tps.At(i).Constraint(), add)
 			}
 		}
+		for _, t := range d.Asserts {
+			visitTypeNames(t, add)
+		}
 		for _, m := range d.Methods {
 			visitTypeNames(m.Sig, add)
 			if m.Rule == nil {
@@ -124,19 +134,37 @@ func (r *renderer) neededImports() map[string]string {
 			if m.Rule.Context < 0 {
 				pkgs["context"] = "context"
 			}
-			if k := m.Rule.Key; k != nil && k.Format >= KeyInt64 {
-				pkgs["strconv"] = "strconv"
+			if k := m.Rule.Key; k != nil {
+				if k.Format >= model.KeyInt64 {
+					pkgs["strconv"] = "strconv"
+				}
+				r.funcImports(&k.Value, pkgs)
+			}
+			if v := m.Rule.CostValue; v != nil {
+				r.funcImports(v, pkgs)
 			}
 		}
 	}
 	return pkgs
 }
 
+// funcImports adds the packages of the functions v calls to pkgs.
+func (r *renderer) funcImports(v *model.Value, pkgs map[string]string) {
+	if f := v.Func; f != nil {
+		if p := f.Obj.Pkg(); p.Path() != r.f.PkgPath {
+			pkgs[p.Path()] = p.Name()
+		}
+		for i := range f.Args {
+			r.funcImports(&f.Args[i], pkgs)
+		}
+	}
+}
+
 // file builds the jennifer file.
 func (r *renderer) file() *jen.File {
 	f := jen.NewFilePathName(r.f.PkgPath, r.f.PkgName)
 	f.NoFormat = true // Render runs go/format once
-	f.HeaderComment(Header)
+	f.HeaderComment(model.Header)
 	f.HeaderComment("//go:build " + r.constraint().String())
 	for path, name := range r.types.imports {
 		if name == assumedPackageName(path) {
@@ -153,7 +181,7 @@ func (r *renderer) file() *jen.File {
 
 // constraint returns the generated file's build constraint.
 func (r *renderer) constraint() constraint.Expr {
-	not := &constraint.NotExpr{X: &constraint.TagExpr{Tag: BuildTag}}
+	not := &constraint.NotExpr{X: &constraint.TagExpr{Tag: model.BuildTag}}
 	if r.f.Constraint == nil {
 		return not
 	}
@@ -198,3 +226,6 @@ func wrap(text string, width int) []string {
 	}
 	return lines
 }
+
+// RuntimePath is the import path of the runtime package, named ratelimit.
+const RuntimePath = "github.com/ratelimitgen/ratelimitgen/runtime"

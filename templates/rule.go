@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // ruleVar declares the rule of one limited method:
@@ -16,7 +18,7 @@ import (
 //	}
 func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 	rule := m.Rule
-	doc(g, m.rule+" is the rule of "+p.Type.Obj().Name()+"."+m.Name+": "+rule.summary()+".")
+	doc(g, m.rule+" is the rule of "+p.Type.Obj().Name()+"."+m.Name+": "+summary(rule)+".")
 	fields := []jen.Code{
 		jen.Id("Name").Op(":").Lit(rule.Name),
 		jen.Id("Limits").Op(":").Add(r.limits(rule.Limits)),
@@ -40,7 +42,7 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 
 // limits returns the Limits slice: on one line for a single limit, one
 // limit per line otherwise.
-func (r *renderer) limits(limits []Limit) *jen.Statement {
+func (r *renderer) limits(limits []model.Limit) *jen.Statement {
 	items := make([]jen.Code, len(limits))
 	for i, l := range limits {
 		items[i] = limitValue(l)
@@ -53,7 +55,7 @@ func (r *renderer) limits(limits []Limit) *jen.Statement {
 }
 
 // limitValue writes a Limit with its non-zero fields only.
-func limitValue(l Limit) *jen.Statement {
+func limitValue(l model.Limit) *jen.Statement {
 	fields := []jen.Code{
 		jen.Id("Period").Op(":").Add(duration(l.Period)),
 		jen.Id("Threshold").Op(":").Lit(int(l.Threshold)),
@@ -120,10 +122,10 @@ func proseDuration(d time.Duration) string {
 }
 
 // summary describes the rule in prose: "2 calls per 30s per id".
-func (rule *Rule) summary() string {
+func summary(rule *model.Rule) string {
 	parts := make([]string, len(rule.Limits))
 	unit := "calls"
-	if rule.Cost != 0 || rule.CostParam >= 0 {
+	if rule.Cost != 0 || rule.CostValue != nil {
 		unit = "units"
 	}
 	for i, l := range rule.Limits {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/ratelimitgen/ratelimitgen/model"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -165,13 +166,13 @@ func TestUnexportedForeignTypesCannotBeNamed(t *testing.T) {
 }
 
 func TestLimitValueWritesNonZeroFieldsOnly(t *testing.T) {
-	render := func(l Limit) string {
+	render := func(l model.Limit) string {
 		return fmt.Sprintf("%#v", jen.Var().Id("_").Op("=").Id("L").Add(limitValue(l)))
 	}
-	if got, want := render(Limit{Period: time.Second, Threshold: 10}), "var _ = L{Period: time.Second, Threshold: 10}"; got != want {
+	if got, want := render(model.Limit{Period: time.Second, Threshold: 10}), "var _ = L{Period: time.Second, Threshold: 10}"; got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
-	got := render(Limit{Period: time.Minute, Threshold: 1, Algorithm: "token_bucket", Burst: 20, Capacity: 50})
+	got := render(model.Limit{Period: time.Minute, Threshold: 1, Algorithm: "token_bucket", Burst: 20, Capacity: 50})
 	for _, want := range []string{"Algorithm: runtime.TokenBucket", "Burst: 20", "Capacity: 50"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("%s lacks %s", got, want)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 const storeSrc = `package store
@@ -193,6 +193,21 @@ func TestDiagnosticsAreCollectedAndSorted(t *testing.T) {
 	}
 }
 
+// TestNotesReadLikeTheirErrors checks that the second position of a
+// diagnostic (the first of two duplicates) is relative to the working
+// directory like the first, on a line of its own as the compiler prints
+// "other declaration of".
+func TestNotesReadLikeTheirErrors(t *testing.T) {
+	dir := tempModule(t, map[string]string{
+		"p/a.go": "package p\n\ntype T interface {\n\t//ratelimit:period=1 threshold=1 period=2\n\tM() error\n}\n",
+	})
+	code, _, stderr := cli(t, "-C", dir, "./...")
+	want := filepath.FromSlash("p/a.go:4:35: duplicate period\n\tp/a.go:4:14: first period\n")
+	if code != exitError || stderr != want {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+}
+
 func TestTagsSelectFilesAndConstrainTheOutput(t *testing.T) {
 	dir := tempModule(t, map[string]string{
 		"p/p.go":     "package p\n",
@@ -211,23 +226,6 @@ func TestTagsSelectFilesAndConstrainTheOutput(t *testing.T) {
 	t.Setenv("GOFLAGS", "-tags=extra")
 	if code, _, stderr := cli(t, "-C", dir, "-check", "./p"); code != exitOK {
 		t.Fatalf("tags from GOFLAGS must be kept: exit %d\n%s", code, stderr)
-	}
-}
-
-func TestBuildTagsCombineGOFLAGS(t *testing.T) {
-	for _, tc := range []struct {
-		goflags string
-		extra   []string
-		want    string
-	}{
-		{"", nil, "ratelimitgen"},
-		{"-tags=a,b -mod=mod", []string{"c"}, "a,b,c,ratelimitgen"},
-		{"--tags=a", []string{"a"}, "a,ratelimitgen"},
-		{"-tags=ratelimitgen", nil, "ratelimitgen"},
-	} {
-		if got := strings.Join(buildTags(tc.goflags, tc.extra), ","); got != tc.want {
-			t.Errorf("buildTags(%q, %q) = %q, want %q", tc.goflags, tc.extra, got, tc.want)
-		}
 	}
 }
 
@@ -269,14 +267,14 @@ func TestAlgorithmsAreCheckedAgainstTheRuntime(t *testing.T) {
 			src := "package p\n\ntype T interface {\n\t//ratelimit:period=1 threshold=10 algorithm=" + alg + extra + "\n\tDo() error\n}\n"
 			dir := tempModule(t, map[string]string{"p/p.go": src})
 			code, _, stderr := cli(t, "-C", dir, "./p")
-			lim := templates.Limit{Period: time.Second, Threshold: 10, Algorithm: alg}
+			lim := ratelimit.Limit{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm(alg)}
 			switch alg {
 			case "token_bucket", "gcra":
 				lim.Burst = 20
 			case "leaky_bucket":
 				lim.Capacity = 50
 			}
-			if runtimeSupports(lim) == nil {
+			if lim.Validate() == nil {
 				if code != exitOK || !strings.Contains(readFile(t, filepath.Join(dir, "p", "ratelimit_gen.go")), "Algorithm: ratelimit.") {
 					t.Fatalf("supported algorithm: exit %d\n%s", code, stderr)
 				}

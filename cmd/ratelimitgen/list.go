@@ -12,8 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ratelimitgen/ratelimitgen/parser"
-	"github.com/ratelimitgen/ratelimitgen/templates"
+	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
 // listRow is one limit of one method, as printed by -list.
@@ -36,22 +35,37 @@ type listRow struct {
 	Shadow    bool   `json:"shadow,omitempty"`
 }
 
-// listRows returns one row per directive line of a limited method.
-func listRows(pkgPath, typeName string, m *templates.Method, dirs []*parser.Directive) []listRow {
+// listRows returns one row per limit of every limited method of files.
+func listRows(files []*model.File) []listRow {
+	var rows []listRow
+	for _, f := range files {
+		for _, d := range f.Decorators {
+			for _, m := range d.Methods {
+				if m.Rule != nil {
+					rows = append(rows, methodRows(f.PkgPath, d.Type.Obj().Name(), m)...)
+				}
+			}
+		}
+	}
+	return rows
+}
+
+// methodRows returns one row per limit of a limited method.
+func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 	rule := m.Rule
-	rows := make([]listRow, len(dirs))
-	for i, d := range dirs {
+	rows := make([]listRow, len(rule.Limits))
+	for i, l := range rule.Limits {
 		row := listRow{
-			pos: d.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
-			Period: compactDuration(d.Period), Threshold: d.Threshold, Algorithm: cmp.Or(d.Algorithm, "sliding_log"),
-			Burst: d.Burst, Capacity: d.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
+			pos: l.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
+			Period: compactDuration(l.Period), Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, "sliding_log"),
+			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
 		if rule.Key != nil {
 			row.Key = rule.Key.Source
 		}
 		switch {
-		case rule.CostParam >= 0:
-			row.Cost = m.Sig.Params().At(rule.CostParam).Name()
+		case rule.CostValue != nil:
+			row.Cost = rule.CostValue.Source
 		case rule.Cost != 0:
 			row.Cost = strconv.FormatInt(rule.Cost, 10)
 		}

@@ -27,17 +27,22 @@
 //
 // # Running it
 //
-// Add one line to any file of the package:
-//
-//	//go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
-//
-// or, since Go 1.24, track the generator as a tool of your module with
+// Track the generator as a tool of your module (Go 1.24+):
 //
 //	go get -tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
 //
-// and write
+// and add one line to any file of the package:
 //
 //	//go:generate go tool ratelimitgen
+//
+// The tool directive keeps the generator's requirements in go.mod through
+// go mod tidy. The form
+//
+//	//go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
+//
+// works too, but go mod tidy drops the requirements only the generator
+// needs unless a file of the module imports it, such as a tools.go with
+// "//go:build tools" and import _ "github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen".
 //
 // Usage:
 //
@@ -106,23 +111,43 @@
 // of a method, must agree:
 //
 //	key=p       a separate limit per value of parameter p, or of a field or
-//	            zero-argument method reached from it (key=req.User.ID). The
-//	            value must be a string (used as is), an integer (in decimal,
-//	            even if it has a String method) or a fmt.Stringer. If a
-//	            pointer or interface on the way is nil, the call returns an
-//	            error wrapping ratelimit.ErrNilKey instead of panicking.
+//	            zero-argument method reached from it (key=req.User.ID), or
+//	            per result of a function of the package or of a package the
+//	            file imports, called with such paths (key=principal(ctx),
+//	            key=auth.Principal(ctx)). The value must be a string (used
+//	            as is), an integer (in decimal, even if it has a String
+//	            method), a pointer to one, a type parameter whose types are
+//	            all strings or all signed or all unsigned integers, or a
+//	            fmt.Stringer. A function may return an error as its second
+//	            result: a non-nil one fails the call, wrapped, uncharged,
+//	            whatever onerror= says. If a pointer or interface on the
+//	            way is nil, the call returns an error wrapping
+//	            ratelimit.ErrNilKey instead of panicking.
+//	emptykey=x  share (the default): calls whose key is "" share one
+//	            limit, like any other key; deny: such a call fails with an
+//	            error wrapping ratelimit.ErrEmptyKey, uncharged.
 //	name=n      the limit identity; methods with the same name share one
 //	            limit and must declare the same limits. The default is the
 //	            package path, type and method: example.com/svc.Store.Get.
-//	cost=n      units a call takes: a number, or an integer parameter.
+//	cost=n      units a call takes: a number, or an integer computed as
+//	            for key= (cost=n, cost=req.Size, cost=weight(req)).
 //	wait=d      how long a denied call may wait to be admitted.
 //	onerror=x   allow, deny or decide locally (local) the calls the
 //	            limiter cannot decide, such as while Redis is down.
 //	shadow=true only report what would be denied.
 //
+// A type's doc comment may name its decorator, on a line of its own:
+//
+//	//ratelimit:decorator=LimitedStore
+//
+// which declares LimitedStore and NewLimitedStore instead of
+// StoreWithRateLimit and NewStoreWithRateLimit.
+//
 // A limited method must return error as its last result. If its first
-// parameter is a context.Context, the limiter gets it; otherwise
-// context.Background().
+// parameter is a context.Context, the limiter gets it; otherwise, if a
+// parameter has a method Context() context.Context (a stream, such as
+// grpc.ServerStreamingServer[T]), the first such parameter's context;
+// otherwise context.Background().
 //
 // Every mistake is reported as file:line:col: message, all of them sorted
 // by position; when there is any, nothing is written.
@@ -140,8 +165,31 @@
 //
 // overriding the limited methods; the others are promoted from *Bar. Only
 // calls through the decorator are limited: a method of Bar that calls
-// another method of Bar bypasses the limit. Each limited method's rule is
-// a package variable (storeGetRateLimit).
+// another method of Bar bypasses the limit. An interface whose method set
+// has a method only another package can implement (unexported there, as
+// protoc-gen-go-grpc's mustEmbedUnimplementedFooServer) gets such a
+// decorator too, embedding the interface. For every interface of another
+// package that the decorated interface embeds, the file asserts that the
+// decorator implements it. Each limited method's rule is a package
+// variable (storeGetRateLimit).
+//
+// To limit an interface you do not own, declare one that embeds it and
+// redeclares the methods to limit, with their directives:
+//
+//	type LimitedGreeter interface {
+//		pb.GreeterServer
+//		//ratelimit:period=1m threshold=2 key=req.Name
+//		SayHello(ctx context.Context, req *pb.HelloRequest) (*pb.HelloReply, error)
+//	}
+//
+// NewLimitedGreeterWithRateLimit(impl, limiter) then takes any
+// pb.GreeterServer and is one, for pb.RegisterGreeterServer.
+//
+// An exported name the generated file would declare (a decorator or a
+// constructor), or a name chosen with decorator=, that the package
+// declares already is an error at that declaration, so that no
+// declaration elsewhere in the package can rename the generated API; the
+// other, unexported names get a number instead.
 //
 // The generated file starts with "// Code generated by ratelimitgen. DO
 // NOT EDIT." and "//go:build !ratelimitgen", and ratelimitgen loads

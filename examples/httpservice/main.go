@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -32,6 +33,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "address to listen on")
 	flag.Parse()
+	quietDialErrors()
 	limiter, backend, err := newLimiter(os.Getenv("REDIS_URL"))
 	if err != nil {
 		log.Fatal(err)
@@ -52,7 +54,16 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
 	}
-	return ratelimit.NewRedis(redis.NewClient(opts), hook), "Redis at " + opts.Addr, nil
+	// RedisOptions bounds what a request costs while Redis is down: one
+	// short timeout, no retries, until the limiter's circuit breaker opens.
+	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(opts)), hook), "Redis at " + opts.Addr, nil
+}
+
+// quietDialErrors stops go-redis from logging each failed dial to stderr:
+// the slog hook logs an outage once, when the breaker opens, and once when
+// it closes.
+func quietDialErrors() {
+	redis.SetLogger(logging.NewBlacklistLogger([]string{"failed to dial"}))
 }
 
 // healthRule limits /health, which is not a Go method, per client IP.

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +23,71 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // the service itself, for TestDeadRedis
+		return
+	}
+	redistest.Main(m, &srv)
+}
+
+// runMainEnv makes the test binary run the service instead of the tests.
+const runMainEnv = "HTTPSERVICE_RUN_MAIN"
+
+// TestDeadRedis runs the service against a Redis that is gone: requests
+// are served (the rules fail open), and stderr says once that the
+// breaker opened, without go-redis's dial errors.
+func TestDeadRedis(t *testing.T) {
+	dead, err := redistest.Start()
+	require.NoError(t, err)
+	dead.Stop()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-addr", addr)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "REDIS_URL=redis://"+dead.Addr+"/0")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the service did not start: %s", &stderr)
+
+	for range 20 {
+		resp, _ := do(t, http.MethodGet, "http://"+addr+"/search?q=x", "ada", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "fail open")
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	out := stderr.String()
+	assert.NotContains(t, out, "failed to dial")
+	assert.Equal(t, 1, strings.Count(out, "ratelimit: circuit open"), out)
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // stoppedClock reads one instant, after the test server's clock (see
 // ratelimit.WithClock): a test's calls all fall in one window, however

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/ratelimitgen/ratelimitgen v0.0.0
+	github.com/ratelimitgen/ratelimitgen/adapters/prometheus v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -12,7 +13,6 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -23,5 +23,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The example builds against the runtime of this checkout.
-replace github.com/ratelimitgen/ratelimitgen => ../..
+// The example builds against the runtime and the adapter of this checkout.
+replace (
+	github.com/ratelimitgen/ratelimitgen => ../..
+	github.com/ratelimitgen/ratelimitgen/adapters/prometheus => ../../adapters/prometheus
+)

@@ -1,6 +1,7 @@
-// Prometheus exports a limiter's counters (ratelimit.Metrics) to
-// Prometheus, with a Collector the core leaves to this example so that
-// the runtime depends on no metrics library: it is a module of its own.
+// Prometheus exports a limiter's counters (ratelimit.Metrics) and the
+// latency of its decisions to Prometheus with the adapters/prometheus
+// package (ratelimitprom), a module of its own so that the runtime
+// depends on no metrics library.
 //
 //	cd examples/prometheus && go run . [-addr 127.0.0.1:8081]
 //
@@ -21,20 +22,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
+	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	flag.Parse()
+	quietDialErrors()
 	metrics := &ratelimit.Metrics{}
 	limiter, err := newLimiter(os.Getenv("REDIS_URL"), ratelimit.WithHook(metrics))
 	if err != nil {
 		log.Fatal(err)
 	}
 	log.Printf("serving http://%s/hello, /beta and /metrics", *addr)
-	srv := &http.Server{Addr: *addr, Handler: newHandler(limiter, metrics), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: *addr, Handler: newHandler(ratelimitprom.Instrument(limiter), metrics), ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
 
@@ -47,7 +51,16 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	return ratelimit.NewRedis(redis.NewClient(o), opts...), nil
+	// RedisOptions bounds what a request costs while Redis is down: one
+	// short timeout, no retries, until the limiter's circuit breaker opens.
+	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(o)), opts...), nil
+}
+
+// quietDialErrors stops go-redis from logging each failed dial to stderr:
+// ratelimit_backend_errors_total counts the failures, and while Redis is
+// down the limiter's breaker fails calls at once.
+func quietDialErrors() {
+	redis.SetLogger(logging.NewBlacklistLogger([]string{"failed to dial"}))
 }
 
 var (
@@ -56,10 +69,10 @@ var (
 )
 
 // newHandler serves the limited routes and, on /metrics, the counters of
-// metrics, the limiter's hook.
-func newHandler(limiter ratelimit.Limiter, metrics *ratelimit.Metrics) http.Handler {
+// metrics, the limiter's hook, and the latency of the limiter's calls.
+func newHandler(limiter *ratelimitprom.Limiter, metrics *ratelimit.Metrics) http.Handler {
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(NewCollector(metrics))
+	registry.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	mux := http.NewServeMux()
 	mux.Handle("GET /hello", ratelimit.Middleware(limiter, helloRule, ratelimit.ClientIP())(hello))

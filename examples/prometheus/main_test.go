@@ -1,90 +1,99 @@
 package main
 
 import (
-	"context"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"os"
+	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// TestCollectorExportsEveryCounter: each counter of the Metrics hook
-// reaches Prometheus under its limit's name.
-func TestCollectorExportsEveryCounter(t *testing.T) {
-	ctx := context.Background()
-	metrics := &ratelimit.Metrics{}
-	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
-	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
-	for i := range 11 {
-		err := search.Check(ctx, limiter, "", 1)
-		assert.Equal(t, i == 10, err != nil, "call %d: %v", i)
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // the service itself, for TestDeadRedis
+		return
 	}
-	beta := &ratelimit.Rule{Name: "beta", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
-	for range 3 {
-		require.NoError(t, beta.Check(ctx, limiter, "", 1))
-	}
-	down := ratelimit.NewRedis(unreachable(t), ratelimit.WithHook(metrics))
-	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
-	require.ErrorIs(t, pay.Check(ctx, down, "", 1), ratelimit.ErrBackend)
-	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
-	require.NoError(t, steady.Check(ctx, down, "", 1))
-	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+	os.Exit(m.Run())
+}
 
-	want := `
-# HELP ratelimit_backend_errors_total Calls the rate limiter's backend could not decide.
-# TYPE ratelimit_backend_errors_total counter
-ratelimit_backend_errors_total{name="beta"} 0
-ratelimit_backend_errors_total{name="pay"} 1
-ratelimit_backend_errors_total{name="search"} 0
-ratelimit_backend_errors_total{name="steady"} 2
-# HELP ratelimit_decisions_total Rate limit decisions, by limit name and decision.
-# TYPE ratelimit_decisions_total counter
-ratelimit_decisions_total{decision="allowed",name="beta"} 1
-ratelimit_decisions_total{decision="allowed",name="pay"} 0
-ratelimit_decisions_total{decision="allowed",name="search"} 10
-ratelimit_decisions_total{decision="allowed",name="steady"} 1
-ratelimit_decisions_total{decision="limited",name="beta"} 0
-ratelimit_decisions_total{decision="limited",name="pay"} 0
-ratelimit_decisions_total{decision="limited",name="search"} 1
-ratelimit_decisions_total{decision="limited",name="steady"} 1
-ratelimit_decisions_total{decision="shadow_limited",name="beta"} 2
-ratelimit_decisions_total{decision="shadow_limited",name="pay"} 0
-ratelimit_decisions_total{decision="shadow_limited",name="search"} 0
-ratelimit_decisions_total{decision="shadow_limited",name="steady"} 0
-# HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
-# TYPE ratelimit_fallback_decisions_total counter
-ratelimit_fallback_decisions_total{name="beta"} 0
-ratelimit_fallback_decisions_total{name="pay"} 0
-ratelimit_fallback_decisions_total{name="search"} 0
-ratelimit_fallback_decisions_total{name="steady"} 2
-# HELP ratelimit_near_limit_total Admissions that left at most 10% of the limit's threshold.
-# TYPE ratelimit_near_limit_total counter
-ratelimit_near_limit_total{name="beta"} 1
-ratelimit_near_limit_total{name="pay"} 0
-ratelimit_near_limit_total{name="search"} 2
-ratelimit_near_limit_total{name="steady"} 1
-`
-	require.NoError(t, testutil.CollectAndCompare(NewCollector(metrics), strings.NewReader(want)))
-	problems, err := testutil.CollectAndLint(NewCollector(metrics))
+// runMainEnv makes the test binary run the service instead of the tests.
+const runMainEnv = "PROMETHEUS_RUN_MAIN"
+
+// TestDeadRedis runs the service against a Redis that is gone: requests
+// are served (the rule fails open), /metrics counts every failure, and
+// go-redis's dial errors stay off stderr.
+func TestDeadRedis(t *testing.T) {
+	dead := freeAddr(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-addr", addr)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "REDIS_URL=redis://"+dead+"/0")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	require.Eventually(t, func() bool {
+		res, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			res.Body.Close()
+		}
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "the service did not start: %s", &stderr)
+
+	for range 20 {
+		assert.Equal(t, 200, get(t, "http://"+addr+"/hello").StatusCode, "fail open")
+	}
+	body, err := io.ReadAll(get(t, "http://"+addr+"/metrics").Body)
 	require.NoError(t, err)
-	assert.Empty(t, problems)
+	assert.Contains(t, string(body), `ratelimit_backend_errors_total{name="hello"} 20`+"\n")
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	assert.NotContains(t, stderr.String(), "failed to dial")
+}
+
+// freeAddr returns a loopback address nobody listens on.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestServiceCountsWhatItServes: the service's /metrics reports the
-// requests its limited routes admitted and denied.
+// requests its limited routes admitted and denied, and how long the
+// limiter took to decide them.
 func TestServiceCountsWhatItServes(t *testing.T) {
 	metrics := &ratelimit.Metrics{}
-	srv := httptest.NewServer(newHandler(ratelimit.NewMemory(ratelimit.WithHook(metrics)), metrics))
+	limiter := ratelimitprom.Instrument(ratelimit.NewMemory(ratelimit.WithHook(metrics)))
+	srv := httptest.NewServer(newHandler(limiter, metrics))
 	defer srv.Close()
 	codes := make([]int, 0, 6)
 	for range 6 {
@@ -103,6 +112,8 @@ func TestServiceCountsWhatItServes(t *testing.T) {
 		`ratelimit_decisions_total{decision="limited",name="hello"} 1`,
 		`ratelimit_decisions_total{decision="allowed",name="beta"} 2`,
 		`ratelimit_decisions_total{decision="shadow_limited",name="beta"} 1`,
+		`ratelimit_decision_duration_seconds_count{name="hello",source="backend"} 6`,
+		`ratelimit_decision_duration_seconds_count{name="beta",source="backend"} 3`,
 	} {
 		assert.Contains(t, string(body), line+"\n")
 	}
@@ -114,15 +125,4 @@ func get(t *testing.T, url string) *http.Response {
 	require.NoError(t, err)
 	t.Cleanup(func() { res.Body.Close() })
 	return res
-}
-
-// unreachable returns a client of a loopback port nobody listens on.
-func unreachable(t *testing.T) *redis.Client {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	t.Cleanup(func() { c.Close() })
-	return c
 }

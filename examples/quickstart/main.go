@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -43,6 +44,7 @@ func (greeter) Greet(_ context.Context, name string) (string, error) {
 }
 
 func main() {
+	quietDialErrors()
 	limiter, backend, err := newLimiter(os.Getenv("REDIS_URL"))
 	if err != nil {
 		log.Fatal(err)
@@ -63,7 +65,17 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
 	}
-	return ratelimit.NewRedis(redis.NewClient(opts)), "Redis at " + opts.Addr, nil
+	// RedisOptions bounds what a call costs while Redis is down: one short
+	// timeout, no retries, until the limiter's circuit breaker opens.
+	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(opts))), "Redis at " + opts.Addr, nil
+}
+
+// quietDialErrors stops go-redis from logging each failed dial to stderr:
+// while Redis is down the limiter fails calls at once (the rule's onerror
+// policy applies) and a hook such as ratelimit.NewSlogHook reports the
+// outage once.
+func quietDialErrors() {
+	redis.SetLogger(logging.NewBlacklistLogger([]string{"failed to dial"}))
 }
 
 // demo greets Ada five times and Grace once through the rate-limited

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -12,7 +14,40 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main() // the program itself, for TestDeadRedis
+		os.Exit(0)
+	}
+	redistest.Main(m, &srv)
+}
+
+// runMainEnv makes the test binary run the program instead of the tests.
+const runMainEnv = "QUICKSTART_RUN_MAIN"
+
+// TestDeadRedis runs the program against a Redis that is gone: every call
+// is decided by the fail-open policy, and go-redis's dial errors do not
+// reach stderr.
+func TestDeadRedis(t *testing.T) {
+	dead, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Stop()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "REDIS_URL=redis://"+dead.Addr+"/0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), `call 6: Greet("Grace") allowed: Hello, Grace!`) {
+		t.Errorf("the calls were not decided:\n%s", stdout.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("stderr is not empty:\n%s", stderr.String())
+	}
+}
 
 func TestDemo(t *testing.T) {
 	srv.Flush(t) // each run starts with no calls in the window

@@ -50,7 +50,7 @@ func (store) Zero(zero, zero1 string) ([2]int, error) {
 
 func TestCollidingNamesStillWork(t *testing.T) {
 	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
-		s := NewStoreWithRateLimit1(store{}, limiter)
+		s := NewLimitedStore(store{}, limiter)
 		cfg, err := s.Get(context.Background(), "ab", 1, limit(10), ctxpkg.Context{Tenant: "xyz"})
 		require.NoError(t, err)
 		require.Equal(t, rl.Config{Burst: 16}, cfg)
@@ -120,5 +120,17 @@ func TestMethodsNamedLikeFields(t *testing.T) {
 		n, err := c.limiter()
 		require.NoError(t, err)
 		require.Equal(t, 7, n)
+	})
+}
+
+type cacheImpl struct{}
+
+func (cacheImpl) Get() error { return nil }
+
+func TestUnexportedNamesTakeTheNextFreeName(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		c := newCacheWithRateLimit1(cacheImpl{}, limiter)
+		require.NoError(t, c.Get())
+		require.ErrorIs(t, c.Get(), ratelimit.ErrLimited)
 	})
 }

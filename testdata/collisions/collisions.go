@@ -18,10 +18,13 @@ var (
 	strconv           = "the user's own"
 )
 
-// StoreWithRateLimit is the user's own type with the decorator's name.
+// StoreWithRateLimit is the user's own type with the default name of
+// Store's decorator, which is therefore named by its directive.
 type StoreWithRateLimit struct{}
 
 // Store's parameters and results are named like what generated code uses.
+//
+//ratelimit:decorator=LimitedStore
 type Store interface {
 	// Get names its parameters next, limiter, key, d and w.
 	//ratelimit:period=1 threshold=1 key=key
@@ -54,4 +57,14 @@ type Chain interface {
 	//ratelimit:period=1 threshold=1
 	next() error
 	limiter() (int, error)
+}
+
+// cacheWithRateLimit and newCacheWithRateLimit are the user's own, named
+// like the decorator of the unexported cache and its constructor, which
+// take the next free names instead: unexported names are no API.
+var cacheWithRateLimit, newCacheWithRateLimit = 1, 2
+
+type cache interface {
+	//ratelimit:period=1 threshold=1
+	Get() error
 }

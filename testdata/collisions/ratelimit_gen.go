@@ -86,22 +86,22 @@ func (d *GenericWithRateLimit[ratelimit2, key]) Get(k key) (ratelimit2, error) {
 	return d.next.Get(k)
 }
 
-// StoreWithRateLimit1 is a Store that asks a ratelimit.Limiter to admit each
-// call of its limited methods (Blank, Code, Format, Get, Unnamed, Zero) before
-// calling the wrapped Store. A denied call returns the limiter's error, a
+// LimitedStore is a Store that asks a ratelimit.Limiter to admit each call of
+// its limited methods (Blank, Code, Format, Get, Unnamed, Zero) before calling
+// the wrapped Store. A denied call returns the limiter's error, a
 // *ratelimit.LimitError, without calling it.
-type StoreWithRateLimit1 struct {
+type LimitedStore struct {
 	next    Store
 	limiter ratelimit.Limiter
 }
 
-// NewStoreWithRateLimit1 returns a StoreWithRateLimit1 that calls next after
-// limiter admits each call of a limited method of Store.
-func NewStoreWithRateLimit1(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit1 {
-	return &StoreWithRateLimit1{next: next, limiter: limiter}
+// NewLimitedStore returns a LimitedStore that calls next after limiter admits
+// each call of a limited method of Store.
+func NewLimitedStore(next Store, limiter ratelimit.Limiter) *LimitedStore {
+	return &LimitedStore{next: next, limiter: limiter}
 }
 
-var _ Store = (*StoreWithRateLimit1)(nil)
+var _ Store = (*LimitedStore)(nil)
 
 // storeBlankRateLimit is the rule of Store.Blank: 1 call per second.
 var storeBlankRateLimit = &ratelimit.Rule{
@@ -143,7 +143,7 @@ var storeZeroRateLimit = &ratelimit.Rule{
 
 // Blank calls the wrapped Store's Blank if the limiter admits the call under
 // storeBlankRateLimit; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Blank(ctx context.Context, p21 string, p2 int) (bool, error) {
+func (dec *LimitedStore) Blank(ctx context.Context, p21 string, p2 int) (bool, error) {
 	if err := storeBlankRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
 		return false, err
 	}
@@ -152,7 +152,7 @@ func (dec *StoreWithRateLimit1) Blank(ctx context.Context, p21 string, p2 int) (
 
 // Code calls the wrapped Store's Code if the limiter admits the call under
 // storeCodeRateLimit; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
+func (dec *LimitedStore) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
 	key := strconv1.FormatInt(int64(code), 10)
 	if err1 := storeCodeRateLimit.Check(context.Background(), dec.limiter, key, 1); err1 != nil {
 		return 0, err1
@@ -162,7 +162,7 @@ func (dec *StoreWithRateLimit1) Code(ctx context1.Context, code errors.Code, err
 
 // Format calls the wrapped Store's Format if the limiter admits the call under
 // storeFormatRateLimit; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
+func (dec *LimitedStore) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
 	key := strconv1.FormatUint(uint64(strconv), 10)
 	if err := storeFormatRateLimit.Check(context.Background(), dec.limiter, key, 1); err != nil {
 		return "", err
@@ -172,7 +172,7 @@ func (dec *StoreWithRateLimit1) Format(ratelimit string, context2 int, time time
 
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit1; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Get(next context.Context, limiter string, key int, d ratelimit1.Limiter, w context1.Context) (ratelimit1.Config, error) {
+func (dec *LimitedStore) Get(next context.Context, limiter string, key int, d ratelimit1.Limiter, w context1.Context) (ratelimit1.Config, error) {
 	key1 := strconv1.FormatInt(int64(key), 10)
 	if err := storeGetRateLimit1.Check(next, dec.limiter, key1, 1); err != nil {
 		return ratelimit1.Config{}, err
@@ -182,7 +182,7 @@ func (dec *StoreWithRateLimit1) Get(next context.Context, limiter string, key in
 
 // Unnamed calls the wrapped Store's Unnamed if the limiter admits the call
 // under storeUnnamedRateLimit; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...byte) (int, error) {
+func (dec *LimitedStore) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...byte) (int, error) {
 	if err := storeUnnamedRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
 		return 0, err
 	}
@@ -191,10 +191,42 @@ func (dec *StoreWithRateLimit1) Unnamed(ctx context.Context, p2 string, p3 int, 
 
 // Zero calls the wrapped Store's Zero if the limiter admits the call under
 // storeZeroRateLimit; otherwise it returns the limiter's error.
-func (dec *StoreWithRateLimit1) Zero(zero string, zero1 string) ([2]int, error) {
+func (dec *LimitedStore) Zero(zero string, zero1 string) ([2]int, error) {
 	if err := storeZeroRateLimit.Check(context.Background(), dec.limiter, "", 1); err != nil {
 		var zero2 [2]int
 		return zero2, err
 	}
 	return dec.next.Zero(zero, zero1)
+}
+
+// cacheWithRateLimit1 is a cache that asks a ratelimit.Limiter to admit each
+// call of its limited method Get before calling the wrapped cache. A denied
+// call returns the limiter's error, a *ratelimit.LimitError, without calling
+// it.
+type cacheWithRateLimit1 struct {
+	next    cache
+	limiter ratelimit.Limiter
+}
+
+// newCacheWithRateLimit1 returns a cacheWithRateLimit1 that calls next after
+// limiter admits each call of a limited method of cache.
+func newCacheWithRateLimit1(next cache, limiter ratelimit.Limiter) *cacheWithRateLimit1 {
+	return &cacheWithRateLimit1{next: next, limiter: limiter}
+}
+
+var _ cache = (*cacheWithRateLimit1)(nil)
+
+// cacheGetRateLimit is the rule of cache.Get: 1 call per second.
+var cacheGetRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/collisions.cache.Get",
+	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1}},
+}
+
+// Get calls the wrapped cache's Get if the limiter admits the call under
+// cacheGetRateLimit; otherwise it returns the limiter's error.
+func (d *cacheWithRateLimit1) Get() error {
+	if err := cacheGetRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+		return err
+	}
+	return d.next.Get()
 }

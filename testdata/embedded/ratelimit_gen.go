@@ -5,6 +5,7 @@ package embedded
 
 import (
 	"context"
+	"io"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -27,6 +28,9 @@ func NewClientWithRateLimit(next Client, limiter ratelimit.Limiter) *ClientWithR
 }
 
 var _ Client = (*ClientWithRateLimit)(nil)
+var _ io.Closer = (*ClientWithRateLimit)(nil)
+var _ remote.Fetcher = (*ClientWithRateLimit)(nil)
+var _ remote.Getter[string] = (*ClientWithRateLimit)(nil)
 
 // clientCloseRateLimit is the rule of Client.Close: 60 calls per minute.
 var clientCloseRateLimit = &ratelimit.Rule{

@@ -67,11 +67,13 @@ type Typed interface {
 	Ping(ctx context.Context) error
 }
 
-// Embeds cannot be implemented outside package sealed.
+// Embeds can only be implemented outside package sealed by embedding an
+// implementation, so its decorator embeds it: a method named like the
+// type would clash with that field.
 type Embeds interface {
 	sealed.Sealed
 	//ratelimit:period=1 threshold=1
-	Other() error
+	Embeds() error
 }
 
 // Empty has nothing to limit.

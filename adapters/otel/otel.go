@@ -1,0 +1,215 @@
+// Package ratelimitotel reports ratelimitgen's limiters to OpenTelemetry:
+// [Telemetry] is a hook that counts decisions and backend failures and
+// adds events to the caller's span, and [Telemetry.Instrument] wraps a
+// limiter to record how long it takes to decide.
+//
+//	tel, err := ratelimitotel.New() // the global MeterProvider
+//	if err != nil { ... }
+//	limiter := tel.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(tel)))
+//
+// It is a module of its own, so the runtime depends on no telemetry
+// library. The call's key (a user id, an address) is recorded nowhere: it
+// is often personal data, and one series per key would be unbounded.
+package ratelimitotel
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// ScopeName is the instrumentation scope of the meter [New] uses.
+const ScopeName = "github.com/ratelimitgen/ratelimitgen/adapters/otel"
+
+// The attributes of the metrics and span events.
+const (
+	// AttrName is the limit's name ([ratelimit.Request.Name]).
+	AttrName = attribute.Key("ratelimit.name")
+	// AttrDecision is "allowed", "limited" or "shadow_limited".
+	AttrDecision = attribute.Key("ratelimit.decision")
+	// AttrSource is what made the decision: "backend", "cache" or
+	// "fallback" ([ratelimit.Source]); on the duration histogram, "error"
+	// for a call the wrapped limiter could not decide.
+	AttrSource = attribute.Key("ratelimit.source")
+	// AttrRetryAfter is a denial's RetryAfter in seconds.
+	AttrRetryAfter = attribute.Key("ratelimit.retry_after")
+	// AttrLimit is the limit that denied a call, such as "2/30s (sliding_log)".
+	AttrLimit = attribute.Key("ratelimit.limit")
+)
+
+// The names of the span events.
+const (
+	EventLimited       = "ratelimit.limited"
+	EventShadowLimited = "ratelimit.shadow_limited"
+	EventBackendError  = "ratelimit.backend_error"
+)
+
+// DefaultBuckets are the explicit bucket boundaries, in seconds, of the
+// duration histogram: from 25 µs (an in-process decision or a cached
+// denial) to 1 s (a Redis call that times out).
+var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// Telemetry is a [ratelimit.ShadowHook] that records, per limit name:
+//
+//	ratelimit.decisions       counter    {ratelimit.name, ratelimit.decision, ratelimit.source}
+//	ratelimit.backend_errors  counter    {ratelimit.name}
+//
+// and adds an event to the span in the call's context (if it records)
+// for each denial ([EventLimited]), would-be denial of a shadow rule
+// ([EventShadowLimited]) and backend failure ([EventBackendError]). Give it
+// to a limiter with [ratelimit.WithHook]; [Telemetry.Instrument] adds the
+// latency histogram. It is safe for concurrent use.
+type Telemetry struct {
+	decisions     metric.Int64Counter
+	backendErrors metric.Int64Counter
+	duration      metric.Float64Histogram
+
+	mu    sync.RWMutex
+	attrs map[attrKey]measurement
+}
+
+// measurement holds the options of a measurement with one attribute set,
+// as the slices the instruments take, so that recording allocates nothing.
+type measurement struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// attrKey identifies an attribute set the Telemetry has built; empty
+// fields are left out of it.
+type attrKey struct {
+	name, decision, source string
+}
+
+// Option configures [New].
+type Option func(*config)
+
+type config struct {
+	meterProvider metric.MeterProvider
+	buckets       []float64
+}
+
+// WithMeterProvider makes the Telemetry record to mp instead of the
+// global MeterProvider (otel.GetMeterProvider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.meterProvider = mp }
+}
+
+// WithBuckets sets the bucket boundaries, in seconds, of the duration
+// histogram (default [DefaultBuckets]).
+func WithBuckets(boundaries ...float64) Option {
+	return func(c *config) { c.buckets = boundaries }
+}
+
+// New returns a Telemetry recording to the meter [ScopeName] of the
+// MeterProvider; it fails only if the provider cannot make its
+// instruments.
+func New(opts ...Option) (*Telemetry, error) {
+	c := config{buckets: DefaultBuckets}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.meterProvider == nil {
+		c.meterProvider = otel.GetMeterProvider()
+	}
+	meter := c.meterProvider.Meter(ScopeName)
+	t := &Telemetry{attrs: make(map[attrKey]measurement)}
+	var err error
+	if t.decisions, err = meter.Int64Counter("ratelimit.decisions",
+		metric.WithDescription("Rate limit decisions, by limit name, decision and source."),
+		metric.WithUnit("{decision}")); err != nil {
+		return nil, err
+	}
+	if t.backendErrors, err = meter.Int64Counter("ratelimit.backend_errors",
+		metric.WithDescription("Calls the rate limiter's backend could not decide."),
+		metric.WithUnit("{call}")); err != nil {
+		return nil, err
+	}
+	if t.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
+		metric.WithDescription("How long the rate limiter took to answer a call, by limit name and decision source."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(c.buckets...)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Decided counts d and adds [EventLimited] to the span of ctx for a
+// denial. See [ratelimit.Hook].
+func (t *Telemetry) Decided(ctx context.Context, req *ratelimit.Request, d ratelimit.Decision) {
+	decision := "allowed"
+	if !d.Allowed {
+		decision = "limited"
+		denialEvent(ctx, EventLimited, req, d)
+	}
+	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: decision, source: d.Source.String()}).add...)
+}
+
+// ShadowLimited counts a would-be denial and adds [EventShadowLimited] to
+// the span of ctx. See [ratelimit.ShadowHook].
+func (t *Telemetry) ShadowLimited(ctx context.Context, req *ratelimit.Request, d ratelimit.Decision) {
+	denialEvent(ctx, EventShadowLimited, req, d)
+	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: "shadow_limited", source: d.Source.String()}).add...)
+}
+
+// Failed counts a backend failure and adds [EventBackendError], with the
+// error's text, to the span of ctx. See [ratelimit.Hook].
+func (t *Telemetry) Failed(ctx context.Context, req *ratelimit.Request, err error) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent(EventBackendError, trace.WithAttributes(
+			AttrName.String(req.Name),
+			attribute.String("exception.message", err.Error()),
+		))
+	}
+	t.backendErrors.Add(ctx, 1, t.attributes(attrKey{name: req.Name}).add...)
+}
+
+// denialEvent adds the event name about the denial d of req to the span
+// of ctx, if it records.
+func denialEvent(ctx context.Context, name string, req *ratelimit.Request, d ratelimit.Decision) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{
+		AttrName.String(req.Name),
+		AttrRetryAfter.Float64(d.RetryAfter.Seconds()),
+		AttrSource.String(d.Source.String()),
+	}
+	if d.Limit >= 0 && d.Limit < len(req.Limits) {
+		attrs = append(attrs, AttrLimit.String(req.Limits[d.Limit].String()))
+	}
+	span.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// attributes returns the options of a measurement with the attribute set
+// k, building them once.
+func (t *Telemetry) attributes(k attrKey) measurement {
+	t.mu.RLock()
+	o, ok := t.attrs[k]
+	t.mu.RUnlock()
+	if ok {
+		return o
+	}
+	attrs := []attribute.KeyValue{AttrName.String(k.name)}
+	if k.decision != "" {
+		attrs = append(attrs, AttrDecision.String(k.decision))
+	}
+	if k.source != "" {
+		attrs = append(attrs, AttrSource.String(k.source))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	o = measurement{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+	t.mu.Lock()
+	t.attrs[k] = o
+	t.mu.Unlock()
+	return o
+}
+
+var _ ratelimit.ShadowHook = (*Telemetry)(nil)

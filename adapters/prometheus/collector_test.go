@@ -1,0 +1,107 @@
+package ratelimitprom_test
+
+import (
+	"context"
+	"net"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestCollectorExportsEveryCounter: each counter of the Metrics hook
+// reaches Prometheus under its limit's name, with the metric names the
+// example always had.
+func TestCollectorExportsEveryCounter(t *testing.T) {
+	ctx := context.Background()
+	metrics := &ratelimit.Metrics{}
+	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
+	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
+	for i := range 11 {
+		err := search.Check(ctx, limiter, "", 1)
+		assert.Equal(t, i == 10, err != nil, "call %d: %v", i, err)
+	}
+	beta := &ratelimit.Rule{Name: "beta", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
+	for range 3 {
+		require.NoError(t, beta.Check(ctx, limiter, "", 1))
+	}
+	down := ratelimit.NewRedis(unreachable(t), ratelimit.WithHook(metrics))
+	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
+	require.ErrorIs(t, pay.Check(ctx, down, "", 1), ratelimit.ErrBackend)
+	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
+	require.NoError(t, steady.Check(ctx, down, "", 1))
+	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+
+	want := `
+# HELP ratelimit_backend_errors_total Calls the rate limiter's backend could not decide.
+# TYPE ratelimit_backend_errors_total counter
+ratelimit_backend_errors_total{name="beta"} 0
+ratelimit_backend_errors_total{name="pay"} 1
+ratelimit_backend_errors_total{name="search"} 0
+ratelimit_backend_errors_total{name="steady"} 2
+# HELP ratelimit_decisions_total Rate limit decisions, by limit name and decision.
+# TYPE ratelimit_decisions_total counter
+ratelimit_decisions_total{decision="allowed",name="beta"} 1
+ratelimit_decisions_total{decision="allowed",name="pay"} 0
+ratelimit_decisions_total{decision="allowed",name="search"} 10
+ratelimit_decisions_total{decision="allowed",name="steady"} 1
+ratelimit_decisions_total{decision="limited",name="beta"} 0
+ratelimit_decisions_total{decision="limited",name="pay"} 0
+ratelimit_decisions_total{decision="limited",name="search"} 1
+ratelimit_decisions_total{decision="limited",name="steady"} 1
+ratelimit_decisions_total{decision="shadow_limited",name="beta"} 2
+ratelimit_decisions_total{decision="shadow_limited",name="pay"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="search"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady"} 0
+# HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
+# TYPE ratelimit_fallback_decisions_total counter
+ratelimit_fallback_decisions_total{name="beta"} 0
+ratelimit_fallback_decisions_total{name="pay"} 0
+ratelimit_fallback_decisions_total{name="search"} 0
+ratelimit_fallback_decisions_total{name="steady"} 2
+# HELP ratelimit_near_limit_total Admissions that left at most 10% of the limit's threshold.
+# TYPE ratelimit_near_limit_total counter
+ratelimit_near_limit_total{name="beta"} 1
+ratelimit_near_limit_total{name="pay"} 0
+ratelimit_near_limit_total{name="search"} 2
+ratelimit_near_limit_total{name="steady"} 1
+`
+	collector := ratelimitprom.NewCollector(metrics)
+	require.NoError(t, testutil.CollectAndCompare(collector, strings.NewReader(want)))
+	problems, err := testutil.CollectAndLint(collector)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// TestCollectorExportsEveryField: the collector sends one series per field
+// of ratelimit.Counters for each name, so a counter added to the runtime
+// is not left unexported.
+func TestCollectorExportsEveryField(t *testing.T) {
+	metrics := &ratelimit.Metrics{}
+	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
+	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
+	fields := reflect.TypeFor[ratelimit.Counters]().NumField()
+	assert.Equal(t, fields, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
+}
+
+// unreachable returns a client of a loopback port nobody listens on.
+func unreachable(t *testing.T) *redis.Client {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var _ prometheus.Collector = (*ratelimitprom.Collector)(nil)

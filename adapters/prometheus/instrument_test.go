@@ -1,0 +1,136 @@
+package ratelimitprom_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// histograms gathers the histogram of c into a map from "name/source" to
+// its series.
+func histograms(t *testing.T, c prometheus.Collector) map[string]*dto.Histogram {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Len(t, families, 1)
+	f := families[0]
+	assert.Equal(t, "ratelimit_decision_duration_seconds", f.GetName())
+	assert.Equal(t, dto.MetricType_HISTOGRAM, f.GetType())
+	out := map[string]*dto.Histogram{}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		out[labels["name"]+"/"+labels["source"]] = m.GetHistogram()
+	}
+	return out
+}
+
+// TestInstrumentMeasuresEveryCall: each call the wrapped limiter answers is
+// one observation, under its limit name and the decision's source, or
+// "error" when it failed; the buckets hold what the sum says.
+func TestInstrumentMeasuresEveryCall(t *testing.T) {
+	ctx := context.Background()
+	memory := ratelimitprom.Instrument(ratelimit.NewMemory())
+	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}}}
+	for range 5 {
+		_ = search.Check(ctx, memory, "", 1)
+	}
+	down := ratelimitprom.Instrument(ratelimit.NewRedis(unreachable(t)), 0.001, 10)
+	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}}
+	require.NoError(t, pay.Check(ctx, down, "", 1), "fail open")
+
+	h := histograms(t, memory)
+	require.Len(t, h, 1)
+	assert.Equal(t, uint64(5), h["search/backend"].GetSampleCount())
+	assert.Len(t, h["search/backend"].GetBucket(), len(ratelimitprom.DefaultBuckets))
+	assertConsistent(t, h["search/backend"])
+
+	h = histograms(t, down)
+	require.Len(t, h, 1)
+	assert.Equal(t, uint64(1), h["pay/error"].GetSampleCount())
+	assert.Equal(t, []float64{0.001, 10}, upperBounds(h["pay/error"]))
+	assertConsistent(t, h["pay/error"])
+
+	problems, err := testutil.CollectAndLint(memory)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}
+
+// TestInstrumentRedis: calls decided by a real Redis are measured as the
+// backend's.
+func TestInstrumentRedis(t *testing.T) {
+	srv, err := redistest.Start()
+	require.NoError(t, err)
+	defer srv.Stop()
+	client := srv.Client()
+	defer client.Close()
+	limiter := ratelimitprom.Instrument(ratelimit.NewRedis(client))
+	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}}
+	for i := range 3 {
+		err := rule.Check(context.Background(), limiter, "u", 1)
+		assert.Equal(t, i == 2, err != nil, "call %d: %v", i, err)
+	}
+	h := histograms(t, limiter)
+	assert.Equal(t, uint64(3), h["get/backend"].GetSampleCount())
+	assert.Positive(t, h["get/backend"].GetSampleSum(), "a Redis round trip takes time")
+	assertConsistent(t, h["get/backend"])
+}
+
+// TestInstrumentKeepsTheWrappedSettings: wrapping a limiter keeps its
+// overrides and its error policy.
+func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
+	ctx := context.Background()
+	overrides := ratelimit.OverridesFunc(func(_ context.Context, name string) ([]ratelimit.Limit, bool) {
+		return []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, name == "get"
+	})
+	limiter := ratelimitprom.Instrument(ratelimit.NewMemory(ratelimit.WithOverrides(overrides)))
+	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}}
+	require.NoError(t, rule.Check(ctx, limiter, "", 1))
+	assert.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "the override of 1 per hour applies")
+
+	closed := ratelimitprom.Instrument(ratelimit.NewRedis(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
+	assert.ErrorIs(t, rule.Check(ctx, closed, "", 1), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
+	inner := ratelimit.NewMemory()
+	assert.Same(t, inner, ratelimitprom.Instrument(inner).Unwrap())
+}
+
+func upperBounds(h *dto.Histogram) []float64 {
+	var out []float64
+	for _, b := range h.GetBucket() {
+		out = append(out, b.GetUpperBound())
+	}
+	return out
+}
+
+// assertConsistent checks that the buckets are cumulative, hold no more
+// than the count, and that the sum fits the observations: non-negative,
+// and at least the lower bound of the bucket each observation fell in.
+func assertConsistent(t *testing.T, h *dto.Histogram) {
+	t.Helper()
+	var prev uint64
+	lower := 0.0
+	least := 0.0
+	for _, b := range h.GetBucket() {
+		c := b.GetCumulativeCount()
+		assert.GreaterOrEqual(t, c, prev, "cumulative")
+		least += float64(c-prev) * lower
+		prev, lower = c, b.GetUpperBound()
+		assert.LessOrEqual(t, c, h.GetSampleCount())
+	}
+	least += float64(h.GetSampleCount()-prev) * lower
+	assert.GreaterOrEqual(t, h.GetSampleSum(), least)
+}

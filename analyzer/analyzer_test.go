@@ -1,0 +1,16 @@
+package analyzer_test
+
+import (
+	"testing"
+
+	"golang.org/x/tools/go/analysis/analysistest"
+
+	"github.com/ratelimitgen/ratelimitgen/analyzer"
+)
+
+// TestAnalyzer runs the analyzer on the module in testdata: directive
+// errors where they are, missing and stale generated code, and nothing
+// for a package whose generated code is fresh.
+func TestAnalyzer(t *testing.T) {
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan")
+}

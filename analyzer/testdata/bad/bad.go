@@ -1,0 +1,25 @@
+// Package bad has directive errors, each reported where it is.
+package bad
+
+import "context"
+
+// StoreWithRateLimit takes the name of Store's decorator.
+type StoreWithRateLimit struct{} // want `StoreWithRateLimit is declared here and is the name of the decorator of Store`
+
+// Store is decorated.
+type Store interface {
+	// want +1 `unknown name "threshhold"; did you mean threshold\?`
+	//ratelimit:period=1 threshhold=1
+	Get(ctx context.Context) error
+	// want +1 `key=id: Store.Put has no parameter id \(its parameters are ctx, key\)`
+	//ratelimit:period=1 threshold=1 key=id
+	Put(ctx context.Context, key string) error
+	// want +1 `key=principal\(ctx\): package bad declares no function principal`
+	//ratelimit:period=1 threshold=1 key=principal(ctx)
+	Del(ctx context.Context) error
+}
+
+// want +2 `misplaced directive: on func F, which is not a method`
+//
+//ratelimit:period=1 threshold=1
+func F() error { return nil }

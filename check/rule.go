@@ -1,0 +1,228 @@
+package check
+
+import (
+	"cmp"
+	"go/token"
+	"go/types"
+	"strconv"
+	"strings"
+
+	"github.com/ratelimitgen/ratelimitgen/model"
+	"github.com/ratelimitgen/ratelimitgen/parser"
+)
+
+// ruleChecker compiles the directives of one method into a rule, checking
+// them against the method's signature.
+type ruleChecker struct {
+	c     *collector
+	where string // Type.Method, for messages
+	sig   *types.Signature
+	dirs  []*parser.Directive
+	ok    bool
+}
+
+// perCallOptions may be written on any line of a method but must agree.
+var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey"}
+
+// option is the first use of a per-call option.
+type option struct {
+	d   *parser.Directive
+	arg parser.Arg
+}
+
+var errorType = types.Universe.Lookup("error").Type()
+
+// rule returns the rule, or nil when a directive has errors (reported).
+func (rc *ruleChecker) rule(defaultName string) *model.Rule {
+	for _, d := range rc.dirs {
+		if rc.c.broken[d] {
+			return nil // its syntax errors are reported; don't pile on
+		}
+	}
+	rc.ok = true
+	rc.checkResults()
+	opts := rc.options()
+	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
+	for _, d := range rc.dirs {
+		r.Limits = append(r.Limits, rc.limit(d))
+	}
+	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
+		r.Context = 0
+	} else {
+		r.Context = rc.streamParam()
+		r.ContextMethod = r.Context >= 0
+	}
+	rc.applyOptions(r, opts)
+	if !rc.ok {
+		return nil
+	}
+	return r
+}
+
+// applyOptions sets the per-call options of r, checking key= and cost=
+// against the signature.
+func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
+	if o, ok := opts["name"]; ok {
+		r.Name = o.d.Name
+	}
+	if o, ok := opts["key"]; ok {
+		if w := rc.value(o.arg, o.d.Key); w != nil {
+			r.Key = w.key()
+		}
+	}
+	if o, ok := opts["emptykey"]; ok {
+		r.DenyEmptyKey = o.d.EmptyKey == "deny"
+		if _, keyed := opts["key"]; !keyed {
+			rc.errorf(o.arg.NamePos, "emptykey=%s needs key=: without a key every call is limited under the empty key", o.d.EmptyKey)
+		}
+	}
+	if o, ok := opts["cost"]; ok {
+		if o.d.CostExpr == nil {
+			r.Cost = o.d.Cost
+		} else if w := rc.value(o.arg, o.d.CostExpr); w != nil {
+			r.CostValue, r.CostConvert = w.cost()
+		}
+	}
+	if o, ok := opts["wait"]; ok {
+		r.Wait = o.d.Wait
+	}
+	if o, ok := opts["onerror"]; ok {
+		r.OnError = o.d.OnError
+	}
+	if o, ok := opts["shadow"]; ok {
+		r.Shadow = o.d.Shadow
+	}
+}
+
+func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *parser.Error {
+	rc.ok = false
+	return rc.c.errorf(pos, format, args...)
+}
+
+// limit returns the limit of one directive line, reporting a limit the
+// runtime cannot decide, such as one with an algorithm it lacks.
+func (rc *ruleChecker) limit(d *parser.Directive) model.Limit {
+	l := model.Limit{
+		Pos:    d.Pos,
+		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
+		Burst: d.Burst, Capacity: d.Capacity,
+	}
+	if l.Algorithm == "" && l.Burst == 0 && l.Capacity == 0 {
+		return l // the runtime's default algorithm, with the parser's checks
+	}
+	if err := runtimeSupports(l); err != nil {
+		pos := d.Pos
+		if a, ok := d.Arg("algorithm"); ok {
+			pos = a.ValuePos
+		}
+		rc.errorf(pos, "algorithm=%s: the runtime cannot decide this limit: %v", cmp.Or(l.Algorithm, "sliding_log"), err)
+	}
+	return l
+}
+
+// checkResults reports a method that cannot return the limiter's error.
+func (rc *ruleChecker) checkResults() {
+	res := rc.sig.Results()
+	if res.Len() == 0 || !types.Identical(res.At(res.Len()-1).Type(), errorType) {
+		rc.errorf(rc.dirs[0].Pos, "%s cannot be limited: a limited method must return error as its last result", rc.where)
+	}
+}
+
+// options returns the first use of each per-call option, reporting later
+// uses that disagree with it.
+func (rc *ruleChecker) options() map[string]option {
+	out := map[string]option{}
+	for _, d := range rc.dirs {
+		for _, name := range perCallOptions {
+			a, ok := d.Arg(name)
+			if !ok {
+				continue
+			}
+			first, seen := out[name]
+			if !seen {
+				out[name] = option{d, a}
+				continue
+			}
+			if optionValue(first.d, name) != optionValue(d, name) {
+				rc.errorf(a.NamePos, "%s=%s disagrees with %s=%s: per-call options must agree on every line of a method",
+					name, a.Value, name, first.arg.Value).AddNote(first.arg.NamePos, "first %s=%s", name, first.arg.Value)
+			}
+		}
+	}
+	return out
+}
+
+// optionValue returns the parsed value of a per-call option, so that
+// equivalent spellings (wait=60 and wait=1m) agree.
+func optionValue(d *parser.Directive, name string) string {
+	switch name {
+	case "key":
+		return d.Key.String()
+	case "name":
+		return d.Name
+	case "cost":
+		if d.CostExpr != nil {
+			return d.CostExpr.String()
+		}
+		return strconv.FormatInt(d.Cost, 10)
+	case "emptykey":
+		return d.EmptyKey
+	case "wait":
+		return d.Wait.String()
+	case "onerror":
+		return d.OnError
+	case "shadow":
+		return strconv.FormatBool(d.Shadow)
+	}
+	return ""
+}
+
+// param returns the index of the parameter called name, or -1.
+func (rc *ruleChecker) param(name string) int {
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		if params.At(i).Name() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// paramNames lists the parameters that can be named, for messages.
+func (rc *ruleChecker) paramNames() string {
+	var names []string
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		if n := params.At(i).Name(); n != "" && n != "_" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return "it has no named parameters"
+	}
+	return "its parameters are " + strings.Join(names, ", ")
+}
+
+// streamParam returns the index of the first parameter with a method
+// Context() context.Context, such as a gRPC stream, or -1.
+func (rc *ruleChecker) streamParam() int {
+	params := rc.sig.Params()
+	for i := 0; i < params.Len(); i++ {
+		obj, _, _ := types.LookupFieldOrMethod(params.At(i).Type(), true, rc.c.pkg.Types, "Context")
+		fn, ok := obj.(*types.Func)
+		if !ok {
+			continue
+		}
+		sig := fn.Signature()
+		if sig.Params().Len() == 0 && sig.Results().Len() == 1 && isContext(sig.Results().At(0).Type()) {
+			return i
+		}
+	}
+	return -1
+}
+
+// isContext reports whether t is context.Context.
+func isContext(t types.Type) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == "context" && n.Obj().Name() == "Context"
+}
