@@ -4,8 +4,10 @@ go 1.26.0
 
 require (
 	github.com/dave/jennifer v1.7.1
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/time v0.16.0
 	golang.org/x/tools v0.52.0
 )
 

@@ -10,62 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batchLoop decides the requests of a batch, one after another, with
-// the generic decide script (see script.go) wrapped in decide_one. Its
-// input is flat:
-//
-//	ARGV[1]  the number of requests
-//	then per request: its key count, its argument count, and its
-//	arguments (the generic script's ARGV); KEYS holds the requests' keys in order.
-const batchLoop = `
-local replies, k, a, now = {}, 0, 2, nil
-for r = 1, tonumber(ARGV[1]) do
-  local nk, na = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  local keys, argv, ti = {}, {}, 1
-  for j = 1, nk do keys[j] = KEYS[k + j] end
-  for j = 1, na do argv[j] = ARGV[a + 1 + j] end
-  k, a = k + nk, a + 2 + na
-` + batchDecideOne
-
-// planBatchLoop decides the calls of a batch that all have the same single
-// limit, with the script written for it (taking the time in ARGV) wrapped
-// in decide_one:
-//
-//	ARGV[1]  the number of calls
-//	then per call: its cost and its time ("" for the server's clock);
-//	KEYS[r] is call r's key.
-const planBatchLoop = `
-local replies, now = {}, nil
-for r = 1, tonumber(ARGV[1]) do
-  local keys, argv, ti = {KEYS[r]}, {ARGV[2 * r], ARGV[2 * r + 1]}, 2
-` + batchDecideOne
-
-// batchDecideOne ends the loop of both batch scripts, once it has set the
-// request's keys and argv, whose argv[ti] is its time. Requests that read
-// the server's clock ("" as their time) all get the one reading TIME gave
-// the batch, saving a command per request. A request whose decision fails
-// (such as WRONGTYPE) gets an error reply in its place and fails alone:
-// decide_one runs under pcall.
-const batchDecideOne = `  if argv[ti] == "" then
-    if not now then
-      local t = redis.call("TIME")
-      now = t[1] * 1000000 + t[2]
-    end
-    argv[ti] = now
-  end
-  local ok, reply = pcall(decide_one, keys, argv)
-  if not ok then
-    if type(reply) == "table" and reply.err then reply = reply.err end
-    reply = {err = tostring(reply)}
-  end
-  replies[r] = reply
-end
-return replies
-`
-
-// batchSource is the batch script: the generic decide script as a function, and a loop
-// calling it for each request of the batch.
-var batchSource = "local function decide_one(KEYS, ARGV)\n" + decideSource + "\nend\n" + batchLoop
+// batchSource is the batch script: the generic decide script as a
+// function, and a loop calling it for each request of the batch (see
+// lua/batch.lua.tmpl).
+var batchSource = renderScript("batch.lua.tmpl", scriptData{Generic: true})
 
 // batchScript is run like decideScript, with EVALSHA falling back to EVAL.
 var batchScript = redis.NewScript(batchSource)

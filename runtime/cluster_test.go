@@ -50,6 +50,7 @@ func TestCluster(t *testing.T) {
 	t.Run("HostileKeys", ct.hostileKeys)
 	t.Run("LongKeys", ct.longKeys)
 	t.Run("FallbackDuringStall", ct.fallbackDuringStall)
+	t.Run("KeyOverrides", ct.keyOverrides)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

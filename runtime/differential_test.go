@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -158,8 +159,11 @@ func randomAdvance(rng *rand.Rand) time.Duration {
 // TestBackendsAgree feeds the same random sequence of calls (time step,
 // key, cost) to both backends, with time pinned by the clock option, for
 // every algorithm alone and in mixed sets, and requires identical
-// decisions.
+// decisions; and a Redis limiter with a small deny cache, whose repeated
+// denials the twin must make too.
 func TestBackendsAgree(t *testing.T) {
+	cached := 0
+	defer func() { assert.Greater(t, cached, 1000, "denials the deny cache repeated") }()
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 2; seed++ {
@@ -167,15 +171,27 @@ func TestBackendsAgree(t *testing.T) {
 				clock := newManualClock()
 				mem := NewMemory(WithClock(clock))
 				red := newTestRedis(t, WithClock(clock))
-				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript())
+				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+				// A deny cache of 4 entries, which 3 keys share.
+				cac := NewRedis(rdb(t), WithClock(clock), WithPrefix("cached:"), WithDenyCache(4))
 				admitted, denied := 0, 0
+				slack := time.Duration(0) // -1 once the clock stepped back
 				for i := range 300 {
+					before := clock.Now()
 					limits := set.step(rng, clock, i, 300)
+					if clock.Now().Before(before) {
+						slack = -1
+					}
 					req := set.request(rng, limits)
 					dm := allow(t, mem, req)
 					dr := allow(t, red, req)
 					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
 					require.Equal(t, dr, allow(t, gen, req), "generic script, seed %d call %d: %+v", seed, i, req)
+					dc := allow(t, cac, req)
+					requireCacheAgrees(t, dm, dc, slack, "deny cache, seed %d call %d: %+v", seed, i, req)
+					if dc.Source == SourceCache {
+						cached++
+					}
 					if dm.Allowed {
 						admitted++
 					} else {

@@ -44,7 +44,11 @@
 //     set), and [WithFallbackProcesses] divides the limits the local
 //     fallback enforces ([FailLocal]) among the processes;
 //   - [WithOverrides] lets operators change a rule's limits at run time,
-//     keeping its state; [NewRedisOverrides] reads them from a Redis hash;
+//     keeping its state; [NewRedisOverrides] reads them from a Redis hash,
+//     [StaticOverrides] takes them from the process. Both also set the
+//     limits of single keys of a rule and of tiers (named groups of keys):
+//     a call meets its key's own limits, else its key's tier's, else the
+//     rule's override, else the rule's directives (see [KeyOverrides]);
 //   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
 //     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
 //     so a down Redis costs each call microseconds, not a timeout, and
@@ -54,6 +58,9 @@
 //   - [WithBatching] tunes how many concurrent calls the Redis limiter
 //     decides together in one script run, for throughput under load (on
 //     by default; a call alone is sent at once);
+//   - [WithDenyCache] sizes the Redis limiter's local deny cache, which
+//     repeats a recent denial without asking Redis for calls that Redis
+//     would deny too (on by default, bounded; 0 turns it off);
 //   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
 //
 // A limiter that wraps another, to measure or trace its calls, is a

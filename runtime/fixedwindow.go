@@ -6,9 +6,9 @@ import "time"
 // the time the window still matters plus a second; see
 // lua/decide.lua.tmpl), in limitState:
 //
-//	a  the state's end, a second before the key's expiry, a Unix time in
-//	   milliseconds: the window's end (fixed_window) or the next window's
-//	   end (sliding_window)
+//	a  the state's end (the script's stateEnd), a second (keepMs) before
+//	   the key's expiry, a Unix time in milliseconds: the window's end
+//	   (fixed_window) or the next window's end (sliding_window)
 //	b  the count of the window a call counts in
 //	c  sliding_window: the count of the window before it
 //

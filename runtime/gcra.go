@@ -10,24 +10,28 @@ import "time"
 //
 //	a  TAT, whole µs
 //	b  TAT fraction, in 1/threshold µs
+//
+// The script's check bucket names ta, tf, na, nf, ka, kf, k, m, d and g as
+// tatCheck, addInterval and remainingUnits do here.
 
-// tatCheck decides cost units at now for a bucket of capacity units
+// tatCheck decides cost units at now for the bucket p, of capacity units
 // refilled at threshold per period, without charging them. For a leaky
 // bucket the admitted call is told to wait until the bucket has drained
 // down to it.
-func (s *limitState) tatCheck(period, threshold, capacity, now, cost int64, leaky bool) (bool, Decision) {
+func (s *limitState) tatCheck(p *memoryPlan, now, cost int64) (bool, Decision) {
+	period, threshold := p.Period, p.Threshold
 	ta, tf := s.tat(threshold, now)
-	na, nf := addInterval(ta, tf, cost, period, threshold)
+	na, nf := p.addInterval(ta, tf, cost)
 	// The bucket holds capacity units: a call is admitted when the TAT
 	// it leaves is at most capacity emission intervals ahead of now.
-	ka, kf := mulDivRem(capacity, period, threshold)
+	ka, kf := p.depth, p.depthFrac
 	us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
 	if na-now < ka || na-now == ka && nf <= kf {
 		d := Decision{
 			Remaining:  remainingUnits(ka-(na-now), kf-nf, period, threshold),
 			ResetAfter: us(na - now + ceilFrac(nf)),
 		}
-		if leaky {
+		if p.Algorithm == LeakyBucket {
 			d.Delay = us(ta - now + ceilFrac(tf))
 		}
 		return true, d
@@ -41,9 +45,9 @@ func (s *limitState) tatCheck(period, threshold, capacity, now, cost int64, leak
 
 // tatCharge charges cost units checked by tatCheck and returns when the
 // bucket is empty again (µs).
-func (s *limitState) tatCharge(period, threshold, now, cost int64) int64 {
-	ta, tf := s.tat(threshold, now)
-	s.a, s.b = addInterval(ta, tf, cost, period, threshold)
+func (s *limitState) tatCharge(p *memoryPlan, now, cost int64) int64 {
+	ta, tf := s.tat(p.Threshold, now)
+	s.a, s.b = p.addInterval(ta, tf, cost)
 	return s.a + ceilFrac(s.b)
 }
 
@@ -62,11 +66,14 @@ func (s *limitState) tat(threshold, now int64) (int64, int64) {
 
 // addInterval returns (a + b/threshold) + cost×period/threshold in the
 // same form.
-func addInterval(a, b, cost, period, threshold int64) (int64, int64) {
-	k, m := mulDivRem(cost, period, threshold)
+func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
+	k, m := p.unit, p.unitFrac
+	if cost != 1 {
+		k, m = mulDivRem(cost, p.Period, p.Threshold)
+	}
 	a, b = a+k, b+m
-	if b >= threshold {
-		a, b = a+1, b-threshold
+	if b >= p.Threshold {
+		a, b = a+1, b-p.Threshold
 	}
 	return a, b
 }

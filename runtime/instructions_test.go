@@ -15,7 +15,8 @@ import (
 
 // BenchmarkScriptInstructions counts the instructions the server runs per
 // decision of each algorithm, for the script written for the limit and for
-// the generic one, with a no-op script as the floor. Instruction counts
+// the generic one, and per batch of 16 calls of one key for the batch
+// scripts, with a no-op script as the floor. Instruction counts
 // repeat run after run whatever else the machine does, unlike round trips.
 // It needs the test server run under callgrind:
 //
@@ -38,13 +39,46 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		b.Run(string(alg)+"/own", func(b *testing.B) {
 			countInstructions(b, c, planScript(planOf(lim)), keys)
 		})
+		// On a pinned clock (in 2100, after the server's, as window keys
+		// expire at times read from it) every call takes the same path.
+		pinned := Request{Name: "pinned", Limits: []Limit{lim}}
+		pkeys, _ := l.appendCall(nil, nil, &pinned, "")
+		clocked := planOf(lim)
+		clocked.Clocked = true
+		b.Run(string(alg)+"/own_pinned", func(b *testing.B) {
+			countInstructions(b, c, planScript(clocked), pkeys, 1, pinnedClock)
+		})
 		generic := Request{Name: "generic", Limits: []Limit{lim}}
 		keys, args := l.appendCall(nil, nil, &generic, "")
 		b.Run(string(alg)+"/generic", func(b *testing.B) {
 			countInstructions(b, c, decideScript, keys, args...)
 		})
+		// A batch of 16 calls of one key on the pinned clock, per run
+		// (not per call).
+		batch := Request{Name: "batch", Limits: []Limit{lim}}
+		keys, _ = l.appendCall(nil, nil, &batch, "")
+		bkeys, bargs := make([]string, 16), []any{16}
+		for i := range bkeys {
+			bkeys[i] = keys[0]
+			bargs = append(bargs, 1, pinnedClock)
+		}
+		b.Run(string(alg)+"/batch16", func(b *testing.B) {
+			countInstructions(b, c, planBatchScript(planOf(lim)), bkeys, bargs...)
+		})
+		if alg == GCRA {
+			gkeys, gargs := []string{}, []any{16}
+			for range 16 {
+				gkeys, gargs = l.appendCall(gkeys, append(gargs, 1, 2+4), &batch, pinnedClock)
+			}
+			b.Run("generic/batch16", func(b *testing.B) {
+				countInstructions(b, c, batchScript, gkeys, gargs...)
+			})
+		}
 	}
 }
+
+// pinnedClock is the time (µs) the pinned-clock runs pass: in 2100.
+const pinnedClock = 4_102_444_800_000_000
 
 var callgrindTotal = regexp.MustCompile(`(?m)^(?:totals|summary): (\d+)`)
 

@@ -143,7 +143,7 @@ func TestBackendsAgreeOnLongKeys(t *testing.T) {
 			clock := newManualClock()
 			mem := NewMemory(WithClock(clock))
 			red := newTestRedis(t, WithClock(clock))
-			gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript())
+			gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 			for i := range 300 {
 				req := set.request(rng, set.step(rng, clock, i, 300))
 				req.Key = keys[rng.IntN(len(keys))]

@@ -196,6 +196,10 @@ type Request struct {
 	Cost int64
 	// Limits must all admit the call. If any denies it, none is charged.
 	Limits []Limit
+
+	// prep is the validation of a Rule's limits, which spares the call
+	// validating them again while they are its Limits (see Rule.prepared).
+	prep *rulePrep
 }
 
 func (r *Request) cost() int64 {
@@ -207,6 +211,9 @@ func (r *Request) cost() int64 {
 
 // validate reports a request that no backend could decide.
 func (r *Request) validate() error {
+	if r.prep.covers(r.Limits) && r.Cost >= 0 && r.cost() <= r.prep.capacity {
+		return nil
+	}
 	if r.Name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidLimit)
 	}

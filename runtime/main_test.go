@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +15,14 @@ import (
 
 var srv *redistest.Server
 
-func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+// TestMain runs the tests on a Redis server of their own, or with
+// abuseEnv set, is one of the abusing processes of testAbuse.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(abuseEnv); spec != "" {
+		os.Exit(abuse(spec))
+	}
+	redistest.Main(m, &srv)
+}
 
 // manualClock is a Clock that moves only when told. It starts in 2100,
 // after the test server's clock: window keys expire at times read from it
@@ -58,11 +66,15 @@ func backends() []backend {
 	}
 }
 
+// newTestRedis returns a Redis limiter on the flushed test server. Its deny
+// cache is off unless opts turn it on, so that the tests of the scripts
+// see every decision the scripts make; the deny cache's tests (see
+// denycache_test.go) compare it with the twin on their own.
 func newTestRedis(t testing.TB, opts ...Option) *RedisLimiter {
 	srv.Flush(t)
 	c := srv.Client()
 	t.Cleanup(func() { c.Close() })
-	return NewRedis(c, opts...)
+	return NewRedis(c, append([]Option{WithDenyCache(0)}, opts...)...)
 }
 
 // withGenericScript makes a RedisLimiter decide every call with the generic

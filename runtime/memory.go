@@ -41,7 +41,7 @@ type MemoryLimiter struct {
 type memoryShard struct {
 	mu      sync.Mutex
 	entries map[entryKey]*memoryEntry
-	_       [40]byte // keep shards on separate cache lines
+	_       [48]byte // keep shards on separate cache lines (64 bytes each)
 }
 
 type entryKey struct {
@@ -67,37 +67,53 @@ type limitState struct {
 	alg Algorithm
 }
 
-// check decides cost units at now for lim without charging them.
-func (s *limitState) check(lim Limit, now, cost int64) (bool, Decision) {
-	alg := lim.algorithm()
-	if s.alg != alg {
-		*s = limitState{alg: alg}
+// memoryPlan is a limit as the memory limiter decides it: its plan (see
+// script.go) and, for a bucket, the bucket's depth and one unit's emission
+// interval in µs, each a whole part and a fraction in 1/threshold µs. A
+// Rule's plans are made once (see rulePrep), a Request's on each call.
+type memoryPlan struct {
+	plan
+	depth, depthFrac int64 // capacity × period / threshold
+	unit, unitFrac   int64 // period / threshold
+}
+
+func memoryPlanOf(lim Limit) memoryPlan {
+	p := memoryPlan{plan: planOf(lim)}
+	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket || p.Algorithm == GCRA {
+		p.depth, p.depthFrac = mulDivRem(p.Capacity, p.Period, p.Threshold)
+		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
 	}
-	period := lim.Period.Microseconds()
-	switch alg {
+	return p
+}
+
+// check decides cost units at now for the limit p without charging them.
+func (s *limitState) check(p *memoryPlan, now, cost int64) (bool, Decision) {
+	if s.alg != p.Algorithm {
+		*s = limitState{alg: p.Algorithm}
+	}
+	switch p.Algorithm {
 	case FixedWindow:
-		return s.fixedCheck(period, lim.Threshold, now, cost)
+		return s.fixedCheck(p.Period, p.Threshold, now, cost)
 	case SlidingWindow:
-		return s.slidingCheck(period, lim.Threshold, now, cost)
+		return s.slidingCheck(p.Period, p.Threshold, now, cost)
 	case TokenBucket, GCRA, LeakyBucket:
-		return s.tatCheck(period, lim.Threshold, lim.capacity(), now, cost, alg == LeakyBucket)
+		return s.tatCheck(p, now, cost)
 	}
-	return s.logState.check(lim, now, cost)
+	return s.logState.check(p.Period, p.Threshold, now, cost)
 }
 
 // charge charges cost units that check admitted and returns when the
 // limit's state stops mattering (µs).
-func (s *limitState) charge(lim Limit, now, cost int64) int64 {
-	period := lim.Period.Microseconds()
-	switch lim.algorithm() {
+func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
+	switch p.Algorithm {
 	case FixedWindow:
-		return s.fixedCharge(period, now, cost)
+		return s.fixedCharge(p.Period, now, cost)
 	case SlidingWindow:
-		return s.slidingCharge(period, now, cost)
+		return s.slidingCharge(p.Period, now, cost)
 	case TokenBucket, GCRA, LeakyBucket:
-		return s.tatCharge(period, lim.Threshold, now, cost)
+		return s.tatCharge(p, now, cost)
 	}
-	return s.logState.charge(lim, now, cost)
+	return s.logState.charge(p.Period, now, cost)
 }
 
 // NewMemory returns a limiter that keeps its state in this process.
@@ -136,23 +152,25 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 // report passes d to the hook. It takes req by value so that only calls
 // with a hook pay for the copy the hook's pointer makes escape.
 func (l *MemoryLimiter) report(ctx context.Context, req Request, d Decision) {
+	req.prep = nil // the hook sees the request as its caller could build it
 	l.hook.Decided(ctx, &req, d)
 }
 
+// now returns the time in µs since the Unix epoch: the clock's, or the
+// wall clock's when the process started moved on by its monotonic clock,
+// which is read alone (about half the cost of time.Now) and never steps.
 func (l *MemoryLimiter) now() int64 {
 	if l.clock != nil {
 		return l.clock.Now().UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return monoBaseMicro + int64(time.Since(monoBase)/time.Microsecond)
 }
 
+// monoBaseMicro is monoBase on the wall clock, in µs since the Unix epoch.
+var monoBaseMicro = monoBase.UnixMicro()
+
 func (l *MemoryLimiter) shardOf(k entryKey) uint64 {
-	var h maphash.Hash
-	h.SetSeed(l.seed)
-	h.WriteString(k.name)
-	h.WriteByte(0)
-	h.WriteString(k.key)
-	return h.Sum64() % shardCount
+	return (maphash.String(l.seed, k.name)*31 + maphash.String(l.seed, k.key)) % shardCount
 }
 
 // Len returns how many (name, key) pairs the limiter holds now.
@@ -217,11 +235,19 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 // admitted the limit with the fewest remaining units, with the longest
 // delay of all.
 func (e *memoryEntry) decide(req *Request, now int64) Decision {
+	var made [4]memoryPlan // the plans of a request that no Rule made
+	plans := req.prep.plansOf(req.Limits)
+	if plans == nil {
+		plans = made[:0]
+		for _, lim := range req.Limits {
+			plans = append(plans, memoryPlanOf(lim))
+		}
+	}
 	cost := req.cost()
 	d := Decision{Allowed: true}
 	var delay time.Duration
-	for i, lim := range req.Limits {
-		ok, r := e.limits[i].check(lim, now, cost)
+	for i := range plans {
+		ok, r := e.limits[i].check(&plans[i], now, cost)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
 			d = r
@@ -237,8 +263,8 @@ func (e *memoryEntry) decide(req *Request, now int64) Decision {
 		return d
 	}
 	d.Delay = delay
-	for i, lim := range req.Limits {
-		if exp := e.limits[i].charge(lim, now, cost); exp > e.expiry {
+	for i := range plans {
+		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
 			e.expiry = exp
 		}
 	}

@@ -23,6 +23,10 @@ type Counters struct {
 	// NearLimit counts admitting decisions that left at most 10% of the
 	// threshold of the limit with the fewest units remaining.
 	NearLimit uint64
+	// Cached counts the denials, real or shadow, that the Redis limiter's
+	// deny cache repeated without asking Redis ([SourceCache]); each is
+	// also counted in Limited or ShadowLimited.
+	Cached uint64
 	// Fallback counts the decisions made by the local fallback while the
 	// backend could not decide ([FailLocal], [SourceFallback]); each is
 	// also counted as Allowed, Limited or ShadowLimited, and its backend
@@ -40,7 +44,7 @@ type Metrics struct {
 }
 
 type counters struct {
-	allowed, limited, shadowLimited, backendErrors, nearLimit, fallback atomic.Uint64
+	allowed, limited, shadowLimited, backendErrors, nearLimit, cached, fallback atomic.Uint64
 }
 
 func (m *Metrics) of(name string) *counters {
@@ -54,9 +58,7 @@ func (m *Metrics) of(name string) *counters {
 // Decided counts an admission or a denial. See [Hook].
 func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
-	if d.Source == SourceFallback {
-		c.fallback.Add(1)
-	}
+	c.countSource(d)
 	if !d.Allowed {
 		c.limited.Add(1)
 		return
@@ -70,10 +72,19 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 // ShadowLimited counts a would-be denial. See [ShadowHook].
 func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
 	c := m.of(req.Name)
-	if d.Source == SourceFallback {
+	c.countSource(d)
+	c.shadowLimited.Add(1)
+}
+
+// countSource counts d by what made it, when the deny cache or the local
+// fallback did.
+func (c *counters) countSource(d Decision) {
+	switch d.Source {
+	case SourceCache:
+		c.cached.Add(1)
+	case SourceFallback:
 		c.fallback.Add(1)
 	}
-	c.shadowLimited.Add(1)
 }
 
 // Failed counts a backend failure. See [Hook].
@@ -94,6 +105,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 			ShadowLimited: c.shadowLimited.Load(),
 			BackendErrors: c.backendErrors.Load(),
 			NearLimit:     c.nearLimit.Load(),
+			Cached:        c.cached.Load(),
 			Fallback:      c.fallback.Load(),
 		}
 		return true

@@ -121,8 +121,16 @@ func TestMetricsUnderConcurrency(t *testing.T) {
 		}
 		wg.Wait()
 		snap := m.Snapshot()
-		assert.Equal(t, Counters{Allowed: 100, Limited: 100, NearLimit: 11}, snap["m/a"])
-		assert.Equal(t, Counters{Allowed: 30, ShadowLimited: 170, NearLimit: 4}, snap["m/b"])
+		a, b := snap["m/a"], snap["m/b"]
+		// The Redis limiter's deny cache repeats some of the denials.
+		if _, redis := l.(*RedisLimiter); !redis {
+			assert.Zero(t, a.Cached+b.Cached)
+		}
+		assert.LessOrEqual(t, a.Cached, a.Limited)
+		assert.LessOrEqual(t, b.Cached, b.ShadowLimited)
+		a.Cached, b.Cached = 0, 0
+		assert.Equal(t, Counters{Allowed: 100, Limited: 100, NearLimit: 11}, a)
+		assert.Equal(t, Counters{Allowed: 30, ShadowLimited: 170, NearLimit: 4}, b)
 	})
 }
 

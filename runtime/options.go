@@ -49,6 +49,7 @@ type config struct {
 	overrides   Overrides
 	breaker     breakerConfig
 	batch       int
+	denyCache   int
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
 	// genericOnly makes a RedisLimiter run the generic decide script for
@@ -61,6 +62,7 @@ func newConfig(opts []Option) config {
 		prefix:      DefaultPrefix,
 		maxKeys:     DefaultMaxKeys,
 		batch:       DefaultBatch,
+		denyCache:   DefaultDenyCache,
 		errorPolicy: FailOpen,
 		breaker:     breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
@@ -129,7 +131,9 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // admitted. An override is ignored (the rule's limits apply) when one of
 // its limits is invalid or when limit i names another algorithm than the
 // rule's limit i, whose state it could not read; an empty Algorithm means
-// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash.
+// the rule's. See [NewRedisOverrides] for overrides kept in a Redis hash,
+// and [KeyOverrides] for the limits of single keys and tiers, which src
+// sets when it implements it.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an
@@ -208,4 +212,31 @@ const DefaultBatch = 64
 // live on different nodes.
 func WithBatching(max int) Option {
 	return func(c *config) { c.batch = max }
+}
+
+// WithDenyCache sizes a [RedisLimiter]'s local deny cache: it remembers
+// up to about entries recent denials (rounded up to a power of two; 0
+// turns the cache off) and repeats them without asking Redis. A call of
+// the same name, key and limits as a denied one, with a cost at least the
+// denied call's, is denied in process until the denial's RetryAfter has
+// passed, counted from when the denied call was sent: every such call
+// Redis would deny too, since other calls can only fill a limit up. Such
+// a decision has Source [SourceCache]; its RetryAfter and ResetAfter are
+// what is left of those Redis told (for a costlier call, RetryAfter may
+// be short of its own), and its Remaining and Limit those of the denial
+// it repeats. Hooks see it like any denial (see [Metrics]).
+//
+// The cache is on by default ([DefaultDenyCache] entries, a few MiB at
+// most). Its memory is bounded whatever the number of keys: a denial takes
+// the place of an older one. A rule whose limits an override changes
+// forgets its remembered denials; so does a rule some of whose keys have
+// limits of their own ([KeyOverrides]), each time its calls switch between
+// keys under different limits, which keeps the cache exact but lets it
+// repeat fewer denials. While processes decide a key against
+// different limits (an override seen by some processes and not yet by
+// others), or when something else drains a limit in Redis (a DEL of its
+// key), a remembered denial may outlast what Redis would answer, up to
+// its RetryAfter. The memory limiter ignores it.
+func WithDenyCache(entries int) Option {
+	return func(c *config) { c.denyCache = entries }
 }

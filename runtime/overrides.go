@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,23 +34,55 @@ func (f OverridesFunc) Lookup(ctx context.Context, name string) ([]Limit, bool) 
 	return f(ctx, name)
 }
 
-// effectiveLimits returns the limits a call of rule r is decided against:
-// the override's when src has a usable one, else the rule's own.
-func effectiveLimits(ctx context.Context, src Overrides, r *Rule) []Limit {
-	ov, ok := src.Lookup(ctx, r.Name)
-	if !ok || len(ov) == 0 {
-		return r.Limits
+// effectiveLimits returns the limits a call of rule r with the given key
+// is decided against: the first usable of the key's override (its own or
+// its tier's, when src is a [KeyOverrides]), the rule's override and the
+// rule's own limits. This package's sources answer both from one read of
+// their table.
+func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []Limit {
+	var byKey, byRule []Limit
+	switch s := src.(type) {
+	case *RedisOverrides:
+		byKey, byRule = s.loaded().lookup(r.Name, key)
+	case *StaticOverrides:
+		byKey, byRule = s.table.Load().lookup(r.Name, key)
+	case KeyOverrides:
+		if ov, ok := s.LookupKey(ctx, r.Name, key); ok {
+			if l, ok := usable(ov, r); ok {
+				return l
+			}
+		}
+		byRule, _ = s.Lookup(ctx, r.Name)
+	default:
+		byRule, _ = src.Lookup(ctx, r.Name)
+	}
+	if l, ok := usable(byKey, r); ok {
+		return l
+	}
+	if l, ok := usable(byRule, r); ok {
+		return l
+	}
+	return r.Limits
+}
+
+// usable returns the overriding limits ov as rule r's calls are decided
+// against them, and whether they can be: there is at least one, each is
+// valid, and limit i has the algorithm of the rule's limit i (whose state
+// it reads), empty meaning the rule's.
+func usable(ov []Limit, r *Rule) ([]Limit, bool) {
+	if len(ov) == 0 {
+		return nil, false
 	}
 	fill := false
 	for i, l := range ov {
 		if l.validate() != nil {
-			return r.Limits
+			return nil, false
 		}
 		if i < len(r.Limits) {
 			if l.Algorithm == "" && r.Limits[i].Algorithm != "" {
 				fill = true // the rule's algorithm, which it may spell out
 			} else if l.algorithm() != r.Limits[i].algorithm() {
-				return r.Limits
+				return nil, false
 			}
 		}
 	}
@@ -61,18 +95,21 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule) []Limit {
 		}
 		for _, l := range ov {
 			if l.validate() != nil {
-				return r.Limits
+				return nil, false
 			}
 		}
 	}
-	return ov
+	return ov, true
 }
 
 // RedisOverrides reads overrides from one Redis hash that maps a rule's
 // name to its limits, and keeps them in memory: [RedisOverrides.Lookup]
-// never waits for Redis. The hash is read again in the background when a
-// Lookup finds the copy older than the refresh interval, by one goroutine
-// at a time; while Redis cannot be read the last copy stays in use.
+// never waits for Redis. It is a [KeyOverrides]: fields of the forms
+// name|key=<key> and name|tier=<tier>, described below, set the limits of
+// one key of a rule and of a tier of its keys. The hash is read again in
+// the background when a Lookup finds the copy older than the refresh
+// interval, by one goroutine at a time; while Redis cannot be read the
+// last copy stays in use.
 //
 // A field's value is either directive-like text, one limit per line or
 // ';'-separated, with the names of the //ratelimit: directive:
@@ -91,9 +128,32 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule) []Limit {
 //
 //	HSET ratelimit:overrides example.com/svc.Store.Get "period=30s threshold=5"
 //
-// and deletes the field to return to the generated limits. A value that
-// does not parse is skipped (the rule keeps its own limits) and reported
-// by [RedisOverrides.Err].
+// and deletes the field to return to the generated limits.
+//
+// A field name holding '|' is read up to its first '|' as the rule's
+// name (no name that ratelimitgen generates holds one), and then:
+//
+//   - name|key=<key>: the limits of the calls of that key, or tier=<tier>
+//     to put the key in that tier. <key> is the rest of the field, any
+//     bytes, as [LimitError].Key shows it: the key itself, or the stand-in
+//     that replaces a key whose escaped form is longer than 64 bytes (see
+//     the package doc), which addresses the same calls as the key itself;
+//   - name|tier=<tier>: the limits of the keys put in the tier, where
+//     <tier> is 1 to 64 ASCII letters, digits, '_', '-' and '.';
+//   - anything else: a rule's name, as a field without '|'.
+//
+// For example, after
+//
+//	HSET ratelimit:overrides example.com/svc.Store.Get "period=1m threshold=100"
+//	HSET ratelimit:overrides "example.com/svc.Store.Get|tier=gold" "period=1m threshold=1000"
+//	HSET ratelimit:overrides "example.com/svc.Store.Get|key=acme" tier=gold
+//	HSET ratelimit:overrides "example.com/svc.Store.Get|key=initech" "period=1m threshold=10"
+//
+// acme may make 1000 calls a minute, initech 10 and every other key 100;
+// see [KeyOverrides] for the precedence. A value that does not parse, a
+// field that names no valid tier and a key put in a tier that the hash
+// does not set are skipped (the rule, the tier or the key keeps the
+// limits it would have without them) and reported by [RedisOverrides.Err].
 type RedisOverrides struct {
 	client  redis.UniversalClient
 	key     string
@@ -108,9 +168,9 @@ type RedisOverrides struct {
 }
 
 type overrideTable struct {
-	limits map[string][]Limit
-	at     time.Time // when it was read, or last tried
-	read   uint64    // the number of the read that made it
+	rules ruleTable
+	at    time.Time // when it was read, or last tried
+	read  uint64    // the number of the read that made it
 }
 
 // DefaultOverridesRefresh is the refresh interval [NewRedisOverrides] uses
@@ -137,15 +197,25 @@ func NewRedisOverrides(client redis.UniversalClient, hashKey string, refresh tim
 // Lookup returns the limits the hash sets for name, from memory. See
 // [Overrides].
 func (o *RedisOverrides) Lookup(_ context.Context, name string) ([]Limit, bool) {
+	l := o.loaded().rule(name).ruleLimits()
+	return l, l != nil
+}
+
+// LookupKey returns the limits the hash sets for key of name, its own or
+// its tier's, from memory. See [KeyOverrides].
+func (o *RedisOverrides) LookupKey(_ context.Context, name, key string) ([]Limit, bool) {
+	l, _ := o.loaded().lookup(name, key)
+	return l, l != nil
+}
+
+// loaded returns the table in use (nil before the first read), starting a
+// read in the background when it is older than the refresh interval.
+func (o *RedisOverrides) loaded() *overrideTable {
 	t := o.table.Load()
 	if t == nil || time.Since(t.at) >= o.refresh {
 		o.reload()
 	}
-	if t == nil {
-		return nil, false
-	}
-	l, ok := t.limits[name]
-	return l, ok
+	return t
 }
 
 // reload reads the hash in the background unless a read is under way.
@@ -173,23 +243,25 @@ func (o *RedisOverrides) Refresh(ctx context.Context) error {
 		// Keep serving the last copy; try again after another interval.
 		t := &overrideTable{at: time.Now(), read: read}
 		if old := o.table.Load(); old != nil {
-			t.limits = old.limits
+			t.rules = old.rules
 		}
 		o.store(t, err)
 		return err
 	}
-	limits := make(map[string][]Limit, len(fields))
+	rules := make(ruleTable, len(fields))
 	var errs []error
-	for name, value := range fields {
-		l, err := ParseOverride(value)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", o.key, name, err))
-			continue
+	// In order, so that of two fields of one key (by itself and by its
+	// stand-in) the same one is skipped on every read.
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
+		if err := rules.setField(field, fields[field]); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", o.key, field, err))
 		}
-		limits[name] = l
+	}
+	for _, err := range rules.resolve() {
+		errs = append(errs, fmt.Errorf("%s %w", o.key, err))
 	}
 	err = errors.Join(errs...)
-	o.store(&overrideTable{limits: limits, at: time.Now(), read: read}, err)
+	o.store(&overrideTable{rules: rules, at: time.Now(), read: read}, err)
 	return err
 }
 

@@ -108,7 +108,7 @@ func TestUnusableOverridesAreIgnored(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			src := OverridesFunc(func(context.Context, string) ([]Limit, bool) { return c.ov, c.ov != nil })
-			assert.Equal(t, c.want, effectiveLimits(context.Background(), src, c.rule))
+			assert.Equal(t, c.want, effectiveLimits(context.Background(), src, c.rule, ""))
 		})
 	}
 }

@@ -3,12 +3,16 @@ package ratelimit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // RedisLimiter decides calls in Redis with one script round trip each (or,
-// with [WithBatching], several concurrent calls per round trip). The
+// with [WithBatching], several concurrent calls per round trip), but for
+// repeats of a recent denial, which its deny cache answers in process
+// (see [WithDenyCache]). The
 // script reads the Redis server's clock, so every process sharing the
 // server shares one consistent window whatever its own clock says. It works
 // with a single server, a failover client and a Redis Cluster: all keys of
@@ -48,6 +52,11 @@ type RedisLimiter struct {
 	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
+	// denials repeats recent denials (see [WithDenyCache]); nil when off.
+	denials *denyCache
+	// latest is the latest time (ns) of the clock a call was sent at,
+	// with [WithClock].
+	latest atomic.Int64
 	// local decides the calls of FailLocal rules that Redis cannot decide.
 	local *MemoryLimiter
 	config
@@ -56,7 +65,7 @@ type RedisLimiter struct {
 // NewRedis returns a limiter that keeps its state in client's Redis.
 func NewRedis(client redis.UniversalClient, opts ...Option) *RedisLimiter {
 	c := newConfig(opts)
-	l := &RedisLimiter{client: client, config: c}
+	l := &RedisLimiter{client: client, denials: newDenyCache(c.denyCache), config: c}
 	l.local = newFallback(c)
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.breaker = newBreaker(c.breaker, clientAddr(client), l.probe, c.breakerHook)
@@ -155,12 +164,25 @@ func (l *RedisLimiter) probeMaster(key string) func(context.Context) error {
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
-// batching is on (see [WithBatching]). See [Limiter].
+// batching is on (see [WithBatching]), or repeats a recent denial without
+// asking Redis (see [WithDenyCache]). See [Limiter].
 func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
 	req.Key = boundKey(req.Key)
+	var seen denyProbe
+	if l.denials != nil {
+		var d Decision
+		var hit bool
+		now, ok := l.cacheNow()
+		if d, seen, hit = l.denials.lookup(&req, now); hit && ok {
+			if l.hook != nil {
+				l.decided(ctx, req, d)
+			}
+			return d, nil
+		}
+	}
 	b, err := l.admit(ctx, &req)
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
@@ -177,15 +199,61 @@ func (l *RedisLimiter) Allow(ctx context.Context, req Request) (Decision, error)
 	if err != nil {
 		return Decision{}, l.failed(ctx, req, err)
 	}
+	if !d.Allowed && l.denials != nil {
+		l.denials.remember(&req, seen, d, l.cacheSlack(&req))
+	}
 	if l.hook != nil {
 		l.decided(ctx, req, d)
 	}
 	return d, nil
 }
 
+// monoBase is the origin of the process's monotonic clock, for the deny
+// cache and the memory limiter.
+var monoBase = time.Now()
+
+// cacheNow returns the deny cache's time in ns, and whether the cache may
+// answer at it. Without a clock it is the process's monotonic clock, which
+// steps with neither the wall clock nor the server's, and the cache may
+// always answer. With one, it is the clock's time (at which the scripts
+// decide), and the cache may answer only when no call was sent at a later
+// time: such a call may have dropped state (a log's entries) that counts
+// at an earlier time.
+func (l *RedisLimiter) cacheNow() (int64, bool) {
+	if l.clock == nil {
+		return int64(time.Since(monoBase)), true
+	}
+	now := l.clock.Now().UnixNano()
+	for {
+		latest := l.latest.Load()
+		if now <= latest {
+			return now, now == latest
+		}
+		if l.latest.CompareAndSwap(latest, now) {
+			return now, true
+		}
+	}
+}
+
+// cacheSlack is how much shorter than its RetryAfter a denial of req is
+// remembered: a millisecond when a window's script may have told it from
+// the start of the server's millisecond (see denyCache), else nothing.
+func (l *RedisLimiter) cacheSlack(req *Request) time.Duration {
+	if l.clock != nil {
+		return 0
+	}
+	for _, lim := range req.Limits {
+		if alg := lim.algorithm(); alg == FixedWindow || alg == SlidingWindow {
+			return time.Millisecond
+		}
+	}
+	return 0
+}
+
 // decided reports d, the decision of req, to the hook. It takes req by
 // value, so that only a limiter with a hook moves a request to the heap.
 func (l *RedisLimiter) decided(ctx context.Context, req Request, d Decision) {
+	req.prep = nil // the hook sees the request as its caller could build it
 	l.hook.Decided(ctx, &req, d)
 }
 
@@ -193,6 +261,7 @@ func (l *RedisLimiter) decided(ctx context.Context, req Request, d Decision) {
 func (l *RedisLimiter) failed(ctx context.Context, req Request, cause error) error {
 	err := &BackendError{Name: req.Name, Err: cause}
 	if l.hook != nil {
+		req.prep = nil
 		l.hook.Failed(ctx, &req, err)
 	}
 	return err

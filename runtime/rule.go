@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +15,7 @@ var ErrNilKey = errors.New("ratelimit: key is nil")
 // Rule is the compiled form of the //ratelimit: directives of one method.
 // Generated code keeps one per limited method in a package variable and
 // calls [Rule.Check] before delegating. A Rule must not be changed once it
-// is in use.
+// is in use: Check validates its limits on its first call only.
 type Rule struct {
 	// Name is the limit identity; see [Request.Name].
 	Name string
@@ -29,6 +30,9 @@ type Rule struct {
 	// Shadow makes Check report would-be denials to the limiter's hook
 	// without ever denying a call.
 	Shadow bool
+
+	// prep holds the *rulePrep of Limits, once Check has validated them.
+	prep atomic.Value
 }
 
 // ErrorPolicy says what to do with a call when the limiter cannot decide it.
@@ -60,9 +64,9 @@ const (
 // [*CostError].
 //
 // Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of r.Name, if any. A [Wrapper]'s
-// overrides, default error policy and local fallback are those of the
-// limiter it wraps.
+// decided against the overriding limits of its key or of r.Name, if any
+// (see [KeyOverrides]). A [Wrapper]'s overrides, default error policy and
+// local fallback are those of the limiter it wraps.
 //
 // Waiting: with Wait > 0, a denied call sleeps until the limit should
 // admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
@@ -167,14 +171,14 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		}
 		return outcome{limits: r.Limits}, ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, prep: r.prepared()}
 	s, ok := limiter.(settings)
 	if !ok {
 		s, ok = innermost(limiter).(settings)
 	}
 	if ok {
 		if src := s.settings().overrides; src != nil {
-			req.Limits = effectiveLimits(ctx, src, r)
+			req.Limits = effectiveLimits(ctx, src, r, key)
 		}
 	}
 	if r.Shadow {
@@ -190,7 +194,10 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 			}
 		}
 	}
-	d, err := r.allow(ctx, limiter, &req)
+	d, err := limiter.Allow(ctx, req) // not r.allow: a call there copies req and d once more
+	if err != nil {
+		d, err = r.fallback(ctx, limiter, req, err)
+	}
 	if err != nil {
 		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
 	}
@@ -207,7 +214,8 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	return r.wait(ctx, limiter, &req, k, joinLine(k, &d), start)
 }
 
-// allow asks limiter to decide req, and its fallback when limiter could not.
+// allow asks limiter to decide req, and its fallback when limiter could not
+// (check does the same in place, sparing a copy of req and the decision).
 func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, error) {
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {

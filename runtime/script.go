@@ -3,7 +3,7 @@ package ratelimit
 import (
 	"bytes"
 	"context"
-	_ "embed"
+	"embed"
 	"maps"
 	"math/bits"
 	"regexp"
@@ -15,17 +15,51 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// decideTemplate is rendered into the decide scripts: the generic one and
-// one per single limit (see lua/decide.lua.tmpl).
+// luaTemplates are rendered into the scripts (see lua/README.md):
+// decide.lua.tmpl into the decide scripts, the generic one and one per
+// single limit, and batch.lua.tmpl into the batch scripts wrapping them.
 //
-//go:embed lua/decide.lua.tmpl
-var decideTemplate string
+//go:embed lua/*.tmpl
+var luaFiles embed.FS
 
-var decideLua = template.Must(template.New("decide.lua").Parse(decideTemplate))
+var luaTemplates = template.Must(template.New("lua").Funcs(luaConstants).ParseFS(luaFiles, "lua/*.tmpl"))
+
+// The constants of the scripts, which the templates write into the text
+// by name (a Lua local would cost the server a load per run).
+const (
+	// keepMs is how long a key outlives its state: a second, so no TTL is
+	// set below a second.
+	keepMs = 1000
+	// exactBound is 2^53: a product of Lua numbers below it is exact.
+	exactBound = 1 << 53
+	// halfScale is 2^26: muldiv splits its operands into 26-bit halves.
+	halfScale = 1 << 26
+	// prevScale is 2^27: a sliding window's key holds the previous
+	// window's count times prevScale plus the current window's, both
+	// below it (see MaxSlidingWindowThreshold).
+	prevScale = 1 << 27
+	// maxPush is the most entries a sliding log pushes with one RPUSH.
+	maxPush = 1000
+	// packSlot is 2^6: a packed reply holds s, the bits of its reset, in
+	// its low 6 bits, under (remaining * 2^s + reset) * packSlot.
+	packSlot = 1 << 6
+	// packBound is 2^47: the packed reply's remaining * 2^s stays below it.
+	packBound = 1 << 47
+)
+
+var luaConstants = template.FuncMap{
+	"keepMs":     func() int64 { return keepMs },
+	"exactBound": func() int64 { return exactBound },
+	"halfScale":  func() int64 { return halfScale },
+	"prevScale":  func() int64 { return prevScale },
+	"maxPush":    func() int64 { return maxPush },
+	"packSlot":   func() int64 { return packSlot },
+	"packBound":  func() int64 { return packBound },
+}
 
 // decideSource is the generic decide script, which takes its limits in
 // ARGV and decides any number of them.
-var decideSource = renderDecide(scriptData{Generic: true})
+var decideSource = renderScript("decide.lua.tmpl", scriptData{Generic: true})
 
 // decideScript is run with EVALSHA; go-redis falls back to EVAL (which
 // loads the script again) when the server answers NOSCRIPT, such as after
@@ -75,7 +109,7 @@ func (d scriptData) PackBits() int {
 		span = mulDivCeil(d.Capacity, d.Period, d.Threshold) // the TAT's most ahead
 	}
 	s := bits.Len64(uint64(span))
-	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s {
+	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s { // packBound
 		return 0
 	}
 	return s
@@ -108,10 +142,12 @@ type plan struct {
 	Clocked bool
 }
 
-func renderDecide(d scriptData) string {
+// renderScript renders the template file name (decide.lua.tmpl or
+// batch.lua.tmpl) for d.
+func renderScript(name string, d scriptData) string {
 	var b bytes.Buffer
-	if err := decideLua.Execute(&b, d); err != nil {
-		panic(err) // the template is embedded and its data always fits it
+	if err := luaTemplates.ExecuteTemplate(&b, name, d); err != nil {
+		panic(err) // the templates are embedded and their data always fits them
 	}
 	return b.String()
 }
@@ -186,11 +222,11 @@ func loadPlanScript(k scriptKey) *redis.Script {
 func planSource(k scriptKey) string {
 	d := scriptData{plan: k.plan}
 	d.Clocked = d.Clocked || k.batch
-	src := commentLine.ReplaceAllString(renderDecide(d), "")
-	if !k.batch {
-		return src
+	name := "decide.lua.tmpl"
+	if k.batch {
+		name = "batch.lua.tmpl"
 	}
-	return "local function decide_one(KEYS, ARGV)\n" + src + "\nend\n" + planBatchLoop
+	return commentLine.ReplaceAllString(renderScript(name, d), "")
 }
 
 // decide runs a decide script for req, which is valid, and returns its
@@ -270,8 +306,8 @@ func parseDecision(res any) (Decision, error) {
 		if v < 0 {
 			break
 		}
-		s := v & 63
-		v >>= 6
+		s := v % packSlot
+		v /= packSlot
 		return Decision{Allowed: true, Remaining: v >> s, ResetAfter: us(v & (1<<s - 1))}, nil
 	case []any:
 		if len(v) != 6 && len(v) != 3 {

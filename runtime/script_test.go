@@ -2,6 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -102,4 +105,106 @@ func TestPackBitsHoldTheSpanAndRemaining(t *testing.T) {
 	assert.Equal(t, 0, bitsOf(GCRA, time.Duration(1<<46)*time.Microsecond, 2, 2)) // a span of 2^46 µs
 	generic := scriptData{Generic: true, plan: planOf(Limit{Period: time.Second, Threshold: 1})}
 	assert.Zero(t, generic.PackBits())
+}
+
+var updateScripts = flag.Bool("update", false, "rewrite the rendered scripts under testdata/scripts")
+
+// scriptShape is one shape of decide script (see lua/README.md) with the
+// limit it is rendered for.
+type scriptShape struct {
+	name    string
+	lim     Limit
+	generic bool // the generic script; else the limit's own
+	clocked bool // the time in ARGV
+	batch   bool
+}
+
+// scriptShapes returns every shape a script can take: the generic script
+// and its batch, and for each algorithm its own script on the server's
+// clock and on a clock passed in, a sliding window whose period needs
+// muldiv, a sliding log whose packed reply is chosen per reply, and a
+// limit's batch.
+func scriptShapes() []scriptShape {
+	second := Limit{Period: time.Second, Threshold: 100}
+	shapes := []scriptShape{
+		{name: "generic", lim: second, generic: true},
+		{name: "generic_batch", lim: second, generic: true, batch: true},
+	}
+	for _, alg := range Algorithms() {
+		lim := second
+		lim.Algorithm = alg
+		shapes = append(shapes,
+			scriptShape{name: string(alg), lim: lim},
+			scriptShape{name: string(alg) + "_clocked", lim: lim, clocked: true},
+		)
+	}
+	return append(shapes,
+		scriptShape{name: "sliding_window_muldiv", lim: Limit{Algorithm: SlidingWindow, Period: 1 << 27 * time.Millisecond, Threshold: 100}},
+		scriptShape{name: "sliding_log_unpacked", lim: Limit{Algorithm: SlidingLog, Period: time.Second, Threshold: 1 << 27}},
+		scriptShape{name: "gcra_batch", lim: Limit{Algorithm: GCRA, Period: time.Second, Threshold: 100}, batch: true},
+	)
+}
+
+// source renders the shape's script.
+func (s scriptShape) source() string {
+	switch {
+	case s.generic && s.batch:
+		return batchSource
+	case s.generic:
+		return decideSource
+	}
+	p := planOf(s.lim)
+	p.Clocked = s.clocked
+	return planSource(scriptKey{plan: p, batch: s.batch})
+}
+
+// TestEveryScriptShapeRendersAsGoldenAndDecides renders every shape of
+// script, compares it with its text under testdata/scripts (rewritten with
+// -update), and runs it on the test server: its first call is admitted.
+func TestEveryScriptShapeRendersAsGoldenAndDecides(t *testing.T) {
+	c := rdb(t)
+	ctx := context.Background()
+	l := NewRedis(c)
+	for _, s := range scriptShapes() {
+		t.Run(s.name, func(t *testing.T) {
+			src := s.source()
+			file := filepath.Join("testdata", "scripts", s.name+".lua")
+			if *updateScripts {
+				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+				require.NoError(t, os.WriteFile(file, []byte(src), 0o644))
+			}
+			want, err := os.ReadFile(file)
+			require.NoError(t, err, "run with -update to write it")
+			if string(want) != src {
+				t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
+			}
+
+			req := Request{Name: "shape", Key: s.name, Limits: []Limit{s.lim}}
+			keys, args := l.appendCall(nil, nil, &req, "")
+			now := time.Now().UnixMicro()
+			switch {
+			case s.generic && s.batch:
+				args = append([]any{1, len(keys), len(args)}, args...)
+			case s.batch:
+				args = []any{1, 1, now}
+			case s.generic:
+			case s.clocked:
+				args = []any{1, now}
+			default:
+				args = nil
+			}
+			res, err := redis.NewScript(src).Run(ctx, c, keys, args...).Result()
+			require.NoError(t, err)
+			if s.batch {
+				replies, ok := res.([]any)
+				require.True(t, ok, "%#v", res)
+				require.Len(t, replies, 1)
+				res = replies[0]
+			}
+			d, err := parseDecision(res)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed)
+			assert.Equal(t, int64(s.lim.Threshold-1), d.Remaining)
+		})
+	}
 }

@@ -9,7 +9,8 @@ type logRun struct {
 }
 
 // logState is the in-process sliding log of one limit: runs in a ring
-// buffer, oldest first, mirroring the Redis list in lua/decide.lua.tmpl.
+// buffer, oldest first, mirroring the Redis list in lua/decide.lua.tmpl
+// (check sliding_log, whose names start and logged are used here too).
 type logState struct {
 	runs  []logRun // ring buffer; len is a power of two or zero
 	head  int
@@ -36,8 +37,9 @@ func (s *logState) trim(start int64) {
 	}
 }
 
-// tail returns the time new units are logged at: now, or, as in the Redis
-// script, the newest run's time if the clock reads earlier than the oldest.
+// tail returns the time new units are logged at (the script's logged):
+// now, or, as in the Redis script, the newest run's time if the clock reads
+// earlier than the oldest.
 func (s *logState) tail(now int64) int64 {
 	if s.count > 0 && now < s.at(0).at {
 		return max(now, s.at(s.count-1).at)
@@ -45,43 +47,43 @@ func (s *logState) tail(now int64) int64 {
 	return now
 }
 
-// check decides cost units at now without charging them.
-func (s *logState) check(lim Limit, now, cost int64) (bool, Decision) {
-	period := lim.Period.Microseconds()
+// check decides cost units at now for a log of threshold units per period
+// (µs) without charging them.
+func (s *logState) check(period, threshold, now, cost int64) (bool, Decision) {
 	s.trim(now - period)
-	if s.units+cost <= lim.Threshold {
+	if s.units+cost <= threshold {
 		return true, Decision{
-			Remaining:  lim.Threshold - s.units - cost,
+			Remaining:  threshold - s.units - cost,
 			ResetAfter: time.Duration(s.tail(now)+period-now) * time.Microsecond,
 		}
 	}
 	// The call fits once the (units + cost - threshold)-th oldest unit leaves.
-	need := s.units + cost - lim.Threshold
+	need := s.units + cost - threshold
 	i := 0
 	for ; need > s.at(i).units; i++ {
 		need -= s.at(i).units
 	}
 	return false, Decision{
-		Remaining:  lim.Threshold - s.units,
+		Remaining:  threshold - s.units,
 		RetryAfter: time.Duration(s.at(i).at+period-now) * time.Microsecond,
 		ResetAfter: time.Duration(s.at(s.count-1).at+period-now) * time.Microsecond,
 	}
 }
 
 // charge logs cost units and returns when the window will be empty (µs).
-func (s *logState) charge(lim Limit, now, cost int64) int64 {
-	at := s.tail(now)
-	if s.count > 0 && s.at(s.count-1).at == at {
+func (s *logState) charge(period, now, cost int64) int64 {
+	logged := s.tail(now)
+	if s.count > 0 && s.at(s.count-1).at == logged {
 		s.at(s.count - 1).units += cost
 	} else {
 		if s.count == len(s.runs) {
 			s.resize(max(2*len(s.runs), 4))
 		}
 		s.count++
-		*s.at(s.count - 1) = logRun{at: at, units: cost}
+		*s.at(s.count - 1) = logRun{at: logged, units: cost}
 	}
 	s.units += cost
-	return at + lim.Period.Microseconds()
+	return logged + period
 }
 
 // resize moves the runs into a ring of size n (a power of two >= count).

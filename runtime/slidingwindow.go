@@ -4,6 +4,8 @@ import "time"
 
 // slidingCheck decides cost units at now for a SlidingWindow limit without
 // charging them (see SlidingWindow and the state layout in fixedwindow.go).
+// The script's check sliding_window names p, r, cur, prev, covered,
+// weighted and room as here.
 func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Decision) {
 	p := period / 1000
 	r, cur, prev := s.slidingWindows(period, now)
@@ -13,7 +15,8 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Dec
 	// earlier than the window's start, which decides the call at the start.
 	weighted := int64(0)
 	if prev > 0 {
-		weighted = mulDivCeil(prev, min(p, r-p), p)
+		covered := min(p, r-p) // the ms of the previous window still covered
+		weighted = mulDivCeil(prev, covered, p)
 	}
 	// ms returns the time until ms t milliseconds from now's.
 	ms := func(t int64) time.Duration {

@@ -7,3 +7,44 @@ package ratelimit
 // ratelimitgen calls it to reject such a limit at the directive instead of
 // at every call.
 func (l Limit) Validate() error { return l.validate() }
+
+// rulePrep is what validating a Rule's limits found, kept by the Rule so
+// that its calls skip validating them again: a Rule must not change once
+// in use.
+type rulePrep struct {
+	limits   []Limit      // the limits validated, valid, with a name
+	capacity int64        // the least capacity among them: the most a call may cost
+	plans    []memoryPlan // the limits' plans, for the memory limiter
+}
+
+// covers reports whether limits are those p validated (the same slice).
+func (p *rulePrep) covers(limits []Limit) bool {
+	return p != nil && len(limits) == len(p.limits) && &limits[0] == &p.limits[0]
+}
+
+// prepared returns the validation of r's limits, validating them on the
+// first call, or nil when they are invalid (each call then reports why).
+func (r *Rule) prepared() *rulePrep {
+	if p, _ := r.prep.Load().(*rulePrep); p.covers(r.Limits) {
+		return p
+	}
+	req := Request{Name: r.Name, Limits: r.Limits}
+	if req.validate() != nil {
+		return nil
+	}
+	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].capacity()}
+	for _, l := range r.Limits {
+		p.capacity = min(p.capacity, l.capacity())
+		p.plans = append(p.plans, memoryPlanOf(l))
+	}
+	r.prep.Store(p)
+	return p
+}
+
+// plansOf returns the plans of limits if p validated them, else nil.
+func (p *rulePrep) plansOf(limits []Limit) []memoryPlan {
+	if !p.covers(limits) {
+		return nil
+	}
+	return p.plans
+}

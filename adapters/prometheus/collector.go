@@ -25,6 +25,7 @@ import (
 //	ratelimit_near_limit_total{name}           admissions that left at most 10% of the threshold
 //	ratelimit_backend_errors_total{name}       calls the backend could not decide
 //	ratelimit_fallback_decisions_total{name}   decisions of the in-process fallback (onerror=local)
+//	ratelimit_cached_denials_total{name}       denials the Redis limiter's deny cache repeated
 //
 // name is the limit's name (the method's, or a directive's name=).
 type Collector struct {
@@ -46,6 +47,8 @@ var (
 		"Calls the rate limiter's backend could not decide.", []string{"name"}, nil)
 	fallbackDesc = prometheus.NewDesc("ratelimit_fallback_decisions_total",
 		"Decisions made in process while the backend could not decide (onerror=local).", []string{"name"}, nil)
+	cachedDesc = prometheus.NewDesc("ratelimit_cached_denials_total",
+		"Denials, real or shadow, repeated from the local deny cache without asking Redis.", []string{"name"}, nil)
 )
 
 // Describe sends the descriptors of the metrics Collect sends.
@@ -54,6 +57,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- nearLimitDesc
 	ch <- backendErrorsDesc
 	ch <- fallbackDesc
+	ch <- cachedDesc
 }
 
 // Collect sends the counters of every limit name seen so far.
@@ -70,6 +74,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(nearLimitDesc, n.NearLimit, name)
 		counter(backendErrorsDesc, n.BackendErrors, name)
 		counter(fallbackDesc, n.Fallback, name)
+		counter(cachedDesc, n.Cached, name)
 	}
 }
 

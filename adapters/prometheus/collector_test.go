@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -40,36 +41,55 @@ func TestCollectorExportsEveryCounter(t *testing.T) {
 	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
 	require.NoError(t, steady.Check(ctx, down, "", 1))
 	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+	up := ratelimit.NewRedis(redisServer(t), ratelimit.WithHook(metrics))
+	abuse := &ratelimit.Rule{Name: "abuse", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
+	for i := range 3 {
+		err := abuse.Check(ctx, up, "", 1)
+		assert.Equal(t, i > 0, err != nil, "call %d: %v", i, err)
+	}
 
 	want := `
 # HELP ratelimit_backend_errors_total Calls the rate limiter's backend could not decide.
 # TYPE ratelimit_backend_errors_total counter
+ratelimit_backend_errors_total{name="abuse"} 0
 ratelimit_backend_errors_total{name="beta"} 0
 ratelimit_backend_errors_total{name="pay"} 1
 ratelimit_backend_errors_total{name="search"} 0
 ratelimit_backend_errors_total{name="steady"} 2
+# HELP ratelimit_cached_denials_total Denials, real or shadow, repeated from the local deny cache without asking Redis.
+# TYPE ratelimit_cached_denials_total counter
+ratelimit_cached_denials_total{name="abuse"} 1
+ratelimit_cached_denials_total{name="beta"} 0
+ratelimit_cached_denials_total{name="pay"} 0
+ratelimit_cached_denials_total{name="search"} 0
+ratelimit_cached_denials_total{name="steady"} 0
 # HELP ratelimit_decisions_total Rate limit decisions, by limit name and decision.
 # TYPE ratelimit_decisions_total counter
+ratelimit_decisions_total{decision="allowed",name="abuse"} 1
 ratelimit_decisions_total{decision="allowed",name="beta"} 1
 ratelimit_decisions_total{decision="allowed",name="pay"} 0
 ratelimit_decisions_total{decision="allowed",name="search"} 10
 ratelimit_decisions_total{decision="allowed",name="steady"} 1
+ratelimit_decisions_total{decision="limited",name="abuse"} 2
 ratelimit_decisions_total{decision="limited",name="beta"} 0
 ratelimit_decisions_total{decision="limited",name="pay"} 0
 ratelimit_decisions_total{decision="limited",name="search"} 1
 ratelimit_decisions_total{decision="limited",name="steady"} 1
+ratelimit_decisions_total{decision="shadow_limited",name="abuse"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="beta"} 2
 ratelimit_decisions_total{decision="shadow_limited",name="pay"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="search"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="steady"} 0
 # HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
 # TYPE ratelimit_fallback_decisions_total counter
+ratelimit_fallback_decisions_total{name="abuse"} 0
 ratelimit_fallback_decisions_total{name="beta"} 0
 ratelimit_fallback_decisions_total{name="pay"} 0
 ratelimit_fallback_decisions_total{name="search"} 0
 ratelimit_fallback_decisions_total{name="steady"} 2
 # HELP ratelimit_near_limit_total Admissions that left at most 10% of the limit's threshold.
 # TYPE ratelimit_near_limit_total counter
+ratelimit_near_limit_total{name="abuse"} 1
 ratelimit_near_limit_total{name="beta"} 1
 ratelimit_near_limit_total{name="pay"} 0
 ratelimit_near_limit_total{name="search"} 2
@@ -91,6 +111,16 @@ func TestCollectorExportsEveryField(t *testing.T) {
 	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
 	fields := reflect.TypeFor[ratelimit.Counters]().NumField()
 	assert.Equal(t, fields, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
+}
+
+// redisServer returns a client of a real Redis server of the test's own.
+func redisServer(t *testing.T) *redis.Client {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := s.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // unreachable returns a client of a loopback port nobody listens on.

@@ -1,0 +1,63 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requestsHook records the requests it is told about.
+type requestsHook struct {
+	mu   sync.Mutex
+	reqs []Request
+}
+
+func (h *requestsHook) Decided(_ context.Context, req *Request, _ Decision) {
+	h.mu.Lock()
+	h.reqs = append(h.reqs, *req)
+	h.mu.Unlock()
+}
+
+func (h *requestsHook) Failed(context.Context, *Request, error) {}
+
+// TestRuleValidatesItsLimitsOnce: a Rule's calls skip validating its
+// limits after the first, hooks see the request as a caller would build
+// it, and a request that no Rule made, with the same limits or other ones,
+// is validated in full.
+func TestRuleValidatesItsLimitsOnce(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
+		hook := &requestsHook{}
+		l := newLimiter(WithHook(hook))
+		rule := &Rule{Name: "once", Limits: []Limit{{Period: time.Hour, Threshold: 3}, {Algorithm: GCRA, Period: time.Hour, Threshold: 5, Burst: 2}}}
+		require.NoError(t, rule.Check(ctx, l, "k", 2))
+		require.NotNil(t, rule.prepared())
+		assert.Equal(t, []Request{{Name: "once", Key: "k", Cost: 2, Limits: rule.Limits}}, hook.reqs)
+
+		var ce *CostError
+		require.ErrorAs(t, rule.Check(ctx, l, "k", 3), &ce, "above the burst of 2")
+		assert.Equal(t, rule.Limits[1], ce.Limit)
+
+		bad := append([]Limit(nil), rule.Limits...)
+		bad[1].Capacity = 4 // not for gcra
+		_, err := l.Allow(ctx, Request{Name: "once", Key: "k", Limits: bad})
+		require.ErrorIs(t, err, ErrInvalidLimit)
+		_, err = l.Allow(ctx, Request{Key: "k", Limits: rule.Limits})
+		require.ErrorIs(t, err, ErrInvalidLimit, "no name")
+	})
+}
+
+// TestRuleWithInvalidLimitsFailsEveryCall: a Rule whose limits no backend
+// could decide reports why on every call.
+func TestRuleWithInvalidLimitsFailsEveryCall(t *testing.T) {
+	rule := &Rule{Name: "bad", Limits: []Limit{{Period: time.Hour}}}
+	l := NewMemory()
+	for range 3 {
+		require.ErrorIs(t, rule.Check(context.Background(), l, "", 1), ErrInvalidLimit)
+	}
+	assert.Nil(t, rule.prepared())
+}
