@@ -15,11 +15,34 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// pauseRedis makes the test server hold every client's commands for d, so
-// that a batch stays in flight while the test queues calls behind it.
-func pauseRedis(t *testing.T, d time.Duration) {
+// pauseRedis makes the test server hold every client's scripts (CLIENT
+// PAUSE WRITE, which lets CLIENT UNPAUSE through) until the returned
+// resume is called or the test ends, so that a batch stays in flight while
+// the test queues calls behind it, however long a slow machine takes to.
+// The limiter's client must wait that long: see patientRedis.
+func pauseRedis(t *testing.T) (resume func()) {
 	t.Helper()
-	require.NoError(t, rdb(t).ClientPause(context.Background(), d).Err())
+	ctx := context.Background()
+	c := rdb(t)
+	require.NoError(t, c.Do(ctx, "CLIENT", "PAUSE", pauseLimit.Milliseconds(), "WRITE").Err())
+	var once sync.Once
+	resume = func() {
+		once.Do(func() { require.NoError(t, c.Do(ctx, "CLIENT", "UNPAUSE").Err()) })
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
+// pauseLimit bounds a pause of pauseRedis that the test never resumes.
+const pauseLimit = time.Minute
+
+// patientRedis returns a RedisLimiter like newTestRedis whose client
+// waits for replies through a pause of pauseRedis.
+func patientRedis(t *testing.T, opts ...Option) *RedisLimiter {
+	srv.Flush(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 2 * pauseLimit})
+	t.Cleanup(func() { c.Close() })
+	return NewRedis(c, opts...)
 }
 
 // noLinger makes the queued calls of l wait for the batch in flight
@@ -228,7 +251,7 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 	for _, alg := range Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			hook := &batchHook{}
-			l := noLinger(newTestRedis(t, WithBatching(16), WithHook(hook)))
+			l := noLinger(patientRedis(t, WithBatching(16), WithHook(hook)))
 			lim := []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}
 			ctx := context.Background()
 			require.NoError(t, rdb(t).Set(ctx, l.Key("wt", "bad", 0, alg), "x", 0).Err())
@@ -239,7 +262,7 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 				require.NoError(t, rdb(t).RPush(ctx, l.Key("wt", "bad", 0, alg), "x").Err())
 			}
 
-			pauseRedis(t, 300*time.Millisecond)
+			resume := pauseRedis(t)
 			errs := make(map[string]error)
 			var mu sync.Mutex
 			var wg sync.WaitGroup
@@ -252,12 +275,13 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 				})
 			}
 			call("leader")
-			require.Eventually(t, func() bool { return inFlight(l) }, time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return inFlight(l) }, time.Minute, time.Millisecond)
 			keys := []string{"a", "b", "c", "bad", "d", "e", "f", "g"}
 			for _, k := range keys {
 				call(k)
 			}
-			require.Eventually(t, func() bool { return queued(l) == len(keys) }, time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return queued(l) == len(keys) }, time.Minute, time.Millisecond)
+			resume()
 			wg.Wait()
 
 			for _, k := range append(keys, "leader") {
@@ -285,15 +309,15 @@ func TestBatchedWrongTypeFailsOnlyItsCall(t *testing.T) {
 // context.Canceled, uncharged, and the call queued after it is decided.
 func TestBatchedCallCancelledWhileQueued(t *testing.T) {
 	hook := &batchHook{}
-	l := noLinger(newTestRedis(t, WithBatching(8), WithHook(hook)))
+	l := noLinger(patientRedis(t, WithBatching(8), WithHook(hook)))
 	req := func(key string) Request {
 		return Request{Name: "cancel", Key: key, Limits: []Limit{{Period: time.Hour, Threshold: 1}}}
 	}
-	pauseRedis(t, 2*time.Second)
+	resume := pauseRedis(t)
 	var wg sync.WaitGroup
 	var leaderErr, afterErr error
 	wg.Go(func() { _, leaderErr = l.Allow(context.Background(), req("leader")) })
-	require.Eventually(t, func() bool { return inFlight(l) }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return inFlight(l) }, time.Minute, time.Millisecond)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -301,14 +325,14 @@ func TestBatchedCallCancelledWhileQueued(t *testing.T) {
 		_, err := l.Allow(ctx, req("cancelled"))
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return queued(l) == 1 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(l) == 1 }, time.Minute, time.Millisecond)
 	wg.Go(func() { _, afterErr = l.Allow(context.Background(), req("after")) })
-	require.Eventually(t, func() bool { return queued(l) == 2 }, time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(l) == 2 }, time.Minute, time.Millisecond)
 
 	cancel()
 	err := <-done
-	// Redis is paused for seconds: had the call waited for the batch, the
-	// batch would be back by now.
+	// Redis is paused until resumed: the batch in flight is not back, and
+	// the call queued after the cancelled one still waits for it.
 	require.Equal(t, 1, queued(l), "the cancelled call waited for the batch in flight")
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, ErrBackend)
@@ -317,6 +341,7 @@ func TestBatchedCallCancelledWhileQueued(t *testing.T) {
 	require.Equal(t, "cancel", be.Name)
 	require.Equal(t, 1, queued(l))
 
+	resume()
 	wg.Wait()
 	require.NoError(t, leaderErr)
 	require.NoError(t, afterErr)
@@ -445,7 +470,7 @@ func TestBatcherCostsACallAloneNothing(t *testing.T) {
 // is still in flight, instead of waiting for it, and every call is
 // decided once, exactly as the in-process twin decides them.
 func TestBatchedCallWaitsForOneRoundTrip(t *testing.T) {
-	l := newTestRedis(t, WithBatching(8))
+	l := patientRedis(t, WithBatching(8))
 	lingers := make(chan chan time.Time, 2)
 	l.batcher.after = func(time.Duration) <-chan time.Time {
 		c := make(chan time.Time, 1)
@@ -455,7 +480,7 @@ func TestBatchedCallWaitsForOneRoundTrip(t *testing.T) {
 	lim := []Limit{{Period: time.Hour, Threshold: 2}}
 	req := Request{Name: "linger", Key: "k", Limits: lim}
 	ctx := context.Background()
-	pauseRedis(t, 3*time.Second) // long enough for the steps below on a loaded machine; below the 5s ReadTimeout
+	resume := pauseRedis(t)
 
 	type result struct {
 		d   Decision
@@ -487,6 +512,7 @@ func TestBatchedCallWaitsForOneRoundTrip(t *testing.T) {
 	}
 
 	// Redis wakes: three calls against a threshold of two.
+	resume()
 	var admitted int
 	for _, r := range []result{<-first, <-queuedResults, <-queuedResults} {
 		require.NoError(t, r.err)

@@ -315,9 +315,9 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 	addrs := ct.cluster.Addrs()
 	c := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:         addrs,
-		DialTimeout:   200 * time.Millisecond,
-		ReadTimeout:   200 * time.Millisecond,
-		WriteTimeout:  200 * time.Millisecond,
+		DialTimeout:   10 * time.Second, // the killed master refuses at once
+		ReadTimeout:   10 * time.Second,
+		WriteTimeout:  10 * time.Second,
 		DialerRetries: 1,
 		MaxRedirects:  2,
 	})
@@ -388,7 +388,7 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 50*time.Millisecond, "survivors never marked %s failed", victim)
+	}, 2*time.Minute, 50*time.Millisecond, "survivors never marked %s failed", victim)
 	t.Run("AfterFailureDetected", check)
 }
 

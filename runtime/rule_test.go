@@ -103,9 +103,26 @@ func TestCheckSeveralLimitsReportsTheDenyingOne(t *testing.T) {
 	})
 }
 
+// pacedLimiter moves clock on by the RetryAfter of each denial it
+// returns, so that a waiting call's sleep of RetryAfter ends when the limit
+// frees on clock, however much longer the sleep really takes.
+type pacedLimiter struct {
+	Limiter
+	clock *manualClock
+}
+
+func (p *pacedLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
+	d, err := p.Limiter.Allow(ctx, req)
+	if err == nil && !d.Allowed {
+		p.clock.Advance(d.RetryAfter)
+	}
+	return d, err
+}
+
 func TestWaitIsAdmittedAfterSleeping(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
-		l := &countingLimiter{Limiter: newLimiter()}
+		clock := newManualClock()
+		l := &countingLimiter{Limiter: &pacedLimiter{Limiter: newLimiter(WithClock(clock)), clock: clock}}
 		rule := &Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond), Wait: 5 * time.Second}
 		ctx := context.Background()
 		require.NoError(t, rule.Check(ctx, l, "", 1))
@@ -220,15 +237,28 @@ func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
 	})
 }
 
+// denyingLimiter denies its first denials calls with no RetryAfter, then
+// admits.
+type denyingLimiter struct {
+	denials int64
+	calls   atomic.Int64
+}
+
+func (l *denyingLimiter) Allow(context.Context, Request) (Decision, error) {
+	return Decision{Allowed: l.calls.Add(1) > l.denials}, nil
+}
+
 func TestWaitNeverPollsInATightLoop(t *testing.T) {
 	// A limiter that denies with no RetryAfter must still not be asked
-	// more than about once a millisecond.
-	s := &stubLimiter{d: Decision{Allowed: false}}
-	rule := &Rule{Name: "tight", Limits: perPeriod(1, time.Second), Wait: 30 * time.Millisecond}
-	err := rule.Check(context.Background(), s, "", 1)
-	assert.ErrorIs(t, err, ErrLimited)
-	assert.Less(t, s.calls.Load(), int64(40))
-	assert.Greater(t, s.calls.Load(), int64(1))
+	// more than once a millisecond: the call retries until admitted, and
+	// its 20 retries take at least 20 ms.
+	l := &denyingLimiter{denials: 20}
+	rule := &Rule{Name: "tight", Limits: perPeriod(1, time.Second), Wait: time.Minute}
+	start := time.Now()
+	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	elapsed := time.Since(start)
+	assert.Equal(t, int64(21), l.calls.Load())
+	assert.GreaterOrEqual(t, elapsed, 20*minRetrySleep, "20 retries in %s", elapsed)
 }
 
 func TestDelayPacesAnAdmittedCall(t *testing.T) {

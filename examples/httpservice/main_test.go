@@ -89,16 +89,23 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// stoppedClock reads one instant, after the test server's clock (see
+// ratelimit.WithClock): a test's calls all fall in one window, however
+// long a loaded machine takes to make them.
+type stoppedClock struct{}
+
+func (stoppedClock) Now() time.Time { return time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) }
+
 // eachBackend runs f against a fresh service on the in-process limiter
-// and on a real, flushed Redis.
-func eachBackend(t *testing.T, f func(t *testing.T, base string)) {
+// and on a real, flushed Redis, made with opts.
+func eachBackend(t *testing.T, f func(t *testing.T, base string), opts ...ratelimit.Option) {
 	backends := map[string]func(t *testing.T) ratelimit.Limiter{
-		"memory": func(*testing.T) ratelimit.Limiter { return ratelimit.NewMemory() },
+		"memory": func(*testing.T) ratelimit.Limiter { return ratelimit.NewMemory(opts...) },
 		"redis": func(t *testing.T) ratelimit.Limiter {
 			srv.Flush(t)
 			c := srv.Client()
 			t.Cleanup(func() { c.Close() })
-			return ratelimit.NewRedis(c)
+			return ratelimit.NewRedis(c, opts...)
 		},
 	}
 	for name, newLimiter := range backends {
@@ -143,7 +150,7 @@ func TestSearchIsLimitedPerUserWith429(t *testing.T) {
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "bob has his own limit")
 		resp, _ = do(t, "GET", base+"/count", "alice", nil)
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "Count is not limited")
-	})
+	}, ratelimit.WithClock(stoppedClock{}))
 }
 
 func TestPostNeedsBothLimits(t *testing.T) {
@@ -164,13 +171,14 @@ func TestPostNeedsBothLimits(t *testing.T) {
 
 		_, body = do(t, "GET", base+"/search?q=hell", "carol", nil)
 		assert.JSONEq(t, `["hello","hello"]`, body, "arguments and results pass through")
-	})
+	}, ratelimit.WithClock(stoppedClock{}))
 }
 
 func TestExportWaitsForItsTurn(t *testing.T) {
 	eachBackend(t, func(t *testing.T, base string) {
 		// Two concurrent exports at once: one goes first, the other waits
 		// (at most two seconds) for the next second's slot instead of a 429.
+		// This one runs on the real clock, which must move for the wait.
 		var wg sync.WaitGroup
 		codes := make([]int, 2)
 		for i := range codes {
@@ -196,5 +204,5 @@ func TestHealthIsLimitedPerClientIP(t *testing.T) {
 		resp, _ := do(t, "GET", base+"/health", "", nil)
 		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		assert.Equal(t, `"httpservice.health";q=10;w=1`, resp.Header.Get("RateLimit-Policy"))
-	})
+	}, ratelimit.WithClock(stoppedClock{}))
 }

@@ -76,7 +76,7 @@ func StartCluster(masters int) (*Cluster, error) {
 }
 
 func (c *Cluster) create(cli string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")

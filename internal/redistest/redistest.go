@@ -8,6 +8,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -28,9 +29,11 @@ const InstallHint = "redis-server is required by the tests: install it with `apt
 // Server is a running redis-server.
 type Server struct {
 	// Addr is the server's host:port on loopback.
-	Addr string
-	cmd  *exec.Cmd
-	dir  string
+	Addr   string
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited
+	stderr bytes.Buffer  // read only once exited
+	dir    string
 }
 
 // Binary returns the redis-server to run: $REDIS_SERVER, or redis-server
@@ -128,16 +131,25 @@ func startOnPort(bin, dir string, port int, extra []string) (*Server, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, path)
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, exited: make(chan struct{}), dir: dir}
+	cmd.Stderr = &s.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
-	if err := s.waitReady(10 * time.Second); err != nil {
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := s.waitReady(readyTimeout); err != nil {
 		s.kill()
 		return nil, err
 	}
 	return s, nil
 }
+
+// readyTimeout bounds the wait for a server to answer PING: generous, for
+// a loaded machine, since the wait ends as soon as it answers.
+const readyTimeout = 2 * time.Minute
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -157,7 +169,11 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return fmt.Errorf("redis-server on %s did not answer PING within %s: %w; log: %s",
 				s.Addr, timeout, err, s.log())
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-s.exited: // such as when another process took the port
+			return fmt.Errorf("redis-server on %s exited: %s; stderr: %s; log: %s", s.Addr, s.cmd.ProcessState, s.stderr.String(), s.log())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -193,7 +209,7 @@ func (s *Server) log() string {
 
 func (s *Server) kill() {
 	_ = s.cmd.Process.Kill()
-	_, _ = s.cmd.Process.Wait()
+	<-s.exited
 }
 
 // Stop kills the server and removes its files.

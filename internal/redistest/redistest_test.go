@@ -17,3 +17,12 @@ func TestStartAnswersAndStops(t *testing.T) {
 	s.Stop()
 	require.Error(t, ping(s.Addr), "server must be gone after Stop")
 }
+
+// TestStartReportsAServerThatExits: a server that exits at once (here on a
+// config line it does not know) is reported as exited, not waited for
+// until the readiness deadline.
+func TestStartReportsAServerThatExits(t *testing.T) {
+	_, err := Start("no-such-directive yes")
+	require.ErrorContains(t, err, "exited")
+	require.ErrorContains(t, err, "no-such-directive")
+}

@@ -103,7 +103,7 @@ func TestLeakyBucketPacesThenDenies(t *testing.T) {
 }
 
 func TestWaitAdmitsInsteadOfDenying(t *testing.T) {
-	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+	backends.EachOnRealClock(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
 		api, i := newAPI(limiter)
 		for range 3 {
 			require.NoError(t, api.Patient(ctx), "each call waits for the next 200ms window")
