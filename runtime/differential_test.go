@@ -39,6 +39,15 @@ func (s agreeSet) step(rng *rand.Rand, clock *manualClock, i, n int) []Limit {
 	return s.limits
 }
 
+// all returns every limit of the set.
+func (s agreeSet) all() []Limit {
+	all := s.limits
+	for _, o := range s.others {
+		all = append(all[:len(all):len(all)], o...)
+	}
+	return all
+}
+
 // request returns a call against limits with a random key and cost.
 func (s agreeSet) request(rng *rand.Rand, limits []Limit) Request {
 	cost := rng.Int64N(s.maxCost + 1)
@@ -189,7 +198,7 @@ func backendsAgree(t *testing.T, set agreeSet, seed uint64) (cached int, calm bo
 	gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 	// A deny cache of 4 entries, which 3 keys share.
 	cac := NewRedis(rdb(t), WithClock(clock), WithPrefix("cached:"), WithDenyCache(4))
-	guard := newRealTimeGuard(clock)
+	guard := newRealTimeGuard(clock, set.all()...)
 	admitted, denied := 0, 0
 	slack := time.Duration(0) // -1 once the clock stepped back
 	for i := range 300 {
@@ -281,39 +290,83 @@ const stallLimit = 900 * time.Millisecond
 
 // realTimeGuard tells a sequence of calls on a pinned clock when a Redis
 // key of a sliding log or a bucket may have expired in real time (a
-// window's key expires on the pinned clock). A key written in step j can
-// be gone early in step i only if the lag (real time less pinned time,
-// since the guard began) grew by more than a second from j's start to i's
-// end; stalled tells when the lag grew by more than stallLimit from any
-// step's start, so a real disagreement between the backends, in a step
-// where no key can have expired, is still checked.
+// window's key expires on the pinned clock) while its state still
+// mattered. A key whose TTL step j set (to the state's end plus keepMs,
+// in real time) can be gone in step i, its state still mattering, only if
+// the lag (real time less pinned time) grew by more than a second from j's
+// start to i's end, and j's pinned time is within the limits' longest
+// stateSpan before i's; stalled tells when the lag grew by more than
+// stallLimit from the start of any such step, so a disagreement in a step
+// where no key can have expired is still checked.
 type realTimeGuard struct {
-	clock  *manualClock
-	began  time.Time     // real
-	pinned time.Time     // the clock when the guard began
-	least  time.Duration // the least lag at a step's start
+	clock *manualClock
+	span  time.Duration // the longest stateSpan of the sequence's limits
+	began time.Time     // real
+	steps []guardStep   // the steps so far
 }
 
-func newRealTimeGuard(clock *manualClock) *realTimeGuard {
-	g := &realTimeGuard{clock: clock, began: time.Now(), pinned: clock.Now()}
-	g.least = g.lag()
+// guardStep is a step's pinned time and its lag at its start.
+type guardStep struct {
+	pinned time.Time
+	lag    time.Duration
+}
+
+// newRealTimeGuard returns the guard of a sequence of calls of limits on
+// clock.
+func newRealTimeGuard(clock *manualClock, limits ...Limit) *realTimeGuard {
+	g := &realTimeGuard{clock: clock, began: time.Now()}
+	for _, l := range limits {
+		g.span = max(g.span, stateSpan(l))
+	}
 	return g
 }
 
 // lag returns how much more real time than pinned time has passed since
-// the guard began.
+// the guard began (the pinned time from the first step's).
 func (g *realTimeGuard) lag() time.Duration {
-	return time.Since(g.began) - g.clock.Now().Sub(g.pinned)
+	d := time.Since(g.began)
+	if len(g.steps) > 0 {
+		d -= g.clock.Now().Sub(g.steps[0].pinned)
+	}
+	return d
 }
 
 // start marks the start of a step: after the clock moved, before its
 // first call.
-func (g *realTimeGuard) start() { g.least = min(g.least, g.lag()) }
+func (g *realTimeGuard) start() {
+	if len(g.steps) == 0 {
+		g.began = time.Now()
+	}
+	g.steps = append(g.steps, guardStep{g.clock.Now(), g.lag()})
+}
 
 // stalled reports, after a step's calls and before they are checked,
-// whether a key written since the guard began may have expired in real
-// time while its state still mattered on the pinned clock.
-func (g *realTimeGuard) stalled() bool { return g.lag()-g.least > stallLimit }
+// whether a key the sequence wrote may have expired in real time while
+// its state still mattered on the pinned clock.
+func (g *realTimeGuard) stalled() bool {
+	now, lag := g.clock.Now(), g.lag()
+	for _, s := range g.steps {
+		if now.Sub(s.pinned) < g.span && lag-s.lag > stallLimit {
+			return true
+		}
+	}
+	return false
+}
+
+// stateSpan returns how long past a call that sets its key's TTL the state
+// of limit lim can matter: a bucket's drain time; two periods for a
+// sliding log, whose TTL a call sets a period or more before its newest
+// entry leaves the window (and for a window, whose key never expires in
+// real time on a pinned clock).
+func stateSpan(lim Limit) time.Duration {
+	switch lim.algorithm() {
+	case TokenBucket, GCRA, LeakyBucket:
+		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
+		return time.Duration(q+1) * us
+	default:
+		return 2 * lim.Period
+	}
+}
 
 // stalledMsg says why untilCalm ran a sequence again whose
 // realTimeGuard said it stalled.

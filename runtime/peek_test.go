@@ -64,7 +64,7 @@ func peekAgrees(t *testing.T, set agreeSet, monotonic bool) (counts peekCounts, 
 	red := newTestRedis(t, WithClock(clock))
 	gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 	ref := NewMemory(WithClock(clock))
-	guard := newRealTimeGuard(clock)
+	guard := newRealTimeGuard(clock, set.all()...)
 	for i := range 300 {
 		limits := set.limits
 		if monotonic {

@@ -19,17 +19,14 @@ import (
 // of rounding. (A window's key expires exactly a second after its state
 // ends: see checkWindowKey.)
 func ttlBound(lim Limit) time.Duration {
-	p := lim.Period
 	switch lim.algorithm() {
 	case TokenBucket, GCRA, LeakyBucket:
 		// The end of the second the TAT is in, which is at most a full
 		// bucket's drain time ahead.
-		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
-		p = time.Duration(q+1)*us + time.Second
-	default:
-		p = 2 * lim.Period // past a log's newest entry
+		return stateSpan(lim) + 2*time.Second + time.Millisecond
+	default: // past a log's newest entry
+		return stateSpan(lim) + time.Second + time.Millisecond
 	}
-	return p + time.Second + time.Millisecond
 }
 
 // TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL runs random calls of
@@ -62,7 +59,7 @@ func keysOutliveTheirState(t *testing.T, lim Limit) (calm bool) {
 	red := newTestRedis(t, WithClock(clock))
 	mem := NewMemory(WithClock(clock))
 	c := rdb(t)
-	guard := newRealTimeGuard(clock)
+	guard := newRealTimeGuard(clock, lim)
 	began := time.Now() // TTLs run down in real time
 	// checkKey checks the TTL of key k against the state the
 	// in-process twin holds for it.
