@@ -39,6 +39,15 @@ func (s agreeSet) step(rng *rand.Rand, clock *manualClock, i, n int) []Limit {
 	return s.limits
 }
 
+// all returns every limit of the set.
+func (s agreeSet) all() []Limit {
+	all := s.limits
+	for _, o := range s.others {
+		all = append(all[:len(all):len(all)], o...)
+	}
+	return all
+}
+
 // request returns a call against limits with a random key and cost.
 func (s agreeSet) request(rng *rand.Rand, limits []Limit) Request {
 	cost := rng.Int64N(s.maxCost + 1)
@@ -167,42 +176,58 @@ func TestBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 2; seed++ {
-				rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))))
-				clock := newManualClock()
-				mem := NewMemory(WithClock(clock))
-				red := newTestRedis(t, WithClock(clock))
-				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
-				// A deny cache of 4 entries, which 3 keys share.
-				cac := NewRedis(rdb(t), WithClock(clock), WithPrefix("cached:"), WithDenyCache(4))
-				admitted, denied := 0, 0
-				slack := time.Duration(0) // -1 once the clock stepped back
-				for i := range 300 {
-					before := clock.Now()
-					limits := set.step(rng, clock, i, 300)
-					if clock.Now().Before(before) {
-						slack = -1
-					}
-					req := set.request(rng, limits)
-					dm := allow(t, mem, req)
-					dr := allow(t, red, req)
-					require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
-					require.Equal(t, dr, allow(t, gen, req), "generic script, seed %d call %d: %+v", seed, i, req)
-					dc := allow(t, cac, req)
-					requireCacheAgrees(t, dm, dc, slack, "deny cache, seed %d call %d: %+v", seed, i, req)
-					if dc.Source == SourceCache {
-						cached++
-					}
-					if dm.Allowed {
-						admitted++
-					} else {
-						denied++
-					}
-				}
-				require.NotZero(t, admitted)
-				require.NotZero(t, denied, "the sequence should reach the limit")
+				untilCalm(t, stalledMsg, func() bool {
+					c, calm := backendsAgree(t, set, seed)
+					cached += c
+					return calm
+				})
 			}
 		})
 	}
+}
+
+// backendsAgree runs seed's sequence of calls of set for TestBackendsAgree
+// on fresh keys, and returns how many denials the deny cache repeated, and
+// false if the sequence stalled in real time (see realTimeGuard) before it
+// ended, having checked every call before the stall.
+func backendsAgree(t *testing.T, set agreeSet, seed uint64) (cached int, calm bool) {
+	rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))))
+	clock := newManualClock()
+	mem := NewMemory(WithClock(clock))
+	red := newTestRedis(t, WithClock(clock))
+	gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	// A deny cache of 4 entries, which 3 keys share.
+	cac := NewRedis(rdb(t), WithClock(clock), WithPrefix("cached:"), WithDenyCache(4))
+	guard := newRealTimeGuard(clock, set.all()...)
+	admitted, denied := 0, 0
+	slack := time.Duration(0) // -1 once the clock stepped back
+	for i := range 300 {
+		before := clock.Now()
+		limits := set.step(rng, clock, i, 300)
+		if clock.Now().Before(before) {
+			slack = -1
+		}
+		req := set.request(rng, limits)
+		guard.start()
+		dm, dr, dg, dc := allow(t, mem, req), allow(t, red, req), allow(t, gen, req), allow(t, cac, req)
+		if guard.stalled() {
+			return 0, false
+		}
+		require.Equal(t, dm, dr, "seed %d call %d at %s: %+v", seed, i, clock.Now().Format(time.StampMicro), req)
+		require.Equal(t, dr, dg, "generic script, seed %d call %d: %+v", seed, i, req)
+		requireCacheAgrees(t, dm, dc, slack, "deny cache, seed %d call %d: %+v", seed, i, req)
+		if dc.Source == SourceCache {
+			cached++
+		}
+		if dm.Allowed {
+			admitted++
+		} else {
+			denied++
+		}
+	}
+	require.NotZero(t, admitted)
+	require.NotZero(t, denied, "the sequence should reach the limit")
+	return cached, true
 }
 
 // TestBackendsAgreeWhenTheClockStepsBackPastADroppedEntry runs a limit of
@@ -252,5 +277,111 @@ func holdTTL(t *testing.T, c *redis.Client, key string) (restore func(passed tim
 	require.NoError(t, c.Persist(ctx, key).Err())
 	return func(passed time.Duration) {
 		require.NoError(t, c.PExpire(ctx, key, ttl-passed).Err())
+	}
+}
+
+// stallLimit is how much more real time than pinned time may pass from
+// the start of a step that sets a Redis key's TTL on a pinned clock to the
+// end of a step that reads the key, before the key may be gone although
+// the pinned clock says its state still matters: every TTL is the state's
+// end plus a second (keepMs; see lua/decide.lua.tmpl) and runs down in
+// real time. A tenth of a second is kept for the server's cached time.
+const stallLimit = 900 * time.Millisecond
+
+// realTimeGuard tells a sequence of calls on a pinned clock when a Redis
+// key of a sliding log or a bucket may have expired in real time (a
+// window's key expires on the pinned clock) while its state still
+// mattered. A key whose TTL step j set (to the state's end plus keepMs,
+// in real time) can be gone in step i, its state still mattering, only if
+// the lag (real time less pinned time) grew by more than a second from j's
+// start to i's end, and j's pinned time is within the limits' longest
+// stateSpan before i's; stalled tells when the lag grew by more than
+// stallLimit from the start of any such step, so a disagreement in a step
+// where no key can have expired is still checked.
+type realTimeGuard struct {
+	clock *manualClock
+	span  time.Duration // the longest stateSpan of the sequence's limits
+	began time.Time     // real
+	steps []guardStep   // the steps so far
+}
+
+// guardStep is a step's pinned time and its lag at its start.
+type guardStep struct {
+	pinned time.Time
+	lag    time.Duration
+}
+
+// newRealTimeGuard returns the guard of a sequence of calls of limits on
+// clock.
+func newRealTimeGuard(clock *manualClock, limits ...Limit) *realTimeGuard {
+	g := &realTimeGuard{clock: clock, began: time.Now()}
+	for _, l := range limits {
+		g.span = max(g.span, stateSpan(l))
+	}
+	return g
+}
+
+// lag returns how much more real time than pinned time has passed since
+// the guard began (the pinned time from the first step's).
+func (g *realTimeGuard) lag() time.Duration {
+	d := time.Since(g.began)
+	if len(g.steps) > 0 {
+		d -= g.clock.Now().Sub(g.steps[0].pinned)
+	}
+	return d
+}
+
+// start marks the start of a step: after the clock moved, before its
+// first call.
+func (g *realTimeGuard) start() {
+	if len(g.steps) == 0 {
+		g.began = time.Now()
+	}
+	g.steps = append(g.steps, guardStep{g.clock.Now(), g.lag()})
+}
+
+// stalled reports, after a step's calls and before they are checked,
+// whether a key the sequence wrote may have expired in real time while
+// its state still mattered on the pinned clock.
+func (g *realTimeGuard) stalled() bool {
+	now, lag := g.clock.Now(), g.lag()
+	for _, s := range g.steps {
+		if now.Sub(s.pinned) < g.span && lag-s.lag > stallLimit {
+			return true
+		}
+	}
+	return false
+}
+
+// stateSpan returns how long past a call that sets its key's TTL the state
+// of limit lim can matter: a bucket's drain time; two periods for a
+// sliding log, whose TTL a call sets a period or more before its newest
+// entry leaves the window (and for a window, whose key never expires in
+// real time on a pinned clock).
+func stateSpan(lim Limit) time.Duration {
+	switch lim.algorithm() {
+	case TokenBucket, GCRA, LeakyBucket:
+		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
+		return time.Duration(q+1) * us
+	default:
+		return 2 * lim.Period
+	}
+}
+
+// stalledMsg says why untilCalm ran a sequence again whose
+// realTimeGuard said it stalled.
+var stalledMsg = fmt.Sprintf("stalled for more than %s of real time past the pinned clock", stallLimit)
+
+// untilCalm runs attempt, a run of calls on fresh keys that returns false
+// when it was void (it says why), until one runs through, for up to two
+// minutes: a loaded machine stalls a test now and then, but not every run.
+func untilCalm(t *testing.T, why string, attempt func() (calm bool)) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for runs := 1; !attempt(); runs++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("each of %d runs %s", runs, why)
+		}
+		t.Logf("run %d %s; running it again on fresh keys", runs, why)
 	}
 }

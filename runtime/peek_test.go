@@ -31,54 +31,82 @@ func peek(t *testing.T, l Limiter, req Request) Decision {
 func TestPeekAgrees(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
-			peeked, admitted, denied := 0, 0, 0
+			var counts peekCounts
 			for _, monotonic := range []bool{true, false} {
-				rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
-				clock := newManualClock()
-				mem := NewMemory(WithClock(clock))
-				red := newTestRedis(t, WithClock(clock))
-				gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
-				ref := NewMemory(WithClock(clock))
-				for i := range 300 {
-					limits := set.limits
-					if monotonic {
-						clock.Advance(max(0, randomAdvance(rng)))
-					} else {
-						limits = set.step(rng, clock, i, 300)
-					}
-					req := set.request(rng, limits)
-					at := clock.Now().Format(time.StampMicro)
-					if rng.IntN(2) == 0 {
-						p := peek(t, mem, req)
-						require.Equal(t, p, peek(t, red, req), "peek %d at %s: %+v", i, at, req)
-						require.Equal(t, p, peek(t, gen, req), "generic peek %d at %s: %+v", i, at, req)
-						peeked++
-						if monotonic {
-							require.Equal(t, p, peek(t, ref, req), "peek %d at %s: %+v", i, at, req)
-						}
-						if p.Allowed {
-							admitted++
-						} else {
-							denied++
-						}
-						if rng.IntN(3) == 0 {
-							continue // a Peek alone
-						}
-					}
-					d := allow(t, mem, req)
-					require.Equal(t, d, allow(t, red, req), "call %d at %s: %+v", i, at, req)
-					require.Equal(t, d, allow(t, gen, req), "generic call %d at %s: %+v", i, at, req)
-					if monotonic {
-						want := allow(t, ref, req)
-						require.Equal(t, want, d, "call %d after peeks at %s: %+v", i, at, req)
-					}
-				}
+				untilCalm(t, stalledMsg, func() bool {
+					c, calm := peekAgrees(t, set, monotonic)
+					counts.add(c)
+					return calm
+				})
 			}
-			require.NotZero(t, peeked)
-			require.NotZero(t, admitted, "some peek should admit")
-			require.NotZero(t, denied, "some peek should deny")
+			require.NotZero(t, counts.peeked)
+			require.NotZero(t, counts.admitted, "some peek should admit")
+			require.NotZero(t, counts.denied, "some peek should deny")
 		})
 	}
+}
+
+// peekCounts counts TestPeekAgrees's Peeks and how they decided.
+type peekCounts struct{ peeked, admitted, denied int }
+
+func (c *peekCounts) add(d peekCounts) {
+	c.peeked, c.admitted, c.denied = c.peeked+d.peeked, c.admitted+d.admitted, c.denied+d.denied
+}
+
+// peekAgrees runs TestPeekAgrees's sequence of set on fresh keys, and
+// returns its counts, and false if it stalled in real time (see
+// realTimeGuard) before it ended, having checked every call before the
+// stall.
+func peekAgrees(t *testing.T, set agreeSet, monotonic bool) (counts peekCounts, calm bool) {
+	rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
+	clock := newManualClock()
+	mem := NewMemory(WithClock(clock))
+	red := newTestRedis(t, WithClock(clock))
+	gen := NewRedis(rdb(t), WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	ref := NewMemory(WithClock(clock))
+	guard := newRealTimeGuard(clock, set.all()...)
+	for i := range 300 {
+		limits := set.limits
+		if monotonic {
+			clock.Advance(max(0, randomAdvance(rng)))
+		} else {
+			limits = set.step(rng, clock, i, 300)
+		}
+		req := set.request(rng, limits)
+		at := clock.Now().Format(time.StampMicro)
+		guard.start()
+		if rng.IntN(2) == 0 {
+			p, pr, pg := peek(t, mem, req), peek(t, red, req), peek(t, gen, req)
+			if guard.stalled() {
+				return peekCounts{}, false
+			}
+			require.Equal(t, p, pr, "peek %d at %s: %+v", i, at, req)
+			require.Equal(t, p, pg, "generic peek %d at %s: %+v", i, at, req)
+			counts.peeked++
+			if monotonic {
+				require.Equal(t, p, peek(t, ref, req), "peek %d at %s: %+v", i, at, req)
+			}
+			if p.Allowed {
+				counts.admitted++
+			} else {
+				counts.denied++
+			}
+			if rng.IntN(3) == 0 {
+				continue // a Peek alone
+			}
+		}
+		d, dr, dg := allow(t, mem, req), allow(t, red, req), allow(t, gen, req)
+		if guard.stalled() {
+			return peekCounts{}, false
+		}
+		require.Equal(t, d, dr, "call %d at %s: %+v", i, at, req)
+		require.Equal(t, d, dg, "generic call %d at %s: %+v", i, at, req)
+		if monotonic {
+			want := allow(t, ref, req)
+			require.Equal(t, want, d, "call %d after peeks at %s: %+v", i, at, req)
+		}
+	}
+	return counts, true
 }
 
 // TestPeekRemaining checks Peek's numbers on every algorithm and backend:

@@ -19,17 +19,14 @@ import (
 // of rounding. (A window's key expires exactly a second after its state
 // ends: see checkWindowKey.)
 func ttlBound(lim Limit) time.Duration {
-	p := lim.Period
 	switch lim.algorithm() {
 	case TokenBucket, GCRA, LeakyBucket:
 		// The end of the second the TAT is in, which is at most a full
 		// bucket's drain time ahead.
-		q, _ := mulDivRem(lim.capacity(), lim.Period.Microseconds(), lim.Threshold)
-		p = time.Duration(q+1)*us + time.Second
-	default:
-		p = 2 * lim.Period // past a log's newest entry
+		return stateSpan(lim) + 2*time.Second + time.Millisecond
+	default: // past a log's newest entry
+		return stateSpan(lim) + time.Second + time.Millisecond
 	}
-	return p + time.Second + time.Millisecond
 }
 
 // TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL runs random calls of
@@ -38,7 +35,6 @@ func ttlBound(lim Limit) time.Duration {
 // every call, the key called must have a TTL of at least a second past that
 // time and at most the documented bound; at the end, every key.
 func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
-	ctx := context.Background()
 	for _, alg := range Algorithms() {
 		for _, lim := range []Limit{
 			{Algorithm: alg, Period: 30 * time.Second, Threshold: 5},
@@ -46,56 +42,72 @@ func TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL(t *testing.T) {
 			{Algorithm: alg, Period: 10 * time.Millisecond, Threshold: 4},
 		} {
 			t.Run(lim.String(), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(lim.Period), 3))
-				clock := newManualClock()
-				red := newTestRedis(t, WithClock(clock))
-				mem := NewMemory(WithClock(clock))
-				c := rdb(t)
-				began := time.Now() // TTLs run down in real time
-				// checkKey checks the TTL of key k against the state the
-				// in-process twin holds for it.
-				checkKey := func(k int) {
-					if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
-						checkWindowKey(t, c, red, mem, lim, k, clock.Now())
-						return
-					}
-					now := clock.Now().UnixMicro()
-					slack := time.Since(began) + time.Millisecond
-					key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
-					ttl := c.PTTL(ctx, key).Val()
-					ek := entryKey{"ttl", fmt.Sprint(k)}
-					e := mem.shards[mem.shardOf(ek)].entries[ek]
-					if e == nil || e.expiry <= now {
-						return // no state that still matters; the key may be gone
-					}
-					matters := time.Duration(e.expiry-now) * us
-					assert.GreaterOrEqual(t, ttl, matters+time.Second-slack, "%s: state matters for %s", key, matters)
-					assert.LessOrEqual(t, ttl, ttlBound(lim), key)
-				}
-				for range 200 {
-					clock.Advance(time.Duration(rng.Int64N(int64(lim.Period/us)/4+1)) * us)
-					k := rng.IntN(4)
-					req := Request{Name: "ttl", Key: fmt.Sprint(k), Cost: 1 + rng.Int64N(2), Limits: []Limit{lim}}
-					require.Equal(t, allow(t, mem, req), allow(t, red, req))
-					checkKey(k) // after every call, not only at the end
-				}
-				keys := c.Keys(ctx, "*").Val()
-				slack := time.Since(began) + time.Millisecond
-				require.NotEmpty(t, keys)
-				for k := range 4 {
-					checkKey(k)
-				}
-				if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
-					return // checked above
-				}
-				for _, key := range keys {
-					ttl := c.PTTL(ctx, key).Val()
-					assert.GreaterOrEqual(t, ttl, time.Second-slack, key)
-					assert.LessOrEqual(t, ttl, ttlBound(lim), key)
-				}
+				untilCalm(t, stalledMsg, func() bool { return keysOutliveTheirState(t, lim) })
 			})
 		}
 	}
+}
+
+// keysOutliveTheirState runs TestEveryKeyOutlivesItsStateWithinTheDocumentedTTL's
+// calls of lim on fresh keys, and returns false if they stalled in real
+// time (see realTimeGuard) before they ended, having checked every call
+// before the stall.
+func keysOutliveTheirState(t *testing.T, lim Limit) (calm bool) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(uint64(lim.Period), 3))
+	clock := newManualClock()
+	red := newTestRedis(t, WithClock(clock))
+	mem := NewMemory(WithClock(clock))
+	c := rdb(t)
+	guard := newRealTimeGuard(clock, lim)
+	began := time.Now() // TTLs run down in real time
+	// checkKey checks the TTL of key k against the state the
+	// in-process twin holds for it.
+	checkKey := func(k int) {
+		if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
+			checkWindowKey(t, c, red, mem, lim, k, clock.Now())
+			return
+		}
+		now := clock.Now().UnixMicro()
+		key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
+		ttl := c.PTTL(ctx, key).Val()
+		slack := time.Since(began) + time.Millisecond // the real time the TTL ran down
+		ek := entryKey{"ttl", fmt.Sprint(k)}
+		e := mem.shards[mem.shardOf(ek)].entries[ek]
+		if e == nil || e.expiry <= now {
+			return // no state that still matters; the key may be gone
+		}
+		matters := time.Duration(e.expiry-now) * us
+		assert.GreaterOrEqual(t, ttl, matters+time.Second-slack, "%s: state matters for %s", key, matters)
+		assert.LessOrEqual(t, ttl, ttlBound(lim), key)
+	}
+	for range 200 {
+		clock.Advance(time.Duration(rng.Int64N(int64(lim.Period/us)/4+1)) * us)
+		k := rng.IntN(4)
+		req := Request{Name: "ttl", Key: fmt.Sprint(k), Cost: 1 + rng.Int64N(2), Limits: []Limit{lim}}
+		guard.start()
+		dm, dr := allow(t, mem, req), allow(t, red, req)
+		if guard.stalled() {
+			return false
+		}
+		require.Equal(t, dm, dr)
+		checkKey(k) // after every call, not only at the end
+	}
+	keys := c.Keys(ctx, "*").Val()
+	require.NotEmpty(t, keys)
+	for k := range 4 {
+		checkKey(k)
+	}
+	if lim.Algorithm == FixedWindow || lim.Algorithm == SlidingWindow {
+		return true // checked above
+	}
+	for _, key := range keys {
+		ttl := c.PTTL(ctx, key).Val()
+		slack := time.Since(began) + time.Millisecond
+		assert.GreaterOrEqual(t, ttl, time.Second-slack, key)
+		assert.LessOrEqual(t, ttl, ttlBound(lim), key)
+	}
+	return true
 }
 
 // checkWindowKey checks that the key of window limit lim for key k expires
@@ -125,35 +137,55 @@ func checkWindowKey(t *testing.T, c *redis.Client, red *RedisLimiter, mem *Memor
 }
 
 // TestEveryKeyHasATTLOnServerTime is the same run on the Redis server's
-// clock, as in production, with a limit of each algorithm in one call.
+// clock, as in production, with a limit of each algorithm in one call. The
+// TTLs it wants are those of a run within one 2 s window of the server's
+// clock: past a window's end, its key has less than a second left, and is
+// gone a second later while the calls of the next window, denied by the
+// other limits, leave it no count. So a run that a window boundary (of
+// the server's clock, which runs on in real time) cuts runs again.
 func TestEveryKeyHasATTLOnServerTime(t *testing.T) {
 	ctx := context.Background()
-	l := newTestRedis(t)
-	c := rdb(t)
 	var limits []Limit
 	for _, alg := range Algorithms() {
 		limits = append(limits, Limit{Algorithm: alg, Period: 2 * time.Second, Threshold: 5})
 	}
-	for i := range 40 {
-		_, err := l.Allow(ctx, Request{Name: "ttl", Key: fmt.Sprint(i % 3), Limits: limits})
+	window := func(c *redis.Client) int64 {
+		now, err := c.Time(ctx).Result()
 		require.NoError(t, err)
+		return now.UnixMilli() / limits[0].Period.Milliseconds()
 	}
-	keys := c.Keys(ctx, "*").Val()
-	require.Len(t, keys, 3*len(limits))
-	for _, key := range keys {
-		ttl := c.PTTL(ctx, key).Val()
-		switch {
-		case strings.HasSuffix(key, ":fw"): // a second past the window's end
-			assert.Greater(t, ttl, time.Second, key)
-			assert.LessOrEqual(t, ttl, 3*time.Second, key)
-		case strings.HasSuffix(key, ":sw"): // a second past the next window's end
-			assert.Greater(t, ttl, 3*time.Second, key)
-			assert.LessOrEqual(t, ttl, 5*time.Second, key)
-		default:
-			assert.GreaterOrEqual(t, ttl, 900*time.Millisecond, key)
-			assert.LessOrEqual(t, ttl, ttlBound(limits[0])+time.Second, key)
+	untilCalm(t, "crossed a window boundary of the server's clock", func() bool {
+		l := newTestRedis(t)
+		c := rdb(t)
+		first := window(c)
+		for i := range 40 {
+			_, err := l.Allow(ctx, Request{Name: "ttl", Key: fmt.Sprint(i % 3), Limits: limits})
+			require.NoError(t, err)
 		}
-	}
+		keys := c.Keys(ctx, "*").Val()
+		ttls := make([]time.Duration, len(keys))
+		for i, key := range keys {
+			ttls[i] = c.PTTL(ctx, key).Val()
+		}
+		if window(c) != first {
+			return false
+		}
+		require.Len(t, keys, 3*len(limits))
+		for i, key := range keys {
+			switch ttl := ttls[i]; {
+			case strings.HasSuffix(key, ":fw"): // a second past the window's end
+				assert.Greater(t, ttl, time.Second, key)
+				assert.LessOrEqual(t, ttl, 3*time.Second, key)
+			case strings.HasSuffix(key, ":sw"): // a second past the next window's end
+				assert.Greater(t, ttl, 3*time.Second, key)
+				assert.LessOrEqual(t, ttl, 5*time.Second, key)
+			default:
+				assert.GreaterOrEqual(t, ttl, 900*time.Millisecond, key)
+				assert.LessOrEqual(t, ttl, ttlBound(limits[0])+time.Second, key)
+			}
+		}
+		return true
+	})
 }
 
 // logExpiry follows when, in pinned time, a sliding log's key would
