@@ -132,13 +132,11 @@ func newMemory(c config) *MemoryLimiter {
 
 // Allow decides req. See [Limiter].
 func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
-	if err := req.validate(); err != nil {
+	ek, shard, err := l.locate(&req)
+	if err != nil {
 		return Decision{}, err
 	}
-	req.Key = boundKey(req.Key)
 	now := l.now()
-	ek := entryKey{req.Name, req.Key}
-	shard := &l.shards[l.shardOf(ek)]
 	shard.mu.Lock()
 	e := shard.entry(ek, len(req.Limits), now, l.maxKeys/shardCount+1)
 	d := e.decide(&req, now, true)
@@ -171,6 +169,17 @@ var monoBaseMicro = monoBase.UnixMicro()
 
 func (l *MemoryLimiter) shardOf(k entryKey) uint64 {
 	return (maphash.String(l.seed, k.name)*31 + maphash.String(l.seed, k.key)) % shardCount
+}
+
+// locate validates req, bounds its key and returns the key of its state
+// and the shard that holds it.
+func (l *MemoryLimiter) locate(req *Request) (entryKey, *memoryShard, error) {
+	if err := req.validate(); err != nil {
+		return entryKey{}, nil, err
+	}
+	req.Key = boundKey(req.Key)
+	ek := entryKey{req.Name, req.Key}
+	return ek, &l.shards[l.shardOf(ek)], nil
 }
 
 // Len returns how many (name, key) pairs the limiter holds now.

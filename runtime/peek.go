@@ -69,13 +69,11 @@ func peeked(req *Request, d Decision) Decision {
 
 // Peek checks req's limits without charging them. See [Peeker].
 func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
-	if err := req.validate(); err != nil {
+	ek, shard, err := l.locate(&req)
+	if err != nil {
 		return Decision{}, err
 	}
-	req.Key = boundKey(req.Key)
 	now := l.now()
-	ek := entryKey{req.Name, req.Key}
-	shard := &l.shards[l.shardOf(ek)]
 	shard.mu.Lock()
 	e, ok := shard.entries[ek]
 	if !ok {
