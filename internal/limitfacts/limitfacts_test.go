@@ -96,3 +96,17 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckOfAValidLimitDoesNotAllocate: the runtime checks overriding
+// limits on every call, so a valid limit must cost no garbage.
+func TestCheckOfAValidLimitDoesNotAllocate(t *testing.T) {
+	l := Limit{Period: time.Second, Threshold: 10, Algorithm: TokenBucket, Burst: 20}
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		if l.Check() != nil {
+			t.Fatal("invalid")
+		}
+		if _, n := l.Bound(); n != 20 {
+			t.Fatal("bound")
+		}
+	}))
+}
