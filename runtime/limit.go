@@ -132,7 +132,7 @@ func (l Limit) algorithm() Algorithm {
 	return l.Algorithm
 }
 
-// facts returns the limit as the package limits takes it.
+// facts returns the limit as package limitfacts takes it.
 func (l Limit) facts() limitfacts.Limit {
 	return limitfacts.Limit{
 		Period: l.Period, Threshold: l.Threshold, Algorithm: string(l.Algorithm),
