@@ -1,15 +1,14 @@
 package check
 
 import (
-	"cmp"
 	"go/token"
 	"go/types"
 	"strconv"
 	"strings"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/model"
 	"github.com/ratelimitgen/ratelimitgen/parser"
-	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // ruleChecker compiles the directives of one method into a rule, checking
@@ -45,10 +44,10 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	opts := rc.options()
 	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
-		r.Limits = append(r.Limits, rc.limit(d))
+		r.Limits = append(r.Limits, limit(d))
 	}
-	if n := len(rc.dirs); n > ratelimit.MaxLimits {
-		rc.errorf(rc.dirs[ratelimit.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, ratelimit.MaxLimits)
+	if n := len(rc.dirs); n > limitfacts.MaxLimits {
+		rc.errorf(rc.dirs[limitfacts.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, limitfacts.MaxLimits)
 	}
 	if params := rc.sig.Params(); params.Len() > 0 && isContext(params.At(0).Type()) {
 		r.Context = 0
@@ -103,25 +102,14 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *p
 	return rc.c.errorf(pos, format, args...)
 }
 
-// limit returns the limit of one directive line, reporting a limit the
-// runtime cannot decide, such as one with an algorithm it lacks.
-func (rc *ruleChecker) limit(d *parser.Directive) model.Limit {
-	l := model.Limit{
+// limit returns the limit of one directive line. The parser has checked
+// that the runtime can decide it.
+func limit(d *parser.Directive) model.Limit {
+	return model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
 		Burst: d.Burst, Capacity: d.Capacity,
 	}
-	if l.Algorithm == "" && l.Burst == 0 && l.Capacity == 0 {
-		return l // the runtime's default algorithm, with the parser's checks
-	}
-	if err := runtimeSupports(l); err != nil {
-		pos := d.Pos
-		if a, ok := d.Arg("algorithm"); ok {
-			pos = a.ValuePos
-		}
-		rc.errorf(pos, "algorithm=%s: the runtime cannot decide this limit: %v", cmp.Or(l.Algorithm, "sliding_log"), err)
-	}
-	return l
 }
 
 // checkResults reports a method that cannot return the limiter's error.

@@ -5,13 +5,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // FuzzParseComment checks that ParseComment never panics, that what it
-// accepts is a usable limit (with whole milliseconds for the window
-// algorithms and at most maxSlidingWindowThreshold for sliding_window), that every error points into the comment, and
-// that an accepted directive survives rendering and parsing again.
+// accepts is a limit the runtime decides, that every error points into the
+// comment, and that an accepted directive survives rendering and parsing
+// again.
 func FuzzParseComment(f *testing.F) {
 	for _, seed := range []string{
 		"//ratelimit:period=30 threshold=2",
@@ -22,6 +23,8 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:period=1 threshold=9 onerror=local",
 		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",
 		"//ratelimit:period=2ms threshold=67108864 algorithm=fixed_window",
+		"//ratelimit:period=1 threshold=1125899906842624",
+		"//ratelimit:period=1 threshold=2 cost=9 algorithm=gcra burst=1125899906842623",
 		"//ratelimit:decorator=LimitedStore",
 		`//ratelimit:period=1 threshold=9 key="auth.Principal(ctx, req.ID)" cost=w(n) emptykey=deny`,
 		"//ratelimit:decorator=Limited period=1 threshold=1",
@@ -56,13 +59,8 @@ func FuzzParseComment(f *testing.F) {
 			if !reflect.DeepEqual(*d, Directive{Pos: d.Pos, Decorator: d.Decorator, Args: d.Args}) || len(d.Args) != 1 {
 				t.Fatalf("accepted %q: decorator= with more: %+v", text, d)
 			}
-		} else if d.Period < time.Microsecond || d.Threshold <= 0 {
-			t.Fatalf("accepted %q: period %v, threshold %d", text, d.Period, d.Threshold)
-		}
-		window := d.Algorithm == "fixed_window" || d.Algorithm == "sliding_window"
-		if window && d.Period%time.Millisecond != 0 ||
-			d.Algorithm == "sliding_window" && d.Threshold > maxSlidingWindowThreshold {
-			t.Fatalf("accepted %q: period %v, threshold %d for %s", text, d.Period, d.Threshold, d.Algorithm)
+		} else if err := (limitfacts.Limit{Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}).Check(); err != nil {
+			t.Fatalf("accepted %q, which the runtime cannot decide: %v", text, err)
 		}
 		for _, a := range d.Args {
 			checkPosition(t, pos, text, a.NamePos)

@@ -2,11 +2,14 @@ package parser
 
 import (
 	"cmp"
+	"errors"
 	"go/ast"
 	"go/token"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // ParseComment parses one raw comment as found in ast.Comment.Text,
@@ -212,14 +215,6 @@ func (p *lineParser) addArg(a Arg) {
 	}
 }
 
-// maxSlidingWindowThreshold is the largest threshold= of an
-// algorithm=sliding_window directive. It mirrors
-// runtime.MaxSlidingWindowThreshold (package ratelimit): the runtime's
-// Redis key holds both windows' counts in one integer that its script
-// reads exactly, below 2^53. TestMaxSlidingWindowThreshold keeps the two
-// equal.
-const maxSlidingWindowThreshold = 1<<26 - 1
-
 // checkArgs checks what involves more than one pair: required names, names
 // that only make sense with some algorithms, and values that some
 // algorithms cannot decide. Like needAlgorithm, it says nothing more about
@@ -237,26 +232,38 @@ func (p *lineParser) checkArgs() {
 			p.errs.Add(p.pos, "missing required %s", name)
 		}
 	}
-	p.needAlgorithm("burst", "token_bucket", "gcra")
-	p.needAlgorithm("capacity", "leaky_bucket")
+	p.needAlgorithm("burst", limitfacts.Names(func(a limitfacts.Algorithm) bool { return a.Burst }))
+	p.needAlgorithm("capacity", limitfacts.Names(func(a limitfacts.Algorithm) bool { return a.Capacity }))
 	d := p.d
-	if d.Cost > 0 && d.Threshold > 0 && d.Cost > d.Threshold {
-		p.errs.Add(p.first["cost"], "cost %d exceeds threshold %d: no call could ever be admitted", d.Cost, d.Threshold)
+	lim := limitfacts.Limit{Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}
+	if field, n := lim.Bound(); d.Cost > 0 && n > 0 && d.Cost > n {
+		p.errs.Add(p.first["cost"], "cost %d exceeds %s %d: no call could ever be admitted", d.Cost, field, n)
 	}
-	// The window algorithms' Redis key expires with the window, and Redis
-	// TTLs count milliseconds.
-	if (d.Algorithm == "fixed_window" || d.Algorithm == "sliding_window") && d.Period > 0 && d.Period%time.Millisecond != 0 {
-		p.errs.Add(p.first["period"], "period %s: %s needs a whole number of milliseconds (its Redis key expires with the window)", d.Period, d.Algorithm)
+	alg, _ := limitfacts.Lookup(lim.AlgorithmName())
+	if alg.WholeMilliseconds && d.Period > 0 && d.Period%time.Millisecond != 0 {
+		p.errs.Add(p.first["period"], "period %s: %s needs a whole number of milliseconds (its Redis key expires with the window)", d.Period, alg.Name)
 	}
-	if d.Algorithm == "sliding_window" && d.Threshold > maxSlidingWindowThreshold {
-		p.errs.Add(p.first["threshold"], "threshold %d is above %d, the most sliding_window counts (use fixed_window, token_bucket or gcra)", d.Threshold, maxSlidingWindowThreshold)
+	// Only sliding_window counts less than every other algorithm; the advice
+	// names those that, like it, keep one small state per key.
+	if d.Threshold > alg.MaxThreshold && d.Threshold <= limitfacts.MaxValue {
+		p.errs.Add(p.first["threshold"], "threshold %d is above %d, the most %s counts (use %s, %s or %s)",
+			d.Threshold, alg.MaxThreshold, alg.Name, limitfacts.FixedWindow, limitfacts.TokenBucket, limitfacts.GCRA)
+	}
+	if len(p.errs) > 0 {
+		return // the limit is partly filled in, or its fault is reported
+	}
+	// What the runtime cannot decide and no message above words better,
+	// such as a threshold above the most it counts.
+	var fault *limitfacts.Error
+	if errors.As(lim.Check(), &fault) {
+		p.errs.Add(cmp.Or(p.first[fault.Field], p.pos), "%s", fault.Msg)
 	}
 }
 
 // needAlgorithm reports name if it is given without one of algorithms. It
 // stays quiet when the algorithm itself was invalid, which is reported
 // already.
-func (p *lineParser) needAlgorithm(name string, algorithms ...string) {
+func (p *lineParser) needAlgorithm(name string, algorithms []string) {
 	pos, given := p.first[name]
 	if !given {
 		return

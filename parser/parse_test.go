@@ -82,8 +82,9 @@ func TestValidDirectives(t *testing.T) {
 		{"//ratelimit:period=1us threshold=1", Directive{Period: time.Microsecond, Threshold: 1}},
 		{"//ratelimit:period=1µs threshold=1", Directive{Period: time.Microsecond, Threshold: 1}},
 		{"//ratelimit:period=1.5s threshold=1", Directive{Period: 1500 * time.Millisecond, Threshold: 1}},
-		{"//ratelimit:period=9223372036 threshold=9223372036854775807",
-			Directive{Period: 9223372036 * time.Second, Threshold: 9223372036854775807}},
+		// The largest period and threshold the runtime decides.
+		{"//ratelimit:period=1125899906 threshold=1125899906842623",
+			Directive{Period: 1125899906 * time.Second, Threshold: 1125899906842623}},
 		{"//ratelimit:threshold=2 period=30", Directive{Period: 30 * time.Second, Threshold: 2}},
 		// Tabs separate like spaces; trailing space is fine.
 		{"//ratelimit:\tperiod=30\t \tthreshold=2 \t ", Directive{Period: 30 * time.Second, Threshold: 2}},
@@ -114,6 +115,11 @@ func TestValidDirectives(t *testing.T) {
 		{"//ratelimit:period=1 threshold=1 name=_internal.search-v2/get",
 			Directive{Period: time.Second, Threshold: 1, Name: "_internal.search-v2/get"}},
 		{"//ratelimit:period=1 threshold=10 cost=10", Directive{Period: time.Second, Threshold: 10, Cost: 10}},
+		// A bucket admits up to its burst or capacity at once.
+		{"//ratelimit:period=1 threshold=5 cost=20 algorithm=token_bucket burst=20",
+			Directive{Period: time.Second, Threshold: 5, Cost: 20, Algorithm: "token_bucket", Burst: 20}},
+		{"//ratelimit:period=1 threshold=5 cost=9 algorithm=leaky_bucket capacity=9",
+			Directive{Period: time.Second, Threshold: 5, Cost: 9, Algorithm: "leaky_bucket", Capacity: 9}},
 		{"//ratelimit:period=1 threshold=10 cost=n", Directive{Period: time.Second, Threshold: 10, CostExpr: &Expr{Path: []string{"n"}}}},
 		{"//ratelimit:period=1 threshold=1 algorithm=sliding_log",
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "sliding_log"}},
@@ -253,11 +259,21 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=3000000h threshold=2", []string{
 			`x.go:5:21: period "3000000h": too long (max 2562047h47m16s)`,
 		}},
+		// Periods and thresholds the grammar reads but the runtime cannot decide.
+		{"//ratelimit:period=1125899907 threshold=2", []string{
+			`x.go:5:14: period 312749h58m27s is longer than 312749h58m26.842623s`,
+		}},
+		{"//ratelimit:period=9223372036 threshold=9223372036854775807", []string{
+			`x.go:5:14: period 2562047h47m16s is longer than 312749h58m26.842623s`,
+		}},
 		// threshold.
 		{"//ratelimit:period=30 threshold=0", []string{`x.go:5:34: threshold "0": must be positive`}},
 		{"//ratelimit:period=30 threshold=-1", []string{`x.go:5:34: threshold "-1": must be positive`}},
 		{"//ratelimit:period=30 threshold=1.5", []string{`x.go:5:34: threshold "1.5": want a positive whole number`}},
 		{"//ratelimit:period=30 threshold=ten", []string{`x.go:5:34: threshold "ten": want a positive whole number`}},
+		{"//ratelimit:period=30 threshold=1125899906842624", []string{
+			`x.go:5:24: threshold 1125899906842624 is above 1125899906842623`,
+		}},
 		{"//ratelimit:period=30 threshold=9223372036854775808", []string{
 			`x.go:5:34: threshold "9223372036854775808": too large (max 9223372036854775807)`,
 		}},
@@ -306,6 +322,12 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=30 threshold=2 cost=3", []string{
 			"x.go:5:36: cost 3 exceeds threshold 2: no call could ever be admitted",
 		}},
+		{"//ratelimit:period=30 threshold=2 cost=21 algorithm=gcra burst=20", []string{
+			"x.go:5:36: cost 21 exceeds burst 20: no call could ever be admitted",
+		}},
+		{"//ratelimit:period=30 threshold=2 cost=10 algorithm=leaky_bucket capacity=9", []string{
+			"x.go:5:36: cost 10 exceeds capacity 9: no call could ever be admitted",
+		}},
 		// algorithm, burst, capacity.
 		{"//ratelimit:period=30 threshold=2 algorithm=tokenbucket", []string{
 			`x.go:5:46: algorithm "tokenbucket": unknown algorithm; did you mean token_bucket?`,
@@ -326,6 +348,12 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:54: algorithm "tokenbucket": unknown algorithm; did you mean token_bucket?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 algorithm=gcra burst=0", []string{`x.go:5:57: burst "0": must be positive`}},
+		{"//ratelimit:period=1 threshold=1 algorithm=gcra burst=1125899906842623", []string{
+			"x.go:5:50: 1125899906842623 units at 1 per 1s take longer than 312749h58m26.842623s to drain",
+		}},
+		{"//ratelimit:period=1 threshold=1 algorithm=leaky_bucket capacity=1125899906842624", []string{
+			"x.go:5:58: burst or capacity 1125899906842624 is above 1125899906842623",
+		}},
 		{"//ratelimit:period=1500us threshold=2 algorithm=fixed_window", []string{
 			"x.go:5:14: period 1.5ms: fixed_window needs a whole number of milliseconds (its Redis key expires with the window)",
 		}},

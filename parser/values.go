@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"go/token"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
-// Algorithms lists the algorithm names the grammar accepts, in a fixed order.
-var Algorithms = []string{"sliding_log", "fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra"}
+// Algorithms lists the algorithm names the grammar accepts, in a fixed
+// order: every algorithm the runtime decides.
+var Algorithms = limitfacts.Names(nil)
 
 // option is one name the grammar accepts and how its value is checked and
 // stored.
@@ -60,17 +61,15 @@ func lookupOption(name string) (option, bool) {
 	return option{}, false
 }
 
-var errWantDuration = errors.New("want whole seconds (30) or a Go duration (500ms, 1m30s)")
-
 func setPeriod(d *Directive, s string) error {
-	v, err := parseDuration(s)
+	v, err := limitfacts.ParseDuration(s)
 	switch {
 	case err != nil:
 		return err
 	case v <= 0:
 		return errors.New("must be positive")
-	case v < time.Microsecond:
-		return errors.New("must be at least 1µs")
+	case v < limitfacts.MinPeriod:
+		return fmt.Errorf("must be at least %s", limitfacts.MinPeriod)
 	}
 	d.Period = v
 	return nil
@@ -113,7 +112,7 @@ func setCost(d *Directive, s string) error {
 }
 
 func setAlgorithm(d *Directive, s string) error {
-	if !slices.Contains(Algorithms, s) {
+	if _, ok := limitfacts.Lookup(s); !ok {
 		if alt := suggest(s, Algorithms); alt != "" {
 			return fmt.Errorf("unknown algorithm; did you mean %s?", alt)
 		}
@@ -136,7 +135,7 @@ func setCapacity(d *Directive, s string) error {
 }
 
 func setWait(d *Directive, s string) error {
-	v, err := parseDuration(s)
+	v, err := limitfacts.ParseDuration(s)
 	switch {
 	case err != nil:
 		return err
@@ -205,56 +204,6 @@ func parseCount(s string) (int64, error) {
 		return 0, fmt.Errorf("too large (max %d)", int64(math.MaxInt64))
 	}
 	return 0, errWantCount
-}
-
-// maxSeconds is the largest whole number of seconds a time.Duration holds.
-const maxSeconds = math.MaxInt64 / int64(time.Second)
-
-// durationSyntax matches what time.ParseDuration accepts apart from "0", so
-// a string it matches but ParseDuration rejects is out of range.
-var durationSyntax = regexp.MustCompile(`^[-+]?((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
-
-// parseDuration parses whole seconds ("30", "-5") or a Go duration
-// ("500ms", "1m30s"). A negative value too large for a time.Duration comes
-// back as math.MinInt64, for the caller to reject as negative; a positive
-// one is an error, never a wrapped-around value.
-func parseDuration(s string) (time.Duration, error) {
-	if isWholeNumber(s) {
-		n, err := strconv.ParseInt(s, 10, 64)
-		switch {
-		case err == nil && -maxSeconds <= n && n <= maxSeconds:
-			return time.Duration(n) * time.Second, nil
-		case s[0] == '-':
-			return math.MinInt64, nil
-		}
-		return 0, fmt.Errorf("too long (max %d seconds)", maxSeconds)
-	}
-	v, err := time.ParseDuration(s)
-	switch {
-	case err == nil:
-		return v, nil
-	case !durationSyntax.MatchString(s):
-		return 0, errWantDuration
-	case s[0] == '-':
-		return math.MinInt64, nil
-	}
-	return 0, fmt.Errorf("too long (max %s)", time.Duration(maxSeconds)*time.Second)
-}
-
-// isWholeNumber reports whether s is decimal digits with an optional sign.
-func isWholeNumber(s string) bool {
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		s = s[1:]
-	}
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !isDigit(s[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }

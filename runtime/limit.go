@@ -1,9 +1,12 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // Algorithm names the way a [Limit] counts calls.
@@ -16,7 +19,7 @@ const (
 	// than Threshold calls were admitted in the last Period. It is exact.
 	// Memory grows with the calls admitted in the window (about 10 bytes
 	// per unit in Redis).
-	SlidingLog Algorithm = "sliding_log"
+	SlidingLog Algorithm = limitfacts.SlidingLog
 
 	// FixedWindow counts calls in windows of one Period aligned to
 	// multiples of the Period since the Unix epoch, and admits up to
@@ -26,7 +29,7 @@ const (
 	// 2×Threshold calls can pass in one Period that straddles a window
 	// edge (Threshold at the end of one window, Threshold at the start of
 	// the next).
-	FixedWindow Algorithm = "fixed_window"
+	FixedWindow Algorithm = limitfacts.FixedWindow
 
 	// SlidingWindow approximates a sliding log with two fixed-window
 	// counters: a call is admitted when
@@ -44,7 +47,7 @@ const (
 	// per aligned window, and assumes the previous window's calls were
 	// spread evenly: when they bunched at its end, up to 2×Threshold−1
 	// calls can pass in one Period (never more).
-	SlidingWindow Algorithm = "sliding_window"
+	SlidingWindow Algorithm = limitfacts.SlidingWindow
 
 	// TokenBucket is a bucket of Burst tokens (default Threshold) that
 	// refills at Threshold tokens per Period, continuously to the
@@ -52,7 +55,7 @@ const (
 	// t it admits at most Burst + Threshold×t/Period units. It stores
 	// only the time at which the bucket will be full again, so it makes
 	// exactly the decisions of GCRA with the same Burst.
-	TokenBucket Algorithm = "token_bucket"
+	TokenBucket Algorithm = limitfacts.TokenBucket
 
 	// LeakyBucket is a pacing queue (a leaky bucket used as a meter):
 	// admitted calls leave at a steady Threshold per Period, each told in
@@ -61,45 +64,45 @@ const (
 	// the units queued, counting the call admitted now; a call that would
 	// overflow the queue is denied, with RetryAfter the time a place for
 	// it frees.
-	LeakyBucket Algorithm = "leaky_bucket"
+	LeakyBucket Algorithm = limitfacts.LeakyBucket
 
 	// GCRA is the generic cell rate algorithm, as in
 	// github.com/go-redis/redis_rate: one value per key, the theoretical
 	// arrival time. It admits bursts of up to Burst units (default
 	// Threshold) and Threshold per Period on average; Remaining is how
 	// many more unit calls it would admit now.
-	GCRA Algorithm = "gcra"
+	GCRA Algorithm = limitfacts.GCRA
 )
 
 // Algorithms returns every supported algorithm, in a fixed order.
 func Algorithms() []Algorithm {
-	return []Algorithm{SlidingLog, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket, GCRA}
+	names := limitfacts.Names(nil)
+	algs := make([]Algorithm, len(names))
+	for i, name := range names {
+		algs[i] = Algorithm(name)
+	}
+	return algs
 }
 
 // Valid reports whether a names a supported algorithm. The empty
 // Algorithm, which means SlidingLog, is valid.
 func (a Algorithm) Valid() bool {
-	switch a {
-	case "", SlidingLog, FixedWindow, SlidingWindow, TokenBucket, LeakyBucket, GCRA:
-		return true
-	}
-	return false
+	_, ok := limitfacts.Lookup(cmp.Or(string(a), limitfacts.Default))
+	return ok
 }
 
 // maxLimitValue bounds a limit's threshold, burst and capacity, and its
-// period and Burst×Period/Threshold in microseconds (about 35.7 years):
-// the Redis script computes in doubles, exact for integers below 2^53, and
-// splits its products of two such values in 26-bit halves.
-const maxLimitValue = 1<<50 - 1
+// period and Burst×Period/Threshold in microseconds (see limitfacts.MaxValue).
+const maxLimitValue = limitfacts.MaxValue
 
 // MaxSlidingWindowThreshold is the largest Threshold of a SlidingWindow
 // limit: its Redis key holds both windows' counts in one integer that a
 // script reads exactly, below 2^53.
-const MaxSlidingWindowThreshold = 1<<26 - 1
+const MaxSlidingWindowThreshold = limitfacts.MaxSlidingWindowThreshold
 
 // MaxLimits is the most limits one [Request] may have, so that Reset
 // knows every key a name and key may hold (see [RedisLimiter.Reset]).
-const MaxLimits = 16
+const MaxLimits = limitfacts.MaxLimits
 
 // Limit is one rule of the form "at most Threshold calls per Period".
 type Limit struct {
@@ -124,63 +127,32 @@ func (l Limit) String() string {
 
 func (l Limit) algorithm() Algorithm {
 	if l.Algorithm == "" {
-		return SlidingLog
+		return limitfacts.Default
 	}
 	return l.Algorithm
+}
+
+// facts returns the limit as package limitfacts takes it.
+func (l Limit) facts() limitfacts.Limit {
+	return limitfacts.Limit{
+		Period: l.Period, Threshold: l.Threshold, Algorithm: string(l.Algorithm),
+		Burst: l.Burst, Capacity: l.Capacity,
+	}
 }
 
 // capacity returns the most units the limit can ever admit at once: the
 // Burst of TokenBucket and GCRA, the Capacity of LeakyBucket, else (or when
 // those are zero) the Threshold.
 func (l Limit) capacity() int64 {
-	switch l.algorithm() {
-	case TokenBucket, GCRA:
-		if l.Burst > 0 {
-			return l.Burst
-		}
-	case LeakyBucket:
-		if l.Capacity > 0 {
-			return l.Capacity
-		}
-	}
-	return l.Threshold
+	_, n := l.facts().Bound()
+	return n
 }
 
-// validate reports whether the limit can be decided.
+// validate reports whether the limit can be decided: nil, or why not in an
+// error wrapping ErrInvalidLimit.
 func (l Limit) validate() error {
-	alg := l.algorithm()
-	switch {
-	case l.Period < time.Microsecond:
-		return fmt.Errorf("%w: period %s is shorter than 1µs", ErrInvalidLimit, l.Period)
-	case l.Period.Microseconds() > maxLimitValue:
-		return fmt.Errorf("%w: period %s is longer than %s", ErrInvalidLimit, l.Period, maxLimitValue*time.Microsecond)
-	case l.Threshold <= 0:
-		return fmt.Errorf("%w: threshold %d is not positive", ErrInvalidLimit, l.Threshold)
-	case l.Threshold > maxLimitValue:
-		return fmt.Errorf("%w: threshold %d is above %d", ErrInvalidLimit, l.Threshold, int64(maxLimitValue))
-	case !alg.Valid():
-		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, l.Algorithm)
-	case (alg == FixedWindow || alg == SlidingWindow) && l.Period%time.Millisecond != 0:
-		return fmt.Errorf("%w: period %s of %s is not a whole number of milliseconds", ErrInvalidLimit, l.Period, alg)
-	case alg == SlidingWindow && l.Threshold > MaxSlidingWindowThreshold:
-		return fmt.Errorf("%w: threshold %d of sliding_window is above %d", ErrInvalidLimit, l.Threshold, MaxSlidingWindowThreshold)
-	case l.Burst < 0:
-		return fmt.Errorf("%w: burst %d is negative", ErrInvalidLimit, l.Burst)
-	case l.Burst > 0 && alg != TokenBucket && alg != GCRA:
-		return fmt.Errorf("%w: burst is for token_bucket and gcra, not %s", ErrInvalidLimit, alg)
-	case l.Capacity < 0:
-		return fmt.Errorf("%w: capacity %d is negative", ErrInvalidLimit, l.Capacity)
-	case l.Capacity > 0 && alg != LeakyBucket:
-		return fmt.Errorf("%w: capacity is for leaky_bucket, not %s", ErrInvalidLimit, alg)
-	case l.capacity() > maxLimitValue:
-		return fmt.Errorf("%w: burst or capacity %d is above %d", ErrInvalidLimit, l.capacity(), int64(maxLimitValue))
-	}
-	if alg == TokenBucket || alg == GCRA || alg == LeakyBucket {
-		// The time a full bucket takes to drain, capacity×period/threshold.
-		if q, _, ok := mulDiv(l.capacity(), l.Period.Microseconds(), l.Threshold); !ok || q > maxLimitValue {
-			return fmt.Errorf("%w: %d units at %d per %s take longer than %s to drain",
-				ErrInvalidLimit, l.capacity(), l.Threshold, l.Period, maxLimitValue*time.Microsecond)
-		}
+	if err := l.facts().Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidLimit, err)
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // Overrides replaces the limits of rules at run time; see [WithOverrides].
@@ -333,7 +335,7 @@ func parseOverrideText(value string) ([]Limit, error) {
 			var err error
 			switch name {
 			case "period":
-				l.Period, err = parsePeriod(v)
+				l.Period, err = limitfacts.ParseDuration(v)
 			case "threshold":
 				l.Threshold, err = strconv.ParseInt(v, 10, 64)
 			case "algorithm":
@@ -355,17 +357,6 @@ func parseOverrideText(value string) ([]Limit, error) {
 		limits = append(limits, l)
 	}
 	return limits, nil
-}
-
-// parsePeriod reads whole seconds ("30") or a Go duration ("500ms").
-func parsePeriod(v string) (time.Duration, error) {
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n > int64(1<<63-1)/int64(time.Second) || n < 0 {
-			return 0, errors.New("out of range")
-		}
-		return time.Duration(n) * time.Second, nil
-	}
-	return time.ParseDuration(v)
 }
 
 // jsonLimit is the JSON form of one overriding limit.
@@ -397,13 +388,13 @@ func parseOverrideJSON(value string) ([]Limit, error) {
 		var n int64
 		switch {
 		case json.Unmarshal(j.Period, &s) == nil:
-			d, err := parsePeriod(s)
+			d, err := limitfacts.ParseDuration(s)
 			if err != nil {
 				return nil, fmt.Errorf("limit %d: period %q: %w", i+1, s, err)
 			}
 			p = d
 		case json.Unmarshal(j.Period, &n) == nil:
-			d, err := parsePeriod(strconv.FormatInt(n, 10))
+			d, err := limitfacts.ParseDuration(strconv.FormatInt(n, 10))
 			if err != nil {
 				return nil, fmt.Errorf("limit %d: period %d: %w", i+1, n, err)
 			}

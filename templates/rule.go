@@ -7,6 +7,7 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
@@ -153,21 +154,11 @@ func andList(items []string) string {
 	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
-// algorithmConstants names the runtime's constant for each algorithm.
-var algorithmConstants = map[string]string{
-	"sliding_log":    "SlidingLog",
-	"fixed_window":   "FixedWindow",
-	"sliding_window": "SlidingWindow",
-	"token_bucket":   "TokenBucket",
-	"leaky_bucket":   "LeakyBucket",
-	"gcra":           "GCRA",
-}
-
 // algorithm renders an algorithm as the runtime's constant, such as
 // ratelimit.TokenBucket, or as a conversion for a name it has none for.
 func algorithm(name string) jen.Code {
-	if c, ok := algorithmConstants[name]; ok {
-		return jen.Qual(RuntimePath, c)
+	if a, ok := limitfacts.Lookup(name); ok {
+		return jen.Qual(RuntimePath, a.Const)
 	}
 	return jen.Qual(RuntimePath, "Algorithm").Call(jen.Lit(name))
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/ratelimitgen/ratelimitgen/model"
-	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 func TestLowerCamel(t *testing.T) {
@@ -178,28 +177,4 @@ func TestLimitValueWritesNonZeroFieldsOnly(t *testing.T) {
 			t.Errorf("%s lacks %s", got, want)
 		}
 	}
-}
-
-// TestAlgorithmConstantsMatchTheRuntime keeps algorithmConstants in step
-// with the runtime: every algorithm it implements has its constant.
-func TestAlgorithmConstantsMatchTheRuntime(t *testing.T) {
-	for _, a := range ratelimit.Algorithms() {
-		name, ok := algorithmConstants[string(a)]
-		if !ok {
-			t.Errorf("no constant for algorithm %q", a)
-			continue
-		}
-		if got := constantValues[name]; got != a {
-			t.Errorf("ratelimit.%s = %q, want %q", name, got, a)
-		}
-	}
-}
-
-var constantValues = map[string]ratelimit.Algorithm{
-	"SlidingLog":    ratelimit.SlidingLog,
-	"FixedWindow":   ratelimit.FixedWindow,
-	"SlidingWindow": ratelimit.SlidingWindow,
-	"TokenBucket":   ratelimit.TokenBucket,
-	"LeakyBucket":   ratelimit.LeakyBucket,
-	"GCRA":          ratelimit.GCRA,
 }

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ratelimitgen/ratelimitgen/parser"
-	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 const storeSrc = `package store
@@ -253,37 +250,5 @@ store.go:23:2  Store.Count  500ms   3          -           sliding_log
 	if len(rows) != 4 || rows[0]["method"] != "Get" || rows[0]["key"] != "id" || rows[0]["threshold"] != 2.0 ||
 		rows[0]["name"] != "github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Get" {
 		t.Errorf("unexpected JSON rows: %v", rows)
-	}
-}
-
-// TestAlgorithmsAreCheckedAgainstTheRuntime generates every algorithm the
-// grammar knows: those the runtime decides are written into the rule, the
-// others are positioned errors at their value. It follows the runtime as
-// it gains algorithms.
-func TestAlgorithmsAreCheckedAgainstTheRuntime(t *testing.T) {
-	for _, alg := range parser.Algorithms {
-		t.Run(alg, func(t *testing.T) {
-			extra := map[string]string{"token_bucket": " burst=20", "gcra": " burst=20", "leaky_bucket": " capacity=50"}[alg]
-			src := "package p\n\ntype T interface {\n\t//ratelimit:period=1 threshold=10 algorithm=" + alg + extra + "\n\tDo() error\n}\n"
-			dir := tempModule(t, map[string]string{"p/p.go": src})
-			code, _, stderr := cli(t, "-C", dir, "./p")
-			lim := ratelimit.Limit{Period: time.Second, Threshold: 10, Algorithm: ratelimit.Algorithm(alg)}
-			switch alg {
-			case "token_bucket", "gcra":
-				lim.Burst = 20
-			case "leaky_bucket":
-				lim.Capacity = 50
-			}
-			if lim.Validate() == nil {
-				if code != exitOK || !strings.Contains(readFile(t, filepath.Join(dir, "p", "ratelimit_gen.go")), "Algorithm: ratelimit.") {
-					t.Fatalf("supported algorithm: exit %d\n%s", code, stderr)
-				}
-				return
-			}
-			want := filepath.FromSlash("p/p.go:4:46: algorithm=" + alg + ": the runtime cannot decide this limit: ")
-			if code != exitError || !strings.HasPrefix(stderr, want) {
-				t.Fatalf("unsupported algorithm: exit %d, stderr %q; want 1 and %q", code, stderr, want)
-			}
-		})
 	}
 }

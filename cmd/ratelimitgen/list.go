@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
@@ -57,7 +58,7 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 	for i, l := range rule.Limits {
 		row := listRow{
 			pos: l.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
-			Period: compactDuration(l.Period), Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, "sliding_log"),
+			Period: compactDuration(l.Period), Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
 			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
 		if rule.Key != nil {

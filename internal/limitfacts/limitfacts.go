@@ -1,0 +1,204 @@
+// Package limitfacts is the one home of the facts about limits that the
+// directive grammar (package parser), the generator (packages check and
+// templates) and the runtime (package ratelimit, overrides included) share:
+// the algorithms and what each takes, the default algorithm, the bounds,
+// when a limit can be decided ([Limit.Check]) and how periods are written
+// ([ParseDuration]). Each user words its own messages; the facts live here.
+package limitfacts
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"strings"
+	"time"
+)
+
+// The algorithm names, as directives and overrides write them.
+const (
+	SlidingLog    = "sliding_log"
+	FixedWindow   = "fixed_window"
+	SlidingWindow = "sliding_window"
+	TokenBucket   = "token_bucket"
+	LeakyBucket   = "leaky_bucket"
+	GCRA          = "gcra"
+)
+
+// Default is the algorithm of a limit that names none.
+const Default = SlidingLog
+
+// MaxValue bounds a limit's threshold, burst and capacity, and its period
+// and the time a full bucket takes to drain in microseconds (about 35.7
+// years): the Redis script computes in doubles, exact for integers below
+// 2^53, and splits its products of two such values in 26-bit halves.
+const MaxValue = 1<<50 - 1
+
+// MaxSlidingWindowThreshold is the largest threshold of a sliding_window
+// limit: its Redis key holds both windows' counts in one integer that a
+// script reads exactly, below 2^53.
+const MaxSlidingWindowThreshold = 1<<26 - 1
+
+// MaxLimits is the most limits one call may be decided against, so that a
+// reset knows every key a name and key may hold.
+const MaxLimits = 16
+
+// MinPeriod is the shortest period: the runtime counts microseconds.
+const MinPeriod = time.Microsecond
+
+// Algorithm is what one algorithm takes and needs.
+type Algorithm struct {
+	// Name is how directives and overrides write it, such as token_bucket.
+	Name string
+	// Const is the name of the runtime's constant for it, such as
+	// TokenBucket.
+	Const string
+	// WholeMilliseconds reports that its period must be a whole number of
+	// milliseconds: its Redis key expires with the window, and Redis TTLs
+	// count milliseconds.
+	WholeMilliseconds bool
+	// MaxThreshold is its largest threshold.
+	MaxThreshold int64
+	// Burst reports that it takes a burst (its bucket's size).
+	Burst bool
+	// Capacity reports that it takes a capacity (its queue's bound).
+	Capacity bool
+}
+
+// algorithms lists every algorithm, in the order messages list them.
+var algorithms = [...]Algorithm{
+	{Name: SlidingLog, Const: "SlidingLog", MaxThreshold: MaxValue},
+	{Name: FixedWindow, Const: "FixedWindow", MaxThreshold: MaxValue, WholeMilliseconds: true},
+	{Name: SlidingWindow, Const: "SlidingWindow", MaxThreshold: MaxSlidingWindowThreshold, WholeMilliseconds: true},
+	{Name: TokenBucket, Const: "TokenBucket", MaxThreshold: MaxValue, Burst: true},
+	{Name: LeakyBucket, Const: "LeakyBucket", MaxThreshold: MaxValue, Capacity: true},
+	{Name: GCRA, Const: "GCRA", MaxThreshold: MaxValue, Burst: true},
+}
+
+// Algorithms returns every algorithm, in a fixed order.
+func Algorithms() []Algorithm {
+	return append([]Algorithm(nil), algorithms[:]...)
+}
+
+// Names returns the names of the algorithms for which keep reports true
+// (of all of them when keep is nil), in the order of [Algorithms].
+func Names(keep func(Algorithm) bool) []string {
+	var names []string
+	for _, a := range algorithms {
+		if keep == nil || keep(a) {
+			names = append(names, a.Name)
+		}
+	}
+	return names
+}
+
+// Lookup returns the algorithm called name, and whether there is one. The
+// empty name is no algorithm's: a limit's empty algorithm means [Default].
+func Lookup(name string) (Algorithm, bool) {
+	for _, a := range algorithms {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Algorithm{}, false
+}
+
+// takesBurst and takesCapacity select the algorithms that take a burst and
+// a capacity.
+func takesBurst(a Algorithm) bool    { return a.Burst }
+func takesCapacity(a Algorithm) bool { return a.Capacity }
+
+// Limit is one limit as plain values: at most Threshold units per Period,
+// counted by Algorithm (empty means [Default]), with the Burst or Capacity
+// it takes (zero means Threshold).
+type Limit struct {
+	Period    time.Duration
+	Threshold int64
+	Algorithm string
+	Burst     int64
+	Capacity  int64
+}
+
+// Error is why a limit cannot be decided.
+type Error struct {
+	// Field names the value at fault: period, threshold, algorithm, burst
+	// or capacity.
+	Field string
+	// Msg says what is wrong, such as "threshold 0 is not positive".
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(field, format string, args ...any) *Error {
+	return &Error{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// AlgorithmName returns the name of the limit's algorithm, [Default] when
+// it names none.
+func (l Limit) AlgorithmName() string { return cmp.Or(l.Algorithm, Default) }
+
+// Bound returns the most units the limit admits at once, and the field
+// that sets it: the burst or the capacity when the algorithm takes it and
+// it is set, else the threshold.
+func (l Limit) Bound() (field string, n int64) {
+	a, _ := Lookup(l.AlgorithmName())
+	switch {
+	case a.Burst && l.Burst > 0:
+		return "burst", l.Burst
+	case a.Capacity && l.Capacity > 0:
+		return "capacity", l.Capacity
+	}
+	return "threshold", l.Threshold
+}
+
+// Check returns nil when the limit can be decided, else an *Error that
+// names the first value at fault.
+func (l Limit) Check() error {
+	name := l.AlgorithmName()
+	a, known := Lookup(name)
+	maxPeriod := MaxValue * time.Microsecond
+	switch {
+	case l.Period < MinPeriod:
+		return errorf("period", "period %s is shorter than %s", l.Period, MinPeriod)
+	case l.Period.Microseconds() > MaxValue:
+		return errorf("period", "period %s is longer than %s", l.Period, maxPeriod)
+	case l.Threshold <= 0:
+		return errorf("threshold", "threshold %d is not positive", l.Threshold)
+	case l.Threshold > MaxValue:
+		return errorf("threshold", "threshold %d is above %d", l.Threshold, int64(MaxValue))
+	case !known:
+		return errorf("algorithm", "unknown algorithm %q", l.Algorithm)
+	case a.WholeMilliseconds && l.Period%time.Millisecond != 0:
+		return errorf("period", "period %s of %s is not a whole number of milliseconds", l.Period, name)
+	case l.Threshold > a.MaxThreshold:
+		return errorf("threshold", "threshold %d of %s is above %d", l.Threshold, name, a.MaxThreshold)
+	case l.Burst < 0:
+		return errorf("burst", "burst %d is negative", l.Burst)
+	case l.Burst > 0 && !a.Burst:
+		return errorf("burst", "burst is for %s, not %s", strings.Join(Names(takesBurst), " and "), name)
+	case l.Capacity < 0:
+		return errorf("capacity", "capacity %d is negative", l.Capacity)
+	case l.Capacity > 0 && !a.Capacity:
+		return errorf("capacity", "capacity is for %s, not %s", strings.Join(Names(takesCapacity), " and "), name)
+	}
+	field, n := l.Bound()
+	switch {
+	case n > MaxValue:
+		return errorf(field, "burst or capacity %d is above %d", n, int64(MaxValue))
+	case field != "threshold" && !fitsDrain(n, l.Period.Microseconds(), l.Threshold):
+		return errorf(field, "%d units at %d per %s take longer than %s to drain", n, l.Threshold, l.Period, maxPeriod)
+	}
+	return nil
+}
+
+// fitsDrain reports whether units at threshold per period microseconds
+// drain within MaxValue microseconds: ⌊units×period/threshold⌋ ≤ MaxValue,
+// computed without overflow, for positive arguments.
+func fitsDrain(units, period, threshold int64) bool {
+	hi, lo := bits.Mul64(uint64(units), uint64(period))
+	if hi >= uint64(threshold) {
+		return false // the quotient needs more than 64 bits
+	}
+	q, _ := bits.Div64(hi, lo, uint64(threshold))
+	return q <= MaxValue
+}
