@@ -17,15 +17,17 @@ import "time"
 // Redis reads a TTL; a window's period is a whole number of them.
 
 // fixedCheck decides cost units at now for a FixedWindow limit without
-// charging them. Like the script, it first starts a new window if the
+// charging them, describing the decision in d. Like the script, it first starts a new window if the
 // call is in one.
-func (s *limitState) fixedCheck(period, threshold, now, cost int64) (bool, Decision) {
+func (s *limitState) fixedCheck(period, threshold, now, cost int64, d *Decision) bool {
 	r, n := s.fixedWindow(period, now)
 	end := time.Duration(r)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
 	if n+cost <= threshold {
-		return true, Decision{Remaining: threshold - n - cost, ResetAfter: end}
+		*d = Decision{Remaining: threshold - n - cost, ResetAfter: end}
+		return true
 	}
-	return false, Decision{Remaining: threshold - n, RetryAfter: end, ResetAfter: end}
+	*d = Decision{Remaining: threshold - n, RetryAfter: end, ResetAfter: end}
+	return false
 }
 
 // fixedWindow returns the milliseconds until the window a call at now

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // TokenBucket, LeakyBucket and GCRA keep one value per limit, as the Redis
 // script keeps one string: the theoretical arrival time (TAT), the time at
@@ -15,10 +18,11 @@ import "time"
 // tatCheck, addInterval and remainingUnits do here.
 
 // tatCheck decides cost units at now for the bucket p, of capacity units
-// refilled at threshold per period, without charging them. For a leaky
+// refilled at threshold per period, without charging them, describing the
+// decision in d. For a leaky
 // bucket the admitted call is told to wait until the bucket has drained
 // down to it.
-func (s *limitState) tatCheck(p *memoryPlan, now, cost int64) (bool, Decision) {
+func (s *limitState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
 	period, threshold := p.Period, p.Threshold
 	ta, tf := s.tat(threshold, now)
 	na, nf := p.addInterval(ta, tf, cost)
@@ -27,20 +31,21 @@ func (s *limitState) tatCheck(p *memoryPlan, now, cost int64) (bool, Decision) {
 	ka, kf := p.depth, p.depthFrac
 	us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
 	if na-now < ka || na-now == ka && nf <= kf {
-		d := Decision{
+		*d = Decision{
 			Remaining:  remainingUnits(ka-(na-now), kf-nf, period, threshold),
 			ResetAfter: us(na - now + ceilFrac(nf)),
 		}
-		if p.Algorithm == LeakyBucket {
+		if p.counter == leakyCounter {
 			d.Delay = us(ta - now + ceilFrac(tf))
 		}
-		return true, d
+		return true
 	}
-	return false, Decision{
+	*d = Decision{
 		Remaining:  remainingUnits(ka-(ta-now), kf-tf, period, threshold),
 		RetryAfter: us(na - ka - now + ceilFrac(nf-kf)),
 		ResetAfter: us(ta - now + ceilFrac(tf)),
 	}
+	return false
 }
 
 // tatCharge charges cost units checked by tatCheck and returns when the
@@ -83,6 +88,10 @@ func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
 func remainingUnits(d, g, period, threshold int64) int64 {
 	if d < 0 {
 		return 0
+	}
+	if hi, lo := bits.Mul64(uint64(d), uint64(threshold)); hi == 0 && lo < 1<<62 {
+		// d×threshold + g fits, as |g| < threshold: one division.
+		return max(floorDiv(int64(lo)+g, period), 0)
 	}
 	q, r := mulDivRem(d, threshold, period)
 	q += floorDiv(r+g, period)

@@ -39,19 +39,23 @@ type MemoryLimiter struct {
 }
 
 type memoryShard struct {
-	mu      sync.Mutex
-	entries map[entryKey]*memoryEntry
+	mu sync.Mutex
+	// entries maps the hash of a (name, key) pair to its state, chained
+	// with the state of any other pair of the same hash.
+	entries map[uint64]*memoryEntry
 	_       [48]byte // keep shards on separate cache lines (64 bytes each)
 }
 
-type entryKey struct {
-	name, key string
-}
+// nameSeed hashes limit names, the same way in every limiter, so that a
+// Rule hashes its name once (see rulePrep).
+var nameSeed = maphash.MakeSeed()
 
 // memoryEntry is the state of one (name, key) pair: one per limit index.
 type memoryEntry struct {
-	limits []limitState
-	expiry int64 // µs after which every window is empty
+	name, key string
+	next      *memoryEntry // the next pair of the same hash, if any
+	limits    []limitState
+	expiry    int64 // µs after which every window is empty
 }
 
 // limitState is the state of one limit of a (name, key) pair. It mirrors
@@ -61,10 +65,41 @@ type memoryEntry struct {
 type limitState struct {
 	logState
 	a, b, c int64
-	// alg is the algorithm the state belongs to. A limit whose algorithm
-	// changes starts afresh, as in Redis, where each algorithm has its own
-	// key (see storageKey).
-	alg Algorithm
+	// counter is the algorithm the state belongs to. A limit whose
+	// algorithm changes starts afresh, as in Redis, where each algorithm
+	// has its own key (see storageKey).
+	counter counter
+}
+
+// counter is an algorithm as a small number, which the memory limiter
+// switches on instead of comparing names; zero is none, the counter of a
+// state not yet used.
+type counter uint8
+
+const (
+	logCounter counter = iota + 1
+	fixedCounter
+	slidingCounter
+	tokenCounter
+	leakyCounter
+	gcraCounter
+)
+
+// counterOf returns the counter of a valid algorithm.
+func counterOf(a Algorithm) counter {
+	switch a {
+	case FixedWindow:
+		return fixedCounter
+	case SlidingWindow:
+		return slidingCounter
+	case TokenBucket:
+		return tokenCounter
+	case LeakyBucket:
+		return leakyCounter
+	case GCRA:
+		return gcraCounter
+	}
+	return logCounter
 }
 
 // memoryPlan is a limit as the memory limiter decides it: its plan (see
@@ -73,44 +108,47 @@ type limitState struct {
 // Rule's plans are made once (see rulePrep), a Request's on each call.
 type memoryPlan struct {
 	plan
+	counter          counter
 	depth, depthFrac int64 // capacity × period / threshold
 	unit, unitFrac   int64 // period / threshold
 }
 
 func memoryPlanOf(lim Limit) memoryPlan {
 	p := memoryPlan{plan: planOf(lim)}
-	if p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket || p.Algorithm == GCRA {
+	p.counter = counterOf(p.Algorithm)
+	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
 		p.depth, p.depthFrac = mulDivRem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
 	}
 	return p
 }
 
-// check decides cost units at now for the limit p without charging them.
-func (s *limitState) check(p *memoryPlan, now, cost int64) (bool, Decision) {
-	if s.alg != p.Algorithm {
-		*s = limitState{alg: p.Algorithm}
+// check decides cost units at now for the limit p without charging them,
+// describing the decision in d.
+func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
+	if s.counter != p.counter {
+		*s = limitState{counter: p.counter}
 	}
-	switch p.Algorithm {
-	case FixedWindow:
-		return s.fixedCheck(p.Period, p.Threshold, now, cost)
-	case SlidingWindow:
-		return s.slidingCheck(p.Period, p.Threshold, now, cost)
-	case TokenBucket, GCRA, LeakyBucket:
-		return s.tatCheck(p, now, cost)
+	switch p.counter {
+	case fixedCounter:
+		return s.fixedCheck(p.Period, p.Threshold, now, cost, d)
+	case slidingCounter:
+		return s.slidingCheck(p.Period, p.Threshold, now, cost, d)
+	case tokenCounter, gcraCounter, leakyCounter:
+		return s.tatCheck(p, now, cost, d)
 	}
-	return s.logState.check(p.Period, p.Threshold, now, cost)
+	return s.logState.check(p.Period, p.Threshold, now, cost, d)
 }
 
 // charge charges cost units that check admitted and returns when the
 // limit's state stops mattering (µs).
 func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
-	switch p.Algorithm {
-	case FixedWindow:
+	switch p.counter {
+	case fixedCounter:
 		return s.fixedCharge(p.Period, now, cost)
-	case SlidingWindow:
+	case slidingCounter:
 		return s.slidingCharge(p.Period, now, cost)
-	case TokenBucket, GCRA, LeakyBucket:
+	case tokenCounter, gcraCounter, leakyCounter:
 		return s.tatCharge(p, now, cost)
 	}
 	return s.logState.charge(p.Period, now, cost)
@@ -125,31 +163,42 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 func newMemory(c config) *MemoryLimiter {
 	l := &MemoryLimiter{config: c, seed: maphash.MakeSeed()}
 	for i := range l.shards {
-		l.shards[i].entries = make(map[entryKey]*memoryEntry)
+		l.shards[i].entries = make(map[uint64]*memoryEntry)
 	}
 	return l
 }
 
 // Allow decides req. See [Limiter].
 func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
-	ek, shard, err := l.locate(&req)
-	if err != nil {
-		return Decision{}, err
-	}
-	now := l.now()
-	shard.mu.Lock()
-	e := shard.entry(ek, len(req.Limits), now, l.maxKeys/shardCount+1)
-	d := e.decide(&req, now, true)
-	shard.mu.Unlock()
-	if l.hook != nil {
-		l.report(ctx, req, d)
-	}
-	return d, nil
+	var d Decision
+	err := l.decide(ctx, &req, &d)
+	return d, err
 }
 
-// report passes d to the hook. It takes req by value so that only calls
-// with a hook pay for the copy the hook's pointer makes escape.
-func (l *MemoryLimiter) report(ctx context.Context, req Request, d Decision) {
+// decide is Allow with the request and the decision passed by pointer,
+// which spares [Rule.Check] copying them. It leaves req as it was.
+func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) error {
+	key, hash, err := l.locate(req)
+	if err != nil {
+		return err
+	}
+	now := l.now()
+	shard := l.shardOf(hash)
+	shard.mu.Lock()
+	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.maxKeys/shardCount+1)
+	e.decide(req, now, true, d)
+	shard.mu.Unlock()
+	if l.hook != nil {
+		l.report(ctx, *req, key, *d)
+	}
+	return nil
+}
+
+// report passes d to the hook, with req's key bounded as key. It takes req
+// by value so that only calls with a hook pay for the copy the hook's
+// pointer makes escape.
+func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d Decision) {
+	req.Key = key
 	req.prep = nil // the hook sees the request as its caller could build it
 	l.hook.Decided(ctx, &req, d)
 }
@@ -167,19 +216,43 @@ func (l *MemoryLimiter) now() int64 {
 // monoBaseMicro is monoBase on the wall clock, in µs since the Unix epoch.
 var monoBaseMicro = monoBase.UnixMicro()
 
-func (l *MemoryLimiter) shardOf(k entryKey) uint64 {
-	return (maphash.String(l.seed, k.name)*31 + maphash.String(l.seed, k.key)) % shardCount
+// hashOf returns the hash of the pair of name and a bounded key, which
+// picks the pair's shard and its slot there. The name's hash is prep's
+// when prep was made for that name (a Rule's requests), which spares
+// hashing it on every call.
+func (l *MemoryLimiter) hashOf(name, key string, prep *rulePrep) uint64 {
+	var nameHash uint64
+	if prep != nil && prep.name == name {
+		nameHash = prep.nameHash
+	} else {
+		nameHash = maphash.String(nameSeed, name)
+	}
+	return nameHash ^ maphash.String(l.seed, key)
 }
 
-// locate validates req, bounds its key and returns the key of its state
-// and the shard that holds it.
-func (l *MemoryLimiter) locate(req *Request) (entryKey, *memoryShard, error) {
+// shardOf returns the shard that holds the pairs of the given hash.
+func (l *MemoryLimiter) shardOf(hash uint64) *memoryShard {
+	return &l.shards[hash%shardCount]
+}
+
+// locate validates req and returns its bounded key and the hash of its
+// pair.
+func (l *MemoryLimiter) locate(req *Request) (string, uint64, error) {
 	if err := req.validate(); err != nil {
-		return entryKey{}, nil, err
+		return "", 0, err
 	}
-	req.Key = boundKey(req.Key)
-	ek := entryKey{req.Name, req.Key}
-	return ek, &l.shards[l.shardOf(ek)], nil
+	key := boundKey(req.Key)
+	return key, l.hashOf(req.Name, key, req.prep), nil
+}
+
+// lookup returns the state of name and key, or nil when there is none.
+func (l *MemoryLimiter) lookup(name, key string) *memoryEntry {
+	key = boundKey(key)
+	hash := l.hashOf(name, key, nil)
+	shard := l.shardOf(hash)
+	shard.mu.Lock()
+	defer shard.mu.Unlock()
+	return shard.find(name, key, hash)
 }
 
 // Len returns how many (name, key) pairs the limiter holds now.
@@ -188,20 +261,53 @@ func (l *MemoryLimiter) Len() int {
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
-		n += len(s.entries)
+		for _, e := range s.entries {
+			for ; e != nil; e = e.next {
+				n++
+			}
+		}
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// entry returns the state of k, making room for it if it is new.
-func (s *memoryShard) entry(k entryKey, limits int, now int64, max int) *memoryEntry {
-	e, ok := s.entries[k]
-	if !ok {
+// find returns the state of name and key, whose pair has the given hash,
+// or nil when the shard holds none.
+func (s *memoryShard) find(name, key string, hash uint64) *memoryEntry {
+	for e := s.entries[hash]; e != nil; e = e.next {
+		if e.name == name && e.key == key {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove forgets the state of name and key, whose pair has the given
+// hash, if the shard holds it.
+func (s *memoryShard) remove(name, key string, hash uint64) {
+	head := s.entries[hash]
+	for p := &head; *p != nil; p = &(*p).next {
+		if (*p).name == name && (*p).key == key {
+			*p = (*p).next
+			break
+		}
+	}
+	if head == nil {
+		delete(s.entries, hash)
+	} else {
+		s.entries[hash] = head
+	}
+}
+
+// entry returns the state of name and key, whose pair has the given hash,
+// making room for it if it is new.
+func (s *memoryShard) entry(name, key string, hash uint64, limits int, now int64, max int) *memoryEntry {
+	e := s.find(name, key, hash)
+	if e == nil {
 		s.makeRoom(now, max)
-		e = &memoryEntry{}
-		k.key = strings.Clone(k.key) // not the larger string it may be cut from
-		s.entries[k] = e
+		// The key is cloned: not the larger string it may be cut from.
+		e = &memoryEntry{name: name, key: strings.Clone(key), next: s.entries[hash]}
+		s.entries[hash] = e
 	}
 	if len(e.limits) < limits {
 		e.limits = append(e.limits, make([]limitState, limits-len(e.limits))...)
@@ -221,64 +327,94 @@ const idleGrace = int64(time.Second / time.Microsecond)
 // evicts the sampled entry that would expire soonest. Each new entry pays
 // for a constant amount of this work.
 func (s *memoryShard) makeRoom(now int64, max int) {
-	var victim *entryKey
-	var victimExpiry int64
+	var victim *memoryEntry
+	var victimHash uint64
 	seen := 0
-	for k, e := range s.entries { // map order is random: a sample
+	for h, e := range s.entries { // map order is random: a sample
 		if e.expiry+idleGrace <= now {
-			delete(s.entries, k)
-		} else if victim == nil || e.expiry < victimExpiry {
-			victim, victimExpiry = &k, e.expiry
+			s.remove(e.name, e.key, h)
+		} else if victim == nil || e.expiry < victim.expiry {
+			victim, victimHash = e, h
 		}
 		if seen++; seen == evictionSamples {
 			break
 		}
 	}
 	if len(s.entries) >= max && victim != nil {
-		delete(s.entries, *victim)
+		s.remove(victim.name, victim.key, victimHash)
 	}
 }
 
 // decide checks every limit and, with charge set, charges them all only
-// if all admit. The decision describes the denying limit with the longest
-// retry, or when admitted the limit with the fewest remaining units, with
-// the longest delay of all.
-func (e *memoryEntry) decide(req *Request, now int64, charge bool) Decision {
-	var made [4]memoryPlan // the plans of a request that no Rule made
+// if all admit. The decision, in d, describes the denying limit with the
+// longest retry, or when admitted the limit with the fewest remaining
+// units, with the longest delay of all.
+func (e *memoryEntry) decide(req *Request, now int64, charge bool, d *Decision) {
 	plans := req.prep.plansOf(req.Limits)
 	if plans == nil {
-		plans = made[:0]
-		for _, lim := range req.Limits {
-			plans = append(plans, memoryPlanOf(lim))
-		}
+		e.decideUnprepared(req, now, charge, d)
+		return
 	}
-	cost := req.cost()
-	d := Decision{Allowed: true}
+	e.decidePlans(plans, req.cost(), now, charge, d)
+}
+
+// decideUnprepared is decide for a request that no Rule made, whose plans
+// are made on each call.
+func (e *memoryEntry) decideUnprepared(req *Request, now int64, charge bool, d *Decision) {
+	var made [4]memoryPlan
+	plans := made[:0]
+	for _, lim := range req.Limits {
+		plans = append(plans, memoryPlanOf(lim))
+	}
+	e.decidePlans(plans, req.cost(), now, charge, d)
+}
+
+// decidePlans is decide for limits planned as plans.
+func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
+	if len(plans) == 1 {
+		e.decideOne(&plans[0], cost, now, charge, d)
+		return
+	}
+	*d = Decision{Allowed: true}
 	var delay time.Duration
+	var r Decision
 	for i := range plans {
-		ok, r := e.limits[i].check(&plans[i], now, cost)
+		ok := e.limits[i].check(&plans[i], now, cost, &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
-			d = r
+			*d = r
 			d.Allowed, d.Limit = false, i
 		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
-			d = r
+			*d = r
 			d.Allowed, d.Limit = true, i
 		}
 		delay = max(delay, r.Delay)
 	}
 	if !d.Allowed {
 		d.Delay = 0
-		return d
+		return
 	}
 	d.Delay = delay
-	if !charge {
-		return d
+	if charge {
+		for i := range plans {
+			if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+				e.expiry = exp
+			}
+		}
 	}
-	for i := range plans {
-		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+}
+
+// decideOne is decidePlans for a single limit, the common case.
+func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *Decision) {
+	s := &e.limits[0]
+	d.Allowed = s.check(p, now, cost, d)
+	if !d.Allowed {
+		d.Delay = 0
+		return
+	}
+	if charge {
+		if exp := s.charge(p, now, cost); exp > e.expiry {
 			e.expiry = exp
 		}
 	}
-	return d
 }

@@ -15,7 +15,7 @@ func TestMemoryGrowsWithCallsNotThreshold(t *testing.T) {
 	for range 10 {
 		require.True(t, allow(t, l, req).Allowed)
 	}
-	e := l.shards[l.shardOf(entryKey{"huge", ""})].entries[entryKey{"huge", ""}]
+	e := l.lookup("huge", "")
 	assert.LessOrEqual(t, cap(e.limits[0].runs), 4, "ten calls in one microsecond are one run")
 }
 
@@ -27,7 +27,7 @@ func TestMemoryShrinksAfterABurst(t *testing.T) {
 		clock.Advance(time.Microsecond)
 		require.True(t, allow(t, l, req).Allowed)
 	}
-	e := l.shards[l.shardOf(entryKey{"burst", ""})].entries[entryKey{"burst", ""}]
+	e := l.lookup("burst", "")
 	require.GreaterOrEqual(t, cap(e.limits[0].runs), 5000)
 	for range 10 {
 		clock.Advance(time.Second)

@@ -69,30 +69,33 @@ func peeked(req *Request, d Decision) Decision {
 
 // Peek checks req's limits without charging them. See [Peeker].
 func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
-	ek, shard, err := l.locate(&req)
+	key, hash, err := l.locate(&req)
 	if err != nil {
 		return Decision{}, err
 	}
 	now := l.now()
+	shard := l.shardOf(hash)
 	shard.mu.Lock()
-	e, ok := shard.entries[ek]
-	if !ok {
+	e := shard.find(req.Name, key, hash)
+	if e == nil {
 		e = &memoryEntry{} // a new pair's state, not kept
 	}
 	if len(e.limits) < len(req.Limits) {
 		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
 	}
-	d := e.decide(&req, now, false)
+	var d Decision
+	e.decide(&req, now, false, &d)
 	shard.mu.Unlock()
 	return peeked(&req, d), nil
 }
 
 // Reset forgets the state of name and key. See [Resetter].
 func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
-	ek := entryKey{name, boundKey(key)}
-	shard := &l.shards[l.shardOf(ek)]
+	key = boundKey(key)
+	hash := l.hashOf(name, key, nil)
+	shard := l.shardOf(hash)
 	shard.mu.Lock()
-	delete(shard.entries, ek)
+	shard.remove(name, key, hash)
 	shard.mu.Unlock()
 	return nil
 }

@@ -105,8 +105,8 @@ const (
 // decide, and a call whose ctx has ended returns an error wrapping
 // ctx.Err(), since its caller has given up.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
-	_, err := r.check(ctx, limiter, key, cost)
-	return err
+	var o outcome
+	return r.check(ctx, limiter, key, cost, &o)
 }
 
 // Admission describes a call that [Rule.Admit] admitted.
@@ -129,7 +129,8 @@ type Admission struct {
 // their clients, such as with [SetHeaders]: it returns the same error,
 // and for an admitted call (a nil error) the decision that admitted it.
 func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
-	o, err := r.check(ctx, limiter, key, cost)
+	var o outcome
+	err := r.check(ctx, limiter, key, cost, &o)
 	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.Limit < 0 || o.d.Limit >= len(o.limits) {
 		return Admission{}, err
 	}
@@ -178,16 +179,18 @@ func (r *Rule) limitsOn(ctx context.Context, limiter Limiter, key string) []Limi
 	return r.Limits
 }
 
-// check is [Rule.Check], also returning the decision.
-func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64) (outcome, error) {
+// check is [Rule.Check], also telling in o what it learnt of the call.
+func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64, o *outcome) error {
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
 		if len(r.Limits) > 0 {
 			ce.Limit = r.Limits[0]
 		}
-		return outcome{limits: r.Limits}, ce
+		o.limits = r.Limits
+		return ce
 	}
 	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter, key), prep: r.prepared()}
+	o.limits = req.Limits
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
@@ -197,28 +200,44 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		if waitLineCount.Load() > 0 { // somebody waits: maybe for this rule and key
 			k := lineKeyOf(limiter, &req)
 			if line := joinLine(k, nil); line != nil {
-				return r.wait(ctx, limiter, &req, k, line, start)
+				return r.waitFor(ctx, limiter, &req, k, line, start, o)
 			}
 		}
 	}
-	d, err := limiter.Allow(ctx, req) // not r.allow: a call there copies req and d once more
-	if err != nil {
-		d, err = r.fallback(ctx, limiter, req, err)
+	var err error
+	if m, ok := limiter.(*MemoryLimiter); ok {
+		err = m.decide(ctx, &req, &o.d) // Allow without copying req and the decision
+	} else {
+		o.d, err = limiter.Allow(ctx, req)
 	}
 	if err != nil {
-		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
+		o.d, err = r.fallback(ctx, limiter, req, err)
 	}
-	o := outcome{d: d, limits: req.Limits, decided: true}
+	if err != nil {
+		return r.failure(ctx, limiter, err)
+	}
+	o.decided = true
+	d := &o.d
 	switch {
 	case d.Allowed:
-		return o, r.pace(ctx, d)
+		if d.Delay > 0 {
+			return r.pace(ctx, *d)
+		}
+		return nil
 	case r.Shadow:
-		return o, nil
+		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
-		return o, r.limitError(&req, d)
+		return r.limitError(&req, *d)
 	}
 	k := lineKeyOf(limiter, &req)
-	return r.wait(ctx, limiter, &req, k, joinLine(k, &d), start)
+	return r.waitFor(ctx, limiter, &req, k, joinLine(k, d), start, o)
+}
+
+// waitFor is wait, telling in o what it learnt of the call.
+func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k lineKey, line *waitLine, start time.Time, o *outcome) error {
+	w, err := r.wait(ctx, limiter, req, k, line, start)
+	*o = w
+	return err
 }
 
 // allow asks limiter to decide req, and its fallback when limiter could not

@@ -48,14 +48,15 @@ func (s *logState) tail(now int64) int64 {
 }
 
 // check decides cost units at now for a log of threshold units per period
-// (µs) without charging them.
-func (s *logState) check(period, threshold, now, cost int64) (bool, Decision) {
+// (µs) without charging them, describing the decision in d.
+func (s *logState) check(period, threshold, now, cost int64, d *Decision) bool {
 	s.trim(now - period)
 	if s.units+cost <= threshold {
-		return true, Decision{
+		*d = Decision{
 			Remaining:  threshold - s.units - cost,
 			ResetAfter: time.Duration(s.tail(now)+period-now) * time.Microsecond,
 		}
+		return true
 	}
 	// The call fits once the (units + cost - threshold)-th oldest unit leaves.
 	need := s.units + cost - threshold
@@ -63,11 +64,12 @@ func (s *logState) check(period, threshold, now, cost int64) (bool, Decision) {
 	for ; need > s.at(i).units; i++ {
 		need -= s.at(i).units
 	}
-	return false, Decision{
+	*d = Decision{
 		Remaining:  threshold - s.units,
 		RetryAfter: time.Duration(s.at(i).at+period-now) * time.Microsecond,
 		ResetAfter: time.Duration(s.at(s.count-1).at+period-now) * time.Microsecond,
 	}
+	return false
 }
 
 // charge logs cost units and returns when the window will be empty (µs).

@@ -6,7 +6,7 @@ import "time"
 // charging them (see SlidingWindow and the state layout in fixedwindow.go).
 // The script's check sliding_window names p, r, cur, prev, covered,
 // weighted and room as here.
-func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Decision) {
+func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decision) bool {
 	p := period / 1000
 	r, cur, prev := s.slidingWindows(period, now)
 	// The previous window's weight, rounded up to whole units: exactly
@@ -23,9 +23,10 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Dec
 		return time.Duration(t)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
 	}
 	if weighted+cur+cost <= threshold {
-		return true, Decision{Remaining: threshold - weighted - cur - cost, ResetAfter: ms(r)}
+		*d = Decision{Remaining: threshold - weighted - cur - cost, ResetAfter: ms(r)}
+		return true
 	}
-	d := Decision{Remaining: max(0, threshold-weighted-cur), ResetAfter: ms(r)}
+	*d = Decision{Remaining: max(0, threshold-weighted-cur), ResetAfter: ms(r)}
 	if cur == 0 {
 		d.ResetAfter = ms(r - p)
 	}
@@ -38,7 +39,7 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64) (bool, Dec
 		// In the next one, where cur is the previous window's count.
 		d.RetryAfter = ms(r - mulDivFloor(threshold-cost, p, cur))
 	}
-	return false, d
+	return false
 }
 
 // slidingWindows returns the milliseconds until the state stops mattering

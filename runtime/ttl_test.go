@@ -72,8 +72,7 @@ func keysOutliveTheirState(t *testing.T, lim Limit) (calm bool) {
 		key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
 		ttl := c.PTTL(ctx, key).Val()
 		slack := time.Since(began) + time.Millisecond // the real time the TTL ran down
-		ek := entryKey{"ttl", fmt.Sprint(k)}
-		e := mem.shards[mem.shardOf(ek)].entries[ek]
+		e := mem.lookup("ttl", fmt.Sprint(k))
 		if e == nil || e.expiry <= now {
 			return // no state that still matters; the key may be gone
 		}
@@ -117,8 +116,7 @@ func keysOutliveTheirState(t *testing.T, lim Limit) (calm bool) {
 // (see WithClock).
 func checkWindowKey(t *testing.T, c *redis.Client, red *RedisLimiter, mem *MemoryLimiter, lim Limit, k int, now time.Time) {
 	t.Helper()
-	ek := entryKey{"ttl", fmt.Sprint(k)}
-	e := mem.shards[mem.shardOf(ek)].entries[ek]
+	e := mem.lookup("ttl", fmt.Sprint(k))
 	if e == nil || e.limits[0].b == 0 && e.limits[0].c == 0 || e.limits[0].a*1000 <= now.UnixMicro() {
 		return // no counts, or they have stopped mattering
 	}

@@ -1,5 +1,7 @@
 package ratelimit
 
+import "hash/maphash"
+
 // Validate reports whether the limit can be decided by this runtime: a
 // period of at least 1µs, a positive threshold, an algorithm it implements,
 // and Burst or Capacity only where the algorithm uses them, all within the
@@ -13,6 +15,8 @@ func (l Limit) Validate() error { return l.validate() }
 // in use.
 type rulePrep struct {
 	limits   []Limit      // the limits validated, valid, with a name
+	name     string       // the name validated with them
+	nameHash uint64       // the name's hash with nameSeed
 	capacity int64        // the least capacity among them: the most a call may cost
 	plans    []memoryPlan // the limits' plans, for the memory limiter
 }
@@ -32,7 +36,7 @@ func (r *Rule) prepared() *rulePrep {
 	if req.validate() != nil {
 		return nil
 	}
-	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].capacity()}
+	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].capacity(), name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
 	for _, l := range r.Limits {
 		p.capacity = min(p.capacity, l.capacity())
 		p.plans = append(p.plans, memoryPlanOf(l))
