@@ -87,3 +87,28 @@ func TestMemoryDropsIdleKeysOfEveryAlgorithm(t *testing.T) {
 		})
 	}
 }
+
+// TestPairsOfOneHashKeepTheirOwnState: two (name, key) pairs whose hashes
+// collide share a map slot but never a state, and forgetting one keeps
+// the other.
+func TestPairsOfOneHashKeepTheirOwnState(t *testing.T) {
+	var s memoryShard
+	s.entries = map[uint64]*memoryEntry{}
+	const hash = 42
+	a := s.entry("svc.Get", "alice", hash, 1, 0, 100)
+	b := s.entry("svc.Get", "bob", hash, 1, 0, 100)
+	c := s.entry("svc.Put", "alice", hash, 1, 0, 100)
+	require.NotSame(t, a, b)
+	require.NotSame(t, a, c)
+	require.NotSame(t, b, c)
+	assert.Same(t, a, s.entry("svc.Get", "alice", hash, 1, 0, 100))
+	assert.Len(t, s.entries, 1, "one slot, chained")
+
+	s.remove("svc.Get", "bob", hash)
+	assert.Nil(t, s.find("svc.Get", "bob", hash))
+	assert.Same(t, a, s.find("svc.Get", "alice", hash))
+	assert.Same(t, c, s.find("svc.Put", "alice", hash))
+	s.remove("svc.Get", "alice", hash)
+	s.remove("svc.Put", "alice", hash)
+	assert.Empty(t, s.entries, "the last pair's removal frees the slot")
+}
