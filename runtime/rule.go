@@ -220,10 +220,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	d := &o.d
 	switch {
 	case d.Allowed:
-		if d.Delay > 0 {
-			return r.pace(ctx, *d)
-		}
-		return nil
+		return r.pace(ctx, d.Delay)
 	case r.Shadow:
 		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
@@ -285,13 +282,13 @@ func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 	return FailClosed
 }
 
-// pace sleeps the delay of an admitted call.
-func (r *Rule) pace(ctx context.Context, d Decision) error {
-	if d.Delay <= 0 || r.Shadow {
+// pace sleeps delay, an admitted call's.
+func (r *Rule) pace(ctx context.Context, delay time.Duration) error {
+	if delay <= 0 || r.Shadow {
 		return nil
 	}
-	if err := sleepCtx(ctx, d.Delay); err != nil {
-		return fmt.Errorf("ratelimit: %s: admitted, but %w while paced for %s", r.Name, err, d.Delay)
+	if err := sleepCtx(ctx, delay); err != nil {
+		return fmt.Errorf("ratelimit: %s: admitted, but %w while paced for %s", r.Name, err, delay)
 	}
 	return nil
 }

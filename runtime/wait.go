@@ -141,7 +141,7 @@ func (r *Rule) wait(ctx context.Context, limiter Limiter, req *Request, k lineKe
 	o, err := r.waitInLine(ctx, limiter, req, line, r.deadline(ctx, start))
 	line.leave(k)
 	if err == nil && o.decided && o.d.Allowed {
-		err = r.pace(ctx, o.d)
+		err = r.pace(ctx, o.d.Delay)
 	}
 	return o, err
 }
