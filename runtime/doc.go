@@ -1,15 +1,21 @@
-// Package ratelimit is the runtime behind ratelimitgen's generated decorators.
+// Package ratelimit is the core of ratelimitgen's runtime: what generated
+// decorators import, the in-process limiter, and what every backend shares.
 //
 // A [Limiter] decides one call against one or more limits atomically: either
 // every limit admits the call and each is charged its cost, or the call is
 // denied and nothing is charged. Two limiters implement it with the same
 // decisions:
 //
-//   - [NewRedis] keeps the state in Redis and decides each call with one Lua
-//     script round trip, using the Redis server's clock, so every process
-//     that shares the Redis shares one exact limit;
 //   - [NewMemory] keeps the state in the process, for running without Redis
-//     and for tests.
+//     and for tests;
+//   - redislimit.New (package runtime/redislimit) keeps the state in Redis
+//     and decides each call with one Lua script round trip, using the Redis
+//     server's clock, so every process that shares the Redis shares one
+//     exact limit.
+//
+// Package runtime/httplimit limits http.Handlers and writes 429 responses
+// and the RateLimit header fields; package runtime/redislimit also reads
+// overrides from a Redis hash.
 //
 // # Checking a call
 //
@@ -33,103 +39,91 @@
 // Admitted calls of a pacing algorithm sleep their [Decision.Delay] before
 // Check returns.
 //
+// # Waiting
+//
+// With Wait > 0, a denied call sleeps until the limit should admit it (the
+// denial's RetryAfter plus up to 10% of jitter) and tries again, for at
+// most Wait and never past its context's deadline; a denial whose
+// RetryAfter is beyond that budget is returned at once. Calls of one rule
+// and key that wait in one process queue in order and only the first of
+// them asks the limiter, so waiting costs about one extra decision per
+// admitted call however many calls wait; a call that joins such a queue
+// does not ask the limiter first. If the context ends while the call
+// waits, Check returns at once an error for which both errors.Is(err,
+// ctx.Err()) and errors.Is(err, [ErrLimited]) hold, and errors.As finds the
+// [*LimitError] of the last denial.
+//
+// A call admitted with a [Decision.Delay] sleeps that long before Check
+// returns nil; if its context ends first, Check returns an error wrapping
+// ctx.Err() (the call was charged). A shadow rule never denies, waits or
+// paces: its would-be denials go to the limiter's hook (ShadowLimited of a
+// [ShadowHook]), and a call the limiter cannot decide goes through.
+//
+// # Failures
+//
+// An error wrapping [ErrBackend] (the backend failed, or its circuit
+// breaker is open: [ErrCircuitOpen]) is handled by the error policy: the
+// rule's OnError, or when empty the limiter's default (its [Config]'s
+// ErrorPolicy; [FailOpen] for a limiter that is not [Configured]). Under
+// [FailOpen] Check returns nil (the limiter has reported the error to its
+// hook), under [FailLocal] what the limiter's [Fallback] decides, and under
+// [FailClosed] (or any other value, or FailLocal when the fallback cannot
+// decide) the error. Other errors are returned whatever the policy: an
+// invalid request (wrapping [ErrInvalidLimit], such as a [*CostError]) is a
+// bug no backend could decide, and a call whose context has ended returns
+// an error wrapping ctx.Err(), since its caller has given up.
+//
 // # Options
 //
-// Both limiters take the same options ([Option]):
+// Every limiter takes the [Option]s of this package, which set a [Config]:
 //
 //   - [WithHook] reports every decision and failure: see [Metrics] (atomic
 //     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
 //     use several;
 //   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
-//     set), and [WithFallbackProcesses] divides the limits the local
-//     fallback enforces ([FailLocal]) among the processes;
+//     set);
 //   - [WithOverrides] lets operators change a rule's limits at run time,
-//     keeping its state; [NewRedisOverrides] reads them from a Redis hash,
-//     [StaticOverrides] takes them from the process. Both also set the
-//     limits of single keys of a rule and of tiers (named groups of keys):
-//     a call meets its key's own limits, else its key's tier's, else the
-//     rule's override, else the rule's directives (see [KeyOverrides]);
-//   - [WithBreaker] tunes the Redis limiter's circuit breaker, which fails
-//     calls at once (wrapping [ErrCircuitOpen]) while Redis keeps failing,
-//     so a down Redis costs each call microseconds, not a timeout, and
-//     probes Redis in the background so that it decides again within about
-//     150ms of its return; a hook that is a [BreakerHook] is told when a
-//     breaker opens and closes;
-//   - [WithBatching] tunes how many concurrent calls the Redis limiter
-//     decides together in one script run, for throughput under load (on
-//     by default; a call alone is sent at once);
-//   - [WithDenyCache] sizes the Redis limiter's local deny cache, which
-//     repeats a recent denial without asking Redis for calls that Redis
-//     would deny too (on by default, bounded; 0 turns it off);
-//   - [WithPrefix], [WithMaxKeys] and, for tests, [WithClock].
+//     keeping its state; [StaticOverrides] takes them from the process (and
+//     redislimit.NewOverrides from a Redis hash). Both also set the limits
+//     of single keys of a rule and of tiers (named groups of keys): a call
+//     meets its key's own limits, else its key's tier's, else the rule's
+//     override, else the rule's directives (see [KeyOverrides]);
+//   - [WithMaxKeys] and, for tests, [WithClock].
 //
-// A limiter that wraps another, to measure or trace its calls, is a
-// [Wrapper]: [Rule.Check] reads the wrapped limiter's overrides and error
-// policy through its Unwrap method. The modules under adapters/ of the
-// repository export to Prometheus and OpenTelemetry this way, and serve
-// limits over gRPC.
+// A backend's own options (redislimit's batching, deny cache, circuit
+// breaker, key prefix and fallback shares) are Options too, so one list
+// configures a limiter; other limiters ignore them.
 //
-// # Operators
+// # Backends
 //
-// [Peek] tells how a limiter would decide a call now without charging it,
-// and [Reset] forgets every limit's state of a name and key; both reach the
-// limiter through any [Wrapper] ([Peeker] and [Resetter] are the methods
-// behind them) and take one round trip on Redis. [AdminHandler] serves
-// them, and the rules it is given with their effective limits, as JSON;
-// it is read-only unless [WithAdminReset], and reveals keys, so it belongs
-// behind the service's own authentication. A Reset forgets the denials its
-// own process's deny cache remembers; other processes may repeat theirs
-// until their RetryAfter runs out (see [RedisLimiter.Reset]).
+// [Rule.Check] reads what it needs of a limiter through interfaces that any
+// limiter, in this module or not, can implement: a [Configured] limiter's
+// overrides and default error policy, a [Fallback] limiter's in-process
+// stand-in for [FailLocal], and through a [Wrapper] (one that measures or
+// traces its calls) those of the limiter it wraps. [Peek] and [Reset] reach
+// a [Peeker] and a [Resetter] the same way. The modules under adapters/ of
+// the repository export to Prometheus and OpenTelemetry as Wrappers, and
+// serve limits over gRPC.
 //
-// # Outages
-//
-// Under [FailLocal] (onerror=local), a call the Redis limiter cannot
-// decide, because Redis failed or the breaker is open, is decided by the
-// limiter's in-process fallback: a [MemoryLimiter] with the same algorithms,
-// against the same limits (after overrides), so an outage never lifts a
-// limit. Its decisions carry [SourceFallback]; hooks see them as decisions
-// (after the backend failure), and [Metrics] counts them in
-// Counters.Fallback. Each process enforces the limits on its own, so N
-// processes admit up to N times a limit during an outage;
-// [WithFallbackProcesses] gives each its share. When Redis answers again it
-// decides again, from the state it kept: the fallback's counts are not
-// written back, so a call admitted by the fallback is not charged in Redis.
-//
-// A failing Redis call costs what the client spends on it before the
-// breaker opens: build the go-redis client with [RedisOptions] (or
-// [ClusterOptions] for a Redis Cluster), which sets short timeouts and one
-// attempt per call (and MaxRedirects 1, so that a master that does not
-// answer costs a call at most two timeouts). A batched call waits for a
-// stalled Redis at most 1.1 times the client's ReadTimeout.
+// Under [FailLocal] (onerror=local), a call the backend cannot decide is
+// decided by its in-process fallback, with the same algorithms against the
+// same limits (after overrides), so an outage never lifts a limit. Its
+// decisions carry [SourceFallback]; hooks see them as decisions (after the
+// backend failure), and [Metrics] counts them in Counters.Fallback.
 //
 // # Keys
 //
-// A call's Redis keys are <prefix>{<name>:<key>}:<limit index>:<algorithm>,
-// with '%', '{', '}', ':' and control bytes of the name and the per-call
-// key percent-encoded, so the braces hold the call's one hash tag. A key
-// whose encoded form is longer than 64 bytes is replaced by a stand-in of
-// at most 97 bytes, its first encoded bytes (at most 32), ':' and the hex
-// SHA-256 of the whole key, which is all that is sent to Redis:
+// A per-call key is kept as it is when its escaped form ('%', '{', '}', ':'
+// and control bytes percent-encoded) is at most 64 bytes, and otherwise
+// replaced by a stand-in of at most 97 bytes: its first escaped bytes (at
+// most 32), ':' and the hex SHA-256 of the whole key, such as
 //
-//	ratelimit:{svc.Store.Get:alice}:0:log
-//	ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:1cb20db1d5bd20da3a61933baaa3f6688c07a9a0322c6bb3180f21e9a40a892c}:0:log
+//	Bearer eyJhbGciOiJIUzI1NiIsInR5c:1cb20db1d5bd20da3a61933baaa3f6688c07a9a0322c6bb3180f21e9a40a892c
 //
-// No encoded key holds a ':', so a stand-in never stands for a short key.
-// [LimitError]'s Key, a [Hook]'s request and [NewMemory]'s state hold the
-// same stand-in, so a Redis key is at most the prefix, the encoded name and
-// 107 bytes (for a call's first ten limits), whatever a caller sends.
-//
-// # HTTP
-//
-// [WriteError] turns a [*LimitError] into a 429 response with Retry-After
-// and the RateLimit-Policy and RateLimit fields of the IETF draft, and
-// [SetHeaders] adds those fields to admitted responses, described by
-// [Rule.Admit] (Check that also returns the admitting decision);
-// [SetXRateLimit] sets the older X-RateLimit fields. [Middleware] limits an
-// http.Handler by a [KeyFunc] such as [ClientIP] (which only believes
-// X-Forwarded-For from trusted proxies) or [Header], with options for a
-// deny handler ([WithDenyHandler]), requests to leave alone ([WithSkip])
-// and the X-RateLimit fields ([WithXRateLimit]).
+// No escaped key holds a ':', so a stand-in never stands for a short key.
+// [LimitError]'s Key, a [Hook]'s request, the state of every limiter and
+// the key of every override hold the same stand-in, so what a limiter
+// stores and sends per key is bounded whatever a caller sends.
 //
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.

@@ -17,10 +17,10 @@ var (
 	// decided: a non-positive period or threshold, an unknown algorithm, or
 	// a cost no limit can ever admit ([*CostError]).
 	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
-	// ErrCircuitOpen is wrapped by the [*BackendError] a [RedisLimiter]
-	// returns without asking Redis, because its last calls failed and its
-	// circuit breaker is open (see [WithBreaker]). errors.Is(err, ErrBackend)
-	// holds too, so the rule's [ErrorPolicy] applies at once.
+	// ErrCircuitOpen is wrapped by the [*BackendError] a limiter returns
+	// without asking its backend, because its last calls failed and its
+	// circuit breaker is open. errors.Is(err, ErrBackend) holds too, so the
+	// rule's [ErrorPolicy] applies at once.
 	ErrCircuitOpen = errors.New("ratelimit: circuit open after repeated backend failures")
 )
 

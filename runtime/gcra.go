@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"math/bits"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
 // TokenBucket, LeakyBucket and GCRA keep one value per limit, as the Redis
@@ -74,7 +76,7 @@ func (s *limitState) tat(threshold, now int64) (int64, int64) {
 func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
 	k, m := p.unit, p.unitFrac
 	if cost != 1 {
-		k, m = mulDivRem(cost, p.Period, p.Threshold)
+		k, m = muldiv.Rem(cost, p.Period, p.Threshold)
 	}
 	a, b = a+k, b+m
 	if b >= p.Threshold {
@@ -93,7 +95,7 @@ func remainingUnits(d, g, period, threshold int64) int64 {
 		// d×threshold + g fits, as |g| < threshold: one division.
 		return max(floorDiv(int64(lo)+g, period), 0)
 	}
-	q, r := mulDivRem(d, threshold, period)
+	q, r := muldiv.Rem(d, threshold, period)
 	q += floorDiv(r+g, period)
 	return max(q, 0)
 }

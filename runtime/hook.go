@@ -1,6 +1,9 @@
 package ratelimit
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // shadowKey marks the context of a call decided for a shadow rule, so that
 // the limiter's hook can tell its denials from real ones.
@@ -91,5 +94,51 @@ func (m multiHook) ShadowLimited(ctx context.Context, req *Request, d Decision) 
 		} else {
 			h.Decided(ctx, req, d)
 		}
+	}
+}
+
+// BreakerHook is implemented by a [Hook] that wants to know when a circuit
+// breaker of a limiter (such as redislimit's) opens and closes, to
+// report an outage once rather than once per failed call. Both methods are
+// called once per change of state, in order, on the goroutine that made
+// it, so they must be quick and must not call the limiter.
+type BreakerHook interface {
+	// BreakerOpened is called when the breaker guarding node (the
+	// client's address, or a cluster master's) opens because of err.
+	BreakerOpened(node string, err error)
+	// BreakerClosed is called when Redis at node answers again after the
+	// breaker was open for the duration open.
+	BreakerClosed(node string, open time.Duration)
+}
+
+// BreakerOpened tells each hook that is a [BreakerHook].
+func (m multiHook) BreakerOpened(node string, err error) {
+	for _, h := range m {
+		if bh, ok := h.(BreakerHook); ok {
+			bh.BreakerOpened(node, err)
+		}
+	}
+}
+
+// BreakerClosed tells each hook that is a [BreakerHook].
+func (m multiHook) BreakerClosed(node string, open time.Duration) {
+	for _, h := range m {
+		if bh, ok := h.(BreakerHook); ok {
+			bh.BreakerClosed(node, open)
+		}
+	}
+}
+
+// BreakerOpened tells the hook, when it is a [BreakerHook].
+func (r *shadowRouter) BreakerOpened(node string, err error) {
+	if bh, ok := r.Hook.(BreakerHook); ok {
+		bh.BreakerOpened(node, err)
+	}
+}
+
+// BreakerClosed tells the hook, when it is a [BreakerHook].
+func (r *shadowRouter) BreakerClosed(node string, open time.Duration) {
+	if bh, ok := r.Hook.(BreakerHook); ok {
+		bh.BreakerClosed(node, open)
 	}
 }

@@ -13,7 +13,7 @@ import (
 type Algorithm string
 
 // The algorithms a limit can use. The zero value means [SlidingLog]. Every
-// algorithm is decided the same way by [RedisLimiter] and [MemoryLimiter].
+// algorithm is decided the same way by [MemoryLimiter] and redislimit.Limiter.
 const (
 	// SlidingLog records every admitted call and admits a call when fewer
 	// than Threshold calls were admitted in the last Period. It is exact.
@@ -101,7 +101,7 @@ const maxLimitValue = limitfacts.MaxValue
 const MaxSlidingWindowThreshold = limitfacts.MaxSlidingWindowThreshold
 
 // MaxLimits is the most limits one [Request] may have, so that Reset
-// knows every key a name and key may hold (see [RedisLimiter.Reset]).
+// knows every key a name and key may hold (see redislimit.Limiter.Reset).
 const MaxLimits = limitfacts.MaxLimits
 
 // Limit is one rule of the form "at most Threshold calls per Period".
@@ -140,10 +140,10 @@ func (l Limit) facts() limitfacts.Limit {
 	}
 }
 
-// capacity returns the most units the limit can ever admit at once: the
+// MaxCost returns the most units the limit can ever admit at once: the
 // Burst of TokenBucket and GCRA, the Capacity of LeakyBucket, else (or when
 // those are zero) the Threshold.
-func (l Limit) capacity() int64 {
+func (l Limit) MaxCost() int64 {
 	_, n := l.facts().Bound()
 	return n
 }
@@ -179,16 +179,20 @@ type Request struct {
 	prep *rulePrep
 }
 
-func (r *Request) cost() int64 {
+// Units returns the units the call takes: Cost, or 1 when Cost is zero.
+func (r *Request) Units() int64 {
 	if r.Cost == 0 {
 		return 1
 	}
 	return r.Cost
 }
 
-// validate reports a request that no backend could decide.
-func (r *Request) validate() error {
-	if r.prep.covers(r.Limits) && r.Cost >= 0 && r.cost() <= r.prep.capacity {
+// Validate reports a request that no limiter could decide: an empty name,
+// no limits or more than [MaxLimits], an invalid limit, a negative cost
+// or one a limit can never admit ([*CostError]). The error wraps
+// [ErrInvalidLimit].
+func (r *Request) Validate() error {
+	if r.prep.covers(r.Limits) && r.Cost >= 0 && r.Units() <= r.prep.capacity {
 		return nil
 	}
 	if r.Name == "" {
@@ -207,8 +211,8 @@ func (r *Request) validate() error {
 		if err := l.validate(); err != nil {
 			return err
 		}
-		if r.cost() > l.capacity() {
-			return &CostError{Name: r.Name, Cost: r.cost(), Limit: l}
+		if r.Units() > l.MaxCost() {
+			return &CostError{Name: r.Name, Cost: r.Units(), Limit: l}
 		}
 	}
 	return nil
@@ -218,23 +222,23 @@ func (r *Request) validate() error {
 type Decision struct {
 	// Allowed reports whether the call was admitted and charged.
 	Allowed bool
-	// Remaining is how many more units the limit at index Limit admits now.
+	// Remaining is how many more units the limit at LimitIndex admits now.
 	Remaining int64
 	// RetryAfter is how long until the denied call would be admitted if
 	// nobody else called, rounded up to the microsecond; zero when allowed.
 	RetryAfter time.Duration
-	// ResetAfter is how long until the limit at index Limit is fully
+	// ResetAfter is how long until the limit at LimitIndex is fully
 	// available again.
 	ResetAfter time.Duration
 	// Delay is how long an admitted call should wait before it proceeds,
 	// so that calls leave at a steady rate (LeakyBucket; with several such
 	// limits, the longest of their delays); zero otherwise.
 	Delay time.Duration
-	// Limit is the index in Request.Limits of the limit the other fields
+	// LimitIndex is the index in Request.Limits of the limit the other fields
 	// describe: when denied, the limit that denied the call (the one with
 	// the longest RetryAfter); when allowed, the one with the fewest
 	// remaining units.
-	Limit int
+	LimitIndex int
 	// Source says what made the decision: the limiter's backend (the zero
 	// value), its local deny cache, or its in-process fallback.
 	Source Source
@@ -244,14 +248,14 @@ type Decision struct {
 type Source uint8
 
 const (
-	// SourceBackend is a decision of the limiter's backend: Redis for
-	// [NewRedis], the process for [NewMemory].
+	// SourceBackend is a decision of the limiter's backend: Redis for the
+	// Redis limiter, the process for [NewMemory].
 	SourceBackend Source = iota
-	// SourceCache is a denial answered from the Redis limiter's local deny
-	// cache: a repeat of a denial Redis made, without asking Redis again.
+	// SourceCache is a denial answered from the limiter's local deny cache:
+	// a repeat of a denial its backend made, without asking it again.
 	SourceCache
-	// SourceFallback is a decision of the in-process limiter that stands in
-	// while Redis cannot decide ([FailLocal]).
+	// SourceFallback is a decision of the in-process fallback that stands
+	// in while the backend cannot decide ([FailLocal]).
 	SourceFallback
 )
 

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
 // DefaultMaxKeys is how many (name, key) pairs a memory limiter keeps
@@ -21,7 +25,8 @@ const shardCount = 64
 const evictionSamples = 5
 
 // MemoryLimiter decides calls in process memory, with the same algorithms
-// and the same decisions as [RedisLimiter] for the same sequence of calls.
+// and the same decisions as the Redis limiter (package redislimit) for the
+// same sequence of calls.
 // It is safe for concurrent use.
 //
 // Memory: a sliding log grows with the calls actually admitted, not with
@@ -33,7 +38,7 @@ const evictionSamples = 5
 // the one that would expire soonest among a few sampled is evicted, which
 // forgets its calls.
 type MemoryLimiter struct {
-	config
+	cfg    Config
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
 }
@@ -67,7 +72,7 @@ type limitState struct {
 	a, b, c int64
 	// counter is the algorithm the state belongs to. A limit whose
 	// algorithm changes starts afresh, as in Redis, where each algorithm
-	// has its own key (see storageKey).
+	// has its own key (see redislimit's storageKey).
 	counter counter
 }
 
@@ -102,8 +107,14 @@ func counterOf(a Algorithm) counter {
 	return logCounter
 }
 
-// memoryPlan is a limit as the memory limiter decides it: its plan (see
-// script.go) and, for a bucket, the bucket's depth and one unit's emission
+// plan is a single limit in the units the algorithms compute in: its
+// period in µs and its capacity (see [Limit.MaxCost]).
+type plan struct {
+	Algorithm                   Algorithm
+	Period, Threshold, Capacity int64
+}
+
+// memoryPlan is a limit as the memory limiter decides it: its plan and, for a bucket, the bucket's depth and one unit's emission
 // interval in µs, each a whole part and a fraction in 1/threshold µs. A
 // Rule's plans are made once (see rulePrep), a Request's on each call.
 type memoryPlan struct {
@@ -114,10 +125,10 @@ type memoryPlan struct {
 }
 
 func memoryPlanOf(lim Limit) memoryPlan {
-	p := memoryPlan{plan: planOf(lim)}
+	p := memoryPlan{plan: plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}}
 	p.counter = counterOf(p.Algorithm)
 	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
-		p.depth, p.depthFrac = mulDivRem(p.Capacity, p.Period, p.Threshold)
+		p.depth, p.depthFrac = muldiv.Rem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
 	}
 	return p
@@ -156,12 +167,7 @@ func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 
 // NewMemory returns a limiter that keeps its state in this process.
 func NewMemory(opts ...Option) *MemoryLimiter {
-	return newMemory(newConfig(opts))
-}
-
-// newMemory returns a memory limiter configured by c.
-func newMemory(c config) *MemoryLimiter {
-	l := &MemoryLimiter{config: c, seed: maphash.MakeSeed()}
+	l := &MemoryLimiter{cfg: NewConfig(opts...), seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].entries = make(map[uint64]*memoryEntry)
 	}
@@ -185,10 +191,10 @@ func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) e
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
-	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.maxKeys/shardCount+1)
+	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
 	e.decide(req, now, true, d)
 	shard.mu.Unlock()
-	if l.hook != nil {
+	if l.cfg.Hook != nil {
 		l.report(ctx, *req, key, *d)
 	}
 	return nil
@@ -200,21 +206,30 @@ func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) e
 func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d Decision) {
 	req.Key = key
 	req.prep = nil // the hook sees the request as its caller could build it
-	l.hook.Decided(ctx, &req, d)
+	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
 // now returns the time in µs since the Unix epoch: the clock's, or the
 // wall clock's when the process started moved on by its monotonic clock,
 // which is read alone (about half the cost of time.Now) and never steps.
 func (l *MemoryLimiter) now() int64 {
-	if l.clock != nil {
-		return l.clock.Now().UnixMicro()
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now().UnixMicro()
 	}
 	return monoBaseMicro + int64(time.Since(monoBase)/time.Microsecond)
 }
 
-// monoBaseMicro is monoBase on the wall clock, in µs since the Unix epoch.
-var monoBaseMicro = monoBase.UnixMicro()
+// monoBase is the origin of the process's monotonic clock, and
+// monoBaseMicro the same instant on the wall clock, in µs since the Unix
+// epoch.
+var (
+	monoBase      = time.Now()
+	monoBaseMicro = monoBase.UnixMicro()
+)
+
+// Config returns the configuration the limiter was made with. See
+// [Configured].
+func (l *MemoryLimiter) Config() *Config { return &l.cfg }
 
 // hashOf returns the hash of the pair of name and a bounded key, which
 // picks the pair's shard and its slot there. The name's hash is prep's
@@ -238,16 +253,16 @@ func (l *MemoryLimiter) shardOf(hash uint64) *memoryShard {
 // locate validates req and returns its bounded key and the hash of its
 // pair.
 func (l *MemoryLimiter) locate(req *Request) (string, uint64, error) {
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return "", 0, err
 	}
-	key := boundKey(req.Key)
+	key := callkey.Bound(req.Key)
 	return key, l.hashOf(req.Name, key, req.prep), nil
 }
 
 // lookup returns the state of name and key, or nil when there is none.
 func (l *MemoryLimiter) lookup(name, key string) *memoryEntry {
-	key = boundKey(key)
+	key = callkey.Bound(key)
 	hash := l.hashOf(name, key, nil)
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -355,7 +370,7 @@ func (e *memoryEntry) decide(req *Request, now int64, charge bool, d *Decision) 
 		e.decideUnprepared(req, now, charge, d)
 		return
 	}
-	e.decidePlans(plans, req.cost(), now, charge, d)
+	e.decidePlans(plans, req.Units(), now, charge, d)
 }
 
 // decideUnprepared is decide for a request that no Rule made, whose plans
@@ -366,7 +381,7 @@ func (e *memoryEntry) decideUnprepared(req *Request, now int64, charge bool, d *
 	for _, lim := range req.Limits {
 		plans = append(plans, memoryPlanOf(lim))
 	}
-	e.decidePlans(plans, req.cost(), now, charge, d)
+	e.decidePlans(plans, req.Units(), now, charge, d)
 }
 
 // decidePlans is decide for limits planned as plans.
@@ -383,10 +398,10 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
 			*d = r
-			d.Allowed, d.Limit = false, i
+			d.Allowed, d.LimitIndex = false, i
 		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
 			*d = r
-			d.Allowed, d.Limit = true, i
+			d.Allowed, d.LimitIndex = true, i
 		}
 		delay = max(delay, r.Delay)
 	}
@@ -416,5 +431,20 @@ func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *
 		if exp := s.charge(p, now, cost); exp > e.expiry {
 			e.expiry = exp
 		}
+	}
+}
+
+// The tests of package redislimit compare Redis keys with the twin's state.
+func init() {
+	memstate.Lookup = func(limiter any, name, key string) (memstate.State, bool) {
+		e := limiter.(*MemoryLimiter).lookup(name, key)
+		if e == nil {
+			return memstate.State{}, false
+		}
+		s := memstate.State{Expiry: e.expiry}
+		for _, l := range e.limits {
+			s.Windows = append(s.Windows, memstate.Window{End: l.a, Count: l.b, Previous: l.c})
+		}
+		return s, true
 	}
 }

@@ -2,11 +2,14 @@ package ratelimit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 func TestMemoryGrowsWithCallsNotThreshold(t *testing.T) {
@@ -111,4 +114,27 @@ func TestPairsOfOneHashKeepTheirOwnState(t *testing.T) {
 	s.remove("svc.Get", "alice", hash)
 	s.remove("svc.Put", "alice", hash)
 	assert.Empty(t, s.entries, "the last pair's removal frees the slot")
+}
+
+// TestMemoryKeepsBoundedKeys: the memory limiter keeps a long key as its
+// bounded stand-in, whatever its algorithm.
+func TestMemoryKeepsBoundedKeys(t *testing.T) {
+	l := NewMemory(WithClock(newManualClock()))
+	long := []string{strings.Repeat("A", 1<<20), strings.Repeat(":", 1<<20), strings.Repeat(":", 1<<20-1) + "B"}
+	for _, k := range long {
+		for _, alg := range Algorithms() {
+			req := Request{Name: string(alg), Key: k, Limits: []Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}}
+			require.True(t, allow(t, l, req).Allowed, "%s: %.10q shares another key's state", alg, k)
+		}
+	}
+	n := 0
+	for i := range l.shards {
+		for _, e := range l.shards[i].entries {
+			for ; e != nil; e = e.next {
+				assert.LessOrEqual(t, len(e.key), callkey.MaxStandIn, "%.80q", e.key)
+				n++
+			}
+		}
+	}
+	assert.Equal(t, len(Algorithms())*len(long), n)
 }

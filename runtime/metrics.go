@@ -116,8 +116,8 @@ func (m *Metrics) Snapshot() map[string]Counters {
 // nearLimit reports whether the admission d left at most 10% of the
 // threshold of the limit it describes.
 func nearLimit(req *Request, d Decision) bool {
-	if d.Limit < 0 || d.Limit >= len(req.Limits) {
+	if d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
 		return false
 	}
-	return d.Remaining <= req.Limits[d.Limit].Threshold/10
+	return d.Remaining <= req.Limits[d.LimitIndex].Threshold/10
 }

@@ -2,12 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"strings"
 	"time"
 )
-
-// DefaultPrefix starts every Redis key the limiter writes.
-const DefaultPrefix = "ratelimit:"
 
 // Clock tells the time. Tests pass a controllable one with [WithClock].
 type Clock interface {
@@ -36,62 +32,68 @@ type ShadowHook interface {
 	ShadowLimited(ctx context.Context, req *Request, d Decision)
 }
 
-// Option configures a limiter made by [NewRedis] or [NewMemory].
-type Option func(*config)
-
-type config struct {
-	prefix      string
-	clock       Clock
-	hook        Hook
-	breakerHook BreakerHook // hook, when it is one
-	maxKeys     int
-	errorPolicy ErrorPolicy
-	overrides   Overrides
-	breaker     breakerConfig
-	batch       int
-	denyCache   int
-	// fallbackProcesses divides the limits of the local fallback.
-	fallbackProcesses int
-	// genericOnly makes a RedisLimiter run the generic decide script for
-	// single limits too, so tests can check it decides them alike.
-	genericOnly bool
+// Config is what a limiter's [Option]s set. A limiter reads it once, when
+// it is made; [Rule.Check] reads a [Configured] limiter's Overrides and
+// ErrorPolicy on every call.
+type Config struct {
+	// Clock tells the time; nil means the backend's own clock (the Redis
+	// server's, or the process's). See [WithClock].
+	Clock Clock
+	// Hook is told of every decision and failure; nil means none. See
+	// [WithHook].
+	Hook Hook
+	// ErrorPolicy is the default policy of rules whose OnError is empty.
+	// See [WithErrorPolicy].
+	ErrorPolicy ErrorPolicy
+	// Overrides replaces rules' limits at run time; nil means none. See
+	// [WithOverrides].
+	Overrides Overrides
+	// MaxKeys bounds the (name, key) pairs kept in process. See
+	// [WithMaxKeys].
+	MaxKeys int
 }
 
-func newConfig(opts []Option) config {
-	c := config{
-		prefix:      DefaultPrefix,
-		maxKeys:     DefaultMaxKeys,
-		batch:       DefaultBatch,
-		denyCache:   DefaultDenyCache,
-		errorPolicy: FailOpen,
-		breaker:     breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
-	}
+// NewConfig returns the Config that opts set, over the defaults: no clock,
+// hook or overrides, [FailOpen] and [DefaultMaxKeys]. A Hook is wrapped so
+// that the would-be denials of shadow rules reach its ShadowLimited method
+// (see [ShadowHook]) and a breaker's changes its [BreakerHook] methods.
+func NewConfig(opts ...Option) Config {
+	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailOpen}
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o.Configure(&c)
+		}
 	}
-	if c.hook != nil {
-		c.breakerHook, _ = c.hook.(BreakerHook)
-		c.hook = routeShadow(c.hook)
+	if c.Hook != nil {
+		c.Hook = routeShadow(c.Hook)
 	}
 	return c
 }
 
-// settings gives [Rule.Check] the configuration of the limiters of this
-// package (and of any type that embeds one).
-func (c *config) settings() *config { return c }
+// Option configures a limiter. The options of this package configure every
+// limiter; a backend's own options (such as those of package redislimit)
+// configure that backend, which finds them among the options by their
+// type, and change nothing in a Config.
+type Option interface {
+	// Configure sets the part of c that the option sets.
+	Configure(c *Config)
+}
 
-// ErrorPolicy returns what [Rule.Check] does when this limiter fails and
-// the rule's OnError is empty: [FailOpen] unless [WithErrorPolicy] said
-// otherwise.
-func (c *config) ErrorPolicy() ErrorPolicy { return c.errorPolicy }
+// configure is an Option of this package.
+type configure func(*Config)
 
-// WithPrefix sets the prefix of every Redis key (default "ratelimit:").
-// Braces are removed from it, because a brace would change the key's Redis
-// Cluster hash tag.
-func WithPrefix(prefix string) Option {
-	return func(c *config) {
-		c.prefix = strings.NewReplacer("{", "", "}", "").Replace(prefix)
-	}
+// Configure calls o.
+func (o configure) Configure(c *Config) { o(c) }
+
+// Configured is a [Limiter] made from [Option]s. [Rule.Check] decides the
+// calls of a Configured limiter against its Config's Overrides, and
+// handles its failures by its Config's ErrorPolicy; a limiter that is not
+// Configured has neither.
+type Configured interface {
+	Limiter
+	// Config returns the configuration the limiter was made with, which
+	// must not change.
+	Config() *Config
 }
 
 // WithClock makes the limiter read the time from clock instead of from the
@@ -101,12 +103,12 @@ func WithPrefix(prefix string) Option {
 // than the server's: the keys of the window algorithms expire at times
 // read from it.
 func WithClock(clock Clock) Option {
-	return func(c *config) { c.clock = clock }
+	return configure(func(c *Config) { c.Clock = clock })
 }
 
 // WithHook reports every decision and failure to hook.
 func WithHook(hook Hook) Option {
-	return func(c *config) { c.hook = hook }
+	return configure(func(c *Config) { c.Hook = hook })
 }
 
 // WithErrorPolicy sets the limiter's default [ErrorPolicy]: what
@@ -115,11 +117,11 @@ func WithHook(hook Hook) Option {
 // and any value other than FailOpen, FailClosed and [FailLocal] means
 // FailClosed.
 func WithErrorPolicy(p ErrorPolicy) Option {
-	return func(c *config) {
+	return configure(func(c *Config) {
 		if p != "" {
-			c.errorPolicy = p
+			c.ErrorPolicy = p
 		}
-	}
+	})
 }
 
 // WithOverrides lets src replace the limits of a rule at run time, by the
@@ -132,9 +134,9 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // more than [MaxLimits] limits, when one of its limits is invalid or when
 // limit i names another algorithm than the rule's limit i, whose state it
 // could not read; an empty Algorithm means the rule's. See
-// [NewRedisOverrides] for overrides kept in a Redis hash, and
 // [KeyOverrides] for the limits of single keys and tiers, which src sets
-// when it implements it.
+// when it implements it, and redislimit.NewOverrides for overrides kept in
+// a Redis hash.
 //
 // One caveat on Redis: a sliding log sets its key's TTL when the log is
 // created or trimmed, to two periods past its newest entry. After an
@@ -143,102 +145,15 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 // periods and a second after the override), forgetting calls that are
 // still inside the new, longer window; the next trim sets the new TTL.
 func WithOverrides(src Overrides) Option {
-	return func(c *config) { c.overrides = src }
+	return configure(func(c *Config) { c.Overrides = src })
 }
 
 // WithMaxKeys bounds how many keys the memory limiter, and the Redis
 // limiter's local fallback ([FailLocal]), keep (default [DefaultMaxKeys]).
 func WithMaxKeys(n int) Option {
-	return func(c *config) {
+	return configure(func(c *Config) {
 		if n > 0 {
-			c.maxKeys = n
+			c.MaxKeys = n
 		}
-	}
-}
-
-// WithFallbackProcesses gives each of n processes sharing one Redis a
-// share of every limit while the local fallback decides ([FailLocal]), so
-// that together they admit about the limit, not n times it, during an
-// outage: the fallback divides each threshold, and each burst and capacity
-// that is set, by n, rounding down but never below 1 (with a threshold
-// below n the processes together admit up to n per period). Overrides are
-// divided too. A call whose cost is above its process's share of a
-// limit's burst or capacity can never be admitted by the fallback: it
-// fails as under [FailClosed], with the backend's error. The default is
-// 1, the whole limit in each process; n < 1 keeps it. The memory limiter
-// ignores it.
-func WithFallbackProcesses(n int) Option {
-	return func(c *config) {
-		if n >= 1 {
-			c.fallbackProcesses = n
-		}
-	}
-}
-
-// DefaultBatch is how many concurrent calls a Redis limiter decides in one
-// script run unless [WithBatching] says otherwise.
-const DefaultBatch = 64
-
-// WithBatching makes a [RedisLimiter] decide concurrent calls together,
-// up to max per script run ("group commit"): a call that finds no batch
-// in flight sends one at once; calls that arrive while a batch is in
-// flight queue, and the first of them (the leader) sends the next batch,
-// deciding up to max queued calls in one EVALSHA, the leader first, the
-// others in the order they queued. Each call is decided exactly as it
-// would be alone (the calls of a batch read the server's clock once, as
-// if they arrived at the same instant), and one call's failure (such as a key of the wrong type) fails only that call.
-//
-// It helps when many goroutines call the limiter at once and Redis's one
-// thread is the bottleneck: a batch costs Redis one command's network
-// work instead of one per call. It adds no latency when calls are not
-// concurrent: a call alone is sent at once, as without batching. A queued
-// call waits for the batch in flight to return, but at most a tenth of the
-// client's ReadTimeout: then it sends the queued calls in a batch of their
-// own, on another connection, so that no call waits for two round trips
-// and a batched call against a stalled Redis fails after at most 1.1 times
-// the ReadTimeout, like a call alone. A batch's script blocks Redis for the
-// decisions of all its calls (microseconds each).
-//
-// A batch is not cancelled by any one call's context: it runs with the
-// context of the call that sends it, without its cancellation, bounded by
-// the client's timeouts, and the call that sends it returns when it does.
-// A call whose context ends while it waits for another's batch returns
-// at once with a [*BackendError] wrapping the context's error, like a
-// network timeout; if its request was already in a batch on its way, its
-// decision may still have been made and charged.
-//
-// Batching is on by default, up to [DefaultBatch] calls per run; max
-// below 2 turns it off. The memory limiter ignores it, and so does a Redis
-// limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
-// live on different nodes.
-func WithBatching(max int) Option {
-	return func(c *config) { c.batch = max }
-}
-
-// WithDenyCache sizes a [RedisLimiter]'s local deny cache: it remembers
-// up to about entries recent denials (rounded up to a power of two; 0
-// turns the cache off) and repeats them without asking Redis. A call of
-// the same name, key and limits as a denied one, with a cost at least the
-// denied call's, is denied in process until the denial's RetryAfter has
-// passed, counted from when the denied call was sent: every such call
-// Redis would deny too, since other calls can only fill a limit up. Such
-// a decision has Source [SourceCache]; its RetryAfter and ResetAfter are
-// what is left of those Redis told (for a costlier call, RetryAfter may
-// be short of its own), and its Remaining and Limit those of the denial
-// it repeats. Hooks see it like any denial (see [Metrics]).
-//
-// The cache is on by default ([DefaultDenyCache] entries, a few MiB at
-// most). Its memory is bounded whatever the number of keys: a denial takes
-// the place of an older one. A rule whose limits an override changes
-// forgets its remembered denials; so does a rule some of whose keys have
-// limits of their own ([KeyOverrides]), each time its calls switch between
-// keys under different limits, which keeps the cache exact but lets it
-// repeat fewer denials. While processes decide a key against
-// different limits (an override seen by some processes and not yet by
-// others), or when something else drains a limit in Redis (a DEL of its
-// key, or [RedisLimiter.Reset] in another process: a Reset forgets only
-// its own process's denials), a remembered denial may outlast what Redis
-// would answer, up to its RetryAfter. The memory limiter ignores it.
-func WithDenyCache(entries int) Option {
-	return func(c *config) { c.denyCache = entries }
+	})
 }

@@ -10,11 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
@@ -39,30 +35,19 @@ func (f OverridesFunc) Lookup(ctx context.Context, name string) ([]Limit, bool) 
 // effectiveLimits returns the limits a call of rule r with the given key
 // is decided against: the first usable of the key's override (its own or
 // its tier's, when src is a [KeyOverrides]), the rule's override and the
-// rule's own limits. This package's sources answer both from one read of
-// their table.
+// rule's own limits.
 func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []Limit {
-	var byKey, byRule []Limit
-	switch s := src.(type) {
-	case *RedisOverrides:
-		byKey, byRule = s.loaded().lookup(r.Name, key)
-	case *StaticOverrides:
-		byKey, byRule = s.table.Load().lookup(r.Name, key)
-	case KeyOverrides:
-		if ov, ok := s.LookupKey(ctx, r.Name, key); ok {
+	if ks, ok := src.(KeyOverrides); ok {
+		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok {
 			if l, ok := usable(ov, r); ok {
 				return l
 			}
 		}
-		byRule, _ = s.Lookup(ctx, r.Name)
-	default:
-		byRule, _ = src.Lookup(ctx, r.Name)
 	}
-	if l, ok := usable(byKey, r); ok {
-		return l
-	}
-	if l, ok := usable(byRule, r); ok {
-		return l
+	if ov, ok := src.Lookup(ctx, r.Name); ok {
+		if l, ok := usable(ov, r); ok {
+			return l
+		}
 	}
 	return r.Limits
 }
@@ -104,14 +89,9 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 	return ov, true
 }
 
-// RedisOverrides reads overrides from one Redis hash that maps a rule's
-// name to its limits, and keeps them in memory: [RedisOverrides.Lookup]
-// never waits for Redis. It is a [KeyOverrides]: fields of the forms
-// name|key=<key> and name|tier=<tier>, described below, set the limits of
-// one key of a rule and of a tier of its keys. The hash is read again in
-// the background when a Lookup finds the copy older than the refresh
-// interval, by one goroutine at a time; while Redis cannot be read the
-// last copy stays in use.
+// ParseOverrides returns the overrides that fields set, as a Redis hash
+// of overrides holds them (see package redislimit): each maps a field
+// naming a rule, a key of a rule or a tier of its keys to a value.
 //
 // A field's value is either directive-like text, one limit per line or
 // ';'-separated, with the names of the //ratelimit: directive:
@@ -155,141 +135,25 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 // see [KeyOverrides] for the precedence. A value that does not parse, a
 // field that names no valid tier and a key put in a tier that the hash
 // does not set are skipped (the rule, the tier or the key keeps the
-// limits it would have without them) and reported by [RedisOverrides.Err].
-type RedisOverrides struct {
-	client  redis.UniversalClient
-	key     string
-	refresh time.Duration
-
-	table   atomic.Pointer[overrideTable]
-	loading atomic.Bool
-	reads   atomic.Uint64 // numbers the reads of the hash
-
-	mu  sync.Mutex
-	err error
-}
-
-type overrideTable struct {
-	rules ruleTable
-	at    time.Time // when it was read, or last tried
-	read  uint64    // the number of the read that made it
-}
-
-// DefaultOverridesRefresh is the refresh interval [NewRedisOverrides] uses
-// when given zero.
-const DefaultOverridesRefresh = 5 * time.Second
-
-// overridesTimeout bounds one background read of the hash.
-const overridesTimeout = 5 * time.Second
-
-// NewRedisOverrides returns overrides read from the hash hashKey of client's
-// Redis every refresh (or [DefaultOverridesRefresh] when refresh <= 0). It
-// starts reading the hash in the background at once; until the first read
-// completes no rule is overridden. Call [RedisOverrides.Refresh] to wait for
-// it.
-func NewRedisOverrides(client redis.UniversalClient, hashKey string, refresh time.Duration) *RedisOverrides {
-	if refresh <= 0 {
-		refresh = DefaultOverridesRefresh
-	}
-	o := &RedisOverrides{client: client, key: hashKey, refresh: refresh}
-	o.reload()
-	return o
-}
-
-// Lookup returns the limits the hash sets for name, from memory. See
-// [Overrides].
-func (o *RedisOverrides) Lookup(_ context.Context, name string) ([]Limit, bool) {
-	l := o.loaded().rule(name).ruleLimits()
-	return l, l != nil
-}
-
-// LookupKey returns the limits the hash sets for key of name, its own or
-// its tier's, from memory. See [KeyOverrides].
-func (o *RedisOverrides) LookupKey(_ context.Context, name, key string) ([]Limit, bool) {
-	l, _ := o.loaded().lookup(name, key)
-	return l, l != nil
-}
-
-// loaded returns the table in use (nil before the first read), starting a
-// read in the background when it is older than the refresh interval.
-func (o *RedisOverrides) loaded() *overrideTable {
-	t := o.table.Load()
-	if t == nil || time.Since(t.at) >= o.refresh {
-		o.reload()
-	}
-	return t
-}
-
-// reload reads the hash in the background unless a read is under way.
-func (o *RedisOverrides) reload() {
-	if !o.loading.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer o.loading.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), overridesTimeout)
-		defer cancel()
-		_ = o.Refresh(ctx)
-	}()
-}
-
-// Refresh reads the hash now and, if it could be read, makes its limits
-// the ones Lookup returns. It returns the error of the read or of the
-// values that did not parse (which are skipped), the same error
-// [RedisOverrides.Err] returns afterwards.
-func (o *RedisOverrides) Refresh(ctx context.Context) error {
-	read := o.reads.Add(1)
-	fields, err := o.client.HGetAll(ctx, o.key).Result()
-	if err != nil {
-		err = &BackendError{Name: "overrides " + o.key, Err: err}
-		// Keep serving the last copy; try again after another interval.
-		t := &overrideTable{at: time.Now(), read: read}
-		if old := o.table.Load(); old != nil {
-			t.rules = old.rules
-		}
-		o.store(t, err)
-		return err
-	}
+// limits it would have without them) and reported in the error, which joins one error per field.
+func ParseOverrides(fields map[string]string) (*StaticOverrides, error) {
 	rules := make(ruleTable, len(fields))
 	var errs []error
 	// In order, so that of two fields of one key (by itself and by its
-	// stand-in) the same one is skipped on every read.
+	// stand-in) the same one is skipped every time.
 	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		if err := rules.setField(field, fields[field]); err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", o.key, field, err))
+			errs = append(errs, fmt.Errorf("%q: %w", field, err))
 		}
 	}
-	for _, err := range rules.resolve() {
-		errs = append(errs, fmt.Errorf("%s %w", o.key, err))
-	}
-	err = errors.Join(errs...)
-	o.store(&overrideTable{rules: rules, at: time.Now(), read: read}, err)
-	return err
+	errs = append(errs, rules.resolve()...)
+	s := new(StaticOverrides)
+	s.table.Store(&overrideTable{rules: rules})
+	return s, errors.Join(errs...)
 }
 
-// store makes t the table in use unless a later read made the one in use:
-// two reads can overlap (Refresh and a background one) and finish in any
-// order.
-func (o *RedisOverrides) store(t *overrideTable, err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if old := o.table.Load(); old != nil && old.read > t.read {
-		return
-	}
-	o.table.Store(t)
-	o.err = err
-}
-
-// Err returns the error of the last read of the hash: nil when it was read
-// and every value parsed.
-func (o *RedisOverrides) Err() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.err
-}
-
-// ParseOverride parses the value of one field of a [RedisOverrides] hash:
-// directive-like text or JSON, as described there. Every limit it returns
+// ParseOverride parses the value of one field that sets limits: directive-
+// like text or JSON, as described at [ParseOverrides]. Every limit it returns
 // is valid; every error wraps [ErrInvalidLimit].
 func ParseOverride(value string) ([]Limit, error) {
 	value = strings.TrimSpace(value)

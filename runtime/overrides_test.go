@@ -2,219 +2,47 @@ package ratelimit
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
-// mapOverrides is an Overrides an operator changes while calls run.
-type mapOverrides struct {
-	mu sync.Mutex
-	m  map[string][]Limit
-}
+func perMinute(n int64) Limit { return Limit{Period: time.Minute, Threshold: n} }
 
-func (o *mapOverrides) set(name string, limits ...Limit) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.m == nil {
-		o.m = map[string][]Limit{}
-	}
-	if limits == nil {
-		delete(o.m, name)
-		return
-	}
-	o.m[name] = limits
-}
-
-func (o *mapOverrides) Lookup(_ context.Context, name string) ([]Limit, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	l, ok := o.m[name]
-	return l, ok
-}
-
-func TestOverridesChangeDecisionsAndKeepState(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
-		clock := newManualClock()
-		ov := &mapOverrides{}
-		l := newLimiter(WithClock(clock), WithOverrides(ov))
-		rule := &Rule{Name: "ov", Limits: perPeriod(5, time.Minute)}
-		ctx := context.Background()
-		for range 3 {
-			require.NoError(t, rule.Check(ctx, l, "", 1))
-		}
-
-		ov.set("ov", Limit{Period: time.Minute, Threshold: 4})
-		require.NoError(t, rule.Check(ctx, l, "", 1), "4th of 4: the 3 calls before still count")
-		var le *LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
-		assert.Equal(t, int64(4), le.Limit.Threshold, "the error names the limit that applied")
-
-		ov.set("ov") // back to the generated limit
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ErrLimited)
-
-		// A shorter period lets the calls made 30s ago leave the window.
-		clock.Advance(30 * time.Second)
-		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ErrLimited)
-		ov.set("ov", Limit{Period: 20 * time.Second, Threshold: 5})
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-
-		other := &Rule{Name: "other", Limits: perPeriod(1, time.Minute)}
-		require.NoError(t, other.Check(ctx, l, "", 1))
-		require.ErrorIs(t, other.Check(ctx, l, "", 1), ErrLimited, "other names keep their limits")
-	})
-}
-
-func TestOverridesAddALimit(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
-		ov := &mapOverrides{}
-		l := newLimiter(WithClock(newManualClock()), WithOverrides(ov))
-		rule := &Rule{Name: "add", Limits: perPeriod(10, time.Minute)}
-		ov.set("add", Limit{Period: time.Minute, Threshold: 10}, Limit{Period: time.Hour, Threshold: 2})
-		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		var le *LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
-		assert.Equal(t, time.Hour, le.Limit.Period)
-	})
-}
-
-func TestUnusableOverridesAreIgnored(t *testing.T) {
-	rule := &Rule{Name: "r", Limits: []Limit{{Period: time.Second, Threshold: 5}}}
-	other := &Rule{Name: "r", Limits: []Limit{{Period: time.Second, Threshold: 5, Algorithm: "sliding_log"}}}
-	fixed := &Rule{Name: "r", Limits: []Limit{{Period: time.Second, Threshold: 5, Algorithm: "fixed_window"}}}
-	cases := []struct {
-		name string
-		rule *Rule
-		ov   []Limit
-		want []Limit
-	}{
-		{"none", rule, nil, rule.Limits},
-		{"valid", rule, []Limit{{Period: time.Minute, Threshold: 1}}, []Limit{{Period: time.Minute, Threshold: 1}}},
-		{"zero threshold", rule, []Limit{{Period: time.Minute}}, rule.Limits},
-		{"zero period", rule, []Limit{{Threshold: 3}}, rule.Limits},
-		{"unknown algorithm", rule, []Limit{{Period: time.Minute, Threshold: 1, Algorithm: "gcra_x"}}, rule.Limits},
-		{"another algorithm than the rule's", fixed, []Limit{{Period: time.Minute, Threshold: 1, Algorithm: SlidingLog}}, fixed.Limits},
-		{"an added limit may use any", rule, []Limit{{Period: time.Minute, Threshold: 1}, {Period: time.Hour, Threshold: 9, Algorithm: SlidingLog}},
-			[]Limit{{Period: time.Minute, Threshold: 1}, {Period: time.Hour, Threshold: 9, Algorithm: SlidingLog}}},
-		{"algorithm taken from the rule", other, []Limit{{Period: time.Minute, Threshold: 1}},
-			[]Limit{{Period: time.Minute, Threshold: 1, Algorithm: "sliding_log"}}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			src := OverridesFunc(func(context.Context, string) ([]Limit, bool) { return c.ov, c.ov != nil })
-			assert.Equal(t, c.want, effectiveLimits(context.Background(), src, c.rule, ""))
-		})
-	}
-}
-
-func TestParseOverride(t *testing.T) {
-	valid := map[string][]Limit{
-		"period=30s threshold=5":    {{Period: 30 * time.Second, Threshold: 5}},
-		"  threshold=5 period=30  ": {{Period: 30 * time.Second, Threshold: 5}},
-		"period=1 threshold=10; period=1m threshold=100": {
-			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
-		"period=500ms threshold=2\nperiod=1h threshold=7\n": {
-			{Period: 500 * time.Millisecond, Threshold: 2}, {Period: time.Hour, Threshold: 7}},
-		"period=1s threshold=3 algorithm=sliding_log": {{Period: time.Second, Threshold: 3, Algorithm: SlidingLog}},
-		`{"period": "30s", "threshold": 5}`:           {{Period: 30 * time.Second, Threshold: 5}},
-		`[{"period": 1, "threshold": 10}, {"period": "1m", "threshold": 100}]`: {
-			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
-	}
-	for in, want := range valid {
-		got, err := ParseOverride(in)
-		if assert.NoError(t, err, in) {
-			assert.Equal(t, want, got, in)
-		}
-	}
-	invalid := map[string]string{
-		"":                                   "no limits",
-		"period=30s":                         "period and threshold are required",
-		"period=30s threshold=0":             "threshold 0 is not positive",
-		"period=3x threshold=1":              `period "3x"`,
-		"period=1 threshold=1 threshold=2":   "threshold appears twice",
-		"period=1 threshold=1 key=user":      `unknown name "key"`,
-		"period=1 threshold":                 `"threshold": want name=value`,
-		"period=1 threshold=1 algorithm=xyz": `unknown algorithm "xyz"`,
-		`{"period": "1s"}`:                   "threshold 0 is not positive",
-		`{"period": true, "threshold": 1}`:   "want whole seconds or a duration string",
-		`{"period": "1s", "threshold": 1, "burst": 1, "extra": 1}`: "unknown field",
-		`[{"period": "1s", "threshold": 1}`:                        "unexpected EOF",
-		`[{"period": "1s", "threshold": 1}] x`:                     "text after the JSON value",
-		`{"period": "1s", "threshold": 1}]`:                        "text after the JSON value",
-		`{"period": "1s", "threshold": 1} {"period": "1s"}`:        "after array element",
-	}
-	for in, want := range invalid {
-		_, err := ParseOverride(in)
-		if assert.ErrorIs(t, err, ErrInvalidLimit, in) {
-			assert.Contains(t, err.Error(), want, in)
-		}
-	}
-}
-
-func TestRedisOverrides(t *testing.T) {
+func TestStaticOverrides(t *testing.T) {
 	ctx := context.Background()
-	clock := newManualClock()
-	srv.Flush(t)
-	c := rdb(t)
-	const hash = "ratelimit:overrides"
-	require.NoError(t, c.HSet(ctx, hash, "ro", "period=1m threshold=1", "bad", "period=1m").Err())
-	ov := NewRedisOverrides(c, hash, 20*time.Millisecond)
-	err := ov.Refresh(ctx)
-	require.Error(t, err, "the bad field is reported")
-	assert.Contains(t, err.Error(), `ratelimit:overrides "bad": ratelimit: invalid limit: "period=1m": period and threshold are required`)
-	assert.Equal(t, err, ov.Err())
-	got, ok := ov.Lookup(ctx, "ro")
-	require.True(t, ok)
-	assert.Equal(t, []Limit{{Period: time.Minute, Threshold: 1}}, got)
-	_, ok = ov.Lookup(ctx, "bad")
-	assert.False(t, ok, "a value that does not parse is skipped")
-
-	for _, limiter := range []Limiter{
-		NewRedis(c, WithClock(clock), WithOverrides(ov)),
-		NewMemory(WithClock(clock), WithOverrides(ov)),
-	} {
-		rule := &Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
-		require.NoError(t, rule.Check(ctx, limiter, "", 1))
-		require.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ErrLimited, "threshold 1 from the hash")
+	var s StaticOverrides
+	_, ok := s.Lookup(ctx, "r")
+	assert.False(t, ok, "the zero value overrides nothing")
+	s.SetRule("r", perMinute(1))
+	s.SetKey("r", "k", perMinute(2))
+	s.SetTier("r", "gold", perMinute(3))
+	s.SetKeyTier("r", "g", "gold")
+	lookup := func(key string) int64 {
+		l, ok := s.LookupKey(ctx, "r", key)
+		if !ok {
+			return 0
+		}
+		return l[0].Threshold
 	}
-
-	// An operator raises the threshold; a background refresh picks it up.
-	require.NoError(t, c.HSet(ctx, hash, "ro", `{"period": "1m", "threshold": 2}`).Err())
-	require.NoError(t, c.HDel(ctx, hash, "bad").Err())
-	require.Eventually(t, func() bool {
-		got, _ := ov.Lookup(ctx, "ro")
-		return len(got) == 1 && got[0].Threshold == 2
-	}, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool {
-		ov.Lookup(ctx, "ro") // Lookups start the refreshes
-		return ov.Err() == nil
-	}, 5*time.Second, 5*time.Millisecond)
-	rule := &Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
-	lim := NewRedis(c, WithClock(clock), WithOverrides(ov))
-	require.NoError(t, rule.Check(ctx, lim, "", 1), "the call before still counts: 2nd of 2")
-	require.ErrorIs(t, rule.Check(ctx, lim, "", 1), ErrLimited)
-
-	// Deleting the field returns to the generated limits.
-	require.NoError(t, c.Del(ctx, hash).Err())
-	require.Eventually(t, func() bool {
-		_, ok := ov.Lookup(ctx, "ro")
-		return !ok
-	}, 5*time.Second, 5*time.Millisecond)
-	require.NoError(t, rule.Check(ctx, lim, "", 1), "3rd of 3")
-}
-
-func TestRedisOverridesNeverWaitForRedis(t *testing.T) {
-	ov := NewRedisOverrides(failFastClient(t, stoppedAddr(t)), "h", time.Millisecond)
-	_, ok := ov.Lookup(context.Background(), "x")
+	// A key without limits of its own or of its tier gets the rule's.
+	assert.Equal(t, []int64{2, 3, 1}, []int64{lookup("k"), lookup("g"), lookup("x")})
+	s.SetKeyTier("r", "k", "gold") // instead of its own
+	s.SetKey("r", "g", perMinute(4))
+	assert.Equal(t, []int64{3, 4}, []int64{lookup("k"), lookup("g")})
+	s.SetTier("r", "gold") // k keeps its membership, without limits
+	assert.Equal(t, int64(1), lookup("k"))
+	s.SetTier("r", "gold", perMinute(5))
+	assert.Equal(t, int64(5), lookup("k"))
+	s.SetKey("r", "g")
+	s.SetKeyTier("r", "k", "")
+	s.SetTier("r", "gold")
+	assert.Equal(t, []int64{1, 1}, []int64{lookup("k"), lookup("g")})
+	got, ok := s.Lookup(ctx, "r")
+	assert.True(t, ok && got[0].Threshold == 1)
+	s.SetRule("r")
+	_, ok = s.Lookup(ctx, "r")
 	assert.False(t, ok)
-	require.Eventually(t, func() bool { return ov.Err() != nil }, 5*time.Second, 5*time.Millisecond)
-	assert.ErrorIs(t, ov.Err(), ErrBackend)
-	_, ok = ov.Lookup(context.Background(), "x")
-	assert.False(t, ok)
+	assert.Empty(t, s.table.Load().rules, "a rule without overrides leaves the table")
 }

@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // Peeker is a [Limiter] that can tell how it would decide a call without
-// charging it: [RedisLimiter] and [MemoryLimiter].
+// charging it: [MemoryLimiter] and redislimit.Limiter.
 type Peeker interface {
 	// Peek returns the decision Allow would return for req now, without
-	// charging any limit: Allowed, RetryAfter, Delay and Limit as Allow's,
+	// charging any limit: Allowed, RetryAfter, Delay and LimitIndex as Allow's,
 	// and ResetAfter as Allow's (for an admitted call, counting the call).
-	// Remaining is the units the limit at index Limit has left now, before
+	// Remaining is the units the limit at LimitIndex has left now, before
 	// the call: Allow's Remaining plus the cost when admitted (after 2 of
 	// 3 calls, a Peek of cost 1 admits with 1 remaining). It reports
 	// nothing to the limiter's hook.
@@ -25,7 +27,7 @@ type Peeker interface {
 }
 
 // Resetter is a [Limiter] that can forget the calls of a name and key:
-// [RedisLimiter] and [MemoryLimiter].
+// [MemoryLimiter] and redislimit.Limiter.
 type Resetter interface {
 	// Reset clears the state of every limit of the calls named name with
 	// the per-call key key, so that the next call starts afresh.
@@ -62,7 +64,7 @@ func Reset(ctx context.Context, limiter Limiter, name, key string) error {
 // admitted call's Remaining counts its cost too.
 func peeked(req *Request, d Decision) Decision {
 	if d.Allowed {
-		d.Remaining += req.cost()
+		d.Remaining += req.Units()
 	}
 	return d
 }
@@ -91,7 +93,7 @@ func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
 
 // Reset forgets the state of name and key. See [Resetter].
 func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
-	key = boundKey(key)
+	key = callkey.Bound(key)
 	hash := l.hashOf(name, key, nil)
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -100,67 +102,7 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	return nil
 }
 
-// Peek runs the generic decide script for req with every admitting check
-// rolled back, in one round trip: the same checks as Allow's, on the
-// server's clock (or the limiter's [WithClock]), so it decides as Allow
-// would. It bypasses the circuit breaker and the batching; an error wraps
-// [ErrBackend]. See [Peeker].
-func (l *RedisLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
-	if err := req.validate(); err != nil {
-		return Decision{}, err
-	}
-	req.Key = boundKey(req.Key)
-	keys, args := l.appendCall(nil, nil, &req, l.now())
-	res, err := decideScript.Run(ctx, l.client, keys, append(args, "peek")...).Result()
-	if err != nil {
-		return Decision{}, &BackendError{Name: req.Name, Err: err}
-	}
-	d, err := parseDecision(res)
-	if err != nil {
-		return Decision{}, &BackendError{Name: req.Name, Err: err}
-	}
-	return peeked(&req, d), nil
-}
-
-// Reset deletes every Redis key that name and key may hold (each limit
-// index below [MaxLimits], each algorithm) with one UNLINK, in one round
-// trip: the keys share a hash tag, so a cluster holds them on one master.
-// It also forgets the state the local fallback ([FailLocal]) holds for
-// them, and the denials this process's deny cache ([WithDenyCache])
-// remembers for name (of every key: theirs are asked of Redis again). An
-// error wraps [ErrBackend]. See [Resetter].
-//
-// Other processes' deny caches are not told: each may keep denying the key
-// until the RetryAfter Redis gave it for its last denial runs out (that
-// long at most), and so may this process for a call in flight during the
-// Reset whose denial it remembers after. Turn the cache off
-// (WithDenyCache(0)) where a Reset must lift a limit everywhere at once.
-func (l *RedisLimiter) Reset(ctx context.Context, name, key string) error {
-	key = boundKey(key)
-	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
-		return &BackendError{Name: name, Err: err}
-	}
-	if l.denials != nil {
-		l.denials.forget(name)
-	}
-	return l.local.Reset(ctx, name, key)
-}
-
-// resetKeys returns every storage key of name and key, which is bounded.
-func resetKeys(prefix, name, key string) []string {
-	algs := Algorithms()
-	keys := make([]string, 0, MaxLimits*len(algs))
-	for i := range MaxLimits {
-		for _, alg := range algs {
-			keys = append(keys, storageKey(prefix, name, key, i, alg))
-		}
-	}
-	return keys
-}
-
 var (
-	_ Peeker   = (*RedisLimiter)(nil)
-	_ Resetter = (*RedisLimiter)(nil)
 	_ Peeker   = (*MemoryLimiter)(nil)
 	_ Resetter = (*MemoryLimiter)(nil)
 )

@@ -27,12 +27,13 @@ func (h *requestsHook) Failed(context.Context, *Request, error) {}
 // TestRuleValidatesItsLimitsOnce: a Rule's calls skip validating its
 // limits after the first, hooks see the request as a caller would build
 // it, and a request that no Rule made, with the same limits or other ones,
-// is validated in full.
+// is validated in full. (redislimit's TestHooksSeeRequestsAsBuilt checks
+// the same of the Redis limiter.)
 func TestRuleValidatesItsLimitsOnce(t *testing.T) {
 	ctx := context.Background()
-	forEachBackend(t, func(t *testing.T, newLimiter func(...Option) Limiter) {
-		hook := &requestsHook{}
-		l := newLimiter(WithHook(hook))
+	hook := &requestsHook{}
+	l := NewMemory(WithHook(hook))
+	{
 		rule := &Rule{Name: "once", Limits: []Limit{{Period: time.Hour, Threshold: 3}, {Algorithm: GCRA, Period: time.Hour, Threshold: 5, Burst: 2}}}
 		require.NoError(t, rule.Check(ctx, l, "k", 2))
 		require.NotNil(t, rule.prepared())
@@ -48,7 +49,7 @@ func TestRuleValidatesItsLimitsOnce(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidLimit)
 		_, err = l.Allow(ctx, Request{Key: "k", Limits: rule.Limits})
 		require.ErrorIs(t, err, ErrInvalidLimit, "no name")
-	})
+	}
 }
 
 // TestRuleWithInvalidLimitsFailsEveryCall: a Rule whose limits no backend

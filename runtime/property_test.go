@@ -186,8 +186,8 @@ func TestPropertyBucketsNeverExceedBurstPlusRate(t *testing.T) {
 			Limit{Algorithm: alg, Period: 30 * time.Millisecond, Threshold: 9, Burst: 2},
 		)
 		for _, lim := range lims {
-			t.Run(fmt.Sprintf("%s burst %d", lim, lim.capacity()), func(t *testing.T) {
-				p, burst := lim.Period.Microseconds(), lim.capacity()
+			t.Run(fmt.Sprintf("%s burst %d", lim, lim.MaxCost()), func(t *testing.T) {
+				p, burst := lim.Period.Microseconds(), lim.MaxCost()
 				for seed := range uint64(3) {
 					adm := arrivals(t, seed, lim, 2000, min(3, burst))
 					for i := range adm {
@@ -218,8 +218,8 @@ func TestPropertyLeakyBucketPacesAndBoundsItsQueue(t *testing.T) {
 		Limit{Algorithm: LeakyBucket, Period: 30 * time.Millisecond, Threshold: 9, Capacity: 2},
 	)
 	for _, lim := range lims {
-		t.Run(fmt.Sprintf("%s capacity %d", lim, lim.capacity()), func(t *testing.T) {
-			p, capacity := lim.Period.Microseconds(), lim.capacity()
+		t.Run(fmt.Sprintf("%s capacity %d", lim, lim.MaxCost()), func(t *testing.T) {
+			p, capacity := lim.Period.Microseconds(), lim.MaxCost()
 			exact := p%lim.Threshold == 0 // whole-µs departures
 			for seed := range uint64(3) {
 				adm := arrivals(t, seed, lim, 3000, min(3, capacity))

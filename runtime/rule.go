@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // ErrNilKey is wrapped by the error a decorator returns when the value its
@@ -44,66 +46,19 @@ const (
 	FailOpen ErrorPolicy = "allow"
 	// FailClosed denies the call with an error wrapping ErrBackend.
 	FailClosed ErrorPolicy = "deny"
-	// FailLocal has the call decided by the limiter's in-process fallback,
-	// a [MemoryLimiter] with the same algorithms and the same limits (after
-	// overrides), so an outage never lifts a limit. The decisions report
-	// [SourceFallback] to the hook. Each process enforces the limits on its
-	// own: N processes admit up to N times a limit during an outage unless
-	// [WithFallbackProcesses] gives each a share. When Redis answers again
-	// it decides again, from the state it kept; the fallback's state is not
-	// written back. A call the fallback cannot decide (a cost above its
-	// process's share of a limit) and a limiter without a fallback (any
-	// but [NewRedis]'s) fail as under FailClosed.
+	// FailLocal has the call decided by the limiter's in-process fallback
+	// (see [Fallback]), so an outage never lifts a limit; a call the
+	// fallback cannot decide, and the calls of a limiter without one, fail
+	// as under FailClosed.
 	FailLocal ErrorPolicy = "local"
 )
 
 // Check asks limiter whether a call with the given per-call key and cost
-// may proceed. It returns nil when the call was admitted, a [*LimitError]
-// when it was denied, and otherwise an error saying why no decision could
-// be made. A cost of 0 means 1, as in [Request]; a negative cost is a
-// [*CostError].
-//
-// Overrides: when limiter was made with [WithOverrides], the call is
-// decided against the overriding limits of its key or of r.Name, if any
-// (see [KeyOverrides]). A [Wrapper]'s overrides, default error policy and
-// local fallback are those of the limiter it wraps.
-//
-// Waiting: with Wait > 0, a denied call sleeps until the limit should
-// admit it (the denial's RetryAfter plus up to 10% of jitter) and tries
-// again, for at most Wait and never past ctx's deadline. A denial whose
-// RetryAfter is beyond that budget is returned at once. Calls of one rule
-// and key that wait in one process queue in order and only the first of
-// them asks the limiter, so waiting costs about one extra decision per
-// admitted call however many calls wait (each process waiting on the same
-// limit adds about one more per admission). A call that joins such a queue
-// does not ask the limiter first. If ctx ends while the call waits, Check
-// returns at once an error for which both errors.Is(err, ctx.Err()) and
-// errors.Is(err, [ErrLimited]) hold, and errors.As finds the [*LimitError]
-// of the last denial: the call was turned away by the limit and the caller
-// stopped waiting, and either test routes it correctly.
-//
-// Pacing: a call admitted with a [Decision.Delay] (LeakyBucket) sleeps that
-// long before Check returns nil; if ctx ends first Check returns an error
-// wrapping ctx.Err() (the call was charged).
-//
-// Shadow: with Shadow set, Check never denies a call, never waits and never
-// paces: would-be denials go to the limiter's hook (its ShadowLimited
-// method if it is a [ShadowHook]), and a call the limiter cannot decide
-// goes through whatever the error policy.
-//
-// Failures: an error wrapping [ErrBackend] (Redis failed, or the circuit
-// breaker is open: [ErrCircuitOpen]) is handled by the error policy:
-// r.OnError, or when empty the limiter's default (its ErrorPolicy method,
-// see [WithErrorPolicy]; [FailOpen] for a Limiter without one). Under
-// [FailOpen] Check returns nil (the limiter has reported the error to its
-// hook), under [FailLocal] what the limiter's in-process fallback decides
-// (waiting and pacing as for any decision; a shadow rule's would-be
-// denials are reported), and under [FailClosed] (or any other value, or
-// FailLocal when the fallback cannot decide) the error. Other errors
-// are returned whatever the policy: invalid requests (wrapping
-// [ErrInvalidLimit], such as a [*CostError]) are bugs no backend could
-// decide, and a call whose ctx has ended returns an error wrapping
-// ctx.Err(), since its caller has given up.
+// (0 means 1) may proceed, against r's limits or their overrides on
+// limiter. It returns nil when the call was admitted, a [*LimitError] when
+// it was denied, and otherwise an error saying why no decision could be
+// made; r's Wait, Shadow and OnError apply as the package doc describes
+// (Waiting, Failures).
 func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
 	var o outcome
 	return r.check(ctx, limiter, key, cost, &o)
@@ -131,10 +86,10 @@ type Admission struct {
 func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
 	var o outcome
 	err := r.check(ctx, limiter, key, cost, &o)
-	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.Limit < 0 || o.d.Limit >= len(o.limits) {
+	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.LimitIndex < 0 || o.d.LimitIndex >= len(o.limits) {
 		return Admission{}, err
 	}
-	return Admission{Decided: true, Decision: o.d, Limit: o.limits[o.d.Limit]}, nil
+	return Admission{Decided: true, Decision: o.d, Limit: o.limits[o.d.LimitIndex]}, nil
 }
 
 // outcome is what check learnt about one call.
@@ -148,8 +103,17 @@ type outcome struct {
 	decided bool
 }
 
-// settings is implemented by the limiters of this package.
-type settings interface{ settings() *config }
+// configOf returns the Config of limiter, or of the limiter it wraps
+// through any number of [Wrapper]s; nil when none is [Configured].
+func configOf(limiter Limiter) *Config {
+	c, ok := limiter.(Configured)
+	if !ok {
+		if c, ok = innermost(limiter).(Configured); !ok {
+			return nil
+		}
+	}
+	return c.Config()
+}
 
 // innermost returns the limiter that limiter wraps, through any number of
 // [Wrapper]s; limiter itself when it is not a Wrapper.
@@ -163,18 +127,12 @@ func innermost(limiter Limiter) Limiter {
 	}
 }
 
-// limitsOn returns the limits r's calls with the given key are decided
-// against on limiter: the overrides of limiter (or of the limiter it
-// wraps) for the key or the rule, else r's own.
-func (r *Rule) limitsOn(ctx context.Context, limiter Limiter, key string) []Limit {
-	s, ok := limiter.(settings)
-	if !ok {
-		s, ok = innermost(limiter).(settings)
-	}
-	if ok {
-		if src := s.settings().overrides; src != nil {
-			return effectiveLimits(ctx, src, r, key)
-		}
+// EffectiveLimits returns the limits the calls of r with the given key are
+// decided against on limiter: the overrides of limiter's [Config] (see
+// [WithOverrides]) for the key or the rule, else r.Limits.
+func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, key string) []Limit {
+	if c := configOf(limiter); c != nil && c.Overrides != nil {
+		return effectiveLimits(ctx, c.Overrides, r, key)
 	}
 	return r.Limits
 }
@@ -189,7 +147,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		o.limits = r.Limits
 		return ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.limitsOn(ctx, limiter, key), prep: r.prepared()}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
 	o.limits = req.Limits
 	if r.Shadow {
 		ctx = withShadow(ctx)
@@ -269,8 +227,8 @@ func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
 func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 	p := r.OnError
 	if p == "" {
-		if l, ok := innermost(limiter).(interface{ ErrorPolicy() ErrorPolicy }); ok {
-			p = l.ErrorPolicy()
+		if c := configOf(limiter); c != nil {
+			p = c.ErrorPolicy
 		}
 	}
 	switch p {
@@ -297,13 +255,13 @@ func (r *Rule) pace(ctx context.Context, delay time.Duration) error {
 func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	e := &LimitError{
 		Name:       r.Name,
-		Key:        boundKey(req.Key),
+		Key:        callkey.Bound(req.Key),
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
 	}
-	if d.Limit >= 0 && d.Limit < len(req.Limits) {
-		e.Limit = req.Limits[d.Limit]
+	if d.LimitIndex >= 0 && d.LimitIndex < len(req.Limits) {
+		e.Limit = req.Limits[d.LimitIndex]
 	}
 	return e
 }

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
+)
 
 // slidingCheck decides cost units at now for a SlidingWindow limit without
 // charging them (see SlidingWindow and the state layout in fixedwindow.go).
@@ -16,7 +20,7 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decisio
 	weighted := int64(0)
 	if prev > 0 {
 		covered := min(p, r-p) // the ms of the previous window still covered
-		weighted = mulDivCeil(prev, covered, p)
+		weighted = muldiv.Ceil(prev, covered, p)
 	}
 	// ms returns the time until ms t milliseconds from now's.
 	ms := func(t int64) time.Duration {
@@ -34,10 +38,10 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decisio
 	// nobody calls.
 	if room := threshold - cur - cost; room >= 0 {
 		// In this window, once prev×(p-elapsed) <= room×p.
-		d.RetryAfter = ms(r - p - mulDivFloor(room, p, prev))
+		d.RetryAfter = ms(r - p - muldiv.Floor(room, p, prev))
 	} else {
 		// In the next one, where cur is the previous window's count.
-		d.RetryAfter = ms(r - mulDivFloor(threshold-cost, p, cur))
+		d.RetryAfter = ms(r - muldiv.Floor(threshold-cost, p, cur))
 	}
 	return false
 }

@@ -85,7 +85,7 @@ func (h *SlogHook) decision(ctx context.Context, level slog.Level, msg string, r
 	if !h.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := h.request(req, d.Limit)
+	attrs := h.request(req, d.LimitIndex)
 	attrs = append(attrs, slog.Int64("remaining", d.Remaining))
 	if !d.Allowed {
 		attrs = append(attrs, slog.Duration("retry_after", d.RetryAfter))
@@ -107,7 +107,7 @@ func (h *SlogHook) request(req *Request, i int) []slog.Attr {
 	if req.Key != "" {
 		attrs = append(attrs, slog.String("key", req.Key))
 	}
-	attrs = append(attrs, slog.Int64("cost", req.cost()))
+	attrs = append(attrs, slog.Int64("cost", req.Units()))
 	if i >= 0 && i < len(req.Limits) {
 		attrs = append(attrs, slog.String("limit", req.Limits[i].String()))
 	}

@@ -2,12 +2,13 @@ package ratelimit
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // KeyOverrides is an [Overrides] that also replaces the limits of single
@@ -23,13 +24,22 @@ import (
 // override. The state is kept as for a rule's override: limit i of a
 // key's override counts in the same place as limit i of the rule, so a key
 // moved into a tier or back keeps the calls it has made.
-// [RedisOverrides] and [StaticOverrides] are KeyOverrides.
+// [StaticOverrides] and the overrides of package redislimit are
+// KeyOverrides.
 type KeyOverrides interface {
 	Overrides
 	// LookupKey returns the limits that replace those of the rule named
-	// name for the calls of key, and whether there are any. key is the
-	// call's key as [Rule.Check] got it, of any length.
+	// name for the calls of key, and whether there are any: the key's own
+	// or its tier's, or when it has neither it may return the rule's, as
+	// Lookup would, sparing Rule.Check a second lookup. key is the call's
+	// key as [Rule.Check] got it, of any length.
 	LookupKey(ctx context.Context, name, key string) ([]Limit, bool)
+}
+
+// overrideTable is the table of a [StaticOverrides]: once in use it is
+// never changed, and a change swaps in a new one.
+type overrideTable struct {
+	rules ruleTable
 }
 
 // ruleTable holds the overrides of each rule, by name. Once in use it is
@@ -81,46 +91,13 @@ func (e *ruleOverrides) ruleLimits() []Limit {
 }
 
 // key returns the limits of the calls of key, or nil. A key is looked up
-// by its bounded key (see boundKey), as the limiters keep it, which only
+// by its bounded key (see callkey.Bound), as the limiters keep it, which only
 // costs a long key anything when the rule has key overrides.
 func (e *ruleOverrides) key(key string) []Limit {
 	if e == nil || e.keys == nil {
 		return nil
 	}
-	return e.keys[boundKey(key)]
-}
-
-// tableKey returns the key under which the overrides of key are kept: its
-// bounded key, as the calls of key look it up, or key itself when it has
-// the form of a stand-in, which only the bounded key of a long key has: an
-// operator who sees a stand-in in a [LimitError] or in Redis can address
-// the key with it. No call's bounded key is another key's, so no key's
-// value can reach the overrides of another.
-func tableKey(key string) string {
-	if isStandIn(key) {
-		return key
-	}
-	return boundKey(key)
-}
-
-// isStandIn reports whether s has the form of a stand-in (see boundKey): at
-// most 32 bytes of escaped text, ':' and 64 lowercase hex digits.
-func isStandIn(s string) bool {
-	n := len(s) - 1 - 2*sha256.Size
-	if n < 0 || n > shownKeyPart || s[n] != ':' {
-		return false
-	}
-	for i := range n {
-		if s[i] != '%' && escapedWidth[s[i]] > 1 {
-			return false
-		}
-	}
-	for i := n + 1; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return e.keys[callkey.Bound(key)]
 }
 
 // entry returns the overrides of the rule named name, adding them when
@@ -134,7 +111,7 @@ func (t ruleTable) entry(name string) *ruleOverrides {
 	return e
 }
 
-// setField sets what one field of a [RedisOverrides] hash says, value
+// setField sets what one field of [ParseOverrides] says, value
 // being its value. The keys' limits are left for resolve.
 func (t ruleTable) setField(field, value string) error {
 	name, rest, ok := strings.Cut(field, "|")
@@ -163,7 +140,7 @@ func (t ruleTable) setField(field, value string) error {
 // setKeyField sets what the field name|key=<key> says, value being its
 // value: tier=<tier> or limits.
 func (t ruleTable) setKeyField(field, name, key, value string) error {
-	k := tableKey(key)
+	k := callkey.Named(key)
 	if e := t[name]; e != nil && (e.own[k] != nil || e.member[k].tier != "") {
 		return fmt.Errorf("%w: key %q is set by another field too (by its stand-in or as itself)", ErrInvalidLimit, k)
 	}
@@ -293,7 +270,7 @@ func (e *ruleOverrides) empty() bool {
 // StaticOverrides are overrides set by the process itself, such as from
 // its configuration or an admin endpoint: the limits of rules, of their
 // keys and of their tiers, with the precedence of [KeyOverrides]. Keys are
-// addressed as in a [RedisOverrides] hash: by the key itself or by its
+// addressed as in [ParseOverrides]: by the key itself or by its
 // stand-in. The zero value overrides nothing. It is safe for concurrent
 // use; a change applies to the calls that start after it. Limits are not
 // checked when set: unusable ones are ignored by [Rule.Check], as with any
@@ -312,7 +289,7 @@ func (s *StaticOverrides) SetRule(name string, limits ...Limit) {
 // SetKey sets the limits of the calls of key of the rule named name,
 // instead of its tier's; without limits it removes them.
 func (s *StaticOverrides) SetKey(name, key string, limits ...Limit) {
-	s.update(name, func(e *ruleOverrides) { e.setOwn(tableKey(key), nonEmpty(limits)) })
+	s.update(name, func(e *ruleOverrides) { e.setOwn(callkey.Named(key), nonEmpty(limits)) })
 }
 
 // SetTier sets the limits of the keys of the rule named name that are in
@@ -324,7 +301,7 @@ func (s *StaticOverrides) SetTier(name, tier string, limits ...Limit) {
 // SetKeyTier puts key of the rule named name in tier, instead of giving
 // it its own limits; an empty tier takes it out of any.
 func (s *StaticOverrides) SetKeyTier(name, key, tier string) {
-	s.update(name, func(e *ruleOverrides) { e.setMember(tableKey(key), membership{tier: tier}) })
+	s.update(name, func(e *ruleOverrides) { e.setMember(callkey.Named(key), membership{tier: tier}) })
 }
 
 // update swaps in a table in which f has changed the overrides of name.
@@ -363,13 +340,13 @@ func (s *StaticOverrides) Lookup(_ context.Context, name string) ([]Limit, bool)
 }
 
 // LookupKey returns the limits set for key of the rule named name, its
-// own or its tier's. See [KeyOverrides].
+// own or its tier's, else the rule's. See [KeyOverrides].
 func (s *StaticOverrides) LookupKey(_ context.Context, name, key string) ([]Limit, bool) {
-	l, _ := s.table.Load().lookup(name, key)
-	return l, l != nil
+	byKey, byRule := s.table.Load().lookup(name, key)
+	if byKey != nil {
+		return byKey, true
+	}
+	return byRule, byRule != nil
 }
 
-var (
-	_ KeyOverrides = (*RedisOverrides)(nil)
-	_ KeyOverrides = (*StaticOverrides)(nil)
-)
+var _ KeyOverrides = (*StaticOverrides)(nil)

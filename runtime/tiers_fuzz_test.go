@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // FuzzOverrideField checks the fields of an overrides hash: one field,
@@ -26,7 +28,7 @@ func FuzzOverrideField(f *testing.F) {
 		{1, "", "period=1m threshold=5", "svc.Get", "a|key=b"},
 		{1, "", "period=1m threshold=5", "svc", "x\x00y{}:%"},
 		{2, "", "period=1 threshold=1; period=1h threshold=9", "svc", strings.Repeat("long key ", 10)},
-		{1, "", "period=1m threshold=5", "svc", boundKey(strings.Repeat("long key ", 10))},
+		{1, "", "period=1m threshold=5", "svc", callkey.Bound(strings.Repeat("long key ", 10))},
 		{3, "", `{"period": "1s", "threshold": 2}`, "a|b", ""},
 		{4, "", "period=1m threshold=5", "svc", "gold"},
 		{4, "", "period=1m threshold=5", "svc", "gold silver"},
@@ -41,7 +43,7 @@ func FuzzOverrideField(f *testing.F) {
 		case 1:
 			field = name + "|key=" + key
 		case 2:
-			field = name + "|key=" + boundKey(key)
+			field = name + "|key=" + callkey.Bound(key)
 		case 3:
 			field = name
 		case 4:
@@ -93,5 +95,5 @@ func fieldOf(field, name, key string) (ruleField, keyField bool) {
 	if !ok {
 		return false, false
 	}
-	return false, (k == key && !isStandIn(key)) || (isStandIn(k) && k == boundKey(key))
+	return false, (k == key && !callkey.IsStandIn(key)) || (callkey.IsStandIn(k) && k == callkey.Bound(key))
 }

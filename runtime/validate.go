@@ -6,8 +6,6 @@ import "hash/maphash"
 // period of at least 1µs, a positive threshold, an algorithm it implements,
 // and Burst or Capacity only where the algorithm uses them, all within the
 // ranges the algorithms compute exactly. The error wraps ErrInvalidLimit.
-// ratelimitgen calls it to reject such a limit at the directive instead of
-// at every call.
 func (l Limit) Validate() error { return l.validate() }
 
 // rulePrep is what validating a Rule's limits found, kept by the Rule so
@@ -33,12 +31,12 @@ func (r *Rule) prepared() *rulePrep {
 		return p
 	}
 	req := Request{Name: r.Name, Limits: r.Limits}
-	if req.validate() != nil {
+	if req.Validate() != nil {
 		return nil
 	}
-	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].capacity(), name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
+	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].MaxCost(), name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
 	for _, l := range r.Limits {
-		p.capacity = min(p.capacity, l.capacity())
+		p.capacity = min(p.capacity, l.MaxCost())
 		p.plans = append(p.plans, memoryPlanOf(l))
 	}
 	r.prep.Store(p)

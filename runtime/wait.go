@@ -47,7 +47,7 @@ type waitLine struct {
 }
 
 // waitLines holds the lines that have members: lineKey → *waitLine.
-// lines counts them, so calls skip the lookup while nobody waits.
+// waitLineCount counts them, so calls skip the lookup while nobody waits.
 var (
 	waitLines     sync.Map
 	waitLineCount atomic.Int64

@@ -25,6 +25,7 @@ import (
 	ratelimitgrpc "github.com/ratelimitgen/ratelimitgen/adapters/grpc"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 const (
@@ -355,7 +356,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 	dead.Stop()
 	client := redis.NewClient(&redis.Options{Addr: dead.Addr, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
-	limiter := ratelimit.NewRedis(client)
+	limiter := redislimit.New(client)
 	closed := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
 	grpcClient := serve(t, &healthService{}, []ratelimitgrpc.Option{
 		ratelimitgrpc.Limit(limiter, checkMethod, closed, ratelimitgrpc.Metadata("x-user")),
@@ -387,7 +388,7 @@ func TestRedisDenial(t *testing.T) {
 	rc := srv.Client()
 	defer rc.Close()
 	client := serve(t, &healthService{}, []ratelimitgrpc.Option{
-		ratelimitgrpc.Limit(ratelimit.NewRedis(rc), checkMethod, hourly("health.check", 3), ratelimitgrpc.Metadata("x-user")),
+		ratelimitgrpc.Limit(redislimit.New(rc), checkMethod, hourly("health.check", 3), ratelimitgrpc.Metadata("x-user")),
 	})
 	ctx := withUser(context.Background(), secret)
 	got := make([]codes.Code, 0, 4)

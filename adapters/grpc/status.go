@@ -11,7 +11,7 @@
 // never sent to the client: not in the message, the details, the headers or
 // the trailers.
 //
-//	limiter := ratelimit.NewRedis(client)
+//	limiter := redislimit.New(client)
 //	hello := &ratelimit.Rule{Name: "hello", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 10}}}
 //	srv := grpc.NewServer(
 //		grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(

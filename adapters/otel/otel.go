@@ -5,7 +5,7 @@
 //
 //	tel, err := ratelimitotel.New() // the global MeterProvider
 //	if err != nil { ... }
-//	limiter := tel.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(tel)))
+//	limiter := tel.Instrument(redislimit.New(client, ratelimit.WithHook(tel)))
 //
 // It is a module of its own, so the runtime depends on no telemetry
 // library. The call's key (a user id, an address) is recorded nowhere: it
@@ -182,8 +182,8 @@ func denialEvent(ctx context.Context, name string, req *ratelimit.Request, d rat
 		AttrRetryAfter.Float64(d.RetryAfter.Seconds()),
 		AttrSource.String(d.Source.String()),
 	}
-	if d.Limit >= 0 && d.Limit < len(req.Limits) {
-		attrs = append(attrs, AttrLimit.String(req.Limits[d.Limit].String()))
+	if d.LimitIndex >= 0 && d.LimitIndex < len(req.Limits) {
+		attrs = append(attrs, AttrLimit.String(req.Limits[d.LimitIndex].String()))
 	}
 	span.AddEvent(name, trace.WithAttributes(attrs...))
 }

@@ -20,6 +20,7 @@ import (
 	ratelimitotel "github.com/ratelimitgen/ratelimitgen/adapters/otel"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // secret is the key of every call: it must be recorded nowhere.
@@ -122,7 +123,7 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 	dead.Stop()
 	client := redis.NewClient(&redis.Options{Addr: dead.Addr, MaxRetries: -1, DialerRetries: 1})
 	defer client.Close()
-	down := s.tel.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(s.tel)))
+	down := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel)))
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
 	events = s.inSpan(func(ctx context.Context) {
 		require.ErrorIs(t, pay.Check(ctx, down, secret, 1), ratelimit.ErrBackend)
@@ -207,7 +208,7 @@ func TestTelemetryRedis(t *testing.T) {
 	client := srv.Client()
 	defer client.Close()
 	s := newSDK(t, ratelimitotel.WithBuckets(0.001, 1))
-	limiter := s.tel.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(s.tel)))
+	limiter := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel)))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	events := s.inSpan(func(ctx context.Context) {
 		require.NoError(t, rule.Check(ctx, limiter, secret, 1))
@@ -246,7 +247,7 @@ func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	require.NoError(t, rule.Check(ctx, limiter, "", 1))
 	assert.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "the override of 1 per hour applies")
 
-	closed := tel.Instrument(ratelimit.NewRedis(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
+	closed := tel.Instrument(redislimit.New(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
 	assert.ErrorIs(t, rule.Check(ctx, closed, "", 1), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
 	inner := ratelimit.NewMemory()
 	assert.Same(t, inner, tel.Instrument(inner).Unwrap())

@@ -3,7 +3,7 @@
 // [Instrument], which measures how long the limiter takes to decide.
 //
 //	metrics := &ratelimit.Metrics{}
-//	limiter := ratelimitprom.Instrument(ratelimit.NewRedis(client, ratelimit.WithHook(metrics)))
+//	limiter := ratelimitprom.Instrument(redislimit.New(client, ratelimit.WithHook(metrics)))
 //	prometheus.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 //
 // It is a module of its own, so the runtime depends on no metrics library.

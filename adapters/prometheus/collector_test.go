@@ -17,6 +17,7 @@ import (
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // TestCollectorExportsEveryCounter: each counter of the Metrics hook
@@ -35,13 +36,13 @@ func TestCollectorExportsEveryCounter(t *testing.T) {
 	for range 3 {
 		require.NoError(t, beta.Check(ctx, limiter, "", 1))
 	}
-	down := ratelimit.NewRedis(unreachable(t), ratelimit.WithHook(metrics))
+	down := redislimit.New(unreachable(t), ratelimit.WithHook(metrics))
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
 	require.ErrorIs(t, pay.Check(ctx, down, "", 1), ratelimit.ErrBackend)
 	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
 	require.NoError(t, steady.Check(ctx, down, "", 1))
 	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
-	up := ratelimit.NewRedis(redisServer(t), ratelimit.WithHook(metrics))
+	up := redislimit.New(redisServer(t), ratelimit.WithHook(metrics))
 	abuse := &ratelimit.Rule{Name: "abuse", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	for i := range 3 {
 		err := abuse.Check(ctx, up, "", 1)

@@ -14,6 +14,7 @@ import (
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // histograms gathers the histogram of c into a map from "name/source" to
@@ -49,7 +50,7 @@ func TestInstrumentMeasuresEveryCall(t *testing.T) {
 	for range 5 {
 		_ = search.Check(ctx, memory, "", 1)
 	}
-	down := ratelimitprom.Instrument(ratelimit.NewRedis(unreachable(t)), 0.001, 10)
+	down := ratelimitprom.Instrument(redislimit.New(unreachable(t)), 0.001, 10)
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}}
 	require.NoError(t, pay.Check(ctx, down, "", 1), "fail open")
 
@@ -78,7 +79,7 @@ func TestInstrumentRedis(t *testing.T) {
 	defer srv.Stop()
 	client := srv.Client()
 	defer client.Close()
-	limiter := ratelimitprom.Instrument(ratelimit.NewRedis(client))
+	limiter := ratelimitprom.Instrument(redislimit.New(client))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}}
 	for i := range 3 {
 		err := rule.Check(context.Background(), limiter, "u", 1)
@@ -102,7 +103,7 @@ func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	require.NoError(t, rule.Check(ctx, limiter, "", 1))
 	assert.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "the override of 1 per hour applies")
 
-	closed := ratelimitprom.Instrument(ratelimit.NewRedis(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
+	closed := ratelimitprom.Instrument(redislimit.New(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
 	assert.ErrorIs(t, rule.Check(ctx, closed, "", 1), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
 	inner := ratelimit.NewMemory()
 	assert.Same(t, inner, ratelimitprom.Instrument(inner).Unwrap())

@@ -22,8 +22,9 @@
 // errors.Is(err, ratelimit.ErrLimited) holds and which says when to retry
 // (RetryAfter). Close is not limited and calls the wrapped Store directly.
 // The limiter is ratelimit.NewMemory() for one process or
-// ratelimit.NewRedis(client) for limits shared by every process; ratelimit
-// is the package github.com/ratelimitgen/ratelimitgen/runtime.
+// redislimit.New(client) for limits shared by every process; ratelimit
+// is the package github.com/ratelimitgen/ratelimitgen/runtime, redislimit
+// its subpackage runtime/redislimit.
 //
 // # Running it
 //

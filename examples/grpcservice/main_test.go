@@ -23,6 +23,7 @@ import (
 	pb "github.com/ratelimitgen/ratelimitgen/examples/grpcservice/quotepb"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 var srv *redistest.Server
@@ -46,7 +47,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, limiter ratelimit.Limiter)) 
 		srv.Flush(t)
 		client := srv.Client()
 		t.Cleanup(func() { client.Close() })
-		f(t, ratelimit.NewRedis(client))
+		f(t, redislimit.New(client))
 	})
 }
 

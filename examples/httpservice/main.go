@@ -28,6 +28,8 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 func main() {
@@ -54,9 +56,9 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
 	}
-	// RedisOptions bounds what a request costs while Redis is down: one
+	// ClientOptions bounds what a request costs while Redis is down: one
 	// short timeout, no retries, until the limiter's circuit breaker opens.
-	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(opts)), hook), "Redis at " + opts.Addr, nil
+	return redislimit.New(redis.NewClient(redislimit.ClientOptions(opts)), hook), "Redis at " + opts.Addr, nil
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:
@@ -94,7 +96,7 @@ func newHandler(notes Notes, limiter ratelimit.Limiter) http.Handler {
 		reply(w, n, err)
 	})
 	health := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /health", ratelimit.Middleware(limiter, healthRule, ratelimit.ClientIP())(health))
+	mux.Handle("GET /health", httplimit.Middleware(limiter, healthRule, httplimit.ClientIP())(health))
 	return mux
 }
 
@@ -114,7 +116,7 @@ func reply(w http.ResponseWriter, v any, err error) {
 	case err == nil:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(v)
-	case ratelimit.WriteError(w, err):
+	case httplimit.WriteError(w, err):
 	case errors.Is(err, errEmpty):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, ratelimit.ErrBackend):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 var srv *redistest.Server
@@ -105,7 +106,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, base string), opts ...rateli
 			srv.Flush(t)
 			c := srv.Client()
 			t.Cleanup(func() { c.Close() })
-			return ratelimit.NewRedis(c, opts...)
+			return redislimit.New(c, opts...)
 		},
 	}
 	for name, newLimiter := range backends {

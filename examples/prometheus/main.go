@@ -26,6 +26,8 @@ import (
 
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 func main() {
@@ -51,9 +53,9 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	// RedisOptions bounds what a request costs while Redis is down: one
+	// ClientOptions bounds what a request costs while Redis is down: one
 	// short timeout, no retries, until the limiter's circuit breaker opens.
-	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(o)), opts...), nil
+	return redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), opts...), nil
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:
@@ -75,8 +77,8 @@ func newHandler(limiter *ratelimitprom.Limiter, metrics *ratelimit.Metrics) http
 	registry.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
 	mux := http.NewServeMux()
-	mux.Handle("GET /hello", ratelimit.Middleware(limiter, helloRule, ratelimit.ClientIP())(hello))
-	mux.Handle("GET /beta", ratelimit.Middleware(limiter, betaRule, ratelimit.ClientIP())(hello))
+	mux.Handle("GET /hello", httplimit.Middleware(limiter, helloRule, httplimit.ClientIP())(hello))
+	mux.Handle("GET /beta", httplimit.Middleware(limiter, betaRule, httplimit.ClientIP())(hello))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	return mux
 }

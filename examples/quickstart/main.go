@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // Greeter greets people.
@@ -65,9 +66,9 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
 	}
-	// RedisOptions bounds what a call costs while Redis is down: one short
+	// ClientOptions bounds what a call costs while Redis is down: one short
 	// timeout, no retries, until the limiter's circuit breaker opens.
-	return ratelimit.NewRedis(redis.NewClient(ratelimit.RedisOptions(opts))), "Redis at " + opts.Addr, nil
+	return redislimit.New(redis.NewClient(redislimit.ClientOptions(opts))), "Redis at " + opts.Addr, nil
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:

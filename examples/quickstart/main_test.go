@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 var srv *redistest.Server
@@ -55,7 +56,7 @@ func TestDemo(t *testing.T) {
 	defer client.Close()
 	for name, limiter := range map[string]ratelimit.Limiter{
 		"memory": ratelimit.NewMemory(),
-		"redis":  ratelimit.NewRedis(client),
+		"redis":  redislimit.New(client),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer

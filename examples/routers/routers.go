@@ -1,5 +1,5 @@
 // Package routers limits a route of chi, echo and gin with
-// ratelimit.Middleware, the net/http middleware of the runtime: each
+// httplimit.Middleware, the net/http middleware of the runtime: each
 // router takes it as it takes any func(http.Handler) http.Handler, gin
 // through a few lines of glue (Gin). It is a module of its own so that
 // the core module depends on no router.
@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
 )
 
 // searchRule allows each client 2 searches a minute.
@@ -27,9 +28,9 @@ var searchRule = &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Peri
 // router-wide middleware skips.
 func Chi(limiter ratelimit.Limiter) http.Handler {
 	r := chi.NewRouter()
-	r.Use(ratelimit.Middleware(limiter, searchRule, ratelimit.ClientIP(),
-		ratelimit.WithXRateLimit(),
-		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
+	r.Use(httplimit.Middleware(limiter, searchRule, httplimit.ClientIP(),
+		httplimit.WithXRateLimit(),
+		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" })))
 	r.Get("/search", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("results\n")) })
 	r.Get("/health", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	return r
@@ -39,7 +40,7 @@ func Chi(limiter ratelimit.Limiter) http.Handler {
 // fields, through echo.WrapMiddleware.
 func Echo(limiter ratelimit.Limiter) http.Handler {
 	e := echo.New()
-	limit := echo.WrapMiddleware(ratelimit.Middleware(limiter, searchRule, ratelimit.ClientIP(), ratelimit.WithXRateLimit()))
+	limit := echo.WrapMiddleware(httplimit.Middleware(limiter, searchRule, httplimit.ClientIP(), httplimit.WithXRateLimit()))
 	e.GET("/search", func(c echo.Context) error { return c.String(http.StatusOK, "results\n") }, limit)
 	return e
 }
@@ -48,8 +49,8 @@ func Echo(limiter ratelimit.Limiter) http.Handler {
 // X-RateLimit fields, and answers a denial in JSON with WithDenyHandler.
 func GinEngine(limiter ratelimit.Limiter) http.Handler {
 	r := gin.New()
-	limit := Gin(ratelimit.Middleware(limiter, searchRule, ratelimit.ClientIP(),
-		ratelimit.WithXRateLimit(), ratelimit.WithDenyHandler(denyJSON)))
+	limit := Gin(httplimit.Middleware(limiter, searchRule, httplimit.ClientIP(),
+		httplimit.WithXRateLimit(), httplimit.WithDenyHandler(denyJSON)))
 	r.GET("/search", limit, func(c *gin.Context) { c.String(http.StatusOK, "results\n") })
 	return r
 }
@@ -64,7 +65,7 @@ func denyJSON(w http.ResponseWriter, _ *http.Request, err *ratelimit.LimitError)
 	json.NewEncoder(w).Encode(map[string]any{"error": "rate limited", "limit": err.Name, "retry_after": retry})
 }
 
-// Gin turns a net/http middleware such as ratelimit.Middleware into a gin
+// Gin turns a net/http middleware such as httplimit.Middleware into a gin
 // handler: the request goes on down gin's chain when the middleware calls
 // its next handler, and the chain is aborted when it answers the request
 // itself (a denial).

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 const rolloutName = "github.com/ratelimitgen/ratelimitgen/testdata/algorithms.API.Rollout"
@@ -15,10 +16,10 @@ func observe(t *testing.T, limiter ratelimit.Limiter, hook ratelimit.Hook) ratel
 	switch limiter.(type) {
 	case *ratelimit.MemoryLimiter:
 		return ratelimit.NewMemory(ratelimit.WithHook(hook))
-	case *ratelimit.RedisLimiter:
+	case *redislimit.Limiter:
 		c := srv.Client()
 		t.Cleanup(func() { c.Close() })
-		return ratelimit.NewRedis(c, ratelimit.WithHook(hook))
+		return redislimit.New(c, ratelimit.WithHook(hook))
 	}
 	t.Fatalf("unknown limiter %T", limiter)
 	return nil

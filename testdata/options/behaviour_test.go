@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 )
 
@@ -104,7 +105,7 @@ func TestLocalFallbackKeepsTheLimit(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	metrics := &ratelimit.Metrics{}
 	j := &jobs{}
-	d := NewJobsWithRateLimit(j, ratelimit.NewRedis(client, ratelimit.WithHook(metrics)))
+	d := NewJobsWithRateLimit(j, redislimit.New(client, ratelimit.WithHook(metrics)))
 	ctx := context.Background()
 	for _, user := range []string{"alice", "bob"} {
 		for i := range 5 {

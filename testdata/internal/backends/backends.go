@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // Each runs f as a subtest once per backend, each time with a limiter that
@@ -35,7 +36,7 @@ func each(t *testing.T, srv *redistest.Server, f func(t *testing.T, limiter rate
 		srv.Flush(t)
 		client := srv.Client()
 		t.Cleanup(func() { client.Close() })
-		f(t, ratelimit.NewRedis(client, opts...))
+		f(t, redislimit.New(client, opts...))
 	})
 }
 

@@ -1,0 +1,190 @@
+package httplimit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
+)
+
+// adminDo sends method to h's path with query q and decodes the JSON reply.
+func adminDo(t *testing.T, h http.Handler, method, path string, q url.Values) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, "/admin/ratelimit/"+path+"?"+q.Encode(), nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	return rec.Code, body
+}
+
+// TestAdminHandler lists rules with their overrides, shows keys' states
+// through Peek and resets them only when allowed, on both backends and
+// through a wrapper.
+func TestAdminHandler(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ctx := context.Background()
+		ov := &ratelimit.StaticOverrides{}
+		ov.SetRule("admin.Search", ratelimit.Limit{Period: time.Minute, Threshold: 3, Algorithm: ratelimit.GCRA})
+		l := wrapped{newLimiter(ratelimit.WithOverrides(ov))}
+		get := &ratelimit.Rule{Name: "admin.Get", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 3}, {Period: time.Hour, Threshold: 10, Algorithm: ratelimit.FixedWindow}}}
+		search := &ratelimit.Rule{Name: "admin.Search", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 30, Algorithm: ratelimit.GCRA, Burst: 5}}, OnError: ratelimit.FailClosed, Wait: time.Second}
+		readOnly := AdminHandler(l, []*ratelimit.Rule{get, search})
+		full := AdminHandler(l, []*ratelimit.Rule{get, search}, WithAdminReset())
+
+		code, body := adminDo(t, readOnly, "GET", "rules", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.EqualValues(t, 2, body["total"])
+		require.NotContains(t, body, "next")
+		rules := body["rules"].([]any)
+		g, s := rules[0].(map[string]any), rules[1].(map[string]any)
+		require.Equal(t, "admin.Get", g["name"])
+		require.Equal(t, false, g["overridden"])
+		require.Len(t, g["effective"], 2)
+		require.Equal(t, "10/1h0m0s (fixed_window)", g["limits"].([]any)[1].(map[string]any)["text"])
+		require.Equal(t, true, s["overridden"])
+		require.Equal(t, "deny", s["onerror"])
+		require.Equal(t, "1s", s["wait"])
+		require.NotContains(t, g, "wait")
+		require.Equal(t, map[string]any{"text": "30/1m0s (gcra)", "period": "1m0s", "threshold": 30.0, "algorithm": "gcra", "burst": 5.0}, s["limits"].([]any)[0])
+		require.Equal(t, map[string]any{"text": "3/1m0s (gcra)", "period": "1m0s", "threshold": 3.0, "algorithm": "gcra"}, s["effective"].([]any)[0])
+
+		for _, rule := range []*ratelimit.Rule{get, search} {
+			q := url.Values{"name": {rule.Name}, "key": {"ada"}}
+			require.NoError(t, rule.Check(ctx, l, "ada", 1))
+			require.NoError(t, rule.Check(ctx, l, "ada", 1))
+			code, body = adminDo(t, readOnly, "GET", "key", q)
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			require.Equal(t, "ada", body["key"])
+			require.EqualValues(t, 1, body["cost"])
+			d := body["decision"].(map[string]any)
+			require.Equal(t, true, d["allowed"], "%v", body)
+			require.EqualValues(t, 1, d["remaining"], "2 of 3 admitted (the override's 3 for Search)")
+			require.EqualValues(t, 0, d["limit"])
+
+			q.Set("cost", "2")
+			_, body = adminDo(t, readOnly, "GET", "key", q)
+			d = body["decision"].(map[string]any)
+			require.Equal(t, false, d["allowed"], "%v", body)
+			retry, err := time.ParseDuration(d["retry_after"].(string))
+			require.NoError(t, err)
+			require.Positive(t, retry)
+			q.Del("cost")
+
+			for _, method := range []string{"POST", "DELETE"} {
+				code, _ = adminDo(t, readOnly, method, "key", q)
+				require.Equal(t, http.StatusMethodNotAllowed, code, "read-only")
+			}
+			require.NoError(t, rule.Check(ctx, l, "ada", 1), "the read-only handler reset nothing; a Peek charged nothing")
+			require.ErrorIs(t, rule.Check(ctx, l, "ada", 1), ratelimit.ErrLimited)
+
+			code, body = adminDo(t, full, "DELETE", "key", q)
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			require.Equal(t, true, body["reset"])
+			_, body = adminDo(t, full, "GET", "key", q)
+			require.EqualValues(t, 3, body["decision"].(map[string]any)["remaining"], "%v", body)
+			require.NoError(t, rule.Check(ctx, l, "ada", 1))
+		}
+
+		long := strings.Repeat("k", 500)
+		_, body = adminDo(t, readOnly, "GET", "key", url.Values{"name": {"admin.Get"}, "key": {long}})
+		require.Equal(t, callkey.Bound(long), body["key"])
+		require.LessOrEqual(t, len(body["key"].(string)), callkey.MaxStandIn)
+
+		for _, c := range []struct {
+			method, path string
+			q            url.Values
+			code         int
+		}{
+			{"GET", "key", url.Values{"name": {"nope"}, "key": {"k"}}, http.StatusNotFound},
+			{"GET", "key", url.Values{"name": {"admin.Get"}, "cost": {"-1"}}, http.StatusBadRequest},
+			{"GET", "key", url.Values{"name": {"admin.Get"}, "cost": {"x"}}, http.StatusBadRequest},
+			{"GET", "key", url.Values{"name": {"admin.Get"}, "cost": {"4"}}, http.StatusBadRequest}, // above the capacity
+			{"GET", "rules", url.Values{"offset": {"-2"}}, http.StatusBadRequest},
+			{"POST", "rules", nil, http.StatusMethodNotAllowed},
+			{"PUT", "key", url.Values{"name": {"admin.Get"}}, http.StatusMethodNotAllowed},
+			{"GET", "other", nil, http.StatusNotFound},
+		} {
+			code, body = adminDo(t, full, c.method, c.path, c.q)
+			require.Equal(t, c.code, code, "%s %s?%s: %v", c.method, c.path, c.q.Encode(), body)
+			require.NotEmpty(t, body["error"])
+		}
+	})
+}
+
+// TestAdminHandlerPages lists 250 rules in pages of 100.
+func TestAdminHandlerPages(t *testing.T) {
+	var rules []*ratelimit.Rule
+	for i := range 250 {
+		rules = append(rules, &ratelimit.Rule{Name: fmt.Sprint("rule", i), Limits: perPeriod(1, time.Second)})
+	}
+	h := AdminHandler(ratelimit.NewMemory(), rules)
+	var names []string
+	q := url.Values{}
+	for range 3 {
+		code, body := adminDo(t, h, "GET", "rules", q)
+		require.Equal(t, http.StatusOK, code)
+		require.EqualValues(t, 250, body["total"])
+		page := body["rules"].([]any)
+		require.LessOrEqual(t, len(page), adminPage)
+		for _, r := range page {
+			names = append(names, r.(map[string]any)["name"].(string))
+		}
+		next, ok := body["next"]
+		if !ok {
+			break
+		}
+		q.Set("offset", fmt.Sprint(next))
+	}
+	require.Len(t, names, 250)
+	require.Equal(t, "rule249", names[249])
+	_, body := adminDo(t, h, "GET", "rules", url.Values{"offset": {"1000"}})
+	require.Empty(t, body["rules"])
+}
+
+// TestAdminHandlerBackendDown answers 503 when Redis cannot be reached,
+// and 501 for a limiter that cannot peek.
+func TestAdminHandlerBackendDown(t *testing.T) {
+	rule := &ratelimit.Rule{Name: "down", Limits: perPeriod(1, time.Second)}
+	q := url.Values{"name": {"down"}, "key": {"k"}}
+	h := AdminHandler(redislimit.New(newUnreachableClient(t)), []*ratelimit.Rule{rule}, WithAdminReset())
+	code, _ := adminDo(t, h, "GET", "key", q)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	code, _ = adminDo(t, h, "POST", "key", q)
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	code, _ = adminDo(t, AdminHandler(wrapped{}, []*ratelimit.Rule{rule}), "GET", "key", q)
+	require.Equal(t, http.StatusNotImplemented, code)
+}
+
+// TestAdminHandlerShowsAKeysOwnLimits: a key with limits of its own
+// (StaticOverrides.SetKey) is shown and peeked under them; the rules list
+// shows the rule's.
+func TestAdminHandlerShowsAKeysOwnLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ov := &ratelimit.StaticOverrides{}
+		ov.SetKey("tiered", "vip", ratelimit.Limit{Period: time.Minute, Threshold: 30})
+		l := newLimiter(ratelimit.WithOverrides(ov))
+		rule := &ratelimit.Rule{Name: "tiered", Limits: perPeriod(3, time.Minute)}
+		h := AdminHandler(l, []*ratelimit.Rule{rule})
+		_, body := adminDo(t, h, "GET", "rules", nil)
+		require.Equal(t, false, body["rules"].([]any)[0].(map[string]any)["overridden"])
+		for key, threshold := range map[string]int64{"vip": 30, "someone": 3} {
+			require.NoError(t, rule.Check(context.Background(), l, key, 1))
+			_, body = adminDo(t, h, "GET", "key", url.Values{"name": {"tiered"}, "key": {key}})
+			require.EqualValues(t, threshold, body["limits"].([]any)[0].(map[string]any)["threshold"], "%s: %v", key, body)
+			require.EqualValues(t, threshold-1, body["decision"].(map[string]any)["remaining"], "%s: %v", key, body)
+		}
+	})
+}

@@ -1,0 +1,158 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// The header fields of draft-ietf-httpapi-ratelimit-headers (draft 11).
+const (
+	// HeaderRateLimitPolicy advertises a quota policy:
+	//
+	//	RateLimit-Policy: "name";q=<threshold>;w=<period in seconds>
+	HeaderRateLimitPolicy = "RateLimit-Policy"
+	// HeaderRateLimit advertises what is left of it now:
+	//
+	//	RateLimit: "name";r=<remaining>;t=<seconds>
+	HeaderRateLimit = "RateLimit"
+)
+
+// WriteError writes the response for a call [ratelimit.Rule.Check] denied and
+// returns true when err is (or wraps) a [*ratelimit.LimitError]; for any other error
+// it writes nothing and returns false, so the caller can answer it its own
+// way:
+//
+//	if err := rule.Check(ctx, limiter, key, 1); err != nil {
+//		if !ratelimit.WriteError(w, err) {
+//			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+//		}
+//		return
+//	}
+//
+// The response is 429 Too Many Requests with a short text/plain body and
+//
+//	Retry-After: <seconds>
+//	RateLimit-Policy: "<name>";q=<threshold>;w=<period seconds>
+//	RateLimit: "<name>";r=<remaining>;t=<seconds>
+//
+// where the seconds of Retry-After and t are the error's RetryAfter rounded
+// up, at least 1, and w is the period rounded up, at least 1. The fields
+// follow draft-ietf-httpapi-ratelimit-headers-11; the RateLimit fields are
+// added to any already set (one item per policy), Retry-After is replaced.
+func WriteError(w http.ResponseWriter, err error) bool {
+	var le *ratelimit.LimitError
+	if !errors.As(err, &le) {
+		return false
+	}
+	retry := max(ceilSeconds(le.RetryAfter), 1)
+	h := w.Header()
+	h.Set("Retry-After", strconv.FormatInt(retry, 10))
+	addPolicy(h, le.Name, le.Limit)
+	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(le.Name), max(le.Remaining, 0), retry))
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusTooManyRequests)
+	fmt.Fprintf(w, "Too Many Requests: retry after %d s\n", retry)
+	return true
+}
+
+// SetHeaders adds to h the RateLimit-Policy and RateLimit fields that
+// describe the limit l of the calls named name after decision d, such as
+// on an admitted response:
+//
+//	RateLimit-Policy: "<name>";q=<threshold>;w=<period seconds>
+//	RateLimit: "<name>";r=<remaining>;t=<seconds>
+//
+// For an admission t is d.ResetAfter (when the whole quota is back)
+// rounded up; for a denial it is d.RetryAfter rounded up, at least 1, as
+// [WriteError] writes. Pass the limit d describes: l = limits[d.LimitIndex].
+func SetHeaders(h http.Header, d ratelimit.Decision, l ratelimit.Limit, name string) {
+	t := ceilSeconds(d.ResetAfter)
+	if !d.Allowed {
+		t = max(ceilSeconds(d.RetryAfter), 1)
+	}
+	addPolicy(h, name, l)
+	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(name), max(d.Remaining, 0), t))
+}
+
+// The X-RateLimit header fields that many clients read, as GitHub's API
+// sends them. Unlike the IETF fields they have room for one limit.
+const (
+	// HeaderXRateLimitLimit is the limit's threshold.
+	HeaderXRateLimitLimit = "X-RateLimit-Limit"
+	// HeaderXRateLimitRemaining is how many units the limit admits now.
+	HeaderXRateLimitRemaining = "X-RateLimit-Remaining"
+	// HeaderXRateLimitReset is when the limit is fully available again,
+	// in Unix seconds.
+	HeaderXRateLimitReset = "X-RateLimit-Reset"
+)
+
+// SetXRateLimit sets on h the X-RateLimit fields that describe the limit
+// l with remaining units left now, fully available again after
+// resetAfter:
+//
+//	X-RateLimit-Limit: <threshold>
+//	X-RateLimit-Remaining: <remaining, at least 0>
+//	X-RateLimit-Reset: <Unix time of now+resetAfter, in seconds, rounded up>
+//
+// replacing any already set. For an admission pass the [ratelimit.Admission]'s
+// Limit, Decision.Remaining and Decision.ResetAfter; for a denial, the
+// [*ratelimit.LimitError]'s Limit, Remaining and ResetAfter.
+func SetXRateLimit(h http.Header, l ratelimit.Limit, remaining int64, resetAfter time.Duration) {
+	reset := time.Now().Add(max(resetAfter, 0))
+	sec := reset.Unix()
+	if reset.Nanosecond() > 0 {
+		sec++
+	}
+	h.Set(HeaderXRateLimitLimit, strconv.FormatInt(l.Threshold, 10))
+	h.Set(HeaderXRateLimitRemaining, strconv.FormatInt(max(remaining, 0), 10))
+	h.Set(HeaderXRateLimitReset, strconv.FormatInt(sec, 10))
+}
+
+func addPolicy(h http.Header, name string, l ratelimit.Limit) {
+	h.Add(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", sfString(name), l.Threshold, max(ceilSeconds(l.Period), 1)))
+}
+
+// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// sfString renders s as a Structured Field String (RFC 9651): quoted, with
+// '"' and '\' escaped. Bytes a String cannot hold (controls and non-ASCII)
+// are percent-encoded, and so is '%', so the encoding can be undone.
+func sfString(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e || c == '%':
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

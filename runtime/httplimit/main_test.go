@@ -1,0 +1,58 @@
+package httplimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
+)
+
+var srv *redistest.Server
+
+// TestMain runs the tests on a Redis server of their own.
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+func newManualClock() *clocktest.Manual { return clocktest.NewManual() }
+
+func perPeriod(n int64, period time.Duration) []ratelimit.Limit {
+	return []ratelimit.Limit{{Period: period, Threshold: n}}
+}
+
+// forEachBackend runs f with the memory limiter and with the Redis limiter
+// on the flushed test server (its deny cache off, so that every decision
+// is the script's).
+func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter)) {
+	t.Run("memory", func(t *testing.T) {
+		f(t, func(opts ...ratelimit.Option) ratelimit.Limiter { return ratelimit.NewMemory(opts...) })
+	})
+	t.Run("redis", func(t *testing.T) {
+		f(t, func(opts ...ratelimit.Option) ratelimit.Limiter {
+			srv.Flush(t)
+			c := srv.Client()
+			t.Cleanup(func() { c.Close() })
+			return redislimit.New(c, append([]ratelimit.Option{redislimit.WithDenyCache(0)}, opts...)...)
+		})
+	})
+}
+
+// wrapped is a Wrapper of the limiter it holds.
+type wrapped struct{ ratelimit.Limiter }
+
+func (w wrapped) Unwrap() ratelimit.Limiter { return w.Limiter }
+
+// newUnreachableClient returns a client of a loopback port nobody listens on.
+func newUnreachableClient(t testing.TB) *redis.Client {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	addr := s.Addr
+	s.Stop()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

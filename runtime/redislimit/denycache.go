@@ -1,0 +1,257 @@
+package redislimit
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// DefaultDenyCache is how many denials a Redis limiter remembers unless
+// [WithDenyCache] says otherwise.
+const DefaultDenyCache = 1 << 16
+
+// denyNameSlots is how many limit names a deny cache tells apart at once
+// (two per hash bucket); a name pushed out forgets its denials.
+const denyNameSlots = 1 << 12
+
+// denyCache remembers the Redis limiter's recent denials so that it can
+// repeat them without asking Redis (see [WithDenyCache]).
+//
+// Why a remembered denial is exact: a denial at server time t0 of a call
+// of cost c against limits L, with RetryAfter r, says the call would still
+// be denied at any time before t0 + r if nobody else called. Calls of
+// other processes only charge the limits (each algorithm's state only
+// grows: a log gains entries, a window's count rises, a bucket's TAT moves
+// on; a log's trim and a window's end drop only what no longer counts),
+// and a call of cost c' ≥ c needs at least the room c does, so a call of
+// cost ≥ c against L before t0 + r would be denied too. r is counted from
+// the moment the call was sent, before t0, so the cache forgets a denial
+// no later than Redis would admit the call again (less a 1024th of r, for
+// a process clock that runs slow against the server's). A window's script
+// on the server's clock tells times from the start of the server's
+// millisecond (up to a millisecond long, see decide.lua.tmpl), so its
+// denials are remembered a millisecond less.
+//
+// This holds while time runs forward, as the server's clock does. With
+// [ratelimit.WithClock] (tests), a call at a later time may drop state (a log's
+// entries) that counts at an earlier one, so the cache answers only at a
+// time no earlier than any call the limiter sent (see cacheNow); calls of
+// other processes whose clocks read later are not seen.
+//
+// Entries are keyed by (name, key) and by the limits: each name's current
+// limits have a generation, and a call with other limits than the name's
+// (an override changed them) gives the name a new one, so every denial
+// made under the old limits is forgotten (limits that change back do not
+// bring them back: calls under other limits may have drained the state).
+// Anything else that drains a limit's state in Redis (deleting its keys,
+// as [Limiter.Reset] does) must forget the key's entries here too
+// (see forget).
+//
+// The cache is lock-free: a fixed array of pointers to immutable entries,
+// two ways per hash bucket, so its memory is bounded whatever the number
+// of keys (a new denial takes the place of the older of two, or of an
+// expired one), and a lookup that misses allocates nothing.
+type denyCache struct {
+	seed  maphash.Seed
+	names [denyNameSlots]atomic.Pointer[denyName]
+	slots []atomic.Pointer[denial]
+	gen   atomic.Uint64 // the last generation given to a name's limits
+}
+
+// denyName is the current limits of a name, and their generation.
+type denyName struct {
+	name   string
+	limits []ratelimit.Limit
+	gen    uint64
+}
+
+// denial is a remembered denial of a call of cost at least cost of one
+// key under one generation of its name's limits. Times are ns on the
+// cache's clock (see Limiter.cacheNow).
+type denial struct {
+	gen       uint64
+	key       string
+	cost      int64
+	until     int64 // the denial holds while now < until
+	retryAt   int64 // when the denied call would be admitted, as Redis said
+	resetAt   int64
+	remaining int64
+	limit     int
+}
+
+// denyProbe is what a lookup learnt for remembering the call's denial.
+type denyProbe struct {
+	sent  int64     // the time the call was sent
+	hn    uint64    // the name's hash
+	named *denyName // the name's record when its limits were the call's
+}
+
+// newDenyCache returns a cache of about entries denials (a power of two,
+// at least 2), or nil when entries is not positive.
+func newDenyCache(entries int) *denyCache {
+	if entries <= 0 {
+		return nil
+	}
+	n := 1 << bits.Len(uint(max(entries, 2)-1))
+	return &denyCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[denial], n)}
+}
+
+// lookup returns the remembered denial of req at now, if any; else what
+// remember needs to remember req's denial.
+func (c *denyCache) lookup(req *ratelimit.Request, now int64) (ratelimit.Decision, denyProbe, bool) {
+	p := denyProbe{sent: now, hn: maphash.String(c.seed, req.Name)}
+	rec, slot := c.name(p.hn, req.Name)
+	if rec == nil {
+		return ratelimit.Decision{}, p, false
+	}
+	if !sameLimits(rec.limits, req.Limits) {
+		// The name's limits changed: forget the denials made under the old.
+		slot.CompareAndSwap(rec, nil)
+		return ratelimit.Decision{}, p, false
+	}
+	p.named = rec
+	i := c.bucket(rec.gen, req.Key)
+	cost := req.Units()
+	for w := range 2 {
+		e := c.slots[i+w].Load()
+		if e != nil && e.gen == rec.gen && e.key == req.Key && cost >= e.cost && now < e.until {
+			return e.decision(now), p, true
+		}
+	}
+	return ratelimit.Decision{}, p, false
+}
+
+// name returns the record of name, or nil, and the slot that holds it or
+// would.
+func (c *denyCache) name(hn uint64, name string) (*denyName, *atomic.Pointer[denyName]) {
+	i := hn & (denyNameSlots - 2)
+	for w := range uint64(2) {
+		if rec := c.names[i+w].Load(); rec != nil && rec.name == name {
+			return rec, &c.names[i+w]
+		}
+	}
+	return nil, nil
+}
+
+// forget drops every denial remembered for name, of every key (see
+// [Limiter.Reset]): its record goes, so the next denial of the name
+// starts a new generation, and a denial of a call looked up under the old
+// record is not remembered (remember finds the record gone).
+func (c *denyCache) forget(name string) {
+	if rec, slot := c.name(maphash.String(c.seed, name), name); rec != nil {
+		slot.CompareAndSwap(rec, nil)
+	}
+}
+
+// bucket returns the index of the first of the two slots of key under
+// generation gen.
+func (c *denyCache) bucket(gen uint64, key string) int {
+	h := maphash.String(c.seed, key) ^ gen*0x9E3779B97F4A7C15
+	return int(h & uint64(len(c.slots)-2))
+}
+
+// remember keeps d, the denial of req made by a call sent as p says. The
+// denial is held slack, and a 1024th of its RetryAfter, less than its
+// RetryAfter: the process's clock may run slower than the server's (by
+// far less than 0.1% when NTP keeps them).
+func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.Decision, slack time.Duration) {
+	hold := int64(d.RetryAfter - d.RetryAfter/1024 - slack)
+	if hold <= 0 {
+		return
+	}
+	rec := p.named
+	if rec == nil {
+		if rec = c.adopt(req, p.hn); rec == nil {
+			return
+		}
+	} else if cur, _ := c.name(p.hn, req.Name); cur != rec {
+		return // the limits changed (or the name was pushed out) meanwhile
+	}
+	e := &denial{
+		gen: rec.gen, key: req.Key, cost: req.Units(),
+		until:   p.sent + hold,
+		retryAt: p.sent + int64(d.RetryAfter), resetAt: p.sent + int64(d.ResetAfter),
+		remaining: d.Remaining, limit: d.LimitIndex,
+	}
+	i := c.bucket(rec.gen, req.Key)
+	c.slots[i+c.way(i, e, p.sent)].Store(e)
+}
+
+// adopt returns the record of req's name and limits, making one if the
+// name has none, or nil when the name has other limits now.
+func (c *denyCache) adopt(req *ratelimit.Request, hn uint64) *denyName {
+	if rec, _ := c.name(hn, req.Name); rec != nil {
+		if !sameLimits(rec.limits, req.Limits) {
+			return nil
+		}
+		return rec
+	}
+	rec := &denyName{name: req.Name, limits: append([]ratelimit.Limit(nil), req.Limits...), gen: c.gen.Add(1)}
+	i := hn & (denyNameSlots - 2)
+	w := uint64(0)
+	a, b := c.names[i].Load(), c.names[i+1].Load()
+	if a != nil && (b == nil || b.gen < a.gen) {
+		w = 1 // the empty way, else the older name's
+	}
+	old := a
+	if w == 1 {
+		old = b
+	}
+	if !c.names[i+w].CompareAndSwap(old, rec) {
+		return nil // another call got there first; its denial is remembered
+	}
+	return rec
+}
+
+// way returns which of the two slots from i the denial e takes at now:
+// the one of its key, unless that one denies cheaper calls for longer;
+// else an empty or expired one; else the one that expires first.
+func (c *denyCache) way(i int, e *denial, now int64) int {
+	a, b := c.slots[i].Load(), c.slots[i+1].Load()
+	for w, o := range [2]*denial{a, b} {
+		if o != nil && o.gen == e.gen && o.key == e.key {
+			if o.cost < e.cost && o.until >= e.until {
+				return 1 - w // keep it; take the other
+			}
+			return w
+		}
+	}
+	if a == nil || a.until <= now || b != nil && b.until > now && a.until <= b.until {
+		return 0
+	}
+	return 1
+}
+
+// decision is the denial e repeated at now: RetryAfter and ResetAfter are
+// what is left of those Redis told, rounded up to the microsecond.
+func (e *denial) decision(now int64) ratelimit.Decision {
+	left := func(at int64) time.Duration {
+		if at <= now {
+			return 0
+		}
+		return (time.Duration(at-now) + time.Microsecond - 1).Truncate(time.Microsecond)
+	}
+	return ratelimit.Decision{
+		Remaining:  e.remaining,
+		RetryAfter: left(e.retryAt),
+		ResetAfter: left(e.resetAt),
+		LimitIndex: e.limit,
+		Source:     ratelimit.SourceCache,
+	}
+}
+
+// sameLimits reports whether a and b are the same limits.
+func sameLimits(a, b []ratelimit.Limit) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

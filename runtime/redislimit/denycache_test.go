@@ -1,0 +1,394 @@
+package redislimit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// requireCacheAgrees requires d, a decision of a Redis limiter with a deny
+// cache, to be want, the twin's decision of the same call; or, when the
+// cache made d, a denial the twin makes too, told to retry after at most
+// slack more than the twin says (a repeated denial tells what is left of
+// the RetryAfter Redis told, which for a costlier call is short of its
+// own). A negative slack leaves RetryAfter unchecked: after the clock
+// stepped back, a sliding log may hold entries out of order (see
+// decide.lua.tmpl), whose RetryAfter, the time its entries would leave in
+// log order, Redis tells alike only while the log stays as it is.
+func requireCacheAgrees(t *testing.T, want, d ratelimit.Decision, slack time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	if d.Source != ratelimit.SourceCache {
+		require.Equal(t, want, d, msgAndArgs...)
+		return
+	}
+	require.False(t, want.Allowed, msgAndArgs...)
+	require.False(t, d.Allowed, msgAndArgs...)
+	require.Positive(t, d.RetryAfter, msgAndArgs...)
+	if slack >= 0 {
+		require.LessOrEqual(t, d.RetryAfter, want.RetryAfter+slack, msgAndArgs...)
+	}
+}
+
+func newCachedRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
+	return newTestRedis(t, append([]ratelimit.Option{WithDenyCache(DefaultDenyCache)}, opts...)...)
+}
+
+// TestDenyCacheAdmitsAtTheServersRetryTime: on the server's clock, a call
+// made when the RetryAfter of a denial has passed since its answer came
+// (so at or after the server's own retry time) is asked of Redis and
+// admitted, for every algorithm.
+func TestDenyCacheAdmitsAtTheServersRetryTime(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			l := newCachedRedis(t)
+			req := ratelimit.Request{Name: "retry", Key: string(alg), Limits: []ratelimit.Limit{{Algorithm: alg, Period: 40 * time.Millisecond, Threshold: 2}}}
+			for round := range 5 {
+				var d ratelimit.Decision
+				var answered time.Time
+				for d.Allowed || answered.IsZero() {
+					var err error
+					d, err = l.Allow(ctx, req)
+					require.NoError(t, err)
+					answered = time.Now()
+				}
+				require.Equal(t, ratelimit.SourceBackend, d.Source, "round %d: the first denial is Redis's", round)
+				time.Sleep(time.Until(answered.Add(d.RetryAfter)))
+				d, err := l.Allow(ctx, req)
+				require.NoError(t, err)
+				require.Equal(t, ratelimit.SourceBackend, d.Source, "round %d", round)
+				require.True(t, d.Allowed, "round %d: at the server's retry time", round)
+			}
+		})
+	}
+}
+
+// TestDenyCacheOnTheServersClockAgreesWithTheTwin runs the windows, whose
+// scripts on the server's clock tell times from the start of the server's
+// millisecond, with the deny cache against the twin pinned to that
+// millisecond (as TestWindowsOnTheServersClockAgreeWithTheTwin does
+// without the cache): every denial the cache repeats is one the twin
+// makes.
+func TestDenyCacheOnTheServersClockAgreesWithTheTwin(t *testing.T) {
+	ctx := context.Background()
+	c := rdb(t)
+	for _, lim := range []ratelimit.Limit{
+		{Algorithm: ratelimit.FixedWindow, Period: 3 * time.Millisecond, Threshold: 2},
+		{Algorithm: ratelimit.FixedWindow, Period: 20 * time.Millisecond, Threshold: 5},
+		{Algorithm: ratelimit.SlidingWindow, Period: 3 * time.Millisecond, Threshold: 2},
+		{Algorithm: ratelimit.SlidingWindow, Period: 20 * time.Millisecond, Threshold: 5},
+	} {
+		t.Run(lim.String(), func(t *testing.T) {
+			red := newCachedRedis(t)
+			clock := newManualClock()
+			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+			decided := map[ratelimit.Source]int{}
+			run := 0
+			deadline := time.Now().Add(time.Minute)
+			for compared := 0; decided[ratelimit.SourceCache] < 100 || decided[ratelimit.SourceBackend] < 200; {
+				require.True(t, time.Now().Before(deadline), "decided: %v", decided)
+				req := ratelimit.Request{Name: "server-clock", Key: fmt.Sprint(run), Cost: int64(compared%2 + 1), Limits: []ratelimit.Limit{lim}}
+				before := c.Time(ctx).Val()
+				d, err := red.Allow(ctx, req)
+				require.NoError(t, err)
+				after := c.Time(ctx).Val()
+				if before.UnixMilli() != after.UnixMilli() {
+					run++ // the twin cannot know in which ms Redis decided
+					continue
+				}
+				clock.Set(time.UnixMilli(before.UnixMilli()))
+				requireCacheAgrees(t, allow(t, mem, req), d, time.Millisecond, "call %d of run %d at %s: %+v", compared, run, before.Format(time.StampMicro), req)
+				decided[d.Source]++
+				compared++
+				if compared%4 == 0 {
+					time.Sleep(time.Duration(compared%7) * lim.Period / 5)
+				}
+			}
+		})
+	}
+}
+
+// TestDenyCacheCost: a denial is repeated for calls of at least its cost;
+// a cheaper call is asked of Redis, which may admit it.
+func TestDenyCacheCost(t *testing.T) {
+	m := &ratelimit.Metrics{}
+	l := newCachedRedis(t, ratelimit.WithHook(m))
+	req := ratelimit.Request{Name: "cost", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}, Cost: 3}
+	assert.True(t, allow(t, l, req).Allowed)
+	d := allow(t, l, req)
+	assert.Equal(t, ratelimit.Decision{Remaining: 2, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}, d, "Redis denies 3 of the 2 left")
+	for _, cost := range []int64{3, 4, 5} {
+		req.Cost = cost
+		c := allow(t, l, req)
+		assert.Equal(t, ratelimit.SourceCache, c.Source, "cost %d", cost)
+		assert.False(t, c.Allowed)
+		assert.Equal(t, int64(2), c.Remaining)
+		assert.LessOrEqual(t, c.RetryAfter, d.RetryAfter)
+		assert.Greater(t, c.RetryAfter, d.RetryAfter-time.Minute)
+	}
+	req.Cost = 2
+	c := allow(t, l, req)
+	assert.Equal(t, ratelimit.Decision{Allowed: true, ResetAfter: c.ResetAfter}, c, "Redis admits the 2 left")
+	req.Cost = 1
+	assert.Equal(t, ratelimit.SourceBackend, allow(t, l, req).Source, "a cheaper call than any denied one")
+	assert.Equal(t, ratelimit.SourceCache, allow(t, l, req).Source)
+	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 6, Cached: 4, NearLimit: 1}, m.Snapshot()["cost"])
+}
+
+// TestDenyCacheMultiLimitAndShadow: a denial by either limit of a call is
+// repeated; a shadow rule's repeated would-be denials reach ShadowLimited
+// and never deny.
+func TestDenyCacheMultiLimitAndShadow(t *testing.T) {
+	ctx := context.Background()
+	m := &ratelimit.Metrics{}
+	l := newCachedRedis(t, ratelimit.WithHook(m))
+	limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, {Algorithm: ratelimit.GCRA, Period: time.Hour, Threshold: 3}}
+	real := &ratelimit.Rule{Name: "multi", Limits: limits}
+	shadow := &ratelimit.Rule{Name: "multi-shadow", Limits: limits, Shadow: true}
+	for i := range 10 {
+		err := real.Check(ctx, l, "k", 1)
+		require.Equal(t, i >= 3, err != nil, "call %d: %v", i, err)
+		if err != nil {
+			var le *ratelimit.LimitError
+			require.ErrorAs(t, err, &le)
+			assert.Equal(t, limits[1], le.Limit, "the GCRA limit denies")
+		}
+		require.NoError(t, shadow.Check(ctx, l, "k", 1))
+	}
+	assert.Equal(t, ratelimit.Counters{Allowed: 3, Limited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi"])
+	assert.Equal(t, ratelimit.Counters{Allowed: 3, ShadowLimited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi-shadow"])
+}
+
+// TestDenyCacheForgetsWhenOverridesChangeTheLimits: denials made under one
+// set of a rule's limits are forgotten once a call has other limits, also
+// when the limits change back.
+func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
+	ctx := context.Background()
+	var threshold atomic.Int64
+	threshold.Store(1)
+	ov := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
+		return perPeriod(threshold.Load(), time.Hour), true
+	})
+	m := &ratelimit.Metrics{}
+	l := newCachedRedis(t, ratelimit.WithOverrides(ov), ratelimit.WithHook(m))
+	rule := &ratelimit.Rule{Name: "ov", Limits: perPeriod(1, time.Hour)}
+	require.NoError(t, rule.Check(ctx, l, "", 1))
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.Equal(t, uint64(1), m.Snapshot()["ov"].Cached)
+	threshold.Store(2) // the override raises the threshold: one more fits
+	require.NoError(t, rule.Check(ctx, l, "", 1))
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.Equal(t, uint64(2), m.Snapshot()["ov"].Cached)
+	threshold.Store(1) // and back: the denial under 1 was made before
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 5, Cached: 2, NearLimit: 2}, m.Snapshot()["ov"], "Redis decided the call after the change back")
+}
+
+// TestDenyCacheTellsWaitingCallsWhenToRetry: a call that may wait learns
+// from a repeated denial how long, and is admitted after it.
+func TestDenyCacheTellsWaitingCallsWhenToRetry(t *testing.T) {
+	ctx := context.Background()
+	m := &ratelimit.Metrics{}
+	l := newCachedRedis(t, ratelimit.WithHook(m))
+	rule := &ratelimit.Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond)}
+	waiting := &ratelimit.Rule{Name: "wait", Limits: rule.Limits, Wait: time.Minute}
+	require.NoError(t, rule.Check(ctx, l, "", 1))
+	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.NoError(t, waiting.Check(ctx, l, "", 1))
+	c := m.Snapshot()["wait"]
+	assert.Equal(t, uint64(2), c.Allowed)
+	assert.Equal(t, uint64(1), c.Cached, "the waiting call's first attempt")
+}
+
+// TestDenyCacheLookupMissAllocatesNothing: the admitted path pays a
+// lookup that allocates nothing.
+func TestDenyCacheLookupMissAllocatesNothing(t *testing.T) {
+	c := newDenyCache(DefaultDenyCache)
+	req := ratelimit.Request{Name: "miss", Key: "k", Limits: perPeriod(1, time.Hour)}
+	_, p, _ := c.lookup(&req, 0)
+	c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour}, 0) // the name is known
+	req.Key = "other"
+	assert.Zero(t, testing.AllocsPerRun(100, func() {
+		if _, _, hit := c.lookup(&req, 1); hit {
+			t.Fatal("hit")
+		}
+	}))
+}
+
+// TestDenyCacheMemoryIsBounded remembers denials of a million distinct
+// keys: the cache's heap stays within its slots' bound (measured bytes
+// per slot), and keeps the latest denials.
+func TestDenyCacheMemoryIsBounded(t *testing.T) {
+	const keys = 1_000_000
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("user-%07d", i)
+	}
+	before := heapInUse()
+	c := newDenyCache(DefaultDenyCache)
+	req := ratelimit.Request{Name: "abuse", Limits: perPeriod(1, time.Hour)}
+	for i, k := range names {
+		req.Key = k
+		_, p, _ := c.lookup(&req, int64(i))
+		c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour, ResetAfter: time.Hour}, 0)
+	}
+	used := heapInUse() - before
+	held := 0
+	for i := range c.slots {
+		if c.slots[i].Load() != nil {
+			held++
+		}
+	}
+	perSlot := float64(used) / float64(len(c.slots))
+	t.Logf("%d slots, %d held, %d bytes of heap (keys' bytes excluded): %.1f bytes per slot", len(c.slots), held, used, perSlot)
+	assert.LessOrEqual(t, held, DefaultDenyCache)
+	assert.Less(t, perSlot, 128.0)
+	req.Key = names[keys-1]
+	_, _, hit := c.lookup(&req, keys)
+	assert.True(t, hit, "the latest denial is remembered")
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(names)
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var s runtime.MemStats
+	runtime.ReadMemStats(&s)
+	return int64(s.HeapAlloc)
+}
+
+// abuseEnv makes the test binary an abusing process of testAbuse (see
+// TestMain): "standalone ADDR" or "cluster ADDR,ADDR,...".
+const abuseEnv = "RATELIMIT_TEST_ABUSE"
+
+// The abuse: processes × goroutines, each making calls, on one key.
+const abuseProcesses, abuseGoroutines, abuseCalls = 4, 64, 4000
+
+var abuseLimit = ratelimit.Limit{Period: time.Hour, Threshold: 1000}
+
+// abuse is the main of an abusing process: it makes its calls on the Redis
+// spec names and prints how many were admitted, denied, and denied from
+// the cache.
+func abuse(spec string) int {
+	mode, list, _ := strings.Cut(spec, " ")
+	addrs := strings.Split(list, ",")
+	var client redis.UniversalClient = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: abuseGoroutines})
+	if mode == "cluster" {
+		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: abuseGoroutines})
+	}
+	defer client.Close()
+	m := &ratelimit.Metrics{}
+	l := New(client, ratelimit.WithHook(m))
+	req := ratelimit.Request{Name: "abuse", Key: "mallory", Limits: []ratelimit.Limit{abuseLimit}}
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range abuseGoroutines {
+		wg.Go(func() {
+			for range abuseCalls {
+				if _, err := l.Allow(context.Background(), req); err != nil {
+					failed.Add(1)
+					fmt.Fprintln(os.Stderr, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c := m.Snapshot()["abuse"]
+	fmt.Printf("abuse: %d %d %d %d\n", c.Allowed, c.Limited, c.Cached, failed.Load())
+	return 0
+}
+
+// testAbuse runs abuseProcesses copies of the test binary abusing one key
+// on the Redis servers (a standalone one, or a cluster's masters) at once,
+// and requires that exactly the threshold was admitted and that Redis ran
+// at most one command per 100 denied calls (INFO commandstats).
+func testAbuse(t *testing.T, mode string, servers []string) {
+	ctx := context.Background()
+	var clients []*redis.Client
+	for _, addr := range servers {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		t.Cleanup(func() { c.Close() })
+		require.NoError(t, c.ConfigResetStat(ctx).Err())
+		clients = append(clients, c)
+	}
+	var outs [abuseProcesses]bytes.Buffer
+	var cmds []*exec.Cmd
+	for i := range abuseProcesses {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), abuseEnv+"="+mode+" "+strings.Join(servers, ","))
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		require.NoError(t, cmd.Start())
+		cmds = append(cmds, cmd)
+	}
+	var allowed, limited, cached uint64
+	for i, cmd := range cmds {
+		require.NoError(t, cmd.Wait(), outs[i].String())
+		var a, l, c, failed uint64
+		sc := bufio.NewScanner(&outs[i])
+		found := false
+		for sc.Scan() {
+			if _, err := fmt.Sscanf(sc.Text(), "abuse: %d %d %d %d", &a, &l, &c, &failed); err == nil {
+				found = true
+			}
+		}
+		require.True(t, found, "process %d printed no counts", i)
+		require.Zero(t, failed)
+		allowed, limited, cached = allowed+a, limited+l, cached+c
+	}
+	commands := uint64(0)
+	for _, c := range clients {
+		commands += commandsRun(t, c)
+	}
+	t.Logf("%s: %d admitted, %d denied (%d from the cache); %d Redis commands, %.5f per denied call",
+		mode, allowed, limited, cached, commands, float64(commands)/float64(limited))
+	assert.Equal(t, uint64(abuseLimit.Threshold), allowed)
+	assert.Equal(t, uint64(abuseProcesses*abuseGoroutines*abuseCalls), allowed+limited)
+	assert.LessOrEqual(t, float64(commands)/float64(limited), 0.01)
+}
+
+// commandsRun returns how many commands the server ran since its stats
+// were reset, less those of the test's own INFO and CONFIG. Those its
+// scripts run count too: a decision is several.
+func commandsRun(t *testing.T, c *redis.Client) uint64 {
+	total := uint64(0)
+	for name, n := range commandCalls(t, c) {
+		if name != "info" && !strings.HasPrefix(name, "config") {
+			total += uint64(n)
+		}
+	}
+	return total
+}
+
+// TestDenyCacheAbuseFromProcesses: 4 processes × 64 goroutines on one key
+// of a standalone Redis admit exactly the threshold, and their denials
+// barely reach Redis.
+func TestDenyCacheAbuseFromProcesses(t *testing.T) {
+	srv.Flush(t)
+	testAbuse(t, "standalone", []string{srv.Addr})
+}
+
+// TestDenyCacheAbuseOnACluster: the same on a three-master Redis Cluster.
+func TestDenyCacheAbuseOnACluster(t *testing.T) {
+	c, err := redistest.StartCluster(3)
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	testAbuse(t, "cluster", c.Addrs())
+}

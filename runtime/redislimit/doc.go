@@ -1,0 +1,62 @@
+// Package redislimit decides rate limits in Redis: every process that
+// shares a Redis server (standalone, behind Sentinel, or a Cluster) shares
+// one exact limit, decided atomically with one Lua script round trip on
+// the server's clock.
+//
+//	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(opts)))
+//	svc := store.NewStoreWithRateLimit(impl, limiter)
+//
+// [New] returns a [Limiter], a ratelimit.Limiter that makes exactly the
+// decisions of ratelimit.NewMemory, its in-process twin, for the same
+// calls. It takes the options of package ratelimit (hooks, overrides, the
+// error policy) and its own, which return ratelimit.Options so that one
+// list configures it:
+//
+//   - [WithBatching] decides concurrent calls together, several per script
+//     run, for throughput under load (on by default; a call alone is sent
+//     at once);
+//   - [WithDenyCache] sizes the local deny cache, which repeats a recent
+//     denial without asking Redis for calls that Redis would deny too (on
+//     by default, bounded; 0 turns it off);
+//   - [WithBreaker] tunes the circuit breaker, which fails calls at once
+//     (wrapping ratelimit.ErrCircuitOpen) while Redis keeps failing, so a
+//     down Redis costs each call microseconds, not a timeout, and probes
+//     Redis in the background so that it decides again within about 150ms
+//     of its return;
+//   - [WithFallbackProcesses] divides the limits the local fallback
+//     enforces under ratelimit.FailLocal among the processes;
+//   - [WithPrefix] sets the prefix of every key.
+//
+// # Keys
+//
+// A call's Redis keys are <prefix>{<name>:<key>}:<limit index>:<algorithm>,
+// with '%', '{', '}', ':' and control bytes of the name and the per-call key
+// percent-encoded, so the braces hold the call's one hash tag and a Cluster
+// keeps every key of a call on one master:
+//
+//	ratelimit:{svc.Store.Get:alice}:0:log
+//	ratelimit:{svc.Store.Get:Bearer eyJhbGciOiJIUzI1NiIsInR5c:1cb20db1…}:0:log
+//
+// A key whose encoded form is longer than 64 bytes is sent as its stand-in
+// (see ratelimit.LimitError's Key), so a Redis key is at most the prefix,
+// the encoded name and 107 bytes whatever a caller sends. [Limiter.Key]
+// names the key of a limit for redis-cli.
+//
+// # Outages
+//
+// A failing call costs what the client spends on it before the breaker
+// opens: build the client with [ClientOptions] (or [ClusterOptions]),
+// which set short timeouts and one attempt per call. Under
+// ratelimit.FailLocal the limiter's in-process fallback decides what Redis
+// cannot, against the same limits (each process's share of them with
+// [WithFallbackProcesses]); when Redis answers again it decides again, from
+// the state it kept.
+//
+// # Overrides
+//
+// [NewOverrides] reads overrides of rules, keys and tiers from a Redis hash
+// in the background (the grammar is ratelimit.ParseOverrides'); pass it to
+// ratelimit.WithOverrides.
+//
+// The scripts are in lua/, whose README maps each block to its Go twin.
+package redislimit

@@ -1,0 +1,123 @@
+package redislimit
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+var srv *redistest.Server
+
+// TestMain runs the tests on a Redis server of their own, or with
+// abuseEnv set, is one of the abusing processes of testAbuse.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(abuseEnv); spec != "" {
+		os.Exit(abuse(spec))
+	}
+	redistest.Main(m, &srv)
+}
+
+// manualClock is a Clock that moves only when told. It starts in 2100,
+// after the test server's clock: window keys expire at times read from it
+// (see WithClock).
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{now: time.Unix(1_700_000_000+28_000*86_400, 0)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// backend is a limiter under test with a way to reach its state.
+type backend struct {
+	name string
+	new  func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter
+}
+
+// backends returns both limiters; the Redis one runs against a flushed
+// real server and closes its client when the test ends.
+func backends() []backend {
+	return []backend{
+		{"memory", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter { return ratelimit.NewMemory(opts...) }},
+		{"redis", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter { return newTestRedis(t, opts...) }},
+		{"redis-generic", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
+			return newTestRedis(t, append(opts, withGenericScript())...)
+		}},
+	}
+}
+
+// newTestRedis returns a Redis limiter on the flushed test server. Its deny
+// cache is off unless opts turn it on, so that the tests of the scripts
+// see every decision the scripts make; the deny cache's tests (see
+// denycache_test.go) compare it with the twin on their own.
+func newTestRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
+	srv.Flush(t)
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	return New(c, append([]ratelimit.Option{WithDenyCache(0)}, opts...)...)
+}
+
+// withGenericScript makes a Limiter decide every call with the generic
+// decide script, as it does calls of several limits, so the tests check it
+// on single limits too.
+func withGenericScript() ratelimit.Option { return option(func(s *settings) { s.genericOnly = true }) }
+
+func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter)) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			f(t, func(opts ...ratelimit.Option) ratelimit.Limiter { return b.new(t, opts...) })
+		})
+	}
+}
+
+func allow(t *testing.T, l ratelimit.Limiter, req ratelimit.Request) ratelimit.Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), req)
+	require.NoError(t, err)
+	return d
+}
+
+func rdb(t testing.TB) *redis.Client {
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// newUnreachableClient returns a client of a loopback port nobody listens on.
+func newUnreachableClient(t testing.TB) *redis.Client {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	addr := s.Addr
+	s.Stop()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Set moves the clock to now.
+func (c *manualClock) Set(now time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
+}

@@ -1,0 +1,143 @@
+package redislimit
+
+import (
+	"strings"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// option is an Option of this package: it configures a [ratelimit.Limiter] made by
+// [New], and no other limiter.
+type option func(*settings)
+
+// Configure leaves c as it is: [New] finds the option among its options.
+func (option) Configure(*ratelimit.Config) {}
+
+// settings are what the options of this package set.
+type settings struct {
+	prefix    string
+	breaker   breakerConfig
+	batch     int
+	denyCache int
+	// fallbackProcesses divides the limits of the local fallback.
+	fallbackProcesses int
+	// genericOnly makes the limiter run the generic decide script for
+	// single limits too, so tests can check it decides them alike.
+	genericOnly bool
+}
+
+// newSettings returns the settings that the options of this package among
+// opts set, over the defaults.
+func newSettings(opts []ratelimit.Option) settings {
+	s := settings{
+		prefix:    DefaultPrefix,
+		batch:     DefaultBatch,
+		denyCache: DefaultDenyCache,
+		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+	}
+	for _, o := range opts {
+		if o, ok := o.(option); ok {
+			o(&s)
+		}
+	}
+	return s
+}
+
+// DefaultBatch is how many concurrent calls a Redis limiter decides in one
+// script run unless [WithBatching] says otherwise.
+const DefaultBatch = 64
+
+// WithBatching makes a [ratelimit.Limiter] decide concurrent calls together,
+// up to max per script run ("group commit"): a call that finds no batch
+// in flight sends one at once; calls that arrive while a batch is in
+// flight queue, and the first of them (the leader) sends the next batch,
+// deciding up to max queued calls in one EVALSHA, the leader first, the
+// others in the order they queued. Each call is decided exactly as it
+// would be alone (the calls of a batch read the server's clock once, as
+// if they arrived at the same instant), and one call's failure (such as a key of the wrong type) fails only that call.
+//
+// It helps when many goroutines call the limiter at once and Redis's one
+// thread is the bottleneck: a batch costs Redis one command's network
+// work instead of one per call. It adds no latency when calls are not
+// concurrent: a call alone is sent at once, as without batching. A queued
+// call waits for the batch in flight to return, but at most a tenth of the
+// client's ReadTimeout: then it sends the queued calls in a batch of their
+// own, on another connection, so that no call waits for two round trips
+// and a batched call against a stalled Redis fails after at most 1.1 times
+// the ReadTimeout, like a call alone. A batch's script blocks Redis for the
+// decisions of all its calls (microseconds each).
+//
+// A batch is not cancelled by any one call's context: it runs with the
+// context of the call that sends it, without its cancellation, bounded by
+// the client's timeouts, and the call that sends it returns when it does.
+// A call whose context ends while it waits for another's batch returns
+// at once with a [*ratelimit.BackendError] wrapping the context's error, like a
+// network timeout; if its request was already in a batch on its way, its
+// decision may still have been made and charged.
+//
+// Batching is on by default, up to [DefaultBatch] calls per run; max
+// below 2 turns it off. The memory limiter ignores it, and so does a Redis
+// limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
+// live on different nodes.
+func WithBatching(max int) ratelimit.Option {
+	return option(func(s *settings) { s.batch = max })
+}
+
+// WithDenyCache sizes a [ratelimit.Limiter]'s local deny cache: it remembers
+// up to about entries recent denials (rounded up to a power of two; 0
+// turns the cache off) and repeats them without asking Redis. A call of
+// the same name, key and limits as a denied one, with a cost at least the
+// denied call's, is denied in process until the denial's RetryAfter has
+// passed, counted from when the denied call was sent: every such call
+// Redis would deny too, since other calls can only fill a limit up. Such
+// a decision has Source [ratelimit.SourceCache]; its RetryAfter and ResetAfter are
+// what is left of those Redis told (for a costlier call, RetryAfter may
+// be short of its own), and its Remaining and Limit those of the denial
+// it repeats. Hooks see it like any denial (see [ratelimit.Metrics]).
+//
+// The cache is on by default ([DefaultDenyCache] entries, a few MiB at
+// most). Its memory is bounded whatever the number of keys: a denial takes
+// the place of an older one. A rule whose limits an override changes
+// forgets its remembered denials; so does a rule some of whose keys have
+// limits of their own ([ratelimit.KeyOverrides]), each time its calls switch between
+// keys under different limits, which keeps the cache exact but lets it
+// repeat fewer denials. While processes decide a key against
+// different limits (an override seen by some processes and not yet by
+// others), or when something else drains a limit in Redis (a DEL of its
+// key, or [Limiter.Reset] in another process: a Reset forgets only
+// its own process's denials), a remembered denial may outlast what Redis
+// would answer, up to its RetryAfter. The memory limiter ignores it.
+func WithDenyCache(entries int) ratelimit.Option {
+	return option(func(s *settings) { s.denyCache = entries })
+}
+
+// DefaultPrefix starts every Redis key the limiter writes.
+const DefaultPrefix = "ratelimit:"
+
+// WithPrefix sets the prefix of every Redis key (default "ratelimit:").
+// Braces are removed from it, because a brace would change the key's Redis
+// Cluster hash tag.
+func WithPrefix(prefix string) ratelimit.Option {
+	return option(func(s *settings) {
+		s.prefix = strings.NewReplacer("{", "", "}", "").Replace(prefix)
+	})
+}
+
+// WithFallbackProcesses gives each of n processes sharing one Redis a
+// share of every limit while the local fallback decides ([ratelimit.FailLocal]), so
+// that together they admit about the limit, not n times it, during an
+// outage: the fallback divides each threshold, and each burst and capacity
+// that is set, by n, rounding down but never below 1 (with a threshold
+// below n the processes together admit up to n per period). Overrides are
+// divided too. A call whose cost is above its process's share of a
+// limit's burst or capacity can never be admitted by the fallback: it
+// fails as under [ratelimit.FailClosed], with the backend's error. The default is
+// 1, the whole limit in each process; n < 1 keeps it. The memory limiter
+// ignores it.
+func WithFallbackProcesses(n int) ratelimit.Option {
+	return option(func(s *settings) {
+		if n >= 1 {
+			s.fallbackProcesses = n
+		}
+	})
+}

@@ -1,0 +1,222 @@
+package redislimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// mapOverrides is an Overrides an operator changes while calls run.
+type mapOverrides struct {
+	mu sync.Mutex
+	m  map[string][]ratelimit.Limit
+}
+
+func (o *mapOverrides) set(name string, limits ...ratelimit.Limit) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string][]ratelimit.Limit{}
+	}
+	if limits == nil {
+		delete(o.m, name)
+		return
+	}
+	o.m[name] = limits
+}
+
+func (o *mapOverrides) Lookup(_ context.Context, name string) ([]ratelimit.Limit, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	l, ok := o.m[name]
+	return l, ok
+}
+
+func TestOverridesChangeDecisionsAndKeepState(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
+		clock := newManualClock()
+		ov := &mapOverrides{}
+		l := newLimiter(ratelimit.WithClock(clock), ratelimit.WithOverrides(ov))
+		rule := &ratelimit.Rule{Name: "ov", Limits: perPeriod(5, time.Minute)}
+		ctx := context.Background()
+		for range 3 {
+			require.NoError(t, rule.Check(ctx, l, "", 1))
+		}
+
+		ov.set("ov", ratelimit.Limit{Period: time.Minute, Threshold: 4})
+		require.NoError(t, rule.Check(ctx, l, "", 1), "4th of 4: the 3 calls before still count")
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
+		assert.Equal(t, int64(4), le.Limit.Threshold, "the error names the limit that applied")
+
+		ov.set("ov") // back to the generated limit
+		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+
+		// A shorter period lets the calls made 30s ago leave the window.
+		clock.Advance(30 * time.Second)
+		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+		ov.set("ov", ratelimit.Limit{Period: 20 * time.Second, Threshold: 5})
+		require.NoError(t, rule.Check(ctx, l, "", 1))
+
+		other := &ratelimit.Rule{Name: "other", Limits: perPeriod(1, time.Minute)}
+		require.NoError(t, other.Check(ctx, l, "", 1))
+		require.ErrorIs(t, other.Check(ctx, l, "", 1), ratelimit.ErrLimited, "other names keep their limits")
+	})
+}
+
+func TestOverridesAddALimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
+		ov := &mapOverrides{}
+		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithOverrides(ov))
+		rule := &ratelimit.Rule{Name: "add", Limits: perPeriod(10, time.Minute)}
+		ov.set("add", ratelimit.Limit{Period: time.Minute, Threshold: 10}, ratelimit.Limit{Period: time.Hour, Threshold: 2})
+		ctx := context.Background()
+		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, "", 1))
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
+		assert.Equal(t, time.Hour, le.Limit.Period)
+	})
+}
+
+func TestUnusableOverridesAreIgnored(t *testing.T) {
+	rule := &ratelimit.Rule{Name: "r", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}}
+	other := &ratelimit.Rule{Name: "r", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5, Algorithm: "sliding_log"}}}
+	fixed := &ratelimit.Rule{Name: "r", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5, Algorithm: "fixed_window"}}}
+	cases := []struct {
+		name string
+		rule *ratelimit.Rule
+		ov   []ratelimit.Limit
+		want []ratelimit.Limit
+	}{
+		{"none", rule, nil, rule.Limits},
+		{"valid", rule, []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}, []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}},
+		{"zero threshold", rule, []ratelimit.Limit{{Period: time.Minute}}, rule.Limits},
+		{"zero period", rule, []ratelimit.Limit{{Threshold: 3}}, rule.Limits},
+		{"unknown algorithm", rule, []ratelimit.Limit{{Period: time.Minute, Threshold: 1, Algorithm: "gcra_x"}}, rule.Limits},
+		{"another algorithm than the rule's", fixed, []ratelimit.Limit{{Period: time.Minute, Threshold: 1, Algorithm: ratelimit.SlidingLog}}, fixed.Limits},
+		{"an added limit may use any", rule, []ratelimit.Limit{{Period: time.Minute, Threshold: 1}, {Period: time.Hour, Threshold: 9, Algorithm: ratelimit.SlidingLog}},
+			[]ratelimit.Limit{{Period: time.Minute, Threshold: 1}, {Period: time.Hour, Threshold: 9, Algorithm: ratelimit.SlidingLog}}},
+		{"algorithm taken from the rule", other, []ratelimit.Limit{{Period: time.Minute, Threshold: 1}},
+			[]ratelimit.Limit{{Period: time.Minute, Threshold: 1, Algorithm: "sliding_log"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) { return c.ov, c.ov != nil })
+			assert.Equal(t, c.want, c.rule.EffectiveLimits(context.Background(), ratelimit.NewMemory(ratelimit.WithOverrides(src)), ""))
+		})
+	}
+}
+
+func TestParseOverride(t *testing.T) {
+	valid := map[string][]ratelimit.Limit{
+		"period=30s threshold=5":    {{Period: 30 * time.Second, Threshold: 5}},
+		"  threshold=5 period=30  ": {{Period: 30 * time.Second, Threshold: 5}},
+		"period=1 threshold=10; period=1m threshold=100": {
+			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
+		"period=500ms threshold=2\nperiod=1h threshold=7\n": {
+			{Period: 500 * time.Millisecond, Threshold: 2}, {Period: time.Hour, Threshold: 7}},
+		"period=1s threshold=3 algorithm=sliding_log": {{Period: time.Second, Threshold: 3, Algorithm: ratelimit.SlidingLog}},
+		`{"period": "30s", "threshold": 5}`:           {{Period: 30 * time.Second, Threshold: 5}},
+		`[{"period": 1, "threshold": 10}, {"period": "1m", "threshold": 100}]`: {
+			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
+	}
+	for in, want := range valid {
+		got, err := ratelimit.ParseOverride(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, got, in)
+		}
+	}
+	invalid := map[string]string{
+		"":                                   "no limits",
+		"period=30s":                         "period and threshold are required",
+		"period=30s threshold=0":             "threshold 0 is not positive",
+		"period=3x threshold=1":              `period "3x"`,
+		"period=1 threshold=1 threshold=2":   "threshold appears twice",
+		"period=1 threshold=1 key=user":      `unknown name "key"`,
+		"period=1 threshold":                 `"threshold": want name=value`,
+		"period=1 threshold=1 algorithm=xyz": `unknown algorithm "xyz"`,
+		`{"period": "1s"}`:                   "threshold 0 is not positive",
+		`{"period": true, "threshold": 1}`:   "want whole seconds or a duration string",
+		`{"period": "1s", "threshold": 1, "burst": 1, "extra": 1}`: "unknown field",
+		`[{"period": "1s", "threshold": 1}`:                        "unexpected EOF",
+		`[{"period": "1s", "threshold": 1}] x`:                     "text after the JSON value",
+		`{"period": "1s", "threshold": 1}]`:                        "text after the JSON value",
+		`{"period": "1s", "threshold": 1} {"period": "1s"}`:        "after array element",
+	}
+	for in, want := range invalid {
+		_, err := ratelimit.ParseOverride(in)
+		if assert.ErrorIs(t, err, ratelimit.ErrInvalidLimit, in) {
+			assert.Contains(t, err.Error(), want, in)
+		}
+	}
+}
+
+func TestRedisOverrides(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	srv.Flush(t)
+	c := rdb(t)
+	const hash = "ratelimit:overrides"
+	require.NoError(t, c.HSet(ctx, hash, "ro", "period=1m threshold=1", "bad", "period=1m").Err())
+	ov := NewOverrides(c, hash, 20*time.Millisecond)
+	err := ov.Refresh(ctx)
+	require.Error(t, err, "the bad field is reported")
+	assert.Contains(t, err.Error(), `ratelimit:overrides "bad": ratelimit: invalid limit: "period=1m": period and threshold are required`)
+	assert.Equal(t, err, ov.Err())
+	got, ok := ov.Lookup(ctx, "ro")
+	require.True(t, ok)
+	assert.Equal(t, []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}, got)
+	_, ok = ov.Lookup(ctx, "bad")
+	assert.False(t, ok, "a value that does not parse is skipped")
+
+	for _, limiter := range []ratelimit.Limiter{
+		New(c, ratelimit.WithClock(clock), ratelimit.WithOverrides(ov)),
+		ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithOverrides(ov)),
+	} {
+		rule := &ratelimit.Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
+		require.NoError(t, rule.Check(ctx, limiter, "", 1))
+		require.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "threshold 1 from the hash")
+	}
+
+	// An operator raises the threshold; a background refresh picks it up.
+	require.NoError(t, c.HSet(ctx, hash, "ro", `{"period": "1m", "threshold": 2}`).Err())
+	require.NoError(t, c.HDel(ctx, hash, "bad").Err())
+	require.Eventually(t, func() bool {
+		got, _ := ov.Lookup(ctx, "ro")
+		return len(got) == 1 && got[0].Threshold == 2
+	}, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool {
+		ov.Lookup(ctx, "ro") // Lookups start the refreshes
+		return ov.Err() == nil
+	}, 5*time.Second, 5*time.Millisecond)
+	rule := &ratelimit.Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
+	lim := New(c, ratelimit.WithClock(clock), ratelimit.WithOverrides(ov))
+	require.NoError(t, rule.Check(ctx, lim, "", 1), "the call before still counts: 2nd of 2")
+	require.ErrorIs(t, rule.Check(ctx, lim, "", 1), ratelimit.ErrLimited)
+
+	// Deleting the field returns to the generated limits.
+	require.NoError(t, c.Del(ctx, hash).Err())
+	require.Eventually(t, func() bool {
+		_, ok := ov.Lookup(ctx, "ro")
+		return !ok
+	}, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, rule.Check(ctx, lim, "", 1), "3rd of 3")
+}
+
+func TestRedisOverridesNeverWaitForRedis(t *testing.T) {
+	ov := NewOverrides(failFastClient(t, stoppedAddr(t)), "h", time.Millisecond)
+	_, ok := ov.Lookup(context.Background(), "x")
+	assert.False(t, ok)
+	require.Eventually(t, func() bool { return ov.Err() != nil }, 5*time.Second, 5*time.Millisecond)
+	assert.ErrorIs(t, ov.Err(), ratelimit.ErrBackend)
+	_, ok = ov.Lookup(context.Background(), "x")
+	assert.False(t, ok)
+}

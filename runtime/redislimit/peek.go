@@ -1,0 +1,74 @@
+package redislimit
+
+import (
+	"context"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Peek runs the generic decide script for req with every admitting check
+// rolled back, in one round trip: the same checks as Allow's, on the
+// server's clock (or the limiter's [ratelimit.WithClock]), so it decides as Allow
+// would. It bypasses the circuit breaker and the batching; an error wraps
+// [ratelimit.ErrBackend]. See [ratelimit.Peeker].
+func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	req.Key = callkey.Bound(req.Key)
+	stored, args := l.appendCall(nil, nil, &req, l.now())
+	res, err := decideScript.Run(ctx, l.client, stored, append(args, "peek")...).Result()
+	if err != nil {
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
+	}
+	d, err := parseDecision(res)
+	if err != nil {
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
+	}
+	if d.Allowed {
+		d.Remaining += req.Units() // Remaining before the call, as [ratelimit.Peeker] says
+	}
+	return d, nil
+}
+
+// Reset deletes every Redis key that name and key may hold (each limit
+// index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
+// trip: the keys share a hash tag, so a cluster holds them on one master.
+// It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for
+// them, and the denials this process's deny cache ([WithDenyCache])
+// remembers for name (of every key: theirs are asked of Redis again). An
+// error wraps [ratelimit.ErrBackend]. See [ratelimit.Resetter].
+//
+// Other processes' deny caches are not told: each may keep denying the key
+// until the RetryAfter Redis gave it for its last denial runs out (that
+// long at most), and so may this process for a call in flight during the
+// Reset whose denial it remembers after. Turn the cache off
+// (WithDenyCache(0)) where a Reset must lift a limit everywhere at once.
+func (l *Limiter) Reset(ctx context.Context, name, key string) error {
+	key = callkey.Bound(key)
+	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
+		return &ratelimit.BackendError{Name: name, Err: err}
+	}
+	if l.denials != nil {
+		l.denials.forget(name)
+	}
+	return l.local.Reset(ctx, name, key)
+}
+
+// resetKeys returns every storage key of name and key, which is bounded.
+func resetKeys(prefix, name, key string) []string {
+	algs := ratelimit.Algorithms()
+	keys := make([]string, 0, ratelimit.MaxLimits*len(algs))
+	for i := range ratelimit.MaxLimits {
+		for _, alg := range algs {
+			keys = append(keys, storageKey(prefix, name, key, i, alg))
+		}
+	}
+	return keys
+}
+
+var (
+	_ ratelimit.Peeker   = (*Limiter)(nil)
+	_ ratelimit.Resetter = (*Limiter)(nil)
+)

@@ -1,0 +1,295 @@
+package redislimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Limiter decides calls in Redis with one script round trip each (or,
+// with [WithBatching], several concurrent calls per round trip), but for
+// repeats of a recent denial, which its deny cache answers in process
+// (see [WithDenyCache]). The
+// script reads the Redis server's clock, so every process sharing the
+// server shares one consistent window whatever its own clock says. It works
+// with a single server, a failover client and a Redis Cluster: all keys of
+// one call share a hash tag.
+//
+// Scripts: a call of one limit runs a script written for that limit, its
+// values built in, so the server parses no arguments and runs only that
+// algorithm's code; calls of several limits, batches, and limits beyond
+// the first 1,024 distinct ones of the process (overrides can make many)
+// run one generic script that takes the limits as arguments. Each script is
+// loaded into Redis's script cache on its first use. A window limit's own
+// script reads the server's clock through its key's TTL, which ends a
+// second after the window, and reads TIME only when a window starts.
+//
+// Memory: a sliding-log limit keeps one list entry (about 10 bytes) per
+// admitted unit in its window, and its key expires one second after its
+// window empties; a window's key a second after its window (a sliding
+// window: the next) ends, a bucket's a second after it is full.
+//
+// Failures: a call Redis cannot decide costs what the client spends on it:
+// its dial or read timeout, times the attempts it makes (1 + MaxRetries
+// for errors it retries, and DialerRetries dials per attempt, with their
+// back-offs); [ClientOptions] and [ClusterOptions] make it one short
+// timeout. After a few such failures in a row a circuit breaker fails the
+// calls at once until a background probe finds Redis back; see
+// [WithBreaker]. With a Redis Cluster
+// client each master has its own breaker, so a master that is down fails
+// only the calls whose keys it holds.
+type Limiter struct {
+	client redis.UniversalClient
+	// cluster is client when it is a Redis Cluster client.
+	cluster *redis.ClusterClient
+	// breaker guards every call, or for a cluster finding a call's
+	// master; nil when breakers are off.
+	breaker *breaker
+	// nodes holds the breakers of a cluster's masters: address → *breaker.
+	nodes sync.Map
+	// batcher groups concurrent calls (see [WithBatching]); nil when off.
+	batcher *batcher
+	// denials repeats recent denials (see [WithDenyCache]); nil when off.
+	denials *denyCache
+	// latest is the latest time (ns) of the clock a call was sent at,
+	// with [ratelimit.WithClock].
+	latest atomic.Int64
+	// local decides the calls of FailLocal rules that Redis cannot decide.
+	local *ratelimit.MemoryLimiter
+	// breakerHook is told of the breakers' changes; nil without a hook.
+	breakerHook ratelimit.BreakerHook
+	cfg         ratelimit.Config
+	settings
+}
+
+// New returns a limiter that keeps its state in client's Redis.
+func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
+	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
+	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
+	l.denials = newDenyCache(l.denyCache)
+	l.local = newFallback(l.cfg)
+	l.cluster, _ = client.(*redis.ClusterClient)
+	l.breaker = newBreaker(l.settings.breaker, clientAddr(client), l.probe, l.breakerHook)
+	l.batcher = newBatcher(l, client, l.batch)
+	return l
+}
+
+// Config returns the configuration the limiter was made with. See
+// [ratelimit.Configured].
+func (l *Limiter) Config() *ratelimit.Config { return &l.cfg }
+
+// CircuitOpen reports whether a circuit breaker of the limiter is failing
+// calls without asking Redis now (for a Redis Cluster, the calls of at
+// least one master), as a health check may want to know.
+func (l *Limiter) CircuitOpen() bool {
+	if l.breaker == nil {
+		return false
+	}
+	open := l.breaker.open()
+	l.nodes.Range(func(_, b any) bool {
+		open = open || b.(*breaker).open()
+		return !open
+	})
+	return open
+}
+
+// clientAddr names the node of client's breaker for a [ratelimit.BreakerHook]: its
+// address, "cluster" for a cluster client (whose masters have breakers of
+// their own), "ring" for a ring.
+func clientAddr(client redis.UniversalClient) string {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster"
+	case *redis.Ring:
+		return "ring"
+	}
+	return ""
+}
+
+// probe asks Redis whether the limiter's breaker may close: with a script
+// on a connection of its own (see [probeNode]), or for a cluster client
+// by finding a master, which the breaker guards there.
+func (l *Limiter) probe(ctx context.Context) error {
+	switch c := l.client.(type) {
+	case *redis.ClusterClient:
+		_, err := c.MasterForKey(ctx, "")
+		return err
+	case *redis.Client:
+		return probeNode(ctx, c.Options())
+	}
+	return l.client.Ping(ctx).Err()
+}
+
+// guard returns the breaker that guards the call req, or the error that
+// fails the call at once.
+func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
+	if l.breaker == nil {
+		return nil, nil
+	}
+	if !l.breaker.allow() {
+		return nil, ratelimit.ErrCircuitOpen
+	}
+	if l.cluster == nil {
+		return l.breaker, nil
+	}
+	// Every key of a call has the same hash tag, so the first names the
+	// master of them all.
+	key := storageKey(l.prefix, req.Name, req.Key, 0, algorithmOf(req.Limits[0]))
+	master, err := l.cluster.MasterForKey(ctx, key)
+	l.breaker.record(ctx, err)
+	if err != nil {
+		return nil, err
+	}
+	addr := master.Options().Addr
+	b, loaded := l.nodes.Load(addr)
+	if !loaded {
+		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.settings.breaker, addr, l.probeMaster(key), l.breakerHook))
+	}
+	nb := b.(*breaker)
+	if !nb.allow() {
+		return nil, ratelimit.ErrCircuitOpen
+	}
+	return nb, nil
+}
+
+// probeMaster returns the probe of a cluster master's breaker: a script on
+// the master that holds key, a key it held when the breaker was made. Asking
+// the cluster client for the master each time finds the node's current
+// client, and a master that took over key's slot.
+func (l *Limiter) probeMaster(key string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		master, err := l.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		return probeNode(ctx, master.Options())
+	}
+}
+
+// Allow decides req in one EVALSHA, shared with concurrent calls when
+// batching is on (see [WithBatching]), or repeats a recent denial without
+// asking Redis (see [WithDenyCache]). See [ratelimit.Limiter].
+func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	req.Key = callkey.Bound(req.Key)
+	var seen denyProbe
+	if l.denials != nil {
+		var d ratelimit.Decision
+		var hit bool
+		now, ok := l.cacheNow()
+		if d, seen, hit = l.denials.lookup(&req, now); hit && ok {
+			if l.cfg.Hook != nil {
+				l.decided(ctx, req, d)
+			}
+			return d, nil
+		}
+	}
+	b, err := l.guard(ctx, &req)
+	if err != nil {
+		return ratelimit.Decision{}, l.failed(ctx, req, err)
+	}
+	var d ratelimit.Decision
+	if l.batcher != nil {
+		d, err = l.batcher.allow(ctx, &req)
+	} else {
+		d, err = l.decide(ctx, &req)
+	}
+	if b != nil {
+		b.record(ctx, err)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, l.failed(ctx, req, err)
+	}
+	if !d.Allowed && l.denials != nil {
+		l.denials.remember(&req, seen, d, l.cacheSlack(&req))
+	}
+	if l.cfg.Hook != nil {
+		l.decided(ctx, req, d)
+	}
+	return d, nil
+}
+
+// monoBase is the origin of the process's monotonic clock, for the deny
+// cache and the memory limiter.
+var monoBase = time.Now()
+
+// cacheNow returns the deny cache's time in ns, and whether the cache may
+// answer at it. Without a clock it is the process's monotonic clock, which
+// steps with neither the wall clock nor the server's, and the cache may
+// always answer. With one, it is the clock's time (at which the scripts
+// decide), and the cache may answer only when no call was sent at a later
+// time: such a call may have dropped state (a log's entries) that counts
+// at an earlier time.
+func (l *Limiter) cacheNow() (int64, bool) {
+	if l.cfg.Clock == nil {
+		return int64(time.Since(monoBase)), true
+	}
+	now := l.cfg.Clock.Now().UnixNano()
+	for {
+		latest := l.latest.Load()
+		if now <= latest {
+			return now, now == latest
+		}
+		if l.latest.CompareAndSwap(latest, now) {
+			return now, true
+		}
+	}
+}
+
+// cacheSlack is how much shorter than its RetryAfter a denial of req is
+// remembered: a millisecond when a window's script may have told it from
+// the start of the server's millisecond (see denyCache), else nothing.
+func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
+	if l.cfg.Clock != nil {
+		return 0
+	}
+	for _, lim := range req.Limits {
+		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
+			return time.Millisecond
+		}
+	}
+	return 0
+}
+
+// decided reports d, the decision of req, to the hook. It takes req by
+// value, so that only a limiter with a hook moves a request to the heap.
+func (l *Limiter) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
+	seen := hookRequest(&req)
+	l.cfg.Hook.Decided(ctx, &seen, d)
+}
+
+// hookRequest returns req as a hook sees it: as its caller could build it,
+// without what Rule.Check keeps in it.
+func hookRequest(req *ratelimit.Request) ratelimit.Request {
+	return ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost, Limits: req.Limits}
+}
+
+// failed reports a call the limiter could not decide because of cause.
+func (l *Limiter) failed(ctx context.Context, req ratelimit.Request, cause error) error {
+	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
+	if l.cfg.Hook != nil {
+		seen := hookRequest(&req)
+		l.cfg.Hook.Failed(ctx, &seen, err)
+	}
+	return err
+}
+
+// Key returns the Redis key that holds limit index i, of algorithm alg,
+// of the calls named name with per-call key key, for inspecting state with
+// redis-cli. A key whose escaped form is longer than 64 bytes appears as
+// its stand-in (see [ratelimit.LimitError]'s Key).
+func (l *Limiter) Key(name, key string, i int, alg ratelimit.Algorithm) string {
+	return storageKey(l.prefix, name, callkey.Bound(key), i, alg)
+}
+
+var _ ratelimit.Limiter = (*Limiter)(nil)

@@ -1,0 +1,339 @@
+package redislimit
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"maps"
+	"math/bits"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"text/template"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// luaTemplates are rendered into the scripts (see lua/README.md):
+// decide.lua.tmpl into the decide scripts, the generic one and one per
+// single limit, and batch.lua.tmpl into the batch scripts wrapping them.
+//
+//go:embed lua/*.tmpl
+var luaFiles embed.FS
+
+var luaTemplates = template.Must(template.New("lua").Funcs(luaConstants).ParseFS(luaFiles, "lua/*.tmpl"))
+
+// The constants of the scripts, which the templates write into the text
+// by name (a Lua local would cost the server a load per run).
+const (
+	// keepMs is how long a key outlives its state: a second, so no TTL is
+	// set below a second.
+	keepMs = 1000
+	// exactBound is 2^53: a product of Lua numbers below it is exact.
+	exactBound = 1 << 53
+	// halfScale is 2^26: muldiv splits its operands into 26-bit halves.
+	halfScale = 1 << 26
+	// prevScale is 2^27: a sliding window's key holds the previous
+	// window's count times prevScale plus the current window's, both
+	// below it (see MaxSlidingWindowThreshold).
+	prevScale = 1 << 27
+	// maxPush is the most entries a sliding log pushes with one RPUSH.
+	maxPush = 1000
+	// packSlot is 2^6: a packed reply holds s, the bits of its reset, in
+	// its low 6 bits, under (remaining * 2^s + reset) * packSlot.
+	packSlot = 1 << 6
+	// packBound is 2^47: the packed reply's remaining * 2^s stays below it.
+	packBound = 1 << 47
+)
+
+var luaConstants = template.FuncMap{
+	"keepMs":     func() int64 { return keepMs },
+	"exactBound": func() int64 { return exactBound },
+	"halfScale":  func() int64 { return halfScale },
+	"prevScale":  func() int64 { return prevScale },
+	"maxPush":    func() int64 { return maxPush },
+	"packSlot":   func() int64 { return packSlot },
+	"packBound":  func() int64 { return packBound },
+}
+
+// decideSource is the generic decide script, which takes its limits in
+// ARGV and decides any number of them.
+var decideSource = renderScript("decide.lua.tmpl", scriptData{Generic: true})
+
+// decideScript is run with EVALSHA; go-redis falls back to EVAL (which
+// loads the script again) when the server answers NOSCRIPT, such as after
+// a restart or SCRIPT FLUSH.
+var decideScript = redis.NewScript(decideSource)
+
+// scriptData is what decide.lua.tmpl is rendered from.
+type scriptData struct {
+	// Generic asks for the generic script; else the script decides the
+	// one limit plan describes.
+	Generic bool
+	plan
+}
+
+// Muldiv reports whether the script needs muldiv: the generic script and
+// those of the buckets do, and those of sliding_window whose period is so
+// long (2^27 ms, 37 hours, or more) that a count (below 2^26) times the
+// period in ms may reach 2^53.
+func (d scriptData) Muldiv() bool {
+	switch {
+	case d.Generic:
+		return true
+	case d.Algorithm == ratelimit.SlidingWindow:
+		return d.PeriodMs() >= 1<<27
+	}
+	return d.Algorithm != ratelimit.SlidingLog && d.Algorithm != ratelimit.FixedWindow
+}
+
+// PeriodMs is the period in ms, which is whole for a window.
+func (d scriptData) PeriodMs() int64 { return d.Period / 1000 }
+
+// PackBits returns the bits s of reset in the packed reply of the script
+// of a single limit (see decide.lua.tmpl): the fewest that hold the
+// longest reset its calls are told (its state's span) and leave room for
+// its largest remaining below 2^47; 0 when those do not fit, and the
+// script picks s for each reply. A reset longer than the span (the state
+// of a longer period before an override) gets the reply array.
+func (d scriptData) PackBits() int {
+	if d.Generic {
+		return 0
+	}
+	span := d.Period // sliding_log, fixed_window: a period
+	switch d.Algorithm {
+	case ratelimit.SlidingWindow:
+		span = 2 * d.Period // the next window's end
+	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
+		span = muldiv.Ceil(d.Capacity, d.Period, d.Threshold) // the TAT's most ahead
+	}
+	s := bits.Len64(uint64(span))
+	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s { // packBound
+		return 0
+	}
+	return s
+}
+
+// PackScale is 2^PackBits.
+func (d scriptData) PackScale() int64 { return 1 << d.PackBits() }
+
+// Formats reports whether the script formats numbers (string.format):
+// the generic script and those of sliding_log and the buckets do; the
+// windows send the cost as it came (or "1"), and the few numbers they
+// write when a window starts or moves on as numbers.
+func (d scriptData) Formats() bool {
+	return d.Generic || (d.Algorithm != ratelimit.FixedWindow && d.Algorithm != ratelimit.SlidingWindow)
+}
+
+// LazyClock reports whether the script reads the server's clock only when
+// a window starts: the unclocked script of a window algorithm, which
+// otherwise knows where it is in the window from its key's TTL.
+func (d scriptData) LazyClock() bool {
+	return !d.Generic && !d.Clocked && (d.Algorithm == ratelimit.FixedWindow || d.Algorithm == ratelimit.SlidingWindow)
+}
+
+// plan is a single limit, as a script written for it has it built in.
+type plan struct {
+	Algorithm                   ratelimit.Algorithm
+	Period, Threshold, Capacity int64 // the period in µs
+	// Clocked scripts take the time in ARGV (see [ratelimit.WithClock]) instead of
+	// reading the server's clock.
+	Clocked bool
+}
+
+// renderScript renders the template file name (decide.lua.tmpl or
+// batch.lua.tmpl) for d.
+func renderScript(name string, d scriptData) string {
+	var b bytes.Buffer
+	if err := luaTemplates.ExecuteTemplate(&b, name, d); err != nil {
+		panic(err) // the templates are embedded and their data always fits them
+	}
+	return b.String()
+}
+
+// commentLine matches a line of a Lua comment alone, which a single-limit
+// script goes without: it would only make each one's text longer in the
+// server's script cache.
+var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
+
+// maxPlanScripts bounds the single-limit scripts a process writes, and so
+// the scripts it adds to a server's script cache (which Redis before 7.4
+// never evicts): a service has a few limits, but overrides can set any
+// values. Limits beyond the bound use the generic script.
+const maxPlanScripts = 1024
+
+// scriptKey names a script written for a single limit: the one deciding a
+// call, or with batch set the one deciding a batch of calls of the limit.
+type scriptKey struct {
+	plan
+	batch bool
+}
+
+// planScripts holds the single-limit scripts written so far. It is read on
+// every call and written once per script, so readers load an immutable map
+// and a writer replaces it with a copy, under planScriptsMu.
+var (
+	planScripts   atomic.Pointer[map[scriptKey]*redis.Script]
+	planScriptsMu sync.Mutex
+)
+
+// planScript returns the script written for the single limit p, or nil
+// when maxPlanScripts are written already.
+func planScript(p plan) *redis.Script { return loadPlanScript(scriptKey{plan: p}) }
+
+// planBatchScript returns the script that decides a batch of calls of the
+// single limit p (whose Clocked is ignored: a batch passes each call's
+// time), or nil when maxPlanScripts are written already.
+func planBatchScript(p plan) *redis.Script {
+	p.Clocked = false
+	return loadPlanScript(scriptKey{plan: p, batch: true})
+}
+
+func loadPlanScript(k scriptKey) *redis.Script {
+	if m := planScripts.Load(); m != nil {
+		if s, ok := (*m)[k]; ok {
+			return s
+		}
+	}
+	planScriptsMu.Lock()
+	defer planScriptsMu.Unlock()
+	old := planScripts.Load()
+	if old == nil {
+		old = &map[scriptKey]*redis.Script{}
+	}
+	if s, ok := (*old)[k]; ok {
+		return s
+	}
+	if len(*old) >= maxPlanScripts {
+		return nil
+	}
+	s := redis.NewScript(planSource(k))
+	m := make(map[scriptKey]*redis.Script, len(*old)+1)
+	maps.Copy(m, *old)
+	m[k] = s
+	planScripts.Store(&m)
+	return s
+}
+
+// planSource renders the script k names, without comment lines. A batch's
+// loop passes each call's time, read once per batch, so the script it
+// wraps is a clocked one.
+func planSource(k scriptKey) string {
+	d := scriptData{plan: k.plan}
+	d.Clocked = d.Clocked || k.batch
+	name := "decide.lua.tmpl"
+	if k.batch {
+		name = "batch.lua.tmpl"
+	}
+	return commentLine.ReplaceAllString(renderScript(name, d), "")
+}
+
+// decide runs a decide script for req, which is valid, and returns its
+// decision: for a single limit the script written for it, else the generic
+// one. An error is the client's or a malformed reply (*replyError).
+func (l *Limiter) decide(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+	var cmd *redis.Cmd
+	if len(req.Limits) == 1 && !l.genericOnly {
+		cmd = l.decidePlanned(ctx, req)
+	}
+	if cmd == nil {
+		keys := make([]string, 0, len(req.Limits))
+		args := make([]any, 0, 2+4*len(req.Limits))
+		keys, args = l.appendCall(keys, args, req, l.now())
+		cmd = decideScript.Run(ctx, l.client, keys, args...)
+	}
+	res, err := cmd.Result()
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return parseDecision(res)
+}
+
+// decidePlanned runs the script written for req's single limit, or returns
+// nil when there is none.
+func (l *Limiter) decidePlanned(ctx context.Context, req *ratelimit.Request) *redis.Cmd {
+	p := planOf(req.Limits[0])
+	p.Clocked = l.cfg.Clock != nil
+	s := planScript(p)
+	if s == nil {
+		return nil
+	}
+	keys := []string{storageKey(l.prefix, req.Name, req.Key, 0, p.Algorithm)}
+	var args []any
+	switch cost := req.Units(); {
+	case p.Clocked:
+		args = []any{cost, l.cfg.Clock.Now().UnixMicro()}
+	case cost != 1:
+		args = []any{cost}
+	}
+	return s.Run(ctx, l.client, keys, args...)
+}
+
+// planOf returns the plan of lim, unclocked.
+func planOf(lim ratelimit.Limit) plan {
+	return plan{Algorithm: algorithmOf(lim), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}
+}
+
+// now returns the generic decide script's time argument: the clock's time
+// in microseconds, or "" for the script to read the server's clock.
+func (l *Limiter) now() any {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now().UnixMicro()
+	}
+	return ""
+}
+
+// appendCall appends the generic decide script's KEYS and ARGV for req at
+// time now to keys and args.
+func (l *Limiter) appendCall(keys []string, args []any, req *ratelimit.Request, now any) ([]string, []any) {
+	args = append(args, now, req.Units())
+	for i, lim := range req.Limits {
+		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
+		args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+	}
+	return keys, args
+}
+
+// parseDecision decodes a decide script's reply: an array of six
+// integers; or for a call admitted by one limit, three (remaining, reset,
+// delay), or with no delay one integer packing remaining and reset (see
+// lua/decide.lua.tmpl).
+func parseDecision(res any) (ratelimit.Decision, error) {
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	switch v := res.(type) {
+	case int64:
+		if v < 0 {
+			break
+		}
+		s := v % packSlot
+		v /= packSlot
+		return ratelimit.Decision{Allowed: true, Remaining: v >> s, ResetAfter: us(v & (1<<s - 1))}, nil
+	case []any:
+		if len(v) != 6 && len(v) != 3 {
+			return ratelimit.Decision{}, &replyError{n: len(v)}
+		}
+		var n [6]int64
+		for i, x := range v {
+			var ok bool
+			if n[i], ok = x.(int64); !ok {
+				return ratelimit.Decision{}, &replyError{n: len(v)}
+			}
+		}
+		if len(v) == 3 {
+			return ratelimit.Decision{Allowed: true, Remaining: n[0], ResetAfter: us(n[1]), Delay: us(n[2])}, nil
+		}
+		return ratelimit.Decision{
+			Allowed:    n[0] == 1,
+			Remaining:  n[1],
+			RetryAfter: us(n[2]),
+			ResetAfter: us(n[3]),
+			LimitIndex: int(n[4]),
+			Delay:      us(n[5]),
+		}, nil
+	}
+	return ratelimit.Decision{}, &replyError{n: 1}
+}

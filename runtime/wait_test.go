@@ -1,0 +1,128 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The bookkeeping of waiting calls, which is the same whatever the limiter
+// (redislimit's tests run the other wait tests on both backends).
+
+// countingLimiter counts the decisions it asks of the limiter it wraps.
+type countingLimiter struct {
+	Limiter
+	calls atomic.Int64
+}
+
+func (c *countingLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
+	c.calls.Add(1)
+	return c.Limiter.Allow(ctx, req)
+}
+
+func perPeriod(n int64, period time.Duration) []Limit {
+	return []Limit{{Period: period, Threshold: n}}
+}
+
+func TestWaitCancelledReturnsPromptly(t *testing.T) {
+	{
+		l := &countingLimiter{Limiter: NewMemory()}
+		rule := &Rule{Name: "cancel", Limits: perPeriod(1, time.Minute), Wait: 2 * time.Minute}
+		require.NoError(t, rule.Check(context.Background(), l, "", 1))
+
+		// Two waiters: the first at the head of the line, asleep until the
+		// window frees; the second queued behind it.
+		ctx1, cancel1 := context.WithCancel(context.Background())
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		errs := make(chan error, 2)
+		go func() { errs <- rule.Check(ctx1, l, "", 1) }()
+		require.Eventually(t, func() bool { return lineMembers(l, "cancel", "") == 1 }, 5*time.Second, time.Millisecond)
+		go func() { errs <- rule.Check(ctx2, l, "", 1) }()
+		require.Eventually(t, func() bool { return lineMembers(l, "cancel", "") == 2 }, 5*time.Second, time.Millisecond)
+		assert.Equal(t, int64(2), l.calls.Load(), "the second waiter joined the line without asking")
+
+		for _, cancel := range []context.CancelFunc{cancel2, cancel1} {
+			cancel()
+			select {
+			case err := <-errs:
+				assert.ErrorIs(t, err, context.Canceled)
+				assert.ErrorIs(t, err, ErrLimited)
+				var le *LimitError
+				require.ErrorAs(t, err, &le)
+				assert.Equal(t, "cancel", le.Name)
+				assert.Positive(t, le.RetryAfter)
+				assert.Contains(t, err.Error(), "context canceled while waiting: ratelimit: cancel exceeded 1 per 1m0s")
+			case <-time.After(5 * time.Second):
+				t.Fatal("a cancelled waiter did not return")
+			}
+		}
+		assert.Equal(t, 0, lineMembers(l, "cancel", ""), "the line is gone")
+		assert.Zero(t, waitLineCount.Load())
+	}
+}
+
+// lineMembers returns how many calls wait in the line of name and key.
+func lineMembers(l Limiter, name, key string) int {
+	v, ok := waitLines.Load(lineKeyOf(l, &Request{Name: name, Key: key}))
+	if !ok {
+		return 0
+	}
+	line := v.(*waitLine)
+	line.mu.Lock()
+	defer line.mu.Unlock()
+	return line.members
+}
+
+func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
+	{
+		l := &countingLimiter{Limiter: NewMemory()}
+		const goroutines, calls = 16, 5
+		rule := &Rule{Name: "contended", Limits: perPeriod(5, 50*time.Millisecond), Wait: time.Minute}
+		var wg sync.WaitGroup
+		var admitted atomic.Int64
+		for range goroutines {
+			wg.Go(func() {
+				for range calls {
+					if assert.NoError(t, rule.Check(context.Background(), l, "", 1)) {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, int64(goroutines*calls), admitted.Load())
+		perAdmission := float64(l.calls.Load()) / float64(admitted.Load())
+		t.Logf("%d decisions for %d admissions: %.2f each", l.calls.Load(), admitted.Load(), perAdmission)
+		assert.LessOrEqual(t, perAdmission, 2.0)
+		assert.Zero(t, waitLineCount.Load(), "every line is gone")
+	}
+}
+
+// denyingLimiter denies its first denials calls with no RetryAfter, then
+// admits.
+type denyingLimiter struct {
+	denials int64
+	calls   atomic.Int64
+}
+
+func (l *denyingLimiter) Allow(context.Context, Request) (Decision, error) {
+	return Decision{Allowed: l.calls.Add(1) > l.denials}, nil
+}
+
+func TestWaitNeverPollsInATightLoop(t *testing.T) {
+	// A limiter that denies with no RetryAfter must still not be asked
+	// more than once a millisecond: the call retries until admitted, and
+	// its 20 retries take at least 20 ms.
+	l := &denyingLimiter{denials: 20}
+	rule := &Rule{Name: "tight", Limits: perPeriod(1, time.Second), Wait: time.Minute}
+	start := time.Now()
+	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	elapsed := time.Since(start)
+	assert.Equal(t, int64(21), l.calls.Load())
+	assert.GreaterOrEqual(t, elapsed, 20*minRetrySleep, "20 retries in %s", elapsed)
+}
