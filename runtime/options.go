@@ -124,26 +124,14 @@ func WithErrorPolicy(p ErrorPolicy) Option {
 	})
 }
 
-// WithOverrides lets src replace the limits of a rule at run time, by the
-// rule's name, without regenerating code or restarting: [Rule.Check] asks
-// src for every call (so src must answer from memory, quickly) and decides
-// the call against the limits it returns instead of the rule's own. The
-// state is kept: limit i of an override counts in the same place as limit
-// i of the rule, so lowering a threshold applies to the calls already
-// admitted. An override is ignored (the rule's limits apply) when it has
-// more than [MaxLimits] limits, when one of its limits is invalid or when
-// limit i names another algorithm than the rule's limit i, whose state it
-// could not read; an empty Algorithm means the rule's. See
-// [KeyOverrides] for the limits of single keys and tiers, which src sets
-// when it implements it, and redislimit.NewOverrides for overrides kept in
-// a Redis hash.
-//
-// One caveat on Redis: a sliding log sets its key's TTL when the log is
-// created or trimmed, to two periods past its newest entry. After an
-// override lengthens a sliding_log period, a log that is not trimmed
-// again may expire on the TTL its old period gave it (at most two old
-// periods and a second after the override), forgetting calls that are
-// still inside the new, longer window; the next trim sets the new TTL.
+// WithOverrides lets src replace a rule's limits at run time, by the
+// rule's name (and, when src is a [KeyOverrides], by key and tier):
+// [Rule.Check] asks src on every call, so src must answer from memory. The
+// state is kept: limit i of an override counts where limit i of the rule
+// does, so lowering a threshold applies to the calls already admitted. An
+// override is ignored when it has more than [MaxLimits] limits, an invalid
+// one, or a limit i of another algorithm than the rule's limit i (an empty
+// Algorithm means the rule's).
 func WithOverrides(src Overrides) Option {
 	return configure(func(c *Config) { c.Overrides = src })
 }

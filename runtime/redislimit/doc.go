@@ -58,5 +58,12 @@
 // in the background (the grammar is ratelimit.ParseOverrides'); pass it to
 // ratelimit.WithOverrides.
 //
+// One caveat: a sliding log sets its key's TTL when the log is created or
+// trimmed, to two periods past its newest entry. After an override
+// lengthens a sliding_log period, a log that is not trimmed again may
+// expire on the TTL its old period gave it (at most two old periods and a
+// second after the override), forgetting calls that are still inside the
+// new, longer window; the next trim sets the new TTL.
+//
 // The scripts are in lua/, whose README maps each block to its Go twin.
 package redislimit
