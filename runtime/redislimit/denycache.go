@@ -20,35 +20,52 @@ const denyNameSlots = 1 << 12
 // denyCache remembers the Redis limiter's recent denials so that it can
 // repeat them without asking Redis (see [WithDenyCache]).
 //
-// Why a remembered denial is exact: a denial at server time t0 of a call
-// of cost c against limits L, with RetryAfter r, says the call would still
-// be denied at any time before t0 + r if nobody else called. Calls of
-// other processes only charge the limits (each algorithm's state only
-// grows: a log gains entries, a window's count rises, a bucket's TAT moves
-// on; a log's trim and a window's end drop only what no longer counts),
-// and a call of cost c' ≥ c needs at least the room c does, so a call of
-// cost ≥ c against L before t0 + r would be denied too. r is counted from
-// the moment the call was sent, before t0, so the cache forgets a denial
-// no later than Redis would admit the call again (less a 1024th of r, for
-// a process clock that runs slow against the server's). A window's script
-// on the server's clock tells times from the start of the server's
-// millisecond (up to a millisecond long, see decide.lua.tmpl), so its
-// denials are remembered a millisecond less.
+// Why a repeated denial is Redis's answer. It remembers only a denial that
+// left nothing: Remaining 0 at the limit that denied the call (the one
+// with the longest RetryAfter), for a call of cost 1, or of any cost when
+// that limit is a fixed window. Until its RetryAfter r runs out, no call
+// of that name and key can be admitted anywhere: every call takes at least
+// one unit, which that limit has not got until the first unit frees, at
+// r for a cost-1 call, or at a fixed window's end, its RetryAfter whatever
+// the cost. So nobody charges any of the call's limits meanwhile (a
+// denied call charges nothing), their state only moves on with time, and
+// a repeat at t0 + e answers exactly what Redis would: not allowed,
+// Remaining 0, RetryAfter r − e and ResetAfter (of that same limit) less e
+// (the algorithms' reset and retry times stay put while the state does).
+// A call of another cost against a limit that is not a fixed window, whose
+// RetryAfter the denial does not tell, is asked of Redis.
 //
-// This holds while time runs forward, as the server's clock does. With
-// [ratelimit.WithClock] (tests), a call at a later time may drop state (a log's
-// entries) that counts at an earlier one, so the cache answers only at a
-// time no earlier than any call the limiter sent (see cacheNow); calls of
-// other processes whose clocks read later are not seen.
+// Times: the cache reads the process's monotonic clock in µs (or the
+// [ratelimit.WithClock] clock's, at which the scripts decide: then a
+// repeat equals Redis's answer to the µs). It holds a denial from the
+// moment its call was sent, before Redis decided, for at most r less a
+// 1024th of r (a process clock that runs slow against the server's) and
+// less a millisecond for a window's script on the server's clock (which
+// tells times from the start of the server's millisecond, see
+// decide.lua.tmpl), so it never repeats a denial past Redis's own retry
+// time; and it counts RetryAfter and ResetAfter from the moment the answer
+// came, after Redis decided, so a repeat never tells a client to retry
+// earlier than Redis would, and later by at most the call's round trip.
+//
+// What it cannot see: state dropped out of band (FLUSHALL, a restart
+// without persistence, a failover to a replica that lagged, an evicted
+// key, a DEL, [Limiter.Reset] in another process), and calls decided
+// against other limits for the same keys (an override seen by some
+// processes and not yet by others). So a denial is held at most the
+// limiter's deny hold ([WithDenyHold], a second by default): within that
+// bound every process asks Redis again.
+//
+// With [ratelimit.WithClock] (tests), a call at a later time may drop
+// state (a log's entries) that counts at an earlier one, so the cache
+// answers only at a time no earlier than any call the limiter sent (see
+// cacheNow).
 //
 // Entries are keyed by (name, key) and by the limits: each name's current
 // limits have a generation, and a call with other limits than the name's
 // (an override changed them) gives the name a new one, so every denial
 // made under the old limits is forgotten (limits that change back do not
 // bring them back: calls under other limits may have drained the state).
-// Anything else that drains a limit's state in Redis (deleting its keys,
-// as [Limiter.Reset] does) must forget the key's entries here too
-// (see forget).
+// [Limiter.Reset] forgets the name's entries (see forget).
 //
 // The cache is lock-free: a fixed array of pointers to immutable entries,
 // two ways per hash bucket, so its memory is bounded whatever the number
@@ -68,23 +85,22 @@ type denyName struct {
 	gen    uint64
 }
 
-// denial is a remembered denial of a call of cost at least cost of one
-// key under one generation of its name's limits. Times are ns on the
-// cache's clock (see Limiter.cacheNow).
+// denial is a remembered denial of one key under one generation of its
+// name's limits, with Remaining 0. Times are µs on the cache's clock (see
+// Limiter.cacheNow).
 type denial struct {
-	gen       uint64
-	key       string
-	cost      int64
-	until     int64 // the denial holds while now < until
-	retryAt   int64 // when the denied call would be admitted, as Redis said
-	resetAt   int64
-	remaining int64
-	limit     int
+	gen     uint64
+	key     string
+	anyCost bool  // a fixed window denied it: it holds for a call of any cost, else of cost 1
+	until   int64 // the denial holds while now < until
+	retryAt int64 // when the call would be admitted, as Redis said
+	resetAt int64
+	limit   int
 }
 
 // denyProbe is what a lookup learnt for remembering the call's denial.
 type denyProbe struct {
-	sent  int64     // the time the call was sent
+	sent  int64     // the time the call was sent, in µs
 	hn    uint64    // the name's hash
 	named *denyName // the name's record when its limits were the call's
 }
@@ -114,10 +130,10 @@ func (c *denyCache) lookup(req *ratelimit.Request, now int64) (ratelimit.Decisio
 	}
 	p.named = rec
 	i := c.bucket(rec.gen, req.Key)
-	cost := req.Units()
+	unit := req.Units() == 1
 	for w := range 2 {
 		e := c.slots[i+w].Load()
-		if e != nil && e.gen == rec.gen && e.key == req.Key && cost >= e.cost && now < e.until {
+		if e != nil && e.gen == rec.gen && e.key == req.Key && (unit || e.anyCost) && now < e.until {
 			return e.decision(now), p, true
 		}
 	}
@@ -153,13 +169,20 @@ func (c *denyCache) bucket(gen uint64, key string) int {
 	return int(h & uint64(len(c.slots)-2))
 }
 
-// remember keeps d, the denial of req made by a call sent as p says. The
-// denial is held slack, and a 1024th of its RetryAfter, less than its
-// RetryAfter: the process's clock may run slower than the server's (by
-// far less than 0.1% when NTP keeps them).
-func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.Decision, slack time.Duration) {
-	hold := int64(d.RetryAfter - d.RetryAfter/1024 - slack)
-	if hold <= 0 {
+// remember keeps d, the denial of req made by a call sent as p says and
+// answered at recv, when it is one the cache can repeat (see denyCache):
+// for at most hold, and slack and a 1024th of its RetryAfter less than
+// its RetryAfter.
+func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.Decision, recv int64, slack, hold time.Duration) {
+	if d.Remaining != 0 || d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
+		return
+	}
+	anyCost := algorithmOf(req.Limits[d.LimitIndex]) == ratelimit.FixedWindow
+	if !anyCost && req.Units() != 1 {
+		return
+	}
+	held := min(d.RetryAfter-d.RetryAfter/1024-slack, hold).Microseconds()
+	if held <= 0 {
 		return
 	}
 	rec := p.named
@@ -171,10 +194,10 @@ func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.De
 		return // the limits changed (or the name was pushed out) meanwhile
 	}
 	e := &denial{
-		gen: rec.gen, key: req.Key, cost: req.Units(),
-		until:   p.sent + hold,
-		retryAt: p.sent + int64(d.RetryAfter), resetAt: p.sent + int64(d.ResetAfter),
-		remaining: d.Remaining, limit: d.LimitIndex,
+		gen: rec.gen, key: req.Key, anyCost: anyCost,
+		until:   p.sent + held,
+		retryAt: recv + d.RetryAfter.Microseconds(), resetAt: recv + d.ResetAfter.Microseconds(),
+		limit: d.LimitIndex,
 	}
 	i := c.bucket(rec.gen, req.Key)
 	c.slots[i+c.way(i, e, p.sent)].Store(e)
@@ -207,15 +230,12 @@ func (c *denyCache) adopt(req *ratelimit.Request, hn uint64) *denyName {
 }
 
 // way returns which of the two slots from i the denial e takes at now:
-// the one of its key, unless that one denies cheaper calls for longer;
-// else an empty or expired one; else the one that expires first.
+// the one of its key; else an empty or expired one; else the one that
+// expires first.
 func (c *denyCache) way(i int, e *denial, now int64) int {
 	a, b := c.slots[i].Load(), c.slots[i+1].Load()
 	for w, o := range [2]*denial{a, b} {
 		if o != nil && o.gen == e.gen && o.key == e.key {
-			if o.cost < e.cost && o.until >= e.until {
-				return 1 - w // keep it; take the other
-			}
 			return w
 		}
 	}
@@ -225,17 +245,13 @@ func (c *denyCache) way(i int, e *denial, now int64) int {
 	return 1
 }
 
-// decision is the denial e repeated at now: RetryAfter and ResetAfter are
-// what is left of those Redis told, rounded up to the microsecond.
+// decision is the denial e repeated at now: what is left of the RetryAfter
+// and ResetAfter Redis told, in µs as the scripts tell them.
 func (e *denial) decision(now int64) ratelimit.Decision {
 	left := func(at int64) time.Duration {
-		if at <= now {
-			return 0
-		}
-		return (time.Duration(at-now) + time.Microsecond - 1).Truncate(time.Microsecond)
+		return time.Duration(max(at-now, 0)) * time.Microsecond
 	}
 	return ratelimit.Decision{
-		Remaining:  e.remaining,
 		RetryAfter: left(e.retryAt),
 		ResetAfter: left(e.resetAt),
 		LimitIndex: e.limit,

@@ -23,26 +23,23 @@ import (
 )
 
 // requireCacheAgrees requires d, a decision of a Redis limiter with a deny
-// cache, to be want, the twin's decision of the same call; or, when the
-// cache made d, a denial the twin makes too, told to retry after at most
-// slack more than the twin says (a repeated denial tells what is left of
-// the RetryAfter Redis told, which for a costlier call is short of its
-// own). A negative slack leaves RetryAfter unchecked: after the clock
-// stepped back, a sliding log may hold entries out of order (see
-// decide.lua.tmpl), whose RetryAfter, the time its entries would leave in
-// log order, Redis tells alike only while the log stays as it is.
+// cache, to be want, the twin's decision of the same call, in every field
+// but Source; with slack > 0 (the server's clock, which the twin reads only
+// to the millisecond), a repeated denial's RetryAfter and ResetAfter may
+// differ from the twin's by up to slack.
 func requireCacheAgrees(t *testing.T, want, d ratelimit.Decision, slack time.Duration, msgAndArgs ...any) {
 	t.Helper()
 	if d.Source != ratelimit.SourceCache {
 		require.Equal(t, want, d, msgAndArgs...)
 		return
 	}
-	require.False(t, want.Allowed, msgAndArgs...)
-	require.False(t, d.Allowed, msgAndArgs...)
-	require.Positive(t, d.RetryAfter, msgAndArgs...)
-	if slack >= 0 {
-		require.LessOrEqual(t, d.RetryAfter, want.RetryAfter+slack, msgAndArgs...)
+	d.Source = want.Source
+	if slack > 0 {
+		require.InDelta(t, want.RetryAfter, d.RetryAfter, float64(slack), msgAndArgs...)
+		require.InDelta(t, want.ResetAfter, d.ResetAfter, float64(slack), msgAndArgs...)
+		d.RetryAfter, d.ResetAfter = want.RetryAfter, want.ResetAfter
 	}
+	require.Equal(t, want, d, msgAndArgs...)
 }
 
 func newCachedRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
@@ -124,31 +121,42 @@ func TestDenyCacheOnTheServersClockAgreesWithTheTwin(t *testing.T) {
 	}
 }
 
-// TestDenyCacheCost: a denial is repeated for calls of at least its cost;
-// a cheaper call is asked of Redis, which may admit it.
+// TestDenyCacheCost: a denial that leaves units is asked of Redis every
+// time, with its own RetryAfter; a denial of a call of cost 1 that leaves
+// none is repeated for calls of cost 1 only; a fixed window's denial that
+// leaves none is repeated for any cost.
 func TestDenyCacheCost(t *testing.T) {
 	m := &ratelimit.Metrics{}
-	l := newCachedRedis(t, ratelimit.WithHook(m))
+	clock := newManualClock()
+	l := newCachedRedis(t, ratelimit.WithHook(m), ratelimit.WithClock(clock))
 	req := ratelimit.Request{Name: "cost", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}, Cost: 3}
 	assert.True(t, allow(t, l, req).Allowed)
-	d := allow(t, l, req)
-	assert.Equal(t, ratelimit.Decision{Remaining: 2, RetryAfter: d.RetryAfter, ResetAfter: d.ResetAfter}, d, "Redis denies 3 of the 2 left")
 	for _, cost := range []int64{3, 4, 5} {
 		req.Cost = cost
-		c := allow(t, l, req)
-		assert.Equal(t, ratelimit.SourceCache, c.Source, "cost %d", cost)
-		assert.False(t, c.Allowed)
-		assert.Equal(t, int64(2), c.Remaining)
-		assert.LessOrEqual(t, c.RetryAfter, d.RetryAfter)
-		assert.Greater(t, c.RetryAfter, d.RetryAfter-time.Minute)
+		d := allow(t, l, req)
+		assert.Equal(t, ratelimit.Decision{Remaining: 2, RetryAfter: time.Hour, ResetAfter: time.Hour}, d, "cost %d: Redis denies it, with 2 left", cost)
 	}
 	req.Cost = 2
-	c := allow(t, l, req)
-	assert.Equal(t, ratelimit.Decision{Allowed: true, ResetAfter: c.ResetAfter}, c, "Redis admits the 2 left")
+	assert.Equal(t, ratelimit.Decision{Allowed: true, ResetAfter: time.Hour}, allow(t, l, req), "Redis admits the 2 left")
 	req.Cost = 1
-	assert.Equal(t, ratelimit.SourceBackend, allow(t, l, req).Source, "a cheaper call than any denied one")
-	assert.Equal(t, ratelimit.SourceCache, allow(t, l, req).Source)
-	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 6, Cached: 4, NearLimit: 1}, m.Snapshot()["cost"])
+	clock.Advance(time.Minute)
+	assert.Equal(t, ratelimit.Decision{RetryAfter: time.Hour - time.Minute, ResetAfter: time.Hour - time.Minute}, allow(t, l, req), "Redis denies: none left")
+	clock.Advance(time.Second / 2) // within the deny hold, a second
+	assert.Equal(t, ratelimit.Decision{RetryAfter: time.Hour - time.Minute - time.Second/2, ResetAfter: time.Hour - time.Minute - time.Second/2, Source: ratelimit.SourceCache}, allow(t, l, req), "repeated, as Redis would answer it")
+	clock.Advance(time.Second / 2)
+	assert.Equal(t, ratelimit.SourceBackend, allow(t, l, req).Source, "past the deny hold, Redis is asked again")
+	req.Cost = 2
+	assert.Equal(t, ratelimit.SourceBackend, allow(t, l, req).Source, "a costlier call's RetryAfter is Redis's to tell")
+
+	fixed := ratelimit.Request{Name: "cost-fixed", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 5}}, Cost: 5}
+	assert.True(t, allow(t, l, fixed).Allowed)
+	assert.Equal(t, ratelimit.SourceBackend, allow(t, l, fixed).Source)
+	for _, cost := range []int64{1, 3, 5} {
+		fixed.Cost = cost
+		assert.Equal(t, ratelimit.SourceCache, allow(t, l, fixed).Source, "a full fixed window denies any cost until it ends")
+	}
+	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 7, Cached: 1, NearLimit: 1}, m.Snapshot()["cost"])
+	assert.Equal(t, ratelimit.Counters{Allowed: 1, Limited: 4, Cached: 3, NearLimit: 1}, m.Snapshot()["cost-fixed"])
 }
 
 // TestDenyCacheMultiLimitAndShadow: a denial by either limit of a call is
@@ -224,7 +232,7 @@ func TestDenyCacheLookupMissAllocatesNothing(t *testing.T) {
 	c := newDenyCache(DefaultDenyCache)
 	req := ratelimit.Request{Name: "miss", Key: "k", Limits: perPeriod(1, time.Hour)}
 	_, p, _ := c.lookup(&req, 0)
-	c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour}, 0) // the name is known
+	c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour}, 0, 0, time.Hour) // the name is known
 	req.Key = "other"
 	assert.Zero(t, testing.AllocsPerRun(100, func() {
 		if _, _, hit := c.lookup(&req, 1); hit {
@@ -248,7 +256,7 @@ func TestDenyCacheMemoryIsBounded(t *testing.T) {
 	for i, k := range names {
 		req.Key = k
 		_, p, _ := c.lookup(&req, int64(i))
-		c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour, ResetAfter: time.Hour}, 0)
+		c.remember(&req, p, ratelimit.Decision{RetryAfter: time.Hour, ResetAfter: time.Hour}, int64(i), 0, time.Hour)
 	}
 	used := heapInUse() - before
 	held := 0

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"strings"
+	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -19,6 +20,8 @@ type settings struct {
 	breaker   breakerConfig
 	batch     int
 	denyCache int
+	// denyHold bounds how long the deny cache holds a denial.
+	denyHold time.Duration
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
 	// genericOnly makes the limiter run the generic decide script for
@@ -33,6 +36,7 @@ func newSettings(opts []ratelimit.Option) settings {
 		prefix:    DefaultPrefix,
 		batch:     DefaultBatch,
 		denyCache: DefaultDenyCache,
+		denyHold:  DefaultDenyHold,
 		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
 	for _, o := range opts {
@@ -83,32 +87,33 @@ func WithBatching(max int) ratelimit.Option {
 	return option(func(s *settings) { s.batch = max })
 }
 
-// WithDenyCache sizes a [ratelimit.Limiter]'s local deny cache: it remembers
-// up to about entries recent denials (rounded up to a power of two; 0
-// turns the cache off) and repeats them without asking Redis. A call of
-// the same name, key and limits as a denied one, with a cost at least the
-// denied call's, is denied in process until the denial's RetryAfter has
-// passed, counted from when the denied call was sent: every such call
-// Redis would deny too, since other calls can only fill a limit up. Such
-// a decision has Source [ratelimit.SourceCache]; its RetryAfter and ResetAfter are
-// what is left of those Redis told (for a costlier call, RetryAfter may
-// be short of its own), and its Remaining and Limit those of the denial
-// it repeats. Hooks see it like any denial (see [ratelimit.Metrics]).
-//
-// The cache is on by default ([DefaultDenyCache] entries, a few MiB at
-// most). Its memory is bounded whatever the number of keys: a denial takes
-// the place of an older one. A rule whose limits an override changes
-// forgets its remembered denials; so does a rule some of whose keys have
-// limits of their own ([ratelimit.KeyOverrides]), each time its calls switch between
-// keys under different limits, which keeps the cache exact but lets it
-// repeat fewer denials. While processes decide a key against
-// different limits (an override seen by some processes and not yet by
-// others), or when something else drains a limit in Redis (a DEL of its
-// key, or [Limiter.Reset] in another process: a Reset forgets only
-// its own process's denials), a remembered denial may outlast what Redis
-// would answer, up to its RetryAfter. The memory limiter ignores it.
+// WithDenyCache sizes the limiter's local deny cache: it remembers up to
+// about entries recent denials (rounded up to a power of two; 0 turns the
+// cache off) and repeats them without asking Redis, answering exactly what
+// Redis would answer then, with Source [ratelimit.SourceCache]. It repeats
+// only denials that no call could change until they end (Remaining 0, for
+// calls of cost 1, or of any cost against a fixed window) and holds each
+// at most the deny hold ([WithDenyHold]), so state lost out of band is
+// seen within that bound; see the package doc. On by default
+// ([DefaultDenyCache] entries, a few MiB at most).
 func WithDenyCache(entries int) ratelimit.Option {
 	return option(func(s *settings) { s.denyCache = entries })
+}
+
+// DefaultDenyHold is how long the deny cache holds a denial at most unless
+// [WithDenyHold] says otherwise.
+const DefaultDenyHold = time.Second
+
+// WithDenyHold bounds how long the deny cache repeats a denial without
+// asking Redis again (default [DefaultDenyHold]), and so how long every
+// process takes to see state that was lost or reset out of band; d <= 0
+// keeps the default.
+func WithDenyHold(d time.Duration) ratelimit.Option {
+	return option(func(s *settings) {
+		if d > 0 {
+			s.denyHold = d
+		}
+	})
 }
 
 // DefaultPrefix starts every Redis key the limiter writes.

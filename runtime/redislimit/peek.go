@@ -41,10 +41,8 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 // error wraps [ratelimit.ErrBackend]. See [ratelimit.Resetter].
 //
 // Other processes' deny caches are not told: each may keep denying the key
-// until the RetryAfter Redis gave it for its last denial runs out (that
-// long at most), and so may this process for a call in flight during the
-// Reset whose denial it remembers after. Turn the cache off
-// (WithDenyCache(0)) where a Reset must lift a limit everywhere at once.
+// for at most the deny hold ([WithDenyHold]), and so may this process for
+// a call in flight during the Reset whose denial it remembers after.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 	key = callkey.Bound(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {

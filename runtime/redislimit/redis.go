@@ -211,7 +211,8 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
 	}
 	if !d.Allowed && l.denials != nil {
-		l.denials.remember(&req, seen, d, l.cacheSlack(&req))
+		recv, _ := l.cacheNow()
+		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
 	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
@@ -223,7 +224,7 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 // cache and the memory limiter.
 var monoBase = time.Now()
 
-// cacheNow returns the deny cache's time in ns, and whether the cache may
+// cacheNow returns the deny cache's time in µs, and whether the cache may
 // answer at it. Without a clock it is the process's monotonic clock, which
 // steps with neither the wall clock nor the server's, and the cache may
 // always answer. With one, it is the clock's time (at which the scripts
@@ -232,9 +233,9 @@ var monoBase = time.Now()
 // at an earlier time.
 func (l *Limiter) cacheNow() (int64, bool) {
 	if l.cfg.Clock == nil {
-		return int64(time.Since(monoBase)), true
+		return time.Since(monoBase).Microseconds(), true
 	}
-	now := l.cfg.Clock.Now().UnixNano()
+	now := l.cfg.Clock.Now().UnixMicro()
 	for {
 		latest := l.latest.Load()
 		if now <= latest {
