@@ -54,6 +54,9 @@ func (e *LimitError) Error() string {
 	if e.Key != "" {
 		key = fmt.Sprintf(" key %q", e.Key)
 	}
+	if e.Limit.Algorithm == Block {
+		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
+	}
 	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
 		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
 }
@@ -105,3 +108,18 @@ func (e *CostError) Error() string {
 
 // Is reports whether target is ErrInvalidLimit.
 func (e *CostError) Is(target error) bool { return target == ErrInvalidLimit }
+
+// FieldError reports a field of overrides (see [ParseOverrides]) that
+// could not be used, and why; it unwraps to the reason.
+type FieldError struct {
+	// Field is the field's name, such as "svc.Store.Get|key=acme".
+	Field string
+	// Err is why it could not be used; it wraps [ErrInvalidLimit].
+	Err error
+}
+
+// Error names the field and the reason.
+func (e *FieldError) Error() string { return fmt.Sprintf("%q: %v", e.Field, e.Err) }
+
+// Unwrap returns the reason.
+func (e *FieldError) Unwrap() error { return e.Err }

@@ -35,6 +35,11 @@ func FuzzParseOverride(f *testing.F) {
 		`[{"period": "1s", "threshold": 1}] x`,
 		`[]`,
 		"",
+		"unlimited",
+		" block\n",
+		"unlimited; period=1 threshold=1",
+		"period=1 threshold=1 algorithm=block",
+		`{"period": 1, "threshold": 1, "algorithm": "unlimited"}`,
 	} {
 		f.Add(seed)
 	}
@@ -43,6 +48,12 @@ func FuzzParseOverride(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, ErrInvalidLimit) || limits != nil {
 				t.Fatalf("ParseOverride(%q) = %v, %v: want nil and an error wrapping ErrInvalidLimit", value, limits, err)
+			}
+			return
+		}
+		if v := verdictOf(limits); v != "" {
+			if strings.TrimSpace(value) != string(v) {
+				t.Fatalf("ParseOverride(%q) = %v: only the word %s says that", value, limits, v)
 			}
 			return
 		}

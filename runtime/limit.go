@@ -72,6 +72,13 @@ const (
 	// Threshold) and Threshold per Period on average; Remaining is how
 	// many more unit calls it would admit now.
 	GCRA Algorithm = limitfacts.GCRA
+
+	// Unlimited and Block count nothing: they are the one limit of an
+	// override (see [ParseOverride]) that exempts the calls it applies to
+	// from every limit of their rule, or denies them all. A rule's own
+	// limits cannot use them.
+	Unlimited Algorithm = "unlimited"
+	Block     Algorithm = "block"
 )
 
 // Algorithms returns every supported algorithm, in a fixed order.
@@ -120,8 +127,12 @@ type Limit struct {
 	Capacity int64
 }
 
-// String returns the limit in the directive's form, e.g. "2/30s (sliding_log)".
+// String returns the limit in the directive's form, e.g. "2/30s
+// (sliding_log)", or "unlimited" or "block".
 func (l Limit) String() string {
+	if l.Algorithm == Unlimited || l.Algorithm == Block {
+		return string(l.Algorithm)
+	}
 	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.Period, l.algorithm())
 }
 
@@ -257,11 +268,16 @@ const (
 	// SourceFallback is a decision of the in-process fallback that stands
 	// in while the backend cannot decide ([FailLocal]).
 	SourceFallback
+	// SourceOverride is a denial of a call that an override blocks
+	// ([Block]), made without asking the limiter.
+	SourceOverride
 )
 
-// String returns "backend", "cache" or "fallback".
+// String returns "backend", "cache", "fallback" or "override".
 func (s Source) String() string {
 	switch s {
+	case SourceOverride:
+		return "override"
 	case SourceCache:
 		return "cache"
 	case SourceFallback:

@@ -57,6 +57,9 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []
 // most [MaxLimits], each is valid, and limit i has the algorithm of the
 // rule's limit i (whose state it reads), empty meaning the rule's.
 func usable(ov []Limit, r *Rule) ([]Limit, bool) {
+	if verdictOf(ov) != "" {
+		return ov, true
+	}
 	if len(ov) == 0 || len(ov) > MaxLimits {
 		return nil, false
 	}
@@ -106,6 +109,10 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 //	{"period": "30s", "threshold": 5}
 //	[{"period": 1, "threshold": 10}, {"period": "1m", "threshold": 100}]
 //
+// or one of two words: unlimited, which exempts the calls it applies to
+// from every limit of their rule, and block, which denies them all (see
+// [Unlimited] and [Block]).
+//
 // An operator sets one with redis-cli:
 //
 //	HSET ratelimit:overrides example.com/svc.Store.Get "period=30s threshold=5"
@@ -135,7 +142,8 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 // see [KeyOverrides] for the precedence. A value that does not parse, a
 // field that names no valid tier and a key put in a tier that the hash
 // does not set are skipped (the rule, the tier or the key keeps the
-// limits it would have without them) and reported in the error, which joins one error per field.
+// limits it would have without them) and reported in the error, which
+// joins one [*FieldError] per field.
 func ParseOverrides(fields map[string]string) (*StaticOverrides, error) {
 	rules := make(ruleTable, len(fields))
 	var errs []error
@@ -143,7 +151,7 @@ func ParseOverrides(fields map[string]string) (*StaticOverrides, error) {
 	// stand-in) the same one is skipped every time.
 	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		if err := rules.setField(field, fields[field]); err != nil {
-			errs = append(errs, fmt.Errorf("%q: %w", field, err))
+			errs = append(errs, &FieldError{Field: field, Err: err})
 		}
 	}
 	errs = append(errs, rules.resolve()...)
@@ -157,6 +165,9 @@ func ParseOverrides(fields map[string]string) (*StaticOverrides, error) {
 // is valid; every error wraps [ErrInvalidLimit].
 func ParseOverride(value string) ([]Limit, error) {
 	value = strings.TrimSpace(value)
+	if value == string(Unlimited) || value == string(Block) {
+		return []Limit{{Algorithm: Algorithm(value)}}, nil
+	}
 	var limits []Limit
 	var err error
 	if strings.HasPrefix(value, "{") || strings.HasPrefix(value, "[") {
@@ -269,4 +280,13 @@ func parseOverrideJSON(value string) ([]Limit, error) {
 		limits[i] = Limit{Period: p, Threshold: j.Threshold, Algorithm: j.Algorithm, Burst: j.Burst, Capacity: j.Capacity}
 	}
 	return limits, nil
+}
+
+// verdictOf returns Unlimited or Block when limits is an override that
+// exempts or blocks calls, else "".
+func verdictOf(limits []Limit) Algorithm {
+	if len(limits) == 1 && (limits[0].Algorithm == Unlimited || limits[0].Algorithm == Block) {
+		return limits[0].Algorithm
+	}
+	return ""
 }

@@ -152,6 +152,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
+	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
+		if v := verdictOf(req.Limits); v != "" { // an override exempts or blocks the call
+			return r.verdict(ctx, limiter, &req, v)
+		}
+	}
 	var start time.Time
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
@@ -271,4 +276,28 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 // pointer. It wraps [ErrNilKey].
 func NilKeyError(name, path string) error {
 	return fmt.Errorf("%w: %s: %s is nil", ErrNilKey, name, path)
+}
+
+// verdict answers a call that an override exempts (v is [Unlimited]) or
+// blocks ([Block]) without asking the limiter. A blocked call is denied
+// with a [*LimitError] whose Limit is the Block limit over the period of
+// the rule's first limit, which is also its RetryAfter (the override is
+// asked again on the next call); the limiter's hook sees the denial, with
+// [SourceOverride].
+func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Algorithm) error {
+	if v == Unlimited {
+		return nil
+	}
+	period := r.Limits[0].Period
+	d := Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}
+	blocked := *req
+	blocked.Limits = []Limit{{Algorithm: Block, Period: period}}
+	if c := configOf(limiter); c != nil && c.Hook != nil {
+		seen := Request{Name: req.Name, Key: callkey.Bound(req.Key), Cost: req.Cost, Limits: blocked.Limits}
+		c.Hook.Decided(ctx, &seen, d)
+	}
+	if r.Shadow {
+		return nil
+	}
+	return r.limitError(&blocked, d)
 }

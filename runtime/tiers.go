@@ -224,7 +224,7 @@ func (t ruleTable) resolve() []error {
 	for _, e := range t {
 		for _, m := range e.member {
 			if e.tiers[m.tier] == nil {
-				errs = append(errs, fmt.Errorf("%q: %w: tier %q is not set", m.field, ErrInvalidLimit, m.tier))
+				errs = append(errs, &FieldError{Field: m.field, Err: fmt.Errorf("%w: tier %q is not set", ErrInvalidLimit, m.tier)})
 			}
 		}
 		e.resolve()

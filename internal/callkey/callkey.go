@@ -149,3 +149,16 @@ func IsStandIn(s string) bool {
 	}
 	return true
 }
+
+// Redact returns what logs show of a per-call key unless told to show it:
+// "sha256:" and the first 12 hex digits of the key's SHA-256, which a
+// long key's stand-in (and so key itself, when it is a stand-in) also
+// starts its digest with, so an operator can match a log line with an
+// error or a Redis key without the log holding the key.
+func Redact(key string) string {
+	if IsStandIn(key) {
+		return "sha256:" + key[len(key)-2*sha256.Size:][:12]
+	}
+	sum := digest(key)
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}

@@ -63,3 +63,14 @@ func BenchmarkBoundKey(b *testing.B) {
 		})
 	}
 }
+
+func TestRedactMatchesTheStandIn(t *testing.T) {
+	long := bearer(megabyte, 'A')
+	sum := sha256.Sum256([]byte(long))
+	want := "sha256:" + hex.EncodeToString(sum[:])[:12]
+	assert.Equal(t, want, Redact(long))
+	assert.Equal(t, want, Redact(Bound(long)), "a stand-in redacts as its key does")
+	short := sha256.Sum256([]byte("user-42"))
+	assert.Equal(t, "sha256:"+hex.EncodeToString(short[:])[:12], Redact("user-42"))
+	assert.NotContains(t, Redact("user-42"), "user")
+}

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -166,7 +168,8 @@ func TestRedisOverrides(t *testing.T) {
 	c := rdb(t)
 	const hash = "ratelimit:overrides"
 	require.NoError(t, c.HSet(ctx, hash, "ro", "period=1m threshold=1", "bad", "period=1m").Err())
-	ov := NewOverrides(c, hash, 20*time.Millisecond)
+	ov := NewOverrides(c, hash, 20*time.Millisecond, OverridesLogger(slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { ov.Close() })
 	err := ov.Refresh(ctx)
 	require.Error(t, err, "the bad field is reported")
 	assert.Contains(t, err.Error(), `ratelimit:overrides "bad": ratelimit: invalid limit: "period=1m": period and threshold are required`)
@@ -193,10 +196,7 @@ func TestRedisOverrides(t *testing.T) {
 		got, _ := ov.Lookup(ctx, "ro")
 		return len(got) == 1 && got[0].Threshold == 2
 	}, 5*time.Second, 5*time.Millisecond)
-	require.Eventually(t, func() bool {
-		ov.Lookup(ctx, "ro") // Lookups start the refreshes
-		return ov.Err() == nil
-	}, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return ov.Err() == nil }, 5*time.Second, 5*time.Millisecond)
 	rule := &ratelimit.Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
 	lim := New(c, ratelimit.WithClock(clock), ratelimit.WithOverrides(ov))
 	require.NoError(t, rule.Check(ctx, lim, "", 1), "the call before still counts: 2nd of 2")
@@ -213,10 +213,156 @@ func TestRedisOverrides(t *testing.T) {
 
 func TestRedisOverridesNeverWaitForRedis(t *testing.T) {
 	ov := NewOverrides(failFastClient(t, stoppedAddr(t)), "h", time.Millisecond)
+	t.Cleanup(func() { ov.Close() })
 	_, ok := ov.Lookup(context.Background(), "x")
 	assert.False(t, ok)
 	require.Eventually(t, func() bool { return ov.Err() != nil }, 5*time.Second, 5*time.Millisecond)
 	assert.ErrorIs(t, ov.Err(), ratelimit.ErrBackend)
 	_, ok = ov.Lookup(context.Background(), "x")
 	assert.False(t, ok)
+}
+
+// logRecords is a slog.Handler that keeps the records it is given.
+type logRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r)
+	return nil
+}
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
+
+func (h *logRecords) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		if r.Level == slog.LevelWarn {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "field" {
+					out = append(out, a.Value.String())
+				}
+				return true
+			})
+		}
+	}
+	return out
+}
+
+// TestOverrideMistakesAreLoudAndSafe: a field that cannot be used (a typo
+// in its value, a tier that is not set, a rule the service does not have)
+// keeps its last good value, so no typo lifts a limit, and is logged once
+// per value at Warn, counted and listed until it is fixed.
+func TestOverrideMistakesAreLoudAndSafe(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	c := rdb(t)
+	const hash = "ratelimit:loud"
+	logs := &logRecords{}
+	rule := &ratelimit.Rule{Name: "svc.Get", Limits: perPeriod(3, time.Minute)}
+	ov := NewOverrides(c, hash, time.Hour, OverridesLogger(slog.New(logs)), OverridesRules(rule))
+	t.Cleanup(func() { ov.Close() })
+	<-ov.first
+	threshold := func(key string) int64 {
+		l := rule.EffectiveLimits(ctx, ratelimit.NewMemory(ratelimit.WithOverrides(ov)), key)
+		return l[0].Threshold
+	}
+	set := func(kv ...string) {
+		t.Helper()
+		require.NoError(t, c.HSet(ctx, hash, kv).Err())
+	}
+
+	set("svc.Get|key=k", "period=1m threshold=1", "svc.Get|tier=gold", "period=1m threshold=9", "svc.Get|key=g", "tier=gold")
+	require.NoError(t, ov.Refresh(ctx))
+	require.Equal(t, []int64{1, 9, 3}, []int64{threshold("k"), threshold("g"), threshold("x")})
+
+	// Typos: a misspelt name in k's value, a tier that is not set for g,
+	// and a rule that does not exist.
+	set("svc.Get|key=k", "period=1m treshold=1", "svc.Get|key=g", "tier=gld", "svc.Gte", "period=1m threshold=100")
+	for range 3 {
+		err := ov.Refresh(ctx)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidLimit)
+		assert.Equal(t, []int64{1, 9, 3}, []int64{threshold("k"), threshold("g"), threshold("x")}, "the last good values stay")
+	}
+	var fields []string
+	for _, p := range ov.Problems() {
+		fields = append(fields, p.Field)
+	}
+	assert.Equal(t, []string{"svc.Get|key=g", "svc.Get|key=k", "svc.Gte"}, fields)
+	assert.ElementsMatch(t, []string{"svc.Get|key=" + callkey.Redact("g"), "svc.Get|key=" + callkey.Redact("k"), "svc.Gte"}, logs.warnings(),
+		"each logged once, for three reads, its key redacted")
+	assert.Equal(t, uint64(3), ov.Rejected())
+
+	// Another mistake in the same field is logged again; a fix clears it.
+	set("svc.Get|key=k", "period=1m threshold=x")
+	require.Error(t, ov.Refresh(ctx))
+	assert.Len(t, logs.warnings(), 4)
+	require.NoError(t, c.HDel(ctx, hash, "svc.Gte").Err())
+	set("svc.Get|key=k", "period=1m threshold=2", "svc.Get|key=g", "tier=gold")
+	require.NoError(t, ov.Refresh(ctx))
+	assert.Empty(t, ov.Problems())
+	assert.Equal(t, []int64{2, 9, 3}, []int64{threshold("k"), threshold("g"), threshold("x")})
+
+	// A field with no good value yet is ignored, and says so.
+	set("svc.Get|key=new", "period=1m")
+	require.Error(t, ov.Refresh(ctx))
+	assert.Equal(t, int64(3), threshold("new"))
+}
+
+// TestOverridesReadInTheBackground: a value the operator sets reaches the
+// table without any call asking for it, within a refresh interval or two.
+func TestOverridesReadInTheBackground(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	c := rdb(t)
+	ov := NewOverrides(c, "ratelimit:bg", 20*time.Millisecond)
+	t.Cleanup(func() { ov.Close() })
+	require.NoError(t, c.HSet(ctx, "ratelimit:bg", "r", "period=1m threshold=4").Err())
+	require.Eventually(t, func() bool {
+		set := ov.table.Load()
+		if set == nil {
+			return false
+		}
+		l, ok := set.Lookup(ctx, "r")
+		return ok && l[0].Threshold == 4
+	}, 10*time.Second, time.Millisecond)
+}
+
+// TestOverridesExemptAndBlock: unlimited exempts a key (or a tier's keys)
+// from every limit of the rule; block denies them, with a LimitError that
+// says so, without asking the limiter; the hook sees the block.
+func TestOverridesExemptAndBlock(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
+		var s ratelimit.StaticOverrides
+		s.SetKey("eb", "vip", ratelimit.Limit{Algorithm: ratelimit.Unlimited})
+		s.SetKey("eb", "mallory", ratelimit.Limit{Algorithm: ratelimit.Block})
+		s.SetTier("eb", "banned", ratelimit.Limit{Algorithm: ratelimit.Block})
+		s.SetKeyTier("eb", "eve", "banned")
+		m := &ratelimit.Metrics{}
+		l := newLimiter(ratelimit.WithOverrides(&s), ratelimit.WithHook(m))
+		rule := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute)}
+		for range 5 {
+			require.NoError(t, rule.Check(ctx, l, "vip", 1), "exempt")
+		}
+		require.NoError(t, rule.Check(ctx, l, "other", 1))
+		require.ErrorIs(t, rule.Check(ctx, l, "other", 1), ratelimit.ErrLimited)
+		for _, key := range []string{"mallory", "eve"} {
+			err := rule.Check(ctx, l, key, 1)
+			var le *ratelimit.LimitError
+			require.ErrorAs(t, err, &le, key)
+			assert.Equal(t, ratelimit.Limit{Algorithm: ratelimit.Block, Period: time.Minute}, le.Limit)
+			assert.Equal(t, time.Minute, le.RetryAfter)
+			assert.Contains(t, err.Error(), "is blocked by an override")
+		}
+		shadow := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute), Shadow: true}
+		require.NoError(t, shadow.Check(ctx, l, "mallory", 1), "a shadow rule never denies")
+		assert.Equal(t, ratelimit.Counters{Allowed: 1, Limited: 3, ShadowLimited: 1, NearLimit: 1}, m.Snapshot()["eb"])
+	})
 }

@@ -98,7 +98,7 @@ func tierSources() []tierSource {
 			ov := NewOverrides(rc, hash, time.Hour)
 			// The first read, started in the background, could end after
 			// the limiter flushes the server: wait for it, then read.
-			require.Eventually(t, func() bool { return !ov.loading.Load() }, 10*time.Second, time.Millisecond)
+			<-ov.first
 			err := ov.Refresh(ctx)
 			if c.tier != "" && c.gold == 0 {
 				require.ErrorIs(t, err, ratelimit.ErrInvalidLimit, "a key in a tier the hash does not set is reported")
