@@ -22,13 +22,32 @@ func isShadow(ctx context.Context) bool {
 
 // routeShadow wraps the hook a limiter is given so that denials decided
 // for shadow rules reach ShadowLimited when h implements [ShadowHook].
+// The router is a [BreakerHook] only when h is one.
 func routeShadow(h Hook) Hook {
-	if _, ok := h.(*shadowRouter); ok {
+	switch h.(type) {
+	case *shadowRouter, *breakerRouter:
 		return h
 	}
 	r := &shadowRouter{Hook: h}
 	r.shadow, _ = h.(ShadowHook)
+	if bh, ok := h.(BreakerHook); ok {
+		return &breakerRouter{shadowRouter: r, breaker: bh}
+	}
 	return r
+}
+
+// breakerRouter is a shadowRouter of a hook that is a [BreakerHook].
+type breakerRouter struct {
+	*shadowRouter
+	breaker BreakerHook
+}
+
+// BreakerOpened tells the hook.
+func (r *breakerRouter) BreakerOpened(node string, err error) { r.breaker.BreakerOpened(node, err) }
+
+// BreakerClosed tells the hook.
+func (r *breakerRouter) BreakerClosed(node string, open time.Duration) {
+	r.breaker.BreakerClosed(node, open)
 }
 
 type shadowRouter struct {
@@ -61,13 +80,23 @@ func (r *shadowRouter) ShadowLimited(ctx context.Context, req *Request, d Decisi
 // the others.
 func Hooks(hooks ...Hook) Hook {
 	var m multiHook
+	breakers := false
 	for _, h := range hooks {
 		if h != nil {
 			m = append(m, h)
+			_, bh := h.(BreakerHook)
+			breakers = breakers || bh
 		}
+	}
+	if breakers {
+		return breakerHooks{m}
 	}
 	return m
 }
+
+// breakerHooks is a multiHook of which at least one hook is a
+// [BreakerHook].
+type breakerHooks struct{ multiHook }
 
 type multiHook []Hook
 
@@ -112,8 +141,8 @@ type BreakerHook interface {
 }
 
 // BreakerOpened tells each hook that is a [BreakerHook].
-func (m multiHook) BreakerOpened(node string, err error) {
-	for _, h := range m {
+func (m breakerHooks) BreakerOpened(node string, err error) {
+	for _, h := range m.multiHook {
 		if bh, ok := h.(BreakerHook); ok {
 			bh.BreakerOpened(node, err)
 		}
@@ -121,24 +150,10 @@ func (m multiHook) BreakerOpened(node string, err error) {
 }
 
 // BreakerClosed tells each hook that is a [BreakerHook].
-func (m multiHook) BreakerClosed(node string, open time.Duration) {
-	for _, h := range m {
+func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
+	for _, h := range m.multiHook {
 		if bh, ok := h.(BreakerHook); ok {
 			bh.BreakerClosed(node, open)
 		}
-	}
-}
-
-// BreakerOpened tells the hook, when it is a [BreakerHook].
-func (r *shadowRouter) BreakerOpened(node string, err error) {
-	if bh, ok := r.Hook.(BreakerHook); ok {
-		bh.BreakerOpened(node, err)
-	}
-}
-
-// BreakerClosed tells the hook, when it is a [BreakerHook].
-func (r *shadowRouter) BreakerClosed(node string, open time.Duration) {
-	if bh, ok := r.Hook.(BreakerHook); ok {
-		bh.BreakerClosed(node, open)
 	}
 }

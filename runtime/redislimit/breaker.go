@@ -63,8 +63,9 @@ type breakerConfig struct {
 // exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
 // LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
 // context ended counts neither way: the caller gave up, Redis may be fine.
-// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when a breaker opens and
-// closes.
+// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
+// a breaker opens and closes; without one, the opening is logged at Warn
+// and the closing at Info to slog.Default(), so an outage says so once.
 func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Option {
 	return option(func(s *settings) {
 		s.breaker.failures = failures

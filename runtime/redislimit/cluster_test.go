@@ -53,6 +53,7 @@ func TestCluster(t *testing.T) {
 	t.Run("FallbackDuringStall", ct.fallbackDuringStall)
 	t.Run("PeekAndReset", ct.peekAndReset)
 	t.Run("KeyOverrides", ct.keyOverrides)
+	t.Run("HealthCheck", ct.healthCheck)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

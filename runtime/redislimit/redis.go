@@ -72,6 +72,11 @@ type Limiter struct {
 func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
 	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
+	if l.breakerHook == nil {
+		// An outage is logged once, whatever the hook: its start at Warn,
+		// its end at Info.
+		l.breakerHook = ratelimit.NewSlogHook(nil)
+	}
 	l.denials = newDenyCache(l.denyCache)
 	l.local = newFallback(l.cfg)
 	l.cluster, _ = client.(*redis.ClusterClient)
