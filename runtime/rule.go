@@ -16,9 +16,10 @@ import (
 var ErrNilKey = errors.New("ratelimit: key is nil")
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
-// Generated code keeps one per limited method in a package variable and
-// calls [Rule.Check] before delegating. A Rule must not be changed once it
-// is in use: Check validates its limits on its first call only.
+// Generated code keeps one per limited method in a package variable,
+// calls [Rule.Check] before delegating, and returns [Rule.Clone]s of them
+// from the package's RateLimitRules function. A Rule must not be changed
+// once it is in use: Check validates its limits on its first call only.
 type Rule struct {
 	// Name is the limit identity; see [Request.Name].
 	Name string
