@@ -12,6 +12,7 @@ import (
 // declaration elsewhere in the package must never change the generated
 // API by renaming it.
 func (c *collector) nameDecorators(f *model.File) {
+	c.rulesFuncDeclared(f)
 	taken := map[string]*model.Decorator{}
 	for _, d := range f.Decorators {
 		t := c.byType[d.Type.Obj()]
@@ -24,6 +25,10 @@ func (c *collector) nameDecorators(f *model.File) {
 		if !d.Fixed {
 			continue
 		}
+		if d.Name == model.RulesFunc {
+			c.errorf(t.naming.Pos, "decorator=%s: %s is the name of the function that returns the package's rules; choose another name", d.Name, d.Name)
+			continue
+		}
 		for _, name := range []string{d.Name, d.Constructor} {
 			if other := taken[name]; other != nil {
 				c.nameTakenByDecorator(t, name, other)
@@ -33,6 +38,19 @@ func (c *collector) nameDecorators(f *model.File) {
 			taken[name] = d
 		}
 	}
+}
+
+// rulesFuncDeclared reports a declaration of model.RulesFunc in the
+// package of f, which has decorators: the generated file declares it.
+func (c *collector) rulesFuncDeclared(f *model.File) {
+	obj := c.pkg.Types.Scope().Lookup(model.RulesFunc)
+	if obj == nil || len(f.Decorators) == 0 {
+		return
+	}
+	first := f.Decorators[0].Type.Obj()
+	c.errorf(c.pkg.Fset.Position(obj.Pos()), "%s is declared here and is the name of the function that the generated file declares to return the package's rules: rename this declaration, or delete it if it lists them by hand",
+		model.RulesFunc).
+		AddNote(c.pkg.Fset.Position(first.Pos()), "type %s is decorated", first.Name())
 }
 
 // nameDeclared reports name, which d must declare, if the package

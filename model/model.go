@@ -79,6 +79,13 @@ type Decorator struct {
 	Methods []*Method
 }
 
+// RulesFunc is the name of the function each generated file declares to
+// return the rules of its package's limited methods (copies, in a new
+// slice, ordered by decorator and method). Like the decorators' fixed
+// names it is free in the package, which the check stage has made sure
+// of.
+const RulesFunc = "RateLimitRules"
+
 // DefaultName returns the name of the decorator of the type called
 // typeName when no directive names it.
 func DefaultName(typeName string) string {

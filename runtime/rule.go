@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -15,9 +16,10 @@ import (
 var ErrNilKey = errors.New("ratelimit: key is nil")
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
-// Generated code keeps one per limited method in a package variable and
-// calls [Rule.Check] before delegating. A Rule must not be changed once it
-// is in use: Check validates its limits on its first call only.
+// Generated code keeps one per limited method in a package variable,
+// calls [Rule.Check] before delegating, and returns [Rule.Clone]s of them
+// from the package's RateLimitRules function. A Rule must not be changed
+// once it is in use: Check validates its limits on its first call only.
 type Rule struct {
 	// Name is the limit identity; see [Request.Name].
 	Name string
@@ -58,38 +60,48 @@ const (
 // limiter. It returns nil when the call was admitted, a [*LimitError] when
 // it was denied, and otherwise an error saying why no decision could be
 // made; r's Wait, Shadow and OnError apply as the package doc describes
-// (Waiting, Failures).
+// (Waiting, Failures). An admitted call whose ctx comes from
+// [WithAdmission] records its [Admission] there.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
 	var o outcome
-	return r.check(ctx, limiter, key, cost, &o)
-}
-
-// Admission describes a call that [Rule.Admit] admitted.
-type Admission struct {
-	// Decided reports whether Decision and Limit describe the call. It is
-	// false when the call went ahead without a decision (the limiter
-	// failed under [FailOpen]) and for the calls of a shadow rule, whose
-	// limits clients should not see.
-	Decided bool
-	// Decision is the decision that admitted the call (after waiting,
-	// the last one).
-	Decision Decision
-	// Limit is the limit Decision describes: of the limits the call was
-	// decided against (the rule's, or their overrides), the one with the
-	// fewest units remaining.
-	Limit Limit
+	err := r.check(ctx, limiter, key, cost, &o)
+	if err == nil {
+		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
+			rec.add(r.admission(&o))
+		}
+	}
+	return err
 }
 
 // Admit is [Rule.Check] for adapters that describe an admitted call to
-// their clients, such as with [SetHeaders]: it returns the same error,
+// their clients, such as with httplimit.SetHeaders: it returns the same error,
 // and for an admitted call (a nil error) the decision that admitted it.
+// It records nothing in a context from [WithAdmission]: its caller has
+// the admission.
 func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
 	var o outcome
-	err := r.check(ctx, limiter, key, cost, &o)
-	if err != nil || !o.decided || !o.d.Allowed || r.Shadow || o.d.LimitIndex < 0 || o.d.LimitIndex >= len(o.limits) {
+	if err := r.check(ctx, limiter, key, cost, &o); err != nil {
 		return Admission{}, err
 	}
-	return Admission{Decided: true, Decision: o.d, Limit: o.limits[o.d.LimitIndex]}, nil
+	return r.admission(&o), nil
+}
+
+// admission describes the call that check admitted, as o tells it.
+func (r *Rule) admission(o *outcome) Admission {
+	if !o.decided || !o.d.Allowed || r.Shadow || o.d.LimitIndex < 0 || o.d.LimitIndex >= len(o.limits) {
+		return Admission{}
+	}
+	return Admission{Decided: true, Name: r.Name, Decision: o.d, Limit: o.limits[o.d.LimitIndex]}
+}
+
+// Clone returns a copy of r, with a copy of its Limits, that is not yet in
+// use: changing it changes nothing about r. Generated RateLimitRules
+// functions return clones of the package's rules.
+func (r *Rule) Clone() *Rule {
+	if r == nil {
+		return nil
+	}
+	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
 }
 
 // outcome is what check learnt about one call.

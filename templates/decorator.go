@@ -180,7 +180,7 @@ func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
 		}
 		doc(g, p.name+" is a "+typeName+" that asks a ratelimit.Limiter to admit each call of "+
 			p.listing(limited)+" before calling the embedded "+typeName+". A denied call returns "+
-			"the limiter's error, a *ratelimit.LimitError, without calling it."+others+" It embeds "+
+			"the limiter's error, a *ratelimit.LimitError, without calling it."+p.recorded()+others+" It embeds "+
 			typeName+" because another package's unexported method, which only the wrapped value "+
 			"implements, is in its method set.")
 		g.Type().Id(p.name).Types(r.typeParamList(p)...).Struct(
@@ -196,7 +196,7 @@ func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
 		}
 		doc(g, p.name+" is a "+typeName+" that asks a ratelimit.Limiter to admit each call of "+
 			p.listing(limited)+" before calling the wrapped "+typeName+". A denied call returns "+
-			"the limiter's error, a *ratelimit.LimitError, without calling it."+others)
+			"the limiter's error, a *ratelimit.LimitError, without calling it."+p.recorded()+others)
 		g.Type().Id(p.name).Types(r.typeParamList(p)...).Struct(
 			jen.Id(p.next).Add(r.decoratedType(p)),
 			jen.Id(p.limiter).Add(r.rt("Limiter")),
@@ -209,7 +209,7 @@ func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
 	}
 	doc(g, p.name+" is a *"+typeName+" that asks a ratelimit.Limiter to admit each call of "+
 		p.listing(limited)+" before calling the embedded *"+typeName+"'s method. A denied call "+
-		"returns the limiter's error, a *ratelimit.LimitError, without calling it."+others+"\n\n"+
+		"returns the limiter's error, a *ratelimit.LimitError, without calling it."+p.recorded()+others+"\n\n"+
 		"Only calls made through the "+p.name+" are limited: when a method of "+typeName+
 		" calls another method of its own receiver, that call goes to the *"+typeName+
 		" directly and bypasses the limit.")
@@ -217,6 +217,26 @@ func (r *renderer) typeDecl(g *jen.Group, p *decoratorPlan) {
 		jen.Op("*").Add(r.decoratedType(p)),
 		jen.Id(p.limiter).Add(r.rt("Limiter")),
 	)
+}
+
+// recorded returns what the doc of the decorator type says of the
+// admissions of its calls: nothing when no limited method has a context.
+func (p *decoratorPlan) recorded() string {
+	if !p.hasContext() {
+		return ""
+	}
+	return " An admitted call whose context comes from ratelimit.WithAdmission records its admission there."
+}
+
+// hasContext reports whether a limited method of p checks its calls with
+// a context of its caller.
+func (p *decoratorPlan) hasContext() bool {
+	for _, m := range p.methods {
+		if m.rule != "" && m.Rule.Context >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // listing names the limited methods in prose.

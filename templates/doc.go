@@ -7,11 +7,12 @@
 // key, cost, context). [Render] turns it into gofmt'd Go source.
 //
 // Naming is decided here, but for the fixed names of decorators and their
-// constructors (exported or chosen with decorator=), which the check stage
-// has made sure are free: imports get the package's real name unless it
-// is taken (by a declaration of the user's package, by a decorator's
-// fixed name, by another import, or by a predeclared identifier the
-// generated code uses), in which case they get a numbered alias; the
+// constructors (exported or chosen with decorator=) and of the function
+// that returns the package's rules (model.RulesFunc), which the check
+// stage has made sure are free: imports get the package's real name
+// unless it is taken (by a declaration of the user's package, by a fixed
+// name, by another import, or by a predeclared identifier the generated
+// code uses), in which case they get a numbered alias; the
 // other package-level names (unexported decorators and constructors, rule
 // variables) avoid everything in the package scope; and each method
 // allocates its parameters and locals so that none of them shadows an

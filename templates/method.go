@@ -450,6 +450,9 @@ func (mg *methodGen) doc() string {
 	if calls := mg.failingCalls(); len(calls) > 0 {
 		s += " If " + orList(calls) + " fails, it returns that error, wrapped, without calling it."
 	}
+	if mg.m.Rule.Context < 0 && mg.p.hasContext() {
+		s += " It takes no context, so a ratelimit.WithAdmission context cannot record its admission."
+	}
 	if mg.m.Rule.DenyEmptyKey {
 		s += " If the key " + mg.m.Rule.Key.Source + " is empty, it returns an error wrapping " +
 			"ratelimit.ErrEmptyKey instead."

@@ -17,8 +17,9 @@ import (
 )
 
 // Render returns the generated Go source of f, gofmt'd: the Header line,
-// the build constraint, and for each decorator its type, constructor,
-// rules and methods.
+// the build constraint, for each decorator its type, constructor, rules
+// and methods, and the function that returns the package's rules
+// (model.RulesFunc).
 func Render(f *model.File) ([]byte, error) {
 	r := newRenderer(f)
 	jf := r.file()
@@ -66,6 +67,7 @@ func newRenderer(f *model.File) *renderer {
 		pkg:   newNames(inScope(f.Scope)),
 	}
 	r.pkg.reserve(universeNames...)
+	r.pkg.reserve(model.RulesFunc) // free in the package: the check stage made sure
 	for _, d := range f.Decorators {
 		if d.Fixed {
 			r.pkg.reserve(d.Name, d.Constructor) // imports avoid them
@@ -176,6 +178,7 @@ func (r *renderer) file() *jen.File {
 	for _, d := range r.decs {
 		r.decorator(f.Group, d)
 	}
+	r.rulesFunc(f.Group)
 	return f
 }
 

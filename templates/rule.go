@@ -41,6 +41,37 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 	g.Var().Id(m.rule).Op("=").Op("&").Add(r.rt("Rule")).Add(multiline(fields...))
 }
 
+// rulesFunc declares the function that returns the package's rules, in
+// the order of the file (by decorator, then method):
+//
+//	// RateLimitRules returns ...
+//	func RateLimitRules() []*ratelimit.Rule {
+//		return []*ratelimit.Rule{
+//			storeGetRateLimit.Clone(),
+//			storePutRateLimit.Clone(),
+//		}
+//	}
+func (r *renderer) rulesFunc(g *jen.Group) {
+	var rules []jen.Code
+	for _, p := range r.decs {
+		for _, m := range p.methods {
+			if m.rule != "" {
+				rules = append(rules, jen.Id(m.rule).Dot("Clone").Call())
+			}
+		}
+	}
+	doc(g, model.RulesFunc+" returns the rules of the package's rate-limited methods, one per "+
+		"method, ordered by decorated type and method name, such as for httplimit.AdminHandler. "+
+		"Each call returns new copies: changing them changes no decorator.")
+	list := jen.Index().Op("*").Add(r.rt("Rule"))
+	if len(rules) == 1 {
+		list = list.Values(rules...)
+	} else {
+		list = list.Add(multiline(rules...))
+	}
+	g.Func().Id(model.RulesFunc).Params().Index().Op("*").Add(r.rt("Rule")).Block(jen.Return(list))
+}
+
 // limits returns the Limits slice: on one line for a single limit, one
 // limit per line otherwise.
 func (r *renderer) limits(limits []model.Limit) *jen.Statement {

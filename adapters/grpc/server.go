@@ -2,12 +2,16 @@ package ratelimitgrpc
 
 import (
 	"context"
+	"net/http"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
 )
 
 // Option configures the interceptors of [UnaryServerInterceptor] and
@@ -16,6 +20,7 @@ type Option func(*config)
 
 type config struct {
 	methods map[string]methodLimit // full method name → its limit
+	headers bool                   // send the RateLimit metadata of admitted calls
 }
 
 // methodLimit is how the calls of one method are limited.
@@ -36,6 +41,28 @@ func Limit(limiter ratelimit.Limiter, fullMethod string, rule *ratelimit.Rule, k
 	return func(c *config) {
 		c.methods[fullMethod] = methodLimit{limiter: limiter, rule: rule, key: key}
 	}
+}
+
+// Headers makes the interceptors send the "ratelimit-policy" and
+// "ratelimit" header metadata on a call admitted by a limit, with the
+// values httplimit.SetAdmissionHeaders gives the RateLimit-Policy and
+// RateLimit fields of an HTTP response:
+//
+//	ratelimit-policy: "<name>";q=<threshold>;w=<period seconds>
+//	ratelimit: "<name>";r=<remaining>;t=<seconds until the limit is fully available>
+//
+// The interceptors pass the handler a context from
+// [ratelimit.WithAdmission], so the limit is that of [Limit] or of a
+// generated decorator that the handler calls with the call's context (or
+// a stream's Context()), whichever has the fewest units left. A unary
+// call sends them with its response when it succeeds; a stream, with its
+// first message or header (as the admission stood then), or when its
+// handler returns nil without sending any. A call no limit admitted with
+// a decision (a shadow rule's, one that went ahead on a limiter failure,
+// one that failed) gets none, and neither does a call whose handler sent
+// its header itself first (grpc.SendHeader with the call's context).
+func Headers() Option {
+	return func(c *config) { c.headers = true }
 }
 
 func newConfig(opts []Option) *config {
@@ -60,10 +87,19 @@ func newConfig(opts []Option) *config {
 func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		var admission func() ratelimit.Admission
+		if c.headers {
+			ctx, admission = ratelimit.WithAdmission(ctx)
+		}
 		if err := c.check(ctx, info.FullMethod); err != nil {
 			return nil, err
 		}
 		resp, err := handler(ctx, req)
+		if err == nil && admission != nil {
+			if md := headerOf(admission()); md != nil {
+				_ = grpc.SetHeader(ctx, md) // fails only once the handler sent the header
+			}
+		}
 		return resp, convert(err)
 	}
 }
@@ -74,11 +110,67 @@ func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {
 func StreamServerInterceptor(opts ...Option) grpc.StreamServerInterceptor {
 	c := newConfig(opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		var as *admittedStream
+		if c.headers {
+			as = &admittedStream{ServerStream: ss}
+			as.ctx, as.admission = ratelimit.WithAdmission(ss.Context())
+			ss = as
+		}
 		if err := c.check(ss.Context(), info.FullMethod); err != nil {
 			return err
 		}
-		return convert(handler(srv, ss))
+		err := handler(srv, ss)
+		if err == nil && as != nil {
+			as.setHeader()
+		}
+		return convert(err)
 	}
+}
+
+// admittedStream is a stream whose context records admissions, and which
+// sends their header metadata before its first message or header.
+type admittedStream struct {
+	grpc.ServerStream
+	ctx       context.Context
+	admission func() ratelimit.Admission
+	once      sync.Once
+}
+
+func (s *admittedStream) Context() context.Context { return s.ctx }
+
+func (s *admittedStream) SendHeader(md metadata.MD) error {
+	s.setHeader()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *admittedStream) SendMsg(m any) error {
+	s.setHeader()
+	return s.ServerStream.SendMsg(m)
+}
+
+// setHeader adds the metadata of the recorded admission to the stream's
+// header, the first time only.
+func (s *admittedStream) setHeader() {
+	s.once.Do(func() {
+		if md := headerOf(s.admission()); md != nil {
+			_ = s.ServerStream.SetHeader(md) // fails only once the header was sent
+		}
+	})
+}
+
+// headerOf returns the header metadata that describes a, or nil when a is
+// not Decided.
+func headerOf(a ratelimit.Admission) metadata.MD {
+	if !a.Decided {
+		return nil
+	}
+	h := http.Header{}
+	httplimit.SetAdmissionHeaders(h, a)
+	md := metadata.MD{}
+	for name, values := range h {
+		md.Append(name, values...) // lower-cased by Append
+	}
+	return md
 }
 
 // check decides a call of method, if it is limited, and returns the status

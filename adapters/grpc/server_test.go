@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -52,6 +53,7 @@ type healthService struct {
 	limiter ratelimit.Limiter
 	rule    *ratelimit.Rule
 	err     error // returned by Check when set
+	silent  bool  // Watch returns without sending
 }
 
 func (s *healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
@@ -71,6 +73,9 @@ func (s *healthService) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serv
 		if err := s.rule.Check(stream.Context(), s.limiter, req.GetService(), 1); err != nil {
 			return err
 		}
+	}
+	if s.silent {
+		return nil
 	}
 	return stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
 }
@@ -416,4 +421,73 @@ func TestInvalidRuleIsInternal(t *testing.T) {
 	r := check(t, client, context.Background(), "")
 	assert.Equal(t, codes.Internal, r.status.Code(), "%v", r.err)
 	assert.Equal(t, "ratelimit: bad: the call could not be decided", r.status.Message())
+}
+
+// TestHeadersOfAdmittedCalls: with Headers, an admitted unary call's
+// response header carries the RateLimit metadata of the limit with the
+// fewest units left, the interceptor's or the handler's (a generated
+// decorator's), and never the key; a denied call and a call without
+// Headers carry none.
+func TestHeadersOfAdmittedCalls(t *testing.T) {
+	limiter := ratelimit.NewMemory(ratelimit.WithClock(fixedClock{time.Unix(1_800_000_000, 0)}))
+	svc := &healthService{limiter: limiter, rule: hourly("store.get", 2)}
+	limit := ratelimitgrpc.Limit(limiter, checkMethod, hourly("health.check", 3), ratelimitgrpc.Metadata("x-user"))
+	client := serve(t, svc, []ratelimitgrpc.Option{limit, ratelimitgrpc.Headers()})
+	ctx := withUser(context.Background(), "bob")
+
+	r := check(t, client, ctx, secret)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{`"store.get";q=2;w=3600`}, r.header.Get("ratelimit-policy"), "1 left of store.get, 2 of health.check")
+	assert.Equal(t, []string{`"store.get";r=1;t=3600`}, r.header.Get("ratelimit"))
+	assertNoKey(t, r, secret)
+
+	r = check(t, client, ctx, "another")
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{`"store.get";r=1;t=3600`}, r.header.Get("ratelimit"), "1 left of both: the later, the handler's")
+	r = check(t, client, ctx, "third")
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{`"health.check";r=0;t=3600`}, r.header.Get("ratelimit"), "bob's third call of health.check")
+	r = check(t, client, ctx, "fourth")
+	require.Equal(t, codes.ResourceExhausted, r.status.Code(), "%v", r.err)
+	assert.Empty(t, r.header.Get("ratelimit"), "the interceptor's denial is its status")
+
+	r = check(t, client, withUser(context.Background(), "carol"), secret)
+	require.NoError(t, r.err)
+	assert.Equal(t, []string{`"store.get";r=0;t=3600`}, r.header.Get("ratelimit"))
+	r = check(t, client, withUser(context.Background(), "dave"), secret)
+	require.Equal(t, codes.ResourceExhausted, r.status.Code(), "%v", r.err)
+	assert.Empty(t, r.header.Get("ratelimit"), "the handler's denial is its status")
+	assertNoKey(t, r, secret)
+
+	plain := serve(t, &healthService{limiter: limiter, rule: hourly("plain", 5)}, []ratelimitgrpc.Option{limit})
+	r = check(t, plain, withUser(context.Background(), "erin"), "")
+	require.NoError(t, r.err)
+	assert.Empty(t, r.header.Get("ratelimit"), "without Headers")
+}
+
+// TestHeadersOfAdmittedStreams: with Headers, a stream's header carries
+// the RateLimit metadata of the limit that admitted it, sent with its
+// first message, or when its handler returns without sending one.
+func TestHeadersOfAdmittedStreams(t *testing.T) {
+	limiter := ratelimit.NewMemory(ratelimit.WithClock(fixedClock{time.Unix(1_800_000_000, 0)}))
+	for _, silent := range []bool{false, true} {
+		svc := &healthService{limiter: limiter, rule: hourly(fmt.Sprint("watch.", silent), 2), silent: silent}
+		client := serve(t, svc, []ratelimitgrpc.Option{
+			ratelimitgrpc.Limit(limiter, watchMethod, hourly(fmt.Sprint("health.watch.", silent), 10), ratelimitgrpc.PeerIP()),
+			ratelimitgrpc.Headers(),
+		})
+		stream, err := client.Watch(context.Background(), &healthpb.HealthCheckRequest{Service: secret})
+		require.NoError(t, err)
+		header, err := stream.Header()
+		require.NoError(t, err)
+		assert.Equal(t, []string{fmt.Sprintf(`"watch.%v";q=2;w=3600`, silent)}, header.Get("ratelimit-policy"), "silent=%v", silent)
+		assert.Equal(t, []string{fmt.Sprintf(`"watch.%v";r=1;t=3600`, silent)}, header.Get("ratelimit"), "silent=%v", silent)
+		for {
+			if _, err := stream.Recv(); err != nil {
+				require.ErrorIs(t, err, io.EOF)
+				break
+			}
+		}
+		assertNoKey(t, reply{header: header, trailer: stream.Trailer(), status: status.New(codes.OK, "")}, secret)
+	}
 }

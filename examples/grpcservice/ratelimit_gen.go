@@ -15,10 +15,11 @@ import (
 // LimitedQuotesWithRateLimit is a LimitedQuotes that asks a ratelimit.Limiter
 // to admit each call of its limited methods (Get, List) before calling the
 // embedded LimitedQuotes. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it. Other methods are promoted from
-// the embedded LimitedQuotes and are not limited. It embeds LimitedQuotes
-// because another package's unexported method, which only the wrapped value
-// implements, is in its method set.
+// *ratelimit.LimitError, without calling it. An admitted call whose context
+// comes from ratelimit.WithAdmission records its admission there. Other methods
+// are promoted from the embedded LimitedQuotes and are not limited. It embeds
+// LimitedQuotes because another package's unexported method, which only the
+// wrapped value implements, is in its method set.
 type LimitedQuotesWithRateLimit struct {
 	LimitedQuotes
 	limiter ratelimit.Limiter
@@ -79,4 +80,15 @@ func (d *LimitedQuotesWithRateLimit) List(req *quotepb.ListRequest, stream grpc.
 		return err
 	}
 	return d.LimitedQuotes.List(req, stream)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		limitedQuotesGetRateLimit.Clone(),
+		limitedQuotesListRateLimit.Clone(),
+	}
 }

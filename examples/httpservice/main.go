@@ -1,10 +1,12 @@
 // Httpservice is a small net/http service whose handlers call a
 // rate-limited service interface (Notes, in notes.go) and answer a denied
 // call with 429 Too Many Requests, Retry-After and the IETF RateLimit
-// headers. A route that is not a Go method (/health) is limited by the
-// runtime's HTTP middleware per client IP.
+// headers, and an admitted one with the RateLimit headers of its limit. A
+// route that is not a Go method (/health) is limited by the runtime's HTTP
+// middleware per client IP. Operators see the limits, and reset a user's,
+// under /admin/ratelimit/ with the bearer token in $ADMIN_TOKEN.
 //
-//	go run ./examples/httpservice [-addr 127.0.0.1:8080]
+//	ADMIN_TOKEN=s3cret go run ./examples/httpservice [-addr 127.0.0.1:8080]
 //
 // uses the in-process limiter; with REDIS_URL set (such as
 // redis://localhost:6379/0) the limits live in Redis and are shared by
@@ -14,6 +16,8 @@ package main
 //go:generate go run github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen
 
 import (
+	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,7 +46,8 @@ func main() {
 		log.Fatal(err)
 	}
 	log.Printf("notes service on http://%s, limits in %s", *addr, backend)
-	srv := &http.Server{Addr: *addr, Handler: newHandler(newMemoryNotes(), limiter), ReadHeaderTimeout: 5 * time.Second}
+	handler := newHandler(newMemoryNotes(), limiter, os.Getenv("ADMIN_TOKEN"))
+	srv := &http.Server{Addr: *addr, Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
 }
 
@@ -75,29 +81,59 @@ var healthRule = &ratelimit.Rule{
 }
 
 // newHandler routes the service's endpoints to notes, rate-limited by
-// limiter.
-func newHandler(notes Notes, limiter ratelimit.Limiter) http.Handler {
+// limiter, and the operator's view of the limits to those who send
+// adminToken.
+func newHandler(notes Notes, limiter ratelimit.Limiter, adminToken string) http.Handler {
 	limited := NewNotesWithRateLimit(notes, limiter)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /search", func(w http.ResponseWriter, r *http.Request) {
-		found, err := limited.Search(r.Context(), user(r), r.URL.Query().Get("q"))
-		reply(w, found, err)
-	})
-	mux.HandleFunc("POST /notes", func(w http.ResponseWriter, r *http.Request) {
-		err := limited.Post(r.Context(), user(r), r.FormValue("text"))
-		reply(w, "stored", err)
-	})
-	mux.HandleFunc("GET /export", func(w http.ResponseWriter, r *http.Request) {
-		text, err := limited.Export(r.Context(), user(r))
-		reply(w, text, err)
-	})
-	mux.HandleFunc("GET /count", func(w http.ResponseWriter, r *http.Request) {
-		n, err := limited.Count(r.Context(), user(r))
-		reply(w, n, err)
-	})
+	mux.Handle("GET /search", handle(func(ctx context.Context, r *http.Request) (any, error) {
+		return limited.Search(ctx, user(r), r.URL.Query().Get("q"))
+	}))
+	mux.Handle("POST /notes", handle(func(ctx context.Context, r *http.Request) (any, error) {
+		return "stored", limited.Post(ctx, user(r), r.FormValue("text"))
+	}))
+	mux.Handle("GET /export", handle(func(ctx context.Context, r *http.Request) (any, error) {
+		return limited.Export(ctx, user(r))
+	}))
+	mux.Handle("GET /count", handle(func(ctx context.Context, r *http.Request) (any, error) {
+		return limited.Count(ctx, user(r))
+	}))
 	health := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /health", httplimit.Middleware(limiter, healthRule, httplimit.ClientIP())(health))
+	// The generated RateLimitRules returns the rules of this package's
+	// decorators; healthRule is the service's own.
+	mux.Handle("/admin/ratelimit/", operatorsOnly(adminToken, httplimit.AdminHandler(limiter, append(RateLimitRules(), healthRule), httplimit.WithAdminReset())))
 	return mux
+}
+
+// handle answers a request with what call returns for it, given a context
+// that records the admission of the decorated call it makes: the result
+// as JSON with the RateLimit header fields of that admission, or the
+// error (see reply).
+func handle(call func(ctx context.Context, r *http.Request) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, admission := ratelimit.WithAdmission(r.Context())
+		v, err := call(ctx, r)
+		if err == nil {
+			httplimit.SetAdmissionHeaders(w.Header(), admission())
+		}
+		reply(w, v, err)
+	})
+}
+
+// operatorsOnly passes to next the requests that carry the bearer token,
+// and answers others 401 Unauthorized; with no token, every request. A
+// real service would use its own authentication.
+func operatorsOnly(token string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if token == "" || !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, http.StatusText(http.StatusUnauthorized), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // user names the caller; a real service would authenticate it.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -111,18 +113,24 @@ func eachBackend(t *testing.T, f func(t *testing.T, base string), opts ...rateli
 	}
 	for name, newLimiter := range backends {
 		t.Run(name, func(t *testing.T) {
-			ts := httptest.NewServer(newHandler(newMemoryNotes(), newLimiter(t)))
+			ts := httptest.NewServer(newHandler(newMemoryNotes(), newLimiter(t), adminToken))
 			t.Cleanup(ts.Close)
 			f(t, ts.URL)
 		})
 	}
 }
 
+// adminToken is the operators' token of the tests' services.
+const adminToken = "operator-token"
+
 func do(t *testing.T, method, u, user string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, u, strings.NewReader(form.Encode()))
 	require.NoError(t, err)
 	req.Header.Set("X-User", user)
+	if strings.Contains(u, "/admin/") && user == "operator" {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
@@ -205,5 +213,74 @@ func TestHealthIsLimitedPerClientIP(t *testing.T) {
 		resp, _ := do(t, "GET", base+"/health", "", nil)
 		assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 		assert.Equal(t, `"httpservice.health";q=10;w=1`, resp.Header.Get("RateLimit-Policy"))
+	}, ratelimit.WithClock(stoppedClock{}))
+}
+
+// TestAdmittedResponsesCarryRateLimitFields: a response of a decorated
+// call describes the limit that admitted it, the one with the fewest
+// units left for a method with two; an unlimited method's has none.
+func TestAdmittedResponsesCarryRateLimitFields(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		for i := range 5 {
+			resp, _ := do(t, "GET", base+"/search?q=x", "alice", nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, `"notes.search";q=5;w=10`, resp.Header.Get("RateLimit-Policy"))
+			assert.Equal(t, fmt.Sprintf(`"notes.search";r=%d;t=10`, 4-i), resp.Header.Get("RateLimit"))
+		}
+		resp, _ := do(t, "GET", base+"/search?q=x", "alice", nil)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		assert.Equal(t, []string{`"notes.search";r=0;t=10`}, resp.Header.Values("RateLimit"), "a denial's fields only")
+
+		resp, _ = do(t, "POST", base+"/notes", "bob", url.Values{"text": {"hi"}})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, `"notes.post";q=2;w=1`, resp.Header.Get("RateLimit-Policy"), "2 per second has fewer left than 100 per minute")
+		assert.Equal(t, `"notes.post";r=1;t=1`, resp.Header.Get("RateLimit"))
+
+		resp, _ = do(t, "GET", base+"/count", "bob", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Empty(t, resp.Header.Values("RateLimit"), "Count is not limited")
+	}, ratelimit.WithClock(stoppedClock{}))
+}
+
+// TestAdminView: operators list the generated rules and the service's own,
+// see a user's state and reset it; nobody else gets in.
+func TestAdminView(t *testing.T) {
+	eachBackend(t, func(t *testing.T, base string) {
+		resp, _ := do(t, "GET", base+"/admin/ratelimit/rules", "alice", nil)
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "no token")
+
+		resp, body := do(t, "GET", base+"/admin/ratelimit/rules", "operator", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		var page struct {
+			Rules []struct {
+				Name   string `json:"name"`
+				Limits []struct {
+					Text string `json:"text"`
+				} `json:"limits"`
+				Wait string `json:"wait"`
+			} `json:"rules"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		var names []string
+		for _, r := range page.Rules {
+			names = append(names, r.Name)
+		}
+		assert.Equal(t, []string{"notes.export", "notes.post", "notes.search", "httpservice.health"}, names)
+		assert.Len(t, page.Rules[1].Limits, 2)
+		assert.Equal(t, "2s", page.Rules[0].Wait)
+
+		for range 5 {
+			resp, _ := do(t, "GET", base+"/search?q=x", "carol", nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+		resp, body = do(t, "GET", base+"/admin/ratelimit/key?name=notes.search&key=carol", "operator", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		assert.Contains(t, body, `"allowed":false`)
+
+		resp, body = do(t, "POST", base+"/admin/ratelimit/key?name=notes.search&key=carol", "operator", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		resp, _ = do(t, "GET", base+"/search?q=x", "carol", nil)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "reset")
+		assert.Equal(t, `"notes.search";r=4;t=10`, resp.Header.Get("RateLimit"))
 	}, ratelimit.WithClock(stoppedClock{}))
 }

@@ -13,7 +13,9 @@ import (
 // NotesWithRateLimit is a Notes that asks a ratelimit.Limiter to admit each
 // call of its limited methods (Export, Post, Search) before calling the wrapped
 // Notes. A denied call returns the limiter's error, a *ratelimit.LimitError,
-// without calling it. Other methods call the wrapped Notes directly.
+// without calling it. An admitted call whose context comes from
+// ratelimit.WithAdmission records its admission there. Other methods call the
+// wrapped Notes directly.
 type NotesWithRateLimit struct {
 	next    Notes
 	limiter ratelimit.Limiter
@@ -81,4 +83,16 @@ func (d *NotesWithRateLimit) Search(ctx context.Context, user string, query stri
 		return nil, err
 	}
 	return d.next.Search(ctx, user, query)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		notesExportRateLimit.Clone(),
+		notesPostRateLimit.Clone(),
+		notesSearchRateLimit.Clone(),
+	}
 }

@@ -13,7 +13,8 @@ import (
 // GreeterWithRateLimit is a Greeter that asks a ratelimit.Limiter to admit each
 // call of its limited method Greet before calling the wrapped Greeter. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it.
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there.
 type GreeterWithRateLimit struct {
 	next    Greeter
 	limiter ratelimit.Limiter
@@ -41,4 +42,12 @@ func (d *GreeterWithRateLimit) Greet(ctx context.Context, name string) (string, 
 		return "", err
 	}
 	return d.next.Greet(ctx, name)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{greeterGreetRateLimit.Clone()}
 }

@@ -42,9 +42,13 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 // shown bounded, as the limiters keep it (see [ratelimit.Request.Key]). It reveals
 // keys (user ids, addresses), and with [WithAdminReset] lifts limits:
 // mount it behind the service's own authentication and authorization,
-// never on a public listener. Rules are taken as given: generated code
-// keeps them in package variables of the generated file, which a service
-// passes from that package (or builds the same [ratelimit.Rule] values itself).
+// never on a public listener. Rules are taken as given: each generated
+// file declares RateLimitRules, which returns its package's rules, so
+//
+//	mux.Handle("/admin/ratelimit/", requireOperator(httplimit.AdminHandler(limiter, store.RateLimitRules())))
+//
+// mounts the view of package store's (append the rules of several
+// packages, and those of [Middleware], into one slice).
 func AdminHandler(limiter ratelimit.Limiter, rules []*ratelimit.Rule, opts ...AdminOption) http.Handler {
 	a := &admin{limiter: limiter, rules: rules, byName: make(map[string]*ratelimit.Rule, len(rules))}
 	for _, r := range rules {

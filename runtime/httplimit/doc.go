@@ -11,8 +11,9 @@
 // [WriteError] answers a *ratelimit.LimitError with 429 Too Many Requests,
 // Retry-After and the RateLimit-Policy and RateLimit fields of the IETF
 // draft; [SetHeaders] adds those fields to an admitted response, described
-// by ratelimit.Rule.Admit, and [SetXRateLimit] sets the older X-RateLimit
-// fields.
+// by ratelimit.Rule.Admit, [SetAdmissionHeaders] adds them for the
+// admission of a generated decorator's call (ratelimit.WithAdmission),
+// and [SetXRateLimit] sets the older X-RateLimit fields.
 //
 // [AdminHandler] serves an operator's view of a limiter and its rules as
 // JSON: each rule's limits and their overrides, and what a key would be

@@ -82,6 +82,27 @@ func SetHeaders(h http.Header, d ratelimit.Decision, l ratelimit.Limit, name str
 	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(name), max(d.Remaining, 0), t))
 }
 
+// SetAdmissionHeaders adds to h the RateLimit-Policy and RateLimit fields
+// of [SetHeaders] that describe the admission a, such as the one a
+// context from [ratelimit.WithAdmission] recorded for a decorated call:
+//
+//	ctx, admission := ratelimit.WithAdmission(r.Context())
+//	item, err := store.Get(ctx, id)
+//	if httplimit.WriteError(w, err) {
+//		return
+//	}
+//	...
+//	httplimit.SetAdmissionHeaders(w.Header(), admission())
+//
+// It adds nothing when a is not Decided (no call was recorded, or the rule
+// is a shadow one). Set the fields before the response's header is
+// written.
+func SetAdmissionHeaders(h http.Header, a ratelimit.Admission) {
+	if a.Decided {
+		SetHeaders(h, a.Decision, a.Limit, a.Name)
+	}
+}
+
 // The X-RateLimit header fields that many clients read, as GitHub's API
 // sends them. Unlike the IETF fields they have room for one limit.
 const (

@@ -109,6 +109,36 @@ func TestSetHeaders(t *testing.T) {
 	assert.Equal(t, `"d";r=0;t=3`, h.Get("RateLimit"), "a denial's t is its retry")
 }
 
+// TestSetAdmissionHeaders: a handler that checks a rule with a context
+// from ratelimit.WithAdmission, as a generated decorator does, answers
+// admitted requests with the fields of the admission and denied ones with
+// WriteError's.
+func TestSetAdmissionHeaders(t *testing.T) {
+	l := ratelimit.NewMemory(ratelimit.WithClock(newManualClock()))
+	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 2}, {Period: time.Hour, Threshold: 50}}}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, admission := ratelimit.WithAdmission(r.Context())
+		if WriteError(w, rule.Check(ctx, l, "k", 1)) {
+			return
+		}
+		SetAdmissionHeaders(w.Header(), admission())
+		fmt.Fprint(w, "ok")
+	})
+	w := request(h, "/")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, `"get";q=2;w=60`, w.Header().Get("RateLimit-Policy"), "the limit with the fewest units left")
+	assert.Equal(t, `"get";r=1;t=60`, w.Header().Get("RateLimit"))
+	w = request(h, "/")
+	assert.Equal(t, `"get";r=0;t=60`, w.Header().Get("RateLimit"))
+	w = request(h, "/")
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, []string{`"get";r=0;t=60`}, w.Header().Values("RateLimit"), "the denial's fields only")
+
+	h2 := http.Header{}
+	SetAdmissionHeaders(h2, ratelimit.Admission{})
+	assert.Empty(t, h2, "nothing recorded, nothing set")
+}
+
 // serve sends a GET from remote with the given X-Forwarded-For fields.
 func serve(h http.Handler, remote string, xff ...string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)

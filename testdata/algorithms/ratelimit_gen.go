@@ -13,7 +13,9 @@ import (
 // APIWithRateLimit is a API that asks a ratelimit.Limiter to admit each call of
 // its limited methods (Bucket, Cell, Fixed, Log, Mixed, Paced, Patient,
 // Rollout, Window) before calling the wrapped API. A denied call returns the
-// limiter's error, a *ratelimit.LimitError, without calling it.
+// limiter's error, a *ratelimit.LimitError, without calling it. An admitted
+// call whose context comes from ratelimit.WithAdmission records its admission
+// there.
 type APIWithRateLimit struct {
 	next    API
 	limiter ratelimit.Limiter
@@ -182,4 +184,22 @@ func (d *APIWithRateLimit) Window(ctx context.Context) error {
 		return err
 	}
 	return d.next.Window(ctx)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		apiBucketRateLimit.Clone(),
+		apiCellRateLimit.Clone(),
+		apiFixedRateLimit.Clone(),
+		apiLogRateLimit.Clone(),
+		apiMixedRateLimit.Clone(),
+		apiPacedRateLimit.Clone(),
+		apiPatientRateLimit.Clone(),
+		apiRolloutRateLimit.Clone(),
+		apiWindowRateLimit.Clone(),
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,5 +120,63 @@ func TestUnlimitedMethodsAreNotLimited(t *testing.T) {
 		}
 		require.Equal(t, 50, fake.calls["List"])
 		require.Equal(t, 50, fake.calls["Close"])
+	})
+}
+
+// TestRateLimitRules: the generated RateLimitRules returns every rule, in
+// order, as copies in a new slice: changing them changes no decorator.
+func TestRateLimitRules(t *testing.T) {
+	rules := RateLimitRules()
+	var names []string
+	for _, r := range rules {
+		names = append(names, r.Name)
+	}
+	const pkg = "github.com/ratelimitgen/ratelimitgen/testdata/basic."
+	require.Equal(t, []string{pkg + "Store.Count", pkg + "Store.Get", pkg + "Store.Put"}, names)
+	require.Equal(t, []ratelimit.Limit{{Period: 30 * time.Second, Threshold: 2}}, rules[1].Limits)
+	require.Len(t, rules[2].Limits, 2)
+
+	rules[1].Limits[0].Threshold = 100
+	rules[0] = nil
+	again := RateLimitRules()
+	require.NotNil(t, again[0], "a new slice")
+	require.Equal(t, int64(2), again[1].Limits[0].Threshold, "copies of the rules")
+	s := NewStoreWithRateLimit(newFake(), ratelimit.NewMemory())
+	for range 2 {
+		_, err := s.Get(ctx, "a")
+		require.NoError(t, err)
+	}
+	_, err := s.Get(ctx, "a")
+	require.ErrorIs(t, err, ratelimit.ErrLimited, "the decorator's rule is unchanged")
+}
+
+// TestDecoratedCallsRecordTheirAdmission: a call made with a context from
+// ratelimit.WithAdmission records the limit with the fewest units left,
+// what remains of it and when it resets; a method without a context
+// cannot record one.
+func TestDecoratedCallsRecordTheirAdmission(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		s := NewStoreWithRateLimit(newFake(), limiter)
+		getCtx, admission := ratelimit.WithAdmission(ctx)
+		_, err := s.Get(getCtx, "a")
+		require.NoError(t, err)
+		a := admission()
+		require.True(t, a.Decided)
+		require.Equal(t, "github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Get", a.Name)
+		require.Equal(t, ratelimit.Limit{Period: 30 * time.Second, Threshold: 2}, a.Limit)
+		require.Equal(t, int64(1), a.Decision.Remaining)
+		require.Positive(t, a.Decision.ResetAfter)
+		require.LessOrEqual(t, a.Decision.ResetAfter, 30*time.Second)
+
+		putCtx, admission := ratelimit.WithAdmission(ctx)
+		require.NoError(t, s.Put(putCtx, Item{ID: "x", Owner: 7}))
+		require.Equal(t, ratelimit.Limit{Period: time.Second, Threshold: 10}, admission().Limit, "of two limits, the one with fewer units left")
+		require.Equal(t, int64(9), admission().Decision.Remaining)
+
+		countCtx, admission := ratelimit.WithAdmission(ctx)
+		_, err = s.Count("p")
+		require.NoError(t, err)
+		_, _ = s.List(countCtx)
+		require.False(t, admission().Decided, "Count has no context; List is not limited")
 	})
 }

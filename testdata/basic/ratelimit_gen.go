@@ -14,7 +14,9 @@ import (
 // StoreWithRateLimit is a Store that asks a ratelimit.Limiter to admit each
 // call of its limited methods (Count, Get, Put) before calling the wrapped
 // Store. A denied call returns the limiter's error, a *ratelimit.LimitError,
-// without calling it. Other methods call the wrapped Store directly.
+// without calling it. An admitted call whose context comes from
+// ratelimit.WithAdmission records its admission there. Other methods call the
+// wrapped Store directly.
 type StoreWithRateLimit struct {
 	next    Store
 	limiter ratelimit.Limiter
@@ -56,7 +58,8 @@ func (d *StoreWithRateLimit) Close() error {
 }
 
 // Count calls the wrapped Store's Count if the limiter admits the call under
-// storeCountRateLimit; otherwise it returns the limiter's error.
+// storeCountRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *StoreWithRateLimit) Count(prefix string) (int, error) {
 	if err := storeCountRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
 		return 0, err
@@ -86,4 +89,16 @@ func (d *StoreWithRateLimit) Put(ctx context.Context, item Item) error {
 		return err
 	}
 	return d.next.Put(ctx, item)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		storeCountRateLimit.Clone(),
+		storeGetRateLimit.Clone(),
+		storePutRateLimit.Clone(),
+	}
 }

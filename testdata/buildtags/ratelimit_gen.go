@@ -44,7 +44,8 @@ func (d *OtherWithRateLimit) Do() error {
 // StoreWithRateLimit is a Store that asks a ratelimit.Limiter to admit each
 // call of its limited method Get before calling the wrapped Store. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it.
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there.
 type StoreWithRateLimit struct {
 	next    Store
 	limiter ratelimit.Limiter
@@ -71,4 +72,15 @@ func (d *StoreWithRateLimit) Get(ctx context.Context) error {
 		return err
 	}
 	return d.next.Get(ctx)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		otherDoRateLimit.Clone(),
+		storeGetRateLimit.Clone(),
+	}
 }

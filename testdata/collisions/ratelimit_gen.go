@@ -89,7 +89,8 @@ func (d *GenericWithRateLimit[ratelimit2, key]) Get(k key) (ratelimit2, error) {
 // LimitedStore is a Store that asks a ratelimit.Limiter to admit each call of
 // its limited methods (Blank, Code, Format, Get, Unnamed, Zero) before calling
 // the wrapped Store. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it.
+// *ratelimit.LimitError, without calling it. An admitted call whose context
+// comes from ratelimit.WithAdmission records its admission there.
 type LimitedStore struct {
 	next    Store
 	limiter ratelimit.Limiter
@@ -151,7 +152,8 @@ func (dec *LimitedStore) Blank(ctx context.Context, p21 string, p2 int) (bool, e
 }
 
 // Code calls the wrapped Store's Code if the limiter admits the call under
-// storeCodeRateLimit; otherwise it returns the limiter's error.
+// storeCodeRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
 	key := strconv1.FormatInt(int64(code), 10)
 	if err1 := storeCodeRateLimit.Check(context.Background(), dec.limiter, key, 1); err1 != nil {
@@ -161,7 +163,8 @@ func (dec *LimitedStore) Code(ctx context1.Context, code errors.Code, err error)
 }
 
 // Format calls the wrapped Store's Format if the limiter admits the call under
-// storeFormatRateLimit; otherwise it returns the limiter's error.
+// storeFormatRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
 	key := strconv1.FormatUint(uint64(strconv), 10)
 	if err := storeFormatRateLimit.Check(context.Background(), dec.limiter, key, 1); err != nil {
@@ -190,7 +193,8 @@ func (dec *LimitedStore) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...b
 }
 
 // Zero calls the wrapped Store's Zero if the limiter admits the call under
-// storeZeroRateLimit; otherwise it returns the limiter's error.
+// storeZeroRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Zero(zero string, zero1 string) ([2]int, error) {
 	if err := storeZeroRateLimit.Check(context.Background(), dec.limiter, "", 1); err != nil {
 		var zero2 [2]int
@@ -229,4 +233,22 @@ func (d *cacheWithRateLimit1) Get() error {
 		return err
 	}
 	return d.next.Get()
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		chainNextRateLimit.Clone(),
+		genericGetRateLimit.Clone(),
+		storeBlankRateLimit.Clone(),
+		storeCodeRateLimit.Clone(),
+		storeFormatRateLimit.Clone(),
+		storeGetRateLimit1.Clone(),
+		storeUnnamedRateLimit.Clone(),
+		storeZeroRateLimit.Clone(),
+		cacheGetRateLimit.Clone(),
+	}
 }

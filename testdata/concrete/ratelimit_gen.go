@@ -63,8 +63,9 @@ func (d *CounterWithRateLimit) Incr() (int, error) {
 // ServerWithRateLimit is a *Server that asks a ratelimit.Limiter to admit each
 // call of its limited methods (Search, Version) before calling the embedded
 // *Server's method. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it. Other methods are promoted from
-// the embedded *Server and are not limited.
+// *ratelimit.LimitError, without calling it. An admitted call whose context
+// comes from ratelimit.WithAdmission records its admission there. Other methods
+// are promoted from the embedded *Server and are not limited.
 //
 // Only calls made through the ServerWithRateLimit are limited: when a method of
 // Server calls another method of its own receiver, that call goes to the
@@ -117,7 +118,8 @@ func (d *ServerWithRateLimit) Search(ctx context.Context, req *Request) ([]strin
 
 // Version calls (*Server).Version if the limiter admits the call under
 // serverVersionRateLimit; otherwise it returns the limiter's error. If tenant
-// is nil, it returns an error wrapping ratelimit.ErrNilKey instead.
+// is nil, it returns an error wrapping ratelimit.ErrNilKey instead. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ServerWithRateLimit) Version(tenant *Tenant) (string, error) {
 	if tenant == nil {
 		return "", ratelimit.NilKeyError(serverVersionRateLimit.Name, "tenant")
@@ -127,4 +129,17 @@ func (d *ServerWithRateLimit) Version(tenant *Tenant) (string, error) {
 		return "", err
 	}
 	return d.Server.Version(tenant)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		counterGetRateLimit.Clone(),
+		counterIncrRateLimit.Clone(),
+		serverSearchRateLimit.Clone(),
+		serverVersionRateLimit.Clone(),
+	}
 }

@@ -15,7 +15,8 @@ import (
 // ClientWithRateLimit is a Client that asks a ratelimit.Limiter to admit each
 // call of its limited methods (Close, Fetch, Get, Ping, Read) before calling
 // the wrapped Client. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it.
+// *ratelimit.LimitError, without calling it. An admitted call whose context
+// comes from ratelimit.WithAdmission records its admission there.
 type ClientWithRateLimit struct {
 	next    Client
 	limiter ratelimit.Limiter
@@ -63,7 +64,8 @@ var clientReadRateLimit = &ratelimit.Rule{
 }
 
 // Close calls the wrapped Client's Close if the limiter admits the call under
-// clientCloseRateLimit; otherwise it returns the limiter's error.
+// clientCloseRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ClientWithRateLimit) Close() error {
 	if err := clientCloseRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
 		return err
@@ -99,7 +101,8 @@ func (d *ClientWithRateLimit) Ping(ctx context.Context) error {
 }
 
 // Read calls the wrapped Client's Read if the limiter admits the call under
-// clientReadRateLimit; otherwise it returns the limiter's error.
+// clientReadRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ClientWithRateLimit) Read(p []byte) (int, error) {
 	if err := clientReadRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
 		return 0, err
@@ -137,4 +140,19 @@ func (d *ReaderWithRateLimit) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return d.next.Read(p)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		clientCloseRateLimit.Clone(),
+		clientFetchRateLimit.Clone(),
+		clientGetRateLimit.Clone(),
+		clientPingRateLimit.Clone(),
+		clientReadRateLimit.Clone(),
+		readerReadRateLimit.Clone(),
+	}
 }

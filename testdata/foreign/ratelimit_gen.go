@@ -14,8 +14,9 @@ import (
 // LimitedClientWithRateLimit is a LimitedClient that asks a ratelimit.Limiter
 // to admit each call of its limited method SayHello before calling the wrapped
 // LimitedClient. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it. Other methods call the wrapped
-// LimitedClient directly.
+// *ratelimit.LimitError, without calling it. An admitted call whose context
+// comes from ratelimit.WithAdmission records its admission there. Other methods
+// call the wrapped LimitedClient directly.
 type LimitedClientWithRateLimit struct {
 	next    LimitedClient
 	limiter ratelimit.Limiter
@@ -55,10 +56,11 @@ func (d *LimitedClientWithRateLimit) SayHello(ctx context.Context, in *pb.HelloR
 // LimitedGreeterWithRateLimit is a LimitedGreeter that asks a ratelimit.Limiter
 // to admit each call of its limited methods (SayHello, StreamHellos) before
 // calling the embedded LimitedGreeter. A denied call returns the limiter's
-// error, a *ratelimit.LimitError, without calling it. Other methods are
-// promoted from the embedded LimitedGreeter and are not limited. It embeds
-// LimitedGreeter because another package's unexported method, which only the
-// wrapped value implements, is in its method set.
+// error, a *ratelimit.LimitError, without calling it. An admitted call whose
+// context comes from ratelimit.WithAdmission records its admission there. Other
+// methods are promoted from the embedded LimitedGreeter and are not limited. It
+// embeds LimitedGreeter because another package's unexported method, which only
+// the wrapped value implements, is in its method set.
 type LimitedGreeterWithRateLimit struct {
 	LimitedGreeter
 	limiter ratelimit.Limiter
@@ -112,4 +114,16 @@ func (d *LimitedGreeterWithRateLimit) StreamHellos(req *pb.HelloRequest, stream 
 		return err
 	}
 	return d.LimitedGreeter.StreamHellos(req, stream)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		limitedClientSayHelloRateLimit.Clone(),
+		limitedGreeterSayHelloRateLimit.Clone(),
+		limitedGreeterStreamHellosRateLimit.Clone(),
+	}
 }

@@ -86,7 +86,8 @@ func (d *LabelerWithRateLimit[L, M]) Label(label L, m M) ([]M, error) {
 // RepoWithRateLimit is a Repo that asks a ratelimit.Limiter to admit each call
 // of its limited methods (Get, Put) before calling the wrapped Repo. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it. Other methods call the wrapped Repo directly.
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there. Other methods call the wrapped Repo directly.
 type RepoWithRateLimit[K comparable, V any] struct {
 	next    Repo[K, V]
 	limiter ratelimit.Limiter
@@ -180,4 +181,18 @@ func (d *SummerWithRateLimit[T, S]) Sum(s S) (T, error) {
 		return zero, err
 	}
 	return d.next.Sum(s)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		cacheLoadRateLimit.Clone(),
+		labelerLabelRateLimit.Clone(),
+		repoGetRateLimit.Clone(),
+		repoPutRateLimit.Clone(),
+		summerSumRateLimit.Clone(),
+	}
 }

@@ -15,7 +15,9 @@ import (
 // APIWithRateLimit is a API that asks a ratelimit.Limiter to admit each call of
 // its limited methods (ByAuth, ByID, ByNumber, ByPrincipal, ByTenant, Strict,
 // Upload, Weigh) before calling the wrapped API. A denied call returns the
-// limiter's error, a *ratelimit.LimitError, without calling it.
+// limiter's error, a *ratelimit.LimitError, without calling it. An admitted
+// call whose context comes from ratelimit.WithAdmission records its admission
+// there.
 type APIWithRateLimit struct {
 	next    API
 	limiter ratelimit.Limiter
@@ -242,4 +244,23 @@ func (d *GenericWithRateLimit[S, N]) ByString(s S) error {
 		return err
 	}
 	return d.next.ByString(s)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		apiByAuthRateLimit.Clone(),
+		apiByIDRateLimit.Clone(),
+		apiByNumberRateLimit.Clone(),
+		apiByPrincipalRateLimit.Clone(),
+		apiByTenantRateLimit.Clone(),
+		apiStrictRateLimit.Clone(),
+		apiUploadRateLimit.Clone(),
+		apiWeighRateLimit.Clone(),
+		genericByNumberRateLimit.Clone(),
+		genericByStringRateLimit.Clone(),
+	}
 }

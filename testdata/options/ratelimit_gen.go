@@ -14,7 +14,9 @@ import (
 // JobsWithRateLimit is a Jobs that asks a ratelimit.Limiter to admit each call
 // of its limited methods (Batch, Charge, Nanos, Observe, Queue, Route, Smooth,
 // Spread, Steady, Submit) before calling the wrapped Jobs. A denied call
-// returns the limiter's error, a *ratelimit.LimitError, without calling it.
+// returns the limiter's error, a *ratelimit.LimitError, without calling it. An
+// admitted call whose context comes from ratelimit.WithAdmission records its
+// admission there.
 type JobsWithRateLimit struct {
 	next    Jobs
 	limiter ratelimit.Limiter
@@ -143,7 +145,8 @@ func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ 
 }
 
 // Nanos calls the wrapped Jobs's Nanos if the limiter admits the call under
-// jobsNanosRateLimit; otherwise it returns the limiter's error.
+// jobsNanosRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Nanos() error {
 	if err := jobsNanosRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
 		return err
@@ -170,7 +173,8 @@ func (d *JobsWithRateLimit) Queue(ctx context.Context) error {
 }
 
 // Route calls the wrapped Jobs's Route if the limiter admits the call under
-// jobsRouteRateLimit; otherwise it returns the limiter's error.
+// jobsRouteRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Route(shard uint64, n uint16) error {
 	key := strconv.FormatUint(shard, 10)
 	if err := jobsRouteRateLimit.Check(context.Background(), d.limiter, key, int64(n)); err != nil {
@@ -189,7 +193,8 @@ func (d *JobsWithRateLimit) Smooth(ctx context.Context) error {
 }
 
 // Spread calls the wrapped Jobs's Spread if the limiter admits the call under
-// jobsSpreadRateLimit; otherwise it returns the limiter's error.
+// jobsSpreadRateLimit; otherwise it returns the limiter's error. It takes no
+// context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Spread(s Shard) error {
 	key := strconv.FormatUint(uint64(s), 10)
 	if err := jobsSpreadRateLimit.Check(context.Background(), d.limiter, key, 1); err != nil {
@@ -215,4 +220,23 @@ func (d *JobsWithRateLimit) Submit(ctx context.Context, region Region, jobs int)
 		return err
 	}
 	return d.next.Submit(ctx, region, jobs)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		jobsBatchRateLimit.Clone(),
+		jobsChargeRateLimit.Clone(),
+		jobsNanosRateLimit.Clone(),
+		jobsObserveRateLimit.Clone(),
+		jobsQueueRateLimit.Clone(),
+		jobsRouteRateLimit.Clone(),
+		jobsSmoothRateLimit.Clone(),
+		jobsSpreadRateLimit.Clone(),
+		jobsSteadyRateLimit.Clone(),
+		jobsSubmitRateLimit.Clone(),
+	}
 }

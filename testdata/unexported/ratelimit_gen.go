@@ -46,7 +46,8 @@ func (d *HTTPClientWithRateLimit) Do(url string) (int, error) {
 // storeWithRateLimit is a store that asks a ratelimit.Limiter to admit each
 // call of its limited method get before calling the wrapped store. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it. Other methods call the wrapped store directly.
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there. Other methods call the wrapped store directly.
 type storeWithRateLimit struct {
 	next    store
 	limiter ratelimit.Limiter
@@ -79,4 +80,15 @@ func (d *storeWithRateLimit) get(ctx context.Context, id int64) (string, error) 
 // put calls the wrapped store's put; it is not limited.
 func (d *storeWithRateLimit) put(ctx context.Context, id int64, v string) error {
 	return d.next.put(ctx, id, v)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		httpClientDoRateLimit.Clone(),
+		storeGetRateLimit.Clone(),
+	}
 }

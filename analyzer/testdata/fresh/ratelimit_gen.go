@@ -13,7 +13,8 @@ import (
 // StoreWithRateLimit is a Store that asks a ratelimit.Limiter to admit each
 // call of its limited method Get before calling the wrapped Store. A denied
 // call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it. Other methods call the wrapped Store directly.
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there. Other methods call the wrapped Store directly.
 type StoreWithRateLimit struct {
 	next    Store
 	limiter ratelimit.Limiter
@@ -45,4 +46,12 @@ func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error)
 		return "", err
 	}
 	return d.next.Get(ctx, id)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{storeGetRateLimit.Clone()}
 }

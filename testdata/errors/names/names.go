@@ -70,3 +70,15 @@ type OnMethod interface {
 	//ratelimit:period=1 threshold=1
 	Get() error
 }
+
+// RateLimitRules is declared, and is the name of the function the
+// generated file declares to return the package's rules.
+func RateLimitRules() []string { return nil }
+
+// Reserved chooses the name of that function for its decorator.
+//
+//ratelimit:decorator=RateLimitRules
+type Reserved interface {
+	//ratelimit:period=1 threshold=1
+	Get() error
+}

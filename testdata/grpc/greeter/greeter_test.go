@@ -56,14 +56,15 @@ func serve(t *testing.T, limiter ratelimit.Limiter) (pb.GreeterClient, *handlerE
 	t.Helper()
 	h := &handlerErrors{}
 	s := grpc.NewServer(
-		// The adapter, outermost, turns denials into gRPC statuses; the
-		// inner interceptors see what the handlers return.
-		grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		// The adapter, outermost, turns denials into gRPC statuses and
+		// sends the RateLimit metadata of admitted calls; the inner
+		// interceptors see what the handlers return.
+		grpc.ChainUnaryInterceptor(ratelimitgrpc.UnaryServerInterceptor(ratelimitgrpc.Headers()), func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 			resp, err := handler(ctx, req)
 			h.add(err)
 			return resp, err
 		}),
-		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(), func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(ratelimitgrpc.StreamServerInterceptor(ratelimitgrpc.Headers()), func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 			err := handler(srv, ss)
 			h.add(err)
 			return err
@@ -160,5 +161,29 @@ func TestServerStreamIsLimitedWithItsContext(t *testing.T) {
 		got, err = receive(stream)
 		require.NoError(t, err)
 		require.Equal(t, []string{"hello bob"}, got)
+	})
+}
+
+// TestAdmittedCallsCarryRateLimitMetadata: the header of a call the
+// generated decorator admitted describes its limit, for a unary call and
+// for a stream (limited with the stream's context).
+func TestAdmittedCallsCarryRateLimitMetadata(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		client, _ := serve(t, limiter)
+		ctx := as(context.Background(), "alice")
+		var header metadata.MD
+		_, err := client.SayHello(ctx, &pb.HelloRequest{Name: "alice"}, grpc.Header(&header))
+		require.NoError(t, err)
+		const pkg = "github.com/ratelimitgen/ratelimitgen/testdata/grpc/greeter.LimitedGreeter."
+		require.Equal(t, []string{`"` + pkg + `SayHello";q=2;w=60`}, header.Get("ratelimit-policy"))
+		require.Equal(t, []string{`"` + pkg + `SayHello";r=1;t=60`}, header.Get("ratelimit"))
+
+		stream, err := client.StreamHellos(ctx, &pb.HelloRequest{Name: "alice", Count: 1})
+		require.NoError(t, err)
+		header, err = stream.Header()
+		require.NoError(t, err)
+		require.Equal(t, []string{`"` + pkg + `StreamHellos";r=0;t=60`}, header.Get("ratelimit"))
+		_, err = receive(stream)
+		require.NoError(t, err)
 	})
 }
