@@ -22,6 +22,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
@@ -79,7 +80,19 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	}
 	// ClientOptions bounds what a call costs while Redis is down: one short
 	// timeout, no retries, until the limiter's circuit breaker opens.
-	return redislimit.New(redis.NewClient(redislimit.ClientOptions(opts))), "Redis at " + opts.Addr, nil
+	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(opts)))
+	checkRedis(limiter)
+	return limiter, "Redis at " + opts.Addr, nil
+}
+
+// checkRedis says at start-up whether Redis can decide calls; if not, the
+// service runs on, and each rule's onerror policy decides until it can.
+func checkRedis(l *redislimit.Limiter) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.HealthCheck(ctx); err != nil {
+		log.Printf("WARNING: %v; calls follow their onerror policy until Redis answers", err)
+	}
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -55,7 +56,19 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	}
 	// ClientOptions bounds what a request costs while Redis is down: one
 	// short timeout, no retries, until the limiter's circuit breaker opens.
-	return redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), opts...), nil
+	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), opts...)
+	checkRedis(limiter)
+	return limiter, nil
+}
+
+// checkRedis says at start-up whether Redis can decide calls; if not, the
+// service runs on, and each rule's onerror policy decides until it can.
+func checkRedis(l *redislimit.Limiter) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := l.HealthCheck(ctx); err != nil {
+		log.Printf("WARNING: %v; calls follow their onerror policy until Redis answers", err)
+	}
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:
