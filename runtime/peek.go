@@ -19,6 +19,9 @@ type Peeker interface {
 	// 3 calls, a Peek of cost 1 admits with 1 remaining). It reports
 	// nothing to the limiter's hook.
 	//
+	// req.Key may also be the stand-in of a long key, as [LimitError]'s
+	// Key shows it, which peeks at that key.
+	//
 	// A Peek changes no later decision. Like Allow, it drops what no longer
 	// counts at its time (a log's old entries, an ended window), as a
 	// later call would; only a clock that steps back ([WithClock], in
@@ -30,7 +33,8 @@ type Peeker interface {
 // [MemoryLimiter] and redislimit.Limiter.
 type Resetter interface {
 	// Reset clears the state of every limit of the calls named name with
-	// the per-call key key, so that the next call starts afresh.
+	// the per-call key key (or the long key whose stand-in key is, as
+	// [LimitError]'s Key shows it), so that the next call starts afresh.
 	Reset(ctx context.Context, name, key string) error
 }
 
@@ -71,10 +75,11 @@ func peeked(req *Request, d Decision) Decision {
 
 // Peek checks req's limits without charging them. See [Peeker].
 func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
-	key, hash, err := l.locate(&req)
-	if err != nil {
+	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
+	key := callkey.Named(req.Key)
+	hash := l.hashOf(req.Name, key, req.prep)
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -93,13 +98,37 @@ func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
 
 // Reset forgets the state of name and key. See [Resetter].
 func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
-	key = callkey.Bound(key)
+	key = callkey.Named(key)
 	hash := l.hashOf(name, key, nil)
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
 	shard.remove(name, key, hash)
 	shard.mu.Unlock()
 	return nil
+}
+
+// Peek tells how limiter would decide a call of r with key and cost 1
+// now, without charging it: against r's limits or their overrides, as a
+// call would be (see [Peeker]; an override that exempts or blocks the key
+// answers as the call would be answered). A limit that has all its units
+// has ResetAfter 0.
+func (r *Rule) Peek(ctx context.Context, limiter Limiter, key string) (Decision, error) {
+	limits := r.EffectiveLimits(ctx, limiter, key)
+	switch verdictOf(limits) {
+	case Unlimited:
+		return Decision{Allowed: true, Source: SourceOverride}, nil
+	case Block:
+		period := r.Limits[0].Period
+		return Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}, nil
+	}
+	d, err := Peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: limits})
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.LimitIndex >= 0 && d.LimitIndex < len(limits) && d.Remaining >= limits[d.LimitIndex].MaxCost() {
+		d.ResetAfter = 0
+	}
+	return d, nil
 }
 
 var (

@@ -149,6 +149,35 @@ func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, key string)
 	return r.Limits
 }
 
+// Explain returns what [Rule.EffectiveLimits] returns, and where the
+// limits come from: "key" (the key's own override), "tier:<tier>" (the
+// override of the key's tier), "rule" (the rule's override) or
+// "directive" (r.Limits), for an operator asking why a key is limited.
+func (r *Rule) Explain(ctx context.Context, limiter Limiter, key string) (limits []Limit, from string) {
+	c := configOf(limiter)
+	if c == nil || c.Overrides == nil {
+		return r.Limits, "directive"
+	}
+	src := c.Overrides
+	byRule, _ := src.Lookup(ctx, r.Name)
+	if ks, ok := src.(KeyOverrides); ok {
+		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok && (len(byRule) == 0 || len(ov) == 0 || &ov[0] != &byRule[0]) {
+			if l, ok := usable(ov, r); ok {
+				if t, ok := src.(interface{ Tier(name, key string) string }); ok {
+					if tier := t.Tier(r.Name, key); tier != "" {
+						return l, "tier:" + tier
+					}
+				}
+				return l, "key"
+			}
+		}
+	}
+	if l, ok := usable(byRule, r); ok {
+		return l, "rule"
+	}
+	return r.Limits, "directive"
+}
+
 // check is [Rule.Check], also telling in o what it learnt of the call.
 func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64, o *outcome) error {
 	if cost < 0 {

@@ -349,4 +349,21 @@ func (s *StaticOverrides) LookupKey(_ context.Context, name, key string) ([]Limi
 	return byRule, byRule != nil
 }
 
+// Tier returns the tier whose limits key of the rule named name has, or
+// "" when it has its own or none.
+func (s *StaticOverrides) Tier(name, key string) string {
+	e := s.table.Load().rule(name)
+	if e == nil {
+		return ""
+	}
+	k := callkey.Named(key)
+	if _, own := e.own[k]; own {
+		return ""
+	}
+	if m, ok := e.member[k]; ok && e.tiers[m.tier] != nil {
+		return m.tier
+	}
+	return ""
+}
+
 var _ KeyOverrides = (*StaticOverrides)(nil)

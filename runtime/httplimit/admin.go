@@ -6,8 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"path"
-	"slices"
 	"strconv"
+	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -30,16 +30,22 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             its effective limits on limiter (after the rule's
 //	                             overrides) and its wait, onerror and shadow options
 //	GET .../key?name=N&key=K[&cost=C]
-//	                             the state of rule N's key K: its effective limits (the
-//	                             key's or its tier's own too, see [ratelimit.KeyOverrides]) and
-//	                             what a call of cost C (default 1) would be told now,
-//	                             from [ratelimit.Peek], charging nothing
+//	                             why rule N's key K is limited: its effective limits and
+//	                             where they come from (from: key, tier:<tier>, rule or
+//	                             directive; see [ratelimit.Rule.Explain]), what a call of
+//	                             cost C (default 1) would be told now, charging nothing
+//	                             ([ratelimit.Rule.Peek]), and how much longer a denial of
+//	                             it is repeated from a deny cache (cached_for), if one is
+//	GET .../limiter              the limiter's open circuit breakers, by node, and since
+//	                             when; and the fields of its overrides that cannot be used
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
 //
-// The handler answers on any path ending in /rules or /key, so it can be
-// mounted under any prefix. Only the names of rules are looked up; a key is
-// shown bounded, as the limiters keep it (see [ratelimit.Request.Key]). It reveals
+// The handler answers on any path ending in /rules, /key or /limiter, so it
+// can be mounted under any prefix. Only the names of rules are looked up;
+// a key is shown bounded, as the limiters keep it (see
+// [ratelimit.Request.Key]), and may be given as its stand-in, as errors
+// show it. It reveals
 // keys (user ids, addresses), and with [WithAdminReset] lifts limits:
 // mount it behind the service's own authentication and authorization,
 // never on a public listener. Rules are taken as given: each generated
@@ -97,6 +103,7 @@ type adminDecision struct {
 	ResetAfter string `json:"reset_after"`
 	Delay      string `json:"delay"`
 	Limit      int    `json:"limit"`
+	Source     string `json:"source"`
 }
 
 func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -124,8 +131,14 @@ func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			adminMethods(w, methods)
 		}
+	case "limiter":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			adminMethods(w, "GET, HEAD")
+			return
+		}
+		a.showLimiter(w, r)
 	default:
-		adminError(w, http.StatusNotFound, "not found: want .../rules or .../key")
+		adminError(w, http.StatusNotFound, "not found: want .../rules, .../key or .../limiter")
 	}
 }
 
@@ -147,12 +160,12 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		Next  *int        `json:"next,omitempty"`
 	}{Rules: make([]adminRule, 0, end-offset), Total: len(a.rules)}
 	for _, rule := range a.rules[offset:end] {
-		eff := rule.EffectiveLimits(r.Context(), a.limiter, "")
+		eff, from := rule.Explain(r.Context(), a.limiter, "")
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
 			Limits:     adminLimits(rule.Limits),
 			Effective:  adminLimits(eff),
-			Overridden: !slices.Equal(eff, rule.Limits),
+			Overridden: from != "directive",
 			OnError:    rule.OnError,
 			Shadow:     rule.Shadow,
 		})
@@ -193,26 +206,81 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		}
 		cost = n
 	}
-	limits := rule.EffectiveLimits(r.Context(), a.limiter, key)
-	d, err := ratelimit.Peek(r.Context(), a.limiter, ratelimit.Request{Name: rule.Name, Key: key, Cost: cost, Limits: limits})
+	ctx := r.Context()
+	limits, from := rule.Explain(ctx, a.limiter, key)
+	var d ratelimit.Decision
+	var err error
+	if cost == 1 || len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block) {
+		d, err = rule.Peek(ctx, a.limiter, key)
+	} else {
+		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Key: key, Cost: cost, Limits: limits})
+	}
 	if err != nil {
 		adminFailure(w, err)
 		return
 	}
-	adminJSON(w, http.StatusOK, struct {
-		Name     string        `json:"name"`
-		Key      string        `json:"key"`
-		Cost     int64         `json:"cost"`
-		Limits   []adminLimit  `json:"limits"`
-		Decision adminDecision `json:"decision"`
-	}{rule.Name, callkey.Bound(key), cost, adminLimits(limits), adminDecision{
+	view := struct {
+		Name      string        `json:"name"`
+		Key       string        `json:"key"`
+		Cost      int64         `json:"cost"`
+		Limits    []adminLimit  `json:"limits"`
+		From      string        `json:"from"`
+		Decision  adminDecision `json:"decision"`
+		CachedFor string        `json:"cached_for,omitempty"`
+	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
 		ResetAfter: d.ResetAfter.String(),
 		Delay:      d.Delay.String(),
 		Limit:      d.LimitIndex,
-	}})
+		Source:     d.Source.String(),
+	}}
+	if c, ok := innermost(a.limiter).(interface {
+		CachedDenial(ratelimit.Request) (time.Duration, bool)
+	}); ok {
+		if left, held := c.CachedDenial(ratelimit.Request{Name: rule.Name, Key: key, Limits: limits}); held {
+			view.CachedFor = left.String()
+		}
+	}
+	adminJSON(w, http.StatusOK, view)
+}
+
+// showLimiter writes the limiter's open circuit breakers and the problems
+// of its overrides.
+func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
+	view := struct {
+		OpenCircuits map[string]string `json:"open_circuits"`
+		Overrides    []string          `json:"override_problems"`
+	}{OpenCircuits: map[string]string{}, Overrides: []string{}}
+	inner := innermost(a.limiter)
+	if c, ok := inner.(interface{ Circuits() map[string]time.Time }); ok {
+		for node, since := range c.Circuits() {
+			view.OpenCircuits[node] = since.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if c, ok := inner.(ratelimit.Configured); ok && c.Config().Overrides != nil {
+		if p, ok := c.Config().Overrides.(interface {
+			Problems() []*ratelimit.FieldError
+		}); ok {
+			for _, fe := range p.Problems() {
+				view.Overrides = append(view.Overrides, fe.Error())
+			}
+		}
+	}
+	adminJSON(w, http.StatusOK, view)
+}
+
+// innermost returns the limiter that limiter wraps, through any number of
+// Wrappers.
+func innermost(limiter ratelimit.Limiter) ratelimit.Limiter {
+	for {
+		w, ok := limiter.(ratelimit.Wrapper)
+		if !ok {
+			return limiter
+		}
+		limiter = w.Unwrap()
+	}
 }
 
 // resetKey resets a rule's key.
@@ -229,7 +297,7 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 		Name  string `json:"name"`
 		Key   string `json:"key"`
 		Reset bool   `json:"reset"`
-	}{rule.Name, callkey.Bound(key), true})
+	}{rule.Name, callkey.Named(key), true})
 }
 
 func adminLimits(limits []ratelimit.Limit) []adminLimit {

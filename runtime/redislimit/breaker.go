@@ -117,6 +117,13 @@ func (b *breaker) allow() bool { return !b.isOpen.Load() }
 // open reports whether calls fail at once now.
 func (b *breaker) open() bool { return b.isOpen.Load() }
 
+// openSince returns when the breaker opened, and whether it is open.
+func (b *breaker) openSince() (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openedAt, b.isOpen.Load()
+}
+
 // succeeded closes the breaker: Redis answered.
 func (b *breaker) succeeded() {
 	if !b.isOpen.Load() && b.failures.Load() == 0 {

@@ -140,6 +140,22 @@ func (c *denyCache) lookup(req *ratelimit.Request, now int64) (ratelimit.Decisio
 	return ratelimit.Decision{}, p, false
 }
 
+// held returns the denial of req's key the cache holds at now, whatever
+// the call's cost, without taking part in any call.
+func (c *denyCache) held(req *ratelimit.Request, now int64) (*denial, bool) {
+	rec, _ := c.name(maphash.String(c.seed, req.Name), req.Name)
+	if rec == nil || !sameLimits(rec.limits, req.Limits) {
+		return nil, false
+	}
+	i := c.bucket(rec.gen, req.Key)
+	for w := range 2 {
+		if e := c.slots[i+w].Load(); e != nil && e.gen == rec.gen && e.key == req.Key && now < e.until {
+			return e, true
+		}
+	}
+	return nil, false
+}
+
 // name returns the record of name, or nil, and the slot that holds it or
 // would.
 func (c *denyCache) name(hn uint64, name string) (*denyName, *atomic.Pointer[denyName]) {

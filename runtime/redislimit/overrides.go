@@ -163,6 +163,16 @@ func (o *Overrides) LookupKey(ctx context.Context, name, key string) ([]ratelimi
 	return nil, false
 }
 
+// Tier returns the tier whose limits the hash gives key of the rule named
+// name, or "" when it gives the key its own or none. See
+// [ratelimit.StaticOverrides.Tier].
+func (o *Overrides) Tier(name, key string) string {
+	if set := o.table.Load(); set != nil {
+		return set.Tier(name, key)
+	}
+	return ""
+}
+
 // Refresh reads the hash now and, if it could be read, makes what it sets
 // the overrides in use: each field's value, or for a field that cannot be
 // used its last value that could. It returns the error of the read, or

@@ -16,7 +16,7 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
-	req.Key = callkey.Bound(req.Key)
+	req.Key = callkey.Named(req.Key)
 	stored, args := l.appendCall(nil, nil, &req, l.now())
 	res, err := decideScript.Run(ctx, l.client, stored, append(args, "peek")...).Result()
 	if err != nil {
@@ -44,7 +44,7 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 // for at most the deny hold ([WithDenyHold]), and so may this process for
 // a call in flight during the Reset whose denial it remembers after.
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	key = callkey.Bound(key)
+	key = callkey.Named(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
 		return &ratelimit.BackendError{Name: name, Err: err}
 	}

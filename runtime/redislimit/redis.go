@@ -104,6 +104,42 @@ func (l *Limiter) CircuitOpen() bool {
 	return open
 }
 
+// Circuits returns, for each circuit breaker of the limiter that is open
+// now, its node (the client's address, or a cluster master's) and when it
+// opened: empty while every call goes to Redis.
+func (l *Limiter) Circuits() map[string]time.Time {
+	open := map[string]time.Time{}
+	if l.breaker == nil {
+		return open
+	}
+	add := func(b *breaker) {
+		if since, ok := b.openSince(); ok {
+			open[b.node] = since
+		}
+	}
+	add(l.breaker)
+	l.nodes.Range(func(_, b any) bool {
+		add(b.(*breaker))
+		return true
+	})
+	return open
+}
+
+// CachedDenial returns how much longer the limiter's deny cache repeats a
+// denial of req without asking Redis, and whether it holds one.
+func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
+	if l.denials == nil || req.Validate() != nil {
+		return 0, false
+	}
+	req.Key = callkey.Named(req.Key)
+	now, _ := l.cacheNow()
+	e, ok := l.denials.held(&req, now)
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(e.until-now) * time.Microsecond, true
+}
+
 // clientAddr names the node of client's breaker for a [ratelimit.BreakerHook]: its
 // address, "cluster" for a cluster client (whose masters have breakers of
 // their own), "ring" for a ring.
