@@ -38,12 +38,14 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             it is repeated from a deny cache (cached_for), if one is
 //	GET .../limiter              the limiter's open circuit breakers, by node, and since
 //	                             when; and the fields of its overrides that cannot be used
+//	GET .../denied               the most-denied keys of the last five minutes, redacted,
+//	                             with [WithDenials]
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
 //
-// The handler answers on any path ending in /rules, /key or /limiter, so it
-// can be mounted under any prefix. Only the names of rules are looked up;
-// a key is shown bounded, as the limiters keep it (see
+// The handler answers on any path ending in /rules, /key, /limiter or
+// /denied, so it can be mounted under any prefix. Only the names of rules
+// are looked up; a key is shown bounded, as the limiters keep it (see
 // [ratelimit.Request.Key]), and may be given as its stand-in, as errors
 // show it. It reveals
 // keys (user ids, addresses), and with [WithAdminReset] lifts limits:
@@ -74,6 +76,7 @@ type admin struct {
 	rules   []*ratelimit.Rule
 	byName  map[string]*ratelimit.Rule
 	reset   bool
+	denials *Denials
 }
 
 // adminLimit is the JSON form of a [ratelimit.Limit].
@@ -131,6 +134,12 @@ func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			adminMethods(w, methods)
 		}
+	case "denied":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			adminMethods(w, "GET, HEAD")
+			return
+		}
+		a.listDenied(w, r)
 	case "limiter":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			adminMethods(w, "GET, HEAD")
@@ -138,7 +147,7 @@ func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		a.showLimiter(w, r)
 	default:
-		adminError(w, http.StatusNotFound, "not found: want .../rules, .../key or .../limiter")
+		adminError(w, http.StatusNotFound, "not found: want .../rules, .../key, .../limiter or .../denied")
 	}
 }
 
@@ -267,6 +276,27 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 				view.Overrides = append(view.Overrides, fe.Error())
 			}
 		}
+	}
+	adminJSON(w, http.StatusOK, view)
+}
+
+// listDenied writes the most-denied keys of the last minutes.
+func (a *admin) listDenied(w http.ResponseWriter, _ *http.Request) {
+	if a.denials == nil {
+		adminError(w, http.StatusNotFound, "no denials are counted: see httplimit.WithDenials")
+		return
+	}
+	type denied struct {
+		Name    string `json:"name"`
+		Key     string `json:"key"`
+		Denials int64  `json:"denials"`
+		Error   int64  `json:"error"`
+	}
+	view := struct {
+		Denied []denied `json:"denied"`
+	}{Denied: []denied{}}
+	for _, k := range a.denials.top(adminPage) {
+		view.Denied = append(view.Denied, denied{k.name, k.key, k.count, k.error})
 	}
 	adminJSON(w, http.StatusOK, view)
 }

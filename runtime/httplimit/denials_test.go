@@ -1,0 +1,95 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestDenialsListTheMostDenied: among a hundred thousand keys denied once
+// each, from many goroutines, the keys denied most stand first with at
+// least their true counts; memory stays within the summaries' slots;
+// keys are held redacted; what is older than five minutes is gone.
+func TestDenialsListTheMostDenied(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	var clock sync.Mutex
+	d := NewDenials()
+	d.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	deny := func(name, key string) {
+		d.Decided(context.Background(), &ratelimit.Request{Name: name, Key: key}, ratelimit.Decision{})
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 12_500 {
+				deny("svc.Get", fmt.Sprintf("user-%d-%d", g, i))
+				if i%10 == 0 {
+					deny("svc.Get", "mallory") // 1,250 per goroutine: 10,000
+				}
+				if i%50 == 0 {
+					deny("svc.List", "eve") // 250 per goroutine: 2,000
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d.Decided(context.Background(), &ratelimit.Request{Name: "svc.Get", Key: "ada"}, ratelimit.Decision{Allowed: true})
+	top := d.top(3)
+	require.Len(t, top, 3)
+	assert.Equal(t, []string{"svc.Get", "svc.List"}, []string{top[0].name, top[1].name})
+	assert.Equal(t, []string{callkey.Redact("mallory"), callkey.Redact("eve")}, []string{top[0].key, top[1].key})
+	assert.GreaterOrEqual(t, top[0].count, int64(10_000))
+	assert.LessOrEqual(t, top[0].count-top[0].error, int64(10_000), "the error bounds the overcount")
+	assert.GreaterOrEqual(t, top[1].count, int64(2_000))
+	held := 0
+	for i := range d.shards {
+		for _, m := range d.shards[i].minutes {
+			held += len(m.slots)
+		}
+	}
+	assert.LessOrEqual(t, held, denialShards*denialSlots, "one minute's summaries")
+
+	clock.Lock()
+	now = now.Add(4 * time.Minute)
+	clock.Unlock()
+	deny("svc.Get", "late")
+	assert.Equal(t, callkey.Redact("mallory"), d.top(1)[0].key, "still within five minutes")
+	clock.Lock()
+	now = now.Add(2 * time.Minute)
+	clock.Unlock()
+	assert.Equal(t, []deniedKey{{name: "svc.Get", key: callkey.Redact("late"), count: 1}}, d.top(10), "older minutes are gone")
+}
+
+// TestAdminListsTheMostDeniedKeys: the admin view lists a limiter's
+// most-denied keys, redacted, on both backends.
+func TestAdminListsTheMostDeniedKeys(t *testing.T) {
+	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
+		denials := NewDenials()
+		l := newLimiter(ratelimit.WithHook(denials))
+		rule := &ratelimit.Rule{Name: "abused", Limits: perPeriod(1, time.Hour)}
+		for range 20 {
+			_ = rule.Check(ctx, l, "api-key-of-mallory", 1)
+		}
+		_ = rule.Check(ctx, l, "ada", 1)
+		code, body := adminDo(t, AdminHandler(l, []*ratelimit.Rule{rule}, WithDenials(denials)), "GET", "denied", nil)
+		require.Equal(t, http.StatusOK, code)
+		denied := body["denied"].([]any)
+		require.Len(t, denied, 1)
+		first := denied[0].(map[string]any)
+		assert.Equal(t, callkey.Redact("api-key-of-mallory"), first["key"])
+		assert.Equal(t, float64(19), first["denials"])
+		assert.NotContains(t, fmt.Sprint(body), "mallory")
+		code, _ = adminDo(t, AdminHandler(l, nil), "GET", "denied", nil)
+		assert.Equal(t, http.StatusNotFound, code, "without WithDenials")
+	})
+}
