@@ -223,6 +223,21 @@ func (s *Server) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr})
 }
 
+// Unreachable returns a client of a loopback port where a server was
+// started and stopped, so nobody listens, with one attempt per command and
+// a short dial timeout; it is closed when the test ends.
+func Unreachable(tb testing.TB) *redis.Client {
+	tb.Helper()
+	s, err := Start()
+	if err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	s.Stop()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
 // Flush empties the server's database so a test starts from nothing.
 func (s *Server) Flush(tb testing.TB) {
 	tb.Helper()

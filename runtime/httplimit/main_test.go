@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
@@ -47,12 +46,4 @@ type wrapped struct{ ratelimit.Limiter }
 func (w wrapped) Unwrap() ratelimit.Limiter { return w.Limiter }
 
 // newUnreachableClient returns a client of a loopback port nobody listens on.
-func newUnreachableClient(t testing.TB) *redis.Client {
-	s, err := redistest.Start()
-	require.NoError(t, err)
-	addr := s.Addr
-	s.Stop()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+func newUnreachableClient(t testing.TB) *redis.Client { return redistest.Unreachable(t) }

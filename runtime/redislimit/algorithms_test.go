@@ -35,9 +35,7 @@ func runSteps(t *testing.T, limits []ratelimit.Limit, steps []step) {
 		start := clock.Now()
 		l := newLimiter(ratelimit.WithClock(clock))
 		for i, s := range steps {
-			clock.mu.Lock()
-			clock.now = start.Add(s.at)
-			clock.mu.Unlock()
+			clock.Set(start.Add(s.at))
 			d := allow(t, l, ratelimit.Request{Name: "steps", Cost: s.cost, Limits: limits})
 			want := ratelimit.Decision{Allowed: s.allowed, Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset, Delay: s.delay}
 			assert.Equal(t, want, d, "step %d at %s cost %d", i, s.at, s.cost)

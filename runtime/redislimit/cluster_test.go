@@ -197,9 +197,7 @@ func (ct *clusterTest) sameDecisionsAsSingleServer(t *testing.T) {
 			clustered, _ := ct.limiter(t, prefix, ratelimit.WithClock(clock))
 			admittedAtStart, deniedAtStart := 0, 0
 			for i, c := range calls {
-				clock.mu.Lock()
-				clock.now = start.Add(c.at)
-				clock.mu.Unlock()
+				clock.Set(start.Add(c.at))
 				req := ratelimit.Request{Name: "diff", Key: c.key, Cost: c.cost, Limits: limits}
 				want := allow(t, single, req)
 				got := allow(t, clustered, req)

@@ -3,13 +3,12 @@ package redislimit
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -25,29 +24,10 @@ func TestMain(m *testing.M) {
 	redistest.Main(m, &srv)
 }
 
-// manualClock is a Clock that moves only when told. It starts in 2100,
-// after the test server's clock: window keys expire at times read from it
-// (see WithClock).
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// manualClock is a Clock that moves only when told (see clocktest).
+type manualClock = clocktest.Manual
 
-func newManualClock() *manualClock {
-	return &manualClock{now: time.Unix(1_700_000_000+28_000*86_400, 0)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+func newManualClock() *manualClock { return clocktest.NewManual() }
 
 // backend is a limiter under test with a way to reach its state.
 type backend struct {
@@ -105,19 +85,4 @@ func rdb(t testing.TB) *redis.Client {
 }
 
 // newUnreachableClient returns a client of a loopback port nobody listens on.
-func newUnreachableClient(t testing.TB) *redis.Client {
-	s, err := redistest.Start()
-	require.NoError(t, err)
-	addr := s.Addr
-	s.Stop()
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// Set moves the clock to now.
-func (c *manualClock) Set(now time.Time) {
-	c.mu.Lock()
-	c.now = now
-	c.mu.Unlock()
-}
+func newUnreachableClient(t testing.TB) *redis.Client { return redistest.Unreachable(t) }

@@ -46,7 +46,7 @@ func TestSlidingLogSequence(t *testing.T) {
 		start := clock.Now()
 		l := newLimiter(ratelimit.WithClock(clock))
 		for i, s := range steps {
-			clock.now = start.Add(s.at)
+			clock.Set(start.Add(s.at))
 			d := allow(t, l, ratelimit.Request{Name: "seq", Cost: s.cost, Limits: lim})
 			want := ratelimit.Decision{Allowed: s.allowed, Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset}
 			assert.Equal(t, want, d, "step %d at %s", i, s.at)
