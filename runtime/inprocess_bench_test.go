@@ -102,3 +102,55 @@ func reportVsXRate(b *testing.B, ours, theirs time.Duration) {
 	b.ReportMetric(float64(theirs), "xrate-ns")
 	b.ReportMetric(float64(ours)/float64(theirs), "check/xrate")
 }
+
+// BenchmarkMemoryAllow reports the in-process decision's cost per
+// algorithm (Allow on NewMemory, the request made by hand), on one key
+// whose calls are all admitted.
+func BenchmarkMemoryAllow(b *testing.B) {
+	for _, alg := range Algorithms() {
+		b.Run(string(alg), func(b *testing.B) {
+			l := NewMemory()
+			ctx := context.Background()
+			lim := Limit{Algorithm: alg, Period: time.Second, Threshold: 1_000_000_000}
+			if alg == SlidingWindow {
+				lim.Threshold = MaxSlidingWindowThreshold
+			}
+			req := Request{Name: "bench", Key: "user-42", Limits: []Limit{lim}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, _ := l.Allow(ctx, req); !d.Allowed {
+					b.Fatal(d)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMemoryAllowParallel is BenchmarkMemoryAllow's sliding log from
+// GOMAXPROCS goroutines, each on a key of its own.
+func BenchmarkMemoryAllowParallel(b *testing.B) {
+	l := NewMemory()
+	ctx := context.Background()
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := Request{Name: "bench", Key: fmt.Sprint(id.Add(1)), Limits: []Limit{{Period: time.Second, Threshold: 1_000_000}}}
+		for pb.Next() {
+			l.Allow(ctx, req)
+		}
+	})
+}
+
+// BenchmarkRuleCheckMemory is what a generated decorator adds to an
+// admitted call on the in-process limiter.
+func BenchmarkRuleCheckMemory(b *testing.B) {
+	l := NewMemory()
+	ctx := context.Background()
+	rule := &Rule{Name: "bench", Limits: []Limit{{Period: time.Second, Threshold: 1 << 40}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rule.Check(ctx, l, "user-42", 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

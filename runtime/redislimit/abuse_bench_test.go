@@ -19,7 +19,9 @@ import (
 // run per call), our limiter with its deny cache (the default) and
 // without it, in alternating rounds of a fixed time on one client of 64
 // connections, and reports each one's calls per second and ours as ratios
-// to PING's and redis_rate's. Each algorithm is a sub-benchmark.
+// to PING's and redis_rate's, and each one's Redis commands per call
+// (INFO commandstats, the commands its scripts run included). Each
+// algorithm is a sub-benchmark.
 func BenchmarkRedisAbuse64(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms() {
 		b.Run(string(alg), func(b *testing.B) { benchAbuse(b, alg) })
@@ -32,6 +34,8 @@ func benchAbuse(b *testing.B, alg ratelimit.Algorithm) {
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: goroutines})
 	defer c.Close()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
 	ctx := context.Background()
 	req := ratelimit.Request{Name: "abuse", Key: "mallory", Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Hour, Threshold: threshold}}}
 	cached := New(c)
@@ -91,11 +95,16 @@ func benchAbuse(b *testing.B, alg ratelimit.Algorithm) {
 	decided.Store(0)
 	calls := make([]int64, len(ops))
 	took := make([]time.Duration, len(ops))
+	cmds := make([]uint64, len(ops))
 	b.ResetTimer()
 	for range b.N {
 		for i, o := range ops {
+			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
 			n, d := run(o.op)
 			calls[i], took[i] = calls[i]+n, took[i]+d
+			cmds[i] += commandsRun(b, admin)
 		}
 	}
 	b.StopTimer()
@@ -103,6 +112,7 @@ func benchAbuse(b *testing.B, alg ratelimit.Algorithm) {
 	for i, o := range ops {
 		rate[i] = float64(calls[i]) / took[i].Seconds()
 		b.ReportMetric(rate[i], o.name+"/s")
+		b.ReportMetric(float64(cmds[i])/float64(calls[i]), o.name+"-cmds/call")
 	}
 	b.ReportMetric(rate[2]/rate[0], "cached/ping")
 	b.ReportMetric(rate[2]/rate[1], "cached/redis_rate")

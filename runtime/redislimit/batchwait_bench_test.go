@@ -24,7 +24,7 @@ import (
 // of its own, batched or not. Run it on demand, on a quiet machine (the
 // tail is the scheduler's as much as the limiter's):
 //
-//	go test -run '^$' -bench StalledWait -benchtime 3x ./runtime/
+//	go test -run '^$' -bench StalledWait -benchtime 3x ./runtime/redislimit/
 func BenchmarkStalledWait(b *testing.B) {
 	for _, c := range []struct {
 		name  string
@@ -100,7 +100,7 @@ func stalledWaits(b *testing.B, batch int) []time.Duration {
 // and not; each stall starts with four idle connections, so that no call
 // waits for a handshake. Run it on demand:
 //
-//	go test -run '^$' -bench QueuedCallWait -benchtime 10x ./runtime/
+//	go test -run '^$' -bench QueuedCallWait -benchtime 10x ./runtime/redislimit/
 func BenchmarkQueuedCallWait(b *testing.B) {
 	s, err := redistest.Start("enable-debug-command yes")
 	if err != nil {

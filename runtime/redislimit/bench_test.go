@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -38,10 +39,12 @@ func benchRequest(key string) ratelimit.Request {
 }
 
 // BenchmarkRedisDecisionVsPing interleaves PING, a decision of one
-// algorithm, a no-op script and the same decision by the generic script
-// (see withGenericScript) on one connection (for the sliding log also the
-// naive ZSET script) and reports each one's median latency as a ratio
-// to PING's, so machine load shifts affect all alike. Each algorithm is a
+// algorithm, a no-op script, the same decision by the generic script
+// (see withGenericScript) and a decision of go-redis/redis_rate (GCRA,
+// one script run per call, admitted every time) on one connection (for
+// the sliding log also the naive ZSET script) and reports each one's
+// median latency as a ratio to PING's, so machine load shifts affect all
+// alike. Each algorithm is a
 // sub-benchmark; the request is admitted every time, as most calls are.
 //
 // leaky_bucket_paced is a leaky bucket whose calls are all told to wait
@@ -68,6 +71,8 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 	ctx := context.Background()
 	l := New(c)
 	g := New(c, WithPrefix("generic:"), withGenericScript())
+	rr := redis_rate.NewLimiter(c)
+	rrLimit := redis_rate.PerSecond(1_000_000)
 	req := ratelimit.Request{Name: "bench", Limits: []ratelimit.Limit{lim}}
 	alg := algorithmOf(lim)
 	for _, s := range []*redis.Script{naiveScript, noopScript} {
@@ -86,6 +91,10 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 	naive := make([]time.Duration, 0, b.N)
 	noop := make([]time.Duration, 0, b.N)
 	generic := make([]time.Duration, 0, b.N)
+	rrate := make([]time.Duration, 0, b.N)
+	if _, err := rr.Allow(ctx, "bench", rrLimit); err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
@@ -112,11 +121,16 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 			b.Fatal(d, err)
 		}
 		t5 := time.Now()
+		if r, err := rr.Allow(ctx, "bench", rrLimit); err != nil || r.Allowed == 0 {
+			b.Fatal(r, err)
+		}
+		t6 := time.Now()
 		ping = append(ping, t1.Sub(t0))
 		decide = append(decide, t2.Sub(t1))
 		naive = append(naive, t3.Sub(t2))
 		noop = append(noop, t4.Sub(t3))
 		generic = append(generic, t5.Sub(t4))
+		rrate = append(rrate, t6.Sub(t5))
 	}
 	b.StopTimer()
 	p := median(ping)
@@ -127,6 +141,7 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 		b.ReportMetric(float64(median(naive))/float64(p), "naive/ping")
 	}
 	b.ReportMetric(float64(median(noop))/float64(p), "noop/ping")
+	b.ReportMetric(float64(median(rrate))/float64(p), "redis_rate/ping")
 }
 
 func median(d []time.Duration) time.Duration {
@@ -136,9 +151,11 @@ func median(d []time.Duration) time.Duration {
 }
 
 // BenchmarkRedisThroughput64 runs PING, unbatched decisions, batched
-// decisions (the default, the same keys) and a no-op script from 64 goroutines
-// in alternating rounds and reports each one's throughput as a ratio to
-// PING's.
+// decisions (the default, the same keys), a no-op script and
+// go-redis/redis_rate's decisions (GCRA, one script run per call, the same
+// keys) from 64 goroutines in alternating rounds, on one client of 64
+// connections, and reports each one's throughput as a ratio to PING's.
+// Every call is admitted (sliding log, 10^6 per second per key).
 func BenchmarkRedisThroughput64(b *testing.B) {
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
@@ -176,16 +193,27 @@ func BenchmarkRedisThroughput64(b *testing.B) {
 		return err
 	}
 	noop := func(int) error { return noopScript.Run(ctx, c, []string{"noop"}).Err() }
+	rr := redis_rate.NewLimiter(c)
+	rrLimit := redis_rate.PerSecond(1_000_000)
+	rrate := func(g int) error {
+		r, err := rr.Allow(ctx, fmt.Sprint(g), rrLimit)
+		if err == nil && r.Allowed == 0 {
+			err = fmt.Errorf("redis_rate denied %+v", r)
+		}
+		return err
+	}
 	run(ping) // warm the pool
 	run(noop)
 	run(batched)
+	run(rrate)
 	b.ResetTimer()
-	var tp, td, tb, tn time.Duration
+	var tp, td, tb, tn, tr time.Duration
 	for range 3 {
 		tp += run(ping)
 		td += run(decide)
 		tb += run(batched)
 		tn += run(noop)
+		tr += run(rrate)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(3*b.N)/tp.Seconds(), "ping/s")
@@ -194,6 +222,8 @@ func BenchmarkRedisThroughput64(b *testing.B) {
 	b.ReportMetric(tp.Seconds()/td.Seconds(), "decide/ping-throughput")
 	b.ReportMetric(tp.Seconds()/tb.Seconds(), "batched/ping-throughput")
 	b.ReportMetric(tp.Seconds()/tn.Seconds(), "noop/ping-throughput")
+	b.ReportMetric(tp.Seconds()/tr.Seconds(), "redis_rate/ping-throughput")
+	b.ReportMetric(tr.Seconds()/tb.Seconds(), "batched/redis_rate-throughput")
 }
 
 // BenchmarkRedisMemoryPerCall reports the Redis memory of a sliding-log key
@@ -221,28 +251,6 @@ func BenchmarkRedisMemoryPerCall(b *testing.B) {
 	}
 	b.ReportMetric(float64(ours)/calls, "bytes/call")
 	b.ReportMetric(float64(zset)/calls, "zset-bytes/call")
-}
-
-// BenchmarkMemoryAllow reports the in-process decision's cost per
-// algorithm, on one key whose calls are all admitted.
-func BenchmarkMemoryAllow(b *testing.B) {
-	for _, alg := range ratelimit.Algorithms() {
-		b.Run(string(alg), func(b *testing.B) {
-			l := ratelimit.NewMemory()
-			ctx := context.Background()
-			lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 1_000_000_000}
-			if alg == ratelimit.SlidingWindow {
-				lim.Threshold = ratelimit.MaxSlidingWindowThreshold
-			}
-			req := ratelimit.Request{Name: "bench", Key: "user-42", Limits: []ratelimit.Limit{lim}}
-			b.ReportAllocs()
-			for b.Loop() {
-				if d, _ := l.Allow(ctx, req); !d.Allowed {
-					b.Fatal(d)
-				}
-			}
-		})
-	}
 }
 
 // BenchmarkRedisMemoryPerKey reports the Redis memory (MEMORY USAGE) of
@@ -277,32 +285,5 @@ func BenchmarkRedisMemoryPerKey(b *testing.B) {
 			}
 			b.ReportMetric(float64(bytes)/keys, "bytes/key")
 		})
-	}
-}
-
-func BenchmarkMemoryAllowParallel(b *testing.B) {
-	l := ratelimit.NewMemory()
-	ctx := context.Background()
-	var id atomic.Int64
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		req := benchRequest(fmt.Sprint(id.Add(1)))
-		for pb.Next() {
-			l.Allow(ctx, req)
-		}
-	})
-}
-
-// BenchmarkRuleCheckMemory is what a generated decorator adds to an
-// admitted call on the in-process limiter.
-func BenchmarkRuleCheckMemory(b *testing.B) {
-	l := ratelimit.NewMemory()
-	ctx := context.Background()
-	rule := &ratelimit.Rule{Name: "bench", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1 << 40}}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := rule.Check(ctx, l, "user-42", 1); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

@@ -22,7 +22,7 @@ import (
 // connections and does not answer), then after it is killed. Run it on
 // demand:
 //
-//	go test -run '^$' -bench ClusterDeadMasterCost -benchtime 1x ./runtime/
+//	go test -run '^$' -bench ClusterDeadMasterCost -benchtime 1x ./runtime/redislimit/
 func BenchmarkClusterDeadMasterCost(b *testing.B) {
 	cluster, err := redistest.StartCluster(3)
 	if err != nil {

@@ -375,7 +375,7 @@ func testAbuse(t *testing.T, mode string, servers []string) {
 // commandsRun returns how many commands the server ran since its stats
 // were reset, less those of the test's own INFO and CONFIG. Those its
 // scripts run count too: a decision is several.
-func commandsRun(t *testing.T, c *redis.Client) uint64 {
+func commandsRun(t testing.TB, c *redis.Client) uint64 {
 	total := uint64(0)
 	for name, n := range commandCalls(t, c) {
 		if name != "info" && !strings.HasPrefix(name, "config") {

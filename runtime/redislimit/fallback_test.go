@@ -427,7 +427,8 @@ func TestSlogHookNamesTheFallback(t *testing.T) {
 
 // BenchmarkFallbackCall measures a FailLocal call while the breaker is
 // open: what each call costs while Redis is down, decided in process.
-// Compare BenchmarkBreakerOpenCall (FailOpen) and BenchmarkRuleCheckMemory.
+// Compare BenchmarkBreakerOpenCall (FailOpen) and ratelimit's
+// BenchmarkRuleCheckMemory (./runtime/), run in the same go test command.
 func BenchmarkFallbackCall(b *testing.B) {
 	l := New(failFastClient(b, stoppedAddr(b)), WithBreaker(1, time.Hour, time.Hour))
 	ctx := context.Background()

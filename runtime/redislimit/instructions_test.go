@@ -23,11 +23,11 @@ import (
 // It needs the test server run under callgrind:
 //
 //	mkdir -p /tmp/ratelimit-callgrind
-//	REDIS_SERVER=$PWD/runtime/testdata/redis-callgrind.sh \
-//	  go test -run '^$' -bench ScriptInstructions -benchtime 500x ./runtime/
+//	REDIS_SERVER=$PWD/runtime/redislimit/testdata/redis-callgrind.sh \
+//	  go test -run '^$' -bench ScriptInstructions -benchtime 500x ./runtime/redislimit/
 func BenchmarkScriptInstructions(b *testing.B) {
 	if filepath.Base(os.Getenv("REDIS_SERVER")) != "redis-callgrind.sh" {
-		b.Skip("needs REDIS_SERVER=runtime/testdata/redis-callgrind.sh (see the doc comment)")
+		b.Skip("needs REDIS_SERVER=runtime/redislimit/testdata/redis-callgrind.sh (see the doc comment)")
 	}
 	srv.Flush(b)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, ReadTimeout: time.Minute})

@@ -26,7 +26,7 @@ import (
 // figure may be short by up to 20ms). Run it on demand, a few times per
 // case:
 //
-//	go test -run '^$' -bench BreakerRecovery -benchtime 3x ./runtime/
+//	go test -run '^$' -bench BreakerRecovery -benchtime 3x ./runtime/redislimit/
 func BenchmarkBreakerRecovery(b *testing.B) {
 	for _, c := range []struct {
 		name   string
