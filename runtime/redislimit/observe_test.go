@@ -227,6 +227,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	assert.Equal(t, 2, failures)
 	assert.Equal(t, 1, opened)
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].BackendErrors, "metrics count every failure")
+	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: true, Opened: 1}}, metrics.Breakers())
 
 	// Redis comes back: one line says so, and the calls are decided.
 	s, err := redistest.StartOn(addr)
@@ -240,6 +241,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	require.Len(t, lines, 4, strings.Join(lines, "\n"))
 	assert.Contains(t, lines[3], "level=INFO msg=\"ratelimit: circuit closed\" node="+addr+" open_for=")
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].Allowed)
+	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: false, Opened: 1}}, metrics.Breakers())
 }
 
 // TestSlogHookAbusiveClientOnRedis is issue 18's acceptance on a real
