@@ -146,10 +146,11 @@
 // logs at most 100 beginnings and 10 failures a minute, leaving the others
 // at Debug and counting them in the unlogged attribute of the next line
 // of their kind. An outage is logged once per change of a circuit
-// breaker's state (see [BreakerHook]): the calls it refuses are logged at
-// Debug, and only the failures that opened it (as many as redislimit's
-// WithBreaker failures, plus the calls in flight then, at most 10 a
-// minute) at Error.
+// breaker's state (see [BreakerHook]), and a breaker that opens and closes
+// again and again at most 5 times a minute per node: the calls it refuses
+// are logged at Debug, and only the failures that opened it (as many as
+// redislimit's WithBreaker failures, plus the calls in flight then, at
+// most 10 a minute) at Error.
 //
 // Keys are often personal data (user ids, addresses, API keys), so a key
 // is logged as its digest: "sha256:" and the first 12 hex digits of the

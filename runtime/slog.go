@@ -24,7 +24,8 @@ import (
 //     opened); at most 10 lines a minute.
 //   - Warn: act on it. A name and key began a denial episode ("ratelimit:
 //     limited", with the limit and retry_after), or a circuit breaker
-//     opened ("ratelimit: circuit open", with the node and the error).
+//     opened ("ratelimit: circuit open", with the node and the error; at
+//     most 5 times a minute per node).
 //   - Info: how things go. An episode goes on ("ratelimit: still limited",
 //     every 5 minutes) or has ended ("ratelimit: no longer limited"), with
 //     the calls denied and admitted meanwhile; a shadow rule's episode
@@ -58,6 +59,7 @@ type SlogHook struct {
 	locks    [episodeSets]sync.Mutex // held to put an episode in a set
 	starts   lineBudget              // beginnings of episodes logged at Warn (or Info)
 	failures lineBudget              // failures logged at Error
+	breakers sync.Map                // node → *breakerLog
 }
 
 // The bounds of a SlogHook's memory and output.
@@ -76,6 +78,9 @@ const (
 	maxStarts = 100
 	// maxFailures is how many failures are logged at Error per window.
 	maxFailures = 10
+	// maxOpenings is how many openings of a node's breaker are logged at
+	// Warn per window.
+	maxOpenings = 5
 	// digestDigits is how many hex digits of a key's digest are logged.
 	digestDigits = 12
 )
@@ -161,18 +166,47 @@ func (h *SlogHook) Failed(ctx context.Context, req *Request, err error) {
 	h.logger.LogAttrs(ctx, level, "ratelimit: backend failure", attrs...)
 }
 
-// BreakerOpened logs at Warn that the breaker of node opened. See
-// [BreakerHook].
+// BreakerOpened logs at Warn that the breaker of node opened (at most 5
+// times a minute per node, the others at Debug). See [BreakerHook].
 func (h *SlogHook) BreakerOpened(node string, err error) {
-	h.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: circuit open",
-		slog.String("node", node), slog.Any("error", err))
+	b := h.breaker(node)
+	level, attrs := slog.LevelWarn, []slog.Attr{slog.String("node", node), slog.Any("error", err)}
+	ok, unlogged := b.openings.take(h.clock())
+	b.logged.Store(ok)
+	if !ok {
+		level = slog.LevelDebug
+	} else if unlogged > 0 {
+		attrs = append(attrs, slog.Int64("unlogged", unlogged))
+	}
+	h.logger.LogAttrs(context.Background(), level, "ratelimit: circuit open", attrs...)
 }
 
-// BreakerClosed logs at Info that Redis at node decides again. See
-// [BreakerHook].
+// BreakerClosed logs at Info that Redis at node decides again, or at
+// Debug when its opening was logged at Debug. See [BreakerHook].
 func (h *SlogHook) BreakerClosed(node string, open time.Duration) {
-	h.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: circuit closed",
+	level := slog.LevelInfo
+	if !h.breaker(node).logged.Load() {
+		level = slog.LevelDebug
+	}
+	h.logger.LogAttrs(context.Background(), level, "ratelimit: circuit closed",
 		slog.String("node", node), slog.Duration("open_for", open))
+}
+
+// breakerLog is what a SlogHook keeps of the breaker of one node.
+type breakerLog struct {
+	openings lineBudget
+	logged   atomic.Bool // whether its last opening was logged above Debug
+}
+
+// breaker returns what h keeps of the breaker of node.
+func (h *SlogHook) breaker(node string) *breakerLog {
+	if b, ok := h.breakers.Load(node); ok {
+		return b.(*breakerLog)
+	}
+	b := &breakerLog{}
+	b.openings.max = maxOpenings
+	got, _ := h.breakers.LoadOrStore(node, b)
+	return got.(*breakerLog)
 }
 
 // denied logs the denial d of req, real or shadow, as the beginning of an

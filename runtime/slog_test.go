@@ -412,3 +412,25 @@ func BenchmarkSlogHook(b *testing.B) {
 		})
 	}
 }
+
+// TestSlogHookBoundsFlappingBreakers: a breaker that opens and closes again
+// and again is logged at most 5 times a minute per node; the closings of
+// openings left at Debug stay at Debug.
+func TestSlogHookBoundsFlappingBreakers(t *testing.T) {
+	var buf logBuffer
+	clock := newManualClock()
+	h := newTestSlogHook(&buf, clock)
+	for range 20 {
+		h.BreakerOpened("10.0.0.1:6379", errors.New("i/o timeout"))
+		h.BreakerClosed("10.0.0.1:6379", 150*time.Millisecond)
+	}
+	h.BreakerOpened("10.0.0.2:6379", errors.New("i/o timeout"))
+	assert.Len(t, buf.lines(slog.LevelWarn), maxOpenings+1)
+	assert.Len(t, buf.lines(slog.LevelInfo), 2*maxOpenings+1)
+	assert.Len(t, buf.lines(slog.LevelDebug), 41)
+	clock.Advance(budgetWindow)
+	h.BreakerOpened("10.0.0.1:6379", errors.New("i/o timeout"))
+	lines := buf.lines(slog.LevelWarn)
+	require.Len(t, lines, maxOpenings+2)
+	assert.Equal(t, `level=WARN msg="ratelimit: circuit open" node=10.0.0.1:6379 error="i/o timeout" unlogged=15`, lines[len(lines)-1])
+}
