@@ -125,6 +125,46 @@
 // the key of every override hold the same stand-in, so what a limiter
 // stores and sends per key is bounded whatever a caller sends.
 //
+// # Logs
+//
+// [NewSlogHook] logs denial episodes, not denied calls. An episode of a
+// name and key begins with a denial the backend (or the fallback) made
+// while the pair had none going on, and is logged then, at Warn; it ends
+// after a minute without a denial of the pair. So a client that keeps
+// calling over its limit, admitted now and then as the limit lets it, is
+// one episode however long it lasts: it writes one line when it begins,
+// one every 5 minutes while it goes on, and one after it ends, which the
+// hook writes when it notices the end (at the pair's next decision, or when
+// another pair takes the episode's place in its table). Every call is
+// still logged at Debug, and counted by [Metrics]. A denial repeated from a
+// deny cache ([SourceCache]) never begins an episode, so it never logs
+// above Debug.
+//
+// The output is bounded: the hook remembers about 4,096 episodes, a new
+// one taking the place of the least recently denied (whose end then goes
+// unlogged; if that pair is denied again, it begins another episode), and
+// logs at most 100 beginnings and 10 failures a minute, leaving the others
+// at Debug and counting them in the unlogged attribute of the next line
+// of their kind. An outage is logged once per change of a circuit
+// breaker's state (see [BreakerHook]), and a breaker that opens and closes
+// again and again at most 5 times a minute per node: the calls it refuses
+// are logged at Debug, and only the failures that opened it (as many as
+// redislimit's WithBreaker failures, plus the calls in flight then, at
+// most 10 a minute) at Error.
+//
+// Keys are often personal data (user ids, addresses, API keys), so a key
+// is logged as its digest: "sha256:" and the first 12 hex digits of the
+// SHA-256 of the key as the call gave it (for a long key, the start of the
+// digest its stand-in ends with), such as sha256:fdee430d40bd for "ada".
+// An operator tells one key's lines from another's, and finds a key's
+// lines with
+//
+//	printf %s "$key" | sha256sum | cut -c1-12
+//
+// A digest hides a key only from whom cannot guess it: addresses and small
+// numbers are easily tried. [SlogHook.WithRawKeys] logs keys as hooks see
+// them, where the logs may hold them.
+//
 // The package is imported as "github.com/ratelimitgen/ratelimitgen/runtime"
 // and named ratelimit, so code reads ratelimit.ErrLimited.
 package ratelimit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Counters are the numbers [Metrics] keeps for one limit name.
@@ -34,17 +35,41 @@ type Counters struct {
 	Fallback uint64
 }
 
-// Metrics is a [Hook] (and a [ShadowHook]) that counts decisions and
-// failures per limit name ([Request.Name]) with atomic counters, for
-// exporting to a monitoring system. Its zero value is ready to use, and it
-// is safe for concurrent use. Pass it with [WithHook], or with other hooks
-// through [Hooks].
+// Metrics is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that counts
+// decisions and failures per limit name ([Request.Name]), and the state of
+// circuit breakers per node, with atomic counters, for exporting to a
+// monitoring system. Its zero value is ready to use, and it is safe for
+// concurrent use. Pass it with [WithHook], or with other hooks through
+// [Hooks].
 type Metrics struct {
-	names sync.Map // name → *counters
+	names    sync.Map // name → *counters
+	breakers sync.Map // node → *breakerCounters
 }
 
+// numSources is how many Sources there are.
+const numSources = int(SourceFallback) + 1
+
 type counters struct {
-	allowed, limited, shadowLimited, backendErrors, nearLimit, cached, fallback atomic.Uint64
+	by            [numSources]sourceCounters // by the decisions' Source
+	backendErrors atomic.Uint64
+}
+
+type sourceCounters struct {
+	allowed, limited, shadowLimited, nearLimit atomic.Uint64
+}
+
+type breakerCounters struct {
+	open   atomic.Bool
+	opened atomic.Uint64
+}
+
+// BreakerState is what [Metrics] knows of one circuit breaker.
+type BreakerState struct {
+	// Open reports whether the breaker is open: its node's calls fail at
+	// once (or go to the fallback) without being sent.
+	Open bool
+	// Opened counts the times it opened.
+	Opened uint64
 }
 
 func (m *Metrics) of(name string) *counters {
@@ -55,10 +80,17 @@ func (m *Metrics) of(name string) *counters {
 	return c.(*counters)
 }
 
+// source returns the counters of the decisions of source s.
+func (c *counters) source(s Source) *sourceCounters {
+	if int(s) >= numSources {
+		s = SourceBackend // a limiter of another module's own source
+	}
+	return &c.by[s]
+}
+
 // Decided counts an admission or a denial. See [Hook].
 func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
-	c := m.of(req.Name)
-	c.countSource(d)
+	c := m.of(req.Name).source(d.Source)
 	if !d.Allowed {
 		c.limited.Add(1)
 		return
@@ -71,25 +103,32 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 
 // ShadowLimited counts a would-be denial. See [ShadowHook].
 func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
-	c := m.of(req.Name)
-	c.countSource(d)
-	c.shadowLimited.Add(1)
-}
-
-// countSource counts d by what made it, when the deny cache or the local
-// fallback did.
-func (c *counters) countSource(d Decision) {
-	switch d.Source {
-	case SourceCache:
-		c.cached.Add(1)
-	case SourceFallback:
-		c.fallback.Add(1)
-	}
+	m.of(req.Name).source(d.Source).shadowLimited.Add(1)
 }
 
 // Failed counts a backend failure. See [Hook].
 func (m *Metrics) Failed(_ context.Context, req *Request, _ error) {
 	m.of(req.Name).backendErrors.Add(1)
+}
+
+// BreakerOpened counts the opening of node's breaker. See [BreakerHook].
+func (m *Metrics) BreakerOpened(node string, _ error) {
+	b := m.breaker(node)
+	b.opened.Add(1)
+	b.open.Store(true)
+}
+
+// BreakerClosed records that node's breaker closed. See [BreakerHook].
+func (m *Metrics) BreakerClosed(node string, _ time.Duration) {
+	m.breaker(node).open.Store(false)
+}
+
+func (m *Metrics) breaker(node string) *breakerCounters {
+	if b, ok := m.breakers.Load(node); ok {
+		return b.(*breakerCounters)
+	}
+	b, _ := m.breakers.LoadOrStore(node, new(breakerCounters))
+	return b.(*breakerCounters)
 }
 
 // Snapshot returns the counters of every limit name seen so far. Each
@@ -99,15 +138,58 @@ func (m *Metrics) Snapshot() map[string]Counters {
 	out := make(map[string]Counters)
 	m.names.Range(func(k, v any) bool {
 		c := v.(*counters)
-		out[k.(string)] = Counters{
-			Allowed:       c.allowed.Load(),
-			Limited:       c.limited.Load(),
-			ShadowLimited: c.shadowLimited.Load(),
-			BackendErrors: c.backendErrors.Load(),
-			NearLimit:     c.nearLimit.Load(),
-			Cached:        c.cached.Load(),
-			Fallback:      c.fallback.Load(),
+		var n Counters
+		for s := range numSources {
+			n.add(Source(s), &c.by[s])
 		}
+		n.BackendErrors = c.backendErrors.Load()
+		out[k.(string)] = n
+		return true
+	})
+	return out
+}
+
+// SnapshotSource returns the counters of the decisions that source made,
+// for every limit name seen so far: Snapshot's, but counting only those
+// decisions, and no backend errors (which are no decisions). The counters
+// of the three sources add up to Snapshot's; SnapshotSource(SourceCache)
+// has only denials.
+func (m *Metrics) SnapshotSource(source Source) map[string]Counters {
+	out := make(map[string]Counters)
+	if int(source) >= numSources {
+		return out
+	}
+	m.names.Range(func(k, v any) bool {
+		var n Counters
+		n.add(source, v.(*counters).source(source))
+		out[k.(string)] = n
+		return true
+	})
+	return out
+}
+
+// add adds the counts of the decisions c of source s to n.
+func (n *Counters) add(s Source, c *sourceCounters) {
+	allowed, limited, shadow := c.allowed.Load(), c.limited.Load(), c.shadowLimited.Load()
+	n.Allowed += allowed
+	n.Limited += limited
+	n.ShadowLimited += shadow
+	n.NearLimit += c.nearLimit.Load()
+	switch s {
+	case SourceCache:
+		n.Cached += allowed + limited + shadow
+	case SourceFallback:
+		n.Fallback += allowed + limited + shadow
+	}
+}
+
+// Breakers returns the state of every circuit breaker that has opened so
+// far, by node (see [BreakerHook]).
+func (m *Metrics) Breakers() map[string]BreakerState {
+	out := make(map[string]BreakerState)
+	m.breakers.Range(func(k, v any) bool {
+		b := v.(*breakerCounters)
+		out[k.(string)] = BreakerState{Open: b.open.Load(), Opened: b.opened.Load()}
 		return true
 	})
 	return out

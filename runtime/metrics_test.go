@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -16,4 +17,59 @@ func TestNearLimitIsTenPercent(t *testing.T) {
 	}{{0, 2, false}, {0, 1, true}, {0, 0, true}, {1, 11, false}, {1, 10, true}} {
 		assert.Equal(t, c.near, nearLimit(req, Decision{Allowed: true, LimitIndex: c.limit, Remaining: c.remaining}), "%+v", c)
 	}
+}
+
+// TestMetricsBySource: the counters of each source add up to Snapshot's,
+// and Cached and Fallback are those of their sources.
+func TestMetricsBySource(t *testing.T) {
+	m := &Metrics{}
+	ctx := context.Background()
+	req := &Request{Name: "n", Limits: []Limit{{Period: time.Second, Threshold: 10}}}
+	for _, c := range []struct {
+		d      Decision
+		shadow bool
+		times  int
+	}{
+		{Decision{Allowed: true, Remaining: 5}, false, 7},
+		{Decision{Allowed: true, Remaining: 1}, false, 2},
+		{Decision{}, false, 3},
+		{Decision{}, true, 4},
+		{Decision{Source: SourceCache}, false, 50},
+		{Decision{Source: SourceCache}, true, 6},
+		{Decision{Allowed: true, Remaining: 0, Source: SourceFallback}, false, 5},
+		{Decision{Source: SourceFallback}, false, 8},
+		{Decision{Source: SourceFallback}, true, 9},
+		{Decision{Allowed: true, Remaining: 9, Source: Source(200)}, false, 1}, // counted as the backend's
+	} {
+		for range c.times {
+			if c.shadow {
+				m.ShadowLimited(ctx, req, c.d)
+			} else {
+				m.Decided(ctx, req, c.d)
+			}
+		}
+	}
+	m.Failed(ctx, req, ErrBackend)
+	assert.Equal(t, Counters{Allowed: 15, Limited: 61, ShadowLimited: 19, BackendErrors: 1, NearLimit: 7, Cached: 56, Fallback: 22}, m.Snapshot()["n"])
+	assert.Equal(t, Counters{Allowed: 10, Limited: 3, ShadowLimited: 4, NearLimit: 2}, m.SnapshotSource(SourceBackend)["n"])
+	assert.Equal(t, Counters{Limited: 50, ShadowLimited: 6, Cached: 56}, m.SnapshotSource(SourceCache)["n"])
+	assert.Equal(t, Counters{Allowed: 5, Limited: 8, ShadowLimited: 9, NearLimit: 5, Fallback: 22}, m.SnapshotSource(SourceFallback)["n"])
+	assert.Empty(t, m.SnapshotSource(Source(200)))
+}
+
+// TestMetricsBreakers: Metrics keeps each breaker's state and openings.
+func TestMetricsBreakers(t *testing.T) {
+	m := &Metrics{}
+	var h Hook = routeShadow(m) // as a limiter holds it
+	assert.Empty(t, m.Breakers())
+	b := h.(BreakerHook)
+	b.BreakerOpened("10.0.0.1:6379", ErrBackend)
+	b.BreakerOpened("10.0.0.2:6379", ErrBackend)
+	b.BreakerClosed("10.0.0.1:6379", time.Second)
+	b.BreakerOpened("10.0.0.1:6379", ErrBackend)
+	b.BreakerClosed("10.0.0.1:6379", time.Second)
+	assert.Equal(t, map[string]BreakerState{
+		"10.0.0.1:6379": {Open: false, Opened: 2},
+		"10.0.0.2:6379": {Open: true, Opened: 1},
+	}, m.Breakers())
 }

@@ -1,6 +1,6 @@
 // Package ratelimitotel reports ratelimitgen's limiters to OpenTelemetry:
-// [Telemetry] is a hook that counts decisions and backend failures and
-// adds events to the caller's span, and [Telemetry.Instrument] wraps a
+// [Telemetry] is a hook that counts decisions, backend failures and
+// circuit breakers' openings and adds events to the caller's span, and [Telemetry.Instrument] wraps a
 // limiter to record how long it takes to decide.
 //
 //	tel, err := ratelimitotel.New() // the global MeterProvider
@@ -15,6 +15,7 @@ package ratelimitotel
 import (
 	"context"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -41,6 +42,9 @@ const (
 	AttrRetryAfter = attribute.Key("ratelimit.retry_after")
 	// AttrLimit is the limit that denied a call, such as "2/30s (sliding_log)".
 	AttrLimit = attribute.Key("ratelimit.limit")
+	// AttrNode is the node of a circuit breaker: the address of a Redis
+	// server, or of a cluster master (see [ratelimit.BreakerHook]).
+	AttrNode = attribute.Key("ratelimit.node")
 )
 
 // The names of the span events.
@@ -55,19 +59,34 @@ const (
 // denial) to 1 s (a Redis call that times out).
 var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 
-// Telemetry is a [ratelimit.ShadowHook] that records, per limit name:
+// Telemetry is a [ratelimit.ShadowHook] and a [ratelimit.BreakerHook]
+// that records, per limit name or per circuit breaker's node:
 //
-//	ratelimit.decisions       counter    {ratelimit.name, ratelimit.decision, ratelimit.source}
-//	ratelimit.backend_errors  counter    {ratelimit.name}
+//	ratelimit.decisions       counter         {ratelimit.name, ratelimit.decision, ratelimit.source}
+//	ratelimit.near_limit      counter         {ratelimit.name}
+//	ratelimit.backend_errors  counter         {ratelimit.name}
+//	ratelimit.breaker.open    updowncounter   {ratelimit.node}
+//	ratelimit.breaker.opens   counter         {ratelimit.node}
 //
-// and adds an event to the span in the call's context (if it records)
+// ratelimit.near_limit counts the admissions that left at most 10% of the
+// threshold of the limit with the fewest units remaining, as
+// [ratelimit.Counters] NearLimit does. ratelimit.breaker.open is 1 while
+// the circuit breaker of a Redis node is open and 0 once it has closed
+// (summed over processes, how many of their breakers of the node are open),
+// and ratelimit.breaker.opens counts its openings; a node has neither
+// until its breaker first opens.
+//
+// It adds an event to the span in the call's context (if it records)
 // for each denial ([EventLimited]), would-be denial of a shadow rule
 // ([EventShadowLimited]) and backend failure ([EventBackendError]). Give it
 // to a limiter with [ratelimit.WithHook]; [Telemetry.Instrument] adds the
 // latency histogram. It is safe for concurrent use.
 type Telemetry struct {
 	decisions     metric.Int64Counter
+	nearLimit     metric.Int64Counter
 	backendErrors metric.Int64Counter
+	breakerOpen   metric.Int64UpDownCounter
+	breakerOpens  metric.Int64Counter
 	duration      metric.Float64Histogram
 
 	mu    sync.RWMutex
@@ -84,7 +103,7 @@ type measurement struct {
 // attrKey identifies an attribute set the Telemetry has built; empty
 // fields are left out of it.
 type attrKey struct {
-	name, decision, source string
+	name, decision, source, node string
 }
 
 // Option configures [New].
@@ -126,9 +145,24 @@ func New(opts ...Option) (*Telemetry, error) {
 		metric.WithUnit("{decision}")); err != nil {
 		return nil, err
 	}
+	if t.nearLimit, err = meter.Int64Counter("ratelimit.near_limit",
+		metric.WithDescription("Admissions that left at most 10% of the limit's threshold."),
+		metric.WithUnit("{decision}")); err != nil {
+		return nil, err
+	}
 	if t.backendErrors, err = meter.Int64Counter("ratelimit.backend_errors",
 		metric.WithDescription("Calls the rate limiter's backend could not decide."),
 		metric.WithUnit("{call}")); err != nil {
+		return nil, err
+	}
+	if t.breakerOpen, err = meter.Int64UpDownCounter("ratelimit.breaker.open",
+		metric.WithDescription("Circuit breakers of a Redis node that are open: 1 while open, 0 when closed."),
+		metric.WithUnit("{breaker}")); err != nil {
+		return nil, err
+	}
+	if t.breakerOpens, err = meter.Int64Counter("ratelimit.breaker.opens",
+		metric.WithDescription("Times the circuit breaker of a Redis node opened."),
+		metric.WithUnit("{opening}")); err != nil {
 		return nil, err
 	}
 	if t.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
@@ -140,13 +174,15 @@ func New(opts ...Option) (*Telemetry, error) {
 	return t, nil
 }
 
-// Decided counts d and adds [EventLimited] to the span of ctx for a
-// denial. See [ratelimit.Hook].
+// Decided counts d (and an admission near its limit) and adds
+// [EventLimited] to the span of ctx for a denial. See [ratelimit.Hook].
 func (t *Telemetry) Decided(ctx context.Context, req *ratelimit.Request, d ratelimit.Decision) {
 	decision := "allowed"
 	if !d.Allowed {
 		decision = "limited"
 		denialEvent(ctx, EventLimited, req, d)
+	} else if nearLimit(req, d) {
+		t.nearLimit.Add(ctx, 1, t.attributes(attrKey{name: req.Name}).add...)
 	}
 	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: decision, source: d.Source.String()}).add...)
 }
@@ -168,6 +204,28 @@ func (t *Telemetry) Failed(ctx context.Context, req *ratelimit.Request, err erro
 		))
 	}
 	t.backendErrors.Add(ctx, 1, t.attributes(attrKey{name: req.Name}).add...)
+}
+
+// BreakerOpened counts the opening of node's breaker and marks it open.
+// See [ratelimit.BreakerHook].
+func (t *Telemetry) BreakerOpened(node string, _ error) {
+	add := t.attributes(attrKey{node: node}).add
+	t.breakerOpens.Add(context.Background(), 1, add...)
+	t.breakerOpen.Add(context.Background(), 1, add...)
+}
+
+// BreakerClosed marks node's breaker closed. See [ratelimit.BreakerHook].
+func (t *Telemetry) BreakerClosed(node string, _ time.Duration) {
+	t.breakerOpen.Add(context.Background(), -1, t.attributes(attrKey{node: node}).add...)
+}
+
+// nearLimit reports whether the admission d left at most 10% of the
+// threshold of the limit it describes, as [ratelimit.Metrics] counts it.
+func nearLimit(req *ratelimit.Request, d ratelimit.Decision) bool {
+	if d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
+		return false
+	}
+	return d.Remaining <= req.Limits[d.LimitIndex].Threshold/10
 }
 
 // denialEvent adds the event name about the denial d of req to the span
@@ -197,7 +255,12 @@ func (t *Telemetry) attributes(k attrKey) measurement {
 	if ok {
 		return o
 	}
-	attrs := []attribute.KeyValue{AttrName.String(k.name)}
+	var attrs []attribute.KeyValue
+	if k.node != "" {
+		attrs = append(attrs, AttrNode.String(k.node))
+	} else {
+		attrs = append(attrs, AttrName.String(k.name))
+	}
 	if k.decision != "" {
 		attrs = append(attrs, AttrDecision.String(k.decision))
 	}
@@ -212,4 +275,7 @@ func (t *Telemetry) attributes(k attrKey) measurement {
 	return o
 }
 
-var _ ratelimit.ShadowHook = (*Telemetry)(nil)
+var (
+	_ ratelimit.ShadowHook  = (*Telemetry)(nil)
+	_ ratelimit.BreakerHook = (*Telemetry)(nil)
+)

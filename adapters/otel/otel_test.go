@@ -160,6 +160,13 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 		Unit:        "{call}",
 		Data:        counter(point(1, name("pay")), point(2, name("steady"))),
 	}, got["ratelimit.backend_errors"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name:        "ratelimit.near_limit",
+		Description: "Admissions that left at most 10% of the limit's threshold.",
+		Unit:        "{decision}",
+		Data:        counter(point(1, name("search")), point(1, name("beta")), point(1, name("steady"))),
+	}, got["ratelimit.near_limit"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	assert.NotContains(t, got, "ratelimit.breaker.open", "no breaker opened")
 
 	duration := got["ratelimit.decision.duration"]
 	assert.Equal(t, "s", duration.Unit)
@@ -232,6 +239,56 @@ func TestTelemetryRedis(t *testing.T) {
 	assert.Equal(t, uint64(2), hist.DataPoints[0].Count)
 	assert.Equal(t, []float64{0.001, 1}, hist.DataPoints[0].Bounds)
 	assert.Positive(t, hist.DataPoints[0].Sum, "a Redis round trip takes time")
+}
+
+// TestTelemetryBreakers: a Redis that goes away opens its breaker, which
+// ratelimit.breaker.open shows until Redis is back; ratelimit.breaker.opens
+// keeps the opening.
+func TestTelemetryBreakers(t *testing.T) {
+	s := newSDK(t)
+	client := unreachable(t)
+	addr := client.Options().Addr
+	limiter := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond)))
+	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
+	ctx := context.Background()
+	require.NoError(t, rule.Check(ctx, limiter, secret, 1), "fails open")
+	node := ratelimitotel.AttrNode.String(addr)
+	breakers := func(open int64) {
+		t.Helper()
+		got := s.metrics(t)
+		metricdatatest.AssertEqual(t, metricdata.Metrics{
+			Name:        "ratelimit.breaker.open",
+			Description: "Circuit breakers of a Redis node that are open: 1 while open, 0 when closed.",
+			Unit:        "{breaker}",
+			Data: metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: false,
+				DataPoints: []metricdata.DataPoint[int64]{point(open, node)}},
+		}, got["ratelimit.breaker.open"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+		metricdatatest.AssertEqual(t, metricdata.Metrics{
+			Name:        "ratelimit.breaker.opens",
+			Description: "Times the circuit breaker of a Redis node opened.",
+			Unit:        "{opening}",
+			Data:        counter(point(1, node)),
+		}, got["ratelimit.breaker.opens"], metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars())
+	}
+	breakers(1)
+
+	srv, err := redistest.StartOn(addr)
+	require.NoError(t, err)
+	t.Cleanup(srv.Stop)
+	require.Eventually(t, func() bool {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, s.reader.Collect(ctx, &rm))
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if m.Name == "ratelimit.breaker.open" {
+					return m.Data.(metricdata.Sum[int64]).DataPoints[0].Value == 0
+				}
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+	breakers(0)
+	require.NoError(t, rule.Check(ctx, limiter, secret, 1))
 }
 
 // TestInstrumentKeepsTheWrappedSettings: wrapping a limiter keeps its

@@ -21,13 +21,23 @@ import (
 // Collector exports the counters of a [ratelimit.Metrics] hook, read at
 // each scrape:
 //
-//	ratelimit_decisions_total{name, decision}  decision: allowed, limited, shadow_limited
-//	ratelimit_near_limit_total{name}           admissions that left at most 10% of the threshold
-//	ratelimit_backend_errors_total{name}       calls the backend could not decide
-//	ratelimit_fallback_decisions_total{name}   decisions of the in-process fallback (onerror=local)
-//	ratelimit_cached_denials_total{name}       denials the Redis limiter's deny cache repeated
+//	ratelimit_decisions_total{name, decision, source}  decision: allowed, limited, shadow_limited
+//	ratelimit_near_limit_total{name}                   admissions that left at most 10% of the threshold
+//	ratelimit_backend_errors_total{name}               calls the backend could not decide
+//	ratelimit_fallback_decisions_total{name}           decisions of the in-process fallback (onerror=local)
+//	ratelimit_cached_denials_total{name}               denials the Redis limiter's deny cache repeated
+//	ratelimit_breaker_open{node}                       1 while the circuit breaker of node is open, else 0
+//	ratelimit_breaker_opens_total{node}                times the circuit breaker of node opened
 //
-// name is the limit's name (the method's, or a directive's name=).
+// name is the limit's name (the method's, or a directive's name=); source
+// is what made the decisions: "backend" (Redis, or the process for the
+// memory limiter), "cache" (the Redis limiter's deny cache: denials only)
+// or "fallback" (onerror=local), so a name has 8 decision series, and
+// sum without (source) gives the decisions by name and decision. node is
+// the address of a Redis server (or cluster master) whose breaker has
+// opened at least once since the process started: alert on
+// ratelimit_breaker_open == 1, or on increase(ratelimit_breaker_opens_total[5m]) > 0
+// to catch openings shorter than the scrape interval.
 type Collector struct {
 	metrics *ratelimit.Metrics
 }
@@ -40,7 +50,7 @@ func NewCollector(metrics *ratelimit.Metrics) *Collector {
 
 var (
 	decisionsDesc = prometheus.NewDesc("ratelimit_decisions_total",
-		"Rate limit decisions, by limit name and decision.", []string{"name", "decision"}, nil)
+		"Rate limit decisions, by limit name, decision and source (backend, cache or fallback).", []string{"name", "decision", "source"}, nil)
 	nearLimitDesc = prometheus.NewDesc("ratelimit_near_limit_total",
 		"Admissions that left at most 10% of the limit's threshold.", []string{"name"}, nil)
 	backendErrorsDesc = prometheus.NewDesc("ratelimit_backend_errors_total",
@@ -49,6 +59,10 @@ var (
 		"Decisions made in process while the backend could not decide (onerror=local).", []string{"name"}, nil)
 	cachedDesc = prometheus.NewDesc("ratelimit_cached_denials_total",
 		"Denials, real or shadow, repeated from the local deny cache without asking Redis.", []string{"name"}, nil)
+	breakerOpenDesc = prometheus.NewDesc("ratelimit_breaker_open",
+		"Whether the circuit breaker of a Redis node is open (1) or closed (0).", []string{"node"}, nil)
+	breakerOpensDesc = prometheus.NewDesc("ratelimit_breaker_opens_total",
+		"Times the circuit breaker of a Redis node opened.", []string{"node"}, nil)
 )
 
 // Describe sends the descriptors of the metrics Collect sends.
@@ -58,23 +72,47 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backendErrorsDesc
 	ch <- fallbackDesc
 	ch <- cachedDesc
+	ch <- breakerOpenDesc
+	ch <- breakerOpensDesc
 }
 
-// Collect sends the counters of every limit name seen so far.
+// sources are the sources of decisions, in the order Collect sends them.
+var sources = []ratelimit.Source{ratelimit.SourceBackend, ratelimit.SourceCache, ratelimit.SourceFallback}
+
+// Collect sends the counters of every limit name and breaker seen so far.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
 	}
 	snapshot := c.metrics.Snapshot()
+	var bySource [3]map[string]ratelimit.Counters
+	for i, s := range sources {
+		bySource[i] = c.metrics.SnapshotSource(s)
+	}
 	for _, name := range slices.Sorted(maps.Keys(snapshot)) {
 		n := snapshot[name]
-		counter(decisionsDesc, n.Allowed, name, "allowed")
-		counter(decisionsDesc, n.Limited, name, "limited")
-		counter(decisionsDesc, n.ShadowLimited, name, "shadow_limited")
+		for i, s := range sources {
+			d, source := bySource[i][name], s.String()
+			if s != ratelimit.SourceCache { // the deny cache only denies
+				counter(decisionsDesc, d.Allowed, name, "allowed", source)
+			}
+			counter(decisionsDesc, d.Limited, name, "limited", source)
+			counter(decisionsDesc, d.ShadowLimited, name, "shadow_limited", source)
+		}
 		counter(nearLimitDesc, n.NearLimit, name)
 		counter(backendErrorsDesc, n.BackendErrors, name)
 		counter(fallbackDesc, n.Fallback, name)
 		counter(cachedDesc, n.Cached, name)
+	}
+	breakers := c.metrics.Breakers()
+	for _, node := range slices.Sorted(maps.Keys(breakers)) {
+		b := breakers[node]
+		open := 0.0
+		if b.Open {
+			open = 1
+		}
+		ch <- prometheus.MustNewConstMetric(breakerOpenDesc, prometheus.GaugeValue, open, node)
+		counter(breakerOpensDesc, b.Opened, node)
 	}
 }
 

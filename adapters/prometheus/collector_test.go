@@ -2,6 +2,7 @@ package ratelimitprom_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"reflect"
 	"strings"
@@ -64,23 +65,48 @@ ratelimit_cached_denials_total{name="beta"} 0
 ratelimit_cached_denials_total{name="pay"} 0
 ratelimit_cached_denials_total{name="search"} 0
 ratelimit_cached_denials_total{name="steady"} 0
-# HELP ratelimit_decisions_total Rate limit decisions, by limit name and decision.
+# HELP ratelimit_decisions_total Rate limit decisions, by limit name, decision and source (backend, cache or fallback).
 # TYPE ratelimit_decisions_total counter
-ratelimit_decisions_total{decision="allowed",name="abuse"} 1
-ratelimit_decisions_total{decision="allowed",name="beta"} 1
-ratelimit_decisions_total{decision="allowed",name="pay"} 0
-ratelimit_decisions_total{decision="allowed",name="search"} 10
-ratelimit_decisions_total{decision="allowed",name="steady"} 1
-ratelimit_decisions_total{decision="limited",name="abuse"} 2
-ratelimit_decisions_total{decision="limited",name="beta"} 0
-ratelimit_decisions_total{decision="limited",name="pay"} 0
-ratelimit_decisions_total{decision="limited",name="search"} 1
-ratelimit_decisions_total{decision="limited",name="steady"} 1
-ratelimit_decisions_total{decision="shadow_limited",name="abuse"} 0
-ratelimit_decisions_total{decision="shadow_limited",name="beta"} 2
-ratelimit_decisions_total{decision="shadow_limited",name="pay"} 0
-ratelimit_decisions_total{decision="shadow_limited",name="search"} 0
-ratelimit_decisions_total{decision="shadow_limited",name="steady"} 0
+ratelimit_decisions_total{decision="allowed",name="abuse",source="backend"} 1
+ratelimit_decisions_total{decision="allowed",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="beta",source="backend"} 1
+ratelimit_decisions_total{decision="allowed",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="pay",source="backend"} 0
+ratelimit_decisions_total{decision="allowed",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="search",source="backend"} 10
+ratelimit_decisions_total{decision="allowed",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="steady",source="backend"} 0
+ratelimit_decisions_total{decision="allowed",name="steady",source="fallback"} 1
+ratelimit_decisions_total{decision="limited",name="abuse",source="backend"} 1
+ratelimit_decisions_total{decision="limited",name="abuse",source="cache"} 1
+ratelimit_decisions_total{decision="limited",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="beta",source="backend"} 0
+ratelimit_decisions_total{decision="limited",name="beta",source="cache"} 0
+ratelimit_decisions_total{decision="limited",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="pay",source="backend"} 0
+ratelimit_decisions_total{decision="limited",name="pay",source="cache"} 0
+ratelimit_decisions_total{decision="limited",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="search",source="backend"} 1
+ratelimit_decisions_total{decision="limited",name="search",source="cache"} 0
+ratelimit_decisions_total{decision="limited",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="steady",source="backend"} 0
+ratelimit_decisions_total{decision="limited",name="steady",source="cache"} 0
+ratelimit_decisions_total{decision="limited",name="steady",source="fallback"} 1
+ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="backend"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="cache"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="beta",source="backend"} 2
+ratelimit_decisions_total{decision="shadow_limited",name="beta",source="cache"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="pay",source="backend"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="pay",source="cache"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="search",source="backend"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="search",source="cache"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady",source="backend"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady",source="cache"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady",source="fallback"} 0
 # HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
 # TYPE ratelimit_fallback_decisions_total counter
 ratelimit_fallback_decisions_total{name="abuse"} 0
@@ -104,14 +130,15 @@ ratelimit_near_limit_total{name="steady"} 1
 }
 
 // TestCollectorExportsEveryField: the collector sends one series per field
-// of ratelimit.Counters for each name, so a counter added to the runtime
-// is not left unexported.
+// of ratelimit.Counters for each name (the decisions' three split by
+// source into eight), so a counter added to the runtime is not left
+// unexported.
 func TestCollectorExportsEveryField(t *testing.T) {
 	metrics := &ratelimit.Metrics{}
 	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
 	fields := reflect.TypeFor[ratelimit.Counters]().NumField()
-	assert.Equal(t, fields, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
+	assert.Equal(t, fields-3+8, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
 }
 
 // redisServer returns a client of a real Redis server of the test's own.
@@ -136,3 +163,40 @@ func unreachable(t *testing.T) *redis.Client {
 }
 
 var _ prometheus.Collector = (*ratelimitprom.Collector)(nil)
+
+// TestCollectorExportsBreakers: a Redis that goes away opens its breaker,
+// which the gauge shows until Redis is back; the counter keeps the
+// opening.
+func TestCollectorExportsBreakers(t *testing.T) {
+	ctx := context.Background()
+	client := unreachable(t)
+	addr := client.Options().Addr
+	metrics := &ratelimit.Metrics{}
+	limiter := redislimit.New(client, ratelimit.WithHook(metrics), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond))
+	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
+	require.NoError(t, rule.Check(ctx, limiter, "", 1), "fails open")
+	collector := ratelimitprom.NewCollector(metrics)
+	breakers := func(open int) string {
+		return fmt.Sprintf(`
+# HELP ratelimit_breaker_open Whether the circuit breaker of a Redis node is open (1) or closed (0).
+# TYPE ratelimit_breaker_open gauge
+ratelimit_breaker_open{node=%[1]q} %[2]d
+# HELP ratelimit_breaker_opens_total Times the circuit breaker of a Redis node opened.
+# TYPE ratelimit_breaker_opens_total counter
+ratelimit_breaker_opens_total{node=%[1]q} 1
+`, addr, open)
+	}
+	require.NoError(t, testutil.CollectAndCompare(collector, strings.NewReader(breakers(1)), "ratelimit_breaker_open", "ratelimit_breaker_opens_total"))
+
+	s, err := redistest.StartOn(addr)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	require.Eventually(t, func() bool {
+		return testutil.CollectAndCompare(collector, strings.NewReader(breakers(0)), "ratelimit_breaker_open", "ratelimit_breaker_opens_total") == nil
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, rule.Check(ctx, limiter, "", 1))
+	assert.Equal(t, uint64(1), metrics.Snapshot()["search"].Allowed, "Redis decides again")
+	problems, err := testutil.CollectAndLint(collector)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}

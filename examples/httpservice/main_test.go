@@ -39,7 +39,7 @@ const runMainEnv = "HTTPSERVICE_RUN_MAIN"
 
 // TestDeadRedis runs the service against a Redis that is gone: requests
 // are served (the rules fail open), and stderr says once that the
-// breaker opened, without go-redis's dial errors.
+// breaker opened, without go-redis's dial errors or the callers' keys.
 func TestDeadRedis(t *testing.T) {
 	dead, err := redistest.Start()
 	require.NoError(t, err)
@@ -72,6 +72,7 @@ func TestDeadRedis(t *testing.T) {
 	out := stderr.String()
 	assert.NotContains(t, out, "failed to dial")
 	assert.Equal(t, 1, strings.Count(out, "ratelimit: circuit open"), out)
+	assert.NotContains(t, out, "ada", "keys are logged as digests")
 }
 
 // lockedBuffer collects a process's output while the test reads it.

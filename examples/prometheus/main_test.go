@@ -31,8 +31,8 @@ func TestMain(m *testing.M) {
 const runMainEnv = "PROMETHEUS_RUN_MAIN"
 
 // TestDeadRedis runs the service against a Redis that is gone: requests
-// are served (the rule fails open), /metrics counts every failure, and
-// go-redis's dial errors stay off stderr.
+// are served (the rule fails open), /metrics counts every failure and
+// shows the breaker open, and go-redis's dial errors stay off stderr.
 func TestDeadRedis(t *testing.T) {
 	dead := freeAddr(t)
 	addr := freeAddr(t)
@@ -56,6 +56,8 @@ func TestDeadRedis(t *testing.T) {
 	body, err := io.ReadAll(get(t, "http://"+addr+"/metrics").Body)
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `ratelimit_backend_errors_total{name="hello"} 20`+"\n")
+	assert.Contains(t, string(body), `ratelimit_breaker_open{node="`+dead+`"} 1`+"\n")
+	assert.Contains(t, string(body), `ratelimit_breaker_opens_total{node="`+dead+`"} 1`+"\n")
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	assert.NotContains(t, stderr.String(), "failed to dial")
@@ -108,10 +110,10 @@ func TestServiceCountsWhatItServes(t *testing.T) {
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	for _, line := range []string{
-		`ratelimit_decisions_total{decision="allowed",name="hello"} 5`,
-		`ratelimit_decisions_total{decision="limited",name="hello"} 1`,
-		`ratelimit_decisions_total{decision="allowed",name="beta"} 2`,
-		`ratelimit_decisions_total{decision="shadow_limited",name="beta"} 1`,
+		`ratelimit_decisions_total{decision="allowed",name="hello",source="backend"} 5`,
+		`ratelimit_decisions_total{decision="limited",name="hello",source="backend"} 1`,
+		`ratelimit_decisions_total{decision="allowed",name="beta",source="backend"} 2`,
+		`ratelimit_decisions_total{decision="shadow_limited",name="beta",source="backend"} 1`,
 		`ratelimit_decision_duration_seconds_count{name="hello",source="backend"} 6`,
 		`ratelimit_decision_duration_seconds_count{name="beta",source="backend"} 3`,
 	} {

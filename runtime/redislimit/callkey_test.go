@@ -194,11 +194,14 @@ func (ct *clusterTest) longKeys(t *testing.T) {
 
 // TestLongKeysAreNamedBoundedly checks what an operator sees of a denied
 // call with a 1 MB key: the LimitError's key and message, and the
-// SlogHook's records, are short and show the key's stand-in.
+// SlogHook's records, are short; the records show the digest the key's
+// stand-in ends with, or with WithRawKeys the stand-in.
 func TestLongKeysAreNamedBoundedly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
-		var log bytes.Buffer
-		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})))))
+		var log, raw bytes.Buffer
+		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.Hooks(
+			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
+			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&raw, &slog.HandlerOptions{Level: slog.LevelDebug}))).WithRawKeys())))
 		rule := &ratelimit.Rule{Name: longName, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 		for descr, v := range longValues() {
 			require.NoError(t, rule.Check(context.Background(), l, v, 1), descr)
@@ -215,13 +218,18 @@ func TestLongKeysAreNamedBoundedly(t *testing.T) {
 			// The Redis key holds the same stand-in.
 			assert.Contains(t, storageKey(DefaultPrefix, longName, le.Key, 0, ratelimit.SlidingLog), le.Key)
 		}
-		lines := strings.Split(strings.TrimSpace(log.String()), "\n")
-		require.Len(t, lines, 4)
-		for _, line := range lines {
-			assert.LessOrEqual(t, len(line), 500, line)
+		for _, buf := range []*bytes.Buffer{&log, &raw} {
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			require.Len(t, lines, 4)
+			for _, line := range lines {
+				assert.LessOrEqual(t, len(line), 500, line)
+			}
 		}
 		for _, v := range longValues() {
-			assert.Contains(t, log.String(), callkey.Bound(v))
+			standIn := callkey.Bound(v)
+			assert.Contains(t, log.String(), " key=sha256:"+standIn[len(standIn)-64:][:12]+" ")
+			assert.NotContains(t, log.String(), standIn[:20])
+			assert.Contains(t, raw.String(), standIn)
 		}
 	})
 }

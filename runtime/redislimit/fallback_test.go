@@ -420,8 +420,8 @@ func TestSlogHookNamesTheFallback(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{
-		`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s source=fallback`,
-		`level=WARN msg="ratelimit: limited" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s source=fallback`,
+		`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s source=fallback`,
+		`level=WARN msg="ratelimit: limited" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s source=fallback`,
 	}, decisions)
 }
 

@@ -72,8 +72,8 @@ func TestSlogHook(t *testing.T) {
 		require.NoError(t, shadow.Check(ctx, l, "", 1))
 		require.NoError(t, shadow.Check(ctx, l, "", 1))
 		assert.Equal(t, []string{
-			`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
-			`level=WARN msg="ratelimit: limited" name=svc.Get key=u1 cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
+			`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
+			`level=WARN msg="ratelimit: limited" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
 			`level=DEBUG msg="ratelimit: admitted" name=svc.Put cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
 			`level=INFO msg="ratelimit: shadow limited" name=svc.Put cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
 		}, logLines(&buf))
@@ -87,7 +87,7 @@ func TestSlogHookFailures(t *testing.T) {
 	require.NoError(t, rule.Check(context.Background(), l, "k", 2))
 	lines := logLines(&buf)
 	require.Len(t, lines, 1)
-	assert.True(t, strings.HasPrefix(lines[0], `level=ERROR msg="ratelimit: backend failure" name=down key=k cost=2 error="ratelimit: down: backend failure: `), lines[0])
+	assert.True(t, strings.HasPrefix(lines[0], `level=ERROR msg="ratelimit: backend failure" name=down key=sha256:8254c329a928 cost=2 error="ratelimit: down: backend failure: `), lines[0])
 	assert.Contains(t, lines[0], "connection refused")
 }
 
@@ -227,6 +227,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	assert.Equal(t, 2, failures)
 	assert.Equal(t, 1, opened)
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].BackendErrors, "metrics count every failure")
+	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: true, Opened: 1}}, metrics.Breakers())
 
 	// Redis comes back: one line says so, and the calls are decided.
 	s, err := redistest.StartOn(addr)
@@ -240,4 +241,38 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	require.Len(t, lines, 4, strings.Join(lines, "\n"))
 	assert.Contains(t, lines[3], "level=INFO msg=\"ratelimit: circuit closed\" node="+addr+" open_for=")
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].Allowed)
+	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: false, Opened: 1}}, metrics.Breakers())
+}
+
+// TestSlogHookAbusiveClientOnRedis is issue 18's acceptance on a real
+// Redis with the deny cache on: goroutines of one client call far over
+// its limit for abuseFor and write one line, which shows the digest of its
+// key, never the key.
+func TestSlogHookAbusiveClientOnRedis(t *testing.T) {
+	const abuseFor, apiKey = time.Second, "sk_live_4f9a2c7e1b"
+	var buf lockedBuffer
+	metrics := &ratelimit.Metrics{}
+	hook := ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
+	l := newTestRedis(t, WithDenyCache(DefaultDenyCache), ratelimit.WithHook(ratelimit.Hooks(metrics, hook)))
+	rule := &ratelimit.Rule{Name: "svc.API.Search", Limits: perPeriod(2, 30*time.Second)}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(abuseFor)
+	for range 8 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				if err := rule.Check(context.Background(), l, apiKey, 1); err != nil {
+					assert.ErrorIs(t, err, ratelimit.ErrLimited)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	m := metrics.Snapshot()["svc.API.Search"]
+	require.Greater(t, m.Limited, uint64(1000))
+	require.Greater(t, m.Cached, m.Limited/2, "most denials are the cache's")
+	lines := logLines(&buf)
+	require.Len(t, lines, 1, strings.Join(lines, "\n"))
+	assert.True(t, strings.HasPrefix(lines[0], `level=WARN msg="ratelimit: limited" name=svc.API.Search key=sha256:`), lines[0])
+	assert.NotContains(t, buf.String(), apiKey)
+	t.Logf("%d calls in %s: %d lines", m.Allowed+m.Limited, abuseFor, len(lines))
 }
