@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"hash/maphash"
 	"log/slog"
@@ -81,8 +79,6 @@ const (
 	// maxOpenings is how many openings of a node's breaker are logged at
 	// Warn per window.
 	maxOpenings = 5
-	// digestDigits is how many hex digits of a key's digest are logged.
-	digestDigits = 12
 )
 
 // episode is a denial episode of one (name, key).
@@ -414,19 +410,7 @@ func (h *SlogHook) keyAttr(key string) slog.Attr {
 	if h.rawKeys {
 		return slog.String("key", key)
 	}
-	return slog.String("key", keyDigest(key))
-}
-
-// keyDigest returns "sha256:" and the first hex digits of the SHA-256 of
-// the key whose bounded form is key: the digest a stand-in ends with, or
-// that of key itself.
-func keyDigest(key string) string {
-	const prefix = "sha256:"
-	if callkey.IsStandIn(key) {
-		return prefix + key[len(key)-2*sha256.Size:][:digestDigits]
-	}
-	sum := sha256.Sum256([]byte(key))
-	return prefix + hex.EncodeToString(sum[:digestDigits/2])
+	return slog.String("key", callkey.Redact(key))
 }
 
 // lineBudget bounds how many lines of a kind are logged per budgetWindow.

@@ -245,7 +245,7 @@ func TestSlogHookRedactsKeys(t *testing.T) {
 		}
 	}
 	// The digest is the one an operator computes with sha256sum.
-	assert.Equal(t, "sha256:fdee430d40bd", keyDigest("ada"))
+	assert.Equal(t, "sha256:fdee430d40bd", callkey.Redact("ada"))
 }
 
 // TestSlogHookConcurrentDenials: many goroutines denied at once for a few
