@@ -47,7 +47,7 @@ type Metrics struct {
 }
 
 // numSources is how many Sources there are.
-const numSources = int(SourceFallback) + 1
+const numSources = int(SourceOverride) + 1
 
 type counters struct {
 	by            [numSources]sourceCounters // by the decisions' Source
@@ -152,8 +152,8 @@ func (m *Metrics) Snapshot() map[string]Counters {
 // SnapshotSource returns the counters of the decisions that source made,
 // for every limit name seen so far: Snapshot's, but counting only those
 // decisions, and no backend errors (which are no decisions). The counters
-// of the three sources add up to Snapshot's; SnapshotSource(SourceCache)
-// has only denials.
+// of the sources add up to Snapshot's; SnapshotSource(SourceCache) and
+// SnapshotSource(SourceOverride) have only denials.
 func (m *Metrics) SnapshotSource(source Source) map[string]Counters {
 	out := make(map[string]Counters)
 	if int(source) >= numSources {

@@ -88,6 +88,7 @@ type Telemetry struct {
 	breakerOpen   metric.Int64UpDownCounter
 	breakerOpens  metric.Int64Counter
 	duration      metric.Float64Histogram
+	meter         metric.Meter
 
 	mu    sync.RWMutex
 	attrs map[attrKey]measurement
@@ -138,7 +139,7 @@ func New(opts ...Option) (*Telemetry, error) {
 		c.meterProvider = otel.GetMeterProvider()
 	}
 	meter := c.meterProvider.Meter(ScopeName)
-	t := &Telemetry{attrs: make(map[attrKey]measurement)}
+	t := &Telemetry{attrs: make(map[attrKey]measurement), meter: meter}
 	var err error
 	if t.decisions, err = meter.Int64Counter("ratelimit.decisions",
 		metric.WithDescription("Rate limit decisions, by limit name, decision and source."),
@@ -279,3 +280,37 @@ var (
 	_ ratelimit.ShadowHook  = (*Telemetry)(nil)
 	_ ratelimit.BreakerHook = (*Telemetry)(nil)
 )
+
+// OverridesReporter is a source of overrides that reports the fields it
+// cannot use, such as *redislimit.Overrides.
+type OverridesReporter interface {
+	// Rejected counts the fields that could not be used, each once per value.
+	Rejected() uint64
+	// Problems returns the fields that cannot be used now.
+	Problems() []*ratelimit.FieldError
+}
+
+// ObserveOverrides reports, at each collection, what src cannot use:
+//
+//	ratelimit.override.rejections  counter  fields that could not be used, each once per value
+//	ratelimit.override.problems    gauge    fields that cannot be used now (each keeps its last good value)
+func (t *Telemetry) ObserveOverrides(src OverridesReporter) error {
+	rejections, err := t.meter.Int64ObservableCounter("ratelimit.override.rejections",
+		metric.WithDescription("Fields of the overrides that could not be used, each counted once per value."),
+		metric.WithUnit("{field}"))
+	if err != nil {
+		return err
+	}
+	problems, err := t.meter.Int64ObservableGauge("ratelimit.override.problems",
+		metric.WithDescription("Fields of the overrides that cannot be used now; each keeps its last good value."),
+		metric.WithUnit("{field}"))
+	if err != nil {
+		return err
+	}
+	_, err = t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(rejections, int64(src.Rejected()))
+		o.ObserveInt64(problems, int64(len(src.Problems())))
+		return nil
+	}, rejections, problems)
+	return err
+}

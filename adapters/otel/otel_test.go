@@ -320,3 +320,28 @@ func unreachable(t *testing.T) *redis.Client {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// fieldProblems is an OverridesReporter with fixed answers.
+type fieldProblems struct {
+	rejected uint64
+	problems []*ratelimit.FieldError
+}
+
+func (f fieldProblems) Rejected() uint64                  { return f.rejected }
+func (f fieldProblems) Problems() []*ratelimit.FieldError { return f.problems }
+
+// TestTelemetryObservesOverrides: the rejected fields of overrides and
+// their current problems are read at each collection.
+func TestTelemetryObservesOverrides(t *testing.T) {
+	s := newSDK(t)
+	src := &fieldProblems{rejected: 2, problems: []*ratelimit.FieldError{{Field: "r|key=k", Err: ratelimit.ErrInvalidLimit}}}
+	require.NoError(t, s.tel.ObserveOverrides(src))
+	m := s.metrics(t)
+	metricdatatest.AssertAggregationsEqual(t, counter(point(2)), m["ratelimit.override.rejections"].Data, metricdatatest.IgnoreTimestamp())
+	metricdatatest.AssertAggregationsEqual(t, metricdata.Gauge[int64]{DataPoints: []metricdata.DataPoint[int64]{point(1)}},
+		m["ratelimit.override.problems"].Data, metricdatatest.IgnoreTimestamp())
+	src.problems = nil
+	m = s.metrics(t)
+	metricdatatest.AssertAggregationsEqual(t, metricdata.Gauge[int64]{DataPoints: []metricdata.DataPoint[int64]{point(0)}},
+		m["ratelimit.override.problems"].Data, metricdatatest.IgnoreTimestamp())
+}

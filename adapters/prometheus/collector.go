@@ -31,8 +31,9 @@ import (
 //
 // name is the limit's name (the method's, or a directive's name=); source
 // is what made the decisions: "backend" (Redis, or the process for the
-// memory limiter), "cache" (the Redis limiter's deny cache: denials only)
-// or "fallback" (onerror=local), so a name has 8 decision series, and
+// memory limiter), "cache" (the Redis limiter's deny cache: denials only),
+// "fallback" (onerror=local) or "override" (an override that blocks a key:
+// denials only), so a name has 10 decision series, and
 // sum without (source) gives the decisions by name and decision. node is
 // the address of a Redis server (or cluster master) whose breaker has
 // opened at least once since the process started: alert on
@@ -50,7 +51,7 @@ func NewCollector(metrics *ratelimit.Metrics) *Collector {
 
 var (
 	decisionsDesc = prometheus.NewDesc("ratelimit_decisions_total",
-		"Rate limit decisions, by limit name, decision and source (backend, cache or fallback).", []string{"name", "decision", "source"}, nil)
+		"Rate limit decisions, by limit name, decision and source (backend, cache, fallback or override).", []string{"name", "decision", "source"}, nil)
 	nearLimitDesc = prometheus.NewDesc("ratelimit_near_limit_total",
 		"Admissions that left at most 10% of the limit's threshold.", []string{"name"}, nil)
 	backendErrorsDesc = prometheus.NewDesc("ratelimit_backend_errors_total",
@@ -77,7 +78,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // sources are the sources of decisions, in the order Collect sends them.
-var sources = []ratelimit.Source{ratelimit.SourceBackend, ratelimit.SourceCache, ratelimit.SourceFallback}
+var sources = []ratelimit.Source{ratelimit.SourceBackend, ratelimit.SourceCache, ratelimit.SourceFallback, ratelimit.SourceOverride}
 
 // Collect sends the counters of every limit name and breaker seen so far.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -85,7 +86,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
 	}
 	snapshot := c.metrics.Snapshot()
-	var bySource [3]map[string]ratelimit.Counters
+	var bySource [4]map[string]ratelimit.Counters
 	for i, s := range sources {
 		bySource[i] = c.metrics.SnapshotSource(s)
 	}
@@ -93,7 +94,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		n := snapshot[name]
 		for i, s := range sources {
 			d, source := bySource[i][name], s.String()
-			if s != ratelimit.SourceCache { // the deny cache only denies
+			if s != ratelimit.SourceCache && s != ratelimit.SourceOverride { // these only deny
 				counter(decisionsDesc, d.Allowed, name, "allowed", source)
 			}
 			counter(decisionsDesc, d.Limited, name, "limited", source)
@@ -117,3 +118,50 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
+
+// OverridesReporter is a source of overrides that reports the fields it
+// cannot use, such as *redislimit.Overrides.
+type OverridesReporter interface {
+	// Rejected counts the fields that could not be used, each once per value.
+	Rejected() uint64
+	// Problems returns the fields that cannot be used now.
+	Problems() []*ratelimit.FieldError
+}
+
+// OverridesCollector exports what a source of overrides reports, read at
+// each scrape:
+//
+//	ratelimit_override_rejections_total  fields that could not be used, each counted once per value
+//	ratelimit_override_problems          fields that cannot be used now (each keeps its last good value)
+//
+// alert on ratelimit_override_problems > 0: an operator's change did not
+// take effect.
+type OverridesCollector struct {
+	src OverridesReporter
+}
+
+// NewOverridesCollector returns an OverridesCollector of src.
+func NewOverridesCollector(src OverridesReporter) *OverridesCollector {
+	return &OverridesCollector{src: src}
+}
+
+var (
+	overrideRejectionsDesc = prometheus.NewDesc("ratelimit_override_rejections_total",
+		"Fields of the overrides that could not be used, each counted once per value.", nil, nil)
+	overrideProblemsDesc = prometheus.NewDesc("ratelimit_override_problems",
+		"Fields of the overrides that cannot be used now; each keeps its last good value.", nil, nil)
+)
+
+// Describe sends the descriptors of the metrics Collect sends.
+func (c *OverridesCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- overrideRejectionsDesc
+	ch <- overrideProblemsDesc
+}
+
+// Collect sends the source's counts.
+func (c *OverridesCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(overrideRejectionsDesc, prometheus.CounterValue, float64(c.src.Rejected()))
+	ch <- prometheus.MustNewConstMetric(overrideProblemsDesc, prometheus.GaugeValue, float64(len(c.src.Problems())))
+}
+
+var _ prometheus.Collector = (*OverridesCollector)(nil)

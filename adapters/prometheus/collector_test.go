@@ -65,7 +65,7 @@ ratelimit_cached_denials_total{name="beta"} 0
 ratelimit_cached_denials_total{name="pay"} 0
 ratelimit_cached_denials_total{name="search"} 0
 ratelimit_cached_denials_total{name="steady"} 0
-# HELP ratelimit_decisions_total Rate limit decisions, by limit name, decision and source (backend, cache or fallback).
+# HELP ratelimit_decisions_total Rate limit decisions, by limit name, decision and source (backend, cache, fallback or override).
 # TYPE ratelimit_decisions_total counter
 ratelimit_decisions_total{decision="allowed",name="abuse",source="backend"} 1
 ratelimit_decisions_total{decision="allowed",name="abuse",source="fallback"} 0
@@ -80,33 +80,43 @@ ratelimit_decisions_total{decision="allowed",name="steady",source="fallback"} 1
 ratelimit_decisions_total{decision="limited",name="abuse",source="backend"} 1
 ratelimit_decisions_total{decision="limited",name="abuse",source="cache"} 1
 ratelimit_decisions_total{decision="limited",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="abuse",source="override"} 0
 ratelimit_decisions_total{decision="limited",name="beta",source="backend"} 0
 ratelimit_decisions_total{decision="limited",name="beta",source="cache"} 0
 ratelimit_decisions_total{decision="limited",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="beta",source="override"} 0
 ratelimit_decisions_total{decision="limited",name="pay",source="backend"} 0
 ratelimit_decisions_total{decision="limited",name="pay",source="cache"} 0
 ratelimit_decisions_total{decision="limited",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="pay",source="override"} 0
 ratelimit_decisions_total{decision="limited",name="search",source="backend"} 1
 ratelimit_decisions_total{decision="limited",name="search",source="cache"} 0
 ratelimit_decisions_total{decision="limited",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="limited",name="search",source="override"} 0
 ratelimit_decisions_total{decision="limited",name="steady",source="backend"} 0
 ratelimit_decisions_total{decision="limited",name="steady",source="cache"} 0
 ratelimit_decisions_total{decision="limited",name="steady",source="fallback"} 1
+ratelimit_decisions_total{decision="limited",name="steady",source="override"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="backend"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="cache"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="abuse",source="override"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="beta",source="backend"} 2
 ratelimit_decisions_total{decision="shadow_limited",name="beta",source="cache"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="beta",source="override"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="pay",source="backend"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="pay",source="cache"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="pay",source="override"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="search",source="backend"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="search",source="cache"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="search",source="override"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="steady",source="backend"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="steady",source="cache"} 0
 ratelimit_decisions_total{decision="shadow_limited",name="steady",source="fallback"} 0
+ratelimit_decisions_total{decision="shadow_limited",name="steady",source="override"} 0
 # HELP ratelimit_fallback_decisions_total Decisions made in process while the backend could not decide (onerror=local).
 # TYPE ratelimit_fallback_decisions_total counter
 ratelimit_fallback_decisions_total{name="abuse"} 0
@@ -131,14 +141,14 @@ ratelimit_near_limit_total{name="steady"} 1
 
 // TestCollectorExportsEveryField: the collector sends one series per field
 // of ratelimit.Counters for each name (the decisions' three split by
-// source into eight), so a counter added to the runtime is not left
+// source into ten), so a counter added to the runtime is not left
 // unexported.
 func TestCollectorExportsEveryField(t *testing.T) {
 	metrics := &ratelimit.Metrics{}
 	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
 	fields := reflect.TypeFor[ratelimit.Counters]().NumField()
-	assert.Equal(t, fields-3+8, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
+	assert.Equal(t, fields-3+10, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
 }
 
 // redisServer returns a client of a real Redis server of the test's own.
@@ -199,4 +209,55 @@ ratelimit_breaker_opens_total{node=%[1]q} 1
 	problems, err := testutil.CollectAndLint(collector)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
+}
+
+// fieldProblems is an OverridesReporter with fixed answers.
+type fieldProblems struct {
+	rejected uint64
+	problems []*ratelimit.FieldError
+}
+
+func (f fieldProblems) Rejected() uint64                  { return f.rejected }
+func (f fieldProblems) Problems() []*ratelimit.FieldError { return f.problems }
+
+// TestOverridesCollectorAndBlockedKeys: a source's rejected fields and
+// current problems are exported, and a key an override blocks is counted
+// as a denial of source override.
+func TestOverridesCollectorAndBlockedKeys(t *testing.T) {
+	src := fieldProblems{rejected: 3, problems: []*ratelimit.FieldError{{Field: "svc.Get|key=k", Err: ratelimit.ErrInvalidLimit}}}
+	want := `# HELP ratelimit_override_problems Fields of the overrides that cannot be used now; each keeps its last good value.
+# TYPE ratelimit_override_problems gauge
+ratelimit_override_problems 1
+# HELP ratelimit_override_rejections_total Fields of the overrides that could not be used, each counted once per value.
+# TYPE ratelimit_override_rejections_total counter
+ratelimit_override_rejections_total 3
+`
+	require.NoError(t, testutil.CollectAndCompare(ratelimitprom.NewOverridesCollector(src), strings.NewReader(want)))
+
+	metrics := &ratelimit.Metrics{}
+	var ov ratelimit.StaticOverrides
+	ov.SetKey("blocked", "mallory", ratelimit.Limit{Algorithm: ratelimit.Block})
+	l := ratelimit.NewMemory(ratelimit.WithHook(metrics), ratelimit.WithOverrides(&ov))
+	rule := &ratelimit.Rule{Name: "blocked", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 5}}}
+	require.ErrorIs(t, rule.Check(context.Background(), l, "mallory", 1), ratelimit.ErrLimited)
+	got, err := testutil.GatherAndCount(collectorRegistry(t, ratelimitprom.NewCollector(metrics)), "ratelimit_decisions_total")
+	require.NoError(t, err)
+	assert.Equal(t, 10, got, "ten decision series per name")
+	assert.Equal(t, 1.0, testutil.ToFloat64(onlyOverride(t, metrics)))
+}
+
+// collectorRegistry returns a registry holding c.
+func collectorRegistry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	r := prometheus.NewRegistry()
+	require.NoError(t, r.Register(c))
+	return r
+}
+
+// onlyOverride returns a gauge set to the blocked denials metrics counted.
+func onlyOverride(t *testing.T, metrics *ratelimit.Metrics) prometheus.Gauge {
+	t.Helper()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
+	g.Set(float64(metrics.SnapshotSource(ratelimit.SourceOverride)["blocked"].Limited))
+	return g
 }
