@@ -15,9 +15,10 @@
 //   - [WithBatching] decides concurrent calls together, several per script
 //     run, for throughput under load (on by default; a call alone is sent
 //     at once);
-//   - [WithDenyCache] sizes the local deny cache, which repeats a recent
-//     denial without asking Redis for calls that Redis would deny too (on
-//     by default, bounded; 0 turns it off);
+//   - [WithDenyCache] sizes the local deny cache, which repeats a denial
+//     that no call can change until it ends, with the numbers Redis would
+//     tell, for at most [WithDenyHold] (on by default, bounded; 0 turns it
+//     off);
 //   - [WithBreaker] tunes the circuit breaker, which fails calls at once
 //     (wrapping ratelimit.ErrCircuitOpen) while Redis keeps failing, so a
 //     down Redis costs each call microseconds, not a timeout, and probes
@@ -42,11 +43,36 @@
 // the encoded name and 107 bytes whatever a caller sends. [Limiter.Key]
 // names the key of a limit for redis-cli.
 //
+// # Scripts and memory
+//
+// A call of one limit runs a script written for that limit, its values
+// built in, so the server parses no arguments and runs only that
+// algorithm's code; calls of several limits, batches, and limits beyond
+// the first 1,024 distinct ones of the process (overrides can make many)
+// run one generic script that takes the limits as arguments. Each script is
+// loaded into Redis's script cache on its first use (EVALSHA, reloaded
+// after NOSCRIPT). A window limit's own script reads the server's clock
+// through its key's TTL, which ends a second after the window, and reads
+// TIME only when a window starts.
+//
+// A sliding-log limit keeps one list entry (about 10 bytes) per admitted
+// unit in its window, and its key expires one second after its window
+// empties; a window's key a second after its window (a sliding window: the
+// next) ends, a bucket's a second after it is full.
+//
 // # Outages
 //
-// A failing call costs what the client spends on it before the breaker
-// opens: build the client with [ClientOptions] (or [ClusterOptions]),
-// which set short timeouts and one attempt per call. Under
+// A call Redis cannot decide costs what the client spends on it: its dial
+// or read timeout, times the attempts it makes (1 + MaxRetries for errors
+// it retries, and DialerRetries dials per attempt, with their back-offs).
+// After a few such failures in a row a circuit breaker fails the calls at
+// once until a background probe finds Redis back ([WithBreaker]); with a
+// Redis Cluster client each master has its own breaker, so a master that
+// is down fails only the calls whose keys it holds.
+//
+// [ClientOptions] (or [ClusterOptions]) make that one short timeout: they
+// set short timeouts and one attempt per call. [Limiter.HealthCheck] says
+// at start-up whether Redis can decide calls. Under
 // ratelimit.FailLocal the limiter's in-process fallback decides what Redis
 // cannot, against the same limits (each process's share of them with
 // [WithFallbackProcesses]); when Redis answers again it decides again, from

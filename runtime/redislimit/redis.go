@@ -12,38 +12,13 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Limiter decides calls in Redis with one script round trip each (or,
-// with [WithBatching], several concurrent calls per round trip), but for
-// repeats of a recent denial, which its deny cache answers in process
-// (see [WithDenyCache]). The
-// script reads the Redis server's clock, so every process sharing the
-// server shares one consistent window whatever its own clock says. It works
-// with a single server, a failover client and a Redis Cluster: all keys of
-// one call share a hash tag.
-//
-// Scripts: a call of one limit runs a script written for that limit, its
-// values built in, so the server parses no arguments and runs only that
-// algorithm's code; calls of several limits, batches, and limits beyond
-// the first 1,024 distinct ones of the process (overrides can make many)
-// run one generic script that takes the limits as arguments. Each script is
-// loaded into Redis's script cache on its first use. A window limit's own
-// script reads the server's clock through its key's TTL, which ends a
-// second after the window, and reads TIME only when a window starts.
-//
-// Memory: a sliding-log limit keeps one list entry (about 10 bytes) per
-// admitted unit in its window, and its key expires one second after its
-// window empties; a window's key a second after its window (a sliding
-// window: the next) ends, a bucket's a second after it is full.
-//
-// Failures: a call Redis cannot decide costs what the client spends on it:
-// its dial or read timeout, times the attempts it makes (1 + MaxRetries
-// for errors it retries, and DialerRetries dials per attempt, with their
-// back-offs); [ClientOptions] and [ClusterOptions] make it one short
-// timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once until a background probe finds Redis back; see
-// [WithBreaker]. With a Redis Cluster
-// client each master has its own breaker, so a master that is down fails
-// only the calls whose keys it holds.
+// Limiter decides calls in Redis with one script round trip each (or
+// several concurrent calls per round trip, see [WithBatching]), on the
+// server's clock, so every process sharing the server shares one exact
+// limit; its deny cache answers repeats of a denial that nothing can
+// change ([WithDenyCache]). It works with a single server, a failover
+// client and a Redis Cluster. The package doc says what its scripts, keys
+// and failures cost.
 type Limiter struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
