@@ -3,12 +3,15 @@ package ratelimitgrpc
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // UnaryClientInterceptor returns a client interceptor that retries a unary
@@ -37,6 +40,141 @@ func UnaryClientInterceptor(maxAttempts int) grpc.UnaryClientInterceptor {
 			}
 		}
 	}
+}
+
+// StreamClientInterceptor returns the streaming twin of
+// [UnaryClientInterceptor], for server-streaming calls: a stream the
+// server denied before sending any message (codes.ResourceExhausted with
+// an errdetails.RetryInfo, as [StreamServerInterceptor] answers a denied
+// stream) is opened again once the RetryInfo's delay, plus up to a tenth
+// more of jitter, has passed, and its request is sent again, making at
+// most maxAttempts attempts in all (values below 1 mean 1). The denial
+// reaches the stream's RecvMsg (Recv), where the retry happens: RecvMsg
+// returns the first message of the stream that was admitted. A denial
+// whose delay would end past the call's deadline, a denial without
+// RetryInfo, any other error and the last denial are returned at once; if
+// the call's context ends while it waits, RecvMsg returns the context's
+// status. A stream that has received a message, or whose header the caller
+// has read, is never opened again. Client-streaming and bidirectional
+// calls are not retried (their messages are not kept to send again): they
+// pass through as they are. Give calls deadlines: a call without one waits
+// as long as the server says.
+func StreamClientInterceptor(maxAttempts int) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || maxAttempts <= 1 || desc.ClientStreams {
+			return cs, err
+		}
+		return &retryingStream{
+			cs:   cs,
+			ctx:  ctx,
+			left: maxAttempts - 1,
+			open: func() (grpc.ClientStream, error) { return streamer(ctx, desc, cc, method, opts...) },
+		}, nil
+	}
+}
+
+// retryingStream is a server-streaming client stream that opens itself
+// again when it is denied before its first message.
+type retryingStream struct {
+	ctx  context.Context
+	open func() (grpc.ClientStream, error)
+
+	mu       sync.Mutex
+	cs       grpc.ClientStream // the current attempt
+	left     int               // attempts left
+	req      any               // the request sent, to send again
+	sent     bool              // SendMsg was called
+	closed   bool              // CloseSend was called
+	received bool              // a message or the header reached the caller: no more retries
+}
+
+func (s *retryingStream) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs
+}
+
+func (s *retryingStream) Context() context.Context { return s.current().Context() }
+func (s *retryingStream) Trailer() metadata.MD     { return s.current().Trailer() }
+
+func (s *retryingStream) Header() (metadata.MD, error) {
+	md, err := s.current().Header()
+	if md != nil {
+		s.mu.Lock()
+		s.received = true
+		s.mu.Unlock()
+	}
+	return md, err
+}
+
+func (s *retryingStream) SendMsg(m any) error {
+	s.mu.Lock()
+	s.sent = true
+	s.req = m
+	if pm, ok := m.(proto.Message); ok {
+		s.req = proto.Clone(pm) // the caller may reuse m once SendMsg returns
+	}
+	cs := s.cs
+	s.mu.Unlock()
+	return cs.SendMsg(m)
+}
+
+func (s *retryingStream) CloseSend() error {
+	s.mu.Lock()
+	s.closed = true
+	cs := s.cs
+	s.mu.Unlock()
+	return cs.CloseSend()
+}
+
+func (s *retryingStream) RecvMsg(m any) error {
+	for {
+		cs := s.current()
+		err := cs.RecvMsg(m)
+		s.mu.Lock()
+		if err == nil {
+			s.received = true
+			s.mu.Unlock()
+			return nil
+		}
+		retry := !s.received && s.left > 0
+		s.mu.Unlock()
+		if !retry {
+			return err
+		}
+		delay, ok := retryAfter(s.ctx, err)
+		if !ok {
+			return err
+		}
+		if err := sleep(s.ctx, delay); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		if err := s.reopen(); err != nil {
+			return err
+		}
+	}
+}
+
+// reopen opens the next attempt and sends it what the caller sent.
+func (s *retryingStream) reopen() error {
+	cs, err := s.open()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.left--
+	s.cs = cs
+	if s.sent {
+		if err := cs.SendMsg(s.req); err != nil {
+			return nil // the stream's RecvMsg tells why
+		}
+	}
+	if s.closed {
+		_ = cs.CloseSend() // never fails: its errors come from RecvMsg
+	}
+	return nil
 }
 
 // retryAfter returns how long to wait before retrying a call that failed
