@@ -11,31 +11,41 @@
 // limits ([Limit], [LimitService], [LimitMatch]) alike, so one situation
 // gets one status whichever path limits the call:
 //
-//	error of the call                            status
-//	-------------------------------------------  -----------------------------------------------
-//	denied: *ratelimit.LimitError (ErrLimited)   ResourceExhausted, RetryInfo, QuotaFailure
-//	                                             (shaped by DenyStatus when set)
-//	no key: *ratelimit.KeyError (ErrEmptyKey,    InvalidArgument (MissingKeyCode sets another,
-//	  ErrNilKey), a KeyFunc error wrapping them    such as Unauthenticated), "ratelimit: <name>:
-//	  (Metadata, PeerIP)                           the call has no rate limit key"
-//	a key or cost function failed with a gRPC    that status, unchanged: code, message, details
-//	  status (*ratelimit.FuncError, a KeyFunc
-//	  error)
-//	... failed with a rate limiting error        that error's status, by this table
-//	... failed with any other error              InvalidArgument, "ratelimit: <name>: the call's
-//	                                               rate limit key or cost could not be found"
-//	cost no limit can ever admit                 InvalidArgument, QuotaFailure naming the limit
-//	  (*ratelimit.CostError)                       ("cost 25 can never be admitted by limit 20
-//	                                               per 10s"); a negative cost: InvalidArgument
-//	backend failed, fail-closed (ErrBackend,     Unavailable, "ratelimit: <name>: rate limiter
-//	  ErrCircuitOpen)                              unavailable"
-//	rule no limiter can decide (other            Internal, "ratelimit: <name>: the call could
-//	  ErrInvalidLimit)                             not be decided"
-//	any of these once the call's context ended   Canceled or DeadlineExceeded, "context canceled"
-//	                                               or "context deadline exceeded"
-//	any other error of a handler                 unchanged (what gRPC makes of it; an error
-//	                                               wrapping the context's, such as a paced
-//	                                               call's, is Canceled or DeadlineExceeded)
+//	the call's error                          its status
+//
+//	denied                                    ResourceExhausted "ratelimit: <name> exceeded
+//	  *ratelimit.LimitError                   <threshold> per <period>; retry after <delay>",
+//	                                          RetryInfo, QuotaFailure (shaped by DenyStatus)
+//
+//	no key: "" under emptykey=deny, a nil     InvalidArgument, or MissingKeyCode's code
+//	  pointer (*ratelimit.KeyError); a        (such as Unauthenticated): "ratelimit: <name>:
+//	  KeyFunc's error wrapping ErrEmptyKey    the call has no rate limit key"
+//	  (Metadata, PeerIP)
+//
+//	a key= or cost= function (a KeyFunc)      that status, unchanged: code, message, details
+//	  failed with a gRPC status
+//	  (*ratelimit.FuncError)
+//
+//	... with a rate limiting error            that error's row
+//
+//	... with any other error                  InvalidArgument "ratelimit: <name>: the call's
+//	                                          rate limit key or cost could not be found"
+//
+//	a cost no limit can ever admit            InvalidArgument "ratelimit: <name>: cost 25 can
+//	  *ratelimit.CostError                    never be admitted by limit 20 per 10s",
+//	                                          QuotaFailure naming the limit (none for a
+//	                                          negative cost)
+//
+//	the backend failed, fail-closed           Unavailable "ratelimit: <name>: rate limiter
+//	  ErrBackend, ErrCircuitOpen              unavailable"
+//
+//	a rule no limiter can decide              Internal "ratelimit: <name>: the call could not
+//	  other ErrInvalidLimit                   be decided"
+//
+//	any of these once the call's context      Canceled or DeadlineExceeded
+//	  has ended
+//
+//	any other error of a handler              unchanged: what gRPC makes of it
 //
 // A denial's status has two details, as Google's API design guide
 // describes: an errdetails.RetryInfo saying when to retry and an
