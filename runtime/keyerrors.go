@@ -58,7 +58,9 @@ type FuncError struct {
 }
 
 // Error names the limit and the call, then the function's error.
-func (e *FuncError) Error() string { return fmt.Sprintf("ratelimit: %s: %s: %v", e.Name, e.Expr, e.Err) }
+func (e *FuncError) Error() string {
+	return fmt.Sprintf("ratelimit: %s: %s: %v", e.Name, e.Expr, e.Err)
+}
 
 // Unwrap returns the function's error.
 func (e *FuncError) Unwrap() error { return e.Err }
