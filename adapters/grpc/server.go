@@ -285,7 +285,9 @@ func (c *config) check(ctx context.Context, method string) error {
 	if m.key != nil {
 		var err error
 		if key, err = m.key(ctx); err != nil {
-			return c.mapping.funcStatus(ctx, m.rule.Name, err).Err()
+			// The status of a generated decorator's failed key function.
+			st, _ := c.mapping.status(ctx, &ratelimit.FuncError{Name: m.rule.Name, Err: err}, m.rule.Name)
+			return st.Err()
 		}
 	}
 	err := m.rule.Check(ctx, m.limiter, key, 1)
