@@ -314,9 +314,9 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 
 // NilKeyError returns the error a decorator of the method named name
 // returns when the key expression path (such as "req.User") is a nil
-// pointer. It wraps [ErrNilKey].
+// pointer: a [*KeyError] wrapping [ErrNilKey].
 func NilKeyError(name, path string) error {
-	return fmt.Errorf("%w: %s: %s is nil", ErrNilKey, name, path)
+	return &KeyError{Name: name, Expr: path, Err: ErrNilKey}
 }
 
 // verdict answers a call that an override exempts (v is [Unlimited]) or

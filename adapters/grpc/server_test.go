@@ -50,10 +50,12 @@ func hourly(name string, threshold int64) *ratelimit.Rule {
 // a generated decorator would, and return the error as it is.
 type healthService struct {
 	healthpb.UnimplementedHealthServer
-	limiter ratelimit.Limiter
-	rule    *ratelimit.Rule
-	err     error // returned by Check when set
-	silent  bool  // Watch returns without sending
+	limiter  ratelimit.Limiter
+	rule     *ratelimit.Rule
+	cost     int64 // of each call of rule; 0 means 1
+	err      error // returned by Check when set
+	watchErr error // returned by Watch when set
+	silent   bool  // Watch returns without sending
 }
 
 func (s *healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
@@ -61,7 +63,11 @@ func (s *healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequ
 		return nil, s.err
 	}
 	if s.rule != nil {
-		if err := s.rule.Check(ctx, s.limiter, req.GetService(), 1); err != nil {
+		cost := s.cost
+		if cost == 0 {
+			cost = 1
+		}
+		if err := s.rule.Check(ctx, s.limiter, req.GetService(), cost); err != nil {
 			return nil, err
 		}
 	}
@@ -69,6 +75,9 @@ func (s *healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequ
 }
 
 func (s *healthService) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	if s.watchErr != nil {
+		return s.watchErr
+	}
 	if s.rule != nil {
 		if err := s.rule.Check(stream.Context(), s.limiter, req.GetService(), 1); err != nil {
 			return err
