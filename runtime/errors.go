@@ -22,6 +22,12 @@ var (
 	// circuit breaker is open. errors.Is(err, ErrBackend) holds too, so the
 	// rule's [ErrorPolicy] applies at once.
 	ErrCircuitOpen = errors.New("ratelimit: circuit open after repeated backend failures")
+	// ErrEmptyKey is wrapped by the error a decorator returns, under
+	// emptykey=deny, when a call's key is "" ([*KeyError]).
+	ErrEmptyKey = errors.New("ratelimit: key is empty")
+	// ErrNilKey is wrapped by the error a decorator returns when the value
+	// its key= directive reads sits behind a nil pointer ([*KeyError]).
+	ErrNilKey = errors.New("ratelimit: key is nil")
 )
 
 // LimitError reports a denied call. errors.Is(err, ErrLimited) holds for it.

@@ -5,10 +5,6 @@ import (
 	"fmt"
 )
 
-// ErrEmptyKey is wrapped by the error a decorator returns, under
-// emptykey=deny, when a call's key is "".
-var ErrEmptyKey = errors.New("ratelimit: key is empty")
-
 // KeyError reports a call a decorator did not check because it has no
 // key: its key expression gave "" under emptykey=deny (Err is
 // [ErrEmptyKey]), or the value its key is read through is a nil pointer

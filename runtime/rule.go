@@ -11,10 +11,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
-// ErrNilKey is wrapped by the error a decorator returns when the value its
-// key= directive reads sits behind a nil pointer.
-var ErrNilKey = errors.New("ratelimit: key is nil")
-
 // Rule is the compiled form of the //ratelimit: directives of one method.
 // Generated code keeps one per limited method in a package variable,
 // calls [Rule.Check] before delegating, and returns [Rule.Clone]s of them
