@@ -1,6 +1,6 @@
 #!/bin/sh
 # redis-callgrind.sh runs redis-server under callgrind, for
-# BenchmarkScriptInstructions: REDIS_SERVER=$PWD/runtime/testdata/redis-callgrind.sh
+# BenchmarkScriptInstructions: REDIS_SERVER=$PWD/runtime/redislimit/testdata/redis-callgrind.sh
 # CALLGRIND_ARGS adds callgrind options, such as
 # "--collect-atstart=no --toggle-collect=evalShaCommand" to count only the
 # scripts' own work, without the event loop and the server's timers, whose
