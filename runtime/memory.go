@@ -63,17 +63,23 @@ type memoryEntry struct {
 	expiry    int64 // µs after which every window is empty
 }
 
-// limitState is the state of one limit of a (name, key) pair. It mirrors
-// the Redis key of the limit: a sliding log (a list), the counters of the
-// window algorithms (a string; see fixedwindow.go) or the theoretical arrival
-// time of the bucket algorithms (a string; see gcra.go).
+// limitState is the state of one limit of a (name, key) pair, as the
+// limit's Redis key holds it: that of its algorithm (counter), one of
+//
+//	windowState  fixed_window, sliding_window (fixedwindow.go)
+//	bucketState  token_bucket, leaky_bucket, gcra (gcra.go)
+//	logState     sliding_log (slidinglog.go)
+//
+// each named as redislimit/lua/decide.lua.tmpl names it, whose check
+// blocks name their twins here.
 type limitState struct {
-	logState
-	a, b, c int64
 	// counter is the algorithm the state belongs to. A limit whose
 	// algorithm changes starts afresh, as in Redis, where each algorithm
 	// has its own key (see redislimit's storageKey).
 	counter counter
+	windowState
+	bucketState
+	logState
 }
 
 // counter is an algorithm as a small number, which the memory limiter
@@ -142,11 +148,11 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 	}
 	switch p.counter {
 	case fixedCounter:
-		return s.fixedCheck(p.Period, p.Threshold, now, cost, d)
+		return s.windowState.fixedCheck(p.Period, p.Threshold, now, cost, d)
 	case slidingCounter:
-		return s.slidingCheck(p.Period, p.Threshold, now, cost, d)
+		return s.windowState.slidingCheck(p.Period, p.Threshold, now, cost, d)
 	case tokenCounter, gcraCounter, leakyCounter:
-		return s.tatCheck(p, now, cost, d)
+		return s.bucketState.tatCheck(p, now, cost, d)
 	}
 	return s.logState.check(p.Period, p.Threshold, now, cost, d)
 }
@@ -156,11 +162,11 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 	switch p.counter {
 	case fixedCounter:
-		return s.fixedCharge(p.Period, now, cost)
+		return s.windowState.fixedCharge(p.Period, now, cost)
 	case slidingCounter:
-		return s.slidingCharge(p.Period, now, cost)
+		return s.windowState.slidingCharge(p.Period, now, cost)
 	case tokenCounter, gcraCounter, leakyCounter:
-		return s.tatCharge(p, now, cost)
+		return s.bucketState.tatCharge(p, now, cost)
 	}
 	return s.logState.charge(p.Period, now, cost)
 }
@@ -443,7 +449,8 @@ func init() {
 		}
 		s := memstate.State{Expiry: e.expiry}
 		for _, l := range e.limits {
-			s.Windows = append(s.Windows, memstate.Window{End: l.a, Count: l.b, Previous: l.c})
+			w := l.windowState
+			s.Windows = append(s.Windows, memstate.Window{StateEnd: w.stateEnd, Count: w.count, Prev: w.prev})
 		}
 		return s, true
 	}
