@@ -66,20 +66,22 @@ type memoryEntry struct {
 // limitState is the state of one limit of a (name, key) pair, as the
 // limit's Redis key holds it: that of its algorithm (counter), one of
 //
-//	windowState  fixed_window, sliding_window (fixedwindow.go)
 //	bucketState  token_bucket, leaky_bucket, gcra (gcra.go)
+//	windowState  fixed_window, sliding_window (fixedwindow.go)
 //	logState     sliding_log (slidinglog.go)
 //
 // each named as redislimit/lua/decide.lua.tmpl names it, whose check
-// blocks name their twins here.
+// blocks name their twins here. (bucketState comes first, where a pointer
+// to it is the state's own: the buckets are the commonest in-process
+// limits.)
 type limitState struct {
+	bucketState
+	windowState
+	logState
 	// counter is the algorithm the state belongs to. A limit whose
 	// algorithm changes starts afresh, as in Redis, where each algorithm
 	// has its own key (see redislimit's storageKey).
 	counter counter
-	windowState
-	bucketState
-	logState
 }
 
 // counter is an algorithm as a small number, which the memory limiter

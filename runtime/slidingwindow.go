@@ -8,8 +8,8 @@ import (
 
 // slidingCheck decides cost units at now for a SlidingWindow limit without
 // charging them (see SlidingWindow and windowState). Its twin is check
-// sliding_window, which names p, r, frac, cur, prev, covered, weighted,
-// room and res as here.
+// sliding_window, which names p, r, cur, prev, covered, weighted and room
+// as here.
 func (w *windowState) slidingCheck(period, threshold, now, cost int64, d *Decision) bool {
 	p := period / 1000
 	r, cur, prev := w.slidingWindows(period, now)
@@ -22,18 +22,19 @@ func (w *windowState) slidingCheck(period, threshold, now, cost int64, d *Decisi
 		covered := min(p, r-p) // the ms of the previous window still covered
 		weighted = muldiv.Ceil(prev, covered, p)
 	}
-	// ms returns the time until ms t milliseconds from now's.
-	frac := now % 1000
-	ms := func(t int64) time.Duration { return time.Duration(t*1000-frac) * time.Microsecond }
-	res := ms(r)
+	// ms returns the time until ms t milliseconds from now's (the
+	// script's t * 1000 - frac).
+	ms := func(t int64) time.Duration {
+		return time.Duration(t)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
+	}
 	if weighted+cur+cost <= threshold {
-		*d = Decision{Remaining: threshold - weighted - cur - cost, ResetAfter: res}
+		*d = Decision{Remaining: threshold - weighted - cur - cost, ResetAfter: ms(r)}
 		return true
 	}
+	*d = Decision{Remaining: max(0, threshold-weighted-cur), ResetAfter: ms(r)}
 	if cur == 0 {
-		res = ms(r - p)
+		d.ResetAfter = ms(r - p)
 	}
-	*d = Decision{Remaining: max(0, threshold-weighted-cur), ResetAfter: res}
 	// The earliest millisecond the weighted count plus cost fits, if
 	// nobody calls.
 	if room := threshold - cur - cost; room >= 0 {
