@@ -2,52 +2,61 @@ package ratelimit
 
 import "time"
 
-// The window algorithms keep, like their Redis key (a count whose TTL is
-// the time the window still matters plus a second; see
-// lua/decide.lua.tmpl), in limitState:
-//
-//	a  the state's end (the script's stateEnd), a second (keepMs) before
-//	   the key's expiry, a Unix time in milliseconds: the window's end
-//	   (fixed_window) or the next window's end (sliding_window)
-//	b  the count of the window a call counts in
-//	c  sliding_window: the count of the window before it
-//
-// A state with no counts is no state, as the script deletes a key rather
-// than decrement its counts to zero. Times are read in milliseconds, as
-// Redis reads a TTL; a window's period is a whole number of them.
+// windowState is the state of a FixedWindow or SlidingWindow limit, named
+// as the script names it (check fixed_window and check sliding_window in
+// redislimit/lua/decide.lua.tmpl). Its Redis key is a string holding
+// count (fixed_window) or prev * prevScale + count (sliding_window), which
+// expires a second (keepMs) after stateEnd. A state with no counts is no
+// state, as the script deletes a key rather than decrement its counts to
+// zero. Times are read in milliseconds, as Redis reads a TTL; a window's
+// period is a whole number of them.
+type windowState struct {
+	// stateEnd is when the state stops mattering, a Unix time in ms: the
+	// window's end (fixed_window) or the next window's end
+	// (sliding_window), a second before its key's expiry.
+	stateEnd int64
+	// count is the count of the window a call counts in (sliding_window's
+	// script calls it cur).
+	count int64
+	// prev is the count of the window before it (sliding_window).
+	prev int64
+}
 
 // fixedCheck decides cost units at now for a FixedWindow limit without
-// charging them, describing the decision in d. Like the script, it first starts a new window if the
-// call is in one.
-func (s *limitState) fixedCheck(period, threshold, now, cost int64, d *Decision) bool {
-	r, n := s.fixedWindow(period, now)
-	end := time.Duration(r)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
-	if n+cost <= threshold {
-		*d = Decision{Remaining: threshold - n - cost, ResetAfter: end}
+// charging them, describing the decision in d. Like the script, it first
+// starts a new window if the call is in one. Its twin is check
+// fixed_window, which names r, frac, count and res as here.
+func (w *windowState) fixedCheck(period, threshold, now, cost int64, d *Decision) bool {
+	r := w.fixedWindow(period, now)
+	frac := now % 1000
+	res := time.Duration(r*1000-frac) * time.Microsecond
+	count := w.count + cost // the window's count with the call (INCRBY's reply)
+	if count <= threshold {
+		*d = Decision{Remaining: threshold - count, ResetAfter: res}
 		return true
 	}
-	*d = Decision{Remaining: threshold - n, RetryAfter: end, ResetAfter: end}
+	*d = Decision{Remaining: threshold - count + cost, RetryAfter: res, ResetAfter: res}
 	return false
 }
 
-// fixedWindow returns the milliseconds until the window a call at now
-// counts in ends, and its count. That is the window of the state, unless
-// it has no count or has ended (its last millisecond, the key's last, is
-// the next window's first); then a new window starts, now's. A clock that
-// reads earlier than the window's start counts in the window.
-func (s *limitState) fixedWindow(period, now int64) (r, n int64) {
+// fixedWindow returns r, the milliseconds until the window a call at now
+// counts in ends. That is the window of the state, unless it has no count
+// or has ended (its last millisecond, the key's last, is the next window's
+// first); then a new window starts, now's. A clock that reads earlier
+// than the window's start counts in the window.
+func (w *windowState) fixedWindow(period, now int64) (r int64) {
 	nowMs := now / 1000
-	if r = s.a - nowMs; s.b == 0 || r <= 0 {
-		s.a, s.b, s.c = (now-now%period+period)/1000, 0, 0
-		r = s.a - nowMs
+	if r = w.stateEnd - nowMs; w.count == 0 || r <= 0 {
+		w.stateEnd, w.count, w.prev = (now-now%period+period)/1000, 0, 0
+		r = w.stateEnd - nowMs
 	}
-	return r, s.b
+	return r
 }
 
 // fixedCharge charges cost units checked by fixedCheck and returns when
 // the window ends (µs).
-func (s *limitState) fixedCharge(period, now, cost int64) int64 {
-	s.fixedWindow(period, now)
-	s.b += cost
-	return s.a * 1000
+func (w *windowState) fixedCharge(period, now, cost int64) int64 {
+	w.fixedWindow(period, now)
+	w.count += cost
+	return w.stateEnd * 1000
 }

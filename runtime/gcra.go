@@ -7,26 +7,26 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
-// TokenBucket, LeakyBucket and GCRA keep one value per limit, as the Redis
-// script keeps one string: the theoretical arrival time (TAT), the time at
-// which the bucket will be empty of calls (full of tokens), as a whole
-// microsecond a plus a fraction b/threshold of one, 0 <= b < threshold, so
-// that emission intervals of period/threshold are added exactly:
-//
-//	a  TAT, whole µs
-//	b  TAT fraction, in 1/threshold µs
-//
-// The script's check bucket names ta, tf, na, nf, ka, kf, k, m, d and g as
-// tatCheck, addInterval and remainingUnits do here.
+// bucketState is the state of a TokenBucket, LeakyBucket or GCRA limit,
+// named as the script names it (check bucket in
+// redislimit/lua/decide.lua.tmpl), whose key is one string, "tat" or "tat
+// tatFrac": the theoretical arrival time (TAT), the time at which the
+// bucket will be empty of calls (full of tokens), as a whole microsecond
+// plus a fraction of one, so that emission intervals of period/threshold
+// are added exactly. The script's check bucket names ta, tf, na, nf, ka,
+// kf, k, m, d and g as tatCheck, addInterval and remainingUnits do here.
+type bucketState struct {
+	tat     int64 // the TAT's whole µs
+	tatFrac int64 // its fraction, in 1/threshold µs (of the threshold that wrote it)
+}
 
 // tatCheck decides cost units at now for the bucket p, of capacity units
 // refilled at threshold per period, without charging them, describing the
-// decision in d. For a leaky
-// bucket the admitted call is told to wait until the bucket has drained
-// down to it.
-func (s *limitState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
+// decision in d. For a leaky bucket the admitted call is told to wait
+// until the bucket has drained down to it.
+func (s *bucketState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
 	period, threshold := p.Period, p.Threshold
-	ta, tf := s.tat(threshold, now)
+	ta, tf := s.tatFrom(threshold, now)
 	na, nf := p.addInterval(ta, tf, cost)
 	// The bucket holds capacity units: a call is admitted when the TAT
 	// it leaves is at most capacity emission intervals ahead of now.
@@ -52,23 +52,24 @@ func (s *limitState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool 
 
 // tatCharge charges cost units checked by tatCheck and returns when the
 // bucket is empty again (µs).
-func (s *limitState) tatCharge(p *memoryPlan, now, cost int64) int64 {
-	ta, tf := s.tat(p.Threshold, now)
-	s.a, s.b = p.addInterval(ta, tf, cost)
-	return s.a + ceilFrac(s.b)
+func (s *bucketState) tatCharge(p *memoryPlan, now, cost int64) int64 {
+	ta, tf := s.tatFrom(p.Threshold, now)
+	s.tat, s.tatFrac = p.addInterval(ta, tf, cost)
+	return s.tat + ceilFrac(s.tatFrac)
 }
 
-// tat returns max(TAT, now). A fraction written under a smaller threshold
-// rounds the TAT up.
-func (s *limitState) tat(threshold, now int64) (int64, int64) {
-	a, b := s.a, s.b
-	if b >= threshold {
-		a, b = a+1, 0
+// tatFrom returns ta + tf/threshold, max(TAT, now): the TAT a call at now
+// starts from. A fraction written under a smaller threshold rounds the TAT
+// up.
+func (s *bucketState) tatFrom(threshold, now int64) (ta, tf int64) {
+	tat, tatFrac := s.tat, s.tatFrac
+	if tatFrac >= threshold {
+		tat, tatFrac = tat+1, 0
 	}
-	if a < now {
+	if tat < now {
 		return now, 0
 	}
-	return a, b
+	return tat, tatFrac
 }
 
 // addInterval returns (a + b/threshold) + cost×period/threshold in the

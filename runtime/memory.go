@@ -63,13 +63,21 @@ type memoryEntry struct {
 	expiry    int64 // µs after which every window is empty
 }
 
-// limitState is the state of one limit of a (name, key) pair. It mirrors
-// the Redis key of the limit: a sliding log (a list), the counters of the
-// window algorithms (a string; see fixedwindow.go) or the theoretical arrival
-// time of the bucket algorithms (a string; see gcra.go).
+// limitState is the state of one limit of a (name, key) pair, as the
+// limit's Redis key holds it: that of its algorithm (counter), one of
+//
+//	bucketState  token_bucket, leaky_bucket, gcra (gcra.go)
+//	windowState  fixed_window, sliding_window (fixedwindow.go)
+//	logState     sliding_log (slidinglog.go)
+//
+// each named as redislimit/lua/decide.lua.tmpl names it, whose check
+// blocks name their twins here. (bucketState comes first, where a pointer
+// to it is the state's own: the buckets are the commonest in-process
+// limits.)
 type limitState struct {
+	bucketState
+	windowState
 	logState
-	a, b, c int64
 	// counter is the algorithm the state belongs to. A limit whose
 	// algorithm changes starts afresh, as in Redis, where each algorithm
 	// has its own key (see redislimit's storageKey).
@@ -142,11 +150,11 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 	}
 	switch p.counter {
 	case fixedCounter:
-		return s.fixedCheck(p.Period, p.Threshold, now, cost, d)
+		return s.windowState.fixedCheck(p.Period, p.Threshold, now, cost, d)
 	case slidingCounter:
-		return s.slidingCheck(p.Period, p.Threshold, now, cost, d)
+		return s.windowState.slidingCheck(p.Period, p.Threshold, now, cost, d)
 	case tokenCounter, gcraCounter, leakyCounter:
-		return s.tatCheck(p, now, cost, d)
+		return s.bucketState.tatCheck(p, now, cost, d)
 	}
 	return s.logState.check(p.Period, p.Threshold, now, cost, d)
 }
@@ -156,11 +164,11 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 	switch p.counter {
 	case fixedCounter:
-		return s.fixedCharge(p.Period, now, cost)
+		return s.windowState.fixedCharge(p.Period, now, cost)
 	case slidingCounter:
-		return s.slidingCharge(p.Period, now, cost)
+		return s.windowState.slidingCharge(p.Period, now, cost)
 	case tokenCounter, gcraCounter, leakyCounter:
-		return s.tatCharge(p, now, cost)
+		return s.bucketState.tatCharge(p, now, cost)
 	}
 	return s.logState.charge(p.Period, now, cost)
 }
@@ -443,7 +451,8 @@ func init() {
 		}
 		s := memstate.State{Expiry: e.expiry}
 		for _, l := range e.limits {
-			s.Windows = append(s.Windows, memstate.Window{End: l.a, Count: l.b, Previous: l.c})
+			w := l.windowState
+			s.Windows = append(s.Windows, memstate.Window{StateEnd: w.stateEnd, Count: w.count, Prev: w.prev})
 		}
 		return s, true
 	}

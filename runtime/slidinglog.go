@@ -8,9 +8,11 @@ type logRun struct {
 	units int64
 }
 
-// logState is the in-process sliding log of one limit: runs in a ring
-// buffer, oldest first, mirroring the Redis list in lua/decide.lua.tmpl
-// (check sliding_log, whose names start and logged are used here too).
+// logState is the state of a SlidingLog limit: runs in a ring buffer,
+// oldest first, mirroring the Redis list of check sliding_log in
+// redislimit/lua/decide.lua.tmpl, which holds one entry per unit (its
+// length is units) and names start, logged, units, need and newest as
+// check and charge do here.
 type logState struct {
 	runs  []logRun // ring buffer; len is a power of two or zero
 	head  int
@@ -37,10 +39,10 @@ func (s *logState) trim(start int64) {
 	}
 }
 
-// tail returns the time new units are logged at (the script's logged):
-// now, or, as in the Redis script, the newest run's time if the clock reads
-// earlier than the oldest.
-func (s *logState) tail(now int64) int64 {
+// logged returns the time new units are logged at: now, or, as in the
+// Redis script, the newest run's time if the clock reads earlier than the
+// oldest.
+func (s *logState) logged(now int64) int64 {
 	if s.count > 0 && now < s.at(0).at {
 		return max(now, s.at(s.count-1).at)
 	}
@@ -50,31 +52,34 @@ func (s *logState) tail(now int64) int64 {
 // check decides cost units at now for a log of threshold units per period
 // (µs) without charging them, describing the decision in d.
 func (s *logState) check(period, threshold, now, cost int64, d *Decision) bool {
-	s.trim(now - period)
-	if s.units+cost <= threshold {
+	start := now - period
+	s.trim(start)
+	units := s.units + cost // the log's units with the call
+	if units <= threshold {
 		*d = Decision{
-			Remaining:  threshold - s.units - cost,
-			ResetAfter: time.Duration(s.tail(now)+period-now) * time.Microsecond,
+			Remaining:  threshold - units,
+			ResetAfter: time.Duration(s.logged(now)+period-now) * time.Microsecond,
 		}
 		return true
 	}
-	// The call fits once the (units + cost - threshold)-th oldest unit leaves.
-	need := s.units + cost - threshold
+	// The call fits once the need-th oldest unit leaves.
+	need := units - threshold
 	i := 0
 	for ; need > s.at(i).units; i++ {
 		need -= s.at(i).units
 	}
+	newest := s.at(s.count - 1).at
 	*d = Decision{
-		Remaining:  threshold - s.units,
+		Remaining:  threshold - units + cost,
 		RetryAfter: time.Duration(s.at(i).at+period-now) * time.Microsecond,
-		ResetAfter: time.Duration(s.at(s.count-1).at+period-now) * time.Microsecond,
+		ResetAfter: time.Duration(newest+period-now) * time.Microsecond,
 	}
 	return false
 }
 
 // charge logs cost units and returns when the window will be empty (µs).
 func (s *logState) charge(period, now, cost int64) int64 {
-	logged := s.tail(now)
+	logged := s.logged(now)
 	if s.count > 0 && s.at(s.count-1).at == logged {
 		s.at(s.count - 1).units += cost
 	} else {

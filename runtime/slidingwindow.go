@@ -7,12 +7,12 @@ import (
 )
 
 // slidingCheck decides cost units at now for a SlidingWindow limit without
-// charging them (see SlidingWindow and the state layout in fixedwindow.go).
-// The script's check sliding_window names p, r, cur, prev, covered,
-// weighted and room as here.
-func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decision) bool {
+// charging them (see SlidingWindow and windowState). Its twin is check
+// sliding_window, which names p, r, cur, prev, covered, weighted and room
+// as here.
+func (w *windowState) slidingCheck(period, threshold, now, cost int64, d *Decision) bool {
 	p := period / 1000
-	r, cur, prev := s.slidingWindows(period, now)
+	r, cur, prev := w.slidingWindows(period, now)
 	// The previous window's weight, rounded up to whole units: exactly
 	// the condition prev×(period-elapsed)/period + cur + cost <= threshold,
 	// in milliseconds. r is 2p - elapsed, or more if the clock reads
@@ -22,7 +22,8 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decisio
 		covered := min(p, r-p) // the ms of the previous window still covered
 		weighted = muldiv.Ceil(prev, covered, p)
 	}
-	// ms returns the time until ms t milliseconds from now's.
+	// ms returns the time until ms t milliseconds from now's (the
+	// script's t * 1000 - frac).
 	ms := func(t int64) time.Duration {
 		return time.Duration(t)*time.Millisecond - time.Duration(now%1000)*time.Microsecond
 	}
@@ -46,30 +47,31 @@ func (s *limitState) slidingCheck(period, threshold, now, cost int64, d *Decisio
 	return false
 }
 
-// slidingWindows returns the milliseconds until the state stops mattering
-// (the end of the window after the one a call at now counts in) and the
-// counts of that window and the one before. Like the script, it starts a
-// new window with none before when the state has no counts or has ended
-// (its last millisecond is the first of the window after next), and moves
-// the count to the previous window's when the call is in the next window.
-func (s *limitState) slidingWindows(period, now int64) (r, cur, prev int64) {
+// slidingWindows returns r, the milliseconds until the state stops
+// mattering (the end of the window after the one a call at now counts
+// in), and cur and prev, the counts of that window and the one before.
+// Like the script, it starts a new window with none before when the state
+// has no counts or has ended (its last millisecond is the first of the
+// window after next), and moves the count to the previous window's when
+// the call is in the next window.
+func (w *windowState) slidingWindows(period, now int64) (r, cur, prev int64) {
 	p, nowMs := period/1000, now/1000
-	r = s.a - nowMs
+	r = w.stateEnd - nowMs
 	switch {
-	case s.b == 0 && s.c == 0, r <= 0:
-		s.a, s.b, s.c = (now-now%period+2*period)/1000, 0, 0
-		r = s.a - nowMs
+	case w.count == 0 && w.prev == 0, r <= 0:
+		w.stateEnd, w.count, w.prev = (now-now%period+2*period)/1000, 0, 0
+		r = w.stateEnd - nowMs
 	case r <= p:
-		s.a, s.b, s.c = s.a+p, 0, s.b
+		w.stateEnd, w.count, w.prev = w.stateEnd+p, 0, w.count
 		r += p
 	}
-	return r, s.b, s.c
+	return r, w.count, w.prev
 }
 
 // slidingCharge charges cost units checked by slidingCheck and returns when
 // they stop counting (µs).
-func (s *limitState) slidingCharge(period, now, cost int64) int64 {
-	s.slidingWindows(period, now)
-	s.b += cost
-	return s.a * 1000
+func (w *windowState) slidingCharge(period, now, cost int64) int64 {
+	w.slidingWindows(period, now)
+	w.count += cost
+	return w.stateEnd * 1000
 }

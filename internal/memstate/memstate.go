@@ -8,17 +8,18 @@ package memstate
 type State struct {
 	// Expiry is when the state stops mattering, in µs since the Unix epoch.
 	Expiry int64
-	// Windows holds, per limit index, the state of a window algorithm:
-	// its end, in ms since the Unix epoch (a second before its Redis
-	// key's expiry), and its counts.
+	// Windows holds, per limit index, the state of a window algorithm
+	// (zero for the others).
 	Windows []Window
 }
 
-// Window is the state of one window limit: End and Count as the script's
-// stateEnd and count, Previous the count of the window before (sliding
-// windows).
+// Window is the state of one window limit, the twin's windowState (see
+// runtime/fixedwindow.go), named as the script names it: StateEnd, in ms
+// since the Unix epoch, a second before its Redis key's expiry; Count,
+// the count of the window a call counts in; Prev, the count of the window
+// before (sliding_window).
 type Window struct {
-	End, Count, Previous int64
+	StateEnd, Count, Prev int64
 }
 
 // Lookup returns the state that limiter, a *ratelimit.MemoryLimiter,

@@ -12,10 +12,14 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// batchSource is the batch script: the generic decide script as a
-// function, and a loop calling it for each request of the batch (see
-// lua/batch.lua.tmpl).
-var batchSource = renderScript("batch.lua.tmpl", scriptData{Generic: true})
+// batchText is the batch script as rendered: the generic decide script as
+// a function, and a loop calling it for each request of the batch (see
+// lua/batch.lua.tmpl); batchSource is the text sent to Redis (see
+// sendable).
+var (
+	batchText   = renderScript("batch.lua.tmpl", scriptData{Generic: true})
+	batchSource = sendable(batchText)
+)
 
 // batchScript is run like decideScript, with EVALSHA falling back to EVAL.
 var batchScript = redis.NewScript(batchSource)

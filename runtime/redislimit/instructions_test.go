@@ -18,13 +18,18 @@ import (
 // BenchmarkScriptInstructions counts the instructions the server runs per
 // decision of each algorithm, for the script written for the limit and for
 // the generic one, and per batch of 16 calls of one key for the batch
-// scripts, with a no-op script as the floor. Instruction counts
+// scripts, with a no-op script as the floor and the seeds' naive sliding
+// log (naiveScript, on the time of each call) as the baseline of
+// sliding_log. Instruction counts
 // repeat run after run whatever else the machine does, unlike round trips.
 // It needs the test server run under callgrind:
 //
 //	mkdir -p /tmp/ratelimit-callgrind
 //	REDIS_SERVER=$PWD/runtime/redislimit/testdata/redis-callgrind.sh \
 //	  go test -run '^$' -bench ScriptInstructions -benchtime 500x ./runtime/redislimit/
+//
+// With CALLGRIND_ARGS="--collect-atstart=no --toggle-collect=evalShaCommand"
+// (see testdata/redis-callgrind.sh) only the scripts' own work is counted.
 func BenchmarkScriptInstructions(b *testing.B) {
 	if filepath.Base(os.Getenv("REDIS_SERVER")) != "redis-callgrind.sh" {
 		b.Skip("needs REDIS_SERVER=runtime/redislimit/testdata/redis-callgrind.sh (see the doc comment)")
@@ -33,6 +38,11 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1, ReadTimeout: time.Minute})
 	defer c.Close()
 	b.Run("noop", func(b *testing.B) { countInstructions(b, c, noopScript, []string{"noop"}) })
+	b.Run("naive", func(b *testing.B) {
+		countInstructionsOf(b, c, naiveScript, []string{"naive"}, func() []any {
+			return []any{time.Now().UnixMicro(), 1_000_000, 1_000_000}
+		})
+	})
 	for _, alg := range ratelimit.Algorithms() {
 		lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 1_000_000}
 		l := New(c)
@@ -87,8 +97,14 @@ var callgrindTotal = regexp.MustCompile(`(?m)^(?:totals|summary): (\d+)`)
 // countInstructions runs s b.N times between zeroing callgrind's counters
 // and dumping them, and reports the instructions per run.
 func countInstructions(b *testing.B, c *redis.Client, s *redis.Script, keys []string, args ...any) {
+	countInstructionsOf(b, c, s, keys, func() []any { return args })
+}
+
+// countInstructionsOf is countInstructions with the arguments of each run
+// from args.
+func countInstructionsOf(b *testing.B, c *redis.Client, s *redis.Script, keys []string, args func() []any) {
 	ctx := context.Background()
-	if err := s.Run(ctx, c, keys, args...).Err(); err != nil {
+	if err := s.Run(ctx, c, keys, args()...).Err(); err != nil {
 		b.Fatal(err)
 	}
 	dir := os.Getenv("CALLGRIND_OUT")
@@ -100,7 +116,7 @@ func countInstructions(b *testing.B, c *redis.Client, s *redis.Script, keys []st
 		b.Fatal(err, string(out))
 	}
 	for range b.N {
-		if err := s.EvalSha(ctx, c, keys, args...).Err(); err != nil {
+		if err := s.EvalSha(ctx, c, keys, args()...).Err(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/bits"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/template"
@@ -25,7 +26,41 @@ import (
 //go:embed lua/*.tmpl
 var luaFiles embed.FS
 
-var luaTemplates = template.Must(template.New("lua").Funcs(luaConstants).ParseFS(luaFiles, "lua/*.tmpl"))
+var luaTemplates = parseLuaTemplates()
+
+// parseLuaTemplates parses the templates with the constants (luaConstants)
+// and two functions that lay out the blocks: include renders a block (a
+// defined template) into a string, and indent n starts each of its lines
+// with a newline and n spaces (a blank line stays blank, and a trailing
+// newline is dropped), so that a block written from column 0 reads as
+// written wherever it is included: {{- include "block" . | indent 4}} on
+// a line of its own. A block whose text starts with a newline is preceded
+// by a blank line.
+func parseLuaTemplates() *template.Template {
+	t := template.New("lua")
+	funcs := maps.Clone(luaConstants)
+	funcs["include"] = func(name string, d scriptData) (string, error) {
+		var b strings.Builder
+		err := t.ExecuteTemplate(&b, name, d)
+		return b.String(), err
+	}
+	funcs["indent"] = func(n int, s string) string {
+		s = strings.TrimSuffix(s, "\n")
+		if s == "" {
+			return ""
+		}
+		var b strings.Builder
+		for _, line := range strings.Split(s, "\n") {
+			b.WriteByte('\n')
+			if line != "" {
+				b.WriteString(strings.Repeat(" ", n))
+				b.WriteString(line)
+			}
+		}
+		return b.String()
+	}
+	return template.Must(t.Funcs(funcs).ParseFS(luaFiles, "lua/*.tmpl"))
+}
 
 // The constants of the scripts, which the templates write into the text
 // by name (a Lua local would cost the server a load per run).
@@ -60,9 +95,13 @@ var luaConstants = template.FuncMap{
 	"packBound":  func() int64 { return packBound },
 }
 
-// decideSource is the generic decide script, which takes its limits in
-// ARGV and decides any number of them.
-var decideSource = renderScript("decide.lua.tmpl", scriptData{Generic: true})
+// decideText is the generic decide script as rendered, which takes its
+// limits in ARGV and decides any number of them; decideSource is the text
+// sent to Redis (see sendable).
+var (
+	decideText   = renderScript("decide.lua.tmpl", scriptData{Generic: true})
+	decideSource = sendable(decideText)
+)
 
 // decideScript is run with EVALSHA; go-redis falls back to EVAL (which
 // loads the script again) when the server answers NOSCRIPT, such as after
@@ -94,6 +133,25 @@ func (d scriptData) Muldiv() bool {
 // PeriodMs is the period in ms, which is whole for a window.
 func (d scriptData) PeriodMs() int64 { return d.Period / 1000 }
 
+// Unit and UnitFrac are one unit's emission interval of a bucket,
+// period/threshold µs, as a whole µs and a fraction in 1/threshold µs
+// (the twin's memoryPlan.unit and unitFrac).
+func (d scriptData) Unit() int64     { return d.Period / d.Threshold }
+func (d scriptData) UnitFrac() int64 { return d.Period % d.Threshold }
+
+// Depth and DepthFrac are a bucket's capacity in µs,
+// capacity×period/threshold, as a whole µs and a fraction in 1/threshold
+// µs (the twin's memoryPlan.depth and depthFrac).
+func (d scriptData) Depth() int64 {
+	q, _ := muldiv.Rem(d.Capacity, d.Period, d.Threshold)
+	return q
+}
+
+func (d scriptData) DepthFrac() int64 {
+	_, r := muldiv.Rem(d.Capacity, d.Period, d.Threshold)
+	return r
+}
+
 // PackBits returns the bits s of reset in the packed reply of the script
 // of a single limit (see decide.lua.tmpl): the fewest that hold the
 // longest reset its calls are told (its state's span) and leave room for
@@ -121,14 +179,6 @@ func (d scriptData) PackBits() int {
 // PackScale is 2^PackBits.
 func (d scriptData) PackScale() int64 { return 1 << d.PackBits() }
 
-// Formats reports whether the script formats numbers (string.format):
-// the generic script and those of sliding_log and the buckets do; the
-// windows send the cost as it came (or "1"), and the few numbers they
-// write when a window starts or moves on as numbers.
-func (d scriptData) Formats() bool {
-	return d.Generic || (d.Algorithm != ratelimit.FixedWindow && d.Algorithm != ratelimit.SlidingWindow)
-}
-
 // LazyClock reports whether the script reads the server's clock only when
 // a window starts: the unclocked script of a window algorithm, which
 // otherwise knows where it is in the window from its key's TTL.
@@ -155,10 +205,15 @@ func renderScript(name string, d scriptData) string {
 	return b.String()
 }
 
-// commentLine matches a line of a Lua comment alone, which a single-limit
-// script goes without: it would only make each one's text longer in the
-// server's script cache.
+// commentLine matches a line of a Lua comment alone.
 var commentLine = regexp.MustCompile(`(?m)^[ \t]*--.*\n`)
+
+// sendable returns the script text without its comment lines, which is
+// what is sent to Redis: the comments would only make each script's text
+// longer in the server's script cache (Redis before 7.4 never evicts it),
+// and cost nothing per call either way (the server compiles a script
+// once).
+func sendable(text string) string { return commentLine.ReplaceAllString(text, "") }
 
 // maxPlanScripts bounds the single-limit scripts a process writes, and so
 // the scripts it adds to a server's script cache (which Redis before 7.4
@@ -219,18 +274,21 @@ func loadPlanScript(k scriptKey) *redis.Script {
 	return s
 }
 
-// planSource renders the script k names, without comment lines. A batch's
-// loop passes each call's time, read once per batch, so the script it
-// wraps is a clocked one.
-func planSource(k scriptKey) string {
+// planText renders the script k names, with its comments. A batch's loop
+// passes each call's time, read once per batch, so the script it wraps is
+// a clocked one.
+func planText(k scriptKey) string {
 	d := scriptData{plan: k.plan}
 	d.Clocked = d.Clocked || k.batch
 	name := "decide.lua.tmpl"
 	if k.batch {
 		name = "batch.lua.tmpl"
 	}
-	return commentLine.ReplaceAllString(renderScript(name, d), "")
+	return renderScript(name, d)
 }
+
+// planSource is the text of the script k names as sent to Redis.
+func planSource(k scriptKey) string { return sendable(planText(k)) }
 
 // decide runs a decide script for req, which is valid, and returns its
 // decision: for a single limit the script written for it, else the generic

@@ -147,7 +147,21 @@ func scriptShapes() []scriptShape {
 	)
 }
 
-// source renders the shape's script.
+// text renders the shape's script, with its comments: its golden.
+func (s scriptShape) text() string {
+	switch {
+	case s.generic && s.batch:
+		return batchText
+	case s.generic:
+		return decideText
+	}
+	p := planOf(s.lim)
+	p.Clocked = s.clocked
+	return planText(scriptKey{plan: p, batch: s.batch})
+}
+
+// source is the shape's script as sent to Redis: its text without its
+// comment lines.
 func (s scriptShape) source() string {
 	switch {
 	case s.generic && s.batch:
@@ -162,24 +176,27 @@ func (s scriptShape) source() string {
 
 // TestEveryScriptShapeRendersAsGoldenAndDecides renders every shape of
 // script, compares it with its text under testdata/scripts (rewritten with
-// -update), and runs it on the test server: its first call is admitted.
+// -update), and runs it as sent to Redis (the golden without its comment
+// lines) on the test server: its first call is admitted.
 func TestEveryScriptShapeRendersAsGoldenAndDecides(t *testing.T) {
 	c := rdb(t)
 	ctx := context.Background()
 	l := New(c)
 	for _, s := range scriptShapes() {
 		t.Run(s.name, func(t *testing.T) {
-			src := s.source()
+			text := s.text()
 			file := filepath.Join("testdata", "scripts", s.name+".lua")
 			if *updateScripts {
 				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
-				require.NoError(t, os.WriteFile(file, []byte(src), 0o644))
+				require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
 			}
 			want, err := os.ReadFile(file)
 			require.NoError(t, err, "run with -update to write it")
-			if string(want) != src {
+			if string(want) != text {
 				t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 			}
+			src := s.source()
+			require.Equal(t, sendable(string(want)), src, "the script sent is the golden without its comment lines")
 
 			req := ratelimit.Request{Name: "shape", Key: s.name, Limits: []ratelimit.Limit{s.lim}}
 			keys, args := l.appendCall(nil, nil, &req, "")

@@ -124,13 +124,13 @@ func checkWindowKey(t *testing.T, c *redis.Client, red *Limiter, mem *ratelimit.
 		return
 	}
 	w := e.Windows[0]
-	if w.Count == 0 && w.Previous == 0 || w.End*1000 <= now.UnixMicro() {
+	if w.Count == 0 && w.Prev == 0 || w.StateEnd*1000 <= now.UnixMicro() {
 		return // no counts, or they have stopped mattering
 	}
 	key := red.Key("ttl", fmt.Sprint(k), 0, lim.Algorithm)
 	expiry, err := c.PExpireTime(context.Background(), key).Result()
 	require.NoError(t, err)
-	assert.Equal(t, time.Duration(w.End)*time.Millisecond+time.Second, expiry, key)
+	assert.Equal(t, time.Duration(w.StateEnd)*time.Millisecond+time.Second, expiry, key)
 	// And the state's end is within a window (two) of now, rounded up to a ms.
 	left := time.Duration(expiry) - time.Second - time.Duration(now.UnixMilli())*time.Millisecond
 	span := lim.Period

@@ -1,12 +1,71 @@
+-- decide.lua decides one call against one or more limits atomically, in
+-- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
+-- twin and must make the same decisions: each check below names the
+-- twin's function, and the state as the twin names it.
+--
+-- This one decides one limit: gcra, period 1000000 µs,
+-- threshold 100, capacity 100.
+--
+-- KEYS[1]  the limit's state.
+-- ARGV[1]  the call's cost in units; 1 when absent.
+-- ARGV[2]  the time in microseconds.
+--
+-- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
+-- delay_us} where index (0-based) is the limit the numbers describe: the
+-- denying limit with the longest retry when denied, the one with the fewest
+-- remaining units when allowed; delay is the longest delay of all limits.
+-- An admitted call of one limit gets a shorter reply (see "packed reply").
+--
+-- Each limit is checked by its algorithm; the check may change the key
+-- tentatively, and undoes that itself if it denies the call. Then every
+-- limit is committed if all admitted the call, or those that admitted it
+-- are rolled back: a denied call leaves every limit as it was. (The twin
+-- checks every limit before it charges any: it has nothing to roll back.)
+--
+-- Speed: each command a script runs costs a noticeable fraction of a round
+-- trip (a write more than a read), and so does each closure it creates, so
+-- the checks, commits and rollbacks are written inline, per algorithm, and
+-- the paths a call usually takes run few commands (each algorithm's notes
+-- list them). Redis (7.0) formats a number passed to redis.call with
+-- snprintf ("%.17g"), about 2,000 instructions, and takes a string as it
+-- is: the commands every call runs are passed strings (the cost as sent,
+-- or "1"; list indices), numbers only those that run once in a while.
+-- A string read (ARGV, a reply) becomes a number by arithmetic, x + 0,
+-- which converts it once; tonumber(x) converts it twice and is a call, so
+-- it is kept for strings that may not be numbers.
+--
+-- TTL: every key keeps a TTL of at least a second (keepMs) past the time
+-- its state stops mattering, and none longer than two periods (a bucket:
+-- its drain time plus a second) plus a second; each algorithm says when it
+-- sets it.
+--
+-- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
+-- are µs (about 2^50.6 today); a limit's values are validated below 2^50
+-- (see maxLimitValue in runtime/limit.go), and a product of two of them
+-- that is 2^53 or more goes through muldiv.
+--
+-- Each algorithm has keys of its own (the key ends in the algorithm's tag,
+-- see storageKey in keys.go), so a limit whose algorithm changes starts
+-- afresh. A key of another type than its algorithm writes (written by
+-- something else) makes the script fail with WRONGTYPE (a window's string
+-- that is not an integer: "not an integer"), having charged no
+-- limit: in the generic script the first command on each key is a pcall,
+-- and the limits checked before are rolled back; a script of one limit has
+-- nothing to roll back, and its first command fails before any write.
+--
+-- Clock: every algorithm is robust to a clock reading earlier than the
+-- state's newest time (processes with skewed clocks passing ARGV[1]). Each
+-- algorithm's state and notes stand beside its check below.
 
-local now = tonumber(ARGV[2])
-local cost, costArg = 1, "1"
-if ARGV[1] then cost, costArg = tonumber(ARGV[1]), ARGV[1] end
-local key, algo = KEYS[1], "gcra"
-local period, threshold, capacity = 1000000, 100, 100
-local fmt = string.format
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
+-- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
+-- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
+-- 2^52, when a * b is 2^53 or more (callers handle smaller products with
+-- %, exact for them): the quotient is estimated, and the estimate's
+-- remainder computed exactly from 26-bit halves of the operands, each
+-- partial product below 2^53, then corrected. Its twin is package muldiv
+-- (internal/muldiv).
 local function muldiv(a, b, d)
   local q, half = math.floor(a * b / d), 67108864 -- 2^26
   local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
@@ -18,61 +77,107 @@ local function muldiv(a, b, d)
   return q, r
 end
 
+local now = ARGV[2] + 0
+local cost, costArg = 1, "1"
+if ARGV[1] then cost, costArg = ARGV[1] + 0, ARGV[1] end
+local key, algo = KEYS[1], "gcra"
+local period, threshold, capacity = 1000000, 100, 100
+
+-- Check the limit; a check that denies the call leaves the key as it was,
+-- and one whose first command fails (WRONGTYPE) has changed nothing. Its
+-- block's locals stay in scope for the commit.
 local ok, rem, ret, res, del = false, 0, 0, 0, 0
-    local stored = redis.call("GET", key)
-    local ta, tf, oldTa = now, 0, nil
-    if stored then
-      local a, b = tonumber(stored), 0
-      if not a then -- "a b"
-        local sp = string.find(stored, " ", 1, true)
-        a, b = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
-      end
-      oldTa = a
-      if b >= threshold then a, b = a + 1, 0 end -- written under another threshold
-      if a >= now then ta, tf = a, b end
-    end
-    local k, m, ka, kf = 0, 0, 0, 0
-    if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
-    if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
-    local na, nf = ta + k, tf + m
-    if nf >= threshold then na, nf = na + 1, nf - threshold end
-    local d, g -- the room left: d + g/threshold µs
-    if na - now < ka or (na - now == ka and nf <= kf) then
-      ok, res = true, na - now
-      if nf > 0 then res = res + 1 end
-      if algo == "leaky_bucket" then
-        del = ta - now
-        if tf > 0 then del = del + 1 end
-      end
-      d, g = ka - (na - now), kf - nf
-    else
-      ret, res = na - ka - now, ta - now
-      if nf > kf then ret = ret + 1 end
-      if tf > 0 then res = res + 1 end
-      d, g = ka - (ta - now), kf - tf
-    end
-    if d >= 0 then
-      local q, r = 0, 0
-      if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
-      local s = r + g -- |s| < 2^51; % rounds towards minus infinity
-      q = q + (s - s % period) / period
-      if q > 0 then rem = q end
-    end
+-- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
+-- runtime/gcra.go.
+--
+-- State, the twin's bucketState: the key is a string holding the
+-- theoretical arrival time (TAT), the time the bucket will be empty of
+-- calls (full of tokens), as "tat" or "tat tatFrac": a whole µs plus
+-- tatFrac/threshold µs (0 < tatFrac < threshold), so that emission
+-- intervals of period/threshold µs add up exactly. A call is admitted
+-- when the TAT it leaves, max(TAT, now) + cost * period / threshold, is
+-- at most capacity * period / threshold ahead of now. A leaky bucket's
+-- admitted call waits until max(TAT, now). A clock reading earlier than
+-- the TAT starts from the TAT. A call usually runs TIME, GET and SET
+-- KEEPTTL (the TAT; SET PX when it enters another second, see "commit
+-- bucket").
+--
+-- Record: na, nf (the TAT with the call), oldTat (the stored TAT's whole
+-- µs, for its TTL; see "commit bucket").
+local stored = redis.call("GET", key)
+-- ta + tf/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
+-- TAT's whole µs as stored, for its TTL.
+local ta, tf, oldTat = now, 0, nil
+if stored then
+  local tat, tatFrac = tonumber(stored), 0
+  if not tat then -- "tat tatFrac"
+    local sp = string.find(stored, " ", 1, true)
+    tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+  end
+  oldTat = tat
+  if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
+  if tat >= now then ta, tf = tat, tatFrac end
+end
+-- na + nf/threshold: the TAT with the call, k + m/threshold µs later (the
+-- twin's addInterval); ka + kf/threshold: the capacity in µs (the twin's
+-- depth, depthFrac).
+-- Written in with the limit, as the twin's memoryPlan has them: k, m for
+-- one unit (the twin's unit, unitFrac), and ka, kf.
+local k, m, ka, kf = 10000, 0, 1000000, 0
+if cost ~= 1 then
+  if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
+end
+local na, nf = ta + k, tf + m
+if nf >= threshold then na, nf = na + 1, nf - threshold end
+local d, g -- the room left: d + g/threshold µs
+if na - now < ka or (na - now == ka and nf <= kf) then
+  ok, res = true, na - now
+  if nf > 0 then res = res + 1 end
+  if algo == "leaky_bucket" then
+    del = ta - now
+    if tf > 0 then del = del + 1 end
+  end
+  d, g = ka - (na - now), kf - nf
+else
+  ret, res = na - ka - now, ta - now
+  if nf > kf then ret = ret + 1 end
+  if tf > 0 then res = res + 1 end
+  d, g = ka - (ta - now), kf - tf
+end
+-- Remaining: the emission intervals that fit in the room left (the
+-- twin's remainingUnits).
+if d >= 0 then
+  local q, r = 0, 0
+  if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
+  local s = r + g -- |s| < 2^51; % rounds towards minus infinity
+  q = q + (s - s % period) / period
+  if q > 0 then rem = q end
+end
 if not ok then
   return {0, rem, ret, res, 0, 0}
 end
-
-      local tat = fmt("%d", na)
-      if nf > 0 then tat = fmt("%d %d", na, nf) end
-      local second = na - na % 1000000
-      if oldTa and oldTa - oldTa % 1000000 == second then
-        redis.call("SET", key, tat, "KEEPTTL")
-      else
-        redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
-      end
+-- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
+-- with the call. It only grows. Its TTL is set when it enters a second (of
+-- a grid from the epoch), to a second past that second's end; within the
+-- second it is kept.
+local tat
+if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
+local second = na - na % 1000000
+if oldTat and oldTat - oldTat % 1000000 == second then
+  redis.call("SET", key, tat, "KEEPTTL")
+else
+  redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+end
 local remaining, reset = rem, res
 if del == 0 then
+  -- An admitted call of one limit with no delay, whose numbers fit, gets
+  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
+  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
+  -- reply costs both ends more. The script of one limit answers another
+  -- admitted call with {remaining, reset_after_us, delay_us}, half the
+  -- array.
+  -- reset fits in 20 bits, unless the key holds the longer state of an
+  -- earlier period (see PackBits in script.go).
   if reset < 1048576 then return (remaining * 1048576 + reset) * 64 + 20 end
 end
 return {rem, res, del}
-

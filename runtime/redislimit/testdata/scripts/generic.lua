@@ -1,6 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
--- one script run. MemoryLimiter is its Go twin and must make the same
--- decisions (see memory.go and the file of each algorithm).
+-- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
+-- twin and must make the same decisions: each check below names the
+-- twin's function, and the state as the twin names it.
 --
 -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
 -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
@@ -11,7 +12,6 @@
 -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
 --          admitting check is rolled back as when another limit denies.
 --
---
 -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
 -- delay_us} where index (0-based) is the limit the numbers describe: the
 -- denying limit with the longest retry when denied, the one with the fewest
@@ -21,7 +21,8 @@
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
 -- limit is committed if all admitted the call, or those that admitted it
--- are rolled back: a denied call leaves every limit as it was.
+-- are rolled back: a denied call leaves every limit as it was. (The twin
+-- checks every limit before it charges any: it has nothing to roll back.)
 --
 -- Speed: each command a script runs costs a noticeable fraction of a round
 -- trip (a write more than a read), and so does each closure it creates, so
@@ -31,6 +32,9 @@
 -- snprintf ("%.17g"), about 2,000 instructions, and takes a string as it
 -- is: the commands every call runs are passed strings (the cost as sent,
 -- or "1"; list indices), numbers only those that run once in a while.
+-- A string read (ARGV, a reply) becomes a number by arithmetic, x + 0,
+-- which converts it once; tonumber(x) converts it twice and is a call, so
+-- it is kept for strings that may not be numbers.
 --
 -- TTL: every key keeps a TTL of at least a second (keepMs) past the time
 -- its state stops mattering, and none longer than two periods (a bucket:
@@ -39,8 +43,8 @@
 --
 -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
 -- are µs (about 2^50.6 today); a limit's values are validated below 2^50
--- (see maxLimitValue in limit.go), and a product of two of them that is
--- 2^53 or more goes through muldiv.
+-- (see maxLimitValue in runtime/limit.go), and a product of two of them
+-- that is 2^53 or more goes through muldiv.
 --
 -- Each algorithm has keys of its own (the key ends in the algorithm's tag,
 -- see storageKey in keys.go), so a limit whose algorithm changes starts
@@ -55,24 +59,15 @@
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
 -- algorithm's state and notes stand beside its check below.
 
-local now
-if ARGV[1] == "" then
-  local t = redis.call("TIME")
-  now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(ARGV[1])
-end
-local cost, costArg = tonumber(ARGV[2]), ARGV[2]
-local n = #KEYS
-local fmt = string.format
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
 -- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
 -- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
 -- 2^52, when a * b is 2^53 or more (callers handle smaller products with
--- %, exact for them): the quotient is estimated, and the estimate's remainder computed
--- exactly from 26-bit halves of the operands, each partial product below
--- 2^53, then corrected.
+-- %, exact for them): the quotient is estimated, and the estimate's
+-- remainder computed exactly from 26-bit halves of the operands, each
+-- partial product below 2^53, then corrected. Its twin is package muldiv
+-- (internal/muldiv).
 local function muldiv(a, b, d)
   local q, half = math.floor(a * b / d), 67108864 -- 2^26
   local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
@@ -84,6 +79,16 @@ local function muldiv(a, b, d)
   return q, r
 end
 
+local now
+if ARGV[1] == "" then
+  local t = redis.call("TIME")
+  now = t[1] * 1000000 + t[2]
+else
+  now = ARGV[1] + 0
+end
+local cost, costArg = ARGV[2] + 0, ARGV[2]
+local n = #KEYS
+
 -- Check every limit. ok, rem, ret, res, del: whether the limit admits the
 -- call, its remaining, retry, reset and delay (a Decision's Remaining,
 -- RetryAfter, ResetAfter and Delay, in µs). rec1, rec2, rec3: the record
@@ -94,18 +99,21 @@ local failed, undo, rec1, rec2, rec3
 if n > 1 then undo = {} end
 for i = 1, n do
   local key, algo = KEYS[i], ARGV[4 * i - 1]
-  local period, threshold, capacity = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2])
+  local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
   local ok, rem, ret, res, del = false, 0, 0, 0, 0
   rec1, rec2, rec3 = nil, nil, nil
 
   if algo == "sliding_log" then
-    -- sliding_log (the twin: slidinglog.go). The key is a list of admission
-    -- times (µs), oldest first; each unit of cost is one entry, so calls in
-    -- the same microsecond are all counted. An entry at ts counts while
-    -- ts > start = now - period. The call is pushed first and popped again
-    -- if it does not fit. A call usually runs TIME, LINDEX 0 (has the
-    -- oldest entry expired?) and RPUSH (whose reply is the new length, so
-    -- no LLEN), plus a PEXPIRE when a trim sets the TTL again.
+    -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+    --
+    -- State, the twin's logState: the key is a list of admission times (µs),
+    -- oldest first, one entry per unit of cost, so calls in the same
+    -- microsecond are all counted; its length is the log's units (the twin
+    -- keeps runs of units logged at one time). An entry at ts counts while
+    -- ts > start = now - period. The call is pushed first and popped again if
+    -- it does not fit. A call usually runs TIME, LINDEX 0 (has the oldest
+    -- entry expired?) and RPUSH (whose reply is the new length, so no LLEN),
+    -- plus a PEXPIRE when a trim sets the TTL again.
     --
     -- TTL: set to two periods (plus a second) past the newest entry, L,
     -- when the log is created, and the entries of the call that
@@ -123,8 +131,8 @@ for i = 1, n do
     -- step back smaller than the log's span is not seen; entries logged
     -- then are out of order by at most the step.
     --
-    -- Record: refresh (this call sets the TTL), logged, len (the log's
-    -- length with the call).
+    -- Record: refresh (this call sets the TTL), logged, units (the log's
+    -- units with the call).
     local start = now - period
     local head = redis.pcall("LINDEX", key, "0")
     if type(head) == "table" then failed = head break end
@@ -132,30 +140,31 @@ for i = 1, n do
     -- (negative), as the entries pushed by the call that last set the TTL are.
     local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
     if head then
-      oldest = tonumber(head)
+      oldest = head + 0
       if oldest < 0 then oldest, marked = -oldest, true end
     end
     if oldest and oldest <= start then
-      -- Trim the entries at or before start: pop one and look again, which
-      -- is all a steady flow of calls needs, else gallop and bisect. The
-      -- TTL is set again when a marked entry leaves, or the log empties.
+      -- Trim the entries at or before start (the twin's trim): pop one and
+      -- look again, which is all a steady flow of calls needs, else gallop
+      -- and bisect. The TTL is set again when a marked entry leaves, or the
+      -- log empties.
       refresh = marked
       redis.call("LPOP", key)
       head = redis.call("LINDEX", key, "0")
-      oldest = head and math.abs(tonumber(head))
+      oldest = head and math.abs(head + 0)
       if not head then refresh = true end
       if oldest and oldest <= start then
         refresh = true
         local len = redis.call("LLEN", key)
         local lo, hi = 1, 1
-        while hi < len and math.abs(tonumber(redis.call("LINDEX", key, hi))) <= start do
+        while hi < len and math.abs(redis.call("LINDEX", key, hi) + 0) <= start do
           lo = hi + 1
           hi = hi * 2
         end
         if hi > len then hi = len end
         while lo < hi do
           local mid = math.floor((lo + hi) / 2)
-          if math.abs(tonumber(redis.call("LINDEX", key, mid))) <= start then
+          if math.abs(redis.call("LINDEX", key, mid) + 0) <= start then
             lo = mid + 1
           else
             hi = mid
@@ -167,73 +176,74 @@ for i = 1, n do
         else
           redis.call("LTRIM", key, lo, "-1")
           head = redis.call("LINDEX", key, "0")
-          oldest = math.abs(tonumber(head))
+          oldest = math.abs(head + 0)
         end
       end
     end
-    -- logged: the time the call's entries are logged at (the twin's tail,
-    -- and charge's at).
+    -- logged: the time the call's entries are logged at (the twin's logged).
     local logged = now
     if oldest and now < oldest then
-      logged = math.max(now, math.abs(tonumber(redis.call("LINDEX", key, "-1"))))
+      logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
     end
-    -- Push cost entries; RPUSH replies the new length.
-    local entry, len = fmt("%d", logged) -- not tostring: %.14g would round it
+    -- Push cost entries; RPUSH replies the new length: units.
+    local entry, units = string.format("%d", logged) -- not tostring: %.14g would round it
     if refresh then entry = "-" .. entry end
     if cost == 1 then
-      len = redis.call("RPUSH", key, entry)
+      units = redis.call("RPUSH", key, entry)
     else
       -- entries: the cost's entries, pushed 1000 (maxPush) at a time
       local entries, left = {}, cost
       for j = 1, math.min(cost, 1000) do entries[j] = entry end
       while left > 0 do
         local k = math.min(left, 1000)
-        len = redis.call("RPUSH", key, unpack(entries, 1, k))
+        units = redis.call("RPUSH", key, unpack(entries, 1, k))
         left = left - k
       end
     end
-    if len <= threshold then
-      ok, rem, res = true, threshold - len, logged + period - now
-      rec1, rec2, rec3 = refresh, logged, len
+    if units <= threshold then
+      ok, rem, res = true, threshold - units, logged + period - now
+      rec1, rec2, rec3 = refresh, logged, units
     else
-      -- The call fits once the (len - threshold)-th oldest entry leaves.
-      ret = math.abs(tonumber(redis.call("LINDEX", key, len - threshold - 1))) + period - now
+      -- The call fits once the need-th oldest entry leaves.
+      local need = units - threshold
+      ret = math.abs(redis.call("LINDEX", key, need - 1) + 0) + period - now
       if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-      local last = redis.call("LINDEX", key, "-1") -- len > threshold >= cost
-      local newest = tonumber(last)
+      local last = redis.call("LINDEX", key, "-1") -- units > threshold >= cost
+      local newest = last + 0
       if newest < 0 then
         newest = -newest
       elseif refresh then
         redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
       end
       if refresh then redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000) end
-      rem, res = threshold - len + cost, newest + period - now
+      rem, res = threshold - units + cost, newest + period - now
     end
-
   elseif algo == "fixed_window" then
-    -- fixed_window (the twin: fixedwindow.go). The key is a string holding
-    -- the window's count, whose state ends with the window (stateEnd, the
-    -- twin's s.a), in ms: periods are whole ms. The key expires exactly
-    -- 1000 ms (keepMs) after that end. So the key's TTL tells where in
-    -- the window a call is, and a script that does not know the time (one
-    -- limit's, on the server's clock) reads it (PTTL, an integer) instead
-    -- of TIME, except when a window starts; the others read PEXPIRETIME
-    -- against now, so that a pinned clock decides as the server's would
-    -- (see "ttl"). The state's end is the next window's first ms: there,
-    -- r = 0 means the window has ended, and the key, still there for a
-    -- second, is overwritten. A window starts when the key has no count
-    -- (INCRBY replies the cost) or has ended. Counts are never zero: a key
-    -- is deleted rather than decremented to zero. The count is incremented
-    -- first and decremented again if the call does not fit. Times told are
-    -- exact µs when the script knows now, else counted from the start of
-    -- the server's ms (up to a ms long, never short). A clock reading
-    -- earlier than the window counts in the window. A call usually runs
-    -- INCRBY (the count, optimistically) and PTTL (where in the window the
-    -- call is): no TIME, the costliest command to read, but when a window
-    -- starts, which also runs a PEXPIREAT.
+    -- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
     --
-    -- Record: the count with the call.
-    -- count: the window's count with the call; r: ms until the window ends.
+    -- State, the twin's windowState: the key is a string holding count, the
+    -- window's count, whose state ends with the window at stateEnd (a Unix
+    -- time in ms: periods are whole ms); the key expires exactly 1000 ms
+    -- (keepMs) after it. So the key's TTL tells where in the window a call
+    -- is, and a script that does not know the time (one limit's, on the
+    -- server's clock) reads it (PTTL, an integer) instead of TIME, except
+    -- when a window starts; the others read PEXPIRETIME against now, so that
+    -- a pinned clock decides as the server's would (see "ttl"). The state's
+    -- end is the next window's first ms: there, r = 0 means the window has
+    -- ended, and the key, still there for a second, is overwritten. A window
+    -- starts when the key has no count (INCRBY replies the cost) or has
+    -- ended. Counts are never zero: a key is deleted rather than decremented
+    -- to zero. The count is incremented first and decremented again if the
+    -- call does not fit. Times told are exact µs when the script knows now,
+    -- else counted from the start of the server's ms (up to a ms long, never
+    -- short). A clock reading earlier than the window counts in the window.
+    -- A call usually runs INCRBY (the count, optimistically) and PTTL (where
+    -- in the window the call is): no TIME, the costliest command to read,
+    -- but when a window starts, which also runs a PEXPIREAT.
+    --
+    -- Record: count, the window's count with the call.
+    -- count: the window's count with the call (the twin's w.count + cost);
+    -- r: ms until the window ends (the twin's fixedWindow).
     local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
     if type(count) == "table" then failed = count break end
     local frac = now % 1000
@@ -254,24 +264,26 @@ for i = 1, n do
       redis.call("DECRBY", key, costArg) -- the count was there before: not zero
       rem, ret = threshold - count + cost, res
     end
-
   elseif algo == "sliding_window" then
-    -- sliding_window (the twin: slidingwindow.go): a fixed window (see
-    -- fixed_window) whose key packs two counts, prev * prevScale + cur with
-    -- prevScale = 134217728 (2^27), the previous window's count and this
-    -- one's, below 2^53 as thresholds are below 2^26
-    -- (MaxSlidingWindowThreshold). Its state ends with the next window,
-    -- where cur still weighs. The script moves cur to prev when the call is
-    -- in the next window. It weighs the previous window's count by the part
-    -- of it the sliding window still covers, in whole ms, rounded up to
-    -- whole units; that is exactly
+    -- sliding_window. Twin: (*windowState).slidingCheck in
+    -- runtime/slidingwindow.go.
+    --
+    -- State, the twin's windowState: a fixed window (see fixed_window) whose
+    -- key packs two counts, prev * prevScale + cur with prevScale = 134217728
+    -- (2^27): prev, the previous window's count, and cur, this one's (the
+    -- twin's count), below 2^53 as thresholds are below 2^26
+    -- (MaxSlidingWindowThreshold). Its state ends at stateEnd, with the next
+    -- window, where cur still weighs. The script moves cur to prev when the
+    -- call is in the next window. It weighs the previous window's count by
+    -- the part of it the sliding window still covers, in whole ms, rounded
+    -- up to whole units; that is exactly
     -- prev * (period - elapsed) / period + cur + cost <= threshold. Its
     -- commands are a fixed window's, plus a SET PX when it moves on.
     --
-    -- Record: the packed counts with the call.
-    -- packed: prev * prevScale + cur, the previous window's count and this
-    -- one's with the call; r: ms until the key's state ends, at the next
-    -- window's end; p: the period in ms.
+    -- Record: packed, the packed counts with the call.
+    -- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
+    -- the key's state ends, at the next window's end (the twin's
+    -- slidingWindows); p: the period in ms.
     local packed = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
     if type(packed) == "table" then failed = packed break end
     local frac = now % 1000
@@ -322,39 +334,42 @@ for i = 1, n do
       if room * p < BIG then q = (room * p - room * p % weighs) / weighs else q = muldiv(room, p, weighs) end
       ret = (ends - q) * 1000 - frac
     end
-
   else -- token_bucket, leaky_bucket, gcra
-    -- token_bucket, leaky_bucket and gcra (the twin: gcra.go). The key is a
-    -- string holding the theoretical arrival time (TAT), the time the
-    -- bucket will be empty of calls (full of tokens), as "a" or "a b": a
-    -- whole µs plus b/threshold µs (0 < b < threshold; the twin's s.a and
-    -- s.b), so that emission intervals of period/threshold µs add up
-    -- exactly. A call is admitted when the TAT it leaves, max(TAT, now) +
-    -- cost * period / threshold, is at most capacity * period / threshold
-    -- ahead of now. A leaky bucket's admitted call waits until max(TAT,
-    -- now). A clock reading earlier than the TAT starts from the TAT. A call
-    -- usually runs TIME, GET and SET KEEPTTL (the TAT; SET PX when it
-    -- enters another second, see "commit bucket").
+    -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
+    -- runtime/gcra.go.
     --
-    -- Record: na, nf (the TAT with the call), oldTa (the stored TAT's whole
+    -- State, the twin's bucketState: the key is a string holding the
+    -- theoretical arrival time (TAT), the time the bucket will be empty of
+    -- calls (full of tokens), as "tat" or "tat tatFrac": a whole µs plus
+    -- tatFrac/threshold µs (0 < tatFrac < threshold), so that emission
+    -- intervals of period/threshold µs add up exactly. A call is admitted
+    -- when the TAT it leaves, max(TAT, now) + cost * period / threshold, is
+    -- at most capacity * period / threshold ahead of now. A leaky bucket's
+    -- admitted call waits until max(TAT, now). A clock reading earlier than
+    -- the TAT starts from the TAT. A call usually runs TIME, GET and SET
+    -- KEEPTTL (the TAT; SET PX when it enters another second, see "commit
+    -- bucket").
+    --
+    -- Record: na, nf (the TAT with the call), oldTat (the stored TAT's whole
     -- µs, for its TTL; see "commit bucket").
     local stored = redis.pcall("GET", key)
     if type(stored) == "table" then failed = stored break end
-    -- ta + tf/threshold: max(TAT, now), the twin's tat; oldTa: the TAT's
-    -- whole µs as stored, for its TTL.
-    local ta, tf, oldTa = now, 0, nil
+    -- ta + tf/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
+    -- TAT's whole µs as stored, for its TTL.
+    local ta, tf, oldTat = now, 0, nil
     if stored then
-      local a, b = tonumber(stored), 0
-      if not a then -- "a b"
+      local tat, tatFrac = tonumber(stored), 0
+      if not tat then -- "tat tatFrac"
         local sp = string.find(stored, " ", 1, true)
-        a, b = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
+        tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
       end
-      oldTa = a
-      if b >= threshold then a, b = a + 1, 0 end -- written under another threshold
-      if a >= now then ta, tf = a, b end
+      oldTat = tat
+      if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
+      if tat >= now then ta, tf = tat, tatFrac end
     end
-    -- na + nf/threshold: the TAT with the call (k + m/threshold µs later, the
-    -- twin's addInterval); ka + kf/threshold: the capacity in µs.
+    -- na + nf/threshold: the TAT with the call, k + m/threshold µs later (the
+    -- twin's addInterval); ka + kf/threshold: the capacity in µs (the twin's
+    -- depth, depthFrac).
     local k, m, ka, kf = 0, 0, 0, 0
     if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
     if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
@@ -363,7 +378,7 @@ for i = 1, n do
     local d, g -- the room left: d + g/threshold µs
     if na - now < ka or (na - now == ka and nf <= kf) then
       ok, res = true, na - now
-      rec1, rec2, rec3 = na, nf, oldTa
+      rec1, rec2, rec3 = na, nf, oldTat
       if nf > 0 then res = res + 1 end
       if algo == "leaky_bucket" then
         del = ta - now
@@ -405,33 +420,38 @@ for i = 1, n do
     local u = undo[i]
     if u then rec1, rec2, rec3 = u[1], u[2], u[3] else rec1 = nil end
   end
-  local key, algo, period = KEYS[i], ARGV[4 * i - 1], tonumber(ARGV[4 * i])
+  local key, algo, period = KEYS[i], ARGV[4 * i - 1], ARGV[4 * i] + 0
   if rec1 == nil then
     -- limit i did not admit the call (or was not checked): nothing to do
   elseif commit then
     if algo == "sliding_log" then
       local refresh, logged = rec1, rec2
+      -- Commit sliding_log (the twin's (*logState).charge): the entries are
+      -- pushed; set the TTL if this call marked them.
       if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
     elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
-      local na, nf, oldTa = rec1, rec2, rec3
-      local tat = fmt("%d", na)
-      if nf > 0 then tat = fmt("%d %d", na, nf) end
-      -- The TAT only grows. Its TTL is set when it enters a second (of a
-      -- grid from the epoch), to a second past that second's end; within
-      -- the second it is kept.
+      local na, nf, oldTat = rec1, rec2, rec3
+      -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
+      -- with the call. It only grows. Its TTL is set when it enters a second (of
+      -- a grid from the epoch), to a second past that second's end; within the
+      -- second it is kept.
+      local tat
+      if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
       local second = na - na % 1000000
-      if oldTa and oldTa - oldTa % 1000000 == second then
+      if oldTat and oldTat - oldTat % 1000000 == second then
         redis.call("SET", key, tat, "KEEPTTL")
       else
         redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
       end
     end
   elseif algo == "sliding_log" then
-    local refresh, len = rec1, rec3
+    local refresh, units = rec1, rec3
+    -- Roll back sliding_log: pop the call's entries, and if it marked them,
+    -- mark the newest entry left in their place (see "check sliding_log").
     if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-    if len > cost and refresh then
+    if units > cost and refresh then
       local last = redis.call("LINDEX", key, "-1")
-      local newest = tonumber(last)
+      local newest = last + 0
       if newest < 0 then
         newest = -newest
       else
@@ -441,10 +461,12 @@ for i = 1, n do
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then
     local value = rec1
+    -- Roll back a window: take the cost off its count, deleting a key it
+    -- would leave at zero.
     if value == cost then
       redis.call("DEL", key)
     else
-      redis.call("DECRBY", key, cost)
+      redis.call("DECRBY", key, costArg) -- as sent: no number to format
     end
   end
 end
@@ -471,4 +493,3 @@ if n == 1 and delay == 0 then
   end
 end
 return {1, remaining, 0, reset, pick - 1, delay}
-

@@ -1,55 +1,152 @@
+-- decide.lua decides one call against one or more limits atomically, in
+-- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
+-- twin and must make the same decisions: each check below names the
+-- twin's function, and the state as the twin names it.
+--
+-- This one decides one limit: sliding_window, period 1000000 µs,
+-- threshold 100, capacity 100.
+--
+-- KEYS[1]  the limit's state.
+-- ARGV[1]  the call's cost in units; 1 when absent.
+-- The time is the server's clock (TIME).
+--
+-- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
+-- delay_us} where index (0-based) is the limit the numbers describe: the
+-- denying limit with the longest retry when denied, the one with the fewest
+-- remaining units when allowed; delay is the longest delay of all limits.
+-- An admitted call of one limit gets a shorter reply (see "packed reply").
+--
+-- Each limit is checked by its algorithm; the check may change the key
+-- tentatively, and undoes that itself if it denies the call. Then every
+-- limit is committed if all admitted the call, or those that admitted it
+-- are rolled back: a denied call leaves every limit as it was. (The twin
+-- checks every limit before it charges any: it has nothing to roll back.)
+--
+-- Speed: each command a script runs costs a noticeable fraction of a round
+-- trip (a write more than a read), and so does each closure it creates, so
+-- the checks, commits and rollbacks are written inline, per algorithm, and
+-- the paths a call usually takes run few commands (each algorithm's notes
+-- list them). Redis (7.0) formats a number passed to redis.call with
+-- snprintf ("%.17g"), about 2,000 instructions, and takes a string as it
+-- is: the commands every call runs are passed strings (the cost as sent,
+-- or "1"; list indices), numbers only those that run once in a while.
+-- A string read (ARGV, a reply) becomes a number by arithmetic, x + 0,
+-- which converts it once; tonumber(x) converts it twice and is a call, so
+-- it is kept for strings that may not be numbers.
+--
+-- TTL: every key keeps a TTL of at least a second (keepMs) past the time
+-- its state stops mattering, and none longer than two periods (a bucket:
+-- its drain time plus a second) plus a second; each algorithm says when it
+-- sets it.
+--
+-- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
+-- are µs (about 2^50.6 today); a limit's values are validated below 2^50
+-- (see maxLimitValue in runtime/limit.go), and a product of two of them
+-- that is 2^53 or more goes through muldiv.
+--
+-- Each algorithm has keys of its own (the key ends in the algorithm's tag,
+-- see storageKey in keys.go), so a limit whose algorithm changes starts
+-- afresh. A key of another type than its algorithm writes (written by
+-- something else) makes the script fail with WRONGTYPE (a window's string
+-- that is not an integer: "not an integer"), having charged no
+-- limit: in the generic script the first command on each key is a pcall,
+-- and the limits checked before are rolled back; a script of one limit has
+-- nothing to roll back, and its first command fails before any write.
+--
+-- Clock: every algorithm is robust to a clock reading earlier than the
+-- state's newest time (processes with skewed clocks passing ARGV[1]). Each
+-- algorithm's state and notes stand beside its check below.
 
 local cost, costArg = 1, "1"
-if ARGV[1] then cost, costArg = tonumber(ARGV[1]), ARGV[1] end
+if ARGV[1] then cost, costArg = ARGV[1] + 0, ARGV[1] end
 local key, algo = KEYS[1], "sliding_window"
 local period, threshold, capacity = 1000000, 100, 100
 
+-- Check the limit; a check that denies the call leaves the key as it was,
+-- and one whose first command fails (WRONGTYPE) has changed nothing. Its
+-- block's locals stay in scope for the commit.
 local ok, rem, ret, res, del = false, 0, 0, 0, 0
-    local packed = redis.call("INCRBY", key, costArg) -- as sent: no number to format
-    local r, frac = redis.call("PTTL", key) - 1000, 0
-    local p = 1000
-    local cur = packed % 134217728 - cost
-    local prev = (packed - cur - cost) / 134217728
-    if packed == cost or r <= 0 then
-      local t = redis.call("TIME")
-      local now = t[1] * 1000000 + t[2]
-      local nowMs = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
-      local stateEnd = (now - now % period + 2 * period) / 1000
-      if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-      packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
-    elseif r <= p then
-      packed, cur, prev = cur * 134217728 + cost, 0, cur
-      redis.call("SET", key, packed, "PX", r + p + 1000)
-      r = r + p
-    end
-    local weighted = 0
-    if prev > 0 then
-      local q, m, covered = 0, 0, r - p
-      if covered > p then covered = p end
-      m = prev * covered % p; q = (prev * covered - m) / p
-      weighted = q
-      if m > 0 then weighted = q + 1 end
-    end
-    res = r * 1000 - frac
-    if weighted + cur + cost <= threshold then
-      ok, rem = true, threshold - weighted - cur - cost
-    else
-      redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
-      rem = threshold - weighted - cur
-      if rem < 0 then rem = 0 end
-      if cur == 0 then res = (r - p) * 1000 - frac end
-      local room, weighs, ends = threshold - cur - cost, prev, r - p
-      if room < 0 then room, weighs, ends = threshold - cost, cur, r end
-      local q = 0
-      q = (room * p - room * p % weighs) / weighs
-      ret = (ends - q) * 1000 - frac
-    end
+-- sliding_window. Twin: (*windowState).slidingCheck in
+-- runtime/slidingwindow.go.
+--
+-- State, the twin's windowState: a fixed window (see fixed_window) whose
+-- key packs two counts, prev * prevScale + cur with prevScale = 134217728
+-- (2^27): prev, the previous window's count, and cur, this one's (the
+-- twin's count), below 2^53 as thresholds are below 2^26
+-- (MaxSlidingWindowThreshold). Its state ends at stateEnd, with the next
+-- window, where cur still weighs. The script moves cur to prev when the
+-- call is in the next window. It weighs the previous window's count by
+-- the part of it the sliding window still covers, in whole ms, rounded
+-- up to whole units; that is exactly
+-- prev * (period - elapsed) / period + cur + cost <= threshold. Its
+-- commands are a fixed window's, plus a SET PX when it moves on.
+--
+-- Record: packed, the packed counts with the call.
+-- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
+-- the key's state ends, at the next window's end (the twin's
+-- slidingWindows); p: the period in ms.
+local packed = redis.call("INCRBY", key, costArg) -- as sent: no number to format
+local r, frac = redis.call("PTTL", key) - 1000, 0
+local p = 1000
+local cur = packed % 134217728 - cost
+local prev = (packed - cur - cost) / 134217728
+if packed == cost or r <= 0 then
+  -- A new window with none before: no counts, or the key's last
+  -- millisecond, which is the first of the window after next.
+  local t = redis.call("TIME")
+  local now = t[1] * 1000000 + t[2]
+  local nowMs = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
+  local stateEnd = (now - now % period + 2 * period) / 1000
+  if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+  packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
+elseif r <= p then
+  -- The next window (once per window): cur becomes prev.
+  packed, cur, prev = cur * 134217728 + cost, 0, cur
+  redis.call("SET", key, packed, "PX", r + p + 1000)
+  r = r + p
+end
+-- covered: the ms of the previous window the sliding window still
+-- covers (r - p), at most p: a clock reading earlier than the window's
+-- start decides the call at the start.
+local weighted = 0
+if prev > 0 then
+  local q, m, covered = 0, 0, r - p
+  if covered > p then covered = p end
+  m = prev * covered % p; q = (prev * covered - m) / p
+  weighted = q
+  if m > 0 then weighted = q + 1 end
+end
+res = r * 1000 - frac
+if weighted + cur + cost <= threshold then
+  ok, rem = true, threshold - weighted - cur - cost
+else
+  redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
+  rem = threshold - weighted - cur
+  if rem < 0 then rem = 0 end
+  if cur == 0 then res = (r - p) * 1000 - frac end
+  -- The earliest millisecond the weighted count plus cost fits, if
+  -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
+  -- or in the next, where cur is the previous window's count; weighs:
+  -- the count weighed, ends: ms until the window it is weighed in ends.
+  local room, weighs, ends = threshold - cur - cost, prev, r - p
+  if room < 0 then room, weighs, ends = threshold - cost, cur, r end
+  local q = 0
+  q = (room * p - room * p % weighs) / weighs
+  ret = (ends - q) * 1000 - frac
+end
 if not ok then
   return {0, rem, ret, res, 0, 0}
 end
 local remaining, reset = rem, res
 if del == 0 then
+  -- An admitted call of one limit with no delay, whose numbers fit, gets
+  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
+  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
+  -- reply costs both ends more. The script of one limit answers another
+  -- admitted call with {remaining, reset_after_us, delay_us}, half the
+  -- array.
+  -- reset fits in 21 bits, unless the key holds the longer state of an
+  -- earlier period (see PackBits in script.go).
   if reset < 2097152 then return (remaining * 2097152 + reset) * 64 + 21 end
 end
 return {rem, res, del}
-
