@@ -22,7 +22,6 @@ import (
 	"log"
 	"net"
 	"os"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
@@ -81,18 +80,13 @@ func newLimiter(url string) (ratelimit.Limiter, string, error) {
 	// ClientOptions bounds what a call costs while Redis is down: one short
 	// timeout, no retries, until the limiter's circuit breaker opens.
 	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(opts)))
-	checkRedis(limiter)
-	return limiter, "Redis at " + opts.Addr, nil
-}
-
-// checkRedis says at start-up whether Redis can decide calls; if not, the
-// service runs on, and each rule's onerror policy decides until it can.
-func checkRedis(l *redislimit.Limiter) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := l.HealthCheck(ctx); err != nil {
+	// Say at start-up whether Redis can decide calls; if not, the service
+	// runs on and each rule's onerror policy decides until it can (the
+	// client's short timeouts bound the check).
+	if err := limiter.HealthCheck(context.Background()); err != nil {
 		log.Printf("WARNING: %v; calls follow their onerror policy until Redis answers", err)
 	}
+	return limiter, "Redis at " + opts.Addr, nil
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:

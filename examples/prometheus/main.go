@@ -57,18 +57,13 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	// ClientOptions bounds what a request costs while Redis is down: one
 	// short timeout, no retries, until the limiter's circuit breaker opens.
 	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), opts...)
-	checkRedis(limiter)
-	return limiter, nil
-}
-
-// checkRedis says at start-up whether Redis can decide calls; if not, the
-// service runs on, and each rule's onerror policy decides until it can.
-func checkRedis(l *redislimit.Limiter) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := l.HealthCheck(ctx); err != nil {
+	// Say at start-up whether Redis can decide calls; if not, the service
+	// runs on and each rule's onerror policy decides until it can (the
+	// client's short timeouts bound the check).
+	if err := limiter.HealthCheck(context.Background()); err != nil {
 		log.Printf("WARNING: %v; calls follow their onerror policy until Redis answers", err)
 	}
+	return limiter, nil
 }
 
 // quietDialErrors stops go-redis from logging each failed dial to stderr:
