@@ -450,6 +450,7 @@ func sentinelFailover(t *testing.T, writesPaused bool, failover func(ctx context
 	if !firstFailure.IsZero() {
 		failures = fmt.Sprintf("calls failed from %s to %s after it began", firstFailure.Sub(began).Round(time.Millisecond), lastFailureEnd.Sub(began).Round(time.Millisecond))
 	}
+	t.Logf("%d calls in %s", len(all), all[len(all)-1].end.Sub(all[0].start).Round(time.Millisecond))
 	t.Logf("first decision on the new primary %s after the failover began (sentinels agreed on it after %s, the client dialled it after %s); %s; breaker %s",
 		recovered.Sub(began).Round(time.Millisecond), agreed.Sub(began).Round(time.Millisecond), dialed.Sub(began).Round(time.Millisecond),
 		failures, breaker)
