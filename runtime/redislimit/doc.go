@@ -45,12 +45,15 @@
 // # Outages
 //
 // A failing call costs what the client spends on it before the breaker
-// opens: build the client with [ClientOptions] (or [ClusterOptions]),
-// which set short timeouts and one attempt per call. Under
-// ratelimit.FailLocal the limiter's in-process fallback decides what Redis
-// cannot, against the same limits (each process's share of them with
-// [WithFallbackProcesses]); when Redis answers again it decides again, from
-// the state it kept.
+// opens: build the client with [ClientOptions] (or [ClusterOptions],
+// [FailoverOptions] for Sentinel), which set short timeouts and one
+// attempt per call. Under ratelimit.FailLocal the limiter's in-process
+// fallback decides what Redis cannot, against the same limits (each
+// process's share of them with [WithFallbackProcesses]); when Redis
+// answers again it decides again, from the state it kept. A failover to a
+// replica forgets the charges the replica had not received: under Sentinel
+// those of about the last second before a SENTINEL FAILOVER, unless writes
+// are paused on the primary first (see the README).
 //
 // # Overrides
 //

@@ -38,12 +38,13 @@ import (
 // Failures: a call Redis cannot decide costs what the client spends on it:
 // its dial or read timeout, times the attempts it makes (1 + MaxRetries
 // for errors it retries, and DialerRetries dials per attempt, with their
-// back-offs); [ClientOptions] and [ClusterOptions] make it one short
-// timeout. After a few such failures in a row a circuit breaker fails the
-// calls at once until a background probe finds Redis back; see
-// [WithBreaker]. With a Redis Cluster
-// client each master has its own breaker, so a master that is down fails
-// only the calls whose keys it holds.
+// back-offs); [ClientOptions], [ClusterOptions] and [FailoverOptions]
+// make it one short timeout. After a few such failures in a row a circuit
+// breaker fails the calls at once until a background probe finds Redis
+// back; see [WithBreaker]. With a Redis Cluster client each master has its
+// own breaker, so a master that is down fails only the calls whose keys it
+// holds; a failover client (Sentinel) has one, whose probe dials through
+// the sentinels, so it finds a promoted replica.
 type Limiter struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
