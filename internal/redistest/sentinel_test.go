@@ -28,6 +28,9 @@ func TestSentinelFailsOverAndStops(t *testing.T) {
 	c := d.Client()
 	defer c.Close()
 	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	// Replication is asynchronous: a crash loses what the replicas have
+	// not acknowledged.
+	require.EqualValues(t, 2, c.Wait(ctx, 2, time.Minute).Val())
 
 	old, err := d.KillPrimary(ctx)
 	require.NoError(t, err)
