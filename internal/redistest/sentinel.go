@@ -40,8 +40,12 @@ const MasterName = "redistest"
 // (30 s, 3 min) so that a test fails a primary over in seconds.
 const (
 	// SentinelDownAfter is how long a primary does not answer before a
-	// sentinel thinks it down (down-after-milliseconds).
-	SentinelDownAfter = time.Second
+	// sentinel thinks it down (down-after-milliseconds). Not 1 s: a
+	// sentinel that has just switched to a new primary may take up to its
+	// ping period (1 s) to connect to it, and then needs its PONG, so with
+	// 1 s the sentinels often thought a primary they had just promoted down
+	// and failed it over again to another replica.
+	SentinelDownAfter = 2 * time.Second
 	// SentinelFailoverTimeout is failover-timeout: how long a failover may
 	// wait for its election and for the promotion, and half the wait before
 	// a failed one is tried again.

@@ -15,7 +15,12 @@ func TestSentinelFailsOverAndStops(t *testing.T) {
 	start := time.Now()
 	d, err := StartSentinel(2, 3)
 	require.NoError(t, err)
-	defer d.Stop()
+	t.Cleanup(d.Stop)
+	t.Cleanup(func() { // before Stop removes them
+		if t.Failed() {
+			t.Log(d.Logs())
+		}
+	})
 	t.Logf("ready in %s", time.Since(start))
 	require.Len(t, d.Addrs(), 3)
 	require.Len(t, d.SentinelAddrs(), 3)
@@ -38,7 +43,7 @@ func TestSentinelFailsOverAndStops(t *testing.T) {
 	require.Error(t, ping(old), "the primary must be gone after KillPrimary")
 	start = time.Now()
 	primary, err = d.WaitPrimary(ctx, old)
-	require.NoError(t, err, d.Logs())
+	require.NoError(t, err)
 	t.Logf("failed over after a crash in %s", time.Since(start))
 	require.NotEqual(t, old, primary)
 	require.Eventually(t, func() bool { return c.Get(ctx, "k").Val() == "v" }, time.Minute, 10*time.Millisecond)
@@ -47,14 +52,14 @@ func TestSentinelFailsOverAndStops(t *testing.T) {
 	// The failover made the other replica replicate the new primary: once
 	// it has caught up, an operator may fail over again.
 	start = time.Now()
-	require.NoError(t, d.WaitReady(ctx), d.Logs())
+	require.NoError(t, d.WaitReady(ctx))
 	t.Logf("ready again in %s", time.Since(start))
 	old, err = d.Failover(ctx)
 	require.NoError(t, err)
 	require.Equal(t, primary, old)
 	start = time.Now()
 	primary, err = d.WaitPrimary(ctx, old)
-	require.NoError(t, err, d.Logs())
+	require.NoError(t, err)
 	t.Logf("failed over on request in %s", time.Since(start))
 	require.NotEqual(t, old, primary)
 	require.Eventually(t, func() bool { return c.Set(ctx, "k", "v3", 0).Err() == nil }, time.Minute, 10*time.Millisecond)
