@@ -50,10 +50,11 @@ func ClusterOptions(opts *redis.ClusterOptions) *redis.ClusterOptions {
 // FailoverOptions is [ClientOptions] for a failover client of Redis
 // Sentinel (redis.NewFailoverClient): the same settings, which go-redis
 // applies to its connections to the primary and to the sentinels it asks
-// for the primary's address. A call then costs one short timeout at most
-// while no primary answers, until the circuit breaker opens; the breaker's
-// probe dials through the sentinels, so it finds the primary they promote
-// and closes the breaker once that primary answers:
+// for the primary's address. While no primary answers, a call then costs
+// a short timeout or two at most (a new connection asks a sentinel, then
+// dials the primary), until the circuit breaker opens; the breaker's probe
+// dials through the sentinels, so it finds the primary they promote and
+// closes the breaker once that primary answers:
 //
 //	limiter := redislimit.New(redis.NewFailoverClient(redislimit.FailoverOptions(&redis.FailoverOptions{
 //		MasterName:    "mymaster",
