@@ -57,6 +57,11 @@ func Start(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startWith(bin, extra)
+}
+
+// startWith runs bin (redis-server, or redis-sentinel) like [Start].
+func startWith(bin string, extra []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err

@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultTimeout is the dial, read, write and pool timeout that
-// [ClientOptions] and [ClusterOptions] give a client that sets none.
+// [ClientOptions], [ClusterOptions] and [FailoverOptions] give a client
+// that sets none.
 const DefaultTimeout = 100 * time.Millisecond
 
 // ClientOptions gives opts the client settings that bound what a call costs
@@ -43,6 +44,25 @@ func ClusterOptions(opts *redis.ClusterOptions) *redis.ClusterOptions {
 	if opts.MaxRedirects == 0 {
 		opts.MaxRedirects = 1
 	}
+	return opts
+}
+
+// FailoverOptions is [ClientOptions] for a failover client of Redis
+// Sentinel (redis.NewFailoverClient): the same settings, which go-redis
+// applies to its connections to the primary and to the sentinels it asks
+// for the primary's address. While no primary answers, a call then costs
+// a short timeout or two at most (a new connection asks a sentinel, then
+// dials the primary), until the circuit breaker opens; the breaker's probe
+// dials through the sentinels, so it finds the primary they promote and
+// closes the breaker once that primary answers:
+//
+//	limiter := redislimit.New(redis.NewFailoverClient(redislimit.FailoverOptions(&redis.FailoverOptions{
+//		MasterName:    "mymaster",
+//		SentinelAddrs: []string{"sentinel-1:26379", "sentinel-2:26379", "sentinel-3:26379"},
+//	})))
+func FailoverOptions(opts *redis.FailoverOptions) *redis.FailoverOptions {
+	boundTimeouts(&opts.DialTimeout, &opts.ReadTimeout, &opts.WriteTimeout, &opts.PoolTimeout)
+	oneAttempt(&opts.MaxRetries, &opts.DialerRetries)
 	return opts
 }
 

@@ -22,4 +22,10 @@ func TestRedisOptionsSetWhatIsUnset(t *testing.T) {
 		WriteTimeout: DefaultTimeout, PoolTimeout: DefaultTimeout,
 	}, c)
 	assert.Equal(t, 1, ClusterOptions(&redis.ClusterOptions{}).MaxRedirects)
+
+	f := FailoverOptions(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"x"}, DialTimeout: time.Second, DialerRetries: 3})
+	assert.Equal(t, &redis.FailoverOptions{
+		MasterName: "m", SentinelAddrs: []string{"x"}, DialTimeout: time.Second, DialerRetries: 3,
+		MaxRetries: -1, ReadTimeout: DefaultTimeout, WriteTimeout: DefaultTimeout, PoolTimeout: DefaultTimeout,
+	}, f)
 }

@@ -68,15 +68,20 @@
 // After a few such failures in a row a circuit breaker fails the calls at
 // once until a background probe finds Redis back ([WithBreaker]); with a
 // Redis Cluster client each master has its own breaker, so a master that
-// is down fails only the calls whose keys it holds.
+// is down fails only the calls whose keys it holds; a failover client
+// (Sentinel) has one, whose probe dials through the sentinels, so it finds
+// a promoted replica.
 //
-// [ClientOptions] (or [ClusterOptions]) make that one short timeout: they
-// set short timeouts and one attempt per call. [Limiter.HealthCheck] says
-// at start-up whether Redis can decide calls. Under
-// ratelimit.FailLocal the limiter's in-process fallback decides what Redis
-// cannot, against the same limits (each process's share of them with
-// [WithFallbackProcesses]); when Redis answers again it decides again, from
-// the state it kept.
+// [ClientOptions] (or [ClusterOptions], [FailoverOptions] for Sentinel)
+// make that one short timeout: they set short timeouts and one attempt per
+// call. [Limiter.HealthCheck] says at start-up whether Redis can decide
+// calls. Under ratelimit.FailLocal the limiter's in-process fallback
+// decides what Redis cannot, against the same limits (each process's share
+// of them with [WithFallbackProcesses]); when Redis answers again it
+// decides again, from the state it kept. A failover to a replica forgets
+// the charges the replica had not received: under Sentinel those of about
+// the last second before a SENTINEL FAILOVER, unless writes are paused on
+// the primary first (see the README).
 //
 // # Overrides
 //
