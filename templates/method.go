@@ -201,6 +201,10 @@ func (r *renderer) valueIdents(v *model.Value) []string {
 			ids = append(ids, r.types.imports[RuntimePath])
 		}
 	}
+	if v.Len != nil {
+		ids = append(ids, "len")
+		ids = append(ids, r.valueIdents(v.Len)...)
+	}
 	if f := v.Func; f != nil {
 		if f.Obj.Pkg().Path() == r.f.PkgPath {
 			ids = append(ids, f.Obj.Name())
@@ -385,6 +389,10 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		} else {
 			expr, lastCall = func() *jen.Statement { return call.Clone() }, f.Obj.Name()
 		}
+	} else if v.Len != nil {
+		lenStmts, x := mg.value(v.Len)
+		stmts = append(stmts, lenStmts...)
+		expr = func() *jen.Statement { return jen.Len(x()) }
 	} else {
 		param := mg.params[v.Param]
 		expr = func() *jen.Statement { return jen.Id(param) }
@@ -489,6 +497,9 @@ func (mg *methodGen) failingCalls() []string {
 func (mg *methodGen) visitValues(f func(*model.Value)) {
 	var visit func(v *model.Value)
 	visit = func(v *model.Value) {
+		if v.Len != nil {
+			visit(v.Len)
+		}
 		if fn := v.Func; fn != nil {
 			for i := range fn.Args {
 				visit(&fn.Args[i])
