@@ -67,7 +67,9 @@
 //		is missing, stale or should be deleted, and exit 1 if there is one
 //	-list
 //		write nothing; print every limit found as a table: position,
-//		Type.Method, period, threshold, key and algorithm
+//		Type.Method, name, period, threshold, key, cost, algorithm and
+//		the other options (burst=, capacity=, wait=, onerror=, shadow=,
+//		emptykey=)
 //	-json
 //		with -list, print the limits as a JSON array instead
 //
@@ -151,7 +153,12 @@
 // otherwise context.Background().
 //
 // Every mistake is reported as file:line:col: message, all of them sorted
-// by position; when there is any, nothing is written.
+// by position; when there is any, nothing is written. A package with
+// directives must type-check: its type errors are reported too (generate,
+// -check and -list exit 1), but for the uses of what generated files
+// declare, which the generator does not load (see below). Limits in a
+// type's doc comment that limit no method, because every method has
+// directives of its own, are an error.
 //
 // # Generated code
 //
