@@ -174,6 +174,9 @@ type Rule struct {
 	// DenyEmptyKey fails a call whose key is "" (emptykey=deny) instead
 	// of limiting it under that key.
 	DenyEmptyKey bool
+	// KeyHash limits a call under the digest of its key
+	// (ratelimit.KeyDigest), checked for "" before (keyhash=true).
+	KeyHash bool
 	// Cost is the static cost of a call; zero means the default of one.
 	Cost int64
 	// CostValue gives the cost of each call, an integer, or is nil.

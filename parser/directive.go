@@ -63,6 +63,10 @@
 //   - emptykey: share or deny: what a call whose key is "" does. With
 //     share (the default) such calls share one limit, the key "", like
 //     any other key; with deny each fails, uncharged.
+//   - keyhash: true or false; keyhash=true limits each call under the
+//     SHA-256 digest of its key (ratelimit.KeyDigest), for a key that is
+//     a secret, such as an API key or a token, which must not appear in
+//     Redis key names, errors or logs.
 //
 // A type's doc comment may also hold a line that names its decorator
 // instead of declaring a limit, alone on its line:
@@ -153,6 +157,8 @@ type Directive struct {
 	Shadow bool
 	// EmptyKey is "share" or "deny" (emptykey=); empty when absent.
 	EmptyKey string
+	// KeyHash reports keyhash=true.
+	KeyHash bool
 	// Decorator names the decorator of the type whose doc comment holds
 	// the directive (decorator=). A directive that sets it sets nothing
 	// else and declares no limit.
@@ -237,6 +243,9 @@ func (d *Directive) String() string {
 	}
 	if d.EmptyKey != "" {
 		add("emptykey", d.EmptyKey)
+	}
+	if d.KeyHash {
+		add("keyhash", "true")
 	}
 	return b.String()
 }

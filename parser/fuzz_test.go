@@ -29,6 +29,7 @@ func FuzzParseComment(f *testing.F) {
 		`//ratelimit:period=1 threshold=9 key="auth.Principal(ctx, req.ID)" cost=w(n) emptykey=deny`,
 		`//ratelimit:period=1 threshold=9 key=req.GetOrder().GetTenant() cost="len( req.GetSkus() )"`,
 		"//ratelimit:period=1 threshold=9 key=f(g(h(x)).Y)",
+		"//ratelimit:period=1 threshold=9 key=k keyhash=true",
 		"//ratelimit:decorator=Limited period=1 threshold=1",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",

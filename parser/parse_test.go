@@ -229,7 +229,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, keyhash, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
 			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
@@ -263,6 +263,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:39: key "f(a,,b)": unexpected ",b)": ` + Accepted,
 		}},
 		{"//ratelimit:period=1 threshold=1 emptykey=no", []string{`x.go:5:44: emptykey "no": want share or deny`}},
+		{"//ratelimit:period=1 threshold=1 keyhash=yes", []string{`x.go:5:43: keyhash "yes": want true or false`}},
 		{"//ratelimit:decorator=1x", []string{`x.go:5:24: decorator "1x": want a Go identifier to name the decorator type`}},
 		{"//ratelimit:decorator=_", []string{`x.go:5:24: decorator "_": want a Go identifier to name the decorator type`}},
 		{"//ratelimit:decorator=A decorator=B", []string{"x.go:5:26: duplicate decorator\n\tx.go:5:14: first decorator"}},
@@ -431,7 +432,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, keyhash, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
 			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
@@ -638,6 +639,7 @@ func TestString(t *testing.T) {
 		{`//ratelimit:emptykey=deny key="f(a, b.C)" cost="g( n )" period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=f(a,b.C) cost=g(n) emptykey=deny"},
 		{"//ratelimit:onerror=local period=1 threshold=5", "//ratelimit:period=1 threshold=5 onerror=local"},
+		{"//ratelimit:keyhash=true key=k emptykey=deny period=1 threshold=5", "//ratelimit:period=1 threshold=5 key=k emptykey=deny keyhash=true"},
 		{"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9 wait=0 shadow=false",
 			"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9"},
 	}

@@ -152,7 +152,7 @@ func (mg *methodGen) bodyIdents() []string {
 	if k := rule.Key; k != nil {
 		ids = append(ids, mg.r.keyIdents(k)...)
 	}
-	if rule.DenyEmptyKey {
+	if rule.DenyEmptyKey || rule.KeyHash {
 		ids = append(ids, imports[RuntimePath])
 	}
 	for _, z := range mg.zeros {
@@ -363,6 +363,9 @@ func (mg *methodGen) key() (stmts []jen.Code, key jen.Code) {
 		empty := jen.Qual(RuntimePath, "EmptyKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(k.Source))
 		stmts = append(stmts, jen.If(jen.Add(key).Op("==").Lit("")).Block(jen.Return(mg.zeroResults(empty)...)))
 	}
+	if rule.KeyHash {
+		key = jen.Qual(RuntimePath, "KeyDigest").Call(key)
+	}
 	return stmts, key
 }
 
@@ -464,6 +467,9 @@ func (mg *methodGen) doc() string {
 	if mg.m.Rule.DenyEmptyKey {
 		s += " If the key " + mg.m.Rule.Key.Source + " is empty, it returns an error wrapping " +
 			"ratelimit.ErrEmptyKey instead."
+	}
+	if mg.m.Rule.KeyHash {
+		s += " The limiter sees the digest of the key (ratelimit.KeyDigest), never the key."
 	}
 	return s
 }

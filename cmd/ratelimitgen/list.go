@@ -35,6 +35,7 @@ type listRow struct {
 	OnError   string `json:"onerror,omitempty"`
 	Shadow    bool   `json:"shadow,omitempty"`
 	EmptyKey  string `json:"emptykey,omitempty"`
+	KeyHash   bool   `json:"keyhash,omitempty"`
 }
 
 // listRows returns one row per limit of every limited method of files.
@@ -77,6 +78,7 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 		if rule.DenyEmptyKey {
 			row.EmptyKey = "deny"
 		}
+		row.KeyHash = rule.KeyHash
 		rows[i] = row
 	}
 	return rows
@@ -132,6 +134,9 @@ func (r *listRow) options() string {
 		add("shadow", "true")
 	}
 	add("emptykey", r.EmptyKey)
+	if r.KeyHash {
+		add("keyhash", "true")
+	}
 	return strings.Join(opts, " ")
 }
 

@@ -69,7 +69,7 @@
 //		write nothing; print every limit found as a table: position,
 //		Type.Method, name, period, threshold, key, cost, algorithm and
 //		the other options (burst=, capacity=, wait=, onerror=, shadow=,
-//		emptykey=)
+//		emptykey=, keyhash=)
 //	-json
 //		with -list, print the limits as a JSON array instead
 //
@@ -129,6 +129,11 @@
 //	emptykey=x  share (the default): calls whose key is "" share one
 //	            limit, like any other key; deny: such a call fails with an
 //	            error wrapping ratelimit.ErrEmptyKey, uncharged.
+//	keyhash=true
+//	            limit each call under the SHA-256 digest of its key
+//	            (ratelimit.KeyDigest), for a key that is a secret (an API
+//	            key, a token): Redis key names, errors, hooks and logs
+//	            then hold the digest, never the key.
 //	name=n      the limit identity; methods with the same name share one
 //	            limit and must declare the same limits. The default is the
 //	            package path, type and method: example.com/svc.Store.Get.

@@ -70,4 +70,6 @@ type S interface {
 	U(s string) error
 	//ratelimit:period=1 threshold=1 key=it(ctx)
 	V(ctx context.Context, it *Item) error
+	//ratelimit:period=1 threshold=1 keyhash=true
+	W(ctx context.Context) error
 }
