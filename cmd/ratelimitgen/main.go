@@ -113,19 +113,28 @@
 // and may give the per-call options, which, when written on several lines
 // of a method, must agree:
 //
-//	key=p       a separate limit per value of parameter p, or of a field or
-//	            zero-argument method reached from it (key=req.User.ID), or
-//	            per result of a function of the package or of a package the
-//	            file imports, called with such paths (key=principal(ctx),
-//	            key=auth.Principal(ctx)). The value must be a string (used
-//	            as is), an integer (in decimal, even if it has a String
+//	key=x       a separate limit per value of x, a Go expression of a
+//	            small subset: a parameter (key=user), its fields and
+//	            methods called without arguments (key=req.User.ID,
+//	            key=req.GetOrder().GetTenant()), a call of a function of
+//	            the package or of a package the file imports, with such
+//	            expressions as arguments (key=principal(ctx),
+//	            key=auth.Principal(ctx)), or len(x) of a slice, a map, a
+//	            string or an array. The value must be a string (used as
+//	            is), an integer (in decimal, even if it has a String
 //	            method), a pointer to one, a type parameter whose types are
 //	            all strings or all signed or all unsigned integers, or a
-//	            fmt.Stringer. A function may return an error as its second
-//	            result: a non-nil one fails the call, wrapped, uncharged,
-//	            whatever onerror= says. If a pointer or interface on the
-//	            way is nil, the call returns an error wrapping
-//	            ratelimit.ErrNilKey instead of panicking.
+//	            fmt.Stringer. A function has fixed parameters and no type
+//	            parameters, and may return an error as its second result:
+//	            a non-nil one fails the call, wrapped, uncharged, whatever
+//	            onerror= says. A file imports a package that only its
+//	            directives call blank (import _ "example.com/svc/auth"):
+//	            the compiler does not read directives, and the generated
+//	            file imports it. If a pointer or interface on the way is
+//	            nil, the call returns an error wrapping ratelimit.ErrNilKey
+//	            instead of panicking; a protobuf getter (a Get method of a
+//	            message type with the ProtoMessage method) is called on a
+//	            nil message, and returns its zero value, as in Go.
 //	emptykey=x  share (the default): calls whose key is "" share one
 //	            limit, like any other key; deny: such a call fails with an
 //	            error wrapping ratelimit.ErrEmptyKey, uncharged.
@@ -138,7 +147,8 @@
 //	            limit and must declare the same limits. The default is the
 //	            package path, type and method: example.com/svc.Store.Get.
 //	cost=n      units a call takes: a number, or an integer computed as
-//	            for key= (cost=n, cost=req.Size, cost=weight(req)).
+//	            for key= (cost=n, cost=req.Size, cost=len(req.Skus),
+//	            cost=weight(req)).
 //	wait=d      how long a denied call may wait to be admitted.
 //	onerror=x   allow, deny or decide locally (local) the calls the
 //	            limiter cannot decide, such as while Redis is down.

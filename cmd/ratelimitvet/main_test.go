@@ -1,10 +1,14 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/module"
+	modzip "golang.org/x/mod/zip"
 )
 
 // TestGoVetRunsIt builds ratelimitvet and runs it as go vet's -vettool on
@@ -55,4 +59,75 @@ func TestGoVetReportsTypeErrors(t *testing.T) {
 	if want := filepath.FromSlash("typeerror/typeerror.go:14:2: duplicate method GetItems"); !strings.Contains(string(out), want) {
 		t.Errorf("go vet output lacks %q:\n%s", want, out)
 	}
+}
+
+// TestInstallWithAVersion: the README's go install …/ratelimitvet@<version>
+// works outside any module (issue 19 item 5: without a version it worked
+// only in a module that already required this one). The module, as this
+// checkout holds it, is served as v0.0.1 by a module proxy in a directory;
+// the other modules come from the module cache's downloads, else from the
+// usual proxy, into a module cache of the test's own, so that the fake
+// version never reaches the real one.
+func TestInstallWithAVersion(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const path, version = "github.com/ratelimitgen/ratelimitgen", "v0.0.1"
+	proxy := t.TempDir()
+	at := filepath.Join(proxy, filepath.FromSlash(path), "@v")
+	if err := os.MkdirAll(at, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	zf, err := os.Create(filepath.Join(at, version+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := modzip.CreateFromDir(zf, module.Version{Path: path, Version: version}, root); err != nil {
+		t.Fatalf("zipping the module: %v", err)
+	}
+	if err := zf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		version + ".mod":  gomod,
+		version + ".info": []byte(`{"Version":"` + version + `","Time":"2026-01-01T00:00:00Z"}`),
+		"list":            []byte(version + "\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(at, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	outside, bin, cache := t.TempDir(), t.TempDir(), t.TempDir()
+	downloads := filepath.Join(goEnv(t, "GOMODCACHE"), "cache", "download")
+	install := exec.Command("go", "install", path+"/cmd/ratelimitvet@"+version)
+	install.Dir = outside
+	install.Env = append(os.Environ(),
+		"GOPROXY=file://"+filepath.ToSlash(proxy)+",file://"+filepath.ToSlash(downloads)+","+goEnv(t, "GOPROXY"),
+		"GONOSUMDB="+path, // served here only, so not in the checksum database
+		"GOMODCACHE="+cache,
+		"GOFLAGS=-modcacherw", // so that the test's cache can be removed
+		"GOWORK=off", "GOBIN="+bin)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("go install outside a module: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(bin, "ratelimitvet"), "-V=full").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ratelimitvet version") {
+		t.Fatalf("the installed ratelimitvet -V=full: %v\n%s", err, out)
+	}
+}
+
+// goEnv returns the go command's setting of the environment variable key.
+func goEnv(t *testing.T, key string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", key, err)
+	}
+	return strings.TrimSpace(string(out))
 }
