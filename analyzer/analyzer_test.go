@@ -16,3 +16,10 @@ import (
 func TestAnalyzer(t *testing.T) {
 	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan", "./renamed")
 }
+
+// TestStaleNamesTheDirective: the stale diagnostic is at the directive
+// whose generated code differs, not at the type's first directive
+// (issue 19 item 4).
+func TestStaleNamesTheDirective(t *testing.T) {
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./stale")
+}

@@ -350,3 +350,56 @@ type Store interface {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }
+
+// TestProtobufSpellings: the spellings issue 19 found refused are
+// accepted as Go reads them: a protobuf getter, called on a nil message
+// as Go code would (no nil check), and len of a repeated field (a field
+// of a nil message is still checked); a form the grammar lacks is told
+// what is accepted.
+func TestProtobufSpellings(t *testing.T) {
+	const pb = `package server
+
+import "context"
+
+// ReserveRequest is as protoc-gen-go writes a message.
+type ReserveRequest struct {
+	Warehouse string
+	Skus      []string
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) GetWarehouse() string {
+	if x != nil {
+		return x.Warehouse
+	}
+	return ""
+}
+
+type Limited interface {
+	//ratelimit:period=1m threshold=100 key=req.GetWarehouse() cost=len(req.Skus)
+	Reserve(ctx context.Context, req *ReserveRequest) error
+}
+`
+	dir := tempModule(t, map[string]string{"server/limits.go": pb})
+	if code, _, stderr := cli(t, "-C", dir, "./..."); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	got := readFile(t, filepath.Join(dir, "server", "ratelimit_gen.go"))
+	for _, want := range []string{
+		"\tif req == nil {\n\t\treturn ratelimit.NilKeyError(limitedReserveRateLimit.Name, \"req\")\n\t}\n", // for req.Skus
+		"key := req.GetWarehouse()\n",
+		"limitedReserveRateLimit.Check(ctx, d.limiter, key, int64(len(req.Skus)))",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the generated file lacks %q:\n%s", want, got)
+		}
+	}
+
+	writeFiles(t, dir, map[string]string{"server/limits.go": strings.Replace(pb, "cost=len(req.Skus)", "cost=req.Skus[0]", 1)})
+	code, _, stderr := cli(t, "-C", dir, "./...")
+	want := filepath.FromSlash(`server/limits.go:21:66: cost "req.Skus[0]": unexpected "[0]": want a parameter (id), a path of fields and methods (req.User.ID, req.GetTenant()), a function call (principal(ctx), auth.Principal(ctx)) or len(x)`) + "\n"
+	if code != exitError || stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+}
