@@ -3,17 +3,25 @@
 // cmd/ratelimitvet), golangci-lint and other drivers show them where the
 // code is: every directive error at its position, generated code that is
 // missing, and generated code that is stale (what ratelimitgen -check
-// reports).
+// reports), at each directive whose code differs. A package that does
+// not type-check is reported by the driver, which runs no analyzer on
+// it; the analyzer adds the type errors that only the generated file
+// hides, such as a use of a decorator that the directives no longer
+// declare.
 package analyzer
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"go/ast"
+	goparser "go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -44,6 +52,12 @@ func run(pass *analysis.Pass) (any, error) {
 	}
 	var diags parser.ErrorList
 	file := check.Check(pkg, &diags)
+	if len(file.Decorators) > 0 || len(diags) > 0 {
+		// The driver reports the package's own type errors, and runs no
+		// analyzer then; these are those of the package without its
+		// generated file that generating it would not resolve.
+		check.TypeErrors(pkg, file, nil, &diags)
+	}
 	for _, e := range diags {
 		report(pass, e)
 	}
@@ -151,8 +165,129 @@ func checkGenerated(pass *analysis.Pass, file *model.File, generated string) {
 		pass.Reportf(at, "missing generated code for %s: run go generate (ratelimitgen)", file.Decorators[0].Type.Obj().Name())
 		return
 	}
-	if got, err := os.ReadFile(generated); err != nil || !bytes.Equal(got, want) {
-		pass.Reportf(at, "%s is stale: run go generate (ratelimitgen)", filepath.Base(generated))
+	got, err := os.ReadFile(generated)
+	if err == nil && bytes.Equal(got, want) {
+		return
+	}
+	name := filepath.Base(generated)
+	stale := staleDecls(file, got, want)
+	if err != nil || len(stale) == 0 {
+		pass.Reportf(at, "%s is stale: run go generate (ratelimitgen)", name)
+		return
+	}
+	for _, d := range stale {
+		what := "the directives of " + d.For
+		if strings.Contains(d.For, ".") {
+			what = "this directive"
+		}
+		pass.Reportf(pos(pass, d.Pos), "%s is stale: its code for %s differs from %s; run go generate (ratelimitgen)", name, d.For, what)
+	}
+}
+
+// staleDecls returns, once per position, the declarations of want (the
+// file generated from file) that got, the generated file on disk, lacks or
+// has otherwise, and those got declares for a decorator that want has but
+// without them (a method removed). Nil when the difference is elsewhere,
+// such as in the imports, or when got does not parse.
+func staleDecls(file *model.File, got, want []byte) []templates.Decl {
+	gotDecls, wantDecls := declTexts(got), declTexts(want)
+	if gotDecls == nil || wantDecls == nil {
+		return nil
+	}
+	decls := templates.Decls(file)
+	byName := map[string]templates.Decl{}
+	for _, d := range decls {
+		byName[d.Name] = d
+	}
+	// One declaration per position, a method's rather than its type's.
+	at := map[token.Position]templates.Decl{}
+	add := func(d templates.Decl) {
+		if prev, ok := at[d.Pos]; !ok || !strings.Contains(prev.For, ".") {
+			at[d.Pos] = d
+		}
+	}
+	for _, d := range decls {
+		if text, ok := gotDecls[d.Name]; !ok || text != wantDecls[d.Name] {
+			add(d)
+		}
+	}
+	for name := range gotDecls {
+		if _, ok := wantDecls[name]; ok {
+			continue
+		}
+		if typ, _, isMethod := strings.Cut(name, "."); isMethod {
+			if d, ok := byName[typ]; ok {
+				add(d)
+			}
+		}
+	}
+	out := slices.Collect(maps.Values(at))
+	slices.SortFunc(out, func(a, b templates.Decl) int {
+		return cmp.Or(cmp.Compare(a.Pos.Filename, b.Pos.Filename), cmp.Compare(a.Pos.Offset, b.Pos.Offset))
+	})
+	return out
+}
+
+// declTexts returns the text of each named declaration of a Go file, with
+// its doc comment, by name (Type.Method for a method), or nil when src does
+// not parse.
+func declTexts(src []byte) map[string]string {
+	fset := token.NewFileSet()
+	f, err := goparser.ParseFile(fset, "", src, goparser.ParseComments|goparser.SkipObjectResolution)
+	if err != nil {
+		return nil
+	}
+	texts := map[string]string{}
+	text := func(doc *ast.CommentGroup, n ast.Node) string {
+		start := n.Pos()
+		if doc != nil {
+			start = doc.Pos()
+		}
+		return string(src[fset.Position(start).Offset:fset.Position(n.End()).Offset])
+	}
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			name := decl.Name.Name
+			if decl.Recv != nil && len(decl.Recv.List) == 1 {
+				name = recvName(decl.Recv.List[0].Type) + "." + name
+			}
+			texts[name] = text(decl.Doc, decl)
+		case *ast.GenDecl:
+			for _, spec := range decl.Specs {
+				var names []*ast.Ident
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					names = []*ast.Ident{spec.Name}
+				case *ast.ValueSpec:
+					names = spec.Names
+				}
+				for _, n := range names {
+					if n.Name != "_" {
+						texts[n.Name] = text(decl.Doc, decl)
+					}
+				}
+			}
+		}
+	}
+	return texts
+}
+
+// recvName returns the name of a receiver's type: T for *T, T[K] or *T[K].
+func recvName(x ast.Expr) string {
+	for {
+		switch t := x.(type) {
+		case *ast.StarExpr:
+			x = t.X
+		case *ast.IndexExpr:
+			x = t.X
+		case *ast.IndexListExpr:
+			x = t.X
+		case *ast.Ident:
+			return t.Name
+		default:
+			return ""
+		}
 	}
 }
 

@@ -9,8 +9,17 @@ import (
 )
 
 // TestAnalyzer runs the analyzer on the module in testdata: directive
-// errors where they are, missing and stale generated code, and nothing
-// for a package whose generated code is fresh.
+// errors where they are, missing and stale generated code, a use of a
+// name that only the stale generated code declares (a type error once it
+// is generated again), and nothing for a package whose generated code is
+// fresh.
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan")
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan", "./renamed")
+}
+
+// TestStaleNamesTheDirective: the stale diagnostic is at the directive
+// whose generated code differs, not at the type's first directive
+// (issue 19 item 4).
+func TestStaleNamesTheDirective(t *testing.T) {
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./stale")
 }

@@ -35,10 +35,32 @@ func (c *collector) decorator(t *target) *model.Decorator {
 		c.errorf(t.pos, "cannot decorate %s: not a named type", t.obj.Name())
 		return nil
 	}
+	var d *model.Decorator
 	if iface, ok := named.Underlying().(*types.Interface); ok {
-		return c.interfaceDecorator(t, named, iface)
+		d = c.interfaceDecorator(t, named, iface)
+	} else {
+		d = c.concreteDecorator(t, named)
 	}
-	return c.concreteDecorator(t, named)
+	if d != nil {
+		c.checkTypeDirsUsed(t)
+	}
+	return d
+}
+
+// checkTypeDirsUsed reports the limits of a type's doc comment when every
+// method has directives of its own: they limit nothing.
+func (c *collector) checkTypeDirsUsed(t *target) {
+	if len(t.typeDirs) == 0 || t.typeDirsUsed {
+		return
+	}
+	for _, d := range t.typeDirs {
+		if c.broken[d] {
+			return // its errors are reported
+		}
+	}
+	for _, d := range t.typeDirs {
+		c.errorf(d.Pos, "this limit of type %s limits no method: a type's directives limit each method that has none of its own, and every method of %s has some; delete it, or move it to a method", t.obj.Name(), t.obj.Name())
+	}
 }
 
 func (c *collector) interfaceDecorator(t *target, named *types.Named, iface *types.Interface) *model.Decorator {
@@ -133,6 +155,9 @@ func (c *collector) method(t *target, fn *types.Func) *model.Method {
 	}
 	if len(dirs) == 0 {
 		return m
+	}
+	if owner == t.obj && c.methods[fn.Origin()] == nil {
+		t.typeDirsUsed = true
 	}
 	rc := &ruleChecker{c: c, where: t.obj.Name() + "." + fn.Name(), sig: m.Sig, dirs: dirs}
 	m.Rule = rc.rule(c.pkg.Path + "." + owner.Name() + "." + fn.Name())

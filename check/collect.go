@@ -41,8 +41,11 @@ type target struct {
 	// limited says a directive of the type or of one of its methods
 	// declares a limit.
 	limited bool
-	pos     token.Position // first directive of the type or of one of its methods
-	file    string         // file declaring the type
+	// typeDirsUsed says a method without directives of its own is
+	// limited by typeDirs.
+	typeDirsUsed bool
+	pos          token.Position // first directive of the type or of one of its methods
+	file         string         // file declaring the type
 }
 
 // funcBody is the extent of a function's body.

@@ -1,6 +1,8 @@
 package check
 
 import (
+	"cmp"
+	"fmt"
 	"go/ast"
 	"go/token"
 	"go/types"
@@ -10,130 +12,265 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/parser"
 )
 
-// valueWalk resolves a key= or cost= expression: a path one selector at a
-// time, or a function call.
+// valueWalk resolves a key= or cost= expression: an operand (a
+// parameter, a function call or len), then its selectors one at a time.
 type valueWalk struct {
 	rc          *ruleChecker
 	arg         parser.Arg
-	offset      int // of the expression being walked in arg.Value
 	v           *model.Value
 	t           types.Type // type of the value reached so far
 	addressable bool       // whether that value is addressable
 	spelled     string     // the value reached so far, as the directive spells it
 }
 
-// value resolves e, written as a.Value. A path starts from a parameter;
-// every selector must be a field or a method without arguments returning
-// one value; pointers and interfaces on the way are checked for nil. A
-// call is of a function of the package or of a package the directive's
-// file imports, with paths as arguments, returning one value and
-// optionally an error.
+// value resolves e, a part of a.Value, as Go would in the method: a
+// parameter, a function of the package, len, or a function of a package
+// the directive's file imports, followed by selectors. Every selector
+// must be a field, or a method without arguments returning one value;
+// pointers and interfaces on the way are checked for nil, except before
+// a protobuf getter, which returns the zero value for a nil message. A
+// function takes such values as arguments and returns one value,
+// optionally with an error.
 func (rc *ruleChecker) value(a parser.Arg, e *parser.Expr) *valueWalk {
-	if e.Call {
-		return rc.call(a, e)
+	parts := e.Parts
+	first := parts[0]
+	var w *valueWalk
+	switch {
+	case first.Call:
+		w = rc.call(a, e, nil, 0)
+		parts = parts[1:]
+	case rc.param(first.Name) >= 0:
+		i := rc.param(first.Name)
+		w = &valueWalk{
+			rc: rc, arg: a,
+			v:           &model.Value{Param: i},
+			t:           rc.sig.Params().At(i).Type(),
+			addressable: true,
+			spelled:     first.Name,
+		}
+		parts = parts[1:]
+	default:
+		pkg := rc.imported(a, e)
+		if pkg == nil {
+			return nil
+		}
+		w = rc.call(a, e, pkg, 1)
+		parts = parts[2:]
 	}
-	return rc.path(a, e.Path, 0)
-}
-
-// path resolves a path that starts at byte offset of a.Value.
-func (rc *ruleChecker) path(a parser.Arg, path []string, offset int) *valueWalk {
-	i := rc.param(path[0])
-	if i < 0 {
-		rc.errorf(a.ValuePos, "%s=%s: %s has no parameter %s (%s)", a.Name, a.Value, rc.where, path[0], rc.paramNames())
+	if w == nil {
 		return nil
 	}
-	w := &valueWalk{
-		rc: rc, arg: a, offset: offset,
-		v:           &model.Value{Param: i, Source: strings.Join(path, ".")},
-		t:           rc.sig.Params().At(i).Type(),
-		addressable: true,
-		spelled:     path[0],
-	}
-	for j := 1; j < len(path); j++ {
-		if !w.selector(path, j) {
+	for _, p := range parts {
+		if !w.selector(p) {
 			return nil
 		}
 	}
+	w.v.Source = e.String()
 	return w
 }
 
-// call resolves a function call.
-func (rc *ruleChecker) call(a parser.Arg, e *parser.Expr) *valueWalk {
-	fn := rc.function(a, e.Path)
-	if fn == nil {
+// posAt returns the position of the byte at offset of a's value, quotes
+// removed.
+func (rc *ruleChecker) posAt(a parser.Arg, offset int) token.Position {
+	pos := a.ValuePos
+	if a.Quoted {
+		offset++ // the opening quote
+	}
+	pos.Column += offset
+	pos.Offset += offset
+	return pos
+}
+
+// spelledTo returns e's parts up to and including parts[k], as written.
+func spelledTo(e *parser.Expr, k int) string {
+	return (&parser.Expr{Parts: e.Parts[:k+1]}).String()
+}
+
+// imported returns the package that e's first identifier names in the
+// directive's file, when e goes on with a call of one of its functions,
+// or nil after reporting what is wrong.
+func (rc *ruleChecker) imported(a parser.Arg, e *parser.Expr) *types.Package {
+	first := e.Parts[0]
+	pos := rc.posAt(a, first.Offset)
+	file := a.ValuePos.Filename
+	pkg, ambiguous := rc.c.importedAs(file, first.Name)
+	switch {
+	case len(ambiguous) > 1:
+		rc.errorf(pos, "%s=%s: %s names more than one package %s imports (%s); import the one to call under a name of its own", a.Name, a.Value, first.Name, shortName(file), strings.Join(ambiguous, ", "))
+		return nil
+	case pkg != nil && (len(e.Parts) < 2 || !e.Parts[1].Call):
+		rc.errorf(pos, "%s=%s: %s is a package; call one of its functions, as in %s.F(ctx)", a.Name, a.Value, first.Name, first.Name)
+		return nil
+	case pkg != nil:
+		return pkg
+	}
+	if fn, ok := rc.c.pkg.Types.Scope().Lookup(first.Name).(*types.Func); ok {
+		rc.errorf(pos, "%s=%s: %s is a function; call it, as in %s(%s)", a.Name, a.Value, first.Name, first.Name, rc.argNames(fn))
+		return nil
+	}
+	if len(e.Parts) < 2 || !e.Parts[1].Call {
+		rc.errorf(pos, "%s=%s: %s has no parameter %s (%s)", a.Name, a.Value, rc.where, first.Name, rc.paramNames())
+		return nil
+	}
+	msg := fmt.Sprintf("%s=%s: %s is neither a parameter of %s (%s) nor a package imported by %s", a.Name, a.Value, first.Name, rc.where, rc.paramNames(), shortName(file))
+	if path := rc.c.importedElsewhere(first.Name); path != "" {
+		msg += fmt.Sprintf(`; import it there: import _ %q (a directive is a comment, so only the generated file uses it)`, path)
+	}
+	rc.errorf(pos, "%s", msg)
+	return nil
+}
+
+// argNames lists the parameter names of fn, for a message.
+func (rc *ruleChecker) argNames(fn *types.Func) string {
+	params := fn.Signature().Params()
+	names := make([]string, params.Len())
+	for i := range names {
+		names[i] = cmp.Or(params.At(i).Name(), "x")
+	}
+	return strings.Join(names, ", ")
+}
+
+// call resolves the call in e.Parts[k]: of a function of pkg, or, when pkg
+// is nil, of the package or of the builtin len.
+func (rc *ruleChecker) call(a parser.Arg, e *parser.Expr, pkg *types.Package, k int) *valueWalk {
+	part := e.Parts[k]
+	pos := rc.posAt(a, e.Parts[0].Offset)
+	name := spelledTo(e, k)
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		name = name[:i]
+	}
+	scope, what := rc.c.pkg.Types.Scope(), "package "+rc.c.pkg.Name
+	if pkg != nil {
+		scope, what = pkg.Scope(), "package "+pkg.Path()
+	}
+	obj := scope.Lookup(part.Name)
+	if pkg == nil && part.Name == "len" && obj == nil {
+		return rc.length(a, e, part)
+	}
+	fn, ok := obj.(*types.Func)
+	switch {
+	case pkg == nil && !ok && rc.param(part.Name) >= 0:
+		rc.errorf(pos, "%s=%s: %s is a parameter, not a function of the package; %s", a.Name, a.Value, part.Name, parser.Accepted)
+		return nil
+	case !ok || pkg != nil && !fn.Exported():
+		rc.errorf(pos, "%s=%s: %s declares no function %s", a.Name, a.Value, what, part.Name)
 		return nil
 	}
 	sig := fn.Signature()
-	name := strings.Join(e.Path, ".")
 	res := sig.Results()
 	switch {
 	case sig.TypeParams().Len() > 0:
-		rc.errorf(a.ValuePos, "%s=%s: %s is generic; want a function without type parameters", a.Name, a.Value, name)
+		rc.errorf(pos, "%s=%s: %s is generic; want a function without type parameters", a.Name, a.Value, name)
 		return nil
 	case sig.Variadic():
-		rc.errorf(a.ValuePos, "%s=%s: %s is variadic; want a function with fixed parameters", a.Name, a.Value, name)
+		rc.errorf(pos, "%s=%s: %s is variadic; want a function with fixed parameters", a.Name, a.Value, name)
 		return nil
-	case sig.Params().Len() != len(e.Args):
-		rc.errorf(a.ValuePos, "%s=%s: %s takes %d arguments, not %d", a.Name, a.Value, name, sig.Params().Len(), len(e.Args))
+	case sig.Params().Len() != len(part.Args):
+		rc.errorf(pos, "%s=%s: %s takes %d arguments, not %d", a.Name, a.Value, name, sig.Params().Len(), len(part.Args))
 		return nil
 	case res.Len() == 0 || res.Len() > 2 || res.Len() == 2 && !types.Identical(res.At(1).Type(), errorType):
-		rc.errorf(a.ValuePos, "%s=%s: %s must return one value, or a value and an error", a.Name, a.Value, name)
+		rc.errorf(pos, "%s=%s: %s must return one value, or a value and an error", a.Name, a.Value, name)
 		return nil
 	}
 	f := &model.Func{Obj: fn, Error: res.Len() == 2}
-	for i, argPath := range e.Args {
-		spelled := strings.Join(argPath, ".")
-		w := rc.path(a, argPath, max(strings.Index(a.Value, spelled), 0))
+	for i, arg := range part.Args {
+		w := rc.value(a, arg)
 		if w == nil {
 			return nil
 		}
 		if want := sig.Params().At(i).Type(); !types.AssignableTo(w.t, want) {
-			rc.errorf(w.pos(0), "%s=%s: argument %s has type %s, but parameter %d of %s has type %s", a.Name, a.Value, w.spelled, rc.c.typeString(w.t), i+1, name, rc.c.typeString(want))
+			rc.errorf(rc.posAt(a, arg.Offset()), "%s=%s: argument %s has type %s, but parameter %d of %s has type %s", a.Name, a.Value, w.spelled, rc.c.typeString(w.t), i+1, name, rc.c.typeString(want))
 			return nil
 		}
 		f.Args = append(f.Args, *w.v)
 	}
 	return &valueWalk{
 		rc: rc, arg: a,
-		v:       &model.Value{Param: -1, Func: f, Source: e.String()},
+		v:       &model.Value{Param: -1, Func: f},
 		t:       res.At(0).Type(),
-		spelled: e.String(),
+		spelled: spelledTo(e, k),
 	}
 }
 
-// function finds the function that path (name, or package.Name) names.
-func (rc *ruleChecker) function(a parser.Arg, path []string) *types.Func {
-	scope, what := rc.c.pkg.Types.Scope(), "package "+rc.c.pkg.Name
-	if len(path) == 2 {
-		imported := rc.c.importedAs(a.ValuePos.Filename, path[0])
-		if imported == nil {
-			rc.errorf(a.ValuePos, "%s=%s: %s is not a package imported by %s", a.Name, a.Value, path[0], shortName(a.ValuePos.Filename))
-			return nil
-		}
-		scope, what = imported.Scope(), "package "+imported.Path()
-	}
-	name := path[len(path)-1]
-	fn, ok := scope.Lookup(name).(*types.Func)
-	if !ok || len(path) == 2 && !fn.Exported() {
-		rc.errorf(a.ValuePos, "%s=%s: %s declares no function %s", a.Name, a.Value, what, name)
+// length resolves len(x) of a slice, a map, a string or an array.
+func (rc *ruleChecker) length(a parser.Arg, e *parser.Expr, part parser.Part) *valueWalk {
+	pos := rc.posAt(a, part.Offset)
+	if len(part.Args) != 1 {
+		rc.errorf(pos, "%s=%s: len takes one argument, not %d", a.Name, a.Value, len(part.Args))
 		return nil
 	}
-	return fn
+	w := rc.value(a, part.Args[0])
+	if w == nil {
+		return nil
+	}
+	ok := false
+	if _, tp := types.Unalias(w.t).(*types.TypeParam); !tp {
+		switch u := w.t.Underlying().(type) {
+		case *types.Slice, *types.Map, *types.Array:
+			ok = true
+		case *types.Basic:
+			ok = u.Info()&types.IsString != 0
+		}
+	}
+	if !ok {
+		rc.errorf(pos, "%s=%s: %s has type %s; len takes a slice, a map, a string or an array", a.Name, a.Value, w.spelled, rc.c.typeString(w.t))
+		return nil
+	}
+	return &valueWalk{
+		rc: rc, arg: a,
+		v:       &model.Value{Param: -1, Len: w.v},
+		t:       types.Typ[types.Int],
+		spelled: spelledTo(e, 0),
+	}
 }
 
-// importedAs returns the package that file imports under name, or nil.
-func (c *collector) importedAs(file, name string) *types.Package {
+// importedAs returns the package that file imports under name: an import
+// called name, or else a blank import (import _ "path") of a package
+// called name, which a file writes when only directives use the package.
+// When several blank imports are called name, it returns their paths
+// instead.
+func (c *collector) importedAs(file, name string) (*types.Package, []string) {
+	var blank []*types.Package
 	for _, f := range c.pkg.Syntax {
 		if c.pkg.Fset.Position(f.Package).Filename != file {
 			continue
 		}
 		for _, imp := range f.Imports {
-			if pn := c.pkgName(imp); pn != nil && pn.Name() == name {
-				return pn.Imported()
+			pn := c.pkgName(imp)
+			switch {
+			case pn == nil || pn.Name() == ".":
+			case pn.Name() == name:
+				return pn.Imported(), nil
+			case pn.Name() == "_" && pn.Imported().Name() == name:
+				blank = append(blank, pn.Imported())
 			}
 		}
 	}
-	return nil
+	switch len(blank) {
+	case 0:
+		return nil, nil
+	case 1:
+		return blank[0], nil
+	}
+	var paths []string
+	for _, p := range blank {
+		paths = append(paths, p.Path())
+	}
+	return nil, paths
+}
+
+// importedElsewhere returns the path of a package that a file of the
+// package imports as name, or "".
+func (c *collector) importedElsewhere(name string) string {
+	for _, f := range c.pkg.Syntax {
+		for _, imp := range f.Imports {
+			pn := c.pkgName(imp)
+			if pn != nil && pn.Imported().Name() == name {
+				return pn.Imported().Path()
+			}
+		}
+	}
+	return ""
 }
 
 func (c *collector) pkgName(imp *ast.ImportSpec) *types.PkgName {
@@ -152,24 +289,10 @@ func shortName(file string) string {
 	return file
 }
 
-// pos returns the position of path segment j of the walked path.
-func (w *valueWalk) pos(j int) token.Position {
-	pos := w.arg.ValuePos
-	n := w.offset
-	for _, s := range strings.Split(w.v.Source, ".")[:j] {
-		n += len(s) + 1
-	}
-	if w.arg.Quoted && n > 0 {
-		n++ // the opening quote
-	}
-	pos.Column += n
-	pos.Offset += n
-	return pos
-}
-
-// selector resolves path[j] on the value reached so far.
-func (w *valueWalk) selector(path []string, j int) bool {
-	name := path[j]
+// selector resolves the selector p on the value reached so far.
+func (w *valueWalk) selector(p parser.Part) bool {
+	name := p.Name
+	pos := w.rc.posAt(w.arg, p.Offset)
 	obj, index, indirect := types.LookupFieldOrMethod(w.t, w.addressable, w.rc.c.pkg.Types, name)
 	if obj == nil {
 		why := "has no field or method " + name
@@ -179,7 +302,7 @@ func (w *valueWalk) selector(path []string, j int) bool {
 		case indirect:
 			why = "is not addressable, so its pointer method " + name + " cannot be called"
 		}
-		w.rc.errorf(w.pos(j), "%s=%s: %s (type %s) %s", w.arg.Name, w.arg.Value, w.spelled, w.rc.c.typeString(w.t), why)
+		w.rc.errorf(pos, "%s=%s: %s (type %s) %s", w.arg.Name, w.arg.Value, w.spelled, w.rc.c.typeString(w.t), why)
 		return false
 	}
 	// Walk the embedded fields the selector goes through, so that each
@@ -194,16 +317,54 @@ func (w *valueWalk) selector(path []string, j int) bool {
 	}
 	switch obj := obj.(type) {
 	case *types.Var:
+		if p.Call {
+			w.rc.errorf(pos, "%s=%s: %s.%s is a field, not a method: write it without ()", w.arg.Name, w.arg.Value, w.spelled, name)
+			return false
+		}
 		w.step(model.Step{Name: name}, obj.Type())
 	case *types.Func:
 		sig := obj.Signature()
-		if sig.Params().Len() != 0 || sig.Results().Len() != 1 {
-			w.rc.errorf(w.pos(j), "%s=%s: method %s.%s must take no arguments and return one value", w.arg.Name, w.arg.Value, w.spelled, name)
+		switch {
+		case len(p.Args) > 0:
+			w.rc.errorf(pos, "%s=%s: method %s.%s is called with arguments; a key or a cost calls methods without arguments (a function of the package takes arguments)", w.arg.Name, w.arg.Value, w.spelled, name)
+			return false
+		case sig.Params().Len() != 0 || sig.Results().Len() != 1:
+			w.rc.errorf(pos, "%s=%s: method %s.%s must take no arguments and return one value", w.arg.Name, w.arg.Value, w.spelled, name)
 			return false
 		}
-		w.step(model.Step{Name: name, Call: true}, sig.Results().At(0).Type())
+		s := model.Step{Name: name, Call: true}
+		if protoGetter(w.t, obj) {
+			w.stepNilSafe(s, sig.Results().At(0).Type())
+		} else {
+			w.step(s, sig.Results().At(0).Type())
+		}
 	}
 	return true
+}
+
+// protoGetter reports whether fn, a method of t, is a getter of a
+// message generated by protoc-gen-go (or gogo): a Get method of the
+// pointer type t, which also has the ProtoMessage method all generated
+// messages have. Such a getter returns the zero value when the message
+// is nil.
+func protoGetter(t types.Type, fn *types.Func) bool {
+	if !strings.HasPrefix(fn.Name(), "Get") || !isPointer(t) || !types.Identical(fn.Signature().Recv().Type(), t) {
+		return false
+	}
+	obj, _, _ := types.LookupFieldOrMethod(t, false, nil, "ProtoMessage")
+	marker, ok := obj.(*types.Func)
+	if !ok {
+		return false
+	}
+	sig := marker.Signature()
+	return sig.Params().Len() == 0 && sig.Results().Len() == 0 && types.Identical(sig.Recv().Type(), t)
+}
+
+// stepNilSafe records s, which needs no nil check, from the current value
+// to a value of type next.
+func (w *valueWalk) stepNilSafe(s model.Step, next types.Type) {
+	w.step(s, next)
+	w.v.Steps[len(w.v.Steps)-1].CheckNil = false
 }
 
 // step records s from the current value to a value of type next.

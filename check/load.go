@@ -1,6 +1,9 @@
 package check
 
 import (
+	"bytes"
+	"go/ast"
+	goparser "go/parser"
 	"go/token"
 	"os"
 	"regexp"
@@ -33,29 +36,112 @@ type Config struct {
 // ratelimitgen build tag so that generated files are left out, and checks
 // each one. It returns the model of every package that loaded (list and
 // syntax errors are diagnostics and keep a package out), in load order,
-// and the diagnostics of all of them.
+// and the diagnostics of all of them: for a package with directives,
+// these include its type errors (see TypeErrors).
 func Load(cfg Config) ([]*model.File, parser.ErrorList) {
+	buildFlags := []string{"-tags=" + strings.Join(buildTags(os.Getenv("GOFLAGS"), cfg.Tags), ",")}
 	pkgs, err := packages.Load(&packages.Config{
 		Dir:        cfg.Dir,
 		Mode:       loadMode,
-		BuildFlags: []string{"-tags=" + strings.Join(buildTags(os.Getenv("GOFLAGS"), cfg.Tags), ",")},
+		BuildFlags: buildFlags,
 	}, cfg.Patterns...)
 	var diags parser.ErrorList
 	if err != nil {
 		diags.Add(token.Position{}, "loading packages: %v", err)
 		return nil, diags
 	}
-	var files []*model.File
+	type checked struct {
+		pkg        *Package
+		file       *model.File
+		directives bool
+	}
+	var (
+		all   []checked
+		files []*model.File
+	)
 	for _, p := range pkgs {
 		errs := loadErrors(p)
 		for _, e := range errs {
 			diags.Add(parsePos(e.Pos), "%s", e.Msg)
 		}
 		if len(errs) == 0 {
-			files = append(files, Check(fromPackages(p), &diags))
+			pkg, before := fromPackages(p), len(diags)
+			f := Check(pkg, &diags)
+			files = append(files, f)
+			all = append(all, checked{pkg, f, len(f.Decorators) > 0 || len(diags) > before})
+		}
+	}
+	gen := &generatedNames{dir: cfg.Dir, buildFlags: buildFlags, byPath: map[string]map[string]bool{}}
+	for _, c := range all {
+		gen.byPath[c.file.PkgPath] = GeneratedNames(c.file)
+	}
+	for _, c := range all {
+		if c.directives {
+			TypeErrors(c.pkg, c.file, gen.lookup, &diags)
 		}
 	}
 	return files, diags
+}
+
+// generatedNames finds the names the generated files of packages declare:
+// those of the packages being generated from their models, the others'
+// from the generated files they have.
+type generatedNames struct {
+	dir        string
+	buildFlags []string
+	byPath     map[string]map[string]bool
+}
+
+func (g *generatedNames) lookup(path string) map[string]bool {
+	if names, ok := g.byPath[path]; ok {
+		return names
+	}
+	g.byPath[path] = nil
+	pkgs, err := packages.Load(&packages.Config{Dir: g.dir, Mode: packages.NeedName | packages.NeedFiles, BuildFlags: g.buildFlags}, path)
+	if err != nil || len(pkgs) != 1 {
+		return nil
+	}
+	for _, name := range pkgs[0].IgnoredFiles {
+		if names := declaredBy(name); names != nil {
+			g.byPath[path] = names
+			break
+		}
+	}
+	return g.byPath[path]
+}
+
+// declaredBy returns the package-level names declared by the file called
+// name when ratelimitgen generated it, or nil.
+func declaredBy(name string) map[string]bool {
+	src, err := os.ReadFile(name)
+	if err != nil || !bytes.HasPrefix(src, []byte(model.Header+"\n")) {
+		return nil
+	}
+	f, err := goparser.ParseFile(token.NewFileSet(), name, src, goparser.SkipObjectResolution)
+	if err != nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			if decl.Recv == nil {
+				names[decl.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, spec := range decl.Specs {
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					names[spec.Name.Name] = true
+				case *ast.ValueSpec:
+					for _, n := range spec.Names {
+						names[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+	return names
 }
 
 // fromPackages returns what Check needs of a package go/packages loaded.

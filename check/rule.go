@@ -22,7 +22,7 @@ type ruleChecker struct {
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey"}
+var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey", "keyhash"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -77,6 +77,12 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 		r.DenyEmptyKey = o.d.EmptyKey == "deny"
 		if _, keyed := opts["key"]; !keyed {
 			rc.errorf(o.arg.NamePos, "emptykey=%s needs key=: without a key every call is limited under the empty key", o.d.EmptyKey)
+		}
+	}
+	if o, ok := opts["keyhash"]; ok {
+		r.KeyHash = o.d.KeyHash
+		if _, keyed := opts["key"]; !keyed && r.KeyHash {
+			rc.errorf(o.arg.NamePos, "keyhash=true needs key=: it limits each call under the digest of its key")
 		}
 	}
 	if o, ok := opts["cost"]; ok {
@@ -159,6 +165,8 @@ func optionValue(d *parser.Directive, name string) string {
 		return strconv.FormatInt(d.Cost, 10)
 	case "emptykey":
 		return d.EmptyKey
+	case "keyhash":
+		return strconv.FormatBool(d.KeyHash)
 	case "wait":
 		return d.Wait.String()
 	case "onerror":

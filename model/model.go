@@ -86,6 +86,39 @@ type Decorator struct {
 // of.
 const RulesFunc = "RateLimitRules"
 
+// RuleVarName returns the name of the package variable that holds the
+// rule of the method of the decorated type typeName, before it is
+// numbered to avoid a name the package declares: storeGetRateLimit.
+func RuleVarName(typeName, method string) string {
+	return lowerCamel(typeName) + upperFirst(method) + "RateLimit"
+}
+
+// lowerCamel returns s with its leading upper-case run lowered the way Go
+// spells initialisms: Store→store, HTTPClient→httpClient, ID→id.
+func lowerCamel(s string) string {
+	runes := []rune(s)
+	i := 0
+	for i < len(runes) && unicode.IsUpper(runes[i]) {
+		i++
+	}
+	switch {
+	case i == 0:
+		return s
+	case i > 1 && i < len(runes) && unicode.IsLower(runes[i]):
+		i-- // keep the capital that starts the next word: HTTPClient → httpClient
+	}
+	for j := 0; j < i; j++ {
+		runes[j] = unicode.ToLower(runes[j])
+	}
+	return string(runes)
+}
+
+// upperFirst returns s with its first letter in upper case.
+func upperFirst(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[size:]
+}
+
 // DefaultName returns the name of the decorator of the type called
 // typeName when no directive names it.
 func DefaultName(typeName string) string {
@@ -141,6 +174,9 @@ type Rule struct {
 	// DenyEmptyKey fails a call whose key is "" (emptykey=deny) instead
 	// of limiting it under that key.
 	DenyEmptyKey bool
+	// KeyHash limits a call under the digest of its key
+	// (ratelimit.KeyDigest), checked for "" before (keyhash=true).
+	KeyHash bool
 	// Cost is the static cost of a call; zero means the default of one.
 	Cost int64
 	// CostValue gives the cost of each call, an integer, or is nil.
@@ -168,19 +204,23 @@ type Key struct {
 	Format KeyFormat
 }
 
-// Value is computed from a call's parameters: it starts from a parameter
-// or from the result of a function called with such values, then takes
-// Steps.
+// Value is computed from a call's parameters: it starts from a parameter,
+// from the result of a function called with such values, or from the
+// length of such a value, then takes Steps.
 type Value struct {
 	// Param is the index of the parameter the value starts from, when
-	// Func is nil.
+	// Func and Len are nil.
 	Param int
 	// Func is the function whose result the value starts from, or nil.
 	Func *Func
+	// Len is the value whose length (len(x), an int) the value starts
+	// from, or nil: a slice, a map, a string or an array.
+	Len *Value
 	// Steps select fields, call methods or dereference, in order.
 	Steps []Step
 	// Source is the value as the directive writes it, such as
-	// "req.User.ID" or "principal(ctx)".
+	// "req.User.ID", "req.GetTenant()", "principal(ctx)" or
+	// "len(req.Skus)".
 	Source string
 }
 
@@ -205,7 +245,9 @@ type Step struct {
 	Deref bool
 	// CheckNil says the value the step applies to is a pointer or an
 	// interface that must be checked for nil first; Path is that value as
-	// the directive spells it, for the error message.
+	// the directive spells it, for the error message. A protobuf getter
+	// (a Get method of a generated message, which returns the zero value
+	// for a nil message) needs no check.
 	CheckNil bool
 	Path     string
 }

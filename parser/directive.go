@@ -31,18 +31,22 @@
 //
 // Optional:
 //
-//   - key: splits the limit per value of a parameter, or of a field or
-//     method reached from it: key=userID, key=req.User.ID; or per result
-//     of a function of the package or of a package the file imports,
-//     called with such paths: key=principal(ctx), key=auth.Principal(ctx),
-//     key="tenant(ctx, req.Org)" (quoted because of the space). Each
-//     segment is a Go identifier other than _.
+//   - key: splits the limit per value of a Go expression of a small
+//     subset (see [Expr]): a parameter (key=userID), a path of fields
+//     and methods called without arguments reached from it
+//     (key=req.User.ID, key=req.GetOrder().GetTenant()), a call of a
+//     function of the package or of a package the file imports, with
+//     such expressions as arguments (key=principal(ctx),
+//     key=auth.Principal(ctx), key="tenant(ctx, req.Org)", quoted
+//     because of the space), or len(x). Each identifier is a Go
+//     identifier other than _.
 //   - name: the limit identity, shared by every method that uses the same
 //     name; by default the method's full name. ASCII letters, digits, '_',
 //     '.', '-' and '/', starting with a letter or '_': name=search/v2.
 //   - cost: how many units a call takes; a positive whole number
-//     (cost=5, at most the threshold), or a path or a call as for key=
-//     (cost=n, cost=req.Size, cost=weight(req)). Default 1.
+//     (cost=5, at most the threshold), or an expression as for key=
+//     (cost=n, cost=req.Size, cost=weight(req), cost=len(req.Skus)).
+//     Default 1.
 //   - algorithm: one of sliding_log (the default), fixed_window,
 //     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
 //   - burst: the bucket capacity of token_bucket and gcra; a positive whole
@@ -59,6 +63,10 @@
 //   - emptykey: share or deny: what a call whose key is "" does. With
 //     share (the default) such calls share one limit, the key "", like
 //     any other key; with deny each fails, uncharged.
+//   - keyhash: true or false; keyhash=true limits each call under the
+//     SHA-256 digest of its key (ratelimit.KeyDigest), for a key that is
+//     a secret, such as an API key or a token, which must not appear in
+//     Redis key names, errors or logs.
 //
 // A type's doc comment may also hold a line that names its decorator
 // instead of declaring a limit, alone on its line:
@@ -149,6 +157,8 @@ type Directive struct {
 	Shadow bool
 	// EmptyKey is "share" or "deny" (emptykey=); empty when absent.
 	EmptyKey string
+	// KeyHash reports keyhash=true.
+	KeyHash bool
 	// Decorator names the decorator of the type whose doc comment holds
 	// the directive (decorator=). A directive that sets it sets nothing
 	// else and declares no limit.
@@ -233,6 +243,9 @@ func (d *Directive) String() string {
 	}
 	if d.EmptyKey != "" {
 		add("emptykey", d.EmptyKey)
+	}
+	if d.KeyHash {
+		add("keyhash", "true")
 	}
 	return b.String()
 }

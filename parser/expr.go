@@ -2,80 +2,203 @@ package parser
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
-// Expr is the value of a key= or a cost= that is not a number: a path, a
-// parameter followed by field or zero-argument method names
-// (req.User.ID), or a call of a function of the package, or of a package
-// the file imports, whose arguments are paths (principal(ctx),
-// auth.Principal(ctx,req.Token)).
+// Expr is the value of a key= or a cost= that is not a number: a Go
+// expression of a small subset, an operand followed by selectors. The
+// operand is an identifier, a call of one (principal(ctx), len(req.Skus)),
+// or a package's identifier selecting one of its functions
+// (auth.Principal(ctx)); each selector after it names a field (req.User),
+// or a method called without arguments (req.GetTenant()), and a call's
+// arguments are such expressions too. Whether an identifier is a parameter,
+// a function or a package, the generator decides with the types.
 type Expr struct {
-	// Path is the path; for a call, the function: [name] or [package, name].
-	Path []string
-	// Call says Path names a function, called with Args.
+	// Parts are the identifiers, in order: the operand, then each
+	// selector.
+	Parts []Part
+}
+
+// Part is one identifier of an expression and the call that follows it,
+// if any.
+type Part struct {
+	// Name is the identifier.
+	Name string
+	// Offset is the byte offset of Name in the value, quotes removed.
+	Offset int
+	// Call says Name is followed by parentheses, holding Args.
 	Call bool
-	Args [][]string
+	Args []*Expr
 }
 
 // String writes e as a directive does, without spaces: req.User.ID,
-// auth.Principal(ctx,req).
+// req.GetTenant(), auth.Principal(ctx,req), len(req.Skus).
 func (e *Expr) String() string {
-	s := strings.Join(e.Path, ".")
-	if !e.Call {
-		return s
-	}
-	args := make([]string, len(e.Args))
-	for i, a := range e.Args {
-		args[i] = strings.Join(a, ".")
-	}
-	return s + "(" + strings.Join(args, ",") + ")"
+	var b strings.Builder
+	e.write(&b)
+	return b.String()
 }
 
-var errWantExpr = errors.New("want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)")
+func (e *Expr) write(b *strings.Builder) {
+	for i, p := range e.Parts {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p.Name)
+		if !p.Call {
+			continue
+		}
+		b.WriteByte('(')
+		for j, a := range p.Args {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			a.write(b)
+		}
+		b.WriteByte(')')
+	}
+}
 
-// parseExpr parses a path or a call. Spaces may follow the commas of a
-// call's arguments (quote the value then).
+// Offset returns the byte offset of e in the value, quotes removed.
+func (e *Expr) Offset() int {
+	return e.Parts[0].Offset
+}
+
+// Accepted says what a key= or cost= may be, for messages.
+const Accepted = "want a parameter (id), a path of fields and methods (req.User.ID, req.GetTenant()), " +
+	"a function call (principal(ctx), auth.Principal(ctx)) or len(x)"
+
+var errWantExpr = errors.New(Accepted)
+
+// maxNesting bounds how deeply calls may nest in their arguments.
+const maxNesting = 8
+
+// parseExpr parses an expression. Spaces may separate its tokens (quote the
+// value then).
 func parseExpr(s string) (*Expr, error) {
-	fn, rest, call := strings.Cut(s, "(")
-	path, err := parsePath(fn)
+	p := &exprParser{s: s}
+	e, err := p.expr(0)
 	if err != nil {
 		return nil, err
 	}
-	if !call {
-		return &Expr{Path: path}, nil
-	}
-	args, ok := strings.CutSuffix(rest, ")")
-	switch {
-	case !ok || strings.ContainsAny(args, "()"):
-		return nil, errors.New(`a call must end with ")" and have paths as arguments: principal(ctx)`)
-	case len(path) > 2:
-		return nil, errors.New("want a function of the package or of an imported one: principal(ctx) or auth.Principal(ctx)")
-	}
-	e := &Expr{Path: path, Call: true}
-	if strings.TrimSpace(args) == "" {
-		return e, nil
-	}
-	for _, a := range strings.Split(args, ",") {
-		p, err := parsePath(strings.TrimSpace(a))
-		if err != nil {
-			return nil, err
-		}
-		e.Args = append(e.Args, p)
+	p.space()
+	if p.i < len(s) {
+		return nil, p.unexpected()
 	}
 	return e, nil
 }
 
-// parsePath parses a dot-separated path of identifiers.
-func parsePath(s string) ([]string, error) {
-	segments := strings.Split(s, ".")
-	for _, seg := range segments {
-		if seg == "" {
-			return nil, errWantExpr
-		}
-		if err := checkIdent(seg); err != nil {
+// exprParser reads an expression from s, at s[i].
+type exprParser struct {
+	s string
+	i int
+}
+
+func (p *exprParser) space() {
+	for p.i < len(p.s) && isSpace(p.s[p.i]) {
+		p.i++
+	}
+}
+
+func (p *exprParser) at(c byte) bool {
+	return p.i < len(p.s) && p.s[p.i] == c
+}
+
+// unexpected describes what stands at s[i] where it cannot.
+func (p *exprParser) unexpected() error {
+	switch {
+	case p.i >= len(p.s):
+		return errWantExpr
+	case p.at(')'):
+		return fmt.Errorf(`unexpected ")": %s`, Accepted)
+	}
+	return fmt.Errorf("unexpected %s: %s", quote(p.s[p.i:]), Accepted)
+}
+
+// expr reads identifiers separated by dots, each maybe called.
+func (p *exprParser) expr(depth int) (*Expr, error) {
+	e := &Expr{}
+	for {
+		p.space()
+		part := Part{Offset: p.i}
+		name, err := p.ident()
+		if err != nil {
 			return nil, err
 		}
+		part.Name = name
+		p.space()
+		if p.at('(') {
+			if depth == maxNesting {
+				return nil, fmt.Errorf("calls nest more than %d deep", maxNesting)
+			}
+			p.i++
+			part.Call = true
+			if part.Args, err = p.args(depth + 1); err != nil {
+				return nil, err
+			}
+			p.space()
+		}
+		e.Parts = append(e.Parts, part)
+		if !p.at('.') {
+			return e, nil
+		}
+		p.i++
 	}
-	return segments, nil
+}
+
+// args reads a call's arguments and its closing parenthesis.
+func (p *exprParser) args(depth int) ([]*Expr, error) {
+	p.space()
+	if p.at(')') {
+		p.i++
+		return nil, nil
+	}
+	var args []*Expr
+	for {
+		a, err := p.expr(depth)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a)
+		p.space()
+		switch {
+		case p.at(','):
+			p.i++
+		case p.at(')'):
+			p.i++
+			return args, nil
+		case p.i == len(p.s):
+			return nil, errors.New(`a call must end with ")": principal(ctx)`)
+		default:
+			return nil, p.unexpected()
+		}
+	}
+}
+
+// ident reads an identifier. A word of letters, digits, '_' and '-' that
+// is not one is reported as such; anything else is not part of the
+// grammar.
+func (p *exprParser) ident() (string, error) {
+	start := p.i
+	for p.i < len(p.s) {
+		r, size := utf8.DecodeRuneInString(p.s[p.i:])
+		if r != '_' && r != '-' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			break
+		}
+		p.i += size
+	}
+	word := p.s[start:p.i]
+	if word == "" {
+		return "", p.unexpected()
+	}
+	if strings.Trim(word, "0123456789") == "" {
+		return "", fmt.Errorf("a literal (%s) is not accepted; %s", word, Accepted)
+	}
+	if err := checkIdent(word); err != nil {
+		return "", err
+	}
+	return word, nil
 }

@@ -27,6 +27,9 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:period=1 threshold=2 cost=9 algorithm=gcra burst=1125899906842623",
 		"//ratelimit:decorator=LimitedStore",
 		`//ratelimit:period=1 threshold=9 key="auth.Principal(ctx, req.ID)" cost=w(n) emptykey=deny`,
+		`//ratelimit:period=1 threshold=9 key=req.GetOrder().GetTenant() cost="len( req.GetSkus() )"`,
+		"//ratelimit:period=1 threshold=9 key=f(g(h(x)).Y)",
+		"//ratelimit:period=1 threshold=9 key=k keyhash=true",
 		"//ratelimit:decorator=Limited period=1 threshold=1",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",
@@ -87,7 +90,7 @@ func checkReparse(t *testing.T, pos token.Position, d *Directive, text string) {
 	if len(errs) > 0 || again == nil {
 		t.Fatalf("reparsing %q: %v", text, errs)
 	}
-	if want, got := values(d), values(again); !reflect.DeepEqual(want, got) {
+	if want, got := reparsedValues(d), reparsedValues(again); !reflect.DeepEqual(want, got) {
 		t.Fatalf("reparsing %q:\n got %+v\nwant %+v", text, got, want)
 	}
 }

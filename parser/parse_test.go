@@ -70,6 +70,24 @@ func values(d *Directive) Directive {
 	return v
 }
 
+// reparsed is what parsing a directive's rendering must give back: its
+// values, with expressions as they are rendered (their offsets change).
+type reparsed struct {
+	Directive
+	Key, Cost string
+}
+
+func reparsedValues(d *Directive) reparsed {
+	r := reparsed{Directive: values(d)}
+	if d.Key != nil {
+		r.Key, r.Directive.Key = d.Key.String(), nil
+	}
+	if d.CostExpr != nil {
+		r.Cost, r.Directive.CostExpr = d.CostExpr.String(), nil
+	}
+	return r
+}
+
 func TestValidDirectives(t *testing.T) {
 	tests := []struct {
 		line string
@@ -93,25 +111,39 @@ func TestValidDirectives(t *testing.T) {
 		{`//ratelimit:period=1 threshold=1 name="api/v2\x2dsearch"`,
 			Directive{Period: time.Second, Threshold: 1, Name: "api/v2-search"}},
 		{"//ratelimit:period=1 threshold=1 key=userID",
-			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"userID"}}}},
+			Directive{Period: time.Second, Threshold: 1, Key: path(0, "userID")}},
 		// Keys and costs from functions of the package or of an import.
 		{"//ratelimit:period=1 threshold=1 key=principal(ctx)",
-			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"principal"}, Call: true, Args: [][]string{{"ctx"}}}}},
+			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Parts: []Part{{Name: "principal", Call: true, Args: []*Expr{path(10, "ctx")}}}}}},
 		{`//ratelimit:period=1 threshold=1 key="auth.Principal(ctx, req.Token)" emptykey=deny`,
 			Directive{Period: time.Second, Threshold: 1, EmptyKey: "deny",
-				Key: &Expr{Path: []string{"auth", "Principal"}, Call: true, Args: [][]string{{"ctx"}, {"req", "Token"}}}}},
+				Key: &Expr{Parts: []Part{{Name: "auth"}, {Name: "Principal", Offset: 5, Call: true, Args: []*Expr{path(15, "ctx"), path(20, "req", "Token")}}}}}},
 		{"//ratelimit:period=1 threshold=9 key=tenant() cost=weight(req) emptykey=share",
 			Directive{Period: time.Second, Threshold: 9, EmptyKey: "share",
-				Key: &Expr{Path: []string{"tenant"}, Call: true}, CostExpr: &Expr{Path: []string{"weight"}, Call: true, Args: [][]string{{"req"}}}}},
+				Key: &Expr{Parts: []Part{{Name: "tenant", Call: true}}}, CostExpr: &Expr{Parts: []Part{{Name: "weight", Call: true, Args: []*Expr{path(7, "req")}}}}}},
 		{"//ratelimit:period=1 threshold=9 cost=req.Size",
-			Directive{Period: time.Second, Threshold: 9, CostExpr: &Expr{Path: []string{"req", "Size"}}}},
+			Directive{Period: time.Second, Threshold: 9, CostExpr: path(0, "req", "Size")}},
+		// Go's spellings: getters, chains of them, len, calls in arguments.
+		{"//ratelimit:period=1 threshold=9 key=req.GetTenant() cost=len(req.Skus)",
+			Directive{Period: time.Second, Threshold: 9,
+				Key:      &Expr{Parts: []Part{{Name: "req"}, {Name: "GetTenant", Offset: 4, Call: true}}},
+				CostExpr: &Expr{Parts: []Part{{Name: "len", Call: true, Args: []*Expr{path(4, "req", "Skus")}}}}}},
+		{"//ratelimit:period=1 threshold=9 key=req.GetOrder().GetTenant().ID",
+			Directive{Period: time.Second, Threshold: 9,
+				Key: &Expr{Parts: []Part{{Name: "req"}, {Name: "GetOrder", Offset: 4, Call: true}, {Name: "GetTenant", Offset: 15, Call: true}, {Name: "ID", Offset: 27}}}}},
+		{`//ratelimit:period=1 threshold=9 cost="weight( len(req.GetSkus()) , n )"`,
+			Directive{Period: time.Second, Threshold: 9,
+				CostExpr: &Expr{Parts: []Part{{Name: "weight", Call: true, Args: []*Expr{
+					{Parts: []Part{{Name: "len", Offset: 8, Call: true, Args: []*Expr{{Parts: []Part{{Name: "req", Offset: 12}, {Name: "GetSkus", Offset: 16, Call: true}}}}}}},
+					path(29, "n"),
+				}}}}}},
 		// A type's decorator is named alone on its line.
 		{"//ratelimit:decorator=LimitedStore", Directive{Decorator: "LimitedStore"}},
 		{"//ratelimit:decorator=limitedStore", Directive{Decorator: "limitedStore"}},
 		{"//ratelimit:period=1 threshold=1 key=req.User.ID",
-			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"req", "User", "ID"}}}},
+			Directive{Period: time.Second, Threshold: 1, Key: path(0, "req", "User", "ID")}},
 		{"//ratelimit:period=1 threshold=1 key=über.Größe",
-			Directive{Period: time.Second, Threshold: 1, Key: &Expr{Path: []string{"über", "Größe"}}}},
+			Directive{Period: time.Second, Threshold: 1, Key: path(0, "über", "Größe")}},
 		{"//ratelimit:period=1 threshold=1 name=_internal.search-v2/get",
 			Directive{Period: time.Second, Threshold: 1, Name: "_internal.search-v2/get"}},
 		{"//ratelimit:period=1 threshold=10 cost=10", Directive{Period: time.Second, Threshold: 10, Cost: 10}},
@@ -120,7 +152,7 @@ func TestValidDirectives(t *testing.T) {
 			Directive{Period: time.Second, Threshold: 5, Cost: 20, Algorithm: "token_bucket", Burst: 20}},
 		{"//ratelimit:period=1 threshold=5 cost=9 algorithm=leaky_bucket capacity=9",
 			Directive{Period: time.Second, Threshold: 5, Cost: 9, Algorithm: "leaky_bucket", Capacity: 9}},
-		{"//ratelimit:period=1 threshold=10 cost=n", Directive{Period: time.Second, Threshold: 10, CostExpr: &Expr{Path: []string{"n"}}}},
+		{"//ratelimit:period=1 threshold=10 cost=n", Directive{Period: time.Second, Threshold: 10, CostExpr: path(0, "n")}},
 		{"//ratelimit:period=1 threshold=1 algorithm=sliding_log",
 			Directive{Period: time.Second, Threshold: 1, Algorithm: "sliding_log"}},
 		{"//ratelimit:period=1 threshold=1 algorithm=fixed_window",
@@ -153,7 +185,7 @@ func TestValidDirectives(t *testing.T) {
 		{"//ratelimit:period=1 threshold=1 shadow=true", Directive{Period: time.Second, Threshold: 1, Shadow: true}},
 		{"//ratelimit:period=1 threshold=1 shadow=false", Directive{Period: time.Second, Threshold: 1}},
 		{"//ratelimit:period=1m threshold=100 key=req.UserID name=search cost=n algorithm=token_bucket burst=200 wait=1s onerror=deny shadow=true",
-			Directive{Period: time.Minute, Threshold: 100, Key: &Expr{Path: []string{"req", "UserID"}}, Name: "search", CostExpr: &Expr{Path: []string{"n"}},
+			Directive{Period: time.Minute, Threshold: 100, Key: path(0, "req", "UserID"), Name: "search", CostExpr: path(0, "n"),
 				Algorithm: "token_bucket", Burst: 200, Wait: time.Second, OnError: "deny", Shadow: true}},
 	}
 	for _, tt := range tests {
@@ -197,7 +229,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, keyhash, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
 			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
@@ -213,18 +245,25 @@ func TestDirectiveErrors(t *testing.T) {
 			"x.go:5:24: decorator= stands alone on its line: it names the type's decorator; write the limits on lines of their own",
 		}},
 		{"//ratelimit:period=1 threshold=1 key=f(ctx", []string{
-			`x.go:5:39: key "f(ctx": a call must end with ")" and have paths as arguments: principal(ctx)`,
+			`x.go:5:39: key "f(ctx": a call must end with ")": principal(ctx)`,
 		}},
-		{"//ratelimit:period=1 threshold=1 key=a.b.c(ctx)", []string{
-			`x.go:5:39: key "a.b.c(ctx)": want a function of the package or of an imported one: principal(ctx) or auth.Principal(ctx)`,
+		{"//ratelimit:period=1 threshold=1 key=req.Skus[0]", []string{
+			`x.go:5:39: key "req.Skus[0]": unexpected "[0]": ` + Accepted,
 		}},
-		{"//ratelimit:period=1 threshold=1 cost=f(g(x))", []string{
-			`x.go:5:40: cost "f(g(x))": a call must end with ")" and have paths as arguments: principal(ctx)`,
+		{"//ratelimit:period=1 threshold=1 cost=*n", []string{
+			`x.go:5:40: cost "*n": unexpected "*n": ` + Accepted,
+		}},
+		{"//ratelimit:period=1 threshold=1 key=f(ctx))", []string{
+			`x.go:5:39: key "f(ctx))": unexpected ")": ` + Accepted,
+		}},
+		{"//ratelimit:period=1 threshold=1 key=" + strings.Repeat("f(", 9) + "x" + strings.Repeat(")", 9), []string{
+			`x.go:5:39: key "f(f(f(f(f(f(f(f(f(x)))))))))": calls nest more than 8 deep`,
 		}},
 		{"//ratelimit:period=1 threshold=1 key=f(a,,b)", []string{
-			`x.go:5:39: key "f(a,,b)": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
+			`x.go:5:39: key "f(a,,b)": unexpected ",b)": ` + Accepted,
 		}},
 		{"//ratelimit:period=1 threshold=1 emptykey=no", []string{`x.go:5:44: emptykey "no": want share or deny`}},
+		{"//ratelimit:period=1 threshold=1 keyhash=yes", []string{`x.go:5:43: keyhash "yes": want true or false`}},
 		{"//ratelimit:decorator=1x", []string{`x.go:5:24: decorator "1x": want a Go identifier to name the decorator type`}},
 		{"//ratelimit:decorator=_", []string{`x.go:5:24: decorator "_": want a Go identifier to name the decorator type`}},
 		{"//ratelimit:decorator=A decorator=B", []string{"x.go:5:26: duplicate decorator\n\tx.go:5:14: first decorator"}},
@@ -285,10 +324,10 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:40: key "req._": the blank identifier _ names no parameter or field`,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=req..ID", []string{
-			`x.go:5:40: key "req..ID": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
+			`x.go:5:40: key "req..ID": unexpected ".ID": ` + Accepted,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=req.", []string{
-			`x.go:5:40: key "req.": want a parameter, a path such as req.User.ID, or a function call such as principal(ctx) or auth.Principal(ctx)`,
+			`x.go:5:40: key "req.": ` + Accepted,
 		}},
 		{"//ratelimit:period=30 threshold=2 key=1x", []string{`x.go:5:40: key "1x": "1x" is not a Go identifier`}},
 		{"//ratelimit:period=30 threshold=2 key=user-id", []string{
@@ -393,7 +432,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, decorator`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, key, name, cost, algorithm, burst, capacity, wait, onerror, shadow, emptykey, keyhash, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
 			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
@@ -548,7 +587,7 @@ func TestParseCommentGroupCRLF(t *testing.T) {
 	ds, errs := ParseCommentGroup(fset, methodDoc(t, f, "Do"))
 	require.Empty(t, errorStrings(errs))
 	require.Len(t, ds, 1)
-	assert.Equal(t, &Expr{Path: []string{"id"}}, ds[0].Key)
+	assert.Equal(t, path(0, "id"), ds[0].Key)
 }
 
 func TestParseCommentOrdinary(t *testing.T) {
@@ -583,7 +622,7 @@ func TestLongLines(t *testing.T) {
 
 	d, errs := ParseComment(pos, "//ratelimit:period=1 threshold=1 key="+strings.Repeat("a.", 1<<16)+"b")
 	assert.Empty(t, errs)
-	assert.Len(t, d.Key.Path, 1<<16+1)
+	assert.Len(t, d.Key.Parts, 1<<16+1)
 }
 
 func TestString(t *testing.T) {
@@ -600,6 +639,7 @@ func TestString(t *testing.T) {
 		{`//ratelimit:emptykey=deny key="f(a, b.C)" cost="g( n )" period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=f(a,b.C) cost=g(n) emptykey=deny"},
 		{"//ratelimit:onerror=local period=1 threshold=5", "//ratelimit:period=1 threshold=5 onerror=local"},
+		{"//ratelimit:keyhash=true key=k emptykey=deny period=1 threshold=5", "//ratelimit:period=1 threshold=5 key=k emptykey=deny keyhash=true"},
 		{"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9 wait=0 shadow=false",
 			"//ratelimit:period=1 threshold=5 cost=2 algorithm=leaky_bucket capacity=9"},
 	}
@@ -612,7 +652,7 @@ func TestString(t *testing.T) {
 
 			again, errs := ParseComment(pos, d.String())
 			require.Empty(t, errs)
-			assert.Equal(t, values(d), values(again))
+			assert.Equal(t, reparsedValues(d), reparsedValues(again))
 		})
 	}
 }
@@ -625,4 +665,15 @@ func TestFormatValue(t *testing.T) {
 	assert.Equal(t, `"\"a"`, formatValue(`"a`))
 	assert.Equal(t, `a"b`, formatValue(`a"b`))
 	assert.Equal(t, `"a\nb"`, formatValue("a\nb"))
+}
+
+// path returns the expression of a path of identifiers that starts at
+// offset of the value.
+func path(offset int, names ...string) *Expr {
+	e := &Expr{}
+	for _, n := range names {
+		e.Parts = append(e.Parts, Part{Name: n, Offset: offset})
+		offset += len(n) + 1
+	}
+	return e
 }

@@ -39,6 +39,7 @@ var options = []option{
 	{"onerror", setOnError},
 	{"shadow", setShadow},
 	{"emptykey", setEmptyKey},
+	{"keyhash", setKeyHash},
 	{"decorator", setDecorator},
 }
 
@@ -166,6 +167,18 @@ func setShadow(d *Directive, s string) error {
 		d.Shadow = true
 	case "false":
 		d.Shadow = false
+	default:
+		return errors.New("want true or false")
+	}
+	return nil
+}
+
+func setKeyHash(d *Directive, s string) error {
+	switch s {
+	case "true":
+		d.KeyHash = true
+	case "false":
+		d.KeyHash = false
 	default:
 		return errors.New("want true or false")
 	}

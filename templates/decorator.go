@@ -38,7 +38,7 @@ func (r *renderer) planDecorator(d *model.Decorator) *decoratorPlan {
 	for _, m := range d.Methods {
 		mp := &methodPlan{Method: m}
 		if m.Rule != nil {
-			mp.rule = r.pkg.fresh(lowerCamel(typeName) + upperFirst(m.Name) + "RateLimit")
+			mp.rule = r.pkg.fresh(model.RuleVarName(typeName, m.Name))
 		}
 		p.methods = append(p.methods, mp)
 	}

@@ -152,7 +152,7 @@ func (mg *methodGen) bodyIdents() []string {
 	if k := rule.Key; k != nil {
 		ids = append(ids, mg.r.keyIdents(k)...)
 	}
-	if rule.DenyEmptyKey {
+	if rule.DenyEmptyKey || rule.KeyHash {
 		ids = append(ids, imports[RuntimePath])
 	}
 	for _, z := range mg.zeros {
@@ -200,6 +200,10 @@ func (r *renderer) valueIdents(v *model.Value) []string {
 		if s.CheckNil {
 			ids = append(ids, r.types.imports[RuntimePath])
 		}
+	}
+	if v.Len != nil {
+		ids = append(ids, "len")
+		ids = append(ids, r.valueIdents(v.Len)...)
 	}
 	if f := v.Func; f != nil {
 		if f.Obj.Pkg().Path() == r.f.PkgPath {
@@ -359,6 +363,9 @@ func (mg *methodGen) key() (stmts []jen.Code, key jen.Code) {
 		empty := jen.Qual(RuntimePath, "EmptyKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(k.Source))
 		stmts = append(stmts, jen.If(jen.Add(key).Op("==").Lit("")).Block(jen.Return(mg.zeroResults(empty)...)))
 	}
+	if rule.KeyHash {
+		key = jen.Qual(RuntimePath, "KeyDigest").Call(key)
+	}
 	return stmts, key
 }
 
@@ -385,6 +392,10 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		} else {
 			expr, lastCall = func() *jen.Statement { return call.Clone() }, f.Obj.Name()
 		}
+	} else if v.Len != nil {
+		lenStmts, x := mg.value(v.Len)
+		stmts = append(stmts, lenStmts...)
+		expr = func() *jen.Statement { return jen.Len(x()) }
 	} else {
 		param := mg.params[v.Param]
 		expr = func() *jen.Statement { return jen.Id(param) }
@@ -457,6 +468,9 @@ func (mg *methodGen) doc() string {
 		s += " If the key " + mg.m.Rule.Key.Source + " is empty, it returns an error wrapping " +
 			"ratelimit.ErrEmptyKey instead."
 	}
+	if mg.m.Rule.KeyHash {
+		s += " The limiter sees the digest of the key (ratelimit.KeyDigest), never the key."
+	}
 	return s
 }
 
@@ -489,6 +503,9 @@ func (mg *methodGen) failingCalls() []string {
 func (mg *methodGen) visitValues(f func(*model.Value)) {
 	var visit func(v *model.Value)
 	visit = func(v *model.Value) {
+		if v.Len != nil {
+			visit(v.Len)
+		}
 		if fn := v.Func; fn != nil {
 			for i := range fn.Args {
 				visit(&fn.Args[i])

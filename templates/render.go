@@ -47,7 +47,7 @@ func Render(f *model.File) ([]byte, error) {
 // universeNames are the predeclared identifiers generated code may use;
 // no generated package-level name or import takes them.
 var universeNames = []string{
-	"any", "bool", "comparable", "error", "false", "int64", "nil", "string", "true", "uint64",
+	"any", "bool", "comparable", "error", "false", "int64", "len", "nil", "string", "true", "uint64",
 }
 
 // renderer holds the naming decisions for one file.
@@ -152,6 +152,9 @@ func (r *renderer) neededImports() map[string]string {
 
 // funcImports adds the packages of the functions v calls to pkgs.
 func (r *renderer) funcImports(v *model.Value, pkgs map[string]string) {
+	if v.Len != nil {
+		r.funcImports(v.Len, pkgs)
+	}
 	if f := v.Func; f != nil {
 		if p := f.Obj.Pkg(); p.Path() != r.f.PkgPath {
 			pkgs[p.Path()] = p.Name()

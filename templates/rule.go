@@ -173,6 +173,9 @@ func summary(rule *model.Rule) string {
 	s := andList(parts)
 	if rule.Key != nil {
 		s += " for each " + rule.Key.Source
+		if rule.KeyHash {
+			s += ", known by its digest"
+		}
 	}
 	return s
 }

@@ -232,11 +232,11 @@ func TestList(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	want := `POSITION       METHOD       PERIOD  THRESHOLD  KEY         ALGORITHM
-store.go:16:2  Store.Get    30s     2          id          sliding_log
-store.go:19:2  Store.Put    1s      10         item.Owner  sliding_log
-store.go:20:2  Store.Put    1m      100        item.Owner  sliding_log
-store.go:23:2  Store.Count  500ms   3          -           sliding_log
+	want := `POSITION       METHOD       NAME                                                             PERIOD  THRESHOLD  KEY         COST  ALGORITHM    OPTIONS
+store.go:16:2  Store.Get    github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Get    30s     2          id          1     sliding_log  -
+store.go:19:2  Store.Put    github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Put    1s      10         item.Owner  1     sliding_log  -
+store.go:20:2  Store.Put    github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Put    1m      100        item.Owner  1     sliding_log  -
+store.go:23:2  Store.Count  github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Count  500ms   3          -           1     sliding_log  -
 `
 	if stdout != want {
 		t.Errorf("-list printed\n%s\nwant\n%s", stdout, want)
@@ -250,5 +250,156 @@ store.go:23:2  Store.Count  500ms   3          -           sliding_log
 	if len(rows) != 4 || rows[0]["method"] != "Get" || rows[0]["key"] != "id" || rows[0]["threshold"] != 2.0 ||
 		rows[0]["name"] != "github.com/ratelimitgen/ratelimitgen/testdata/basic.Store.Get" {
 		t.Errorf("unexpected JSON rows: %v", rows)
+	}
+}
+
+// TestListShowsNameCostAndOptions: each row of -list shows the limit's
+// name, its key, its cost and its other options, as -list -json does
+// (issue 19 item 4).
+func TestListShowsNameCostAndOptions(t *testing.T) {
+	dir := tempModule(t, map[string]string{"p/p.go": `package p
+
+import "context"
+
+type API interface {
+	//ratelimit:period=1m threshold=100 key=user cost=len(items) name=api/put wait=250ms onerror=deny emptykey=deny
+	//ratelimit:period=1s threshold=10 algorithm=token_bucket burst=20
+	Put(ctx context.Context, user string, items []string) error
+	//ratelimit:period=1 threshold=5 cost=2 shadow=true
+	Get(ctx context.Context) error
+}
+`})
+	code, stdout, stderr := cli(t, "-C", dir, "-list", "./...")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	want := `POSITION    METHOD   NAME                     PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
+p/p.go:6:2  API.Put  api/put                  1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
+p/p.go:7:2  API.Put  api/put                  1s      10         user  len(items)  token_bucket  burst=20 wait=250ms onerror=deny emptykey=deny
+p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2           sliding_log   shadow=true
+`
+	if stdout != want {
+		t.Errorf("-list printed\n%s\nwant\n%s", stdout, want)
+	}
+	code, stdout, _ = cli(t, "-C", dir, "-list", "-json", "./...")
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 3 {
+		t.Fatalf("-list -json: exit %d, %v\n%s", code, err, stdout)
+	}
+	for k, v := range map[string]any{"name": "api/put", "key": "user", "cost": "len(items)", "wait": "250ms", "onerror": "deny", "emptykey": "deny"} {
+		if rows[0][k] != v {
+			t.Errorf("-list -json: %s = %v, want %v", k, rows[0][k], v)
+		}
+	}
+}
+
+// TestTypeErrorsFail: a package with directives that does not type-check
+// (issue 19: a .proto change left the server interface with a duplicate
+// method) makes generate, -check and -list report the error at its
+// position and exit 1, without writing anything; the uses of the
+// generated code that is not there yet are no error.
+func TestTypeErrorsFail(t *testing.T) {
+	dir := tempModule(t, map[string]string{"p/p.go": `package p
+
+import "context"
+
+// Server is as protoc-gen-go-grpc wrote it, before the .proto changed.
+type Server interface {
+	GetItems(ctx context.Context, n int) (string, error)
+}
+
+type Limited interface {
+	Server
+	//ratelimit:period=1 threshold=1
+	GetItems(ctx context.Context, s string) (string, error)
+}
+
+var _ = NewLimitedWithRateLimit
+`})
+	want := filepath.FromSlash("p/p.go:11:2: duplicate method GetItems\n\tp/p.go:13:2: other declaration of method GetItems\n")
+	for _, args := range [][]string{{"./..."}, {"-check", "./..."}, {"-list", "./..."}} {
+		code, stdout, stderr := cli(t, append([]string{"-C", dir}, args...)...)
+		if code != exitError || stdout != "" || stderr != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 1 and\n%s", args, code, stdout, stderr, want)
+		}
+	}
+	if exists(filepath.Join(dir, "p", "ratelimit_gen.go")) {
+		t.Error("a file was written for a package that does not type-check")
+	}
+}
+
+// TestUnusedTypeLevelLimit: a limit in a type's doc comment is the limit
+// of each method without directives of its own; when every method has
+// some, it limits nothing, which is an error at it (issue 19 item 4).
+func TestUnusedTypeLevelLimit(t *testing.T) {
+	dir := tempModule(t, map[string]string{"p/p.go": `package p
+
+import "context"
+
+// Store has a default limit that no method uses.
+//
+//ratelimit:period=1m threshold=100
+type Store interface {
+	//ratelimit:period=1 threshold=1
+	Get(ctx context.Context) error
+}
+`})
+	code, _, stderr := cli(t, "-C", dir, "./...")
+	want := filepath.FromSlash("p/p.go:7:1: this limit of type Store limits no method: ")
+	if code != exitError || !strings.HasPrefix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+}
+
+// TestProtobufSpellings: the spellings issue 19 found refused are
+// accepted as Go reads them: a protobuf getter, called on a nil message
+// as Go code would (no nil check), and len of a repeated field (a field
+// of a nil message is still checked); a form the grammar lacks is told
+// what is accepted.
+func TestProtobufSpellings(t *testing.T) {
+	const pb = `package server
+
+import "context"
+
+// ReserveRequest is as protoc-gen-go writes a message.
+type ReserveRequest struct {
+	Warehouse string
+	Skus      []string
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) GetWarehouse() string {
+	if x != nil {
+		return x.Warehouse
+	}
+	return ""
+}
+
+type Limited interface {
+	//ratelimit:period=1m threshold=100 key=req.GetWarehouse() cost=len(req.Skus)
+	Reserve(ctx context.Context, req *ReserveRequest) error
+}
+`
+	dir := tempModule(t, map[string]string{"server/limits.go": pb})
+	if code, _, stderr := cli(t, "-C", dir, "./..."); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	got := readFile(t, filepath.Join(dir, "server", "ratelimit_gen.go"))
+	for _, want := range []string{
+		"\tif req == nil {\n\t\treturn ratelimit.NilKeyError(limitedReserveRateLimit.Name, \"req\")\n\t}\n", // for req.Skus
+		"key := req.GetWarehouse()\n",
+		"limitedReserveRateLimit.Check(ctx, d.limiter, key, int64(len(req.Skus)))",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the generated file lacks %q:\n%s", want, got)
+		}
+	}
+
+	writeFiles(t, dir, map[string]string{"server/limits.go": strings.Replace(pb, "cost=len(req.Skus)", "cost=req.Skus[0]", 1)})
+	code, _, stderr := cli(t, "-C", dir, "./...")
+	want := filepath.FromSlash(`server/limits.go:21:66: cost "req.Skus[0]": unexpected "[0]": want a parameter (id), a path of fields and methods (req.User.ID, req.GetTenant()), a function call (principal(ctx), auth.Principal(ctx)) or len(x)`) + "\n"
+	if code != exitError || stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -68,5 +69,128 @@ func goCmd(t *testing.T, dir string, args ...string) {
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// readmeFiles returns the Go files the README shows to build as written:
+// each ```go block after a line <!-- builds as PATH: ... -->, by PATH.
+func readmeFiles(t *testing.T) map[string]string {
+	t.Helper()
+	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
+	files := map[string]string{}
+	for _, m := range readmeBuilds.FindAllStringSubmatch(readme, -1) {
+		files[m[1]] = m[2]
+	}
+	return files
+}
+
+var readmeBuilds = regexp.MustCompile("(?s)<!-- builds as (\\S+): [^>]*-->\n```go\n(.*?)```\n")
+
+// TestREADMEGRPCBuilds writes the README's gRPC file, as written, into a
+// new module with the packages it names (the helloworld service as
+// protoc-gen-go and protoc-gen-go-grpc generate it, and an auth package),
+// then generates, builds and vets it (issue 19 item 3: a key function of
+// another package works with the import the user writes, and protobuf
+// getters are keys and costs). The module gets its requirements through
+// the module proxy on a machine that lacks them.
+func TestREADMEGRPCBuilds(t *testing.T) {
+	root, err := filepath.Abs(moduleRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := readmeFiles(t)
+	greeter, ok := readme["greeter/greeter.go"]
+	if !ok {
+		t.Fatal("README.md has no <!-- builds as greeter/greeter.go: ... --> block")
+	}
+	pbDir := filepath.Join(root, "testdata", "grpc", "greeterpb")
+	files := map[string]string{
+		"go.mod": "module example.com/svc\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/ratelimitgen/ratelimitgen v0.0.0\n" +
+			"\tgoogle.golang.org/grpc v1.85.0\n\tgoogle.golang.org/protobuf v1.36.12\n)\n\n" +
+			"replace github.com/ratelimitgen/ratelimitgen => " + root + "\n\n" +
+			"tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitgen\n",
+		"go.sum":                       readFile(t, filepath.Join(root, "testdata", "grpc", "go.sum")),
+		"greeterpb/greeter.pb.go":      readFile(t, filepath.Join(pbDir, "greeter.pb.go")),
+		"greeterpb/greeter_grpc.pb.go": readFile(t, filepath.Join(pbDir, "greeter_grpc.pb.go")),
+		"greeter/greeter.go":           greeter,
+		"auth/auth.go":                 readmeAuth,
+		"cmd/server/main.go":           readmeServer,
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, files)
+	goCmd(t, dir, "mod", "tidy")
+	goCmd(t, dir, "generate", "./...")
+	if got := readFile(t, filepath.Join(dir, "greeter", "ratelimit_gen.go")); !strings.Contains(got, "auth.Principal(ctx)") ||
+		!strings.Contains(got, "req.GetName()") || !strings.Contains(got, "int64(req.GetCount())") {
+		t.Errorf("the generated file does not call auth.Principal(ctx), req.GetName() and req.GetCount():\n%s", got)
+	}
+	goCmd(t, dir, "tool", "ratelimitgen", "-check", "./...")
+	goCmd(t, dir, "build", "./...")
+	goCmd(t, dir, "vet", "./...")
+}
+
+// readmeAuth is the auth package the README's gRPC file calls.
+const readmeAuth = `// Package auth names the caller of a gRPC call.
+package auth
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// Principal returns the caller the x-user metadata names.
+func Principal(ctx context.Context) (string, error) {
+	if v := metadata.ValueFromIncomingContext(ctx, "x-user"); len(v) > 0 && v[0] != "" {
+		return v[0], nil
+	}
+	return "", status.Error(codes.Unauthenticated, "missing x-user")
+}
+`
+
+// readmeServer registers the README's decorator, as the README says.
+const readmeServer = `package main
+
+import (
+	"google.golang.org/grpc"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+
+	"example.com/svc/greeter"
+	pb "example.com/svc/greeterpb"
+)
+
+type server struct{ pb.UnimplementedGreeterServer }
+
+func main() {
+	s := grpc.NewServer()
+	pb.RegisterGreeterServer(s, greeter.NewLimitedGreeterWithRateLimit(server{}, ratelimit.NewMemory()))
+}
+`
+
+// TestREADMEDocumentsKeysTypeLimitsAndSecrets: the README lists what a
+// key or a cost may be and the signatures of their functions, explains
+// limits on a type and the setting that keeps secrets out of Redis key
+// names and logs, and installs ratelimitvet with a version, which works
+// outside a module (issue 19 item 5).
+func TestREADMEDocumentsKeysTypeLimitsAndSecrets(t *testing.T) {
+	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
+	for _, want := range []string{
+		"## Keys and costs", "key=req.GetOrder().GetTenant()", "cost=len(req.Skus)",
+		"func principal(ctx context.Context) string", "func Principal(ctx context.Context) (string, error)",
+		`_ "example.com/svc/auth"`,
+		"## Limits on a type", "## Secrets in keys", "keyhash=true", "ratelimit.KeyDigest",
+		"go install github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet@latest",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(readme, "\n") {
+		if strings.HasPrefix(line, "go install github.com/ratelimitgen/") && !strings.Contains(line, "@") {
+			t.Errorf("README.md installs without a version, which works only in a module that requires this one: %s", line)
+		}
 	}
 }

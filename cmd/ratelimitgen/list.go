@@ -34,6 +34,8 @@ type listRow struct {
 	Wait      string `json:"wait,omitempty"`
 	OnError   string `json:"onerror,omitempty"`
 	Shadow    bool   `json:"shadow,omitempty"`
+	EmptyKey  string `json:"emptykey,omitempty"`
+	KeyHash   bool   `json:"keyhash,omitempty"`
 }
 
 // listRows returns one row per limit of every limited method of files.
@@ -73,6 +75,10 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 		if rule.Wait != 0 {
 			row.Wait = compactDuration(rule.Wait)
 		}
+		if rule.DenyEmptyKey {
+			row.EmptyKey = "deny"
+		}
+		row.KeyHash = rule.KeyHash
 		rows[i] = row
 	}
 	return rows
@@ -99,11 +105,39 @@ func printList(w io.Writer, rows []listRow, asJSON bool, rel func(string) string
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "POSITION\tMETHOD\tPERIOD\tTHRESHOLD\tKEY\tALGORITHM")
+	fmt.Fprintln(tw, "POSITION\tMETHOD\tNAME\tPERIOD\tTHRESHOLD\tKEY\tCOST\tALGORITHM\tOPTIONS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%d\t%s\t%s\n", r.Position, r.Type, r.Method, r.Period, r.Threshold, cmp.Or(r.Key, "-"), r.Algorithm)
+		fmt.Fprintf(tw, "%s\t%s.%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Position, r.Type, r.Method, r.Name, r.Period, r.Threshold,
+			cmp.Or(r.Key, "-"), cmp.Or(r.Cost, "1"), r.Algorithm, cmp.Or(r.options(), "-"))
 	}
 	return tw.Flush()
+}
+
+// options writes the limit's other options as directives do:
+// burst=20 wait=1s onerror=deny.
+func (r *listRow) options() string {
+	var opts []string
+	add := func(name, value string) {
+		if value != "" {
+			opts = append(opts, name+"="+value)
+		}
+	}
+	if r.Burst != 0 {
+		add("burst", strconv.FormatInt(r.Burst, 10))
+	}
+	if r.Capacity != 0 {
+		add("capacity", strconv.FormatInt(r.Capacity, 10))
+	}
+	add("wait", r.Wait)
+	add("onerror", r.OnError)
+	if r.Shadow {
+		add("shadow", "true")
+	}
+	add("emptykey", r.EmptyKey)
+	if r.KeyHash {
+		add("keyhash", "true")
+	}
+	return strings.Join(opts, " ")
 }
 
 // compactDuration writes d without zero trailing units: 1m, 1h30m, 500ms.

@@ -67,7 +67,9 @@
 //		is missing, stale or should be deleted, and exit 1 if there is one
 //	-list
 //		write nothing; print every limit found as a table: position,
-//		Type.Method, period, threshold, key and algorithm
+//		Type.Method, name, period, threshold, key, cost, algorithm and
+//		the other options (burst=, capacity=, wait=, onerror=, shadow=,
+//		emptykey=, keyhash=)
 //	-json
 //		with -list, print the limits as a JSON array instead
 //
@@ -111,27 +113,42 @@
 // and may give the per-call options, which, when written on several lines
 // of a method, must agree:
 //
-//	key=p       a separate limit per value of parameter p, or of a field or
-//	            zero-argument method reached from it (key=req.User.ID), or
-//	            per result of a function of the package or of a package the
-//	            file imports, called with such paths (key=principal(ctx),
-//	            key=auth.Principal(ctx)). The value must be a string (used
-//	            as is), an integer (in decimal, even if it has a String
+//	key=x       a separate limit per value of x, a Go expression of a
+//	            small subset: a parameter (key=user), its fields and
+//	            methods called without arguments (key=req.User.ID,
+//	            key=req.GetOrder().GetTenant()), a call of a function of
+//	            the package or of a package the file imports, with such
+//	            expressions as arguments (key=principal(ctx),
+//	            key=auth.Principal(ctx)), or len(x) of a slice, a map, a
+//	            string or an array. The value must be a string (used as
+//	            is), an integer (in decimal, even if it has a String
 //	            method), a pointer to one, a type parameter whose types are
 //	            all strings or all signed or all unsigned integers, or a
-//	            fmt.Stringer. A function may return an error as its second
-//	            result: a non-nil one fails the call, wrapped, uncharged,
-//	            whatever onerror= says. If a pointer or interface on the
-//	            way is nil, the call returns an error wrapping
-//	            ratelimit.ErrNilKey instead of panicking.
+//	            fmt.Stringer. A function has fixed parameters and no type
+//	            parameters, and may return an error as its second result:
+//	            a non-nil one fails the call, wrapped, uncharged, whatever
+//	            onerror= says. A file imports a package that only its
+//	            directives call blank (import _ "example.com/svc/auth"):
+//	            the compiler does not read directives, and the generated
+//	            file imports it. If a pointer or interface on the way is
+//	            nil, the call returns an error wrapping ratelimit.ErrNilKey
+//	            instead of panicking; a protobuf getter (a Get method of a
+//	            message type with the ProtoMessage method) is called on a
+//	            nil message, and returns its zero value, as in Go.
 //	emptykey=x  share (the default): calls whose key is "" share one
 //	            limit, like any other key; deny: such a call fails with an
 //	            error wrapping ratelimit.ErrEmptyKey, uncharged.
+//	keyhash=true
+//	            limit each call under the SHA-256 digest of its key
+//	            (ratelimit.KeyDigest), for a key that is a secret (an API
+//	            key, a token): Redis key names, errors, hooks and logs
+//	            then hold the digest, never the key.
 //	name=n      the limit identity; methods with the same name share one
 //	            limit and must declare the same limits. The default is the
 //	            package path, type and method: example.com/svc.Store.Get.
 //	cost=n      units a call takes: a number, or an integer computed as
-//	            for key= (cost=n, cost=req.Size, cost=weight(req)).
+//	            for key= (cost=n, cost=req.Size, cost=len(req.Skus),
+//	            cost=weight(req)).
 //	wait=d      how long a denied call may wait to be admitted.
 //	onerror=x   allow, deny or decide locally (local) the calls the
 //	            limiter cannot decide, such as while Redis is down.
@@ -151,7 +168,12 @@
 // otherwise context.Background().
 //
 // Every mistake is reported as file:line:col: message, all of them sorted
-// by position; when there is any, nothing is written.
+// by position; when there is any, nothing is written. A package with
+// directives must type-check: its type errors are reported too (generate,
+// -check and -list exit 1), but for the uses of what generated files
+// declare, which the generator does not load (see below). Limits in a
+// type's doc comment that limit no method, because every method has
+// directives of its own, are an error.
 //
 // # Generated code
 //

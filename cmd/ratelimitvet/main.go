@@ -4,11 +4,19 @@
 //
 // Install it and run it through go vet:
 //
-//	go install github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet
+//	go install github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet@latest
 //	go vet -vettool=$(which ratelimitvet) ./...
 //
-// or on its own, as ratelimitvet ./... (it takes the flags of any
-// golang.org/x/tools/go/analysis/singlechecker command). The analyzer is
+// With a version (@latest, @v1.2.3), go install works anywhere, in a
+// module or not. Its analyzer renders what its own version of the
+// generator does, so the version your module requires, as go list -m
+// github.com/ratelimitgen/ratelimitgen prints it, reports only the files
+// go generate would change. Or track it as a tool of the module (go get
+// -tool github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet) and run
+// go vet -vettool=$(go tool -n ratelimitvet) ./...
+//
+// It also runs on its own, as ratelimitvet ./... (it takes the flags of
+// any golang.org/x/tools/go/analysis/singlechecker command). The analyzer is
 // github.com/ratelimitgen/ratelimitgen/analyzer, for golangci-lint and
 // other drivers.
 package main

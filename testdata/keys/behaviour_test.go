@@ -2,12 +2,14 @@ package keys
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 	"github.com/ratelimitgen/ratelimitgen/testdata/keys/auth"
 )
@@ -27,6 +29,7 @@ func (a *api) ByNumber(context.Context, *int64) error { a.calls++; return nil }
 func (a *api) Strict(context.Context) error           { a.calls++; return nil }
 func (a *api) Upload(context.Context, *Req) error     { a.calls++; return nil }
 func (a *api) Weigh(context.Context, *Req) error      { a.calls++; return nil }
+func (a *api) BySecret(context.Context, string) error { a.calls++; return nil }
 
 // each runs f on every backend with a fresh decorated api.
 func each(t *testing.T, f func(t *testing.T, a *api, d *APIWithRateLimit)) {
@@ -154,5 +157,33 @@ func TestTypeParameterKeys(t *testing.T) {
 		n := NewGenericWithRateLimit[name, int64](namedGeneric{}, limiter)
 		denied(t, n.ByString("a"), "a")
 		admitted(t, n.ByNumber(9))
+	})
+}
+
+// TestASecretKeyIsLimitedUnderItsDigest: under keyhash=true a denial, and
+// Redis, name the digest of the key, never the key.
+func TestASecretKeyIsLimitedUnderItsDigest(t *testing.T) {
+	const secret = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		a := &api{}
+		d := NewAPIWithRateLimit(a, limiter)
+		require.ErrorIs(t, d.BySecret(context.Background(), ""), ratelimit.ErrEmptyKey, "checked before the digest")
+		admitted(t, d.BySecret(context.Background(), secret))
+		err := d.BySecret(context.Background(), secret)
+		denied(t, err, ratelimit.KeyDigest(secret))
+		require.NotContains(t, err.Error(), secret)
+		admitted(t, d.BySecret(context.Background(), "sk_live_other"))
+		require.Equal(t, 2, a.calls)
+		if _, ok := limiter.(*redislimit.Limiter); ok {
+			client := srv.Client()
+			defer client.Close()
+			keys, err := client.Keys(context.Background(), "*").Result()
+			require.NoError(t, err)
+			require.NotEmpty(t, keys)
+			for _, k := range keys {
+				require.NotContains(t, k, secret)
+			}
+			require.Contains(t, strings.Join(keys, " "), ratelimit.KeyDigest(secret))
+		}
 	})
 }

@@ -1,5 +1,6 @@
 // Package keys is a golden test of ratelimitgen: keys and costs computed
-// by functions, pointer keys, type parameter keys and emptykey=deny.
+// by functions, pointer keys, type parameter keys, emptykey=deny and
+// keyhash=true.
 package keys
 
 import (
@@ -70,6 +71,9 @@ type API interface {
 	Upload(ctx context.Context, req *Req) error
 	//ratelimit:period=1m threshold=10 cost=weight(req)
 	Weigh(ctx context.Context, req *Req) error
+	// A secret key is limited under its digest, after the check for "".
+	//ratelimit:period=1m threshold=1 key=apiKey emptykey=deny keyhash=true
+	BySecret(ctx context.Context, apiKey string) error
 }
 
 // Str is any string type.

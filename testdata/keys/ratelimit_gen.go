@@ -13,9 +13,9 @@ import (
 )
 
 // APIWithRateLimit is a API that asks a ratelimit.Limiter to admit each call of
-// its limited methods (ByAuth, ByID, ByNumber, ByPrincipal, ByTenant, Strict,
-// Upload, Weigh) before calling the wrapped API. A denied call returns the
-// limiter's error, a *ratelimit.LimitError, without calling it. An admitted
+// its limited methods (ByAuth, ByID, ByNumber, ByPrincipal, BySecret, ByTenant,
+// Strict, Upload, Weigh) before calling the wrapped API. A denied call returns
+// the limiter's error, a *ratelimit.LimitError, without calling it. An admitted
 // call whose context comes from ratelimit.WithAdmission records its admission
 // there.
 type APIWithRateLimit struct {
@@ -57,6 +57,13 @@ var apiByNumberRateLimit = &ratelimit.Rule{
 var apiByPrincipalRateLimit = &ratelimit.Rule{
 	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/keys.API.ByPrincipal",
 	Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 2}},
+}
+
+// apiBySecretRateLimit is the rule of API.BySecret: 1 call per minute for each
+// apiKey, known by its digest.
+var apiBySecretRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/keys.API.BySecret",
+	Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1}},
 }
 
 // apiByTenantRateLimit is the rule of API.ByTenant: 1 call per minute for each
@@ -135,6 +142,21 @@ func (d *APIWithRateLimit) ByPrincipal(ctx context.Context) error {
 		return err
 	}
 	return d.next.ByPrincipal(ctx)
+}
+
+// BySecret calls the wrapped API's BySecret if the limiter admits the call
+// under apiBySecretRateLimit; otherwise it returns the limiter's error. If the
+// key apiKey is empty, it returns an error wrapping ratelimit.ErrEmptyKey
+// instead. The limiter sees the digest of the key (ratelimit.KeyDigest), never
+// the key.
+func (d *APIWithRateLimit) BySecret(ctx context.Context, apiKey string) error {
+	if apiKey == "" {
+		return ratelimit.EmptyKeyError(apiBySecretRateLimit.Name, "apiKey")
+	}
+	if err := apiBySecretRateLimit.Check(ctx, d.limiter, ratelimit.KeyDigest(apiKey), 1); err != nil {
+		return err
+	}
+	return d.next.BySecret(ctx, apiKey)
 }
 
 // ByTenant calls the wrapped API's ByTenant if the limiter admits the call
@@ -256,6 +278,7 @@ func RateLimitRules() []*ratelimit.Rule {
 		apiByIDRateLimit.Clone(),
 		apiByNumberRateLimit.Clone(),
 		apiByPrincipalRateLimit.Clone(),
+		apiBySecretRateLimit.Clone(),
 		apiByTenantRateLimit.Clone(),
 		apiStrictRateLimit.Clone(),
 		apiUploadRateLimit.Clone(),

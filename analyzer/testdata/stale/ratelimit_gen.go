@@ -11,9 +11,10 @@ import (
 )
 
 // StoreWithRateLimit is a Store that asks a ratelimit.Limiter to admit each
-// call of its limited method Get before calling the wrapped Store. A denied
-// call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it. Other methods call the wrapped Store directly.
+// call of its limited methods (Get, Put) before calling the wrapped Store. A
+// denied call returns the limiter's error, a *ratelimit.LimitError, without
+// calling it. An admitted call whose context comes from ratelimit.WithAdmission
+// records its admission there. Other methods call the wrapped Store directly.
 type StoreWithRateLimit struct {
 	next    Store
 	limiter ratelimit.Limiter
@@ -33,6 +34,12 @@ var storeGetRateLimit = &ratelimit.Rule{
 	Limits: []ratelimit.Limit{{Period: 30 * time.Second, Threshold: 2}},
 }
 
+// storePutRateLimit is the rule of Store.Put: 2 calls per 30s for each id.
+var storePutRateLimit = &ratelimit.Rule{
+	Name:   "example.com/vet/stale.Store.Put",
+	Limits: []ratelimit.Limit{{Period: 30 * time.Second, Threshold: 2}},
+}
+
 // Close calls the wrapped Store's Close; it is not limited.
 func (d *StoreWithRateLimit) Close() error {
 	return d.next.Close()
@@ -45,4 +52,24 @@ func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error)
 		return "", err
 	}
 	return d.next.Get(ctx, id)
+}
+
+// Put calls the wrapped Store's Put if the limiter admits the call under
+// storePutRateLimit; otherwise it returns the limiter's error.
+func (d *StoreWithRateLimit) Put(ctx context.Context, id string) error {
+	if err := storePutRateLimit.Check(ctx, d.limiter, id, 1); err != nil {
+		return err
+	}
+	return d.next.Put(ctx, id)
+}
+
+// RateLimitRules returns the rules of the package's rate-limited methods, one
+// per method, ordered by decorated type and method name, such as for
+// httplimit.AdminHandler. Each call returns new copies: changing them changes
+// no decorator.
+func RateLimitRules() []*ratelimit.Rule {
+	return []*ratelimit.Rule{
+		storeGetRateLimit.Clone(),
+		storePutRateLimit.Clone(),
+	}
 }

@@ -17,6 +17,11 @@ func wants(s string) string                      { return s }
 func structure(ctx context.Context) struct{}     { return struct{}{} }
 func name(ctx context.Context) string            { return "" }
 
+// Item has a field and a method.
+type Item struct{ Name string }
+
+func (i *Item) ID(n int) string { return "" }
+
 // S has keys and costs that do not type-check.
 type S interface {
 	//ratelimit:period=1 threshold=1 key=nope(ctx)
@@ -47,4 +52,24 @@ type S interface {
 	M(req *strings.Builder) error
 	//ratelimit:period=1 threshold=1 key=p
 	N(p *[]string) error
+	// Go spellings the grammar has, used wrongly: each message says what
+	// is accepted.
+	//ratelimit:period=1 threshold=1 key=it.ID(n)
+	O(it *Item, n int) error
+	//ratelimit:period=1 threshold=1 key=it.ID(1)
+	N2(it *Item) error
+	//ratelimit:period=1 threshold=1 key=it.Name()
+	P(it *Item) error
+	//ratelimit:period=1 threshold=1 cost=len(ctx)
+	Q(ctx context.Context) error
+	//ratelimit:period=1 threshold=1 cost="len(s, s)"
+	R(s string) error
+	//ratelimit:period=1 threshold=1 key=name
+	T(ctx context.Context) error
+	//ratelimit:period=1 threshold=1 key=strings
+	U(s string) error
+	//ratelimit:period=1 threshold=1 key=it(ctx)
+	V(ctx context.Context, it *Item) error
+	//ratelimit:period=1 threshold=1 keyhash=true
+	W(ctx context.Context) error
 }

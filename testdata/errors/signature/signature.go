@@ -98,3 +98,37 @@ type Embeds interface {
 //
 //ratelimit:period=1 threshold=1
 type Empty interface{}
+
+// Overridden has a type-level limit, a default for the methods without
+// directives of their own, but every method has some: it limits nothing.
+//
+//ratelimit:period=1m threshold=100
+type Overridden interface {
+	//ratelimit:period=1 threshold=1
+	Get(ctx context.Context) error
+	//ratelimit:period=1 threshold=2
+	Put(ctx context.Context) error
+}
+
+// Counter's type-level limit applies to Reset, which has no directive.
+//
+//ratelimit:period=1m threshold=100
+type Counter struct{}
+
+// Add has its own limit.
+//
+//ratelimit:period=1 threshold=1
+func (*Counter) Add(ctx context.Context) error { return nil }
+
+// Reset is limited by the type's directive.
+func (*Counter) Reset(ctx context.Context) error { return nil }
+
+// AllOwn's type-level limit limits none of its methods.
+//
+//ratelimit:period=1m threshold=100
+type AllOwn struct{}
+
+// Add has its own limit.
+//
+//ratelimit:period=1 threshold=1
+func (*AllOwn) Add(ctx context.Context) error { return nil }
