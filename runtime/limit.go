@@ -102,14 +102,19 @@ func (a Algorithm) Valid() bool {
 // period and Burst×Period/Threshold in microseconds (see limitfacts.MaxValue).
 const maxLimitValue = limitfacts.MaxValue
 
-// MaxSlidingWindowThreshold is the largest Threshold of a SlidingWindow
-// limit: its Redis key holds both windows' counts in one integer that a
-// script reads exactly, below 2^53.
-const MaxSlidingWindowThreshold = limitfacts.MaxSlidingWindowThreshold
-
-// MaxLimits is the most limits one [Request] may have, so that Reset
-// knows every key a name and key may hold (see redislimit.Limiter.Reset).
-const MaxLimits = limitfacts.MaxLimits
+// Bounds of requests and of the memory limiter.
+const (
+	// MaxLimits is the most limits one [Request] may have, so that Reset
+	// knows every key a name and key may hold (see redislimit.Limiter.Reset).
+	MaxLimits = limitfacts.MaxLimits
+	// MaxSlidingWindowThreshold is the largest Threshold of a SlidingWindow
+	// limit: its Redis key holds both windows' counts in one integer that a
+	// script reads exactly, below 2^53.
+	MaxSlidingWindowThreshold = limitfacts.MaxSlidingWindowThreshold
+	// DefaultMaxKeys is how many (name, key) pairs a memory limiter keeps
+	// unless [WithMaxKeys] says otherwise.
+	DefaultMaxKeys = 1 << 20
+)
 
 // Limit is one rule of the form "at most Threshold calls per Period".
 type Limit struct {

@@ -12,10 +12,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
-// DefaultMaxKeys is how many (name, key) pairs a memory limiter keeps
-// unless [WithMaxKeys] says otherwise.
-const DefaultMaxKeys = 1 << 20
-
 // shardCount splits a memory limiter's state so calls on different keys
 // rarely wait for each other.
 const shardCount = 64
