@@ -453,7 +453,7 @@ func decideFailingLocally(ctx context.Context, red *Limiter, req ratelimit.Reque
 	if err == nil || !errors.Is(err, ratelimit.ErrBackend) {
 		return d, err
 	}
-	if d, lerr := red.AllowLocal(ctx, req); lerr == nil {
+	if d, _, lerr := red.AllowLocal(ctx, req); lerr == nil {
 		return d, nil
 	}
 	return ratelimit.Decision{}, err

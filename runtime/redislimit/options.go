@@ -27,6 +27,9 @@ type settings struct {
 	// genericOnly makes the limiter run the generic decide script for
 	// single limits too, so tests can check it decides them alike.
 	genericOnly bool
+	// noHeartbeat keeps the limiter out of the heartbeat (for tests that
+	// count the server's keys).
+	noHeartbeat bool
 }
 
 // newSettings returns the settings that the options of this package among
