@@ -12,25 +12,32 @@ type Fallback interface {
 	Limiter
 	// AllowLocal decides req in process, as Allow would with the backend's
 	// state out of reach, and charges it there; an error means it cannot
-	// decide req either.
-	AllowLocal(ctx context.Context, req Request) (Decision, error)
+	// decide req either. It returns the limits it decided against, which
+	// the decision's LimitIndex indexes: req.Limits, or what it enforces
+	// in their stead (such as one process's share of each), so that a
+	// denied caller is told the limit that denied it.
+	AllowLocal(ctx context.Context, req Request) (Decision, []Limit, error)
 }
 
 // fallback returns the decision of limiter's [Fallback] for req, which
-// limiter could not decide because of err, when r's error policy is
-// [FailLocal]; otherwise, or when the fallback cannot decide req, err. It
-// takes req by value, so that only failed calls move a request to the heap.
-func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err error) (Decision, error) {
+// limiter could not decide because of err, and the limits it enforced,
+// when r's error policy is [FailLocal]; otherwise, or when the fallback
+// cannot decide req, err. It takes req by value, so that only failed calls
+// move a request to the heap.
+func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err error) (Decision, []Limit, error) {
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
 	local, ok := innermost(limiter).(Fallback)
 	if !ok {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
-	d, lerr := local.AllowLocal(ctx, req)
+	d, limits, lerr := local.AllowLocal(ctx, req)
 	if lerr != nil {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
-	return d, nil
+	if len(limits) != len(req.Limits) {
+		limits = req.Limits
+	}
+	return d, limits, nil
 }

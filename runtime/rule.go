@@ -210,8 +210,13 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	} else {
 		o.d, err = limiter.Allow(ctx, req)
 	}
+	fellBack := false
 	if err != nil {
-		o.d, err = r.fallback(ctx, limiter, req, err)
+		var enforced []Limit
+		if o.d, enforced, err = r.fallback(ctx, limiter, req, err); err == nil {
+			// The fallback's decision describes the limits it enforced.
+			o.limits, fellBack = enforced, true
+		}
 	}
 	if err != nil {
 		return r.failure(ctx, limiter, err)
@@ -224,6 +229,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 	case r.Shadow:
 		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+		if fellBack {
+			decided := req
+			decided.Limits = o.limits
+			return r.limitError(&decided, *d)
+		}
 		return r.limitError(&req, *d)
 	}
 	k := lineKeyOf(limiter, &req)
@@ -239,12 +249,14 @@ func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k lin
 
 // allow asks limiter to decide req, and its fallback when limiter could not
 // (check does the same in place, sparing a copy of req and the decision).
-func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, error) {
+// It returns the limits the decision describes: req.Limits, or those the
+// fallback enforced.
+func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {
 		return r.fallback(ctx, limiter, *req, err)
 	}
-	return d, nil
+	return d, req.Limits, nil
 }
 
 // failure returns what Check returns when no decision was made for the

@@ -200,7 +200,7 @@ func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, line 
 	if ctx.Err() != nil {
 		return r.stopped(ctx, req, line.latest())
 	}
-	d, err := r.allow(ctx, limiter, req)
+	d, limits, err := r.allow(ctx, limiter, req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return r.stopped(ctx, req, line.latest())
@@ -208,11 +208,13 @@ func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, line 
 		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
 	}
 	line.note(d, time.Now())
-	o := outcome{d: d, limits: req.Limits, decided: true}
+	o := outcome{d: d, limits: limits, decided: true}
 	if d.Allowed {
 		return o, nil
 	}
-	return o, r.limitError(req, d)
+	decided := *req
+	decided.Limits = limits // the fallback's, when it decided
+	return o, r.limitError(&decided, d)
 }
 
 // stopped returns the error of a call whose ctx ended while it waited:

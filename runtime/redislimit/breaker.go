@@ -30,6 +30,14 @@ const (
 	DefaultBreakerMaxBackoff = DefaultBreakerBackoff
 )
 
+// stragglerWait is how long after a breaker closed the charges of the
+// fallback's last decisions are carried back; recoverTimeout bounds the
+// carry-back a probe runs before the breaker closes.
+const (
+	stragglerWait  = 50 * time.Millisecond
+	recoverTimeout = 10 * time.Second
+)
+
 type breakerConfig struct {
 	failures            int
 	backoff, maxBackoff time.Duration
@@ -86,6 +94,13 @@ type breaker struct {
 	// ask asks Redis whether it can serve; hook may be nil.
 	ask  func(context.Context) error
 	hook ratelimit.BreakerHook
+	// recover, if set, is run by the probe that finds Redis back, before
+	// the breaker closes, and on a goroutine of its own once it closed
+	// (see [Limiter.carryOut]).
+	recover func(context.Context)
+	// holdOpen, if set, reports whether a call that Redis answered late
+	// must leave the breaker open for the probe to close, after recover.
+	holdOpen func() bool
 	// now and after tell the time and wait; tests replace them.
 	now   func() time.Time
 	after func(time.Duration) <-chan time.Time
@@ -131,7 +146,9 @@ func (b *breaker) succeeded() {
 	}
 	b.mu.Lock()
 	b.failures.Store(0)
-	if !b.isOpen.Load() {
+	if !b.isOpen.Load() || (b.holdOpen != nil && b.holdOpen()) {
+		// Closed; or open with charges to carry back first, which the
+		// probe does when it finds Redis back, within a backoff.
 		b.mu.Unlock()
 		return
 	}
@@ -145,6 +162,14 @@ func (b *breaker) closeLocked() {
 	defer b.mu.Unlock()
 	b.isOpen.Store(false)
 	close(b.stop)
+	if b.recover != nil {
+		// For what the fallback admitted while the breaker closed: calls
+		// that found it open a moment ago.
+		go func() {
+			time.Sleep(stragglerWait)
+			b.recover(context.Background())
+		}()
+	}
 	if b.hook != nil {
 		b.hook.BreakerClosed(b.node, b.now().Sub(b.openedAt))
 	}
@@ -191,6 +216,11 @@ func (b *breaker) probe(stop chan struct{}) {
 			return // nothing will answer: the breaker stays open
 		}
 		if err == nil || !redisUnavailable(err) {
+			if b.recover != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+				b.recover(ctx)
+				cancel()
+			}
 			b.closeFor(stop)
 			return
 		}

@@ -73,7 +73,7 @@ func (ct *clusterTest) client(t *testing.T) *redis.ClusterClient {
 func (ct *clusterTest) limiter(t *testing.T, opts ...ratelimit.Option) (*Limiter, *redis.ClusterClient) {
 	ct.cluster.Flush(t)
 	c := ct.client(t)
-	return New(c, opts...), c
+	return New(c, append([]ratelimit.Option{withoutHeartbeat()}, opts...)...), c
 }
 
 // keysByMaster SCANs every master and returns its keys by its address.
@@ -322,7 +322,7 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 		MaxRedirects:  2,
 	})
 	t.Cleanup(func() { c.Close() })
-	l := New(c)
+	l := New(c, withoutHeartbeat())
 	ctx := context.Background()
 
 	// Find a name whose keys each master holds.

@@ -76,12 +76,22 @@
 // make that one short timeout: they set short timeouts and one attempt per
 // call. [Limiter.HealthCheck] says at start-up whether Redis can decide
 // calls. Under ratelimit.FailLocal the limiter's in-process fallback
-// decides what Redis cannot, against the same limits (each process's share
-// of them with [WithFallbackProcesses]); when Redis answers again it
-// decides again, from the state it kept. A failover to a replica forgets
-// the charges the replica had not received: under Sentinel those of about
-// the last second before a SENTINEL FAILOVER, unless writes are paused on
-// the primary first (see the README).
+// decides what Redis cannot, against each process's share of the same
+// limits: the limiters sharing a Redis count themselves with a heartbeat,
+// one MULTI a second on <prefix>{processes} (see [WithFallbackProcesses]),
+// and a denied caller is told the share that denied it. When a probe
+// finds Redis back, before the breaker closes, what the fallback admitted
+// in windows still open is charged to Redis at the times it was admitted,
+// as much as fits (bounded: 65,536 admissions per process), and the probe
+// waits a longest backoff for the other processes to do the same; callers
+// are decided by the fallback meanwhile. So a window that spans an outage
+// admits at most its limit plus the calls Redis admitted in it that the
+// fallbacks could not know of (before the outage, or answered late around
+// it), and at most the limit plus the fallbacks' admissions. A limiter's
+// heartbeat stops when its client is closed. A failover to a replica
+// forgets the charges the replica had not received: under Sentinel those
+// of about the last second before a SENTINEL FAILOVER, unless writes are
+// paused on the primary first (see the README).
 //
 // # Overrides
 //

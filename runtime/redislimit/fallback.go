@@ -15,13 +15,15 @@ func newFallback(c ratelimit.Config) *ratelimit.MemoryLimiter {
 }
 
 // AllowLocal decides req with the limiter's local fallback, against each
-// process's share of its limits (see [WithFallbackProcesses]), and reports
-// the decision to the hook as one of [ratelimit.SourceFallback]. See
-// [ratelimit.Fallback].
-func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// process's share of its limits (see [WithFallbackProcesses]), reports the
+// decision to the hook as one of [ratelimit.SourceFallback], against the
+// shares, and returns the shares: the limits a denied caller is told. An
+// admitted call is remembered, to be charged to Redis when it answers
+// again (see the package doc, Outages). See [ratelimit.Fallback].
+func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
 	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	local := req
-	if n := l.fallbackProcesses; n > 1 {
+	if n := l.processes(); n > 1 {
 		local.Limits = make([]ratelimit.Limit, len(req.Limits))
 		for i, lim := range req.Limits {
 			local.Limits[i] = share(lim, n)
@@ -29,13 +31,16 @@ func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (rateli
 	}
 	d, err := l.local.Allow(ctx, local)
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return ratelimit.Decision{}, nil, err
 	}
 	d.Source = ratelimit.SourceFallback
-	if l.cfg.Hook != nil {
-		l.decided(ctx, req, d)
+	if d.Allowed && l.carry != nil {
+		l.carry.record(&req, l.wallNow())
 	}
-	return d, nil
+	if l.cfg.Hook != nil {
+		l.decided(ctx, local, d)
+	}
+	return d, local.Limits, nil
 }
 
 var _ ratelimit.Fallback = (*Limiter)(nil)

@@ -133,8 +133,8 @@ func (c outageCase) run(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "Redis never decided again after the outage")
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Redis decides again, with its own state: the fallback's is not
-	// written back.
+	// Redis decides again, with its own state (a key the fallback did not
+	// decide: what it admitted of the others was carried back).
 	for i := range threshold + 1 {
 		ok, src := checkSource(t, rule, c.l, c.log, c.keys[3])
 		assert.Equal(t, i < threshold, ok, "call %d after the outage", i)
@@ -453,7 +453,7 @@ func decideFailingLocally(ctx context.Context, red *Limiter, req ratelimit.Reque
 	if err == nil || !errors.Is(err, ratelimit.ErrBackend) {
 		return d, err
 	}
-	if d, lerr := red.AllowLocal(ctx, req); lerr == nil {
+	if d, _, lerr := red.AllowLocal(ctx, req); lerr == nil {
 		return d, nil
 	}
 	return ratelimit.Decision{}, err

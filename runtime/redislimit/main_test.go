@@ -55,13 +55,17 @@ func newTestRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
 	srv.Flush(t)
 	c := srv.Client()
 	t.Cleanup(func() { c.Close() })
-	return New(c, append([]ratelimit.Option{WithDenyCache(0)}, opts...)...)
+	return New(c, append([]ratelimit.Option{WithDenyCache(0), withoutHeartbeat()}, opts...)...)
 }
 
 // withGenericScript makes a Limiter decide every call with the generic
 // decide script, as it does calls of several limits, so the tests check it
 // on single limits too.
 func withGenericScript() ratelimit.Option { return option(func(s *settings) { s.genericOnly = true }) }
+
+// withoutHeartbeat keeps a limiter out of the heartbeat, and its key out
+// of the server.
+func withoutHeartbeat() ratelimit.Option { return option(func(s *settings) { s.noHeartbeat = true }) }
 
 func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter)) {
 	for _, b := range backends() {

@@ -27,6 +27,9 @@ type settings struct {
 	// genericOnly makes the limiter run the generic decide script for
 	// single limits too, so tests can check it decides them alike.
 	genericOnly bool
+	// noHeartbeat keeps the limiter out of the heartbeat (for tests that
+	// count the server's keys).
+	noHeartbeat bool
 }
 
 // newSettings returns the settings that the options of this package among
@@ -136,9 +139,14 @@ func WithPrefix(prefix string) ratelimit.Option {
 // below n the processes together admit up to n per period). Overrides are
 // divided too. A call whose cost is above its process's share of a
 // limit's burst or capacity can never be admitted by the fallback: it
-// fails as under [ratelimit.FailClosed], with the backend's error. The default is
-// 1, the whole limit in each process; n < 1 keeps it. The memory limiter
-// ignores it.
+// fails as under [ratelimit.FailClosed], with the backend's error.
+//
+// Without it, n is the number of limiters sharing the Redis and key
+// prefix, as their heartbeat last counted them before the outage (1 if it
+// never could): each limiter writes its member of the sorted set
+// <prefix>{processes} once a second, expiring after 4s, and reads how many
+// there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
+// the heartbeat off. The memory limiter ignores it.
 func WithFallbackProcesses(n int) ratelimit.Option {
 	return option(func(s *settings) {
 		if n >= 1 {

@@ -36,7 +36,7 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
 // It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for
-// them, and the denials this process's deny cache ([WithDenyCache])
+// them (and what it admitted that was to be charged to Redis), and the denials this process's deny cache ([WithDenyCache])
 // remembers for name (of every key: theirs are asked of Redis again). An
 // error wraps [ratelimit.ErrBackend]. See [ratelimit.Resetter].
 //
@@ -50,6 +50,9 @@ func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 	}
 	if l.denials != nil {
 		l.denials.forget(name)
+	}
+	if l.carry != nil {
+		l.carry.forget(name, key)
 	}
 	return l.local.Reset(ctx, name, key)
 }

@@ -195,13 +195,13 @@ func TestReset(t *testing.T) {
 func TestResetForgetsTheFallback(t *testing.T) {
 	l := newTestRedis(t)
 	req := ratelimit.Request{Name: "fallback", Key: "k", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
-	d, err := l.AllowLocal(context.Background(), req)
+	d, _, err := l.AllowLocal(context.Background(), req)
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
-	d, _ = l.AllowLocal(context.Background(), req)
+	d, _, _ = l.AllowLocal(context.Background(), req)
 	require.False(t, d.Allowed)
 	require.NoError(t, l.Reset(context.Background(), req.Name, req.Key))
-	d, _ = l.AllowLocal(context.Background(), req)
+	d, _, _ = l.AllowLocal(context.Background(), req)
 	require.True(t, d.Allowed)
 }
 

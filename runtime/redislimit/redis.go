@@ -39,7 +39,12 @@ type Limiter struct {
 	local *ratelimit.MemoryLimiter
 	// breakerHook is told of the breakers' changes; nil without a hook.
 	breakerHook ratelimit.BreakerHook
-	cfg         ratelimit.Config
+	// fleet counts the limiters sharing the Redis, for the fallback.
+	fleet *fleet
+	// carry holds what the fallback admitted, to charge to Redis when it
+	// answers again; nil when off.
+	carry *carryBack
+	cfg   ratelimit.Config
 	settings
 }
 
@@ -55,8 +60,15 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	l.denials = newDenyCache(l.denyCache)
 	l.local = newFallback(l.cfg)
 	l.cluster, _ = client.(*redis.ClusterClient)
-	l.breaker = newBreaker(l.settings.breaker, clientAddr(client), l.probe, l.breakerHook)
+	l.breaker = l.newBreaker(clientAddr(client), l.probe)
+	if l.breaker != nil {
+		l.carry = newCarryBack()
+	}
 	l.batcher = newBatcher(l, client, l.batch)
+	l.fleet = newFleet(l.prefix)
+	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
+		go l.heartbeat()
+	}
 	return l
 }
 
@@ -167,13 +179,50 @@ func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, 
 	addr := master.Options().Addr
 	b, loaded := l.nodes.Load(addr)
 	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, newBreaker(l.settings.breaker, addr, l.probeMaster(key), l.breakerHook))
+		b, _ = l.nodes.LoadOrStore(addr, l.newBreaker(addr, l.probeMaster(key)))
 	}
 	nb := b.(*breaker)
 	if !nb.allow() {
 		return nil, ratelimit.ErrCircuitOpen
 	}
 	return nb, nil
+}
+
+// newBreaker returns the limiter's breaker for node, which probe asks,
+// or nil when breakers are off. When a probe finds Redis back, the
+// breaker carries back what the fallback admitted (see [Limiter.carryOut]).
+func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *breaker {
+	b := newBreaker(l.settings.breaker, node, probe, l.breakerHook)
+	if b != nil {
+		b.recover = l.recovered
+		b.holdOpen = func() bool { return l.carry != nil && (l.carry.size() > 0 || l.carry.settling.Load() > 0) }
+	}
+	return b
+}
+
+// recovered carries back what the fallback admitted, then, before the
+// breaker closes, waits a longest backoff (and a little more), during which
+// the fallback still decides, so that the other processes' probes find
+// Redis back too and carry back theirs before this one lets Redis decide,
+// and carries back what the fallback admitted meanwhile.
+func (l *Limiter) recovered(ctx context.Context) {
+	c := l.carry
+	if c == nil || c.size() == 0 {
+		return
+	}
+	c.settling.Add(1)
+	defer c.settling.Add(-1)
+	l.carryOut(ctx)
+	select {
+	case <-time.After(l.settings.breaker.maxBackoff + stragglerWait):
+	case <-ctx.Done():
+	}
+	for range 2 {
+		if c.size() == 0 || ctx.Err() != nil {
+			return
+		}
+		l.carryOut(ctx)
+	}
 }
 
 // probeMaster returns the probe of a cluster master's breaker: a script on

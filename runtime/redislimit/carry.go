@@ -1,0 +1,296 @@
+package redislimit
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// The bounds of the carry-back: what the local fallback admitted, kept to
+// be charged to Redis when it answers again (see the package doc, Outages).
+const (
+	// maxCarried bounds the admissions remembered, over all calls: an
+	// admission beyond it is not carried back (it is counted in dropped).
+	maxCarried = 1 << 16
+	// maxCarriedPerCall bounds the admissions remembered per name, key and
+	// limits: beyond it, an admission is added to the call's latest one,
+	// whose time becomes its own, so the units are charged later than
+	// they were admitted (which denies more, never less).
+	maxCarriedPerCall = 32
+	// carryChunk is how many charges one pipeline sends.
+	carryChunk = 256
+)
+
+// carryBack remembers the admissions of the local fallback.
+type carryBack struct {
+	mu    sync.Mutex
+	calls map[string]*carried
+	n     int // admissions remembered
+	// dropped counts the units admitted but not carried back: beyond
+	// maxCarried, or denied by Redis when carried back (its state was full).
+	dropped atomic.Int64
+	// charged counts the units carried back to Redis.
+	charged atomic.Int64
+
+	// running is held by the goroutine carrying back; pending asks it to
+	// go round once more.
+	running sync.Mutex
+	pending atomic.Bool
+	// settling counts the probes waiting for other processes to carry
+	// back; the breaker stays open meanwhile.
+	settling atomic.Int32
+}
+
+// carried is what the fallback admitted of one name, key and limits: units
+// admitted at times (µs on the limiter's clock), oldest first.
+type carried struct {
+	req   ratelimit.Request
+	at    []int64
+	units []int64
+}
+
+func newCarryBack() *carryBack { return &carryBack{calls: map[string]*carried{}} }
+
+// callID names req's name, key and limits.
+func callID(req *ratelimit.Request) string {
+	var b strings.Builder
+	b.WriteString(req.Name)
+	b.WriteByte(0)
+	b.WriteString(req.Key)
+	for _, lim := range req.Limits {
+		b.WriteByte(0)
+		b.WriteString(string(algorithmOf(lim)))
+		for _, v := range []int64{int64(lim.Period), lim.Threshold, lim.MaxCost()} {
+			b.WriteByte(' ')
+			b.WriteString(strconv.FormatInt(v, 10))
+		}
+	}
+	return b.String()
+}
+
+// record remembers that the fallback admitted req at now.
+func (c *carryBack) record(req *ratelimit.Request, now int64) {
+	units := req.Units()
+	id := callID(req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.calls[id]
+	switch {
+	case e != nil && len(e.at) >= maxCarriedPerCall:
+		last := len(e.at) - 1
+		e.at[last] = max(e.at[last], now)
+		e.units[last] += units
+		return
+	case c.n >= maxCarried:
+		c.dropped.Add(units)
+		return
+	case e == nil:
+		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Limits: append([]ratelimit.Limit(nil), req.Limits...)}}
+		c.calls[id] = e
+	}
+	e.at = append(e.at, now)
+	e.units = append(e.units, units)
+	c.n++
+}
+
+// forget forgets the admissions of name and key.
+func (c *carryBack) forget(name, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, e := range c.calls {
+		if e.req.Name == name && e.req.Key == key {
+			c.n -= len(e.at)
+			delete(c.calls, id)
+		}
+	}
+}
+
+// size returns how many admissions are remembered.
+func (c *carryBack) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// take returns every admission remembered, and forgets them.
+func (c *carryBack) take() map[string]*carried {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls := c.calls
+	c.calls, c.n = map[string]*carried{}, 0
+	return calls
+}
+
+// wallNow returns the time in µs of the limiter's clock, or of the
+// process's wall clock: the time a charge carried back is made at.
+func (l *Limiter) wallNow() int64 {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// carryOut charges to Redis what the fallback admitted in windows still
+// open. It runs on a goroutine of a breaker (never a caller's): when a
+// probe finds Redis back, before the breaker closes, so that Redis decides
+// no call before it has the fallback's charges, and again once the breaker
+// closed, for what the fallback admitted meanwhile. One goroutine carries
+// back at a time; a call while it runs makes it go round once more.
+func (l *Limiter) carryOut(ctx context.Context) {
+	c := l.carry
+	if c == nil {
+		return
+	}
+	c.pending.Store(true)
+	for c.pending.Load() {
+		if !c.running.TryLock() {
+			return // the goroutine carrying back goes round again
+		}
+		c.pending.Store(false)
+		if c.size() > 0 {
+			l.carryRound(ctx)
+		}
+		c.running.Unlock()
+	}
+}
+
+// carryRound charges every admission remembered, and remembers again those
+// that Redis could not be asked about.
+func (l *Limiter) carryRound(ctx context.Context) {
+	calls := l.carry.take()
+	now := l.wallNow()
+	var batch []*charge
+	for _, e := range calls {
+		for i, at := range e.at {
+			if ch := l.newCharge(e, at, e.units[i], now); ch != nil {
+				batch = append(batch, ch)
+			}
+		}
+	}
+	for len(batch) > 0 {
+		n := min(len(batch), carryChunk)
+		if !l.sendCharges(ctx, batch[:n]) {
+			// Redis is away again: keep what was not charged for the next
+			// time it answers.
+			for _, ch := range batch {
+				if !ch.done {
+					l.carry.record(&ch.req, ch.at)
+				}
+			}
+			return
+		}
+		batch = batch[n:]
+	}
+}
+
+// charge is one admission of the fallback carried back: units at time at
+// (µs), against the limits of req whose indices are in idx.
+type charge struct {
+	req   ratelimit.Request // Cost is the units
+	at    int64
+	idx   []int
+	tries int
+	done  bool
+}
+
+// newCharge returns the charge of units admitted at at to e's limits whose
+// windows are still open at now, or nil when none is: a sliding log's
+// entry still in its period, a window's count in the aligned window
+// running now, a bucket's units not yet drained.
+func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
+	ch := &charge{req: e.req, at: at}
+	ch.req.Cost = units
+	for i, lim := range e.req.Limits {
+		p := lim.Period.Microseconds()
+		var open bool
+		switch algorithmOf(lim) {
+		case ratelimit.SlidingLog:
+			open = at > now-p
+		case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+			open = at/p == now/p
+		default: // the buckets: the units drain in capacity×period/threshold
+			open = at > now-muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
+		}
+		if open {
+			ch.idx = append(ch.idx, i)
+		}
+	}
+	if len(ch.idx) == 0 {
+		return nil
+	}
+	return ch
+}
+
+// args returns the generic decide script's KEYS and ARGV for ch: its
+// limits' own keys, at its time.
+func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
+	keys := make([]string, 0, len(ch.idx))
+	args := make([]any, 0, 2+4*len(ch.idx))
+	args = append(args, ch.at, ch.req.Cost)
+	for _, i := range ch.idx {
+		lim := ch.req.Limits[i]
+		alg := algorithmOf(lim)
+		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.req.Key, i, alg))
+		args = append(args, string(alg), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+	}
+	return keys, args
+}
+
+// sendCharges charges each of chs with the generic decide script, at its
+// time, in one pipeline (a charge whose script is not loaded is sent again
+// alone, loading it). A charge denied because its limits have fewer units
+// left is charged again with what is left, so Redis gets as much of it as
+// fits (its window is then full); what does not fit is dropped. It returns
+// false when Redis could not be asked.
+func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
+	for len(chs) > 0 {
+		pipe := l.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(chs))
+		for i, ch := range chs {
+			keys, args := l.chargeArgs(ch)
+			cmds[i] = decideScript.EvalSha(ctx, pipe, keys, args...)
+		}
+		_, _ = pipe.Exec(ctx)
+		var again []*charge
+		for i, ch := range chs {
+			res, err := cmds[i].Result()
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				keys, args := l.chargeArgs(ch)
+				res, err = decideScript.Run(ctx, l.client, keys, args...).Result()
+			}
+			if err != nil {
+				if redisUnavailable(err) {
+					return false
+				}
+				ch.done = true // a key of another type: nothing to charge
+				l.carry.dropped.Add(ch.req.Cost)
+				continue
+			}
+			d, err := parseDecision(res)
+			switch {
+			case err == nil && d.Allowed:
+				ch.done = true
+				l.carry.charged.Add(ch.req.Cost)
+			case err == nil && d.Remaining > 0 && d.Remaining < ch.req.Cost && ch.tries < ratelimit.MaxLimits:
+				// Charge what is left; the rest does not fit.
+				l.carry.dropped.Add(ch.req.Cost - d.Remaining)
+				ch.req.Cost = d.Remaining
+				ch.tries++
+				again = append(again, ch)
+			default:
+				ch.done = true
+				l.carry.dropped.Add(ch.req.Cost)
+			}
+		}
+		chs = again
+	}
+	return true
+}
