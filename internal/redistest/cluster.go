@@ -170,6 +170,12 @@ func (c *Cluster) Kill(i int) {
 	c.killed[i] = true
 }
 
+// Signal sends sig to node i's process, such as SIGSTOP and SIGCONT to
+// stall it and let it go on.
+func (c *Cluster) Signal(i int, sig os.Signal) error {
+	return c.nodes[i].Signal(sig)
+}
+
 // Flush empties every running master so a test starts from nothing.
 func (c *Cluster) Flush(tb testing.TB) {
 	tb.Helper()

@@ -217,6 +217,12 @@ func (s *Server) kill() {
 	<-s.exited
 }
 
+// Signal sends sig to the server's process, such as SIGSTOP and SIGCONT
+// to stall it and let it go on.
+func (s *Server) Signal(sig os.Signal) error {
+	return s.cmd.Process.Signal(sig)
+}
+
 // Stop kills the server and removes its files.
 func (s *Server) Stop() {
 	s.kill()
