@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +86,9 @@ func TestInstallWithAVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := modzip.CreateFromDir(zf, module.Version{Path: path, Version: version}, root); err != nil {
+	// The files git tracks, as the working tree holds them: other tests
+	// make and remove scratch files in the checkout meanwhile.
+	if err := modzip.Create(zf, module.Version{Path: path, Version: version}, trackedFiles(t, root)); err != nil {
 		t.Fatalf("zipping the module: %v", err)
 	}
 	if err := zf.Close(); err != nil {
@@ -132,4 +135,28 @@ func goEnv(t *testing.T, key string) string {
 		t.Fatalf("go env %s: %v", key, err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// trackedFile is a file of the checkout that git tracks, for modzip.Create.
+type trackedFile struct{ root, rel string }
+
+func (f trackedFile) Path() string                 { return filepath.ToSlash(f.rel) }
+func (f trackedFile) Lstat() (os.FileInfo, error)  { return os.Lstat(filepath.Join(f.root, f.rel)) }
+func (f trackedFile) Open() (io.ReadCloser, error) { return os.Open(filepath.Join(f.root, f.rel)) }
+
+// trackedFiles returns the files git tracks under root that exist in the
+// working tree.
+func trackedFiles(t *testing.T, root string) []modzip.File {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	var files []modzip.File
+	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if _, err := os.Lstat(filepath.Join(root, rel)); err == nil {
+			files = append(files, trackedFile{root, rel})
+		}
+	}
+	return files
 }
