@@ -256,7 +256,8 @@ type Decision struct {
 	// remaining units.
 	LimitIndex int
 	// Source says what made the decision: the limiter's backend (the zero
-	// value), its local deny cache, or its in-process fallback.
+	// value), its local deny cache, its in-process fallback, or an
+	// override that blocks the key.
 	Source Source
 }
 
