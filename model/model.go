@@ -90,12 +90,13 @@ const RulesFunc = "RateLimitRules"
 // rule of the method of the decorated type typeName, before it is
 // numbered to avoid a name the package declares: storeGetRateLimit.
 func RuleVarName(typeName, method string) string {
-	return lowerCamel(typeName) + upperFirst(method) + "RateLimit"
+	return LowerCamel(typeName) + upperFirst(method) + "RateLimit"
 }
 
-// lowerCamel returns s with its leading upper-case run lowered the way Go
-// spells initialisms: Store→store, HTTPClient→httpClient, ID→id.
-func lowerCamel(s string) string {
+// LowerCamel returns s with its leading upper-case run lowered the way Go
+// spells initialisms: Store→store, HTTPClient→httpClient, ID→id. The
+// generator names its variables with it.
+func LowerCamel(s string) string {
 	runes := []rune(s)
 	i := 0
 	for i < len(runes) && unicode.IsUpper(runes[i]) {

@@ -383,7 +383,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		}
 		call := jen.Qual(f.Obj.Pkg().Path(), f.Obj.Name()).Call(args...)
 		if f.Error {
-			res := mg.locals.fresh(lowerCamel(f.Obj.Name()))
+			res := mg.locals.fresh(model.LowerCamel(f.Obj.Name()))
 			callErr := jen.Qual(RuntimePath, "CallError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(v.Source), jen.Id(mg.err))
 			stmts = append(stmts,
 				jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(call),
@@ -403,7 +403,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 	for _, s := range v.Steps {
 		if s.CheckNil {
 			if lastCall != "" {
-				name := mg.locals.fresh(lowerCamel(lastCall))
+				name := mg.locals.fresh(model.LowerCamel(lastCall))
 				stmts = append(stmts, jen.Id(name).Op(":=").Add(expr()))
 				expr, lastCall = func() *jen.Statement { return jen.Id(name) }, ""
 			}

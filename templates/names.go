@@ -5,8 +5,6 @@ import (
 	"go/types"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // names hands out identifiers that are unique within one scope. A name is
@@ -62,32 +60,6 @@ func inScope(scope *types.Scope) func(string) bool {
 		return nil
 	}
 	return func(name string) bool { return scope.Lookup(name) != nil }
-}
-
-// lowerCamel returns s with its leading upper-case run lowered the way Go
-// spells initialisms: Store→store, HTTPClient→httpClient, ID→id.
-func lowerCamel(s string) string {
-	runes := []rune(s)
-	i := 0
-	for i < len(runes) && unicode.IsUpper(runes[i]) {
-		i++
-	}
-	switch {
-	case i == 0:
-		return s
-	case i > 1 && i < len(runes) && unicode.IsLower(runes[i]):
-		i-- // keep the capital that starts the next word: HTTPClient → httpClient
-	}
-	for j := 0; j < i; j++ {
-		runes[j] = unicode.ToLower(runes[j])
-	}
-	return string(runes)
-}
-
-// upperFirst returns s with its first letter in upper case.
-func upperFirst(s string) string {
-	r, size := utf8.DecodeRuneInString(s)
-	return string(unicode.ToUpper(r)) + s[size:]
 }
 
 // assumedPackageName returns the name goimports assumes for an import

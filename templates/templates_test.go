@@ -16,16 +16,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
-func TestLowerCamel(t *testing.T) {
-	for in, want := range map[string]string{
-		"Store": "store", "HTTPClient": "httpClient", "ID": "id", "store": "store", "X": "x", "ÉtéStore": "étéStore",
-	} {
-		if got := lowerCamel(in); got != want {
-			t.Errorf("lowerCamel(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestAssumedPackageName(t *testing.T) {
 	for in, want := range map[string]string{
 		"context": "context", "github.com/redis/go-redis/v9": "redis", "gopkg.in/yaml.v3": "yaml",
