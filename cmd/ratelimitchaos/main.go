@@ -1,6 +1,7 @@
 // Command ratelimitchaos starts real Redis servers on loopback, runs
-// limiters sharing them under load while it injects faults one at a time,
-// and prints a Markdown table per fault, algorithm and error policy: the
+// worker processes (this command started again, each an OS process with a
+// limiter and client of its own) sharing them under load while it injects
+// faults one at a time, and prints a Markdown table per fault, algorithm and error policy: the
 // calls admitted in the window spanning the fault against the limit and
 // the bound the redislimit package documents, the errors callers saw and
 // the time until every limiter decided by Redis again.
@@ -29,10 +30,11 @@ type discard struct{}
 func (discard) Printf(context.Context, string, ...any) {}
 
 func main() {
+	chaos.WorkerMain() // when this is a worker process of a run
 	var cfg chaos.Config
 	flag.StringVar(&cfg.Topology, "topology", "standalone", "standalone, cluster or sentinel")
-	flag.IntVar(&cfg.Processes, "processes", 3, "limiters sharing the Redis, each with its own client (in this one OS process)")
-	flag.IntVar(&cfg.Goroutines, "goroutines", 2, "goroutines calling each limiter")
+	flag.IntVar(&cfg.Processes, "processes", 3, "worker processes sharing the Redis, each an OS process with one limiter and client")
+	flag.IntVar(&cfg.Goroutines, "goroutines", 2, "goroutines calling in each process")
 	flag.BoolVar(&cfg.Short, "short", false, "hold each fault 1s instead of 3s")
 	faults := flag.String("faults", "", "comma-separated faults to inject (default: all of the topology's)")
 	quiet := flag.Bool("q", false, "print only the table")

@@ -5,35 +5,31 @@
 // how many calls failed, and how long the limiters took to decide by Redis
 // again. cmd/ratelimitchaos runs it; its test runs a short version.
 //
-// The "processes" are separate redislimit.Limiter instances in one OS
-// process, each with its own client (connections, breaker, fallback and
-// heartbeat member), as separate processes would have.
+// The processes are OS processes: the run starts its own executable
+// again as workers (see [WorkerMain]), each with one redislimit.Limiter
+// and one client of its own, tells them what to call and when, and adds
+// up what each counted.
 package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
-	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // Config says what a run does.
 type Config struct {
 	// Topology is "standalone", "cluster" or "sentinel".
 	Topology string
-	// Processes is the number of limiters sharing the Redis.
+	// Processes is the number of worker processes sharing the Redis, one
+	// limiter each.
 	Processes int
-	// Goroutines is the number of goroutines calling each limiter.
+	// Goroutines is the number of goroutines calling in each process.
 	Goroutines int
 	// Short holds each fault for less time and leaves less between them.
 	Short bool
@@ -46,7 +42,8 @@ type Config struct {
 	// Policies are the error policies of the rules; empty means
 	// DefaultPolicies.
 	Policies []ratelimit.ErrorPolicy
-	// Log receives progress lines; nil discards them.
+	// Log receives progress lines, and the workers' standard error (their
+	// limiters' logs); nil discards them.
 	Log io.Writer
 }
 
@@ -125,16 +122,13 @@ type fault struct {
 
 // topology is the Redis the limiters share.
 type topology interface {
-	// client returns a new client for one limiter.
-	client() redis.UniversalClient
+	// endpoint says how a worker's client reaches it.
+	endpoint() endpoint
 	faults() []fault
+	// ready waits until the topology is whole again after a fault: every
+	// node it has up and in sync.
+	ready(ctx context.Context) error
 	stop()
-}
-
-// counters are one rule's counts.
-type counters struct {
-	calls, byRedis, byFallback, undecided, redisBeforeHeal, denied, errors atomic.Int64
-	firstError                                                             atomic.Pointer[string]
 }
 
 // Run starts the topology, runs every fault in turn and returns a result
@@ -165,7 +159,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	case "", "standalone":
 		topo, err = startStandalone()
 	case "sentinel":
-		topo, err = startSentinel(ctx)
+		topo, err = startSentinel(ctx, logf)
 	case "cluster":
 		topo, err = startCluster()
 	default:
@@ -175,24 +169,23 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		return nil, err
 	}
 	defer topo.stop()
-	faults := topo.faults()
-	if len(cfg.Faults) > 0 {
-		var chosen []fault
-		for _, name := range cfg.Faults {
-			i := slices.IndexFunc(faults, func(f fault) bool { return f.name == name })
-			if i < 0 {
-				return nil, fmt.Errorf("unknown fault %q for %s", name, cfg.Topology)
-			}
-			chosen = append(chosen, faults[i])
-		}
-		faults = chosen
+	faults, err := choose(topo.faults(), cfg)
+	if err != nil {
+		return nil, err
 	}
 
-	limiters := make([]*redislimit.Limiter, cfg.Processes)
-	for i := range limiters {
-		c := topo.client()
-		defer c.Close()
-		limiters[i] = redislimit.New(c)
+	procs := make([]*process, 0, cfg.Processes)
+	defer func() {
+		for _, p := range procs {
+			p.close()
+		}
+	}()
+	for range cfg.Processes {
+		p, err := startProcess(topo.endpoint(), cfg.Goroutines, cfg.Log)
+		if err != nil {
+			return nil, fmt.Errorf("starting a worker process: %w", err)
+		}
+		procs = append(procs, p)
 	}
 	hold, settle := 3*time.Second, 3*time.Second
 	if cfg.Short {
@@ -200,10 +193,13 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	var results []Result
 	for _, f := range faults {
-		// Let the heartbeat count every limiter (it beats once a second).
+		if err := topo.ready(ctx); err != nil {
+			return results, fmt.Errorf("before fault %s: %w", f.name, err)
+		}
+		// Let the heartbeat count every process (it beats once a second).
 		time.Sleep(settle)
 		logf("fault %s: start", f.name)
-		rs, err := runFault(ctx, cfg, limiters, f, hold, logf)
+		rs, err := runFault(ctx, cfg, procs, f, hold, logf)
 		if err != nil {
 			return results, fmt.Errorf("fault %s: %w", f.name, err)
 		}
@@ -212,82 +208,50 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return results, nil
 }
 
-// runFault loads the limiters with calls of one rule per algorithm and
-// policy, injects f, holds it, heals it and counts.
-func runFault(ctx context.Context, cfg Config, limiters []*redislimit.Limiter, f fault, hold time.Duration, logf func(string, ...any)) ([]Result, error) {
-	type row struct {
-		rule *ratelimit.Rule
-		c    *counters
+// choose returns the faults cfg names, in its order, or all when it names
+// none.
+func choose(faults []fault, cfg Config) ([]fault, error) {
+	if len(cfg.Faults) == 0 {
+		return faults, nil
 	}
-	var rows []row
+	var chosen []fault
+	for _, name := range cfg.Faults {
+		i := slices.IndexFunc(faults, func(f fault) bool { return f.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown fault %q for %s", name, cfg.Topology)
+		}
+		chosen = append(chosen, faults[i])
+	}
+	return chosen, nil
+}
+
+// runFault loads the processes with calls of one rule per algorithm and
+// policy, injects f, holds it, heals it and adds up the processes' counts.
+func runFault(ctx context.Context, cfg Config, procs []*process, f fault, hold time.Duration, logf func(string, ...any)) ([]Result, error) {
+	var specs []ruleSpec
 	for _, alg := range cfg.Algorithms {
 		for _, pol := range cfg.Policies {
-			rows = append(rows, row{
-				rule: &ratelimit.Rule{
-					Name:    fmt.Sprintf("chaos.%s.%s.%s.%d", f.name, alg, pol, time.Now().UnixNano()),
-					Limits:  []ratelimit.Limit{{Period: Period, Threshold: Limit, Algorithm: alg}},
-					OnError: pol,
-				},
-				c: new(counters),
+			specs = append(specs, ruleSpec{
+				Name:      fmt.Sprintf("chaos.%s.%s.%s.%d", f.name, alg, pol, time.Now().UnixNano()),
+				Algorithm: alg, Policy: pol,
 			})
 		}
 	}
-	var healed atomic.Bool
-	call := func(l *redislimit.Limiter, r row) {
-		c := r.c
-		c.calls.Add(1)
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		a, err := r.rule.Admit(cctx, l, "k", 1)
-		switch {
-		case err == nil && !a.Decided:
-			c.undecided.Add(1)
-		case err == nil && a.Decision.Source == ratelimit.SourceFallback:
-			c.byFallback.Add(1)
-		case err == nil:
-			c.byRedis.Add(1)
-			if !healed.Load() {
-				c.redisBeforeHeal.Add(1)
-			}
-		case errors.Is(err, ratelimit.ErrLimited):
-			c.denied.Add(1)
-		default:
-			if c.errors.Add(1) == 1 {
-				s := err.Error()
-				c.firstError.Store(&s)
-			}
+	if _, err := askAll(procs, message{Op: "start", Rules: specs}, "started"); err != nil {
+		return nil, err
+	}
+	stopped := false
+	stop := func() ([]message, error) {
+		stopped = true
+		return askAll(procs, message{Op: "stop"}, "counts")
+	}
+	defer func() {
+		if !stopped {
+			_, _ = stop()
 		}
-	}
-	// Before the load, Redis admits one call of each rule per process.
-	for _, l := range limiters {
-		for _, r := range rows {
-			call(l, r)
-		}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, l := range limiters {
-		for g := range cfg.Goroutines {
-			wg.Go(func() {
-				for i := g; ; i++ {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					call(l, rows[i%len(rows)])
-					time.Sleep(2 * time.Millisecond)
-				}
-			})
-		}
-	}
-	finish := func() {
-		close(stop)
-		wg.Wait()
-	}
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := f.inject(ctx); err != nil {
-		finish()
 		return nil, fmt.Errorf("inject: %w", err)
 	}
 	logf("fault %s: injected", f.name)
@@ -295,62 +259,63 @@ func runFault(ctx context.Context, cfg Config, limiters []*redislimit.Limiter, f
 		time.Sleep(hold)
 	}
 	if err := f.heal(ctx); err != nil {
-		finish()
 		return nil, fmt.Errorf("heal: %w", err)
 	}
 	healedAt := time.Now()
-	healed.Store(true)
+	if _, err := askAll(procs, message{Op: "healed"}, "healed"); err != nil {
+		return nil, err
+	}
 	logf("fault %s: healed", f.name)
 	recovery, recovered := time.Duration(0), true
 	if f.outage {
-		recovery, recovered = awaitRedis(ctx, limiters, healedAt)
-		logf("fault %s: every limiter decides by Redis again after %s (recovered: %v)", f.name, recovery.Round(time.Millisecond), recovered)
+		answers, err := askAll(procs, message{Op: "await"}, "decided")
+		if err != nil {
+			return nil, err
+		}
+		recovery = time.Since(healedAt)
+		for _, a := range answers {
+			recovered = recovered && a.Recovered
+		}
+		logf("fault %s: every process decides by Redis again after %s (recovered: %v)", f.name, recovery.Round(time.Millisecond), recovered)
 	}
 	// Calls go on after the recovery, decided by Redis.
 	time.Sleep(500 * time.Millisecond)
-	finish()
+	answers, err := stop()
+	if err != nil {
+		return nil, err
+	}
 
 	var out []Result
-	for _, r := range rows {
-		c := r.c
+	for i, s := range specs {
 		res := Result{
-			Fault: f.name, Algorithm: r.rule.Limits[0].Algorithm, Policy: r.rule.OnError,
-			Limit: Limit, Processes: len(limiters),
-			Calls: c.calls.Load(), ByRedis: c.byRedis.Load(), ByFallback: c.byFallback.Load(),
-			Undecided: c.undecided.Load(), RedisBeforeHeal: c.redisBeforeHeal.Load(),
-			Denied: c.denied.Load(), Errors: c.errors.Load(),
+			Fault: f.name, Algorithm: s.Algorithm, Policy: s.Policy,
+			Limit: Limit, Processes: len(procs),
 			Recovery: recovery, Recovered: recovered,
 		}
-		res.Admitted = res.ByRedis + res.ByFallback + res.Undecided
-		if p := c.firstError.Load(); p != nil {
-			res.FirstError = *p
+		for _, a := range answers {
+			if len(a.Counts) != len(specs) {
+				return nil, fmt.Errorf("a worker counted %d rules, not %d", len(a.Counts), len(specs))
+			}
+			res.add(a.Counts[i])
 		}
+		res.Admitted = res.ByRedis + res.ByFallback + res.Undecided
 		out = append(out, res)
 	}
 	return out, nil
 }
 
-// awaitRedis makes calls of a rule no call exhausts on each limiter until
-// Redis decides one, and returns how long after healedAt the last limiter
-// did, and whether each did within a minute.
-func awaitRedis(ctx context.Context, limiters []*redislimit.Limiter, healedAt time.Time) (time.Duration, bool) {
-	rule := &ratelimit.Rule{Name: "chaos.await", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1 << 40}}, OnError: ratelimit.FailLocal}
-	deadline := healedAt.Add(time.Minute)
-	var last time.Duration
-	for i, l := range limiters {
-		for {
-			a, err := rule.Admit(ctx, l, fmt.Sprint("await", i), 1)
-			if err == nil && a.Decision.Source == ratelimit.SourceBackend {
-				last = max(last, time.Since(healedAt))
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return time.Since(healedAt), false
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+// add adds one process's counts to r.
+func (r *Result) add(c Counts) {
+	r.Calls += c.Calls
+	r.ByRedis += c.ByRedis
+	r.ByFallback += c.ByFallback
+	r.Undecided += c.Undecided
+	r.RedisBeforeHeal += c.RedisBeforeHeal
+	r.Denied += c.Denied
+	r.Errors += c.Errors
+	if r.FirstError == "" {
+		r.FirstError = c.FirstError
 	}
-	return last, true
 }
 
 // Table writes results as a Markdown table.

@@ -8,13 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
-	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
-// standalone is one redis-server.
+// standalone is one redis-server, which the workers reach through a
+// proxy that can delay their traffic.
 type standalone struct {
-	srv  *redistest.Server
-	addr string
+	srv   *redistest.Server
+	addr  string
+	proxy *proxy
 }
 
 func startStandalone() (*standalone, error) {
@@ -22,12 +23,19 @@ func startStandalone() (*standalone, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &standalone{srv: s, addr: s.Addr}, nil
+	p, err := startProxy(s.Addr)
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return &standalone{srv: s, addr: s.Addr, proxy: p}, nil
 }
 
-func (s *standalone) client() redis.UniversalClient {
-	return redis.NewClient(redislimit.ClientOptions(&redis.Options{Addr: s.addr}))
+func (s *standalone) endpoint() endpoint {
+	return endpoint{Kind: "standalone", Addrs: []string{s.proxy.Addr()}}
 }
+
+func (s *standalone) ready(context.Context) error { return nil }
 
 // admin runs one command on the server with a client of its own.
 func (s *standalone) admin(ctx context.Context, args ...any) error {
@@ -59,10 +67,24 @@ func (s *standalone) faults() []fault {
 		{name: "FLUSHALL",
 			inject: func(ctx context.Context) error { return s.admin(ctx, "FLUSHALL") },
 			heal:   none},
+		// 20ms each way, 40ms a round trip: slower, within the clients'
+		// 100ms timeouts, so Redis decides throughout.
+		s.delay("delay 20ms", 20*time.Millisecond, false),
+		// 200ms each way: every call times out (perhaps after Redis ran
+		// it), the breakers open, and their probes time out too.
+		s.delay("delay 200ms", 200*time.Millisecond, true),
 	}
 }
 
+// delay is the fault of a network that delays each packet by d.
+func (s *standalone) delay(name string, d time.Duration, outage bool) fault {
+	return fault{name: name, outage: outage,
+		inject: func(context.Context) error { s.proxy.setDelay(d); return nil },
+		heal:   func(context.Context) error { s.proxy.setDelay(0); return nil }}
+}
+
 func (s *standalone) stop() {
+	s.proxy.close()
 	if s.srv != nil {
 		_ = s.srv.Signal(syscall.SIGCONT)
 		_ = s.admin(context.Background(), "CLIENT", "UNPAUSE")
@@ -72,19 +94,41 @@ func (s *standalone) stop() {
 
 // sentinel is a primary, a replica and three sentinels.
 type sentinel struct {
-	d *redistest.Sentinel
+	d    *redistest.Sentinel
+	logf func(string, ...any)
 }
 
-func startSentinel(context.Context) (*sentinel, error) {
+func startSentinel(_ context.Context, logf func(string, ...any)) (*sentinel, error) {
 	d, err := redistest.StartSentinel(1, 3)
 	if err != nil {
 		return nil, err
 	}
-	return &sentinel{d: d}, nil
+	return &sentinel{d: d, logf: logf}, nil
 }
 
-func (s *sentinel) client() redis.UniversalClient {
-	return redis.NewFailoverClient(redislimit.FailoverOptions(s.d.FailoverOptions()))
+func (s *sentinel) endpoint() endpoint {
+	o := s.d.FailoverOptions()
+	return endpoint{Kind: "sentinel", Addrs: o.SentinelAddrs, Master: o.MasterName}
+}
+
+// ready waits until the sentinels agree on a primary, every replica's link
+// to it is up and the sentinels see it so (as after a failover, when the
+// sentinels turn the old primary into a replica, which can take them
+// seconds), and each replica has every write the primary had when it
+// started waiting: a failover then loses nothing written before the fault.
+func (s *sentinel) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	if err := s.d.WaitReady(ctx); err != nil {
+		return err
+	}
+	linked := time.Since(began)
+	if err := s.d.WaitSynced(ctx); err != nil {
+		return err
+	}
+	s.logf("sentinel: replicas linked after %s, in sync after %s", linked.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	return nil
 }
 
 func (s *sentinel) faults() []fault {
@@ -120,9 +164,12 @@ func startCluster() (*cluster, error) {
 	return &cluster{c: c}, nil
 }
 
-func (c *cluster) client() redis.UniversalClient {
-	return redis.NewClusterClient(redislimit.ClusterOptions(&redis.ClusterOptions{Addrs: c.c.Addrs()}))
+func (c *cluster) endpoint() endpoint {
+	return endpoint{Kind: "cluster", Addrs: c.c.Addrs()}
 }
+
+// ready returns at once: a killed master does not come back.
+func (c *cluster) ready(context.Context) error { return nil }
 
 func (c *cluster) faults() []fault {
 	return []fault{

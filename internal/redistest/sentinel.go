@@ -454,3 +454,45 @@ func (d *Sentinel) Stop() {
 		s.Stop()
 	}
 }
+
+// WaitSynced waits until every replica that was not killed has replicated
+// everything the primary had written when it began waiting (its
+// slave_repl_offset reaches the primary's master_repl_offset): a primary
+// killed after that loses none of those writes. Call it after WaitReady,
+// while nothing writes.
+func (d *Sentinel) WaitSynced(ctx context.Context) error {
+	primary, err := d.Primary(ctx)
+	if err != nil {
+		return err
+	}
+	want, err := infoOffset(ctx, primary, "master_repl_offset")
+	if err != nil {
+		return err
+	}
+	for _, s := range d.live() {
+		if s.Addr == primary {
+			continue
+		}
+		for {
+			got, err := infoOffset(ctx, s.Addr, "slave_repl_offset")
+			if err == nil && got >= want {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("replica %s did not reach the primary's offset %d: %w (last: %d, %v)", s.Addr, want, ctx.Err(), got, err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// infoOffset returns the replication offset field of the node at addr.
+func infoOffset(ctx context.Context, addr, field string) (int64, error) {
+	v, err := infoField(ctx, addr, field)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
