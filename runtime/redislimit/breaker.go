@@ -65,7 +65,8 @@ type breakerConfig struct {
 // duration keeps its default. With
 // a Redis Cluster client each master has a breaker (and a probe) of its
 // own, so a master that is down fails only the calls whose keys it holds.
-// A probe stops when the client is closed.
+// A probe stops when the client or the limiter ([Limiter.Close]) is
+// closed.
 //
 // Only failures of the connection (refused, reset, timed out, pool
 // exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
@@ -101,6 +102,9 @@ type breaker struct {
 	// holdOpen, if set, reports whether a call that Redis answered late
 	// must leave the breaker open for the probe to close, after recover.
 	holdOpen func() bool
+	// bg runs the probe and the carry-back after closing, until the
+	// limiter is closed; nil runs them on plain goroutines.
+	bg *background
 	// now and after tell the time and wait; tests replace them.
 	now   func() time.Time
 	after func(time.Duration) <-chan time.Time
@@ -165,10 +169,13 @@ func (b *breaker) closeLocked() {
 	if b.recover != nil {
 		// For what the fallback admitted while the breaker closed: calls
 		// that found it open a moment ago.
-		go func() {
-			time.Sleep(stragglerWait)
-			b.recover(context.Background())
-		}()
+		b.bg.spawn(func(ctx context.Context) {
+			select {
+			case <-time.After(stragglerWait):
+				b.recover(ctx)
+			case <-ctx.Done():
+			}
+		})
 	}
 	if b.hook != nil {
 		b.hook.BreakerClosed(b.node, b.now().Sub(b.openedAt))
@@ -192,33 +199,37 @@ func (b *breaker) failed(err error) {
 	b.isOpen.Store(true)
 	b.openedAt = b.now()
 	b.stop = make(chan struct{})
-	go b.probe(b.stop)
+	stop := b.stop
+	b.bg.spawn(func(ctx context.Context) { b.probe(ctx, stop) })
 	if b.hook != nil {
 		b.hook.BreakerOpened(b.node, err)
 	}
 }
 
 // probe asks Redis whether it is back until it answers and probe closes
-// the breaker, or stop is closed, or the client is: backoff after the
+// the breaker, or stop is closed, or ctx ends (the limiter is closed), or
+// the client is: backoff after the
 // breaker opened, then backoff (doubling up to maxBackoff) after each
 // probe began, or when it ended if it took longer.
-func (b *breaker) probe(stop chan struct{}) {
+func (b *breaker) probe(ctx context.Context, stop chan struct{}) {
 	interval, wait := b.cfg.backoff, b.cfg.backoff
 	for {
 		select {
 		case <-stop:
 			return
+		case <-ctx.Done():
+			return
 		case <-b.after(wait):
 		}
 		began := b.now()
-		err := b.ask(context.Background())
-		if errors.Is(err, redis.ErrClosed) {
+		err := b.ask(ctx)
+		if errors.Is(err, redis.ErrClosed) || ctx.Err() != nil {
 			return // nothing will answer: the breaker stays open
 		}
 		if err == nil || !redisUnavailable(err) {
 			if b.recover != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
-				b.recover(ctx)
+				rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+				b.recover(rctx)
 				cancel()
 			}
 			b.closeFor(stop)

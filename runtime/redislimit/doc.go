@@ -77,8 +77,9 @@
 // call. [Limiter.HealthCheck] says at start-up whether Redis can decide
 // calls. Under ratelimit.FailLocal the limiter's in-process fallback
 // decides what Redis cannot, against each process's share of the same
-// limits: the limiters sharing a Redis count themselves with a heartbeat,
-// one MULTI a second on <prefix>{processes} (see [WithFallbackProcesses]),
+// limits: the processes sharing a Redis count themselves with a heartbeat,
+// one MULTI a second per client on <prefix>{processes} (the limiters of
+// one client are one process; see [WithFallbackProcesses]),
 // and a denied caller is told the share that denied it. When a probe
 // finds Redis back, before the breaker closes, what the fallback admitted
 // in windows still open is charged to Redis at the times it was admitted,
@@ -87,8 +88,9 @@
 // are decided by the fallback meanwhile. So a window that spans an outage
 // admits at most its limit plus the calls Redis admitted in it that the
 // fallbacks could not know of (before the outage, or answered late around
-// it), and at most the limit plus the fallbacks' admissions. A limiter's
-// heartbeat stops when its client is closed. A failover to a replica
+// it), and at most the limit plus the fallbacks' admissions. The
+// heartbeat stops when the last limiter of its client is closed
+// ([Limiter.Close]) or the client is. A failover to a replica
 // forgets the charges the replica had not received: under Sentinel those
 // of about the last second before a SENTINEL FAILOVER, unless writes are
 // paused on the primary first (see the README).

@@ -141,9 +141,10 @@ func WithPrefix(prefix string) ratelimit.Option {
 // limit's burst or capacity can never be admitted by the fallback: it
 // fails as under [ratelimit.FailClosed], with the backend's error.
 //
-// Without it, n is the number of limiters sharing the Redis and key
+// Without it, n is the number of processes sharing the Redis and key
 // prefix, as their heartbeat last counted them before the outage (1 if it
-// never could): each limiter writes its member of the sorted set
+// never could): the limiters of one client are one process, which writes
+// its member of the sorted set
 // <prefix>{processes} once a second, expiring after 4s, and reads how many
 // there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
 // the heartbeat off. The memory limiter ignores it.

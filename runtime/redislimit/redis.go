@@ -44,13 +44,18 @@ type Limiter struct {
 	// carry holds what the fallback admitted, to charge to Redis when it
 	// answers again; nil when off.
 	carry *carryBack
-	cfg   ratelimit.Config
+	// bg runs the breakers' probes and carry-backs until Close.
+	bg  *background
+	cfg ratelimit.Config
 	settings
 }
 
-// New returns a limiter that keeps its state in client's Redis.
+// New returns a limiter that keeps its state in client's Redis. Its
+// background work (the heartbeat it shares with the other limiters of
+// client, its breakers' probes) runs until [Limiter.Close] or until client
+// is closed.
 func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
-	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
+	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
 	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
 	if l.breakerHook == nil {
 		// An outage is logged once, whatever the hook: its start at Warn,
@@ -67,7 +72,7 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	l.batcher = newBatcher(l, client, l.batch)
 	l.fleet = newFleet(l.prefix)
 	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
-		go l.heartbeat()
+		l.joinFleet()
 	}
 	return l
 }
@@ -194,6 +199,7 @@ func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, 
 func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *breaker {
 	b := newBreaker(l.settings.breaker, node, probe, l.breakerHook)
 	if b != nil {
+		b.bg = l.bg
 		b.recover = l.recovered
 		b.holdOpen = func() bool { return l.carry != nil && (l.carry.size() > 0 || l.carry.settling.Load() > 0) }
 	}

@@ -1,0 +1,110 @@
+package redislimit
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestLimitersOnOneClientAreOneProcess: two limiters on one client share
+// one heartbeat and count as one process; a limiter on another client is
+// another process; closing the only limiter of a client takes its process
+// out of the count at once (its member is removed).
+func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	shared := failFastClient(t, s.Addr)
+	a, b := New(shared), New(shared)
+	defer a.Close()
+	defer b.Close()
+	require.Same(t, a.fleet, b.fleet, "one heartbeat per client and prefix")
+	awaitBeats(t, a.fleet, 2)
+	assert.Equal(t, 1, a.processes(), "two limiters on one client are one process")
+	assert.Equal(t, 1, b.processes())
+
+	other := New(failFastClient(t, s.Addr))
+	awaitCount(t, a, 2)
+	require.NoError(t, other.Close())
+	awaitCount(t, a, 1)
+	n, err := adminClient(t, s.Addr).ZCard(t.Context(), a.fleet.key).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "a closed process's member is removed")
+
+	// A prefix of its own is a heartbeat of its own.
+	c := New(shared, WithPrefix("other:"))
+	defer c.Close()
+	assert.NotSame(t, a.fleet, c.fleet)
+}
+
+// TestCloseStopsBackgroundWork: Close ends the heartbeat (once its last
+// limiter is closed) and an open breaker's probe, without closing the
+// client, and leaves no goroutine behind.
+func TestCloseStopsBackgroundWork(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	client := failFastClient(t, s.Addr)
+	before := runtime.NumGoroutine()
+
+	a, b := New(client), New(client)
+	awaitBeats(t, a.fleet, 1)
+	require.NoError(t, a.Close())
+	beats := b.fleet.beats.Load()
+	awaitBeats(t, b.fleet, beats+1) // the heartbeat goes on for b
+
+	// b's breaker opens on a dead node's errors, and probes.
+	dead := New(failFastClient(t, stoppedAddr(t)), WithBreaker(1, time.Hour, time.Hour))
+	for !dead.CircuitOpen() {
+		_, _ = dead.Allow(t.Context(), deadRequest())
+	}
+	require.NoError(t, b.Close())
+	require.NoError(t, dead.Close())
+	require.NoError(t, b.Close(), "Close may be called again")
+
+	require.NoError(t, client.Ping(t.Context()).Err(), "the client is the caller's: still open")
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > before+2 { // the dead client's pool may keep a reaper
+		require.True(t, time.Now().Before(deadline), "goroutines left after Close: %d, before: %d\n%s", runtime.NumGoroutine(), before, stacks())
+		time.Sleep(20 * time.Millisecond)
+	}
+	beats = b.fleet.beats.Load()
+	time.Sleep(2 * heartbeatEvery)
+	assert.Equal(t, beats, b.fleet.beats.Load(), "no heartbeat after the last Close")
+}
+
+// awaitBeats waits until f has beaten n times.
+func awaitBeats(t *testing.T, f *fleet, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.beats.Load() < n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat beat %d times, not %d", f.beats.Load(), n)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitCount waits until l counts n processes.
+func awaitCount(t *testing.T, l *Limiter, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for l.processes() != n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.processes(), n)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deadRequest is a request for a limiter whose Redis is gone.
+func deadRequest() ratelimit.Request {
+	return ratelimit.Request{Name: "dead", Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1}}}
+}
+
+func stacks() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
