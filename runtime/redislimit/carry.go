@@ -34,6 +34,11 @@ type carryBack struct {
 	mu    sync.Mutex
 	calls map[string]*carried
 	n     int // admissions remembered
+	// held is n, read without the lock by the calls that Redis decides,
+	// to start a carry-back (see [Limiter.carrySoon]).
+	held atomic.Int64
+	// scheduled is set while a carry-back started by a call is on its way.
+	scheduled atomic.Bool
 	// dropped counts the units admitted but not carried back: beyond
 	// maxCarried, or denied by Redis when carried back (its state was full).
 	dropped atomic.Int64
@@ -99,6 +104,7 @@ func (c *carryBack) record(req *ratelimit.Request, now int64) {
 	e.at = append(e.at, now)
 	e.units = append(e.units, units)
 	c.n++
+	c.held.Store(int64(c.n))
 }
 
 // forget forgets the admissions of name and key.
@@ -108,6 +114,7 @@ func (c *carryBack) forget(name, key string) {
 	for id, e := range c.calls {
 		if e.req.Name == name && e.req.Key == key {
 			c.n -= len(e.at)
+			c.held.Store(int64(c.n))
 			delete(c.calls, id)
 		}
 	}
@@ -126,6 +133,7 @@ func (c *carryBack) take() map[string]*carried {
 	defer c.mu.Unlock()
 	calls := c.calls
 	c.calls, c.n = map[string]*carried{}, 0
+	c.held.Store(0)
 	return calls
 }
 
@@ -138,11 +146,34 @@ func (l *Limiter) wallNow() int64 {
 	return time.Now().UnixMicro()
 }
 
+// carrySoon starts a carry-back on a goroutine of its own, unless one is
+// on its way, when Redis has decided a call and the fallback's admissions
+// wait to be carried back while no breaker is open: when breakers are off
+// (no probe carries them back), or when the fallback decided a few calls
+// that failed without opening the breaker. It costs a decided call one
+// atomic load and never blocks it; Redis may decide calls before the
+// charges arrive (a round trip or so): the excess they cause is what the
+// stated bound counts as admitted by Redis without the fallbacks' charges.
+func (l *Limiter) carrySoon() {
+	c := l.carry
+	if c.held.Load() == 0 || (l.breaker != nil && l.breaker.open()) || !c.scheduled.CompareAndSwap(false, true) {
+		return
+	}
+	l.bg.spawn(func(ctx context.Context) {
+		defer c.scheduled.Store(false)
+		ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+		defer cancel()
+		l.carryOut(ctx)
+	})
+}
+
 // carryOut charges to Redis what the fallback admitted in windows still
-// open. It runs on a goroutine of a breaker (never a caller's): when a
-// probe finds Redis back, before the breaker closes, so that Redis decides
-// no call before it has the fallback's charges, and again once the breaker
-// closed, for what the fallback admitted meanwhile. One goroutine carries
+// open. It runs on a goroutine of a breaker or of [Limiter.carrySoon]
+// (never a caller's): when a probe finds Redis back, before the breaker
+// closes, so that Redis decides no call before it has the fallback's
+// charges, and again once the breaker closed, for what the fallback
+// admitted meanwhile; and after Redis decided a call while admissions
+// wait without an open breaker. One goroutine carries
 // back at a time; a call while it runs makes it go round once more.
 func (l *Limiter) carryOut(ctx context.Context) {
 	c := l.carry

@@ -85,10 +85,14 @@
 // in windows still open is charged to Redis at the times it was admitted,
 // as much as fits (bounded: 65,536 admissions per process), and the probe
 // waits a longest backoff for the other processes to do the same; callers
-// are decided by the fallback meanwhile. So a window that spans an outage
-// admits at most its limit plus the calls Redis admitted in it that the
-// fallbacks could not know of (before the outage, or answered late around
-// it), and at most the limit plus the fallbacks' admissions. The
+// are decided by the fallback meanwhile. Without an open breaker (breakers
+// off, or failures too few to open one), the first call Redis decides
+// after the fallback admitted some starts the same carry-back on a
+// goroutine of its own, and Redis decides calls meanwhile. So a window that
+// spans an outage admits at most its limit plus the calls Redis admitted
+// in it without the fallbacks' charges (before the outage, answered late
+// around it, or, without a breaker, decided before the charges arrived, a
+// round trip or so), and at most the limit plus the fallbacks' admissions. The
 // heartbeat stops when the last limiter of its client is closed
 // ([Limiter.Close]) or the client is. A failover to a replica
 // forgets the charges the replica had not received: under Sentinel those

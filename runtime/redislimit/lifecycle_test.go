@@ -108,3 +108,66 @@ func stacks() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
 }
+
+// TestCarryBackWithoutBreaker: with breakers off, no probe finds Redis
+// back, so the first call Redis decides after the fallback admitted calls
+// starts the carry-back: the window that spans the outage admits the limit
+// plus what Redis admitted without the fallback's charges (before the
+// outage, and the calls it decided before the charges arrived), and
+// nothing once they have.
+func TestCarryBackWithoutBreaker(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.GCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			s, err := redistest.Start()
+			require.NoError(t, err)
+			t.Cleanup(s.Stop)
+			l := New(failFastClient(t, s.Addr), WithBreaker(0, 0, 0), WithFallbackProcesses(1))
+			defer l.Close()
+			require.Nil(t, l.breaker)
+			down, up := stall(adminClient(t, s.Addr))
+			const limit, before = 10, 2
+			rule := &ratelimit.Rule{Name: "nobreaker", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit, Algorithm: alg}}, OnError: ratelimit.FailLocal}
+			ctx := t.Context()
+			for range before {
+				require.NoError(t, rule.Check(ctx, l, "k", 1), "Redis admits before the outage")
+			}
+			down(t)
+			byFallback := 0
+			for range limit + 2 {
+				a, err := rule.Admit(ctx, l, "k", 1)
+				if err == nil {
+					require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
+					byFallback++
+				}
+			}
+			require.Equal(t, limit, byFallback, "the fallback admits the limit (it cannot know Redis's)")
+			up(t)
+			// Calls until the charges have arrived: Redis decides them
+			// meanwhile, without them.
+			byRedisBefore := 0
+			deadline := time.Now().Add(30 * time.Second)
+			for l.carry.charged.Load()+l.carry.dropped.Load() < limit || l.carry.scheduled.Load() {
+				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", l.carry.charged.Load(), l.carry.dropped.Load(), l.carry.size())
+				a, err := rule.Admit(ctx, l, "k", 1)
+				if err == nil && a.Decision.Source == ratelimit.SourceBackend {
+					byRedisBefore++
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			after := 0
+			for range limit {
+				a, err := rule.Admit(ctx, l, "k", 1)
+				if err == nil {
+					after++
+					t.Logf("admitted after the carry-back by %s", a.Decision.Source)
+				}
+			}
+			total := before + byFallback + byRedisBefore + after
+			t.Logf("%s: %d admitted, limit %d: %d by Redis before the outage, %d by the fallback, %d by Redis before the charges arrived, %d after; %d units charged, %d dropped",
+				alg, total, limit, before, byFallback, byRedisBefore, after, l.carry.charged.Load(), l.carry.dropped.Load())
+			assert.Zero(t, after, "nothing once the charges have arrived")
+			assert.LessOrEqual(t, total, limit+before+byRedisBefore, "the stated bound")
+			assert.Positive(t, l.carry.charged.Load(), "the fallback's admissions were carried back")
+		})
+	}
+}

@@ -42,7 +42,7 @@ type Limiter struct {
 	// fleet counts the limiters sharing the Redis, for the fallback.
 	fleet *fleet
 	// carry holds what the fallback admitted, to charge to Redis when it
-	// answers again; nil when off.
+	// answers again.
 	carry *carryBack
 	// bg runs the breakers' probes and carry-backs until Close.
 	bg  *background
@@ -66,9 +66,7 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	l.local = newFallback(l.cfg)
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.breaker = l.newBreaker(clientAddr(client), l.probe)
-	if l.breaker != nil {
-		l.carry = newCarryBack()
-	}
+	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
 	l.fleet = newFleet(l.prefix)
 	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
@@ -281,6 +279,7 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
 	}
+	l.carrySoon()
 	if !d.Allowed && l.denials != nil {
 		recv, _ := l.cacheNow()
 		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
