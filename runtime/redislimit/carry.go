@@ -208,9 +208,11 @@ func (l *Limiter) carryRound(ctx context.Context) {
 	}
 	for len(batch) > 0 {
 		n := min(len(batch), carryChunk)
-		if !l.sendCharges(ctx, batch[:n]) {
+		if !l.sendPrevious(ctx, batch[:n]) || !l.sendCharges(ctx, current(batch[:n])) {
 			// Redis is away again: keep what was not charged for the next
-			// time it answers.
+			// time it answers (a sliding window's ended window that was
+			// charged may be charged again then: it denies more, never
+			// less).
 			for _, ch := range batch {
 				if !ch.done {
 					l.carry.record(&ch.req, ch.at)
@@ -222,12 +224,29 @@ func (l *Limiter) carryRound(ctx context.Context) {
 	}
 }
 
+// current returns the charges of chs with limits whose windows are open,
+// and marks the others done: their sliding windows that ended were charged
+// by sendPrevious.
+func current(chs []*charge) []*charge {
+	var out []*charge
+	for _, ch := range chs {
+		if len(ch.idx) > 0 {
+			out = append(out, ch)
+		} else {
+			ch.done = true
+		}
+	}
+	return out
+}
+
 // charge is one admission of the fallback carried back: units at time at
-// (µs), against the limits of req whose indices are in idx.
+// (µs), against the limits of req whose indices are in idx, and, in prev,
+// its sliding windows whose window has ended but still weighs.
 type charge struct {
 	req   ratelimit.Request // Cost is the units
 	at    int64
 	idx   []int
+	prev  []int
 	tries int
 	done  bool
 }
@@ -235,7 +254,9 @@ type charge struct {
 // newCharge returns the charge of units admitted at at to e's limits whose
 // windows are still open at now, or nil when none is: a sliding log's
 // entry still in its period, a window's count in the aligned window
-// running now, a bucket's units not yet drained.
+// running now, a bucket's units not yet drained; and a sliding window's
+// count in the window before the one running now, where it still weighs
+// (previous × (period − elapsed) / period).
 func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 	ch := &charge{req: e.req, at: at}
 	ch.req.Cost = units
@@ -245,8 +266,13 @@ func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 		switch algorithmOf(lim) {
 		case ratelimit.SlidingLog:
 			open = at > now-p
-		case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+		case ratelimit.FixedWindow:
 			open = at/p == now/p
+		case ratelimit.SlidingWindow:
+			open = at/p == now/p
+			if at/p+1 == now/p {
+				ch.prev = append(ch.prev, i)
+			}
 		default: // the buckets: the units drain in capacity×period/threshold
 			open = at > now-muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
 		}
@@ -254,10 +280,85 @@ func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 			ch.idx = append(ch.idx, i)
 		}
 	}
-	if len(ch.idx) == 0 {
+	if len(ch.idx) == 0 && len(ch.prev) == 0 {
 		return nil
 	}
 	return ch
+}
+
+// previousScript charges units admitted in a sliding window's window that
+// has ended to its key, where they weigh on the window after it: to the
+// previous count when the key's state has moved to that window, to the
+// current one when it has not (the next call moves it), or as a new state
+// of that window when there is none; as many as fit under the threshold.
+// The window is told by the key's expiry, which the decide script sets to
+// the end of the window after the state's, plus keepMs. It returns the
+// units charged. KEYS[1] is the key; ARGV: the start (ms) of the window
+// the units were admitted in, the period (ms), the units, the threshold.
+var previousScript = redis.NewScript(`
+local start, p, units, threshold = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local scale, keep = ` + strconv.Itoa(prevScale) + `, ` + strconv.Itoa(keepMs) + `
+local e = redis.call("PEXPIRETIME", KEYS[1])
+if e == -2 then
+  if units > threshold then units = threshold end
+  redis.call("SET", KEYS[1], units * scale, "PXAT", start + 3 * p + keep)
+  return units
+end
+local packed = tonumber(redis.call("GET", KEYS[1]))
+if e < 0 or not packed then return 0 end
+local cur = packed % scale
+local prev = (packed - cur) / scale
+if e - keep == start + 2 * p then
+  if units > threshold - cur then units = threshold - cur end
+  if units <= 0 then return 0 end
+  redis.call("INCRBY", KEYS[1], units)
+elseif e - keep == start + 3 * p then
+  if units > threshold - prev then units = threshold - prev end
+  if units <= 0 then return 0 end
+  redis.call("INCRBY", KEYS[1], units * scale)
+else
+  return 0
+end
+return units
+`)
+
+// sendPrevious charges the sliding windows in the prev of each of chs, in
+// one pipeline (a script not loaded is sent again alone, loading it). It
+// returns false when Redis could not be asked.
+func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
+	type sent struct {
+		cmd  *redis.Cmd
+		key  string
+		args []any
+	}
+	var all []sent
+	pipe := l.client.Pipeline()
+	for _, ch := range chs {
+		for _, i := range ch.prev {
+			lim := ch.req.Limits[i]
+			p := lim.Period.Milliseconds()
+			key := storageKey(l.prefix, ch.req.Name, ch.req.Key, i, ratelimit.SlidingWindow)
+			args := []any{ch.at / 1000 / p * p, p, ch.req.Cost, lim.Threshold}
+			all = append(all, sent{previousScript.EvalSha(ctx, pipe, []string{key}, args...), key, args})
+		}
+	}
+	if len(all) == 0 {
+		return true
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, s := range all {
+		n, err := s.cmd.Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			n, err = previousScript.Run(ctx, l.client, []string{s.key}, s.args...).Int64()
+		}
+		if err != nil && redisUnavailable(err) {
+			return false
+		}
+		units := s.args[2].(int64)
+		l.carry.charged.Add(n)
+		l.carry.dropped.Add(units - n)
+	}
+	return true
 }
 
 // args returns the generic decide script's KEYS and ARGV for ch: its

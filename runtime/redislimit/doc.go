@@ -82,8 +82,9 @@
 // one client are one process; see [WithFallbackProcesses]),
 // and a denied caller is told the share that denied it. When a probe
 // finds Redis back, before the breaker closes, what the fallback admitted
-// in windows still open is charged to Redis at the times it was admitted,
-// as much as fits (bounded: 65,536 admissions per process), and the probe
+// in windows still open (and a sliding window's previous window, which
+// still weighs) is charged to Redis at the times it was admitted, as much
+// as fits (bounded: 65,536 admissions per process), and the probe
 // waits a longest backoff for the other processes to do the same; callers
 // are decided by the fallback meanwhile. Without an open breaker (breakers
 // off, or failures too few to open one), the first call Redis decides

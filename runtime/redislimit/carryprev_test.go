@@ -1,0 +1,83 @@
+package redislimit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestCarryBackSlidingWindowPrevious: what the fallback admitted in a
+// sliding window's window that has ended when Redis is back still weighs
+// on the window after it, and is carried back there: Redis then decides
+// exactly as the twin that saw every call, on a fake clock. With a
+// breaker, the probe carries back before any call moves the key's state
+// to the new window; without one, the call that finds Redis back moves it
+// first.
+func TestCarryBackSlidingWindowPrevious(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		breaker ratelimit.Option
+	}{
+		{"breaker", WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond)},
+		{"no breaker", WithBreaker(0, 0, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := redistest.Start()
+			require.NoError(t, err)
+			t.Cleanup(s.Stop)
+			const period = time.Minute
+			clock := clocktest.NewManual()
+			w := time.Now().Truncate(period)
+			clock.Set(w.Add(period / 2))
+			l := New(failFastClient(t, s.Addr), ratelimit.WithClock(clock), tc.breaker, WithFallbackProcesses(1), WithDenyCache(0))
+			defer l.Close()
+			twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
+			down, up := stall(adminClient(t, s.Addr))
+			const limit = 10
+			rule := &ratelimit.Rule{Name: "prev", Limits: []ratelimit.Limit{{Period: period, Threshold: limit, Algorithm: ratelimit.SlidingWindow}}, OnError: ratelimit.FailLocal}
+			ctx := t.Context()
+			both := func() (redis, memory bool) {
+				a, err := rule.Admit(ctx, l, "k", 1)
+				_, terr := rule.Admit(ctx, twin, "k", 1)
+				return err == nil && a.Decided, terr == nil
+			}
+			for range 3 {
+				r, m := both()
+				require.True(t, r && m, "Redis admits before the outage")
+			}
+			down(t)
+			clock.Set(w.Add(period * 8 / 10))
+			for range 5 {
+				a, err := rule.Admit(ctx, l, "k", 1)
+				require.NoError(t, err)
+				require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
+				_, err = rule.Admit(ctx, twin, "k", 1)
+				require.NoError(t, err)
+			}
+			clock.Set(w.Add(period + period*3/10))
+			up(t)
+			deadline := time.Now().Add(30 * time.Second)
+			if l.breaker == nil {
+				r, m := both() // Redis decides, without the charges; starts the carry-back
+				require.True(t, r && m)
+			}
+			for l.carry.charged.Load()+l.carry.dropped.Load() < 5 || l.CircuitOpen() {
+				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped", l.carry.charged.Load(), l.carry.dropped.Load())
+				time.Sleep(10 * time.Millisecond)
+			}
+			assert.EqualValues(t, 5, l.carry.charged.Load(), "the ended window's admissions are charged")
+			// prev 8 weighs ceil(8 × 0.7) = 6: Redis and the twin admit
+			// alike from here.
+			for i := range 2 * limit {
+				r, m := both()
+				require.Equal(t, m, r, "call %d after the carry-back: Redis and the twin differ", i)
+			}
+		})
+	}
+}
