@@ -249,14 +249,17 @@ func (w *worker) call(ctx context.Context, i int) {
 	}
 }
 
-// awaitRedis makes calls of a rule no call exhausts until Redis decides
-// one, and reports whether it did before deadline.
+// awaitRedis waits until every breaker of l is closed (a cluster's
+// masters' too) and Redis decides a call of a rule no call exhausts, and
+// reports whether that happened before deadline.
 func awaitRedis(ctx context.Context, l *redislimit.Limiter, deadline time.Time) bool {
 	rule := &ratelimit.Rule{Name: "chaos.await", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1 << 40}}, OnError: ratelimit.FailLocal}
 	for {
-		a, err := rule.Admit(ctx, l, "await", 1)
-		if err == nil && a.Decision.Source == ratelimit.SourceBackend {
-			return true
+		if !l.CircuitOpen() {
+			a, err := rule.Admit(ctx, l, "await", 1)
+			if err == nil && a.Decision.Source == ratelimit.SourceBackend && !l.CircuitOpen() {
+				return true
+			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false

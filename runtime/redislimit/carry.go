@@ -46,9 +46,11 @@ type carryBack struct {
 	charged atomic.Int64
 
 	// running is held by the goroutine carrying back; pending asks it to
-	// go round once more.
-	running sync.Mutex
-	pending atomic.Bool
+	// go round once more; carrying is set while it holds admissions it
+	// took (they are in neither calls nor Redis yet).
+	running  sync.Mutex
+	pending  atomic.Bool
+	carrying atomic.Bool
 	// settling counts the probes waiting for other processes to carry
 	// back; the breaker stays open meanwhile.
 	settling atomic.Int32
@@ -148,15 +150,16 @@ func (l *Limiter) wallNow() int64 {
 
 // carrySoon starts a carry-back on a goroutine of its own, unless one is
 // on its way, when Redis has decided a call and the fallback's admissions
-// wait to be carried back while no breaker is open: when breakers are off
-// (no probe carries them back), or when the fallback decided a few calls
-// that failed without opening the breaker. It costs a decided call one
-// atomic load and never blocks it; Redis may decide calls before the
+// wait to be carried back while no breaker is open (an open one's probe
+// carries them back, a cluster master's too): when breakers are off (no
+// probe carries them back), or when the fallback decided a few calls that
+// failed without opening a breaker. It costs a decided call one atomic
+// load and never blocks it; Redis may decide calls before the
 // charges arrive (a round trip or so): the excess they cause is what the
 // stated bound counts as admitted by Redis without the fallbacks' charges.
 func (l *Limiter) carrySoon() {
 	c := l.carry
-	if c.held.Load() == 0 || (l.breaker != nil && l.breaker.open()) || !c.scheduled.CompareAndSwap(false, true) {
+	if c.held.Load() == 0 || l.CircuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
 		return
 	}
 	l.bg.spawn(func(ctx context.Context) {
@@ -187,7 +190,9 @@ func (l *Limiter) carryOut(ctx context.Context) {
 		}
 		c.pending.Store(false)
 		if c.size() > 0 {
+			c.carrying.Store(true)
 			l.carryRound(ctx)
+			c.carrying.Store(false)
 		}
 		c.running.Unlock()
 	}

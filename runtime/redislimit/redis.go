@@ -199,7 +199,10 @@ func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *br
 	if b != nil {
 		b.bg = l.bg
 		b.recover = l.recovered
-		b.holdOpen = func() bool { return l.carry != nil && (l.carry.size() > 0 || l.carry.settling.Load() > 0) }
+		b.holdOpen = func() bool {
+			c := l.carry
+			return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
+		}
 	}
 	return b
 }
@@ -211,7 +214,12 @@ func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *br
 // and carries back what the fallback admitted meanwhile.
 func (l *Limiter) recovered(ctx context.Context) {
 	c := l.carry
-	if c == nil || c.size() == 0 {
+	// A carry-back on its way (started by a call, see carrySoon) holds
+	// admissions it took: wait for it to charge them or keep them again.
+	for c.carrying.Load() && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	if c.size() == 0 {
 		return
 	}
 	c.settling.Add(1)
