@@ -208,9 +208,9 @@ func (b *breaker) failed(err error) {
 
 // probe asks Redis whether it is back until it answers and probe closes
 // the breaker, or stop is closed, or ctx ends (the limiter is closed), or
-// the client is: backoff after the
-// breaker opened, then backoff (doubling up to maxBackoff) after each
-// probe began, or when it ended if it took longer.
+// the client is: backoff after the breaker opened, then backoff (doubling
+// up to maxBackoff) after each probe began, or when it ended if it took
+// longer.
 func (b *breaker) probe(ctx context.Context, stop chan struct{}) {
 	interval, wait := b.cfg.backoff, b.cfg.backoff
 	for {

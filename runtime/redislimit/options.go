@@ -144,9 +144,8 @@ func WithPrefix(prefix string) ratelimit.Option {
 // Without it, n is the number of processes sharing the Redis and key
 // prefix, as their heartbeat last counted them before the outage (1 if it
 // never could): the limiters of one client are one process, which writes
-// its member of the sorted set
-// <prefix>{processes} once a second, expiring after 4s, and reads how many
-// there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
+// its member of the sorted set <prefix>{processes} once a second, expiring
+// after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
 // the heartbeat off. The memory limiter ignores it.
 func WithFallbackProcesses(n int) ratelimit.Option {
 	return option(func(s *settings) {

@@ -39,7 +39,8 @@ type Limiter struct {
 	local *ratelimit.MemoryLimiter
 	// breakerHook is told of the breakers' changes; nil without a hook.
 	breakerHook ratelimit.BreakerHook
-	// fleet counts the limiters sharing the Redis, for the fallback.
+	// fleet is the heartbeat of the limiter's client and prefix, which
+	// counts the processes sharing the Redis, for the fallback.
 	fleet *fleet
 	// carry holds what the fallback admitted, to charge to Redis when it
 	// answers again.
