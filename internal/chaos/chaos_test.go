@@ -13,7 +13,8 @@ import (
 
 // TestShortChaos runs the short chaos run on a standalone Redis with three
 // faults (a kill and restart on the same port, a SIGSTOP stall, a
-// FLUSHALL) and asserts counts only, never durations:
+// FLUSHALL), its three processes being this test binary started again
+// (see TestMain), and asserts counts only, never durations:
 //
 //   - callers see errors only under onerror=deny, which surfaces them
 //     (and do see some there during the outages: a second of calls);
