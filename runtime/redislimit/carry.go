@@ -297,7 +297,8 @@ func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 // current one when it has not (the next call moves it), or as a new state
 // of that window when there is none; as many as fit under the threshold.
 // The window is told by the key's expiry, which the decide script sets to
-// the end of the window after the state's, plus keepMs. It returns the
+// the end of the window after the state's, plus keepMs (to the ms, or
+// about it where it moves the state with a relative TTL). It returns the
 // units charged. KEYS[1] is the key; ARGV: the start (ms) of the window
 // the units were admitted in, the period (ms), the units, the threshold.
 var previousScript = redis.NewScript(`
@@ -313,11 +314,14 @@ local packed = tonumber(redis.call("GET", KEYS[1]))
 if e < 0 or not packed then return 0 end
 local cur = packed % scale
 local prev = (packed - cur) / scale
-if e - keep == start + 2 * p then
+-- The state's window is the one that starts 2p before its end; the end
+-- may be a ms or so off where a script moved it by a relative TTL.
+local k = math.floor((e - keep - start + p / 2) / p)
+if k == 2 then
   if units > threshold - cur then units = threshold - cur end
   if units <= 0 then return 0 end
   redis.call("INCRBY", KEYS[1], units)
-elseif e - keep == start + 3 * p then
+elseif k == 3 then
   if units > threshold - prev then units = threshold - prev end
   if units <= 0 then return 0 end
   redis.call("INCRBY", KEYS[1], units * scale)

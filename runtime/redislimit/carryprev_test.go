@@ -81,3 +81,52 @@ func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 		})
 	}
 }
+
+// TestCarryBackSlidingWindowPreviousServerClock: on the server's clock
+// (no WithClock), where the decide script moves a key's state to the next
+// window by a relative TTL, the carry-back still finds the window the
+// state is in, and charges the ended window's admissions to the previous
+// count.
+func TestCarryBackSlidingWindowPreviousServerClock(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	const period = 3 * time.Second
+	l := New(failFastClient(t, s.Addr), WithBreaker(0, 0, 0), WithFallbackProcesses(1), WithDenyCache(0))
+	defer l.Close()
+	down, up := stall(adminClient(t, s.Addr))
+	rule := &ratelimit.Rule{Name: "prevserver", Limits: []ratelimit.Limit{{Period: period, Threshold: 100, Algorithm: ratelimit.SlidingWindow}}, OnError: ratelimit.FailLocal}
+	ctx := t.Context()
+	// Start early in a window, so the outage ends in it.
+	if left := period - time.Duration(time.Now().UnixNano())%period; left < 2*time.Second {
+		time.Sleep(left + 10*time.Millisecond)
+	}
+	w := time.Now().Truncate(period)
+	for range 2 {
+		require.NoError(t, rule.Check(ctx, l, "k", 1))
+	}
+	down(t)
+	for range 3 {
+		a, err := rule.Admit(ctx, l, "k", 1)
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
+	}
+	time.Sleep(time.Until(w.Add(period + 10*time.Millisecond)))
+	up(t)
+	a, err := rule.Admit(ctx, l, "k", 1)
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.SourceBackend, a.Decision.Source, "Redis decides, and moves the key to the new window")
+	deadline := time.Now().Add(30 * time.Second)
+	for l.carry.charged.Load()+l.carry.dropped.Load() < 3 {
+		require.True(t, time.Now().Before(deadline), "the carry-back never arrived")
+		time.Sleep(5 * time.Millisecond)
+	}
+	if time.Now().After(w.Add(2 * period)) {
+		t.Skip("the carry-back came after the window it weighs on: too slow a machine to check")
+	}
+	assert.EqualValues(t, 3, l.carry.charged.Load(), "charged to the previous count")
+	packed, err := adminClient(t, s.Addr).Get(ctx, l.Key("prevserver", "k", 0, ratelimit.SlidingWindow)).Int64()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2+3, packed/prevScale, "the previous window's count: Redis's 2 and the fallback's 3")
+	assert.EqualValues(t, 1, packed%prevScale, "this window's: the call that found Redis back")
+}
