@@ -22,8 +22,8 @@ const (
 	SlidingLog Algorithm = limitfacts.SlidingLog
 
 	// FixedWindow counts calls in windows of one Period aligned to
-	// multiples of the Period since the Unix epoch, and admits up to
-	// Threshold per window. In Redis it is one INCRBY on a counter that
+	// multiples of the Period since the Unix epoch (or in the windows of
+	// a Calendar period), and admits up to Threshold per window. In Redis it is one INCRBY on a counter that
 	// expires with its window, so its Period must be a whole number of
 	// milliseconds, as TTLs are. A window resets all at once, so up to
 	// 2×Threshold calls can pass in one Period that straddles a window

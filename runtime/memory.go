@@ -135,14 +135,24 @@ type memoryPlan struct {
 func memoryPlanOf(lim Limit) memoryPlan {
 	p := memoryPlan{plan: plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}}
 	p.counter = counterOf(p.Algorithm)
-	if c, ok := lim.facts().CalendarOf(); ok {
-		p.calendar = &c
+	if lim.Calendar != "" {
+		p.calendar = calendarOf(lim)
 	}
 	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
 		p.depth, p.depthFrac = muldiv.Rem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
 	}
 	return p
+}
+
+// calendarOf returns the calendar of lim, a valid limit with a calendar
+// period (nil if it is not valid).
+func calendarOf(lim Limit) *limitfacts.Calendar {
+	c, ok := lim.facts().CalendarOf()
+	if !ok {
+		return nil
+	}
+	return &c
 }
 
 // check decides cost units at now for the limit p without charging them,

@@ -270,3 +270,31 @@ func TestCalendarResetAndOverride(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, []ratelimit.Limit{{Calendar: "month", TZ: "Europe/Paris", Threshold: 2}}, got)
 }
+
+// TestCalendarCarryBack: what the fallback admitted in the calendar window
+// still running is charged to Redis when it answers again, in that
+// window; what it admitted in the month before is not.
+func TestCalendarCarryBack(t *testing.T) {
+	ctx := context.Background()
+	paris := mustZone(t, "Europe/Paris")
+	clock := newManualClock()
+	l := newTestRedis(t, ratelimit.WithClock(clock))
+	if l.carry == nil {
+		l.carry = newCarryBack()
+	}
+	req := ratelimit.Request{Name: "carry", Key: "k", Cost: 2, Limits: []ratelimit.Limit{
+		{Calendar: "month", TZ: "Europe/Paris", Threshold: 10},
+		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100},
+	}}
+	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
+	l.carry.record(&req, first.Add(-time.Minute).UnixMicro()) // February's: dropped
+	l.carry.record(&req, first.Add(time.Minute).UnixMicro())
+	l.carry.record(&req, first.Add(2*time.Minute).UnixMicro())
+	clock.Set(first.Add(90 * time.Minute)) // the hour's window of the charges has closed
+	l.carryOut(ctx)
+	assert.Zero(t, l.carry.size())
+	d, err := l.Peek(ctx, ratelimit.Request{Name: "carry", Key: "k", Limits: req.Limits})
+	require.NoError(t, err)
+	assert.Equal(t, int64(10-4), d.Remaining, "two charges of 2 in March")
+	assert.Equal(t, first.AddDate(0, 1, 0).Sub(clock.Now()), d.ResetAfter)
+}
