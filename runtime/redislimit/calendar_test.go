@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -297,4 +298,64 @@ func TestCalendarCarryBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(10-4), d.Remaining, "two charges of 2 in March")
 	assert.Equal(t, first.AddDate(0, 1, 0).Sub(clock.Now()), d.ResetAfter)
+}
+
+// TestCalendarKeysExpireWithTheirWindow: the Redis key of a monthly quota
+// expires a second (keepMs) after midnight of the 1st, and the twin's
+// state stops mattering then, whatever the time of the call.
+func TestCalendarKeysExpireWithTheirWindow(t *testing.T) {
+	ctx := context.Background()
+	paris := mustZone(t, "Europe/Paris")
+	clock := newManualClock()
+	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	red := newTestRedis(t, ratelimit.WithClock(clock))
+	lim := ratelimit.Limit{Calendar: "month", TZ: "Europe/Paris", Threshold: 5}
+	req := ratelimit.Request{Name: "expiry", Key: "k", Limits: []ratelimit.Limit{lim}}
+	end := time.Date(2028, 11, 1, 0, 0, 0, 0, paris) // after October's 25-hour day
+	clock.Set(time.Date(2028, 10, 12, 8, 30, 0, 0, paris))
+	require.Equal(t, allow(t, mem, req), allow(t, red, req))
+	s, ok := memstate.Lookup(mem, "expiry", "k")
+	require.True(t, ok)
+	assert.Equal(t, end.UnixMicro(), s.Expiry)
+	at, err := rdb(t).PExpireTime(ctx, red.Key("expiry", "k", 0, ratelimit.FixedWindow)).Result()
+	require.NoError(t, err)
+	assert.Equal(t, end.Add(time.Second).UnixMilli(), at.Milliseconds())
+}
+
+// TestCalendarManyGoroutines: goroutines calling at once, a µs before a
+// month's end and at its end, get exactly the threshold admitted in each
+// window, on every backend.
+func TestCalendarManyGoroutines(t *testing.T) {
+	first := time.Date(2028, 7, 1, 0, 0, 0, 0, mustZone(t, "America/New_York"))
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		clock := newManualClock()
+		lim := newLimiter(ratelimit.WithClock(clock))
+		req := ratelimit.Request{Name: "crowd", Key: "k", Limits: []ratelimit.Limit{
+			{Calendar: "month", TZ: "America/New_York", Threshold: 100},
+			{Calendar: "week", Threshold: 1000},
+		}}
+		for _, at := range []time.Time{first.Add(-time.Microsecond), first} {
+			clock.Set(at)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			admitted := 0
+			for range 16 {
+				wg.Go(func() {
+					for range 10 {
+						d, err := lim.Allow(context.Background(), req)
+						if !assert.NoError(t, err) {
+							return
+						}
+						if d.Allowed {
+							mu.Lock()
+							admitted++
+							mu.Unlock()
+						}
+					}
+				})
+			}
+			wg.Wait()
+			assert.Equal(t, 100, admitted, "at %s", at)
+		}
+	})
 }
