@@ -359,3 +359,22 @@ func TestCalendarManyGoroutines(t *testing.T) {
 		}
 	})
 }
+
+// TestCalendarBoundsCache: the bounds shared by a window's calls are those
+// computed for each call, in any order of times.
+func TestCalendarBoundsCache(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2028, 3, 26, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for _, lim := range []ratelimit.Limit{{Calendar: "day", TZ: "Europe/Paris"}, {Calendar: "week"}, {Calendar: "month", TZ: "America/New_York"}} {
+		c, ok := calendarOf(lim)
+		require.True(t, ok)
+		for range 2000 {
+			at := base + rng.Int64N(int64(40*24*time.Hour/time.Microsecond))
+			got, ok := calendarBounds(lim, at)
+			require.True(t, ok)
+			require.Equal(t, c.Bounds(at), got, "%s at %d", lim.Calendar, at)
+		}
+	}
+	_, ok := calendarBounds(ratelimit.Limit{Period: time.Second}, base)
+	assert.False(t, ok)
+}

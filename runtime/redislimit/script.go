@@ -397,9 +397,8 @@ func appendLimits(args []any, limits []ratelimit.Limit, at int64) []any {
 	var bounds []any
 	for _, lim := range limits {
 		var period any = lim.Period.Microseconds()
-		if c, ok := calendarOf(lim); ok {
+		if b, ok := calendarBounds(lim, at); ok {
 			period = -(4*len(limits) + 4 + len(bounds))
-			b := c.Bounds(at)
 			bounds = append(bounds, b[0], b[1], b[2], b[3])
 		}
 		args = append(args, string(algorithmOf(lim)), period, lim.Threshold, lim.MaxCost())
@@ -427,6 +426,40 @@ func calendarOf(lim ratelimit.Limit) (limitfacts.Calendar, bool) {
 		return limitfacts.Calendar{}, false
 	}
 	return limitfacts.Limit{Calendar: lim.Calendar, TZ: lim.TZ}.CalendarOf()
+}
+
+// calendarKey names a calendar period in a zone.
+type calendarKey struct{ period, tz string }
+
+// calendarWindows holds the latest bounds computed of each calendar period
+// and zone (calendarKey → *atomic.Pointer[[4]int64]): the calls in one
+// window share them, as computing them takes about as long as the rest of
+// building a call.
+var calendarWindows sync.Map
+
+// calendarBounds returns the bounds of lim's calendar period around at
+// (see [limitfacts.Calendar.Bounds]), if it has one.
+func calendarBounds(lim ratelimit.Limit, at int64) ([4]int64, bool) {
+	if lim.Calendar == "" {
+		return [4]int64{}, false
+	}
+	k := calendarKey{lim.Calendar, lim.TZ}
+	v, _ := calendarWindows.Load(k)
+	if v != nil {
+		if b := v.(*atomic.Pointer[[4]int64]).Load(); b != nil && b[1] <= at && at < b[2] {
+			return *b, true
+		}
+	}
+	c, ok := calendarOf(lim)
+	if !ok {
+		return [4]int64{}, false
+	}
+	b := c.Bounds(at)
+	if v == nil {
+		v, _ = calendarWindows.LoadOrStore(k, new(atomic.Pointer[[4]int64]))
+	}
+	v.(*atomic.Pointer[[4]int64]).Store(&b)
+	return b, true
 }
 
 // boundsTime returns the time (µs) around which a call's calendar bounds
