@@ -167,7 +167,9 @@ func (l Limit) Check() error {
 	maxPeriod := MaxValue * time.Microsecond
 	if err := l.checkCalendar(); err != nil || l.Calendar != "" {
 		if err == nil {
-			err = Limit{Period: time.Millisecond, Threshold: l.Threshold, Algorithm: name, Burst: l.Burst, Capacity: l.Capacity}.Check()
+			// The rest as of the same limit per second: a calendar
+			// period's windows are whole seconds, and at most a year.
+			err = Limit{Period: time.Second, Threshold: l.Threshold, Algorithm: name, Burst: l.Burst, Capacity: l.Capacity}.Check()
 		}
 		return err
 	}
