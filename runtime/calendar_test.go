@@ -112,3 +112,22 @@ func TestCalendarLimitError(t *testing.T) {
 	require.True(t, errors.As(err, &le))
 	assert.Contains(t, le.Error(), "exceeded 1 per week Asia/Tokyo; retry after")
 }
+
+// TestBlockedCalendarRule: a key blocked by an override is told to retry
+// when the calendar window of the rule's first limit ends.
+func TestBlockedCalendarRule(t *testing.T) {
+	clock := newManualClock()
+	var ov StaticOverrides
+	ov.SetKey("svc.Get", "mallory", Limit{Algorithm: Block})
+	lim := NewMemory(WithClock(clock), WithOverrides(&ov))
+	r := &Rule{Name: "svc.Get", Limits: []Limit{{Calendar: "day", TZ: "Europe/Paris", Threshold: 5, Algorithm: FixedWindow}}}
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	clock.Set(time.Date(2028, 3, 25, 23, 0, 0, 0, paris))
+	var le *LimitError
+	require.ErrorAs(t, r.Check(context.Background(), lim, "mallory", 1), &le)
+	assert.Equal(t, time.Hour, le.RetryAfter)
+	d, err := r.Peek(context.Background(), lim, "mallory")
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, d.RetryAfter)
+}
