@@ -109,13 +109,18 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *p
 }
 
 // limit returns the limit of one directive line. The parser has checked
-// that the runtime can decide it.
+// that the runtime can decide it. A calendar period's algorithm, which it
+// need not name, is written out: fixed_window.
 func limit(d *parser.Directive) model.Limit {
-	return model.Limit{
+	l := model.Limit{
 		Pos:    d.Pos,
-		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,
+		Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm,
 		Burst: d.Burst, Capacity: d.Capacity,
 	}
+	if l.Calendar != "" && l.Algorithm == "" {
+		l.Algorithm = limitfacts.CalendarAlgorithm
+	}
+	return l
 }
 
 // checkResults reports a method that cannot return the limiter's error.

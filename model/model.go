@@ -190,8 +190,12 @@ type Rule struct {
 // directive, which is not part of the limit: two limits are the same when
 // their other fields are.
 type Limit struct {
-	Pos       token.Position
-	Period    time.Duration
+	Pos    token.Position
+	Period time.Duration
+	// Calendar is a calendar period (day, week, month or year) instead of
+	// Period, in the IANA zone TZ (empty: UTC).
+	Calendar  string
+	TZ        string
 	Threshold int64
 	Algorithm string
 	Burst     int64

@@ -25,6 +25,12 @@
 //     (period=500ms, period=1m30s). It must be at least 1µs, and a whole
 //     number of milliseconds with algorithm=fixed_window or
 //     algorithm=sliding_window, whose Redis key expires with the window.
+//     Or a calendar period: day, week, month or year, whose windows start
+//     at local midnight in the zone tz= (a day, at midnight; a week, on
+//     Monday, as ISO weeks; a month, on the 1st; a year, on January 1st),
+//     so a day lasts 23 or 25 hours where the zone changes its offset. A
+//     calendar period counts with fixed_window, its default and only
+//     algorithm.
 //   - threshold: how many calls (or units of cost) a period admits; a
 //     positive whole number (threshold=100), at most 67108863 (2^26-1)
 //     with algorithm=sliding_window.
@@ -47,6 +53,10 @@
 //     (cost=5, at most the threshold), or an expression as for key=
 //     (cost=n, cost=req.Size, cost=weight(req), cost=len(req.Skus)).
 //     Default 1.
+//   - tz: the IANA time zone of a calendar period (tz=Europe/Paris),
+//     UTC by default; only with one. The zone must be known to the
+//     generating machine's tz database (or Go's embedded copy); the
+//     generated code embeds Go's (time/tzdata), so it loads it anywhere.
 //   - algorithm: one of sliding_log (the default), fixed_window,
 //     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
 //   - burst: the bucket capacity of token_bucket and gcra; a positive whole
@@ -130,8 +140,14 @@ const Prefix = "//ratelimit:"
 type Directive struct {
 	// Pos is the position of the "//" that starts the directive.
 	Pos token.Position
-	// Period is the window length (period=).
+	// Period is the window length (period=); zero with a Calendar period.
 	Period time.Duration
+	// Calendar is a calendar period (period=day, week, month or year);
+	// empty when Period is set.
+	Calendar string
+	// TZ is the IANA time zone of a Calendar period (tz=); empty when
+	// absent (UTC).
+	TZ string
 	// Threshold is the number of calls admitted per Period (threshold=).
 	Threshold int64
 	// Key is the per-call key (key=): a path or a call. Nil when absent.
@@ -206,10 +222,17 @@ func (d *Directive) String() string {
 	}
 	var b strings.Builder
 	b.WriteString(Prefix)
-	b.WriteString("period=" + formatDuration(d.Period))
+	period := d.Calendar
+	if period == "" {
+		period = formatDuration(d.Period)
+	}
+	b.WriteString("period=" + period)
 	b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
 	add := func(name, value string) {
 		b.WriteString(" " + name + "=" + formatValue(value))
+	}
+	if d.TZ != "" {
+		add("tz", d.TZ)
 	}
 	if d.Key != nil {
 		add("key", d.Key.String())

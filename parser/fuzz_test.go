@@ -40,6 +40,12 @@ func FuzzParseComment(f *testing.F) {
 		"//RateLimit period=1",
 		"/*ratelimit:period=1 threshold=1*/",
 		"// an ordinary comment",
+		"//ratelimit:period=month threshold=10000 tz=Europe/Paris key=apiKey",
+		"//ratelimit:period=day threshold=5 algorithm=fixed_window",
+		"//ratelimit:period=week tz=America/New_York threshold=1 algorithm=gcra",
+		"//ratelimit:period=year tz=Mars/Olympus threshold=1",
+		"//ratelimit:period=30 threshold=1 tz=UTC",
+		"//ratelimit:period=monthly threshold=1 tz=Local",
 	} {
 		f.Add(seed)
 	}
@@ -62,7 +68,7 @@ func FuzzParseComment(f *testing.F) {
 			if !reflect.DeepEqual(*d, Directive{Pos: d.Pos, Decorator: d.Decorator, Args: d.Args}) || len(d.Args) != 1 {
 				t.Fatalf("accepted %q: decorator= with more: %+v", text, d)
 			}
-		} else if err := (limitfacts.Limit{Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}).Check(); err != nil {
+		} else if err := (limitfacts.Limit{Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}).Check(); err != nil {
 			t.Fatalf("accepted %q, which the runtime cannot decide: %v", text, err)
 		}
 		for _, a := range d.Args {

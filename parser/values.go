@@ -1,6 +1,7 @@
 package parser
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"go/token"
@@ -29,6 +30,7 @@ type option struct {
 var options = []option{
 	{"period", setPeriod},
 	{"threshold", setThreshold},
+	{"tz", setTZ},
 	{"key", setKey},
 	{"name", setName},
 	{"cost", setCost},
@@ -63,8 +65,19 @@ func lookupOption(name string) (option, bool) {
 }
 
 func setPeriod(d *Directive, s string) error {
+	if limitfacts.IsCalendar(s) {
+		d.Calendar = s
+		return nil
+	}
 	v, err := limitfacts.ParseDuration(s)
 	switch {
+	case err != nil && len(s) > 2 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "":
+		// A word: a calendar period, misspelled.
+		calendars := strings.Join(limitfacts.Calendars(), ", ")
+		if alt := cmp.Or(adjectives[strings.ToLower(s)], suggest(s, limitfacts.Calendars())); alt != "" {
+			return fmt.Errorf("unknown calendar period; did you mean %s?", alt)
+		}
+		return fmt.Errorf("want a calendar period (%s), whole seconds (30) or a Go duration (500ms, 1m30s)", calendars)
 	case err != nil:
 		return err
 	case v <= 0:
@@ -73,6 +86,23 @@ func setPeriod(d *Directive, s string) error {
 		return fmt.Errorf("must be at least %s", limitfacts.MinPeriod)
 	}
 	d.Period = v
+	return nil
+}
+
+// adjectives maps the adjectives of the calendar periods, which a directive
+// may be written with, to the periods.
+var adjectives = map[string]string{"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year", "annual": "year", "annually": "year"}
+
+// setTZ accepts an IANA time zone, loaded from the generating machine's
+// tz database (or Go's embedded one), as the generated code loads it.
+func setTZ(d *Directive, s string) error {
+	if _, err := limitfacts.LoadZone(s); err != nil {
+		if s == "Local" {
+			return errors.New("each machine's own zone: name an IANA zone such as Europe/Paris")
+		}
+		return errors.New("unknown time zone; want an IANA name such as Europe/Paris or UTC")
+	}
+	d.TZ = s
 	return nil
 }
 

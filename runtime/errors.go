@@ -64,7 +64,7 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
 	}
 	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
-		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
+		e.Name, key, e.Limit.Threshold, e.Limit.per(), e.RetryAfter)
 }
 
 // Is reports whether target is ErrLimited.
@@ -109,7 +109,7 @@ func (e *CostError) Error() string {
 		return fmt.Sprintf("ratelimit: %s: cost %d is negative", e.Name, e.Cost)
 	}
 	return fmt.Sprintf("ratelimit: %s: cost %d can never be admitted by limit %d per %s",
-		e.Name, e.Cost, e.Limit.Threshold, e.Limit.Period)
+		e.Name, e.Cost, e.Limit.Threshold, e.Limit.per())
 }
 
 // Is reports whether target is ErrInvalidLimit.

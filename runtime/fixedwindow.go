@@ -26,8 +26,9 @@ type windowState struct {
 // charging them, describing the decision in d. Like the script, it first
 // starts a new window if the call is in one. Its twin is check
 // fixed_window, which names r, frac, count and res as here.
-func (w *windowState) fixedCheck(period, threshold, now, cost int64, d *Decision) bool {
-	r := w.fixedWindow(period, now)
+func (w *windowState) fixedCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
+	threshold := p.Threshold
+	r := w.fixedWindow(p, now)
 	frac := now % 1000
 	res := time.Duration(r*1000-frac) * time.Microsecond
 	count := w.count + cost // the window's count with the call (INCRBY's reply)
@@ -44,10 +45,10 @@ func (w *windowState) fixedCheck(period, threshold, now, cost int64, d *Decision
 // or has ended (its last millisecond, the key's last, is the next window's
 // first); then a new window starts, now's. A clock that reads earlier
 // than the window's start counts in the window.
-func (w *windowState) fixedWindow(period, now int64) (r int64) {
+func (w *windowState) fixedWindow(p *memoryPlan, now int64) (r int64) {
 	nowMs := now / 1000
 	if r = w.stateEnd - nowMs; w.count == 0 || r <= 0 {
-		w.stateEnd, w.count, w.prev = (now-now%period+period)/1000, 0, 0
+		w.stateEnd, w.count, w.prev = p.windowEnd(now)/1000, 0, 0
 		r = w.stateEnd - nowMs
 	}
 	return r
@@ -55,8 +56,20 @@ func (w *windowState) fixedWindow(period, now int64) (r int64) {
 
 // fixedCharge charges cost units checked by fixedCheck and returns when
 // the window ends (µs).
-func (w *windowState) fixedCharge(period, now, cost int64) int64 {
-	w.fixedWindow(period, now)
+func (w *windowState) fixedCharge(p *memoryPlan, now, cost int64) int64 {
+	w.fixedWindow(p, now)
 	w.count += cost
 	return w.stateEnd * 1000
+}
+
+// windowEnd returns the end (µs) of the fixed window that holds now: the
+// next multiple of the period since the Unix epoch, or the start of the
+// next calendar period in its zone (a whole second, as zone offsets and
+// their changes are). The script's twin of it is Go's too: redislimit
+// passes the calendar's bounds (limitfacts.Calendar.Bounds).
+func (p *memoryPlan) windowEnd(now int64) int64 {
+	if p.calendar != nil {
+		return p.calendar.End(now)
+	}
+	return now - now%p.Period + p.Period
 }

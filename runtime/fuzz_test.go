@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,6 +41,14 @@ func FuzzParseOverride(f *testing.F) {
 		"unlimited; period=1 threshold=1",
 		"period=1 threshold=1 algorithm=block",
 		`{"period": 1, "threshold": 1, "algorithm": "unlimited"}`,
+		"period=month tz=Europe/Paris threshold=10000",
+		"period=day threshold=5 algorithm=fixed_window; period=1s threshold=1",
+		"period=week tz=America/New_York threshold=1 algorithm=token_bucket",
+		"period=year tz=Mars/Olympus threshold=1",
+		"period=1h tz=UTC threshold=1",
+		"period=month tz=Local threshold=1",
+		`{"period": "month", "tz": "Asia/Tokyo", "threshold": 3}`,
+		`{"period": "day", "tz": "../../etc/passwd", "threshold": 3}`,
 	} {
 		f.Add(seed)
 	}
@@ -88,7 +97,10 @@ func checkOverride(t *testing.T, value string, limits []Limit) {
 func overrideText(limits []Limit) string {
 	var b strings.Builder
 	for _, l := range limits {
-		fmt.Fprintf(&b, "period=%s threshold=%d", l.Period, l.Threshold)
+		fmt.Fprintf(&b, "period=%s threshold=%d", cmp.Or(l.Calendar, l.Period.String()), l.Threshold)
+		if l.TZ != "" {
+			fmt.Fprintf(&b, " tz=%s", l.TZ)
+		}
 		if l.Algorithm != "" {
 			fmt.Fprintf(&b, " algorithm=%s", l.Algorithm)
 		}
@@ -112,10 +124,11 @@ func overrideJSON(t *testing.T, limits []Limit) string {
 		Algorithm Algorithm `json:"algorithm,omitempty"`
 		Burst     int64     `json:"burst,omitempty"`
 		Capacity  int64     `json:"capacity,omitempty"`
+		TZ        string    `json:"tz,omitempty"`
 	}
 	var list []limit
 	for _, l := range limits {
-		list = append(list, limit{l.Period.String(), l.Threshold, l.Algorithm, l.Burst, l.Capacity})
+		list = append(list, limit{cmp.Or(l.Calendar, l.Period.String()), l.Threshold, l.Algorithm, l.Burst, l.Capacity, l.TZ})
 	}
 	data, err := json.Marshal(list)
 	if err != nil {

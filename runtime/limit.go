@@ -22,8 +22,8 @@ const (
 	SlidingLog Algorithm = limitfacts.SlidingLog
 
 	// FixedWindow counts calls in windows of one Period aligned to
-	// multiples of the Period since the Unix epoch, and admits up to
-	// Threshold per window. In Redis it is one INCRBY on a counter that
+	// multiples of the Period since the Unix epoch (or in the windows of
+	// a Calendar period), and admits up to Threshold per window. In Redis it is one INCRBY on a counter that
 	// expires with its window, so its Period must be a whole number of
 	// milliseconds, as TTLs are. A window resets all at once, so up to
 	// 2×Threshold calls can pass in one Period that straddles a window
@@ -116,13 +116,28 @@ const (
 	DefaultMaxKeys = 1 << 20
 )
 
-// Limit is one rule of the form "at most Threshold calls per Period".
+// Limit is one rule of the form "at most Threshold calls per Period" (or
+// per Calendar period).
 type Limit struct {
-	// Period is the length of the window. It must be at least one microsecond.
+	// Period is the length of the window. It must be at least one
+	// microsecond, or zero with a Calendar period.
 	Period time.Duration
+	// Calendar, when set, is the period instead: "day", "week" (an ISO
+	// week, from Monday), "month" or "year", whose windows start at local
+	// midnight in TZ, so a day lasts 23 or 25 hours where TZ changes its
+	// offset. Only FixedWindow counts calendar periods, and it is their
+	// default Algorithm; ResetAfter and RetryAfter point at the next
+	// window's start.
+	Calendar string
+	// TZ is the IANA time zone of a Calendar period, such as
+	// "Europe/Paris"; empty means UTC. The zone is loaded from the
+	// system's tz database, or the one embedded by importing time/tzdata
+	// (generated code that names a zone imports it).
+	TZ string
 	// Threshold is how many calls (or units of cost) the window admits.
 	Threshold int64
-	// Algorithm selects how calls are counted; empty means SlidingLog.
+	// Algorithm selects how calls are counted; empty means SlidingLog
+	// (FixedWindow for a Calendar period).
 	Algorithm Algorithm
 	// Burst is the bucket capacity of TokenBucket and GCRA: the most units
 	// admitted at once; zero means Threshold. Other algorithms reject it.
@@ -133,27 +148,53 @@ type Limit struct {
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s
-// (sliding_log)", or "unlimited" or "block".
+// (sliding_log)" or "10000/month Europe/Paris (fixed_window)", or
+// "unlimited" or "block".
 func (l Limit) String() string {
 	if l.Algorithm == Unlimited || l.Algorithm == Block {
 		return string(l.Algorithm)
 	}
-	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.Period, l.algorithm())
+	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.per(), l.algorithm())
+}
+
+// per returns the limit's period as its String writes it: the duration,
+// or the calendar period and its zone unless that is UTC.
+func (l Limit) per() string {
+	switch {
+	case l.Calendar == "":
+		return l.Period.String()
+	case l.TZ == "":
+		return l.Calendar
+	}
+	return l.Calendar + " " + l.TZ
 }
 
 func (l Limit) algorithm() Algorithm {
-	if l.Algorithm == "" {
-		return limitfacts.Default
-	}
-	return l.Algorithm
+	return Algorithm(l.facts().AlgorithmName())
 }
 
 // facts returns the limit as package limitfacts takes it.
 func (l Limit) facts() limitfacts.Limit {
 	return limitfacts.Limit{
-		Period: l.Period, Threshold: l.Threshold, Algorithm: string(l.Algorithm),
-		Burst: l.Burst, Capacity: l.Capacity,
+		Period: l.Period, Calendar: l.Calendar, TZ: l.TZ, Threshold: l.Threshold,
+		Algorithm: string(l.Algorithm), Burst: l.Burst, Capacity: l.Capacity,
 	}
+}
+
+// blockSpan is how long a call that an override blocks is told to wait,
+// when l is its rule's first limit: l's Period, or the rest of its
+// calendar window on limiter's clock.
+func (l Limit) blockSpan(limiter Limiter) time.Duration {
+	cal, ok := l.facts().CalendarOf()
+	if !ok {
+		return l.Period
+	}
+	now := time.Now()
+	if c := configOf(limiter); c != nil && c.Clock != nil {
+		now = c.Clock.Now()
+	}
+	_, end := cal.Window(now)
+	return end.Sub(now)
 }
 
 // MaxCost returns the most units the limit can ever admit at once: the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
@@ -123,6 +124,9 @@ type plan struct {
 // Rule's plans are made once (see rulePrep), a Request's on each call.
 type memoryPlan struct {
 	plan
+	// calendar is the calendar period of a FixedWindow limit that has
+	// one, whose windows it takes instead of Period's; else nil.
+	calendar         *limitfacts.Calendar
 	counter          counter
 	depth, depthFrac int64 // capacity × period / threshold
 	unit, unitFrac   int64 // period / threshold
@@ -131,11 +135,24 @@ type memoryPlan struct {
 func memoryPlanOf(lim Limit) memoryPlan {
 	p := memoryPlan{plan: plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}}
 	p.counter = counterOf(p.Algorithm)
+	if lim.Calendar != "" {
+		p.calendar = calendarOf(lim)
+	}
 	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
 		p.depth, p.depthFrac = muldiv.Rem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
 	}
 	return p
+}
+
+// calendarOf returns the calendar of lim, a valid limit with a calendar
+// period (nil if it is not valid).
+func calendarOf(lim Limit) *limitfacts.Calendar {
+	c, ok := lim.facts().CalendarOf()
+	if !ok {
+		return nil
+	}
+	return &c
 }
 
 // check decides cost units at now for the limit p without charging them,
@@ -146,7 +163,7 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 	}
 	switch p.counter {
 	case fixedCounter:
-		return s.windowState.fixedCheck(p.Period, p.Threshold, now, cost, d)
+		return s.windowState.fixedCheck(p, now, cost, d)
 	case slidingCounter:
 		return s.windowState.slidingCheck(p.Period, p.Threshold, now, cost, d)
 	case tokenCounter, gcraCounter, leakyCounter:
@@ -160,7 +177,7 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 	switch p.counter {
 	case fixedCounter:
-		return s.windowState.fixedCharge(p.Period, now, cost)
+		return s.windowState.fixedCharge(p, now, cost)
 	case slidingCounter:
 		return s.windowState.slidingCharge(p.Period, now, cost)
 	case tokenCounter, gcraCounter, leakyCounter:

@@ -102,12 +102,16 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 //	period=30s threshold=5
 //	period=1 threshold=10; period=1m threshold=100
 //	period=1s threshold=10 algorithm=token_bucket burst=20
+//	period=month tz=Europe/Paris threshold=10000
 //
-// (period in whole seconds or as a Go duration; algorithm, burst and
-// capacity optional), or JSON, one object or an array of them:
+// (period in whole seconds, as a Go duration or a calendar period: day,
+// week, month or year, in the IANA zone tz, UTC without it; algorithm,
+// burst, capacity and tz optional), or JSON, one object or an array of
+// them:
 //
 //	{"period": "30s", "threshold": 5}
 //	[{"period": 1, "threshold": 10}, {"period": "1m", "threshold": 100}]
+//	{"period": "month", "tz": "Europe/Paris", "threshold": 10000}
 //
 // or one of two words: unlimited, which exempts the calls it applies to
 // from every limit of their rule, and block, which denies them all (see
@@ -210,7 +214,9 @@ func parseOverrideText(value string) ([]Limit, error) {
 			var err error
 			switch name {
 			case "period":
-				l.Period, err = limitfacts.ParseDuration(v)
+				l.Period, l.Calendar, err = parsePeriod(v)
+			case "tz":
+				l.TZ = v
 			case "threshold":
 				l.Threshold, err = strconv.ParseInt(v, 10, 64)
 			case "algorithm":
@@ -220,7 +226,7 @@ func parseOverrideText(value string) ([]Limit, error) {
 			case "capacity":
 				l.Capacity, err = strconv.ParseInt(v, 10, 64)
 			default:
-				return nil, fmt.Errorf("unknown name %q (want period, threshold, algorithm, burst or capacity)", name)
+				return nil, fmt.Errorf("unknown name %q (want period, threshold, algorithm, burst, capacity or tz)", name)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s %q: %w", name, v, err)
@@ -241,6 +247,17 @@ type jsonLimit struct {
 	Algorithm Algorithm       `json:"algorithm"`
 	Burst     int64           `json:"burst"`
 	Capacity  int64           `json:"capacity"`
+	TZ        string          `json:"tz"`
+}
+
+// parsePeriod parses a period as overrides write it: a duration (see
+// limitfacts.ParseDuration) or a calendar period.
+func parsePeriod(s string) (time.Duration, string, error) {
+	if limitfacts.IsCalendar(s) {
+		return 0, s, nil
+	}
+	d, err := limitfacts.ParseDuration(s)
+	return d, "", err
 }
 
 func parseOverrideJSON(value string) ([]Limit, error) {
@@ -259,15 +276,15 @@ func parseOverrideJSON(value string) ([]Limit, error) {
 	limits := make([]Limit, len(list))
 	for i, j := range list {
 		var p time.Duration
-		var s string
+		var cal, s string
 		var n int64
 		switch {
 		case json.Unmarshal(j.Period, &s) == nil:
-			d, err := limitfacts.ParseDuration(s)
+			d, c, err := parsePeriod(s)
 			if err != nil {
 				return nil, fmt.Errorf("limit %d: period %q: %w", i+1, s, err)
 			}
-			p = d
+			p, cal = d, c
 		case json.Unmarshal(j.Period, &n) == nil:
 			d, err := limitfacts.ParseDuration(strconv.FormatInt(n, 10))
 			if err != nil {
@@ -277,7 +294,7 @@ func parseOverrideJSON(value string) ([]Limit, error) {
 		default:
 			return nil, fmt.Errorf("limit %d: period: want whole seconds or a duration string", i+1)
 		}
-		limits[i] = Limit{Period: p, Threshold: j.Threshold, Algorithm: j.Algorithm, Burst: j.Burst, Capacity: j.Capacity}
+		limits[i] = Limit{Period: p, Calendar: cal, TZ: j.TZ, Threshold: j.Threshold, Algorithm: j.Algorithm, Burst: j.Burst, Capacity: j.Capacity}
 	}
 	return limits, nil
 }

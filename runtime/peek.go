@@ -118,7 +118,7 @@ func (r *Rule) Peek(ctx context.Context, limiter Limiter, key string) (Decision,
 	case Unlimited:
 		return Decision{Allowed: true, Source: SourceOverride}, nil
 	case Block:
-		period := r.Limits[0].Period
+		period := r.Limits[0].blockSpan(limiter)
 		return Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}, nil
 	}
 	d, err := Peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: limits})

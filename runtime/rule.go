@@ -330,14 +330,15 @@ func NilKeyError(name, path string) error {
 // verdict answers a call that an override exempts (v is [Unlimited]) or
 // blocks ([Block]) without asking the limiter. A blocked call is denied
 // with a [*LimitError] whose Limit is the Block limit over the period of
-// the rule's first limit, which is also its RetryAfter (the override is
+// the rule's first limit (the rest of its window, for a calendar period),
+// which is also its RetryAfter (the override is
 // asked again on the next call); the limiter's hook sees the denial, with
 // [SourceOverride].
 func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Algorithm) error {
 	if v == Unlimited {
 		return nil
 	}
-	period := r.Limits[0].Period
+	period := r.Limits[0].blockSpan(limiter)
 	d := Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}
 	blocked := *req
 	blocked.Limits = []Limit{{Algorithm: Block, Period: period}}

@@ -35,6 +35,8 @@ func FuzzOverrideField(f *testing.F) {
 		{0, "svc|key=", "tier=", "svc", ""},
 		{0, "svc|tier=gold|key=a", "period=1m threshold=5", "svc", "a"},
 		{0, "|key=a", "period=1m", "", "a"},
+		{1, "", "period=month tz=Europe/Paris threshold=10000", "svc.Get", "acme"},
+		{3, "", `{"period": "day", "tz": "Asia/Tokyo", "threshold": 2}`, "svc", ""},
 	} {
 		f.Add(seed.mode, seed.field, seed.value, seed.name, seed.key)
 	}

@@ -3,7 +3,8 @@ package ratelimit
 import "hash/maphash"
 
 // Validate reports whether the limit can be decided by this runtime: a
-// period of at least 1µs, a positive threshold, an algorithm it implements,
+// period of at least 1µs (or a calendar period, of FixedWindow, in a zone
+// it can load), a positive threshold, an algorithm it implements,
 // and Burst or Capacity only where the algorithm uses them, all within the
 // ranges the algorithms compute exactly. The error wraps ErrInvalidLimit.
 func (l Limit) Validate() error { return l.validate() }

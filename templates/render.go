@@ -178,11 +178,35 @@ func (r *renderer) file() *jen.File {
 			f.ImportAlias(path, name)
 		}
 	}
+	if r.namesZone() {
+		// The zones are loaded where the code runs: Go's copy of the tz
+		// database makes that work on a machine without one, as
+		// generating it checked them.
+		f.Anon("time/tzdata")
+	}
 	for _, d := range r.decs {
 		r.decorator(f.Group, d)
 	}
 	r.rulesFunc(f.Group)
 	return f
+}
+
+// namesZone reports whether a limit of the file has a calendar period in
+// a time zone other than UTC.
+func (r *renderer) namesZone() bool {
+	for _, d := range r.decs {
+		for _, m := range d.Methods {
+			if m.Rule == nil {
+				continue
+			}
+			for _, l := range m.Rule.Limits {
+				if l.TZ != "" && l.TZ != "UTC" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // constraint returns the generated file's build constraint.

@@ -88,10 +88,14 @@ func (r *renderer) limits(limits []model.Limit) *jen.Statement {
 
 // limitValue writes a Limit with its non-zero fields only.
 func limitValue(l model.Limit) *jen.Statement {
-	fields := []jen.Code{
-		jen.Id("Period").Op(":").Add(duration(l.Period)),
-		jen.Id("Threshold").Op(":").Lit(int(l.Threshold)),
+	fields := []jen.Code{jen.Id("Period").Op(":").Add(duration(l.Period))}
+	if l.Calendar != "" {
+		fields = []jen.Code{jen.Id("Calendar").Op(":").Lit(l.Calendar)}
+		if l.TZ != "" {
+			fields = append(fields, jen.Id("TZ").Op(":").Lit(l.TZ))
+		}
 	}
+	fields = append(fields, jen.Id("Threshold").Op(":").Lit(int(l.Threshold)))
 	if l.Algorithm != "" {
 		fields = append(fields, jen.Id("Algorithm").Op(":").Add(algorithm(l.Algorithm)))
 	}
@@ -153,6 +157,18 @@ func proseDuration(d time.Duration) string {
 	return strconv.FormatInt(n, 10) + abbrev
 }
 
+// prosePeriod writes a limit's period for prose: as proseDuration, or its
+// calendar period, with its zone unless UTC: "month in Europe/Paris".
+func prosePeriod(l model.Limit) string {
+	switch {
+	case l.Calendar == "":
+		return proseDuration(l.Period)
+	case l.TZ == "" || l.TZ == "UTC":
+		return l.Calendar
+	}
+	return l.Calendar + " in " + l.TZ
+}
+
 // summary describes the rule in prose: "2 calls per 30s per id".
 func summary(rule *model.Rule) string {
 	parts := make([]string, len(rule.Limits))
@@ -165,7 +181,7 @@ func summary(rule *model.Rule) string {
 		if l.Threshold == 1 {
 			u = strings.TrimSuffix(unit, "s")
 		}
-		parts[i] = strconv.FormatInt(l.Threshold, 10) + " " + u + " per " + proseDuration(l.Period)
+		parts[i] = strconv.FormatInt(l.Threshold, 10) + " " + u + " per " + prosePeriod(l)
 		if l.Algorithm != "" {
 			parts[i] += " (" + l.Algorithm + ")"
 		}

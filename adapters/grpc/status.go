@@ -78,6 +78,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -211,7 +212,11 @@ func prefix(name string) string {
 // limitStatus describes the denial le, without its key.
 func limitStatus(le *ratelimit.LimitError) *status.Status {
 	delay := retryDelay(le.RetryAfter)
-	msg := fmt.Sprintf("ratelimit: %s exceeded %d per %s; retry after %s", le.Name, le.Limit.Threshold, le.Limit.Period, delay)
+	per := le.Limit.Period.String()
+	if le.Limit.Calendar != "" {
+		per = strings.TrimSpace(le.Limit.Calendar + " " + le.Limit.TZ) // "month Europe/Paris", as Limit.String writes it
+	}
+	msg := fmt.Sprintf("ratelimit: %s exceeded %d per %s; retry after %s", le.Name, le.Limit.Threshold, per, delay)
 	desc := fmt.Sprintf("rate limit %s exceeded", le.Limit)
 	if le.Limit.Algorithm == ratelimit.Block {
 		msg = fmt.Sprintf("ratelimit: %s is blocked; retry after %s", le.Name, delay)

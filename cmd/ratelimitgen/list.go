@@ -25,6 +25,7 @@ type listRow struct {
 	Method    string `json:"method"`
 	Name      string `json:"name"`
 	Period    string `json:"period"`
+	TZ        string `json:"tz,omitempty"`
 	Threshold int64  `json:"threshold"`
 	Key       string `json:"key,omitempty"`
 	Cost      string `json:"cost,omitempty"`
@@ -60,7 +61,7 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 	for i, l := range rule.Limits {
 		row := listRow{
 			pos: l.Pos, Package: pkgPath, Type: typeName, Method: m.Name, Name: rule.Name,
-			Period: compactDuration(l.Period), Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
+			Period: cmp.Or(l.Calendar, compactDuration(l.Period)), TZ: l.TZ, Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
 			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
 		if rule.Key != nil {
@@ -122,6 +123,7 @@ func (r *listRow) options() string {
 			opts = append(opts, name+"="+value)
 		}
 	}
+	add("tz", r.TZ)
 	if r.Burst != 0 {
 		add("burst", strconv.FormatInt(r.Burst, 10))
 	}

@@ -108,10 +108,13 @@ func takesBurst(a Algorithm) bool    { return a.Burst }
 func takesCapacity(a Algorithm) bool { return a.Capacity }
 
 // Limit is one limit as plain values: at most Threshold units per Period,
-// counted by Algorithm (empty means [Default]), with the Burst or Capacity
-// it takes (zero means Threshold).
+// or per Calendar period in the zone TZ (empty means UTC), counted by
+// Algorithm (empty means [Default], or [CalendarAlgorithm] for a calendar
+// period), with the Burst or Capacity it takes (zero means Threshold).
 type Limit struct {
 	Period    time.Duration
+	Calendar  string
+	TZ        string
 	Threshold int64
 	Algorithm string
 	Burst     int64
@@ -120,8 +123,8 @@ type Limit struct {
 
 // Error is why a limit cannot be decided.
 type Error struct {
-	// Field names the value at fault: period, threshold, algorithm, burst
-	// or capacity.
+	// Field names the value at fault: period, tz, threshold, algorithm,
+	// burst or capacity.
 	Field string
 	// Msg says what is wrong, such as "threshold 0 is not positive".
 	Msg string
@@ -134,8 +137,13 @@ func errorf(field, format string, args ...any) *Error {
 }
 
 // AlgorithmName returns the name of the limit's algorithm, [Default] when
-// it names none.
-func (l Limit) AlgorithmName() string { return cmp.Or(l.Algorithm, Default) }
+// it names none ([CalendarAlgorithm] for a calendar period).
+func (l Limit) AlgorithmName() string {
+	if l.Calendar != "" {
+		return cmp.Or(l.Algorithm, CalendarAlgorithm)
+	}
+	return cmp.Or(l.Algorithm, Default)
+}
 
 // Bound returns the most units the limit admits at once, and the field
 // that sets it: the burst or the capacity when the algorithm takes it and
@@ -157,6 +165,14 @@ func (l Limit) Check() error {
 	name := l.AlgorithmName()
 	a, known := Lookup(name)
 	maxPeriod := MaxValue * time.Microsecond
+	if err := l.checkCalendar(); err != nil || l.Calendar != "" {
+		if err == nil {
+			// The rest as of the same limit per second: a calendar
+			// period's windows are whole seconds, and at most a year.
+			err = Limit{Period: time.Second, Threshold: l.Threshold, Algorithm: name, Burst: l.Burst, Capacity: l.Capacity}.Check()
+		}
+		return err
+	}
 	switch {
 	case l.Period < MinPeriod:
 		return errorf("period", "period %s is shorter than %s", l.Period, MinPeriod)
@@ -189,6 +205,40 @@ func (l Limit) Check() error {
 		return errorf(field, "%d units at %d per %s take longer than %s to drain", n, l.Threshold, l.Period, maxPeriod)
 	}
 	return nil
+}
+
+// checkCalendar checks the calendar period and the zone: nil for a limit
+// with neither.
+func (l Limit) checkCalendar() error {
+	switch {
+	case l.Calendar == "" && l.TZ != "":
+		return errorf("tz", "tz is for a calendar period (%s), not a period of %s", strings.Join(calendars[:], ", "), l.Period)
+	case l.Calendar == "":
+		return nil
+	case !IsCalendar(l.Calendar):
+		return errorf("period", "unknown calendar period %q (want %s)", l.Calendar, strings.Join(calendars[:], ", "))
+	case l.Period != 0:
+		return errorf("period", "period %s and calendar period %s: a limit has one period", l.Period, l.Calendar)
+	case l.AlgorithmName() != CalendarAlgorithm:
+		return errorf("algorithm", "calendar period %s is for %s, not %s", l.Calendar, CalendarAlgorithm, l.AlgorithmName())
+	}
+	if _, err := LoadZone(l.TZ); err != nil {
+		return errorf("tz", "%s", err)
+	}
+	return nil
+}
+
+// CalendarOf returns the calendar of a limit whose calendar period and
+// zone Check accepted; ok is false for a limit without one.
+func (l Limit) CalendarOf() (c Calendar, ok bool) {
+	if l.Calendar == "" {
+		return Calendar{}, false
+	}
+	zone, err := LoadZone(l.TZ)
+	if err != nil {
+		return Calendar{}, false
+	}
+	return Calendar{Period: l.Calendar, Zone: zone}, true
 }
 
 // fitsDrain reports whether units at threshold per period microseconds

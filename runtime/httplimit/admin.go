@@ -83,6 +83,7 @@ type admin struct {
 type adminLimit struct {
 	Text      string              `json:"text"`
 	Period    string              `json:"period"`
+	TZ        string              `json:"tz,omitempty"`
 	Threshold int64               `json:"threshold"`
 	Algorithm ratelimit.Algorithm `json:"algorithm"`
 	Burst     int64               `json:"burst,omitempty"`
@@ -333,11 +334,16 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 func adminLimits(limits []ratelimit.Limit) []adminLimit {
 	out := make([]adminLimit, len(limits))
 	for i, l := range limits {
+		alg := cmp.Or(l.Algorithm, ratelimit.SlidingLog)
+		if l.Calendar != "" {
+			alg = cmp.Or(l.Algorithm, ratelimit.FixedWindow)
+		}
 		out[i] = adminLimit{
 			Text:      l.String(),
-			Period:    l.Period.String(),
+			Period:    cmp.Or(l.Calendar, l.Period.String()),
+			TZ:        l.TZ,
 			Threshold: l.Threshold,
-			Algorithm: cmp.Or(l.Algorithm, ratelimit.SlidingLog),
+			Algorithm: alg,
 			Burst:     l.Burst,
 			Capacity:  l.Capacity,
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -138,7 +139,18 @@ func SetXRateLimit(h http.Header, l ratelimit.Limit, remaining int64, resetAfter
 }
 
 func addPolicy(h http.Header, name string, l ratelimit.Limit) {
-	h.Add(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", sfString(name), l.Threshold, max(ceilSeconds(l.Period), 1)))
+	h.Add(HeaderRateLimitPolicy, fmt.Sprintf("%s;q=%d;w=%d", sfString(name), l.Threshold, max(ceilSeconds(window(l)), 1)))
+}
+
+// window returns the length of l's window: its Period, or the length of
+// the calendar window running now (a day of 23 or 25 hours, a month).
+func window(l ratelimit.Limit) time.Duration {
+	c, ok := limitfacts.Limit{Calendar: l.Calendar, TZ: l.TZ}.CalendarOf()
+	if !ok {
+		return l.Period
+	}
+	start, end := c.Window(time.Now())
+	return end.Sub(start)
 }
 
 // ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.

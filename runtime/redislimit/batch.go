@@ -230,7 +230,7 @@ func (b *batcher) done(calls []*batchCall) {
 // calls have, or nil when they do not all have the same single limit (or
 // the bound on such scripts is reached).
 func (l *Limiter) planBatch(calls []*batchCall) *redis.Script {
-	if l.genericOnly || len(calls[0].req.Limits) != 1 {
+	if l.genericOnly || len(calls[0].req.Limits) != 1 || calls[0].req.Limits[0].Calendar != "" {
 		return nil
 	}
 	p := planOf(calls[0].req.Limits[0])
@@ -259,9 +259,10 @@ func (l *Limiter) decideBatch(ctx context.Context, calls []*batchCall) {
 	} else {
 		script = batchScript
 		for _, c := range calls {
-			nk, na := len(c.req.Limits), 2+4*len(c.req.Limits)
-			args = append(args, nk, na)
+			args = append(args, len(c.req.Limits), 0)
+			start := len(args)
 			keys, args = l.appendCall(keys, args, c.req, now)
+			args[start-1] = len(args) - start // the request's argument count
 		}
 	}
 	res, err := script.Run(ctx, l.client, keys, args...).Result()
@@ -274,6 +275,9 @@ func (l *Limiter) decideBatch(ctx context.Context, calls []*batchCall) {
 			c.err = err
 		} else if e, isErr := replies[i].(error); isErr {
 			c.err = e
+			if at, skewed := calendarSkew(e); skewed {
+				c.d, c.err = l.decideAround(ctx, c.req, at)
+			}
 		} else {
 			c.d, c.err = parseDecision(replies[i])
 		}

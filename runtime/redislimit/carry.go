@@ -75,6 +75,9 @@ func callID(req *ratelimit.Request) string {
 	for _, lim := range req.Limits {
 		b.WriteByte(0)
 		b.WriteString(string(algorithmOf(lim)))
+		if lim.Calendar != "" {
+			b.WriteString(" " + lim.Calendar + " " + lim.TZ)
+		}
 		for _, v := range []int64{int64(lim.Period), lim.Threshold, lim.MaxCost()} {
 			b.WriteByte(' ')
 			b.WriteString(strconv.FormatInt(v, 10))
@@ -268,11 +271,16 @@ func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 	for i, lim := range e.req.Limits {
 		p := lim.Period.Microseconds()
 		var open bool
+		c, calendar := calendarOf(lim)
 		switch algorithmOf(lim) {
+		case ratelimit.FixedWindow:
+			if calendar {
+				open = c.End(at) == c.End(now)
+			} else {
+				open = at/p == now/p
+			}
 		case ratelimit.SlidingLog:
 			open = at > now-p
-		case ratelimit.FixedWindow:
-			open = at/p == now/p
 		case ratelimit.SlidingWindow:
 			open = at/p == now/p
 			if at/p+1 == now/p {
@@ -375,14 +383,13 @@ func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
 func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
 	keys := make([]string, 0, len(ch.idx))
 	args := make([]any, 0, 2+4*len(ch.idx))
-	args = append(args, ch.at, ch.req.Cost)
+	limits := make([]ratelimit.Limit, 0, len(ch.idx))
 	for _, i := range ch.idx {
 		lim := ch.req.Limits[i]
-		alg := algorithmOf(lim)
-		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.req.Key, i, alg))
-		args = append(args, string(alg), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.req.Key, i, algorithmOf(lim)))
+		limits = append(limits, lim)
 	}
-	return keys, args
+	return keys, appendLimits(append(args, ch.at, ch.req.Cost), limits, ch.at)
 }
 
 // sendCharges charges each of chs with the generic decide script, at its

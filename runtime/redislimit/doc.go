@@ -55,6 +55,17 @@
 // through its key's TTL, which ends a second after the window, and reads
 // TIME only when a window starts.
 //
+// A calendar period (ratelimit.Limit.Calendar) is decided by the generic
+// script, still on the server's clock in one round trip: Lua knows no time
+// zones, so each call sends the starts of four of the period's windows
+// around the client's clock (the previous, the current, the next and the
+// one after), and the script counts the call in the one that holds the
+// server's time. A client clock off by more than a window gets the
+// server's time back in an error, having charged nothing, and the call is
+// sent again with windows around it: two round trips, once per call made
+// that far off. The key is the fixed window's, expiring a second after its
+// calendar window.
+//
 // A sliding-log limit keeps one list entry (about 10 bytes) per admitted
 // unit in its window, and its key expires one second after its window
 // empties; a window's key a second after its window (a sliding window: the

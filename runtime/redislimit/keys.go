@@ -56,10 +56,14 @@ var keyTags = map[ratelimit.Algorithm]string{
 	ratelimit.GCRA:          "gcra",
 }
 
-// algorithmOf returns the algorithm of l, the default when it names none.
+// algorithmOf returns the algorithm of l, the default when it names none
+// (FixedWindow for a calendar period).
 func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
-	if l.Algorithm == "" {
-		return ratelimit.SlidingLog
+	switch {
+	case l.Algorithm != "":
+		return l.Algorithm
+	case l.Calendar != "":
+		return ratelimit.FixedWindow
 	}
-	return l.Algorithm
+	return ratelimit.SlidingLog
 }

@@ -30,6 +30,10 @@ type settings struct {
 	// noHeartbeat keeps the limiter out of the heartbeat (for tests that
 	// count the server's keys).
 	noHeartbeat bool
+	// clientClock stands in for the client's clock, which places the
+	// bounds of calendar periods sent to a script that reads the
+	// server's (for tests of a skewed client); nil is time.Now.
+	clientClock func() time.Time
 }
 
 // newSettings returns the settings that the options of this package among

@@ -18,7 +18,11 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	}
 	req.Key = callkey.Named(req.Key)
 	stored, args := l.appendCall(nil, nil, &req, l.now())
-	res, err := decideScript.Run(ctx, l.client, stored, append(args, "peek")...).Result()
+	res, err := decideScript.Run(ctx, l.client, stored, withPeek(args, len(req.Limits))...).Result()
+	if at, skewed := calendarSkew(err); skewed {
+		stored, args = l.appendCallAt(nil, nil, &req, l.now(), at)
+		res, err = decideScript.Run(ctx, l.client, stored, withPeek(args, len(req.Limits))...).Result()
+	}
 	if err != nil {
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
 	}

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"maps"
 	"math/bits"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -86,13 +89,14 @@ const (
 )
 
 var luaConstants = template.FuncMap{
-	"keepMs":     func() int64 { return keepMs },
-	"exactBound": func() int64 { return exactBound },
-	"halfScale":  func() int64 { return halfScale },
-	"prevScale":  func() int64 { return prevScale },
-	"maxPush":    func() int64 { return maxPush },
-	"packSlot":   func() int64 { return packSlot },
-	"packBound":  func() int64 { return packBound },
+	"keepMs":       func() int64 { return keepMs },
+	"exactBound":   func() int64 { return exactBound },
+	"halfScale":    func() int64 { return halfScale },
+	"prevScale":    func() int64 { return prevScale },
+	"maxPush":      func() int64 { return maxPush },
+	"packSlot":     func() int64 { return packSlot },
+	"packBound":    func() int64 { return packBound },
+	"calendarSkew": func() string { return calendarSkewCode },
 }
 
 // decideText is the generic decide script as rendered, which takes its
@@ -299,21 +303,44 @@ func (l *Limiter) decide(ctx context.Context, req *ratelimit.Request) (ratelimit
 		cmd = l.decidePlanned(ctx, req)
 	}
 	if cmd == nil {
-		keys := make([]string, 0, len(req.Limits))
-		args := make([]any, 0, 2+4*len(req.Limits))
-		keys, args = l.appendCall(keys, args, req, l.now())
-		cmd = decideScript.Run(ctx, l.client, keys, args...)
+		cmd = l.decideGeneric(ctx, req, l.now(), nil)
 	}
 	res, err := cmd.Result()
+	if at, skewed := calendarSkew(err); skewed {
+		return l.decideAround(ctx, req, at)
+	}
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	return parseDecision(res)
 }
 
+// decideAround decides req with the generic script, with the bounds of its
+// calendar periods around at (µs): the time a calendar skew error told.
+func (l *Limiter) decideAround(ctx context.Context, req *ratelimit.Request, at int64) (ratelimit.Decision, error) {
+	res, err := l.decideGeneric(ctx, req, l.now(), &at).Result()
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return parseDecision(res)
+}
+
+// decideGeneric runs the generic decide script for req at now (see
+// [Limiter.now]), with the bounds of its calendar periods around at (µs),
+// or when at is nil around now or the client's clock.
+func (l *Limiter) decideGeneric(ctx context.Context, req *ratelimit.Request, now any, at *int64) *redis.Cmd {
+	keys := make([]string, 0, len(req.Limits))
+	args := make([]any, 0, 2+4*len(req.Limits))
+	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
+	return decideScript.Run(ctx, l.client, keys, args...)
+}
+
 // decidePlanned runs the script written for req's single limit, or returns
 // nil when there is none.
 func (l *Limiter) decidePlanned(ctx context.Context, req *ratelimit.Request) *redis.Cmd {
+	if req.Limits[0].Calendar != "" {
+		return nil // its bounds change: the generic script takes them
+	}
 	p := planOf(req.Limits[0])
 	p.Clocked = l.cfg.Clock != nil
 	s := planScript(p)
@@ -348,12 +375,127 @@ func (l *Limiter) now() any {
 // appendCall appends the generic decide script's KEYS and ARGV for req at
 // time now to keys and args.
 func (l *Limiter) appendCall(keys []string, args []any, req *ratelimit.Request, now any) ([]string, []any) {
-	args = append(args, now, req.Units())
+	return l.appendCallAt(keys, args, req, now, l.boundsTime(now, nil))
+}
+
+// appendCallAt is appendCall with the bounds of req's calendar periods
+// around at (µs).
+func (l *Limiter) appendCallAt(keys []string, args []any, req *ratelimit.Request, now any, at int64) ([]string, []any) {
 	for i, lim := range req.Limits {
 		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
-		args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
 	}
-	return keys, args
+	return keys, appendLimits(append(args, now, req.Units()), req.Limits, at)
+}
+
+// appendLimits appends the generic decide script's ARGV of limits (after
+// the time and the cost) to args: four per limit, and when a limit has a
+// calendar period, the peek argument ("", not peeking; see [withPeek])
+// and four bounds per calendar limit, the starts of four of its windows
+// in a row around at (µs), computed here because Lua has no time zones.
+// A calendar limit's period argument is -j: ARGV[j] is its first bound.
+func appendLimits(args []any, limits []ratelimit.Limit, at int64) []any {
+	var bounds []any
+	for _, lim := range limits {
+		var period any = lim.Period.Microseconds()
+		if b, ok := calendarBounds(lim, at); ok {
+			period = -(4*len(limits) + 4 + len(bounds))
+			bounds = append(bounds, b[0], b[1], b[2], b[3])
+		}
+		args = append(args, string(algorithmOf(lim)), period, lim.Threshold, lim.MaxCost())
+	}
+	if bounds != nil {
+		args = append(append(args, ""), bounds...)
+	}
+	return args
+}
+
+// withPeek returns the generic script's ARGV for a call of n limits, args,
+// asking it to peek: its argument after the limits' is "peek".
+func withPeek(args []any, n int) []any {
+	if i := 2 + 4*n; i < len(args) {
+		args[i] = "peek"
+		return args
+	}
+	return append(args, "peek")
+}
+
+// calendarOf returns the calendar of lim, a valid limit, if it has a
+// calendar period.
+func calendarOf(lim ratelimit.Limit) (limitfacts.Calendar, bool) {
+	if lim.Calendar == "" {
+		return limitfacts.Calendar{}, false
+	}
+	return limitfacts.Limit{Calendar: lim.Calendar, TZ: lim.TZ}.CalendarOf()
+}
+
+// calendarKey names a calendar period in a zone.
+type calendarKey struct{ period, tz string }
+
+// calendarWindows holds the latest bounds computed of each calendar period
+// and zone (calendarKey → *atomic.Pointer[[4]int64]): the calls in one
+// window share them, as computing them takes about as long as the rest of
+// building a call.
+var calendarWindows sync.Map
+
+// calendarBounds returns the bounds of lim's calendar period around at
+// (see [limitfacts.Calendar.Bounds]), if it has one.
+func calendarBounds(lim ratelimit.Limit, at int64) ([4]int64, bool) {
+	if lim.Calendar == "" {
+		return [4]int64{}, false
+	}
+	k := calendarKey{lim.Calendar, lim.TZ}
+	v, _ := calendarWindows.Load(k)
+	if v != nil {
+		if b := v.(*atomic.Pointer[[4]int64]).Load(); b != nil && b[1] <= at && at < b[2] {
+			return *b, true
+		}
+	}
+	c, ok := calendarOf(lim)
+	if !ok {
+		return [4]int64{}, false
+	}
+	b := c.Bounds(at)
+	if v == nil {
+		v, _ = calendarWindows.LoadOrStore(k, new(atomic.Pointer[[4]int64]))
+	}
+	v.(*atomic.Pointer[[4]int64]).Store(&b)
+	return b, true
+}
+
+// boundsTime returns the time (µs) around which a call's calendar bounds
+// are computed: at when set (the server's time, after a skew), else the
+// call's time now when it has one (a clock's), else the client's clock.
+func (l *Limiter) boundsTime(now any, at *int64) int64 {
+	switch t, ok := now.(int64); {
+	case at != nil:
+		return *at
+	case ok:
+		return t
+	case l.clientClock != nil:
+		return l.clientClock().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// calendarSkewCode starts the error a generic script replies when a calendar
+// limit's bounds do not hold its time (a client clock off by more than a
+// window): "CALENDARSKEW <µs>", the time, around which the call is sent
+// again. It charged nothing.
+const calendarSkewCode = "CALENDARSKEW "
+
+// calendarSkew returns the time a calendar skew error (see
+// calendarSkewCode) tells, and whether err is one.
+func calendarSkew(err error) (int64, bool) {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(re.Error(), calendarSkewCode)
+	if !ok {
+		return 0, false
+	}
+	at, perr := strconv.ParseInt(rest, 10, 64)
+	return at, perr == nil
 }
 
 // parseDecision decodes a decide script's reply: an array of six
