@@ -141,3 +141,26 @@ func TestCheckKeysWaits(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 97, d.Remaining, "three admitted, after waiting")
 }
+
+// BenchmarkRuleCheckKeysMemory compares a call of two lines with a key
+// each (a user's and the global one) with a call of the same two limits
+// sharing one key.
+func BenchmarkRuleCheckKeysMemory(b *testing.B) {
+	ctx := context.Background()
+	limits := []Limit{{Period: time.Second, Threshold: 1 << 40}, {Period: time.Hour, Threshold: 1 << 40}}
+	shared := &Rule{Name: "bench.shared", Limits: limits}
+	perLine := &Rule{Name: "bench.lines", Limits: limits, KeyExprs: []string{"user", ""}}
+	keys := []string{"user-42", ""}
+	b.Run("shared", func(b *testing.B) {
+		l := NewMemory()
+		for b.Loop() {
+			_ = shared.Check(ctx, l, "user-42", 1)
+		}
+	})
+	b.Run("perLine", func(b *testing.B) {
+		l := NewMemory()
+		for b.Loop() {
+			_ = perLine.CheckKeys(ctx, l, keys, 1)
+		}
+	})
+}
