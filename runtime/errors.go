@@ -60,20 +60,28 @@ type LimitError struct {
 	ResetAfter time.Duration
 }
 
-// Error describes the denial, including when to retry, and names the
-// key expression of the limit that denied it, never the key's value: the
-// text may reach a client, whom the key of another line (such as a
-// tenant's) does not concern.
+// Error describes the denial, including when to retry. It names the key
+// of a call with one key (bounded, as Key holds it), and for a limit of a
+// rule with a key per limit its key expression instead, never the key's
+// value: the key of another limit than the caller's own (a tenant's, say)
+// is not the caller's to see.
 func (e *LimitError) Error() string {
-	line := ""
-	if e.KeyExpr != "" {
-		line = fmt.Sprintf(" (key=%s)", e.KeyExpr)
+	key := ""
+	switch {
+	case e.KeyExpr != "":
+		key = fmt.Sprintf(" (key=%s)", e.KeyExpr)
+	case e.Key != "":
+		key = fmt.Sprintf(" key %q", e.Key)
 	}
 	if e.Limit.Algorithm == Block {
-		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, line, e.RetryAfter)
+		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
 	}
-	return fmt.Sprintf("ratelimit: %s exceeded %d per %s%s; retry after %s",
-		e.Name, e.Limit.Threshold, e.Limit.Period, line, e.RetryAfter)
+	if e.KeyExpr != "" {
+		return fmt.Sprintf("ratelimit: %s exceeded %d per %s%s; retry after %s",
+			e.Name, e.Limit.Threshold, e.Limit.Period, key, e.RetryAfter)
+	}
+	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
+		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
 }
 
 // Is reports whether target is ErrLimited.
