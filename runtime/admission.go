@@ -25,7 +25,8 @@ type Admission struct {
 	// Limits and KeyExprs describe every limit of a call with a key per
 	// limit ([Rule.CheckKeys]): the limits it was decided against, and
 	// the rule's KeyExprs. Decision.LimitIndex indexes them. Both are nil
-	// for a call with one key, whose Limit is the one to describe.
+	// for a call with one key, whose Limit is the one to describe. They
+	// may be the rule's own slices: read them, never change them.
 	Limits   []Limit
 	KeyExprs []string
 }

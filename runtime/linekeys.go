@@ -241,13 +241,17 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 	now := l.now()
 	max := l.cfg.MaxKeys/shardCount + 1
 	if charge {
-		// Room first, for every pair that is new: making room later could
-		// drop a pair this call already holds.
+		// Room first, for every pair that is new (each once): making room
+		// later could drop a pair this call already holds.
+		var pending [shardCount]int
 		for i := range n {
 			shard := l.shardOf(set.hashes[i])
-			if shard.find(req.Name, set.keys[i], set.hashes[i]) == nil {
-				shard.makeRoom(now, max)
+			if set.repeats(i) || shard.find(req.Name, set.keys[i], set.hashes[i]) != nil {
+				continue
 			}
+			p := &pending[set.hashes[i]%shardCount]
+			shard.makeRoom(now, max-*p)
+			*p++
 		}
 	}
 	for i := range n {
@@ -282,6 +286,16 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		l.report(ctx, seen, callkey.Bound(req.Key), *d)
 	}
 	return nil
+}
+
+// repeats reports whether the key of limit i is that of an earlier limit.
+func (set *lineSet) repeats(i int) bool {
+	for j := range i {
+		if set.hashes[j] == set.hashes[i] && set.keys[j] == set.keys[i] {
+			return true
+		}
+	}
+	return false
 }
 
 // addShard adds shard s to the sorted set of the call's shards.

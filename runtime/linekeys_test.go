@@ -2,7 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,4 +165,28 @@ func BenchmarkRuleCheckKeysMemory(b *testing.B) {
 			_ = perLine.CheckKeys(ctx, l, keys, 1)
 		}
 	})
+}
+
+// TestCheckKeysUnderEviction: calls with a key per limit from many
+// goroutines, on a memory limiter that keeps few pairs, lock their shards
+// in order (no deadlock) and keep the bound.
+func TestCheckKeysUnderEviction(t *testing.T) {
+	l := NewMemory(WithMaxKeys(64))
+	r := &Rule{Name: "evict", Limits: []Limit{{Period: time.Second, Threshold: 3}, {Period: time.Second, Threshold: 5}, {Period: time.Hour, Threshold: 1 << 30}}, KeyExprs: []string{"user", "tenant", ""}}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				keys := []string{fmt.Sprint("u", (i*7+g)%500), fmt.Sprint("t", (i+g)%40), ""}
+				if err := r.CheckKeys(context.Background(), l, keys, 1); err != nil && !errors.Is(err, ErrLimited) {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, l.Len(), 64+shardCount)
 }
