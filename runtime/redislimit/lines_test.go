@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -432,4 +433,19 @@ func (ct *clusterTest) linesFailureRefunds(t *testing.T) {
 	n, err := c.Exists(ctx, l.Key("broken", "ann", 0, "")).Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "ann's charge was refunded")
+}
+
+// TestLinesBehindSentinel: behind Sentinel, as on a single server, one
+// script run decides every line of the README's example.
+func TestLinesBehindSentinel(t *testing.T) {
+	d, err := redistest.StartSentinel(1, 1)
+	require.NoError(t, err)
+	t.Cleanup(d.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, d.WaitReady(ctx))
+	client := redis.NewFailoverClient(FailoverOptions(d.FailoverOptions()))
+	t.Cleanup(func() { client.Close() })
+	clock := newManualClock()
+	readmeExample(t, New(client, ratelimit.WithClock(clock), withoutHeartbeat()), clock)
 }
