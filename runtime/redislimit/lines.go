@@ -108,7 +108,11 @@ func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (rateli
 	req.Key = callkey.Bound(req.Key)
 	var d ratelimit.Decision
 	var err error
-	if groups := l.groupsOf(req); groups != nil && l.grouped() {
+	var groups []*lineGroup
+	if l.grouped() {
+		groups = l.groupsOf(req)
+	}
+	if groups != nil {
 		d, err = l.decideGroups(ctx, req, groups, false)
 	} else {
 		var b *breaker
@@ -298,8 +302,11 @@ func (l *Limiter) refund(ctx context.Context, req *ratelimit.Request, groups []*
 // peekKeys is Peek for a valid request with a key per limit.
 func (l *Limiter) peekKeys(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	req.Keys = boundKeys(req.Keys, callkey.Named)
-	groups := l.groupsOf(&req)
-	if groups == nil || !l.grouped() {
+	var groups []*lineGroup
+	if l.grouped() {
+		groups = l.groupsOf(&req)
+	}
+	if groups == nil {
 		return l.peekOne(ctx, &req)
 	}
 	d, err := l.decideGroups(ctx, &req, groups, true)
