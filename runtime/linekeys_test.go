@@ -190,3 +190,25 @@ func TestCheckKeysUnderEviction(t *testing.T) {
 	wg.Wait()
 	assert.LessOrEqual(t, l.Len(), 64+shardCount)
 }
+
+// TestAdmitKeysDescribesEveryLine: the admission of a call with a key per
+// limit carries every limit and key expression, and the line with the
+// fewest units left.
+func TestAdmitKeysDescribesEveryLine(t *testing.T) {
+	l := NewMemory(WithClock(newManualClock()))
+	r := readmeRule()
+	a, err := r.AdmitKeys(context.Background(), l, []string{"ann", ""}, 1)
+	require.NoError(t, err)
+	assert.True(t, a.Decided)
+	assert.Equal(t, r.Limits, a.Limits)
+	assert.Equal(t, r.KeyExprs, a.KeyExprs)
+	assert.Equal(t, 0, a.Decision.LimitIndex)
+	assert.EqualValues(t, 9, a.Decision.Remaining)
+	assert.Equal(t, r.Limits[0], a.Limit)
+
+	a, err = r.Admit(context.Background(), l, "ann", 1)
+	require.NoError(t, err)
+	assert.Nil(t, a.Limits, "a call with one key is described by Limit alone")
+	_, err = r.AdmitKeys(context.Background(), l, nil, 1)
+	require.ErrorIs(t, err, ErrInvalidLimit)
+}

@@ -13,7 +13,8 @@ import (
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
 // Generated code keeps one per limited method in a package variable,
-// calls [Rule.Check] before delegating, and returns [Rule.Clone]s of them
+// calls [Rule.Check] (or [Rule.CheckKeys], when its limits have keys of
+// their own) before delegating, and returns [Rule.Clone]s of them
 // from the package's RateLimitRules function. A Rule must not be changed
 // once it is in use: Check validates its limits on its first call only.
 type Rule struct {

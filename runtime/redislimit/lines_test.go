@@ -449,3 +449,28 @@ func TestLinesBehindSentinel(t *testing.T) {
 	clock := newManualClock()
 	readmeExample(t, New(client, ratelimit.WithClock(clock), withoutHeartbeat()), clock)
 }
+
+// BenchmarkLinesRedis compares, on the test server, a call of a user's
+// limit and a global one with a call of the same two limits under the
+// user's one key: both are one script run.
+func BenchmarkLinesRedis(b *testing.B) {
+	limits := []ratelimit.Limit{{Period: time.Second, Threshold: 1 << 40}, {Period: time.Hour, Threshold: 1 << 40}}
+	ctx := context.Background()
+	b.Run("shared", func(b *testing.B) {
+		l := newTestRedis(b, WithBatching(0))
+		for b.Loop() {
+			if _, err := l.Allow(ctx, ratelimit.Request{Name: "bench", Key: "user-42", Limits: limits}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("perLine", func(b *testing.B) {
+		l := newTestRedis(b, WithBatching(0))
+		keys := []string{"user-42", ""}
+		for b.Loop() {
+			if _, err := l.Allow(ctx, ratelimit.Request{Name: "bench", Keys: keys, Limits: limits}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
