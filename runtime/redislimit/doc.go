@@ -53,13 +53,15 @@
 // atomically by one script run, the groups concurrently (one round trip
 // of latency, a run per key); when one group denies the call (or fails),
 // the groups that admitted it are refunded by another script run before
-// Allow returns. A refund is exact: a sliding log removes the call's
-// entries, a window takes the cost off its count if it is still the
-// window the call counted in (a sliding window that moved on, off its
-// previous count), and a bucket stores its TAT again if no call charged it
-// since, else moves it back by the call's interval less what the bucket
-// refilled since the call (never earlier than the later calls would have
-// left it). So no call is admitted that one atomic decision of every limit
+// Allow returns. A refund leaves what the state would hold had the call
+// never been charged: a sliding log removes the call's entries, a window
+// takes the cost off its count if it is still the window the call counted
+// in (a sliding window that moved on, off its previous count), and a
+// bucket stores its TAT again if no call charged it since; a bucket that
+// other calls charged meanwhile has its TAT moved back by the call's
+// interval less what it refilled since the call, which may leave it
+// holding up to that refill (less than a round trip's worth) more than
+// without the call, never less. So no call is admitted that one atomic decision of every limit
 // would deny, and a denied call leaves no charge behind; but between a
 // group's charge and its refund (about a round trip) a concurrent call can
 // be denied by that charge. Measured on a three-master cluster on one
