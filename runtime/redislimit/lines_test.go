@@ -474,3 +474,42 @@ func BenchmarkLinesRedis(b *testing.B) {
 		}
 	})
 }
+
+// TestRefundOfABucket: a bucket's refund restores the TAT when no call
+// charged it since, and otherwise moves it back by the call's interval
+// less what the bucket refilled since the call, never earlier than the
+// later call alone would have left it.
+func TestRefundOfABucket(t *testing.T) {
+	ctx := context.Background()
+	c := rdb(t)
+	l := newTestRedis(t)
+	lim := ratelimit.Limit{Algorithm: ratelimit.GCRA, Period: time.Second, Threshold: 10} // 100,000µs a unit
+	key := l.Key("refund", "k", 0, lim.Algorithm)
+	t0 := time.Now().UnixMicro()
+	args := func(now int64) []any {
+		return []any{now, 1, string(lim.Algorithm), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost()}
+	}
+	charge := func(now int64) []any {
+		res, err := linesScript.Run(ctx, c, []string{key}, args(now)...).Result()
+		require.NoError(t, err)
+		d, recs, err := parseLines(res, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		return recs
+	}
+	refund := func(now int64, recs []any) {
+		require.NoError(t, refundScript.Run(ctx, c, []string{key}, append(args(now), recs...)...).Err())
+	}
+
+	// Alone: the key is as it was (none).
+	refund(t0+50_000, charge(t0))
+	assert.Zero(t, c.Exists(ctx, key).Val())
+
+	// Another call since: TAT - k + min(k, now - ta).
+	recs := charge(t0)
+	_, err := decideScript.Run(ctx, c, []string{key}, args(t0+30_000)...).Result()
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprint(t0+200_000), c.Get(ctx, key).Val())
+	refund(t0+50_000, recs)
+	assert.Equal(t, fmt.Sprint(t0+150_000), c.Get(ctx, key).Val(), "the later call alone would have left %d", t0+130_000)
+}
