@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -512,4 +513,61 @@ func TestRefundOfABucket(t *testing.T) {
 	assert.Equal(t, fmt.Sprint(t0+200_000), c.Get(ctx, key).Val())
 	refund(t0+50_000, recs)
 	assert.Equal(t, fmt.Sprint(t0+150_000), c.Get(ctx, key).Val(), "the later call alone would have left %d", t0+130_000)
+}
+
+// TestRefundOfAWindowAndALog: a window's refund takes the cost off the
+// window the call counted in (a sliding window's previous count once it
+// moved on), none once that window ended; a log's removes the call's
+// entries, and keeps a marked entry for the TTL.
+func TestRefundOfAWindowAndALog(t *testing.T) {
+	ctx := context.Background()
+	c := rdb(t)
+	l := newTestRedis(t)
+	run := func(lim ratelimit.Limit, key string, now int64, cost int) []any {
+		args := []any{now, cost, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost()}
+		res, err := linesScript.Run(ctx, c, []string{key}, args...).Result()
+		require.NoError(t, err)
+		d, recs, err := parseLines(res, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		return append(args, recs...)
+	}
+	refund := func(key string, now int64, args []any) {
+		args = slices.Clone(args)
+		args[0] = now
+		require.NoError(t, refundScript.Run(ctx, c, []string{key}, args...).Err())
+	}
+	base := newManualClock().Now().UnixMicro() // 2100: windows expire on it
+	base -= base % 1_000_000
+
+	sw := ratelimit.Limit{Algorithm: ratelimit.SlidingWindow, Period: time.Second, Threshold: 100}
+	key := l.Key("refund", "sw", 0, sw.Algorithm)
+	run(sw, key, base+100, 3)
+	mine := run(sw, key, base+200, 2)
+	run(sw, key, base+1_000_100, 1) // the next window: 5 moved to the previous count
+	refund(key, base+1_000_200, mine)
+	assert.Equal(t, fmt.Sprint(3*prevScale+1), c.Get(ctx, key).Val(), "the call's 2 taken off the previous count")
+
+	fw := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 100}
+	key = l.Key("refund", "fw", 0, fw.Algorithm)
+	run(fw, key, base+100, 3)
+	mine = run(fw, key, base+200, 2)
+	refund(key, base+300, mine)
+	assert.Equal(t, "3", c.Get(ctx, key).Val())
+	mine = run(fw, key, base+400, 2)
+	run(fw, key, base+1_000_100, 1) // a new window
+	refund(key, base+1_000_200, mine)
+	assert.Equal(t, "1", c.Get(ctx, key).Val(), "the ended window's charge no longer counts")
+
+	log := ratelimit.Limit{Period: time.Second, Threshold: 100}
+	key = l.Key("refund", "log", 0, log.Algorithm)
+	mine = run(log, key, base+100, 2) // the first call marks its entries
+	run(log, key, base+200, 1)
+	refund(key, base+300, mine)
+	entries, err := c.LRange(ctx, key, 0, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, []string{fmt.Sprint(-(base + 200))}, entries, "the call's entries are gone, the mark moved to the newest left")
+	ttl, err := c.PTTL(ctx, key).Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, time.Second, "the TTL is set from the newest entry")
 }
