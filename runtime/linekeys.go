@@ -99,38 +99,18 @@ func (r *Rule) explainLines(ctx context.Context, src Overrides, keys []string, e
 	if !ok {
 		byRule = nil
 	}
-	// The keys' own overrides, of the keyed limits.
 	var own [4][]Limit
-	byKey := own[:0]
-	if len(r.Limits) > len(own) {
-		byKey = make([][]Limit, 0, len(r.Limits))
-	}
-	ks, _ := src.(KeyOverrides)
-	verdict, verdictLine, anyKey := Algorithm(""), -1, false
-	for i := range r.Limits {
-		var ov []Limit
-		if ks != nil && r.keyed(i) {
-			if got, found := ks.LookupKey(ctx, r.Name, keys[i]); found && (len(got) == 0 || len(byRule) == 0 || &got[0] != &byRule[0]) {
-				if l, fine := usable(got, r); fine {
-					ov, anyKey = l, true
-				}
-			}
-		}
-		byKey = append(byKey, ov)
-		if v := verdictOf(ov); v != "" && verdict != Block {
-			verdict, verdictLine = v, i
-		}
-	}
+	byKey, verdict, line := r.keyOverrides(ctx, src, keys, byRule, own[:0])
 	if verdict != "" {
-		return []Limit{{Algorithm: verdict}}, r.fromOf(src, keys, verdictLine, "key", explain), verdictLine
+		return []Limit{{Algorithm: verdict}}, r.fromOf(src, keys, line, "key", explain), line
 	}
-	if v := verdictOf(byRule); v != "" {
-		if !anyKey {
+	if verdictOf(byRule) != "" {
+		if byKey == nil {
 			return byRule, r.fromOf(src, keys, -1, "rule", explain), -1
 		}
 		byRule = nil // keys with their own overrides: the others keep the directive's
 	}
-	if !anyKey && byRule == nil {
+	if byKey == nil && byRule == nil {
 		if explain {
 			return r.Limits, r.fromEach("directive"), -1
 		}
@@ -142,25 +122,54 @@ func (r *Rule) explainLines(ctx context.Context, src Overrides, keys []string, e
 		from = make([]string, len(r.Limits))
 	}
 	for i := range r.Limits {
+		source := "directive"
 		switch {
-		case i < len(byKey[i]):
-			limits[i] = byKey[i][i]
-			if explain {
-				from[i] = r.fromOf(src, keys, i, "key", true)[0]
-			}
+		case byKey != nil && i < len(byKey[i]):
+			limits[i], source = byKey[i][i], "key"
 		case i < len(byRule):
-			limits[i] = byRule[i]
-			if explain {
-				from[i] = "rule"
-			}
+			limits[i], source = byRule[i], "rule"
 		default:
 			limits[i] = r.Limits[i]
-			if explain {
-				from[i] = "directive"
+		}
+		if explain {
+			from[i] = source
+			if source == "key" {
+				from[i] = r.fromOf(src, keys, i, "key", true)[0]
 			}
 		}
 	}
 	return limits, from, -1
+}
+
+// keyOverrides returns, appended to byKey, the usable override of the key
+// of each keyed limit of r (nil for the others), or nil when no key has
+// one; and when one of them exempts or blocks the call, that verdict
+// (block before unlimited) and its limit's index. byRule is the rule's
+// override, which src's LookupKey may return for a key without its own.
+func (r *Rule) keyOverrides(ctx context.Context, src Overrides, keys []string, byRule []Limit, byKey [][]Limit) ([][]Limit, Algorithm, int) {
+	ks, ok := src.(KeyOverrides)
+	if !ok {
+		return nil, "", -1
+	}
+	verdict, line, some := Algorithm(""), -1, false
+	for i := range r.Limits {
+		var ov []Limit
+		if r.keyed(i) {
+			if got, found := ks.LookupKey(ctx, r.Name, keys[i]); found && (len(got) == 0 || len(byRule) == 0 || &got[0] != &byRule[0]) {
+				if l, fine := usable(got, r); fine {
+					ov, some = l, true
+				}
+			}
+		}
+		byKey = append(byKey, ov)
+		if v := verdictOf(ov); v != "" && verdict != Block {
+			verdict, line = v, i
+		}
+	}
+	if !some {
+		return nil, "", -1
+	}
+	return byKey, verdict, line
 }
 
 // fromEach returns one source per limit of r, each src.
