@@ -212,3 +212,15 @@ func TestAdmitKeysDescribesEveryLine(t *testing.T) {
 	_, err = r.AdmitKeys(context.Background(), l, nil, 1)
 	require.ErrorIs(t, err, ErrInvalidLimit)
 }
+
+// TestExplainKeysNamesTiers: a keyed limit overridden by its key's tier
+// names the tier.
+func TestExplainKeysNamesTiers(t *testing.T) {
+	ov := &StaticOverrides{}
+	ov.SetTier("svc.Post", "gold", Limit{Period: time.Second, Threshold: 40})
+	ov.SetKeyTier("svc.Post", "acme", "gold")
+	l := NewMemory(WithOverrides(ov))
+	limits, from := readmeRule().ExplainKeys(context.Background(), l, []string{"acme", ""})
+	assert.Equal(t, []string{"tier:gold", "directive"}, from)
+	assert.EqualValues(t, 40, limits[0].Threshold)
+}
