@@ -119,6 +119,7 @@ func (h *SlogHook) WithRawKeys() *SlogHook {
 // Decided logs an admission at Debug, and a denial at Warn when it begins
 // a denial episode of its name and key, else at Debug. See [Hook].
 func (h *SlogHook) Decided(ctx context.Context, req *Request, d Decision) {
+	req = lineRequest(req, d)
 	if !d.Allowed {
 		h.denied(ctx, req, d, false)
 		return
@@ -132,7 +133,19 @@ func (h *SlogHook) Decided(ctx context.Context, req *Request, d Decision) {
 // ShadowLimited logs a would-be denial at Info when it begins a denial
 // episode of its name and key, else at Debug. See [ShadowHook].
 func (h *SlogHook) ShadowLimited(ctx context.Context, req *Request, d Decision) {
-	h.denied(ctx, req, d, true)
+	h.denied(ctx, lineRequest(req, d), d, true)
+}
+
+// lineRequest returns req as the hook logs a decision d of it: for a call
+// with a key per limit, with Key the key of the limit d describes, whose
+// episode it is.
+func lineRequest(req *Request, d Decision) *Request {
+	if req.Keys == nil || d.LimitIndex < 0 || d.LimitIndex >= len(req.Keys) {
+		return req
+	}
+	line := *req
+	line.Key, line.Keys = req.Keys[d.LimitIndex], nil
+	return &line
 }
 
 // Failed logs a backend failure at Error (at most 10 a minute, the others

@@ -65,7 +65,11 @@ func NewDenials() *Denials { return &Denials{seed: maphash.MakeSeed(), now: time
 // Decided counts a denial. See [ratelimit.Hook].
 func (d *Denials) Decided(_ context.Context, req *ratelimit.Request, dec ratelimit.Decision) {
 	if !dec.Allowed {
-		d.count(req.Name, req.Key)
+		key := req.Key
+		if i := dec.LimitIndex; req.Keys != nil && i >= 0 && i < len(req.Keys) {
+			key = req.Keys[i] // the key of the limit that denied the call
+		}
+		d.count(req.Name, key)
 	}
 }
 

@@ -288,9 +288,9 @@ func TestCalendarCarryBack(t *testing.T) {
 		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100},
 	}}
 	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
-	l.carry.record(&req, first.Add(-time.Minute).UnixMicro()) // February's: dropped
-	l.carry.record(&req, first.Add(time.Minute).UnixMicro())
-	l.carry.record(&req, first.Add(2*time.Minute).UnixMicro())
+	l.carry.record(&req, nil, first.Add(-time.Minute).UnixMicro()) // February's: dropped
+	l.carry.record(&req, nil, first.Add(time.Minute).UnixMicro())
+	l.carry.record(&req, nil, first.Add(2*time.Minute).UnixMicro())
 	clock.Set(first.Add(90 * time.Minute)) // the hour's window of the charges has closed
 	l.carryOut(ctx)
 	assert.Zero(t, l.carry.size())

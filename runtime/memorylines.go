@@ -1,0 +1,149 @@
+package ratelimit
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+)
+
+// lineSet is the state of the limits of a call with a key per limit on a
+// memory limiter: limit i's state is states[i], that of limit i of the
+// pair (name, Keys[i]).
+type lineSet struct {
+	keys    [MaxLimits]string       // the bounded keys
+	hashes  [MaxLimits]uint64       // their pairs' hashes
+	entries [MaxLimits]*memoryEntry // their pairs' states
+	shards  [MaxLimits]uint8        // the shards holding them, sorted, each once
+	nShards int
+}
+
+// decideKeys is decide for a request with Keys: it locks the shards of
+// every key at once, in the order of their index so that no two calls
+// wait for each other, and decides all limits under them. With charge
+// unset (Peek) it keeps no new state.
+func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, d *Decision) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	var set lineSet
+	n := len(req.Limits)
+	for i, k := range req.Keys {
+		if charge {
+			set.keys[i] = callkey.Bound(k)
+		} else {
+			set.keys[i] = callkey.Named(k)
+		}
+		set.hashes[i] = l.hashOf(req.Name, set.keys[i], req.prep)
+		set.addShard(uint8(set.hashes[i] % shardCount))
+	}
+	for _, s := range set.shards[:set.nShards] {
+		l.shards[s].mu.Lock()
+	}
+	now := l.now()
+	max := l.cfg.MaxKeys/shardCount + 1
+	if charge {
+		// Room first, for every pair that is new (each once): making room
+		// later could drop a pair this call already holds.
+		var pending [shardCount]int
+		for i := range n {
+			shard := l.shardOf(set.hashes[i])
+			if set.repeats(i) || shard.find(req.Name, set.keys[i], set.hashes[i]) != nil {
+				continue
+			}
+			p := &pending[set.hashes[i]%shardCount]
+			shard.makeRoom(now, max-*p)
+			*p++
+		}
+	}
+	for i := range n {
+		shard := l.shardOf(set.hashes[i])
+		e := shard.find(req.Name, set.keys[i], set.hashes[i])
+		switch {
+		case e == nil && charge:
+			e = &memoryEntry{name: req.Name, key: strings.Clone(set.keys[i]), next: shard.entries[set.hashes[i]]}
+			shard.entries[set.hashes[i]] = e
+		case e == nil:
+			e = &memoryEntry{} // a new pair's state, not kept
+		}
+		if len(e.limits) < n {
+			e.limits = append(e.limits, make([]limitState, n-len(e.limits))...)
+		}
+		set.entries[i] = e
+	}
+	plans := req.prep.plansOf(req.Limits)
+	if plans == nil {
+		plans = make([]memoryPlan, 0, n)
+		for _, lim := range req.Limits {
+			plans = append(plans, memoryPlanOf(lim))
+		}
+	}
+	set.decide(plans, req.Units(), now, charge, d)
+	for _, s := range set.shards[:set.nShards] {
+		l.shards[s].mu.Unlock()
+	}
+	if charge && l.cfg.Hook != nil {
+		seen := *req
+		seen.Keys = append([]string(nil), set.keys[:n]...)
+		l.report(ctx, seen, callkey.Bound(req.Key), *d)
+	}
+	return nil
+}
+
+// repeats reports whether the key of limit i is that of an earlier limit.
+func (set *lineSet) repeats(i int) bool {
+	for j := range i {
+		if set.hashes[j] == set.hashes[i] && set.keys[j] == set.keys[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// addShard adds shard s to the sorted set of the call's shards.
+func (set *lineSet) addShard(s uint8) {
+	i := 0
+	for i < set.nShards && set.shards[i] < s {
+		i++
+	}
+	if i < set.nShards && set.shards[i] == s {
+		return
+	}
+	copy(set.shards[i+1:set.nShards+1], set.shards[i:set.nShards])
+	set.shards[i] = s
+	set.nShards++
+}
+
+// decide is memoryEntry.decidePlans with limit i's state that of
+// set.entries[i].
+func (set *lineSet) decide(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
+	*d = Decision{Allowed: true}
+	var delay time.Duration
+	var r Decision
+	for i := range plans {
+		ok := set.entries[i].limits[i].check(&plans[i], now, cost, &r)
+		switch {
+		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
+			*d = r
+			d.Allowed, d.LimitIndex = false, i
+		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
+			*d = r
+			d.Allowed, d.LimitIndex = true, i
+		}
+		delay = max(delay, r.Delay)
+	}
+	if !d.Allowed {
+		d.Delay = 0
+		return
+	}
+	d.Delay = delay
+	if charge {
+		for i := range plans {
+			e := set.entries[i]
+			if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+				e.expiry = exp
+			}
+		}
+	}
+}
