@@ -24,6 +24,16 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 		jen.Id("Name").Op(":").Lit(rule.Name),
 		jen.Id("Limits").Op(":").Add(r.limits(rule.Limits)),
 	}
+	if _, shared := rule.SharedKey(); !shared {
+		exprs := make([]jen.Code, len(rule.Limits))
+		for i, l := range rule.Limits {
+			exprs[i] = jen.Lit("")
+			if l.Key != nil {
+				exprs[i] = jen.Lit(l.Key.Source)
+			}
+		}
+		fields = append(fields, jen.Id("KeyExprs").Op(":").Index().String().Values(exprs...))
+	}
 	if rule.Wait != 0 {
 		fields = append(fields, jen.Id("Wait").Op(":").Add(duration(rule.Wait)))
 	}
@@ -170,14 +180,26 @@ func summary(rule *model.Rule) string {
 			parts[i] += " (" + l.Algorithm + ")"
 		}
 	}
-	s := andList(parts)
-	if rule.Key != nil {
-		s += " for each " + rule.Key.Source
-		if rule.KeyHash {
-			s += ", known by its digest"
+	if k, shared := rule.SharedKey(); !shared {
+		for i, l := range rule.Limits {
+			parts[i] += keyPhrase(l.Key, " in total")
 		}
+	} else if k != nil {
+		parts[len(parts)-1] += keyPhrase(k, "")
 	}
-	return s
+	return andList(parts)
+}
+
+// keyPhrase says what a limit counts per: " for each user", or unkeyed
+// when k is nil.
+func keyPhrase(k *model.Key, unkeyed string) string {
+	switch {
+	case k == nil:
+		return unkeyed
+	case k.Hash:
+		return " for each " + k.Source + ", known by its digest"
+	}
+	return " for each " + k.Source
 }
 
 // andList joins items as prose: "a", "a and b", "a, b and c".

@@ -255,7 +255,8 @@ store.go:23:2  Store.Count  github.com/ratelimitgen/ratelimitgen/testdata/basic.
 
 // TestListShowsNameCostAndOptions: each row of -list shows the limit's
 // name, its key, its cost and its other options, as -list -json does
-// (issue 19 item 4).
+// (issue 19 item 4). The key and what qualifies it (emptykey=) are the
+// line's own: the second line of Put has none (issue 21 item 2).
 func TestListShowsNameCostAndOptions(t *testing.T) {
 	dir := tempModule(t, map[string]string{"p/p.go": `package p
 
@@ -275,7 +276,7 @@ type API interface {
 	}
 	want := `POSITION    METHOD   NAME                     PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
 p/p.go:6:2  API.Put  api/put                  1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
-p/p.go:7:2  API.Put  api/put                  1s      10         user  len(items)  token_bucket  burst=20 wait=250ms onerror=deny emptykey=deny
+p/p.go:7:2  API.Put  api/put                  1s      10         -     len(items)  token_bucket  burst=20 wait=250ms onerror=deny
 p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2           sliding_log   shadow=true
 `
 	if stdout != want {
@@ -290,6 +291,9 @@ p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2        
 		if rows[0][k] != v {
 			t.Errorf("-list -json: %s = %v, want %v", k, rows[0][k], v)
 		}
+	}
+	if _, keyed := rows[1]["key"]; keyed || rows[1]["emptykey"] != nil {
+		t.Errorf("-list -json: the second line of Put has a key: %v", rows[1])
 	}
 }
 
