@@ -129,6 +129,10 @@ func TestRuleClone(t *testing.T) {
 		case reflect.Bool:
 			f.SetBool(true)
 		case reflect.Slice:
+			if f.Type() == reflect.TypeOf([]string(nil)) {
+				f.Set(reflect.ValueOf([]string{"user"}))
+				break
+			}
 			f.Set(reflect.ValueOf([]Limit{{Period: time.Second, Threshold: 3}}))
 		default:
 			t.Fatalf("Rule.%s: set it here, and clone it", v.Type().Field(i).Name)
@@ -144,5 +148,7 @@ func TestRuleClone(t *testing.T) {
 	}
 	c.Limits[0].Threshold = 1
 	assert.Equal(t, int64(3), rule.Limits[0].Threshold, "the limits are copied")
+	c.KeyExprs[0] = "tenant"
+	assert.Equal(t, "user", rule.KeyExprs[0], "the key expressions are copied")
 	assert.Nil(t, (*Rule)(nil).Clone())
 }

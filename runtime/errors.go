@@ -43,6 +43,12 @@ type LimitError struct {
 	// Redis key. A key kept as it is is never that long, nor holds a ':'
 	// in its Redis key, so no stand-in equals one.
 	Key string
+	// KeyExpr is the key expression of the limit that denied the call, as
+	// its directive wrote it (see [Rule.KeyExprs]), such as "user", when
+	// the rule gives each limit its own key; Key is then that limit's key,
+	// empty for a limit that counts every call as one. KeyExpr is empty
+	// when every limit shares the call's one key.
+	KeyExpr string
 	// Limit is the limit that denied the call.
 	Limit Limit
 	// Remaining is how many units that limit admits now (less than the cost).
@@ -54,17 +60,20 @@ type LimitError struct {
 	ResetAfter time.Duration
 }
 
-// Error describes the denial, including when to retry.
+// Error describes the denial, including when to retry, and names the
+// key expression of the limit that denied it, never the key's value: the
+// text may reach a client, whom the key of another line (such as a
+// tenant's) does not concern.
 func (e *LimitError) Error() string {
-	key := ""
-	if e.Key != "" {
-		key = fmt.Sprintf(" key %q", e.Key)
+	line := ""
+	if e.KeyExpr != "" {
+		line = fmt.Sprintf(" (key=%s)", e.KeyExpr)
 	}
 	if e.Limit.Algorithm == Block {
-		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
+		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, line, e.RetryAfter)
 	}
-	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
-		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
+	return fmt.Sprintf("ratelimit: %s exceeded %d per %s%s; retry after %s",
+		e.Name, e.Limit.Threshold, e.Limit.Period, line, e.RetryAfter)
 }
 
 // Is reports whether target is ErrLimited.

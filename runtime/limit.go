@@ -184,6 +184,14 @@ type Request struct {
 	// and one longer than 64 encoded bytes is replaced by a stand-in
 	// holding its SHA-256 (see [LimitError]), so keys stay small.
 	Key string
+	// Keys, when not nil, gives each limit its own key in place of Key:
+	// Keys[i] keys Limits[i] (such as a user id for one limit and "" for
+	// one that counts every call as one), so len(Keys) must be
+	// len(Limits). Limit i's state belongs to (Name, Keys[i], i): limits
+	// that share a key value keep the state they would keep under Key. The
+	// call is still all or nothing, on every limiter of this module: a
+	// denied call charges no limit. Keys are bounded as Key is.
+	Keys []string
 	// Cost is how many units the call takes; zero means 1.
 	Cost int64
 	// Limits must all admit the call. If any denies it, none is charged.
@@ -205,9 +213,13 @@ func (r *Request) Units() int64 {
 
 // Validate reports a request that no limiter could decide: an empty name,
 // no limits or more than [MaxLimits], an invalid limit, a negative cost
-// or one a limit can never admit ([*CostError]). The error wraps
+// or one a limit can never admit ([*CostError]), Keys of another length
+// than Limits. The error wraps
 // [ErrInvalidLimit].
 func (r *Request) Validate() error {
+	if r.Keys != nil && len(r.Keys) != len(r.Limits) {
+		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(r.Keys), len(r.Limits))
+	}
 	if r.prep.covers(r.Limits) && r.Cost >= 0 && r.Units() <= r.prep.capacity {
 		return nil
 	}

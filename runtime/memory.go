@@ -188,6 +188,9 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error
 // decide is Allow with the request and the decision passed by pointer,
 // which spares [Rule.Check] copying them. It leaves req as it was.
 func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) error {
+	if req.Keys != nil {
+		return l.decideKeys(ctx, req, true, d)
+	}
 	key, hash, err := l.locate(req)
 	if err != nil {
 		return err

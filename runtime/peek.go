@@ -75,6 +75,13 @@ func peeked(req *Request, d Decision) Decision {
 
 // Peek checks req's limits without charging them. See [Peeker].
 func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
+	if req.Keys != nil {
+		var d Decision
+		if err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
+			return Decision{}, err
+		}
+		return peeked(&req, d), nil
+	}
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}

@@ -21,6 +21,13 @@ type Rule struct {
 	Name string
 	// Limits must all admit a call.
 	Limits []Limit
+	// KeyExprs, when not nil, gives each of Limits its own key:
+	// KeyExprs[i] is the key expression of Limits[i] as its directive
+	// wrote it, such as "user" or "req.Tenant", or "" for a limit that
+	// counts every call of the rule as one. The calls of such a rule are
+	// checked with [Rule.CheckKeys]. Nil means every limit is keyed by the
+	// one key given to [Rule.Check].
+	KeyExprs []string
 	// Wait is how long a denied call may wait to be admitted before
 	// Check gives up; zero means no waiting. See [Rule.Check].
 	Wait time.Duration
@@ -60,7 +67,7 @@ const (
 // [WithAdmission] records its [Admission] there.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
 	var o outcome
-	err := r.check(ctx, limiter, key, cost, &o)
+	err := r.check(ctx, limiter, key, nil, cost, &o)
 	if err == nil {
 		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
 			rec.add(r.admission(&o))
@@ -76,7 +83,7 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int6
 // the admission.
 func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
 	var o outcome
-	if err := r.check(ctx, limiter, key, cost, &o); err != nil {
+	if err := r.check(ctx, limiter, key, nil, cost, &o); err != nil {
 		return Admission{}, err
 	}
 	return r.admission(&o), nil
@@ -97,7 +104,7 @@ func (r *Rule) Clone() *Rule {
 	if r == nil {
 		return nil
 	}
-	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
+	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
 }
 
 // outcome is what check learnt about one call.
@@ -175,7 +182,9 @@ func (r *Rule) Explain(ctx context.Context, limiter Limiter, key string) (limits
 }
 
 // check is [Rule.Check], also telling in o what it learnt of the call.
-func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int64, o *outcome) error {
+// keys, when not nil, gives each limit its own key in place of key (see
+// [Rule.CheckKeys]).
+func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []string, cost int64, o *outcome) error {
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
 		if len(r.Limits) > 0 {
@@ -184,14 +193,24 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, cost int6
 		o.limits = r.Limits
 		return ce
 	}
-	req := Request{Name: r.Name, Key: key, Cost: cost, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
+	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, prep: r.prepared()}
+	line := -1 // the limit whose key's override exempts or blocks the call
+	if keys == nil {
+		req.Limits = r.EffectiveLimits(ctx, limiter, key)
+	} else {
+		if len(keys) != len(r.Limits) {
+			o.limits = r.Limits
+			return fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
+		}
+		req.Limits, line = r.lineLimits(ctx, limiter, keys)
+	}
 	o.limits = req.Limits
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
 	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
 		if v := verdictOf(req.Limits); v != "" { // an override exempts or blocks the call
-			return r.verdict(ctx, limiter, &req, v)
+			return r.verdict(ctx, limiter, &req, v, line)
 		}
 	}
 	var start time.Time
@@ -314,8 +333,14 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
 	}
-	if d.LimitIndex >= 0 && d.LimitIndex < len(req.Limits) {
-		e.Limit = req.Limits[d.LimitIndex]
+	if i := d.LimitIndex; i >= 0 && i < len(req.Limits) {
+		e.Limit = req.Limits[i]
+		if req.Keys != nil && i < len(req.Keys) {
+			e.Key = callkey.Bound(req.Keys[i])
+			if i < len(r.KeyExprs) {
+				e.KeyExpr = r.KeyExprs[i]
+			}
+		}
 	}
 	return e
 }
@@ -333,7 +358,11 @@ func NilKeyError(name, path string) error {
 // the rule's first limit, which is also its RetryAfter (the override is
 // asked again on the next call); the limiter's hook sees the denial, with
 // [SourceOverride].
-func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Algorithm) error {
+//
+// For a call with a key per limit, line is the limit whose key's override
+// gave the verdict (the hook sees that key, the error its expression), -1
+// when the rule's override did.
+func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Algorithm, line int) error {
 	if v == Unlimited {
 		return nil
 	}
@@ -341,12 +370,22 @@ func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Alg
 	d := Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}
 	blocked := *req
 	blocked.Limits = []Limit{{Algorithm: Block, Period: period}}
+	if req.Keys != nil {
+		blocked.Key, blocked.Keys = "", nil
+		if line >= 0 {
+			blocked.Key = req.Keys[line]
+		}
+	}
 	if c := configOf(limiter); c != nil && c.Hook != nil {
-		seen := Request{Name: req.Name, Key: callkey.Bound(req.Key), Cost: req.Cost, Limits: blocked.Limits}
+		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits}
 		c.Hook.Decided(ctx, &seen, d)
 	}
 	if r.Shadow {
 		return nil
 	}
-	return r.limitError(&blocked, d)
+	e := r.limitError(&blocked, d)
+	if line >= 0 && line < len(r.KeyExprs) {
+		e.KeyExpr = r.KeyExprs[line]
+	}
+	return e
 }

@@ -20,10 +20,14 @@ const minRetrySleep = time.Millisecond
 type lineKey struct {
 	limiter   any // the limiter if it is a pointer (comparable), else nil
 	name, key string
+	perLimit  bool // key is keysIdentity of a key per limit
 }
 
 func lineKeyOf(limiter Limiter, req *Request) lineKey {
 	k := lineKey{name: req.Name, key: req.Key}
+	if req.Keys != nil {
+		k.key, k.perLimit = keysIdentity(req.Keys), true
+	}
 	if t := reflect.TypeOf(limiter); t != nil && t.Kind() == reflect.Pointer {
 		k.limiter = limiter
 	}

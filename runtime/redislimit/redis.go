@@ -246,6 +246,9 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
+	if req.Keys != nil {
+		return l.allowKeys(ctx, &req)
+	}
 	req.Key = callkey.Bound(req.Key)
 	var seen denyProbe
 	if l.denials != nil {

@@ -426,7 +426,7 @@ func TestRuleCheckReportsLimitError(t *testing.T) {
 		assert.Equal(t, rule.Limits[0], le.Limit)
 		assert.Equal(t, 30*time.Second, le.RetryAfter)
 		assert.Equal(t, int64(0), le.Remaining)
-		assert.Equal(t, `ratelimit: example.com/svc.Store.Get key "u1" exceeded 2 per 30s; retry after 30s`, le.Error())
+		assert.Equal(t, `ratelimit: example.com/svc.Store.Get exceeded 2 per 30s; retry after 30s`, le.Error())
 		require.NoError(t, rule.Check(ctx, l, "u2", 1), "another key has its own window")
 	})
 }
