@@ -2,6 +2,7 @@ package templates
 
 import (
 	"go/types"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -23,6 +24,10 @@ type methodGen struct {
 	params []string // parameter names
 	err    string   // the error variable of a limited method
 	zeros  []zero   // zero values of every result but the last error
+	// checked holds the paths of fields from parameters already checked
+	// for nil, when a method with a key per limit checks each once; nil
+	// in the code of one key, which checks each value it computes.
+	checked map[string]bool
 }
 
 // zero is the zero value of one result: a literal, or a variable.
@@ -355,6 +360,7 @@ func (mg *methodGen) keys() (stmts []jen.Code, method string, arg jen.Code) {
 		stmts, key := mg.key(k, "key", false)
 		return stmts, "Check", key
 	}
+	mg.checked = map[string]bool{}
 	uses := map[*model.Key]int{}
 	for _, l := range rule.Limits {
 		if l.Key != nil {
@@ -473,7 +479,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		expr = func() *jen.Statement { return jen.Id(param) }
 	}
 	for _, s := range v.Steps {
-		if s.CheckNil {
+		if s.CheckNil && !mg.checkedBefore(s.Path) {
 			if lastCall != "" {
 				name := mg.locals.fresh(model.LowerCamel(lastCall))
 				stmts = append(stmts, jen.Id(name).Op(":=").Add(expr()))
@@ -493,6 +499,19 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		}
 	}
 	return stmts, expr
+}
+
+// checkedBefore reports whether the method checks path for nil already,
+// and notes that it does from now on. Only the fields of parameters
+// count: a method's or a function's result is checked each time it is
+// computed.
+func (mg *methodGen) checkedBefore(path string) bool {
+	if mg.checked == nil || strings.Contains(path, "(") {
+		return false
+	}
+	done := mg.checked[path]
+	mg.checked[path] = true
+	return done
 }
 
 func formatKey(f model.KeyFormat, x *jen.Statement) jen.Code {
@@ -526,7 +545,11 @@ func (mg *methodGen) doc() string {
 	}
 	s := name + " calls " + target + " if the limiter admits the call under " + mg.m.rule +
 		"; otherwise it returns the limiter's error."
-	if paths := mg.nilPaths(); len(paths) > 0 {
+	paths := mg.nilPaths()
+	if _, shared := mg.m.Rule.SharedKey(); !shared {
+		paths = unique(paths)
+	}
+	if len(paths) > 0 {
 		s += " If " + orList(paths) + " is nil, it returns an error wrapping " +
 			"ratelimit.ErrNilKey instead."
 	}
@@ -602,6 +625,17 @@ func (mg *methodGen) visitValues(f func(*model.Value)) {
 	if v := mg.m.Rule.CostValue; v != nil {
 		visit(v)
 	}
+}
+
+// unique returns items without the repeats of an item, in order.
+func unique(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if !slices.Contains(out, it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // orList joins items as prose: "a", "a or b", "a, b or c".

@@ -180,26 +180,25 @@ func summary(rule *model.Rule) string {
 			parts[i] += " (" + l.Algorithm + ")"
 		}
 	}
-	if k, shared := rule.SharedKey(); !shared {
+	k, shared := rule.SharedKey()
+	switch {
+	case !shared:
 		for i, l := range rule.Limits {
-			parts[i] += keyPhrase(l.Key, " in total")
+			switch {
+			case l.Key == nil:
+				parts[i] += " in total"
+			case l.Key.Hash:
+				parts[i] += " for each digest of " + l.Key.Source
+			default:
+				parts[i] += " for each " + l.Key.Source
+			}
 		}
-	} else if k != nil {
-		parts[len(parts)-1] += keyPhrase(k, "")
+	case k != nil && k.Hash:
+		parts[len(parts)-1] += " for each " + k.Source + ", known by its digest"
+	case k != nil:
+		parts[len(parts)-1] += " for each " + k.Source
 	}
 	return andList(parts)
-}
-
-// keyPhrase says what a limit counts per: " for each user", or unkeyed
-// when k is nil.
-func keyPhrase(k *model.Key, unkeyed string) string {
-	switch {
-	case k == nil:
-		return unkeyed
-	case k.Hash:
-		return " for each " + k.Source + ", known by its digest"
-	}
-	return " for each " + k.Source
 }
 
 // andList joins items as prose: "a", "a and b", "a, b and c".
