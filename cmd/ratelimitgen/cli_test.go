@@ -407,3 +407,39 @@ type Limited interface {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
 	}
 }
+
+// TestCheckReportsCodeFromBeforeKeysPerLine: a file generated before each
+// directive line had its own key= (issue 21 item 2), for lines of which
+// only some have a key= (the analyzer's testdata/migrated holds one, as
+// the generator then wrote it), is stale: the line without key= now
+// limits every call together, and the diff shows it. Writing the old
+// meaning, key= on every line, makes the old file current again, so the
+// limiter's keys stay.
+func TestCheckReportsCodeFromBeforeKeysPerLine(t *testing.T) {
+	old := filepath.Join(moduleRoot, "analyzer", "testdata", "migrated")
+	src := readFile(t, filepath.Join(old, "migrated.go"))
+	gen := readFile(t, filepath.Join(old, "ratelimit_gen.go"))
+	if !strings.Contains(gen, "feedPostRateLimit.Check(ctx, d.limiter, user, 1)") {
+		t.Fatalf("testdata/migrated/ratelimit_gen.go is not the old generator's code for the two lines:\n%s", gen)
+	}
+	dir := tempModule(t, map[string]string{
+		"go.mod":               "module example.com/vet\n\ngo 1.26\n", // the analyzer's testdata module
+		"migrated/migrated.go": src, "migrated/ratelimit_gen.go": gen,
+	})
+	code, stdout, _ := cli(t, "-C", dir, "-check", "./...")
+	for _, want := range []string{
+		"-\tif err := feedPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {",
+		"+\tif err := feedPostRateLimit.CheckKeys(ctx, d.limiter, []string{user, \"\"}, 1); err != nil {",
+		"+\tKeyExprs: []string{\"user\", \"\"},",
+	} {
+		if code != exitError || !strings.Contains(stdout, want) {
+			t.Errorf("-check: exit %d, want 1 and a diff with\n%s\ngot:\n%s", code, want, stdout)
+		}
+	}
+
+	oldMeaning := strings.Replace(src, "//ratelimit:period=1h threshold=1000\n", "//ratelimit:period=1h threshold=1000 key=user\n", 1)
+	writeFiles(t, dir, map[string]string{"migrated/migrated.go": oldMeaning})
+	if code, stdout, stderr := cli(t, "-C", dir, "-check", "./..."); code != exitOK {
+		t.Errorf("-check with key= on every line: exit %d, want 0: the old code is the code of that meaning\n%s%s", code, stdout, stderr)
+	}
+}
