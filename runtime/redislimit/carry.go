@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,19 +53,33 @@ type carryBack struct {
 // carried is what the fallback admitted of one name, key and limits: units
 // admitted at times (µs on the limiter's clock), oldest first.
 type carried struct {
-	req   ratelimit.Request
+	req ratelimit.Request
+	// only lists the limits of req to charge, nil meaning all: a charge
+	// of some limits of a call with a key per limit that Redis could not
+	// be asked about is remembered without the others.
+	only  []int
 	at    []int64
 	units []int64
 }
 
 func newCarryBack() *carryBack { return &carryBack{calls: map[string]*carried{}} }
 
-// callID names req's name, key and limits.
-func callID(req *ratelimit.Request) string {
+// callID names req's name, key and limits, and those of them to charge.
+func callID(req *ratelimit.Request, only []int) string {
 	var b strings.Builder
+	for _, i := range only {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte(',')
+	}
 	b.WriteString(req.Name)
 	b.WriteByte(0)
 	b.WriteString(req.Key)
+	for _, k := range req.Keys {
+		b.WriteByte(1)
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
 	for _, lim := range req.Limits {
 		b.WriteByte(0)
 		b.WriteString(string(algorithmOf(lim)))
@@ -76,10 +91,11 @@ func callID(req *ratelimit.Request) string {
 	return b.String()
 }
 
-// record remembers that the fallback admitted req at now.
-func (c *carryBack) record(req *ratelimit.Request, now int64) {
+// record remembers that the fallback admitted req at now, to charge to
+// its limits in only (nil: all).
+func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	units := req.Units()
-	id := callID(req)
+	id := callID(req, only)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.calls[id]
@@ -93,7 +109,7 @@ func (c *carryBack) record(req *ratelimit.Request, now int64) {
 		c.dropped.Add(units)
 		return
 	case e == nil:
-		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Limits: append([]ratelimit.Limit(nil), req.Limits...)}}
+		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
 		c.calls[id] = e
 	}
 	e.at = append(e.at, now)
@@ -101,12 +117,13 @@ func (c *carryBack) record(req *ratelimit.Request, now int64) {
 	c.n++
 }
 
-// forget forgets the admissions of name and key.
+// forget forgets the admissions of name and key (of calls with a key per
+// limit, those with key among their keys).
 func (c *carryBack) forget(name, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, e := range c.calls {
-		if e.req.Name == name && e.req.Key == key {
+		if e.req.Name == name && (e.req.Keys == nil && e.req.Key == key || slices.Contains(e.req.Keys, key)) {
 			c.n -= len(e.at)
 			delete(c.calls, id)
 		}
@@ -170,9 +187,7 @@ func (l *Limiter) carryRound(ctx context.Context) {
 	var batch []*charge
 	for _, e := range calls {
 		for i, at := range e.at {
-			if ch := l.newCharge(e, at, e.units[i], now); ch != nil {
-				batch = append(batch, ch)
-			}
+			batch = append(batch, l.newCharges(e, at, e.units[i], now)...)
 		}
 	}
 	for len(batch) > 0 {
@@ -182,7 +197,7 @@ func (l *Limiter) carryRound(ctx context.Context) {
 			// time it answers.
 			for _, ch := range batch {
 				if !ch.done {
-					l.carry.record(&ch.req, ch.at)
+					l.carry.record(&ch.req, ch.idx, ch.at)
 				}
 			}
 			return
@@ -201,14 +216,17 @@ type charge struct {
 	done  bool
 }
 
-// newCharge returns the charge of units admitted at at to e's limits whose
-// windows are still open at now, or nil when none is: a sliding log's
+// newCharges returns the charges of units admitted at at to e's limits
+// whose windows are still open at now, none when none is: a sliding log's
 // entry still in its period, a window's count in the aligned window
-// running now, a bucket's units not yet drained.
-func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
-	ch := &charge{req: e.req, at: at}
-	ch.req.Cost = units
+// running now, a bucket's units not yet drained. A call with a key per
+// limit gets one charge per key, whose keys share a hash tag.
+func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
+	var chs []*charge
 	for i, lim := range e.req.Limits {
+		if e.only != nil && !slices.Contains(e.only, i) {
+			continue
+		}
 		p := lim.Period.Microseconds()
 		var open bool
 		switch algorithmOf(lim) {
@@ -219,14 +237,24 @@ func (l *Limiter) newCharge(e *carried, at, units, now int64) *charge {
 		default: // the buckets: the units drain in capacity×period/threshold
 			open = at > now-muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
 		}
-		if open {
-			ch.idx = append(ch.idx, i)
+		if !open {
+			continue
 		}
+		var ch *charge
+		for _, c := range chs {
+			if keyOf(&c.req, c.idx[0]) == keyOf(&e.req, i) {
+				ch = c
+				break
+			}
+		}
+		if ch == nil {
+			ch = &charge{req: e.req, at: at}
+			ch.req.Cost = units
+			chs = append(chs, ch)
+		}
+		ch.idx = append(ch.idx, i)
 	}
-	if len(ch.idx) == 0 {
-		return nil
-	}
-	return ch
+	return chs
 }
 
 // args returns the generic decide script's KEYS and ARGV for ch: its
@@ -238,7 +266,7 @@ func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
 	for _, i := range ch.idx {
 		lim := ch.req.Limits[i]
 		alg := algorithmOf(lim)
-		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.req.Key, i, alg))
+		keys = append(keys, storageKey(l.prefix, ch.req.Name, keyOf(&ch.req, i), i, alg))
 		args = append(args, string(alg), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
 	}
 	return keys, args

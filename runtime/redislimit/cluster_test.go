@@ -54,6 +54,9 @@ func TestCluster(t *testing.T) {
 	t.Run("PeekAndReset", ct.peekAndReset)
 	t.Run("KeyOverrides", ct.keyOverrides)
 	t.Run("HealthCheck", ct.healthCheck)
+	t.Run("LinesAgree", ct.linesAgree)
+	t.Run("LinesREADMEExample", ct.linesREADMEExample)
+	t.Run("LinesContention", ct.linesContention)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

@@ -22,6 +22,9 @@ func newFallback(c ratelimit.Config) *ratelimit.MemoryLimiter {
 // again (see the package doc, Outages). See [ratelimit.Fallback].
 func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
 	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+	}
 	local := req
 	if n := l.processes(); n > 1 {
 		local.Limits = make([]ratelimit.Limit, len(req.Limits))
@@ -35,7 +38,7 @@ func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (rateli
 	}
 	d.Source = ratelimit.SourceFallback
 	if d.Allowed && l.carry != nil {
-		l.carry.record(&req, l.wallNow())
+		l.carry.record(&req, nil, l.wallNow())
 	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, local, d)

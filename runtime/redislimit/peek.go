@@ -8,7 +8,8 @@ import (
 )
 
 // Peek runs the generic decide script for req with every admitting check
-// rolled back, in one round trip: the same checks as Allow's, on the
+// rolled back, in one round trip (on a Redis Cluster, one per key of a
+// request with a key per limit, concurrently): the same checks as Allow's, on the
 // server's clock (or the limiter's [ratelimit.WithClock]), so it decides as Allow
 // would. It bypasses the circuit breaker and the batching; an error wraps
 // [ratelimit.ErrBackend]. See [ratelimit.Peeker].
@@ -17,7 +18,16 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		return ratelimit.Decision{}, err
 	}
 	req.Key = callkey.Named(req.Key)
-	stored, args := l.appendCall(nil, nil, &req, l.now())
+	if req.Keys != nil {
+		return l.peekKeys(ctx, req)
+	}
+	return l.peekOne(ctx, &req)
+}
+
+// peekOne is Peek for a valid request, with its keys named, decided by one
+// script run.
+func (l *Limiter) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+	stored, args := l.appendCall(nil, nil, req, l.now())
 	res, err := decideScript.Run(ctx, l.client, stored, append(args, "peek")...).Result()
 	if err != nil {
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
@@ -32,7 +42,9 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	return d, nil
 }
 
-// Reset deletes every Redis key that name and key may hold (each limit
+// Reset deletes every Redis key that name and key may hold (of a rule
+// with a key per limit, the state of its limits keyed by key: "" names
+// its limits that count every call as one) (each limit
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
 // It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for

@@ -115,8 +115,8 @@ func (l *Limiter) Circuits() map[string]time.Time {
 // CachedDenial returns how much longer the limiter's deny cache repeats a
 // denial of req without asking Redis, and whether it holds one.
 func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
-	if l.denials == nil || req.Validate() != nil {
-		return 0, false
+	if l.denials == nil || req.Keys != nil || req.Validate() != nil {
+		return 0, false // calls with a key per limit are not cached
 	}
 	req.Key = callkey.Named(req.Key)
 	now, _ := l.cacheNow()
@@ -170,7 +170,12 @@ func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, 
 	}
 	// Every key of a call has the same hash tag, so the first names the
 	// master of them all.
-	key := storageKey(l.prefix, req.Name, req.Key, 0, algorithmOf(req.Limits[0]))
+	return l.guardMaster(ctx, storageKey(l.prefix, req.Name, keyOf(req, 0), 0, algorithmOf(req.Limits[0])))
+}
+
+// guardMaster returns the breaker of the cluster master that holds key,
+// or the error that fails the call at once.
+func (l *Limiter) guardMaster(ctx context.Context, key string) (*breaker, error) {
 	master, err := l.cluster.MasterForKey(ctx, key)
 	l.breaker.record(ctx, err)
 	if err != nil {
@@ -340,7 +345,7 @@ func (l *Limiter) decided(ctx context.Context, req ratelimit.Request, d ratelimi
 // hookRequest returns req as a hook sees it: as its caller could build it,
 // without what Rule.Check keeps in it.
 func hookRequest(req *ratelimit.Request) ratelimit.Request {
-	return ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost, Limits: req.Limits}
+	return ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: req.Cost, Limits: req.Limits}
 }
 
 // failed reports a call the limiter could not decide because of cause.

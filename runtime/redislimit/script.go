@@ -113,6 +113,9 @@ type scriptData struct {
 	// Generic asks for the generic script; else the script decides the
 	// one limit plan describes.
 	Generic bool
+	// Lines asks for the generic script that replies with each committed
+	// limit's record, for a refund (see lines.go); with Generic.
+	Lines bool
 	plan
 }
 
@@ -320,7 +323,7 @@ func (l *Limiter) decidePlanned(ctx context.Context, req *ratelimit.Request) *re
 	if s == nil {
 		return nil
 	}
-	keys := []string{storageKey(l.prefix, req.Name, req.Key, 0, p.Algorithm)}
+	keys := []string{storageKey(l.prefix, req.Name, keyOf(req, 0), 0, p.Algorithm)}
 	var args []any
 	switch cost := req.Units(); {
 	case p.Clocked:
@@ -350,7 +353,7 @@ func (l *Limiter) now() any {
 func (l *Limiter) appendCall(keys []string, args []any, req *ratelimit.Request, now any) ([]string, []any) {
 	args = append(args, now, req.Units())
 	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
+		keys = append(keys, storageKey(l.prefix, req.Name, keyOf(req, i), i, algorithmOf(lim)))
 		args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
 	}
 	return keys, args

@@ -119,6 +119,7 @@ type scriptShape struct {
 	generic bool // the generic script; else the limit's own
 	clocked bool // the time in ARGV
 	batch   bool
+	lines   bool // the generic script with records, or with batch the refund script
 }
 
 // scriptShapes returns every shape a script can take: the generic script
@@ -131,6 +132,8 @@ func scriptShapes() []scriptShape {
 	shapes := []scriptShape{
 		{name: "generic", lim: second, generic: true},
 		{name: "generic_batch", lim: second, generic: true, batch: true},
+		{name: "generic_lines", lim: second, generic: true, lines: true},
+		{name: "refund", lim: second, generic: true, batch: true, lines: true},
 	}
 	for _, alg := range ratelimit.Algorithms() {
 		lim := second
@@ -150,6 +153,10 @@ func scriptShapes() []scriptShape {
 // text renders the shape's script, with its comments: its golden.
 func (s scriptShape) text() string {
 	switch {
+	case s.lines && s.batch:
+		return refundText
+	case s.lines:
+		return linesText
 	case s.generic && s.batch:
 		return batchText
 	case s.generic:
@@ -164,6 +171,10 @@ func (s scriptShape) text() string {
 // comment lines.
 func (s scriptShape) source() string {
 	switch {
+	case s.lines && s.batch:
+		return sendable(refundText)
+	case s.lines:
+		return sendable(linesText)
 	case s.generic && s.batch:
 		return batchSource
 	case s.generic:
@@ -200,6 +211,28 @@ func TestEveryScriptShapeRendersAsGoldenAndDecides(t *testing.T) {
 
 			req := ratelimit.Request{Name: "shape", Key: s.name, Limits: []ratelimit.Limit{s.lim}}
 			keys, args := l.appendCall(nil, nil, &req, "")
+			if s.lines {
+				// The generic script with records admits and records the
+				// call; the refund script takes its charge back.
+				res, err := linesScript.Run(ctx, c, keys, args...).Result()
+				require.NoError(t, err)
+				d, recs, err := parseLines(res, 1)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+				require.Len(t, recs, 3)
+				if s.batch {
+					lim := s.lim
+					refundArgs := append([]any{"", 1, "sliding_log", lim.Period.Microseconds(), lim.Threshold, lim.MaxCost()}, recs...)
+					n, err := redis.NewScript(src).Run(ctx, c, keys, refundArgs...).Int()
+					require.NoError(t, err)
+					assert.Equal(t, 1, n)
+					assert.Zero(t, c.Exists(ctx, keys...).Val(), "the log's one entry is gone")
+				} else {
+					_, err := redis.NewScript(src).Run(ctx, c, keys, args...).Result()
+					require.NoError(t, err)
+				}
+				return
+			}
 			now := time.Now().UnixMicro()
 			switch {
 			case s.generic && s.batch:

@@ -1,0 +1,138 @@
+-- refund.lua takes back the charge of one call from the limits of one
+-- group (their keys share a hash tag), which the decide script with
+-- records (decide.lua.tmpl, Lines) admitted and charged, because another
+-- group denied the call. Each limit's refund is exact for its algorithm:
+-- what is left is what the state would hold had the call never been
+-- charged, or for a bucket at most that much more (never less), so a
+-- refund never lets through a call that the limit would deny.
+--
+-- KEYS[i]  the state of limit i of the group.
+-- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
+-- ARGV[2]  the call's cost in units.
+-- ARGV[3+7(i-1) .. 9+7(i-1)]  limit i: algorithm, period (µs), threshold,
+--          capacity, and its record as the decide script replied it (a, b,
+--          old).
+--
+-- Returns the number of limits refunded (whose charge was still there).
+
+local BIG = 9007199254740992 -- 2^53: a product below it is exact
+
+-- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
+-- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
+-- 2^52, when a * b is 2^53 or more (callers handle smaller products with
+-- %, exact for them): the quotient is estimated, and the estimate's
+-- remainder computed exactly from 26-bit halves of the operands, each
+-- partial product below 2^53, then corrected. Its twin is package muldiv
+-- (internal/muldiv).
+local function muldiv(a, b, d)
+  local q, half = math.floor(a * b / d), 67108864 -- 2^26
+  local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
+  local a0, b0, q0, d0 = a - a1 * half, b - b1 * half, q - q1 * half, d - d1 * half
+  local mid = (a1 * b0 + a0 * b1) - (q1 * d0 + q0 * d1)
+  local r = ((a1 * b1 - q1 * d1) * half + mid) * half + (a0 * b0 - q0 * d0)
+  while r < 0 do q, r = q - 1, r + d end
+  while r >= d do q, r = q + 1, r - d end
+  return q, r
+end
+local now
+if ARGV[1] == "" then
+  local t = redis.call("TIME")
+  now = t[1] * 1000000 + t[2]
+else
+  now = ARGV[1] + 0
+end
+local cost, costArg = ARGV[2] + 0, ARGV[2]
+local refunded = 0
+for i = 1, #KEYS do
+  local key, algo = KEYS[i], ARGV[7 * i - 4]
+  local period, threshold = ARGV[7 * i - 3] + 0, ARGV[7 * i - 2] + 0
+  local a, b, old = ARGV[7 * i] + 0, ARGV[7 * i + 1] + 0, ARGV[7 * i + 2]
+  if algo == "sliding_log" then
+    -- a: the time the call's entries were logged at; b: 1 when they were
+    -- marked (the call set the TTL). Remove cost entries of that time
+    -- from the newest end (entries of one time are alike), and if they
+    -- were marked, mark the newest entry left in their place and set the
+    -- TTL from it, as a rollback does (see "rollback sliding_log").
+    local entry = string.format("%d", a)
+    if b == 1 then entry = "-" .. entry end
+    local removed = redis.call("LREM", key, -cost, entry)
+    if removed > 0 then refunded = refunded + 1 end
+    if removed > 0 and b == 1 then
+      local last = redis.call("LINDEX", key, "-1")
+      if last then
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        else
+          redis.call("LSET", key, "-1", "-" .. last)
+        end
+        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+      end
+    end
+  elseif algo == "fixed_window" or algo == "sliding_window" then
+    -- a: the key's PEXPIRETIME after the call, which names its window.
+    -- In the same window, take the cost off the count (deleting a key it
+    -- would leave at zero); a sliding window that has moved on once holds
+    -- the call's units in its previous count (times 2^27); a window that
+    -- has ended no longer counts them.
+    local exp, units = redis.call("PEXPIRETIME", key), nil
+    if exp == a then
+      units = cost
+    elseif algo == "sliding_window" and exp == a + period / 1000 then
+      units = cost * 134217728
+    end
+    if units then
+      local value = redis.call("GET", key)
+      if value and value + 0 == units then
+        redis.call("DEL", key)
+      elseif value then
+        redis.call("DECRBY", key, units)
+      end
+      refunded = refunded + 1
+    end
+  else -- token_bucket, leaky_bucket, gcra
+    -- a + b/threshold: the TAT the call left, na; old: the TAT as stored
+    -- before it ("" when none). When no call has charged the bucket
+    -- since (the TAT is still na), store old again. Otherwise the call
+    -- moved the TAT from ta = na - k (k: cost × period / threshold µs)
+    -- to na and later calls moved it on by their own intervals: move it
+    -- back by k, less what the bucket refilled between ta and now (when
+    -- positive), TAT - k + min(k, max(0, now - ta)), which is never
+    -- earlier than the TAT those calls would have left without this one.
+    -- Times are pairs (whole µs, fraction in 1/threshold µs).
+    local stored = redis.call("GET", key)
+    local mine = string.format("%d", a)
+    if b > 0 then mine = string.format("%d %d", a, b) end
+    if stored == mine then
+      if old == "" then redis.call("DEL", key) else redis.call("SET", key, old, "KEEPTTL") end
+      refunded = refunded + 1
+    elseif stored then
+      local tat, tatFrac = tonumber(stored), 0
+      if not tat then -- "tat tatFrac"
+        local sp = string.find(stored, " ", 1, true)
+        tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+      end
+      if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
+      local k, m = 0, 0
+      if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
+      -- ta + tf/threshold = na - k
+      local ta, tf = a - k, b - m
+      if tf < 0 then ta, tf = ta - 1, tf + threshold end
+      -- x + xf/threshold = min(k, max(0, now - ta))
+      local x, xf = now - ta, 0
+      if tf > 0 then x, xf = x - 1, threshold - tf end
+      if x < 0 then x, xf = 0, 0 end
+      if x > k or (x == k and xf > m) then x, xf = k, m end
+      -- the new TAT: tat - k + x
+      local nt, nf = tat - k + x, tatFrac - m + xf
+      if nf < 0 then nt, nf = nt - 1, nf + threshold elseif nf >= threshold then nt, nf = nt + 1, nf - threshold end
+      if nt < tat or (nt == tat and nf < tatFrac) then
+        local v
+        if nf > 0 then v = string.format("%d %d", nt, nf) else v = string.format("%d", nt) end
+        redis.call("SET", key, v, "KEEPTTL")
+        refunded = refunded + 1
+      end
+    end
+  end
+end
+return refunded
