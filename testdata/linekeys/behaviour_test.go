@@ -14,6 +14,8 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
+	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 )
 
 var srv *redistest.Server
@@ -53,16 +55,6 @@ func (f *feed) Stats(context.Context) (int, error)   { f.called("Stats"); return
 
 var ctx = context.Background()
 
-// eachBackend runs f on every limiter that decides a call with a key per
-// limit: the memory limiter for now (redislimit answers such a call with
-// errors.ErrUnsupported until its script decides them; then this is
-// backends.Each).
-func eachBackend(t *testing.T, f func(t *testing.T, limiter ratelimit.Limiter)) {
-	t.Run("memory", func(t *testing.T) {
-		f(t, ratelimit.NewMemory(ratelimit.WithClock(clocktest.NewManual())))
-	})
-}
-
 // limitedBy asserts that err is a denial by the line keyed by keyExpr
 // ("" for the line that counts every call), for the key value key.
 func limitedBy(t *testing.T, err error, keyExpr, key string) {
@@ -81,11 +73,29 @@ func limitedBy(t *testing.T, err error, keyExpr, key string) {
 //
 // admits 10 calls a second for each user and 1,000 an hour in all,
 // across many users, and a call one line denies charges no other (issue
-// 21's acceptance), on a clock the test moves.
+// 21's acceptance), on a clock the test moves, on both backends.
 func TestREADMEExample(t *testing.T) {
-	clock := clocktest.NewManual()
+	onClock(t, testREADMEExample)
+}
+
+// onClock runs f on each backend, with a limiter on a clock that f moves.
+func onClock(t *testing.T, f func(t *testing.T, clock *clocktest.Manual, limiter ratelimit.Limiter)) {
+	t.Run("memory", func(t *testing.T) {
+		clock := clocktest.NewManual()
+		f(t, clock, ratelimit.NewMemory(ratelimit.WithClock(clock)))
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv.Flush(t)
+		client := srv.Client()
+		t.Cleanup(func() { client.Close() })
+		clock := clocktest.NewManual()
+		f(t, clock, redislimit.New(client, ratelimit.WithClock(clock)))
+	})
+}
+
+func testREADMEExample(t *testing.T, clock *clocktest.Manual, limiter ratelimit.Limiter) {
 	f := newFeed()
-	s := NewFeedWithRateLimit(f, ratelimit.NewMemory(ratelimit.WithClock(clock)))
+	s := NewFeedWithRateLimit(f, limiter)
 	user := func(i int) string { return fmt.Sprintf("user%03d", i) }
 	// post makes users from to to-1 call 10 times each, all admitted,
 	// and all but the last user twice more, denied by the user's line:
@@ -133,9 +143,12 @@ func TestREADMEExample(t *testing.T) {
 // in one second: exactly 1,000 calls are admitted, at most 10 of each
 // user, and every denial names its line.
 func TestREADMEExampleConcurrently(t *testing.T) {
-	clock := clocktest.NewManual()
+	onClock(t, testREADMEExampleConcurrently)
+}
+
+func testREADMEExampleConcurrently(t *testing.T, _ *clocktest.Manual, limiter ratelimit.Limiter) {
 	f := newFeed()
-	s := NewFeedWithRateLimit(f, ratelimit.NewMemory(ratelimit.WithClock(clock)))
+	s := NewFeedWithRateLimit(f, limiter)
 	var (
 		wg       sync.WaitGroup
 		admitted [200]atomic.Int64
@@ -180,7 +193,7 @@ func TestREADMEExampleConcurrently(t *testing.T) {
 // TestCreate: a line per user, per organisation and for every call; a
 // nil request or organisation, or an empty user, fails the call uncharged.
 func TestCreate(t *testing.T) {
-	eachBackend(t, func(t *testing.T, limiter ratelimit.Limiter) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
 		f := newFeed()
 		s := NewFeedWithRateLimit(f, limiter)
 		require.ErrorIs(t, s.Create(ctx, nil), ratelimit.ErrNilKey)
@@ -205,7 +218,7 @@ func TestCreate(t *testing.T) {
 // and the caller's line is keyed by a function whose error fails the
 // call.
 func TestSearch(t *testing.T) {
-	eachBackend(t, func(t *testing.T, limiter ratelimit.Limiter) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
 		f := newFeed()
 		s := NewFeedWithRateLimit(f, limiter)
 		_, err := s.Search(ctx, "sk_live", "q")
@@ -229,7 +242,7 @@ func TestSearch(t *testing.T) {
 // TestPutAndFollowAndStats: an integer key on two lines with the call's
 // cost; and the rules whose lines share a key, or have none, as before.
 func TestPutAndFollowAndStats(t *testing.T) {
-	eachBackend(t, func(t *testing.T, limiter ratelimit.Limiter) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
 		f := newFeed()
 		s := NewFeedWithRateLimit(f, limiter)
 		for range 3 {
