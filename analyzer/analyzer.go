@@ -175,67 +175,17 @@ func checkGenerated(pass *analysis.Pass, file *model.File, generated string) {
 		pass.Reportf(at, "%s is stale: run go generate (ratelimitgen)", name)
 		return
 	}
-	gotDecls := declTexts(got)
+	why := map[string]string{}
+	for _, c := range templates.KeyChanges(file, got) {
+		why[c.For] = "; " + c.Msg
+	}
 	for _, d := range stale {
-		what, why := "the directives of "+d.For, ""
+		what := "the directives of " + d.For
 		if strings.Contains(d.For, ".") {
 			what = "this directive"
-			if r := ruleOf(file, d.For); r != nil {
-				why = keysChanged(r, gotDecls[ruleVar(file, d.For)])
-			}
 		}
-		pass.Reportf(pos(pass, d.Pos), "%s is stale: its code for %s differs from %s%s; run go generate (ratelimitgen)", name, d.For, what, why)
+		pass.Reportf(pos(pass, d.Pos), "%s is stale: its code for %s differs from %s%s; run go generate (ratelimitgen)", name, d.For, what, why[d.For])
 	}
-}
-
-// keysChanged explains why the code of r changed when it was generated
-// before each directive line had its own key= (issue 21): some lines of r
-// have a key, all the same one, and others none, which then meant the
-// same key for every line, and means one limit for every call now. The
-// rule variable of such code, whose text is ruleText, has no KeyExprs.
-// It returns "" for any other rule.
-func keysChanged(r *model.Rule, ruleText string) string {
-	keys := r.Keys()
-	if len(keys) != 1 || strings.Contains(ruleText, "KeyExprs") {
-		return ""
-	}
-	if _, shared := r.SharedKey(); shared {
-		return ""
-	}
-	var at []string
-	for _, l := range r.Limits {
-		if l.Key == nil {
-			at = append(at, fmt.Sprintf("%s:%d:%d", filepath.Base(l.Pos.Filename), l.Pos.Line, l.Pos.Column))
-		}
-	}
-	k := keys[0].Source
-	if len(at) == 1 {
-		return fmt.Sprintf("; each line has its own key= now: the line at %s has none and limits every call together (it limited each %s before: write key=%s on it to keep that)", at[0], k, k)
-	}
-	return fmt.Sprintf("; each line has its own key= now: the lines at %s have none and limit every call together (they limited each %s before: write key=%s on them to keep that)", strings.Join(at, ", "), k, k)
-}
-
-// ruleOf returns the rule of the limited method named Type.Method.
-func ruleOf(file *model.File, method string) *model.Rule {
-	for _, d := range file.Decorators {
-		for _, m := range d.Methods {
-			if m.Rule != nil && d.Type.Obj().Name()+"."+m.Name == method {
-				return m.Rule
-			}
-		}
-	}
-	return nil
-}
-
-// ruleVar returns the name of the rule variable of the limited method
-// named Type.Method in the file generated from file.
-func ruleVar(file *model.File, method string) string {
-	for _, d := range templates.Decls(file) {
-		if d.For == method && !strings.Contains(d.Name, ".") {
-			return d.Name
-		}
-	}
-	return ""
 }
 
 // staleDecls returns, once per position, the declarations of want (the

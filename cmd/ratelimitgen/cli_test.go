@@ -426,7 +426,13 @@ func TestCheckReportsCodeFromBeforeKeysPerLine(t *testing.T) {
 		"go.mod":               "module example.com/vet\n\ngo 1.26\n", // the analyzer's testdata module
 		"migrated/migrated.go": src, "migrated/ratelimit_gen.go": gen,
 	})
-	code, stdout, _ := cli(t, "-C", dir, "-check", "./...")
+	code, stdout, stderr := cli(t, "-C", dir, "-check", "./...")
+	why := filepath.FromSlash("migrated/migrated.go:12:2") + ": ratelimit_gen.go is stale: its code for Feed.Post differs from this directive; " +
+		"each line has its own key= now: the line at migrated.go:13:2 has none and limits every call together " +
+		"(it limited each user before: write key=user on it to keep that); run go generate (ratelimitgen)\n"
+	if stderr != why {
+		t.Errorf("-check: stderr %q, want %q", stderr, why)
+	}
 	for _, want := range []string{
 		"-\tif err := feedPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {",
 		"+\tif err := feedPostRateLimit.CheckKeys(ctx, d.limiter, []string{user, \"\"}, 1); err != nil {",

@@ -64,7 +64,9 @@
 //		the -tags of $GOFLAGS
 //	-check
 //		write nothing; print a unified diff for every generated file that
-//		is missing, stale or should be deleted, and exit 1 if there is one
+//		is missing, stale or should be deleted, and exit 1 if there is one;
+//		for code generated before each directive line had its own key=,
+//		say at the directive which lines changed meaning
 //	-list
 //		write nothing; print every limit found as a table: position,
 //		Type.Method, name, period, threshold, the line's key (- for
