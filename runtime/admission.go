@@ -22,6 +22,12 @@ type Admission struct {
 	// decided against (the rule's, or their overrides), the one with the
 	// fewest units remaining.
 	Limit Limit
+	// Limits and KeyExprs describe every limit of a call with a key per
+	// limit ([Rule.CheckKeys]): the limits it was decided against, and
+	// the rule's KeyExprs. Decision.LimitIndex indexes them. Both are nil
+	// for a call with one key, whose Limit is the one to describe.
+	Limits   []Limit
+	KeyExprs []string
 }
 
 // WithAdmission returns a context derived from ctx in which [Rule.Check],

@@ -125,6 +125,13 @@
 // the key of every override hold the same stand-in, so what a limiter
 // stores and sends per key is bounded whatever a caller sends.
 //
+// A rule's limits may each have a key of their own ([Rule.KeyExprs],
+// checked with [Rule.CheckKeys]): 10 a second per user and 1000 an hour
+// for everyone is a rule of two limits keyed by the user and by "". Limit
+// i's state belongs to the name, its key and i, so limits that share a key
+// keep what they would keep under one key. The call stays all or nothing
+// on every limiter: a denied call charges no limit.
+//
 // # Logs
 //
 // [NewSlogHook] logs denial episodes, not denied calls. An episode of a

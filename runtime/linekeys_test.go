@@ -50,3 +50,117 @@ func TestCheckKeysREADMEExample(t *testing.T) {
 	}
 	assert.Equal(t, 1000, admitted, "1000 in total, 10 per user and second")
 }
+
+// TestCheckKeysOverridesPerLine: a keyed line takes its key's override
+// (positionally), else the rule's override, else the directive's; a global
+// line never takes a key's override; a key's block denies the call and
+// its unlimited exempts it.
+func TestCheckKeysOverridesPerLine(t *testing.T) {
+	ctx := context.Background()
+	ov := &StaticOverrides{}
+	ov.SetKey("svc.Post", "gold", Limit{Period: time.Second, Threshold: 50}, Limit{Period: time.Hour, Threshold: 7})
+	ov.SetKey("svc.Post", "", Limit{Period: time.Second, Threshold: 1}, Limit{Period: time.Hour, Threshold: 1})
+	ov.SetKey("svc.Post", "banned", Limit{Algorithm: Block})
+	ov.SetKey("svc.Post", "vip", Limit{Algorithm: Unlimited})
+	l := NewMemory(WithClock(newManualClock()), WithOverrides(ov))
+	r := readmeRule()
+
+	limits, from := r.ExplainKeys(ctx, l, []string{"gold", ""})
+	assert.Equal(t, []Limit{{Period: time.Second, Threshold: 50}, {Period: time.Hour, Threshold: 1000}}, limits)
+	assert.Equal(t, []string{"key", "directive"}, from, "the global line keeps the directive's, though a key \"\" has an override")
+	limits, from = r.ExplainKeys(ctx, l, []string{"plain", ""})
+	assert.Equal(t, r.Limits, limits)
+	assert.Equal(t, []string{"directive", "directive"}, from)
+
+	for range 50 {
+		require.NoError(t, r.CheckKeys(ctx, l, []string{"gold", ""}, 1))
+	}
+	var le *LimitError
+	require.ErrorAs(t, r.CheckKeys(ctx, l, []string{"gold", ""}, 1), &le)
+	assert.Equal(t, "user", le.KeyExpr)
+	assert.EqualValues(t, 50, le.Limit.Threshold)
+
+	err := r.CheckKeys(ctx, l, []string{"banned", ""}, 1)
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, Block, le.Limit.Algorithm)
+	assert.Equal(t, "user", le.KeyExpr)
+	assert.NotContains(t, err.Error(), "banned")
+
+	d, err := r.PeekKeys(ctx, l, []string{"nobody", ""})
+	require.NoError(t, err)
+	global := d.Remaining
+	for range 20 {
+		require.NoError(t, r.CheckKeys(ctx, l, []string{"vip", ""}, 1), "unlimited exempts the call")
+	}
+	d, err = r.PeekKeys(ctx, l, []string{"nobody", ""})
+	require.NoError(t, err)
+	assert.Equal(t, global, d.Remaining, "an exempt call charges no line")
+
+	// The rule's override replaces the lines no key overrides, positionally.
+	ov.SetRule("svc.Post", Limit{Period: time.Second, Threshold: 3})
+	limits, from = r.ExplainKeys(ctx, l, []string{"plain", ""})
+	assert.Equal(t, []Limit{{Period: time.Second, Threshold: 3}, {Period: time.Hour, Threshold: 1000}}, limits)
+	assert.Equal(t, []string{"rule", "directive"}, from)
+	limits, from = r.ExplainKeys(ctx, l, []string{"gold", ""})
+	assert.EqualValues(t, 50, limits[0].Threshold)
+	assert.Equal(t, []string{"key", "directive"}, from, "gold's own; the rule's override has no second limit")
+
+	require.ErrorIs(t, r.CheckKeys(ctx, l, []string{"one"}, 1), ErrInvalidLimit, "one key per limit")
+}
+
+// TestCheckKeysIsAllOrNothing: a call denied by one line charges no
+// other, and the denial's RetryAfter is the longest of the denying lines'.
+func TestCheckKeysIsAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	l := NewMemory(WithClock(clock))
+	r := &Rule{Name: "n", Limits: []Limit{{Period: time.Second, Threshold: 1}, {Period: time.Minute, Threshold: 1}, {Period: time.Hour, Threshold: 5}}, KeyExprs: []string{"a", "b", ""}}
+	require.NoError(t, r.CheckKeys(ctx, l, []string{"x", "y", ""}, 1))
+	var le *LimitError
+	require.ErrorAs(t, r.CheckKeys(ctx, l, []string{"x", "y", ""}, 1), &le)
+	assert.Equal(t, "b", le.KeyExpr, "the minute's retry is the longest")
+	assert.Equal(t, time.Minute, le.RetryAfter)
+	huge := Limit{Period: time.Hour, Threshold: 1000}
+	d, err := Peek(ctx, l, Request{Name: "n", Keys: []string{"other", "other", ""}, Limits: []Limit{huge, huge, r.Limits[2]}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, d.Remaining, "the denied call left the global line as it was")
+	// Lines of one key share that key's state per line index.
+	require.NoError(t, r.CheckKeys(ctx, l, []string{"z", "x", ""}, 1), "x's minute line was not charged")
+}
+
+// TestCheckKeysWaits: a denied call with a key per limit waits for
+// admission like any other.
+func TestCheckKeysWaits(t *testing.T) {
+	ctx := context.Background()
+	l := NewMemory()
+	r := &Rule{Name: "w", Limits: []Limit{{Period: 20 * time.Millisecond, Threshold: 1}, {Period: time.Hour, Threshold: 100}}, KeyExprs: []string{"u", ""}, Wait: 10 * time.Second}
+	for range 3 {
+		require.NoError(t, r.CheckKeys(ctx, l, []string{"u1", ""}, 1))
+	}
+	d, err := Peek(ctx, l, Request{Name: "w", Keys: []string{"u2", ""}, Limits: []Limit{{Period: time.Hour, Threshold: 1000}, r.Limits[1]}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 97, d.Remaining, "three admitted, after waiting")
+}
+
+// BenchmarkRuleCheckKeysMemory compares a call of two lines with a key
+// each (a user's and the global one) with a call of the same two limits
+// sharing one key.
+func BenchmarkRuleCheckKeysMemory(b *testing.B) {
+	ctx := context.Background()
+	limits := []Limit{{Period: time.Second, Threshold: 1 << 40}, {Period: time.Hour, Threshold: 1 << 40}}
+	shared := &Rule{Name: "bench.shared", Limits: limits}
+	perLine := &Rule{Name: "bench.lines", Limits: limits, KeyExprs: []string{"user", ""}}
+	keys := []string{"user-42", ""}
+	b.Run("shared", func(b *testing.B) {
+		l := NewMemory()
+		for b.Loop() {
+			_ = shared.Check(ctx, l, "user-42", 1)
+		}
+	})
+	b.Run("perLine", func(b *testing.B) {
+		l := NewMemory()
+		for b.Loop() {
+			_ = perLine.CheckKeys(ctx, l, keys, 1)
+		}
+	})
+}

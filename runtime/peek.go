@@ -120,7 +120,22 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 // answers as the call would be answered). A limit that has all its units
 // has ResetAfter 0.
 func (r *Rule) Peek(ctx context.Context, limiter Limiter, key string) (Decision, error) {
-	limits := r.EffectiveLimits(ctx, limiter, key)
+	return r.peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: r.EffectiveLimits(ctx, limiter, key)})
+}
+
+// PeekKeys is [Rule.Peek] for a call with a key per limit (see
+// [Rule.CheckKeys]): keys[i] keys Limits[i].
+func (r *Rule) PeekKeys(ctx context.Context, limiter Limiter, keys []string) (Decision, error) {
+	if len(keys) != len(r.Limits) {
+		return Decision{}, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
+	}
+	limits, _ := r.lineLimits(ctx, limiter, keys)
+	return r.peek(ctx, limiter, Request{Name: r.Name, Keys: keys, Limits: limits})
+}
+
+// peek is Peek of req, whose limits are r's effective ones.
+func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
+	limits := req.Limits
 	switch verdictOf(limits) {
 	case Unlimited:
 		return Decision{Allowed: true, Source: SourceOverride}, nil
@@ -128,7 +143,7 @@ func (r *Rule) Peek(ctx context.Context, limiter Limiter, key string) (Decision,
 		period := r.Limits[0].Period
 		return Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}, nil
 	}
-	d, err := Peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: limits})
+	d, err := Peek(ctx, limiter, req)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -94,7 +94,11 @@ func (r *Rule) admission(o *outcome) Admission {
 	if !o.decided || !o.d.Allowed || r.Shadow || o.d.LimitIndex < 0 || o.d.LimitIndex >= len(o.limits) {
 		return Admission{}
 	}
-	return Admission{Decided: true, Name: r.Name, Decision: o.d, Limit: o.limits[o.d.LimitIndex]}
+	a := Admission{Decided: true, Name: r.Name, Decision: o.d, Limit: o.limits[o.d.LimitIndex]}
+	if o.perLimit && len(r.KeyExprs) == len(o.limits) {
+		a.Limits, a.KeyExprs = o.limits, r.KeyExprs
+	}
+	return a
 }
 
 // Clone returns a copy of r, with a copy of its Limits, that is not yet in
@@ -116,6 +120,8 @@ type outcome struct {
 	// decided is false when no decision was made (the call went through
 	// on a failure, or failed).
 	decided bool
+	// perLimit is set for a call with a key per limit.
+	perLimit bool
 }
 
 // configOf returns the Config of limiter, or of the limiter it wraps
@@ -204,7 +210,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		}
 		req.Limits, line = r.lineLimits(ctx, limiter, keys)
 	}
-	o.limits = req.Limits
+	o.limits, o.perLimit = req.Limits, keys != nil
 	if r.Shadow {
 		ctx = withShadow(ctx)
 	}
@@ -262,6 +268,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 // waitFor is wait, telling in o what it learnt of the call.
 func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k lineKey, line *waitLine, start time.Time, o *outcome) error {
 	w, err := r.wait(ctx, limiter, req, k, line, start)
+	w.perLimit = req.Keys != nil
 	*o = w
 	return err
 }

@@ -28,14 +28,20 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	GET .../rules[?offset=N]     the rules, at most 100 a response (next: the offset of
 //	                             the following page), each with its directive limits,
 //	                             its effective limits on limiter (after the rule's
-//	                             overrides) and its wait, onerror and shadow options
+//	                             overrides) and its wait, onerror and shadow options;
+//	                             each limit of a rule with a key per limit has its
+//	                             key_expr ("" for one counting every call as one)
 //	GET .../key?name=N&key=K[&cost=C]
 //	                             why rule N's key K is limited: its effective limits and
 //	                             where they come from (from: key, tier:<tier>, rule or
 //	                             directive; see [ratelimit.Rule.Explain]), what a call of
 //	                             cost C (default 1) would be told now, charging nothing
 //	                             ([ratelimit.Rule.Peek]), and how much longer a denial of
-//	                             it is repeated from a deny cache (cached_for), if one is
+//	                             it is repeated from a deny cache (cached_for), if one is;
+//	                             for a rule with a key per limit, key=K keys each of its
+//	                             keyed limits (or key=K1&key=K2…, one per keyed limit in
+//	                             order), and each limit is shown with its key expression,
+//	                             its key and where it comes from (lines)
 //	GET .../limiter              the limiter's open circuit breakers, by node, and since
 //	                             when; and the fields of its overrides that cannot be used
 //	GET .../denied               the most-denied keys of the last five minutes, redacted,
@@ -87,6 +93,17 @@ type adminLimit struct {
 	Algorithm ratelimit.Algorithm `json:"algorithm"`
 	Burst     int64               `json:"burst,omitempty"`
 	Capacity  int64               `json:"capacity,omitempty"`
+	// KeyExpr is the limit's key expression in a rule with a key per
+	// limit ("" for a limit that counts every call as one); absent in a
+	// rule whose limits share the call's key.
+	KeyExpr *string `json:"key_expr,omitempty"`
+}
+
+// adminLine is a limit of a call with a key per limit, as .../key shows it.
+type adminLine struct {
+	adminLimit
+	Key  string `json:"key"`
+	From string `json:"from"`
 }
 
 type adminRule struct {
@@ -170,10 +187,24 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 	}{Rules: make([]adminRule, 0, end-offset), Total: len(a.rules)}
 	for _, rule := range a.rules[offset:end] {
 		eff, from := rule.Explain(r.Context(), a.limiter, "")
+		effExprs := rule.KeyExprs
+		if rule.KeyExprs != nil {
+			var froms []string
+			eff, froms = rule.ExplainKeys(r.Context(), a.limiter, make([]string, len(rule.Limits)))
+			from = "directive"
+			for _, f := range froms {
+				if f != "directive" {
+					from = f
+				}
+			}
+			if len(eff) != len(rule.KeyExprs) {
+				effExprs = nil // an override exempts or blocks every call
+			}
+		}
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
-			Limits:     adminLimits(rule.Limits),
-			Effective:  adminLimits(eff),
+			Limits:     adminLimitsOf(rule.Limits, rule.KeyExprs),
+			Effective:  adminLimitsOf(eff, effExprs),
 			Overridden: from != "directive",
 			OnError:    rule.OnError,
 			Shadow:     rule.Shadow,
@@ -214,6 +245,10 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cost = n
+	}
+	if rule.KeyExprs != nil {
+		a.peekLines(w, r, rule, cost)
+		return
 	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, key)
@@ -330,7 +365,11 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 	}{rule.Name, callkey.Named(key), true})
 }
 
-func adminLimits(limits []ratelimit.Limit) []adminLimit {
+func adminLimits(limits []ratelimit.Limit) []adminLimit { return adminLimitsOf(limits, nil) }
+
+// adminLimitsOf returns limits with their key expressions exprs, when
+// there is one per limit.
+func adminLimitsOf(limits []ratelimit.Limit, exprs []string) []adminLimit {
 	out := make([]adminLimit, len(limits))
 	for i, l := range limits {
 		out[i] = adminLimit{
@@ -341,8 +380,77 @@ func adminLimits(limits []ratelimit.Limit) []adminLimit {
 			Burst:     l.Burst,
 			Capacity:  l.Capacity,
 		}
+		if len(exprs) == len(limits) {
+			out[i].KeyExpr = &exprs[i]
+		}
 	}
 	return out
+}
+
+// peekLines writes the state of the keys of a rule with a key per limit:
+// the key parameters key its keyed limits in order (one key keys them
+// all); its other limits count every call as one.
+func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimit.Rule, cost int64) {
+	given := r.URL.Query()["key"]
+	keys := make([]string, len(rule.Limits))
+	n := 0
+	for i := range keys {
+		if i < len(rule.KeyExprs) && rule.KeyExprs[i] != "" {
+			switch {
+			case len(given) == 1:
+				keys[i] = given[0]
+			case n < len(given):
+				keys[i] = given[n]
+			}
+			n++
+		}
+	}
+	if len(given) > 1 && len(given) != n {
+		adminError(w, http.StatusBadRequest, "key: want one key, or one per keyed limit ("+strconv.Itoa(n)+")")
+		return
+	}
+	ctx := r.Context()
+	limits, from := rule.ExplainKeys(ctx, a.limiter, keys)
+	var d ratelimit.Decision
+	var err error
+	verdict := len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block)
+	if cost == 1 || verdict {
+		d, err = rule.PeekKeys(ctx, a.limiter, keys)
+	} else {
+		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits})
+	}
+	if err != nil {
+		adminFailure(w, err)
+		return
+	}
+	view := struct {
+		Name     string        `json:"name"`
+		Cost     int64         `json:"cost"`
+		Lines    []adminLine   `json:"lines"`
+		Verdict  string        `json:"verdict,omitempty"`
+		From     string        `json:"from,omitempty"`
+		Decision adminDecision `json:"decision"`
+	}{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
+		Allowed:    d.Allowed,
+		Remaining:  d.Remaining,
+		RetryAfter: d.RetryAfter.String(),
+		ResetAfter: d.ResetAfter.String(),
+		Delay:      d.Delay.String(),
+		Limit:      d.LimitIndex,
+		Source:     d.Source.String(),
+	}}
+	if verdict {
+		view.Verdict, view.From = string(limits[0].Algorithm), from[0]
+		limits, from = rule.Limits, nil
+	}
+	for i, l := range adminLimitsOf(limits, rule.KeyExprs) {
+		line := adminLine{adminLimit: l, Key: callkey.Named(keys[i]), From: "directive"}
+		if i < len(from) {
+			line.From = from[i]
+		}
+		view.Lines = append(view.Lines, line)
+	}
+	adminJSON(w, http.StatusOK, view)
 }
 
 // adminFailure writes err: 400 for a request no limiter could decide, 501

@@ -188,3 +188,45 @@ func TestAdminHandlerShowsAKeysOwnLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestAdminHandlerKeyPerLimit: the rules of a key per limit list each
+// limit with its key expression, and .../key shows each limit with its
+// key, its source and the call's decision, on both backends.
+func TestAdminHandlerKeyPerLimit(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ctx := context.Background()
+		ov := &ratelimit.StaticOverrides{}
+		ov.SetKey("admin.Post", "gold", ratelimit.Limit{Period: time.Second, Threshold: 50})
+		l := newLimiter(ratelimit.WithOverrides(ov))
+		post := &ratelimit.Rule{
+			Name:     "admin.Post",
+			Limits:   []ratelimit.Limit{{Period: time.Second, Threshold: 10}, {Period: time.Hour, Threshold: 1000}},
+			KeyExprs: []string{"user", ""},
+		}
+		h := AdminHandler(l, []*ratelimit.Rule{post})
+		code, body := adminDo(t, h, "GET", "rules", nil)
+		require.Equal(t, http.StatusOK, code)
+		limits := body["rules"].([]any)[0].(map[string]any)["limits"].([]any)
+		require.Equal(t, "user", limits[0].(map[string]any)["key_expr"])
+		require.Equal(t, "", limits[1].(map[string]any)["key_expr"])
+
+		require.NoError(t, post.CheckKeys(ctx, l, []string{"ada", ""}, 1))
+		require.NoError(t, post.CheckKeys(ctx, l, []string{"gold", ""}, 1))
+		code, body = adminDo(t, h, "GET", "key", url.Values{"name": {post.Name}, "key": {"ada"}})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		lines := body["lines"].([]any)
+		require.Len(t, lines, 2)
+		first, second := lines[0].(map[string]any), lines[1].(map[string]any)
+		require.Equal(t, "ada", first["key"])
+		require.Equal(t, "user", first["key_expr"])
+		require.Equal(t, "directive", first["from"])
+		require.Equal(t, "", second["key"])
+		require.EqualValues(t, 9, body["decision"].(map[string]any)["remaining"], "ada's line has 9 left")
+
+		_, body = adminDo(t, h, "GET", "key", url.Values{"name": {post.Name}, "key": {"gold"}})
+		first = body["lines"].([]any)[0].(map[string]any)
+		require.Equal(t, "key", first["from"])
+		require.EqualValues(t, 50, first["threshold"])
+		require.EqualValues(t, 49, body["decision"].(map[string]any)["remaining"])
+	})
+}

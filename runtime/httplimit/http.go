@@ -42,7 +42,10 @@ const (
 //	RateLimit: "<name>";r=<remaining>;t=<seconds>
 //
 // where the seconds of Retry-After and t are the error's RetryAfter rounded
-// up, at least 1, and w is the period rounded up, at least 1. The fields
+// up, at least 1, and w is the period rounded up, at least 1. The limit of
+// a rule with a key per limit that denied the call is named
+// "<name>/<key expression>" (see [SetAdmissionHeaders]), never with the
+// key's value. The fields
 // follow draft-ietf-httpapi-ratelimit-headers-11; the RateLimit fields are
 // added to any already set (one item per policy), Retry-After is replaced.
 func WriteError(w http.ResponseWriter, err error) bool {
@@ -53,8 +56,9 @@ func WriteError(w http.ResponseWriter, err error) bool {
 	retry := max(ceilSeconds(le.RetryAfter), 1)
 	h := w.Header()
 	h.Set("Retry-After", strconv.FormatInt(retry, 10))
-	addPolicy(h, le.Name, le.Limit)
-	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(le.Name), max(le.Remaining, 0), retry))
+	name := policyName(le.Name, le.KeyExpr)
+	addPolicy(h, name, le.Limit)
+	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(name), max(le.Remaining, 0), retry))
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Del("Content-Length")
@@ -97,10 +101,55 @@ func SetHeaders(h http.Header, d ratelimit.Decision, l ratelimit.Limit, name str
 // It adds nothing when a is not Decided (no call was recorded, or the rule
 // is a shadow one). Set the fields before the response's header is
 // written.
+//
+// An admission of a call with a key per limit ([ratelimit.Rule.CheckKeys])
+// lists every limit's policy in RateLimit-Policy, as the draft allows, each
+// named by the rule's name and its key expression, "<name>/<expression>"
+// (a limit that counts every call as one by the name alone; a second limit
+// of the same expression gets "#<index>" after it), and the one with the
+// fewest units left in RateLimit:
+//
+//	RateLimit-Policy: "svc.Post/user";q=10;w=1, "svc.Post";q=1000;w=3600
+//	RateLimit: "svc.Post/user";r=7;t=1
 func SetAdmissionHeaders(h http.Header, a ratelimit.Admission) {
-	if a.Decided {
-		SetHeaders(h, a.Decision, a.Limit, a.Name)
+	if !a.Decided {
+		return
 	}
+	if len(a.Limits) == 0 || len(a.Limits) != len(a.KeyExprs) {
+		SetHeaders(h, a.Decision, a.Limit, a.Name)
+		return
+	}
+	names := make([]string, len(a.Limits))
+	for i, expr := range a.KeyExprs {
+		names[i] = policyName(a.Name, expr)
+		for j := range i {
+			if names[j] == names[i] {
+				names[i] += "#" + strconv.Itoa(i)
+				break
+			}
+		}
+	}
+	i := a.Decision.LimitIndex
+	if i < 0 || i >= len(a.Limits) {
+		i = 0
+	}
+	for j, l := range a.Limits {
+		if j == i {
+			SetHeaders(h, a.Decision, l, names[j])
+		} else {
+			addPolicy(h, names[j], l)
+		}
+	}
+}
+
+// policyName is the name of the policy of a limit with key expression
+// expr of the rule named name: "<name>/<expr>", or name for a limit that
+// counts every call as one (and for the limits of a call with one key).
+func policyName(name, expr string) string {
+	if expr == "" {
+		return name
+	}
+	return name + "/" + expr
 }
 
 // The X-RateLimit header fields that many clients read, as GitHub's API

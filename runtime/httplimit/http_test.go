@@ -300,3 +300,37 @@ func TestMiddlewareShadowAndInvalidRules(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, serve(invalid, "192.0.2.1:1").Code)
 	assert.Equal(t, 3, calls)
 }
+
+// TestSetAdmissionHeadersOfAKeyPerLimit: a call with a key per limit lists
+// every limit's policy, named by its key expression, and the denial names
+// the denying limit's; no header holds a key's value.
+func TestSetAdmissionHeadersOfAKeyPerLimit(t *testing.T) {
+	l := ratelimit.NewMemory(ratelimit.WithClock(newManualClock()))
+	rule := &ratelimit.Rule{
+		Name:     "post",
+		Limits:   []ratelimit.Limit{{Period: time.Second, Threshold: 2}, {Period: time.Hour, Threshold: 1000}, {Period: time.Minute, Threshold: 5}},
+		KeyExprs: []string{"user", "", "user"},
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, admission := ratelimit.WithAdmission(r.Context())
+		if WriteError(w, rule.CheckKeys(ctx, l, []string{"alice", "", "alice"}, 1)) {
+			return
+		}
+		SetAdmissionHeaders(w.Header(), admission())
+		fmt.Fprint(w, "ok")
+	})
+	w := request(h, "/")
+	assert.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, []string{`"post/user";q=2;w=1`, `"post";q=1000;w=3600`, `"post/user#2";q=5;w=60`}, w.Header().Values("RateLimit-Policy"))
+	assert.Equal(t, []string{`"post/user";r=1;t=1`}, w.Header().Values("RateLimit"))
+	request(h, "/")
+	w = request(h, "/")
+	assert.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, []string{`"post/user";q=2;w=1`}, w.Header().Values("RateLimit-Policy"))
+	for name, values := range w.Header() {
+		for _, v := range values {
+			assert.NotContains(t, v, "alice", name)
+		}
+	}
+	assert.NotContains(t, w.Body.String(), "alice")
+}

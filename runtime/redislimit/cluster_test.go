@@ -57,6 +57,9 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesAgree", ct.linesAgree)
 	t.Run("LinesREADMEExample", ct.linesREADMEExample)
 	t.Run("LinesContention", ct.linesContention)
+	t.Run("LinesCarryBack", ct.linesCarryBack)
+	t.Run("LinesPeekAndReset", ct.linesPeekAndReset)
+	t.Run("LinesFailureRefunds", ct.linesFailureRefunds)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

@@ -43,6 +43,38 @@
 // the encoded name and 107 bytes whatever a caller sends. [Limiter.Key]
 // names the key of a limit for redis-cli.
 //
+// A call with a key per limit (ratelimit.Request's Keys, from
+// ratelimit.Rule.CheckKeys) keeps limit i under Keys[i], so its limits
+// with different keys have different hash tags: a global limit lives on
+// one master, each user's on the master of its tag, and the load of a rule
+// without a global limit spreads over the masters. On a single server or
+// behind Sentinel one script run decides every limit. On a Redis Cluster
+// (or a Ring) the limits are grouped by key and each group is decided
+// atomically by one script run, the groups concurrently (one round trip
+// of latency, a run per key); when one group denies the call (or fails),
+// the groups that admitted it are refunded by another script run before
+// Allow returns. A refund is exact: a sliding log removes the call's
+// entries, a window takes the cost off its count if it is still the
+// window the call counted in (a sliding window that moved on, off its
+// previous count), and a bucket stores its TAT again if no call charged it
+// since, else moves it back by the call's interval less what the bucket
+// refilled since the call (never earlier than the later calls would have
+// left it). So no call is admitted that one atomic decision of every limit
+// would deny, and a denied call leaves no charge behind; but between a
+// group's charge and its refund (about a round trip) a concurrent call can
+// be denied by that charge. Measured on a three-master cluster on one
+// loaded 2-core machine, 16 goroutines over three clients calling a rule
+// of a limit per user and a global limit that the users' calls exactly
+// fill (one denial per user by its own limit, and so one refund of the
+// global limit each): 2 to 4 calls of 1,000 (0.2–0.4%) were denied that
+// one atomic decision would have admitted, all near the end of the run,
+// where the global limit is nearly full. The deny cache does not answer
+// calls with a key per limit (it remembers denials by name and key);
+// batching, the fallback and its carry-back, Peek and the breakers take
+// them (a refund that fails leaves its charge, to lapse with its window).
+// Reset of a key clears every limit keyed by it ("" names the limits that
+// count every call as one).
+//
 // # Scripts and memory
 //
 // A call of one limit runs a script written for that limit, its values

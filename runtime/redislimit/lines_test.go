@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -355,4 +356,80 @@ func (ct *clusterTest) linesContention(t *testing.T) {
 			t.Logf("%s: %d of %d calls (%.2f%%) lost to a denial by a charge then refunded", alg, lost, calls, 100*float64(lost)/float64(calls))
 		})
 	}
+}
+
+// carryBackLines: what the fallback admitted of calls with a key per
+// limit is carried back to each limit's own key, one charge per key (on a
+// cluster, each on its master).
+func carryBackLines(t *testing.T, l *Limiter, c redis.Cmdable) {
+	ctx := context.Background()
+	limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, {Period: time.Hour, Threshold: 100}}
+	for _, user := range []string{"ann", "bob", "ann"} {
+		d, _, err := l.AllowLocal(ctx, ratelimit.Request{Name: "carried", Keys: []string{user, ""}, Limits: limits})
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	require.Equal(t, 3, l.carry.size())
+	l.carryOut(ctx)
+	require.Zero(t, l.carry.size())
+	for key, want := range map[string]int64{
+		l.Key("carried", "ann", 0, ""): 2,
+		l.Key("carried", "bob", 0, ""): 1,
+		l.Key("carried", "", 1, ""):    3,
+	} {
+		n, err := c.LLen(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Equal(t, want, n, key)
+	}
+}
+
+func TestLinesCarryBack(t *testing.T) {
+	l := newTestRedis(t, WithBreaker(2, time.Hour, time.Hour))
+	carryBackLines(t, l, rdb(t))
+}
+
+func (ct *clusterTest) linesCarryBack(t *testing.T) {
+	l, c := ct.limiter(t, WithBreaker(2, time.Hour, time.Hour))
+	carryBackLines(t, l, c)
+}
+
+// linesPeekAndReset: on a cluster, Peek of a call with a key per limit
+// reads each key on its master, charging nothing, and Reset of a key
+// clears its limits only.
+func (ct *clusterTest) linesPeekAndReset(t *testing.T) {
+	ctx := context.Background()
+	l, _ := ct.limiter(t)
+	r := &ratelimit.Rule{Name: "peeked", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}, {Period: time.Hour, Threshold: 10}}, KeyExprs: []string{"user", ""}}
+	for range 2 {
+		require.NoError(t, r.CheckKeys(ctx, l, []string{"ann", ""}, 1))
+	}
+	for range 2 {
+		d, err := r.PeekKeys(ctx, l, []string{"ann", ""})
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+		assert.EqualValues(t, 1, d.Remaining, "ann's line, before the call")
+		assert.Equal(t, 0, d.LimitIndex)
+	}
+	require.NoError(t, l.Reset(ctx, "peeked", "ann"))
+	d, err := r.PeekKeys(ctx, l, []string{"ann", ""})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, d.Remaining, "ann's line is reset")
+	d, err = ratelimit.Peek(ctx, l, ratelimit.Request{Name: "peeked", Keys: []string{"nobody", ""}, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 100}, r.Limits[1]}})
+	require.NoError(t, err)
+	assert.EqualValues(t, 8, d.Remaining, "the global line is not")
+}
+
+// linesFailureRefunds: on a cluster, when one key's run fails (here a key
+// of another type: WRONGTYPE) after another key's run charged the call,
+// the charge is refunded and the call fails as any backend failure does.
+func (ct *clusterTest) linesFailureRefunds(t *testing.T) {
+	ctx := context.Background()
+	l, c := ct.limiter(t)
+	limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 3}, {Period: time.Hour, Threshold: 10}}
+	require.NoError(t, c.HSet(ctx, l.Key("broken", "", 1, ""), "f", "v").Err())
+	_, err := l.Allow(ctx, ratelimit.Request{Name: "broken", Keys: []string{"ann", ""}, Limits: limits})
+	require.ErrorIs(t, err, ratelimit.ErrBackend)
+	n, err := c.Exists(ctx, l.Key("broken", "ann", 0, "")).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "ann's charge was refunded")
 }
