@@ -275,3 +275,32 @@ func TestRulesNameEachLinesKey(t *testing.T) {
 	require.Nil(t, byName["Follow"].KeyExprs)
 	require.Nil(t, byName["Stats"].KeyExprs)
 }
+
+// BenchmarkDecorator compares, on the memory limiter, a method whose two
+// lines have a key each (Post: CheckKeys) with one whose two lines share
+// the key (Follow: Check), for admitted calls: the clock moves an hour
+// between calls.
+func BenchmarkDecorator(b *testing.B) {
+	users := make([]string, 4096)
+	for i := range users {
+		users[i] = fmt.Sprint("user", i)
+	}
+	for name, call := range map[string]func(s *FeedWithRateLimit, user string) error{
+		"Post/key-per-line": func(s *FeedWithRateLimit, user string) error { return s.Post(ctx, user, "hi") },
+		"Follow/one-key":    func(s *FeedWithRateLimit, user string) error { return s.Follow(ctx, user) },
+	} {
+		b.Run(name, func(b *testing.B) {
+			clock := clocktest.NewManual()
+			s := NewFeedWithRateLimit(newFeed(), ratelimit.NewMemory(ratelimit.WithClock(clock)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				clock.Advance(time.Hour)
+				if err := call(s, users[i%len(users)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
