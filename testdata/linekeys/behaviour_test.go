@@ -304,3 +304,23 @@ func BenchmarkDecorator(b *testing.B) {
 		})
 	}
 }
+
+type admin struct{}
+
+func (admin) Ban(context.Context, string, string) error   { return nil }
+func (admin) Unban(context.Context, string, string) error { return nil }
+
+// TestTypeLines: the lines of a type's doc comment limit each method,
+// each line under its own key.
+func TestTypeLines(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		a := NewAdminWithRateLimit(admin{}, limiter)
+		for range 2 {
+			require.NoError(t, a.Ban(ctx, "ann", "x"))
+		}
+		limitedBy(t, a.Ban(ctx, "ann", "x"), "caller", "ann")
+		require.NoError(t, a.Ban(ctx, "bob", "x"))
+		limitedBy(t, a.Ban(ctx, "cy", "x"), "", "")
+		require.NoError(t, a.Unban(ctx, "ann", "x"), "each method has its own limits")
+	})
+}

@@ -93,3 +93,13 @@ type Feed interface {
 	//ratelimit:period=1h threshold=10000
 	Stats(ctx context.Context) (int, error)
 }
+
+// Admin's methods each allow 2 calls a minute for each caller and 3 in
+// all: a type's lines have their own keys too.
+//
+//ratelimit:period=1m threshold=2 key=caller
+//ratelimit:period=1m threshold=3
+type Admin interface {
+	Ban(ctx context.Context, caller, who string) error
+	Unban(ctx context.Context, caller, who string) error
+}

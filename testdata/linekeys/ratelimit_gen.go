@@ -11,6 +11,64 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
+// AdminWithRateLimit is a Admin that asks a ratelimit.Limiter to admit each
+// call of its limited methods (Ban, Unban) before calling the wrapped Admin. A
+// denied call returns the limiter's error, a *ratelimit.LimitError, without
+// calling it. An admitted call whose context comes from ratelimit.WithAdmission
+// records its admission there.
+type AdminWithRateLimit struct {
+	next    Admin
+	limiter ratelimit.Limiter
+}
+
+// NewAdminWithRateLimit returns a AdminWithRateLimit that calls next after
+// limiter admits each call of a limited method of Admin.
+func NewAdminWithRateLimit(next Admin, limiter ratelimit.Limiter) *AdminWithRateLimit {
+	return &AdminWithRateLimit{next: next, limiter: limiter}
+}
+
+var _ Admin = (*AdminWithRateLimit)(nil)
+
+// adminBanRateLimit is the rule of Admin.Ban: 2 calls per minute for each
+// caller and 3 calls per minute in total.
+var adminBanRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/linekeys.Admin.Ban",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 2},
+		{Period: time.Minute, Threshold: 3},
+	},
+	KeyExprs: []string{"caller", ""},
+}
+
+// adminUnbanRateLimit is the rule of Admin.Unban: 2 calls per minute for each
+// caller and 3 calls per minute in total.
+var adminUnbanRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/linekeys.Admin.Unban",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 2},
+		{Period: time.Minute, Threshold: 3},
+	},
+	KeyExprs: []string{"caller", ""},
+}
+
+// Ban calls the wrapped Admin's Ban if the limiter admits the call under
+// adminBanRateLimit; otherwise it returns the limiter's error.
+func (d *AdminWithRateLimit) Ban(ctx context.Context, caller string, who string) error {
+	if err := adminBanRateLimit.CheckKeys(ctx, d.limiter, []string{caller, ""}, 1); err != nil {
+		return err
+	}
+	return d.next.Ban(ctx, caller, who)
+}
+
+// Unban calls the wrapped Admin's Unban if the limiter admits the call under
+// adminUnbanRateLimit; otherwise it returns the limiter's error.
+func (d *AdminWithRateLimit) Unban(ctx context.Context, caller string, who string) error {
+	if err := adminUnbanRateLimit.CheckKeys(ctx, d.limiter, []string{caller, ""}, 1); err != nil {
+		return err
+	}
+	return d.next.Unban(ctx, caller, who)
+}
+
 // FeedWithRateLimit is a Feed that asks a ratelimit.Limiter to admit each call
 // of its limited methods (Create, Follow, Like, Post, Put, Search, Stats)
 // before calling the wrapped Feed. A denied call returns the limiter's error, a
@@ -211,6 +269,8 @@ func (d *FeedWithRateLimit) Stats(ctx context.Context) (int, error) {
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
+		adminBanRateLimit.Clone(),
+		adminUnbanRateLimit.Clone(),
 		feedCreateRateLimit.Clone(),
 		feedFollowRateLimit.Clone(),
 		feedLikeRateLimit.Clone(),
