@@ -3,7 +3,9 @@
 // cmd/ratelimitvet), golangci-lint and other drivers show them where the
 // code is: every directive error at its position, generated code that is
 // missing, and generated code that is stale (what ratelimitgen -check
-// reports), at each directive whose code differs. A package that does
+// reports), at each directive whose code differs, saying which lines
+// changed meaning when the code is from before each directive line had
+// its own key=. A package that does
 // not type-check is reported by the driver, which runs no analyzer on
 // it; the analyzer adds the type errors that only the generated file
 // hides, such as a use of a decorator that the directives no longer
@@ -175,12 +177,16 @@ func checkGenerated(pass *analysis.Pass, file *model.File, generated string) {
 		pass.Reportf(at, "%s is stale: run go generate (ratelimitgen)", name)
 		return
 	}
+	why := map[string]string{}
+	for _, c := range templates.KeyChanges(file, got) {
+		why[c.For] = "; " + c.Msg
+	}
 	for _, d := range stale {
 		what := "the directives of " + d.For
 		if strings.Contains(d.For, ".") {
 			what = "this directive"
 		}
-		pass.Reportf(pos(pass, d.Pos), "%s is stale: its code for %s differs from %s; run go generate (ratelimitgen)", name, d.For, what)
+		pass.Reportf(pos(pass, d.Pos), "%s is stale: its code for %s differs from %s%s; run go generate (ratelimitgen)", name, d.For, what, why[d.For])
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // is generated again), and nothing for a package whose generated code is
 // fresh.
 func TestAnalyzer(t *testing.T) {
-	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan", "./renamed")
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./bad", "./missing", "./stale", "./fresh", "./orphan", "./renamed", "./migrated")
 }
 
 // TestStaleNamesTheDirective: the stale diagnostic is at the directive
@@ -22,4 +22,12 @@ func TestAnalyzer(t *testing.T) {
 // (issue 19 item 4).
 func TestStaleNamesTheDirective(t *testing.T) {
 	analysistest.Run(t, "testdata", analyzer.Analyzer, "./stale")
+}
+
+// TestStaleSaysKeysChanged: code generated before each directive line had
+// its own key= (issue 21 item 2), for lines of which only some have a
+// key=, is stale, and the diagnostic says which line changed meaning and
+// how to write the old one.
+func TestStaleSaysKeysChanged(t *testing.T) {
+	analysistest.Run(t, "testdata", analyzer.Analyzer, "./migrated")
 }

@@ -196,6 +196,7 @@ func (c *collector) checkSharedNames(f *model.File) {
 // written.
 func sameLimit(a, b model.Limit) bool {
 	a.Pos, b.Pos = token.Position{}, token.Position{}
+	a.Key, b.Key = nil, nil
 	return a == b
 }
 

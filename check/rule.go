@@ -22,7 +22,8 @@ type ruleChecker struct {
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey", "keyhash"}
+// The key (key=, emptykey=, keyhash=) is each line's own.
+var perCallOptions = []string{"name", "cost", "wait", "onerror", "shadow"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -56,34 +57,18 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 		r.ContextMethod = r.Context >= 0
 	}
 	rc.applyOptions(r, opts)
+	rc.keys(r)
 	if !rc.ok {
 		return nil
 	}
 	return r
 }
 
-// applyOptions sets the per-call options of r, checking key= and cost=
-// against the signature.
+// applyOptions sets the per-call options of r, checking cost= against
+// the signature.
 func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	if o, ok := opts["name"]; ok {
 		r.Name = o.d.Name
-	}
-	if o, ok := opts["key"]; ok {
-		if w := rc.value(o.arg, o.d.Key); w != nil {
-			r.Key = w.key()
-		}
-	}
-	if o, ok := opts["emptykey"]; ok {
-		r.DenyEmptyKey = o.d.EmptyKey == "deny"
-		if _, keyed := opts["key"]; !keyed {
-			rc.errorf(o.arg.NamePos, "emptykey=%s needs key=: without a key every call is limited under the empty key", o.d.EmptyKey)
-		}
-	}
-	if o, ok := opts["keyhash"]; ok {
-		r.KeyHash = o.d.KeyHash
-		if _, keyed := opts["key"]; !keyed && r.KeyHash {
-			rc.errorf(o.arg.NamePos, "keyhash=true needs key=: it limits each call under the digest of its key")
-		}
 	}
 	if o, ok := opts["cost"]; ok {
 		if o.d.CostExpr == nil {
@@ -159,8 +144,6 @@ func (rc *ruleChecker) options() map[string]option {
 // equivalent spellings (wait=60 and wait=1m) agree.
 func optionValue(d *parser.Directive, name string) string {
 	switch name {
-	case "key":
-		return d.Key.String()
 	case "name":
 		return d.Name
 	case "cost":
@@ -168,10 +151,6 @@ func optionValue(d *parser.Directive, name string) string {
 			return d.CostExpr.String()
 		}
 		return strconv.FormatInt(d.Cost, 10)
-	case "emptykey":
-		return d.EmptyKey
-	case "keyhash":
-		return strconv.FormatBool(d.KeyHash)
 	case "wait":
 		return d.Wait.String()
 	case "onerror":

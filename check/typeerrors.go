@@ -146,8 +146,8 @@ func visitRuleValues(f *model.File, visit func(r *model.Rule, option string, v *
 	for _, d := range f.Decorators {
 		for _, m := range d.Methods {
 			if r := m.Rule; r != nil {
-				if r.Key != nil {
-					walk(r, "key", &r.Key.Value)
+				for _, k := range r.Keys() {
+					walk(r, "key", &k.Value)
 				}
 				if r.CostValue != nil {
 					walk(r, "cost", r.CostValue)

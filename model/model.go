@@ -10,6 +10,7 @@ import (
 	"go/build/constraint"
 	"go/token"
 	"go/types"
+	"slices"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -170,14 +171,6 @@ type Rule struct {
 	// returns one (a stream, such as grpc.ServerStreamingServer[T]).
 	Context       int
 	ContextMethod bool
-	// Key is the per-call key, or nil for an unkeyed limit.
-	Key *Key
-	// DenyEmptyKey fails a call whose key is "" (emptykey=deny) instead
-	// of limiting it under that key.
-	DenyEmptyKey bool
-	// KeyHash limits a call under the digest of its key
-	// (ratelimit.KeyDigest), checked for "" before (keyhash=true).
-	KeyHash bool
 	// Cost is the static cost of a call; zero means the default of one.
 	Cost int64
 	// CostValue gives the cost of each call, an integer, or is nil.
@@ -186,9 +179,35 @@ type Rule struct {
 	CostConvert bool
 }
 
+// Keys returns the distinct keys of r's limits, in the order of their
+// first line; none when no line has a key=.
+func (r *Rule) Keys() []*Key {
+	var out []*Key
+	for _, l := range r.Limits {
+		if l.Key != nil && !slices.Contains(out, l.Key) {
+			out = append(out, l.Key)
+		}
+	}
+	return out
+}
+
+// SharedKey returns the key every limit of r has, nil when none has one,
+// and whether they all have the same: then a call is checked under one
+// key, as before keys were per line, and otherwise under one key per
+// limit (ratelimit.Rule.CheckKeys).
+func (r *Rule) SharedKey() (*Key, bool) {
+	for _, l := range r.Limits[1:] {
+		if l.Key != r.Limits[0].Key {
+			return nil, false
+		}
+	}
+	return r.Limits[0].Key, true
+}
+
 // Limit is one directive line's limit. Pos is the position of its
-// directive, which is not part of the limit: two limits are the same when
-// their other fields are.
+// directive, which is not part of the limit: two limits are the same
+// when their other fields are. Key is not part of it either: keys are
+// expressions of each method's parameters.
 type Limit struct {
 	Pos    token.Position
 	Period time.Duration
@@ -200,13 +219,24 @@ type Limit struct {
 	Algorithm string
 	Burst     int64
 	Capacity  int64
+	// Key is the line's key (key=), or nil for one limit that every call
+	// of the method shares. Lines with the same key expression share one
+	// *Key.
+	Key *Key
 }
 
-// Key says how a call's key is computed.
+// Key says how a call's key is computed for the limits of the lines that
+// write it.
 type Key struct {
 	Value
 	// Format converts the value to a string.
 	Format KeyFormat
+	// DenyEmpty fails a call whose key is "" (emptykey=deny) instead of
+	// limiting it under that key.
+	DenyEmpty bool
+	// Hash limits a call under the digest of its key
+	// (ratelimit.KeyDigest), checked for "" before (keyhash=true).
+	Hash bool
 }
 
 // Value is computed from a call's parameters: it starts from a parameter,

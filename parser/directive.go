@@ -15,7 +15,7 @@
 //
 // A value that contains spaces is double-quoted, with Go string escapes
 // (strconv.Unquote); any value may be quoted. Several directives on one
-// method declare several limits.
+// method declare several limits, each with its own key= (or none).
 //
 // # Names
 //
@@ -37,7 +37,7 @@
 //
 // Optional:
 //
-//   - key: splits the limit per value of a Go expression of a small
+//   - key: splits the line's limit per value of a Go expression of a small
 //     subset (see [Expr]): a parameter (key=userID), a path of fields
 //     and methods called without arguments reached from it
 //     (key=req.User.ID, key=req.GetOrder().GetTenant()), a call of a
@@ -45,7 +45,8 @@
 //     such expressions as arguments (key=principal(ctx),
 //     key=auth.Principal(ctx), key="tenant(ctx, req.Org)", quoted
 //     because of the space), or len(x). Each identifier is a Go
-//     identifier other than _.
+//     identifier other than _. A line without key= is one limit for
+//     every call of the method, whatever the method's other lines say.
 //   - name: the limit identity, shared by every method that uses the same
 //     name; by default the method's full name. ASCII letters, digits, '_',
 //     '.', '-' and '/', starting with a letter or '_': name=search/v2.
@@ -70,13 +71,18 @@
 //     the same limits).
 //   - shadow: true or false; shadow=true reports the calls that would be
 //     denied without ever denying one.
-//   - emptykey: share or deny: what a call whose key is "" does. With
-//     share (the default) such calls share one limit, the key "", like
-//     any other key; with deny each fails, uncharged.
+//   - emptykey: share or deny: what a call whose key (the line's key=)
+//     is "" does. With share (the default) such calls share one limit,
+//     the key "", like any other key; with deny each fails, uncharged.
 //   - keyhash: true or false; keyhash=true limits each call under the
-//     SHA-256 digest of its key (ratelimit.KeyDigest), for a key that is
-//     a secret, such as an API key or a token, which must not appear in
-//     Redis key names, errors or logs.
+//     SHA-256 digest of its key (the line's key=, ratelimit.KeyDigest),
+//     for a key that is a secret, such as an API key or a token, which
+//     must not appear in Redis key names, errors or logs.
+//
+// The generator checks what involves the lines of a method together:
+// name, cost, wait, onerror and shadow are the call's and must agree
+// where several lines give them; emptykey and keyhash need a key= on
+// their line, and lines with the same key= agree on them.
 //
 // A type's doc comment may also hold a line that names its decorator
 // instead of declaring a limit, alone on its line:

@@ -1,7 +1,11 @@
 package templates
 
 import (
+	"bytes"
+	"fmt"
 	"go/token"
+	"path/filepath"
+	"strings"
 
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
@@ -43,4 +47,58 @@ func Decls(f *model.File) []Decl {
 		}
 	}
 	return out
+}
+
+// KeyChange is a limited method whose generated code changed meaning when
+// each directive line got its own key= (issue 21): some of its lines have
+// a key=, all the same, and others none, which limited every line under
+// that key before and limits every call together on those lines now.
+type KeyChange struct {
+	// For is the method, Type.Method; Pos is its first directive.
+	For string
+	Pos token.Position
+	// Msg says which lines changed and how to keep their old meaning.
+	Msg string
+}
+
+// KeyChanges returns the methods of f whose code in old, a file generated
+// for f's package, is from before each line had its own key=: it checks
+// the call under one key (Rule.Check) where f's code has a key per line.
+func KeyChanges(f *model.File, old []byte) []KeyChange {
+	var out []KeyChange
+	r := newRenderer(f)
+	for _, p := range r.decs {
+		for _, m := range p.methods {
+			if m.rule == "" || !bytes.Contains(old, []byte(m.rule+".Check(")) {
+				continue
+			}
+			if msg := keyChange(m.Rule); msg != "" {
+				out = append(out, KeyChange{p.Type.Obj().Name() + "." + m.Name, m.Rule.Pos, msg})
+			}
+		}
+	}
+	return out
+}
+
+// keyChange describes the lines of rule without key= when its other lines
+// all have the same one, or returns "".
+func keyChange(rule *model.Rule) string {
+	keys := rule.Keys()
+	if len(keys) != 1 {
+		return ""
+	}
+	var at []string
+	for _, l := range rule.Limits {
+		if l.Key == nil {
+			at = append(at, fmt.Sprintf("%s:%d:%d", filepath.Base(l.Pos.Filename), l.Pos.Line, l.Pos.Column))
+		}
+	}
+	k := keys[0].Source
+	switch len(at) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("each line has its own key= now: the line at %s has none and limits every call together (it limited each %s before: write key=%s on it to keep that)", at[0], k, k)
+	}
+	return fmt.Sprintf("each line has its own key= now: the lines at %s have none and limit every call together (they limited each %s before: write key=%s on them to keep that)", strings.Join(at, ", "), k, k)
 }

@@ -2,8 +2,10 @@ package templates
 
 import (
 	"go/types"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/dave/jennifer/jen"
 
@@ -22,6 +24,10 @@ type methodGen struct {
 	params []string // parameter names
 	err    string   // the error variable of a limited method
 	zeros  []zero   // zero values of every result but the last error
+	// checked holds the paths of fields from parameters already checked
+	// for nil, when a method with a key per limit checks each once; nil
+	// in the code of one key, which checks each value it computes.
+	checked map[string]bool
 }
 
 // zero is the zero value of one result: a literal, or a variable.
@@ -149,11 +155,11 @@ func (mg *methodGen) bodyIdents() []string {
 	if v := rule.CostValue; v != nil {
 		ids = append(ids, mg.r.valueIdents(v)...)
 	}
-	if k := rule.Key; k != nil {
+	for _, k := range rule.Keys() {
 		ids = append(ids, mg.r.keyIdents(k)...)
-	}
-	if rule.DenyEmptyKey || rule.KeyHash {
-		ids = append(ids, imports[RuntimePath])
+		if k.DenyEmpty || k.Hash {
+			ids = append(ids, imports[RuntimePath])
+		}
 	}
 	for _, z := range mg.zeros {
 		if z.lit == nil || !isLiteralZero(z.typ) {
@@ -277,7 +283,7 @@ func (mg *methodGen) body() []jen.Code {
 	if mg.m.rule == "" {
 		return []jen.Code{mg.delegate()}
 	}
-	checks, key := mg.key()
+	checks, method, key := mg.keys()
 	costChecks, cost := mg.cost()
 	checks = append(checks, costChecks...)
 	var stmts, decls []jen.Code
@@ -292,7 +298,7 @@ func (mg *methodGen) body() []jen.Code {
 	}
 	stmts = append(stmts, checks...)
 	err := jen.Id(mg.err)
-	check := jen.Id(mg.m.rule).Dot("Check").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
+	check := jen.Id(mg.m.rule).Dot(method).Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
 	stmts = append(stmts,
 		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
 			Block(append(decls, jen.Return(mg.zeroResults(err)...))...),
@@ -340,33 +346,105 @@ func (mg *methodGen) cost() (stmts []jen.Code, cost jen.Code) {
 	return nil, jen.Lit(1)
 }
 
-// key returns the statements that compute the key and its expression: a
-// variable when it is computed, so the check reads plainly.
-func (mg *methodGen) key() (stmts []jen.Code, key jen.Code) {
+// keys returns the statements that compute the keys, and the method of
+// the rule that checks the call with its key argument: Check with the key
+// every limit shares ("" when no line has key=), the code of a rule whose
+// lines share their key since before keys were per line, or CheckKeys
+// with one key per limit. Each distinct key is computed once.
+func (mg *methodGen) keys() (stmts []jen.Code, method string, arg jen.Code) {
 	rule := mg.m.Rule
-	k := rule.Key
-	if k == nil {
-		return nil, jen.Lit("")
+	if k, ok := rule.SharedKey(); ok {
+		if k == nil {
+			return nil, "Check", jen.Lit("")
+		}
+		stmts, key := mg.key(k, "key", false)
+		return stmts, "Check", key
 	}
+	mg.checked = map[string]bool{}
+	uses := map[*model.Key]int{}
+	for _, l := range rule.Limits {
+		if l.Key != nil {
+			uses[l.Key]++
+		}
+	}
+	exprs := map[*model.Key]jen.Code{}
+	for _, k := range rule.Keys() {
+		keyStmts, key := mg.key(k, keyVarBase(k.Source), uses[k] > 1)
+		stmts = append(stmts, keyStmts...)
+		exprs[k] = key
+	}
+	items := make([]jen.Code, len(rule.Limits))
+	for i, l := range rule.Limits {
+		items[i] = jen.Lit("")
+		if l.Key != nil {
+			items[i] = exprs[l.Key]
+		}
+	}
+	return stmts, "CheckKeys", jen.Index().String().Values(items...)
+}
+
+// key returns the statements that compute k and its expression: a
+// variable when it is computed, so the check reads plainly, named base.
+// A key that several limits share (shared) is a variable in any case, so
+// it is computed once.
+func (mg *methodGen) key(k *model.Key, base string, shared bool) (stmts []jen.Code, key jen.Code) {
 	stmts, v := mg.value(&k.Value)
 	key = formatKey(k.Format, v())
 	// A string parameter, or the result of a call that can fail, is a
 	// variable already; anything else computed is named, so the check
 	// reads plainly.
 	variable := k.Format == model.KeyString && len(k.Steps) == 0 && (k.Func == nil || k.Func.Error)
-	if !variable && (len(k.Steps) > 0 || k.Format != model.KeyString || rule.DenyEmptyKey) {
-		name := mg.locals.fresh("key")
+	if !variable && (len(k.Steps) > 0 || k.Format != model.KeyString || k.DenyEmpty || shared && !k.Hash) {
+		name := mg.locals.fresh(base)
 		stmts = append(stmts, jen.Id(name).Op(":=").Add(key))
 		key = jen.Id(name)
 	}
-	if rule.DenyEmptyKey {
+	if k.DenyEmpty {
 		empty := jen.Qual(RuntimePath, "EmptyKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(k.Source))
 		stmts = append(stmts, jen.If(jen.Add(key).Op("==").Lit("")).Block(jen.Return(mg.zeroResults(empty)...)))
 	}
-	if rule.KeyHash {
+	if k.Hash {
 		key = jen.Qual(RuntimePath, "KeyDigest").Call(key)
+		if shared {
+			name := mg.locals.fresh(strings.TrimSuffix(base, "Key") + "Digest")
+			stmts = append(stmts, jen.Id(name).Op(":=").Add(key))
+			key = jen.Id(name)
+		}
 	}
 	return stmts, key
+}
+
+// keyVarBase names the variable of a key of a rule with several keys
+// after what its expression selects or calls last, without a getter's
+// Get: item.Owner → ownerKey, req.GetTenant() → tenantKey,
+// auth.Principal(ctx) → principalKey.
+func keyVarBase(source string) string {
+	s := source
+	if strings.HasSuffix(s, ")") {
+		depth := 0
+		for i := len(s) - 1; i >= 0; i-- {
+			switch s[i] {
+			case ')':
+				depth++
+			case '(':
+				depth--
+			}
+			if depth == 0 {
+				s = s[:i]
+				break
+			}
+		}
+	}
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		s = s[i+1:]
+	}
+	if rest, ok := strings.CutPrefix(s, "Get"); ok && rest != "" && unicode.IsUpper(rune(rest[0])) {
+		s = rest
+	}
+	if s == "" {
+		return "key"
+	}
+	return model.LowerCamel(s) + "Key"
 }
 
 // value returns the statements that compute v (nil checks, and a call
@@ -401,7 +479,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		expr = func() *jen.Statement { return jen.Id(param) }
 	}
 	for _, s := range v.Steps {
-		if s.CheckNil {
+		if s.CheckNil && !mg.checkedBefore(s.Path) {
 			if lastCall != "" {
 				name := mg.locals.fresh(model.LowerCamel(lastCall))
 				stmts = append(stmts, jen.Id(name).Op(":=").Add(expr()))
@@ -421,6 +499,19 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		}
 	}
 	return stmts, expr
+}
+
+// checkedBefore reports whether the method checks path for nil already,
+// and notes that it does from now on. Only the fields of parameters
+// count: a method's or a function's result is checked each time it is
+// computed.
+func (mg *methodGen) checkedBefore(path string) bool {
+	if mg.checked == nil || strings.Contains(path, "(") {
+		return false
+	}
+	done := mg.checked[path]
+	mg.checked[path] = true
+	return done
 }
 
 func formatKey(f model.KeyFormat, x *jen.Statement) jen.Code {
@@ -454,7 +545,11 @@ func (mg *methodGen) doc() string {
 	}
 	s := name + " calls " + target + " if the limiter admits the call under " + mg.m.rule +
 		"; otherwise it returns the limiter's error."
-	if paths := mg.nilPaths(); len(paths) > 0 {
+	paths := mg.nilPaths()
+	if _, shared := mg.m.Rule.SharedKey(); !shared {
+		paths = unique(paths)
+	}
+	if len(paths) > 0 {
 		s += " If " + orList(paths) + " is nil, it returns an error wrapping " +
 			"ratelimit.ErrNilKey instead."
 	}
@@ -464,12 +559,23 @@ func (mg *methodGen) doc() string {
 	if mg.m.Rule.Context < 0 && mg.p.hasContext() {
 		s += " It takes no context, so a ratelimit.WithAdmission context cannot record its admission."
 	}
-	if mg.m.Rule.DenyEmptyKey {
-		s += " If the key " + mg.m.Rule.Key.Source + " is empty, it returns an error wrapping " +
+	var denyEmpty, hashed []string
+	for _, k := range mg.m.Rule.Keys() {
+		if k.DenyEmpty {
+			denyEmpty = append(denyEmpty, k.Source)
+		}
+		if k.Hash {
+			hashed = append(hashed, k.Source)
+		}
+	}
+	if len(denyEmpty) > 0 {
+		s += " If the key " + orList(denyEmpty) + " is empty, it returns an error wrapping " +
 			"ratelimit.ErrEmptyKey instead."
 	}
-	if mg.m.Rule.KeyHash {
+	if _, shared := mg.m.Rule.SharedKey(); shared && len(hashed) > 0 {
 		s += " The limiter sees the digest of the key (ratelimit.KeyDigest), never the key."
+	} else if len(hashed) > 0 {
+		s += " The limiter sees the digest of the key " + andList(hashed) + " (ratelimit.KeyDigest), never the key."
 	}
 	return s
 }
@@ -513,12 +619,23 @@ func (mg *methodGen) visitValues(f func(*model.Value)) {
 		}
 		f(v)
 	}
-	if k := mg.m.Rule.Key; k != nil {
+	for _, k := range mg.m.Rule.Keys() {
 		visit(&k.Value)
 	}
 	if v := mg.m.Rule.CostValue; v != nil {
 		visit(v)
 	}
+}
+
+// unique returns items without the repeats of an item, in order.
+func unique(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if !slices.Contains(out, it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // orList joins items as prose: "a", "a or b", "a, b or c".

@@ -136,7 +136,7 @@ func (r *renderer) neededImports() map[string]string {
 			if m.Rule.Context < 0 {
 				pkgs["context"] = "context"
 			}
-			if k := m.Rule.Key; k != nil {
+			for _, k := range m.Rule.Keys() {
 				if k.Format >= model.KeyInt64 {
 					pkgs["strconv"] = "strconv"
 				}

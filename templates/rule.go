@@ -24,6 +24,16 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 		jen.Id("Name").Op(":").Lit(rule.Name),
 		jen.Id("Limits").Op(":").Add(r.limits(rule.Limits)),
 	}
+	if _, shared := rule.SharedKey(); !shared {
+		exprs := make([]jen.Code, len(rule.Limits))
+		for i, l := range rule.Limits {
+			exprs[i] = jen.Lit("")
+			if l.Key != nil {
+				exprs[i] = jen.Lit(l.Key.Source)
+			}
+		}
+		fields = append(fields, jen.Id("KeyExprs").Op(":").Index().String().Values(exprs...))
+	}
 	if rule.Wait != 0 {
 		fields = append(fields, jen.Id("Wait").Op(":").Add(duration(rule.Wait)))
 	}
@@ -186,14 +196,25 @@ func summary(rule *model.Rule) string {
 			parts[i] += " (" + l.Algorithm + ")"
 		}
 	}
-	s := andList(parts)
-	if rule.Key != nil {
-		s += " for each " + rule.Key.Source
-		if rule.KeyHash {
-			s += ", known by its digest"
+	k, shared := rule.SharedKey()
+	switch {
+	case !shared:
+		for i, l := range rule.Limits {
+			switch {
+			case l.Key == nil:
+				parts[i] += " in total"
+			case l.Key.Hash:
+				parts[i] += " for each digest of " + l.Key.Source
+			default:
+				parts[i] += " for each " + l.Key.Source
+			}
 		}
+	case k != nil && k.Hash:
+		parts[len(parts)-1] += " for each " + k.Source + ", known by its digest"
+	case k != nil:
+		parts[len(parts)-1] += " for each " + k.Source
 	}
-	return s
+	return andList(parts)
 }
 
 // andList joins items as prose: "a", "a and b", "a, b and c".

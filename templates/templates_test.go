@@ -168,3 +168,18 @@ func TestLimitValueWritesNonZeroFieldsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyVariablesAreNamedAfterWhatTheySelect: the variable of a key of a
+// rule with a key per line is named after the field, getter or function
+// its expression ends with.
+func TestKeyVariablesAreNamedAfterWhatTheySelect(t *testing.T) {
+	for in, want := range map[string]string{
+		"item.Owner": "ownerKey", "req.GetTenant()": "tenantKey", "req.GetOrder().GetTenant()": "tenantKey",
+		"auth.Principal(ctx)": "principalKey", "tenant(ctx,req.Org)": "tenantKey", "req.Get()": "getKey",
+		"req.User.ID": "idKey", "len(req.Skus)": "lenKey", "req.URL": "urlKey",
+	} {
+		if got := keyVarBase(in); got != want {
+			t.Errorf("keyVarBase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

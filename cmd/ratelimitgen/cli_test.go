@@ -255,7 +255,8 @@ store.go:23:2  Store.Count  github.com/ratelimitgen/ratelimitgen/testdata/basic.
 
 // TestListShowsNameCostAndOptions: each row of -list shows the limit's
 // name, its key, its cost and its other options, as -list -json does
-// (issue 19 item 4).
+// (issue 19 item 4). The key and what qualifies it (emptykey=) are the
+// line's own: the second line of Put has none (issue 21 item 2).
 func TestListShowsNameCostAndOptions(t *testing.T) {
 	dir := tempModule(t, map[string]string{"p/p.go": `package p
 
@@ -275,7 +276,7 @@ type API interface {
 	}
 	want := `POSITION    METHOD   NAME                     PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
 p/p.go:6:2  API.Put  api/put                  1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
-p/p.go:7:2  API.Put  api/put                  1s      10         user  len(items)  token_bucket  burst=20 wait=250ms onerror=deny emptykey=deny
+p/p.go:7:2  API.Put  api/put                  1s      10         -     len(items)  token_bucket  burst=20 wait=250ms onerror=deny
 p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2           sliding_log   shadow=true
 `
 	if stdout != want {
@@ -290,6 +291,9 @@ p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2        
 		if rows[0][k] != v {
 			t.Errorf("-list -json: %s = %v, want %v", k, rows[0][k], v)
 		}
+	}
+	if _, keyed := rows[1]["key"]; keyed || rows[1]["emptykey"] != nil {
+		t.Errorf("-list -json: the second line of Put has a key: %v", rows[1])
 	}
 }
 
@@ -401,5 +405,47 @@ type Limited interface {
 	want := filepath.FromSlash(`server/limits.go:21:66: cost "req.Skus[0]": unexpected "[0]": want a parameter (id), a path of fields and methods (req.User.ID, req.GetTenant()), a function call (principal(ctx), auth.Principal(ctx)) or len(x)`) + "\n"
 	if code != exitError || stderr != want {
 		t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+	}
+}
+
+// TestCheckReportsCodeFromBeforeKeysPerLine: a file generated before each
+// directive line had its own key= (issue 21 item 2), for lines of which
+// only some have a key= (the analyzer's testdata/migrated holds one, as
+// the generator then wrote it), is stale: the line without key= now
+// limits every call together, and the diff shows it. Writing the old
+// meaning, key= on every line, makes the old file current again, so the
+// limiter's keys stay.
+func TestCheckReportsCodeFromBeforeKeysPerLine(t *testing.T) {
+	old := filepath.Join(moduleRoot, "analyzer", "testdata", "migrated")
+	src := readFile(t, filepath.Join(old, "migrated.go"))
+	gen := readFile(t, filepath.Join(old, "ratelimit_gen.go"))
+	if !strings.Contains(gen, "feedPostRateLimit.Check(ctx, d.limiter, user, 1)") {
+		t.Fatalf("testdata/migrated/ratelimit_gen.go is not the old generator's code for the two lines:\n%s", gen)
+	}
+	dir := tempModule(t, map[string]string{
+		"go.mod":               "module example.com/vet\n\ngo 1.26\n", // the analyzer's testdata module
+		"migrated/migrated.go": src, "migrated/ratelimit_gen.go": gen,
+	})
+	code, stdout, stderr := cli(t, "-C", dir, "-check", "./...")
+	why := filepath.FromSlash("migrated/migrated.go:12:2") + ": ratelimit_gen.go is stale: its code for Feed.Post differs from this directive; " +
+		"each line has its own key= now: the line at migrated.go:13:2 has none and limits every call together " +
+		"(it limited each user before: write key=user on it to keep that); run go generate (ratelimitgen)\n"
+	if stderr != why {
+		t.Errorf("-check: stderr %q, want %q", stderr, why)
+	}
+	for _, want := range []string{
+		"-\tif err := feedPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {",
+		"+\tif err := feedPostRateLimit.CheckKeys(ctx, d.limiter, []string{user, \"\"}, 1); err != nil {",
+		"+\tKeyExprs: []string{\"user\", \"\"},",
+	} {
+		if code != exitError || !strings.Contains(stdout, want) {
+			t.Errorf("-check: exit %d, want 1 and a diff with\n%s\ngot:\n%s", code, want, stdout)
+		}
+	}
+
+	oldMeaning := strings.Replace(src, "//ratelimit:period=1h threshold=1000\n", "//ratelimit:period=1h threshold=1000 key=user\n", 1)
+	writeFiles(t, dir, map[string]string{"migrated/migrated.go": oldMeaning})
+	if code, stdout, stderr := cli(t, "-C", dir, "-check", "./..."); code != exitOK {
+		t.Errorf("-check with key= on every line: exit %d, want 0: the old code is the code of that meaning\n%s%s", code, stdout, stderr)
 	}
 }

@@ -194,3 +194,26 @@ func TestREADMEDocumentsKeysTypeLimitsAndSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEDocumentsKeysPerLine: the README's example of two limits on
+// one method is the one testdata/linekeys generates and tests with many
+// users (10 a second for each, 1,000 an hour in all), and the README
+// says what a key per line changed and how to write the old meaning
+// (issue 21 items 1, 2 and 5).
+func TestREADMEDocumentsKeysPerLine(t *testing.T) {
+	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
+	src := readFile(t, filepath.Join(moduleRoot, "testdata", "linekeys", "linekeys.go"))
+	example := "\t//ratelimit:period=1 threshold=10 key=user\n\t//ratelimit:period=1h threshold=1000\n" +
+		"\tPost(ctx context.Context, user, text string) error\n"
+	if !strings.Contains(readme, example) || !strings.Contains(src, example) {
+		t.Errorf("README.md and testdata/linekeys/linekeys.go must both hold\n%s", example)
+	}
+	for _, want := range []string{
+		"## A key per line", "**What changed.**", "write `key=` on every line",
+		"//ratelimit:period=1h threshold=1000 key=user", "CheckKeys", "KeyExprs",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+}

@@ -64,8 +64,12 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 			Period: cmp.Or(l.Calendar, compactDuration(l.Period)), TZ: l.TZ, Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
 			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
-		if rule.Key != nil {
-			row.Key = rule.Key.Source
+		if l.Key != nil {
+			row.Key = l.Key.Source
+			row.KeyHash = l.Key.Hash
+			if l.Key.DenyEmpty {
+				row.EmptyKey = "deny"
+			}
 		}
 		switch {
 		case rule.CostValue != nil:
@@ -76,10 +80,6 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 		if rule.Wait != 0 {
 			row.Wait = compactDuration(rule.Wait)
 		}
-		if rule.DenyEmptyKey {
-			row.EmptyKey = "deny"
-		}
-		row.KeyHash = rule.KeyHash
 		rows[i] = row
 	}
 	return rows

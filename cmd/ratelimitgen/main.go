@@ -64,12 +64,15 @@
 //		the -tags of $GOFLAGS
 //	-check
 //		write nothing; print a unified diff for every generated file that
-//		is missing, stale or should be deleted, and exit 1 if there is one
+//		is missing, stale or should be deleted, and exit 1 if there is one;
+//		for code generated before each directive line had its own key=,
+//		say at the directive which lines changed meaning
 //	-list
 //		write nothing; print every limit found as a table: position,
-//		Type.Method, name, period, threshold, key, cost, algorithm and
-//		the other options (burst=, capacity=, wait=, onerror=, shadow=,
-//		emptykey=, keyhash=)
+//		Type.Method, name, period, threshold, the line's key (- for
+//		none: one limit for every call), cost, algorithm and the other
+//		options (burst=, capacity=, wait=, onerror=, shadow=, and the
+//		line's emptykey= and keyhash=)
 //	-json
 //		with -list, print the limits as a JSON array instead
 //
@@ -97,21 +100,39 @@
 //
 // Several directive lines on one method are several limits that must all
 // admit a call; nothing is charged unless all do. Each line gives one
-// limit:
+// limit, with its own key:
 //
 //	period      the window: whole seconds (30) or a Go duration (500ms, 1m30s)
 //	threshold   calls (or units of cost) admitted per period
 //	algorithm   sliding_log (the default), or another algorithm the runtime supports
 //	burst       bucket capacity (token_bucket, gcra)
 //	capacity    queue bound (leaky_bucket)
+//	key=x       this line's key, see below; a line without key= is one
+//	            limit that every call of the method shares
+//	emptykey=x, keyhash=true
+//	            what is done with this line's key, see below
+//
+// So
+//
+//	//ratelimit:period=1 threshold=10 key=user
+//	//ratelimit:period=1h threshold=1000
+//
+// admits 10 calls a second for each user and 1,000 an hour in all. (Before
+// keys were per line, the first line's key= keyed both; write key= on
+// every line for that.) Lines with the same key= are keyed by one value,
+// computed once, and must agree on its emptykey= and keyhash=. A method
+// whose lines all have the same key=, or none, is checked under that one
+// key (ratelimit.Rule.Check), as before; one whose lines differ with a key
+// per line (ratelimit.Rule.CheckKeys), naming each line's key in the
+// rule's KeyExprs.
 //
 // The generator asks the runtime it is built with (the same module as the
 // runtime the generated code imports) whether it can decide each limit, so
 // an algorithm the runtime does not implement yet is an error at the
 // directive rather than at every call.
 //
-// and may give the per-call options, which, when written on several lines
-// of a method, must agree:
+// A line may also give the per-call options, which, when written on
+// several lines of a method, must agree; and the key of the line:
 //
 //	key=x       a separate limit per value of x, a Go expression of a
 //	            small subset: a parameter (key=user), its fields and

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -44,6 +46,9 @@ func (g *generator) run() int {
 		}
 		return exitOK
 	}
+	if g.opts.check {
+		g.printKeyChanges(files, out)
+	}
 	stale, errs := write.Files(out, write.Options{Check: g.opts.check, Diff: g.stdout, Rel: g.rel})
 	for _, err := range errs {
 		fmt.Fprintln(g.stderr, "ratelimitgen:", err)
@@ -70,6 +75,23 @@ func (g *generator) render(files []*model.File, diags *parser.ErrorList) []write
 		out = append(out, w)
 	}
 	return out
+}
+
+// printKeyChanges says, at its directive, which stale code of out (the
+// files of files, in order) changed meaning when each directive line got
+// its own key=, as the analyzer does: the diff alone does not say why.
+func (g *generator) printKeyChanges(files []*model.File, out []write.File) {
+	for i, f := range files {
+		old, err := os.ReadFile(out[i].Path)
+		if err != nil || out[i].Src == nil || bytes.Equal(old, out[i].Src) {
+			continue
+		}
+		for _, c := range templates.KeyChanges(f, old) {
+			c.Pos.Filename = g.rel(c.Pos.Filename)
+			fmt.Fprintf(g.stderr, "%s: %s is stale: its code for %s differs from this directive; %s; run go generate (ratelimitgen)\n",
+				c.Pos, filepath.Base(out[i].Path), c.For, c.Msg)
+		}
+	}
 }
 
 // printDiags prints every diagnostic once, sorted by position, with file

@@ -33,6 +33,9 @@ func TestGoVetRunsIt(t *testing.T) {
 		"missing/missing.go:7:2: missing generated code for Store: run go generate (ratelimitgen)",
 		"stale/stale.go:13:2: ratelimit_gen.go is stale: its code for Store.Put differs from this directive; run go generate (ratelimitgen)",
 		"renamed/renamed.go:16:9: undefined: NewStoreWithRateLimit",
+		"migrated/migrated.go:12:2: ratelimit_gen.go is stale: its code for Feed.Post differs from this directive; " +
+			"each line has its own key= now: the line at migrated.go:13:2 has none and limits every call together " +
+			"(it limited each user before: write key=user on it to keep that); run go generate (ratelimitgen)",
 	} {
 		if !strings.Contains(string(out), filepath.FromSlash(want)) {
 			t.Errorf("go vet output lacks %q:\n%s", want, out)

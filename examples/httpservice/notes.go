@@ -23,7 +23,7 @@ type Notes interface {
 	// for each user, and a hundred per minute for each user.
 	//
 	//ratelimit:period=1 threshold=2 key=user name=notes.post
-	//ratelimit:period=1m threshold=100
+	//ratelimit:period=1m threshold=100 key=user
 	Post(ctx context.Context, user, text string) error
 
 	// Export renders all notes of a user. It is expensive: the whole service

@@ -17,7 +17,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Item, error)
 	// Put stores an item: at most 10 a second and 100 a minute per owner.
 	//ratelimit:period=1 threshold=10 key=item.Owner
-	//ratelimit:period=1m threshold=100
+	//ratelimit:period=1m threshold=100 key=item.Owner
 	Put(ctx context.Context, item Item) error
 	// Count is limited without a context.
 	//ratelimit:period=500ms threshold=3

@@ -17,6 +17,15 @@ type Store interface {
 	// want +1 `key=principal\(ctx\): package bad declares no function principal`
 	//ratelimit:period=1 threshold=1 key=principal(ctx)
 	Del(ctx context.Context) error
+	// Each line has its own key: the second line's mistake is on it.
+	// want +2 `key=tenant: Store.Add has no parameter tenant \(its parameters are ctx, user\)`
+	//ratelimit:period=1 threshold=1 key=user
+	//ratelimit:period=1h threshold=100 key=tenant
+	Add(ctx context.Context, user string) error
+	// want +2 `keyhash=false here but keyhash=true on another line keyed by user: it applies to the key, so write keyhash=true on every line keyed by user`
+	//ratelimit:period=1 threshold=1 key=user keyhash=true
+	//ratelimit:period=1h threshold=100 key=user
+	Set(ctx context.Context, user string) error
 }
 
 // want +2 `misplaced directive: on func F, which is not a method`

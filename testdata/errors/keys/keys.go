@@ -72,4 +72,16 @@ type S interface {
 	V(ctx context.Context, it *Item) error
 	//ratelimit:period=1 threshold=1 keyhash=true
 	W(ctx context.Context) error
+	// Each line has its own key: a mistake in the second line's is
+	// reported there, and a line without key= has no key to qualify.
+	//ratelimit:period=1 threshold=1 key=user
+	//ratelimit:period=1h threshold=100 key=tenant
+	X(ctx context.Context, user string) error
+	//ratelimit:period=1 threshold=1 key=user emptykey=deny
+	//ratelimit:period=1h threshold=100 emptykey=deny keyhash=true
+	Y(ctx context.Context, user string) error
+	// Lines with the same key agree on what is done with it.
+	//ratelimit:period=1 threshold=1 key=user keyhash=true emptykey=deny
+	//ratelimit:period=1h threshold=100 key=user
+	Z(ctx context.Context, user string) error
 }

@@ -40,6 +40,7 @@ type S interface {
 	CostMissing(n int) error
 	//ratelimit:period=1 threshold=2 key=a wait=1s
 	//ratelimit:period=1m threshold=10 key=b wait=1000ms
+	//ratelimit:period=1h threshold=100 wait=2s
 	Disagree(a, b string) error
 	//ratelimit:period=1 threshold=1 name=shared
 	SharedA() error
