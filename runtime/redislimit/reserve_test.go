@@ -1,0 +1,134 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// reservation is one admitted reservation of the differential test, not
+// yet settled.
+type reservation struct {
+	req ratelimit.Request
+	at  int64
+}
+
+// TestReserveSettleBackendsAgree feeds the same random sequence of
+// reservations and settles (refunds, exact settles and debts, with
+// random costs and time steps) to both backends on a pinned clock, for
+// every algorithm alone and in mixed sets, and requires identical
+// decisions and reservation times.
+func TestReserveSettleBackendsAgree(t *testing.T) {
+	for _, set := range agreeSets() {
+		t.Run(set.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 3; seed++ {
+				untilCalm(t, stalledMsg, func() bool { return reserveAgree(t, set, seed) })
+			}
+		})
+	}
+}
+
+// reserveAgree runs seed's sequence of set for
+// TestReserveSettleBackendsAgree, and returns false if it stalled in real
+// time (see realTimeGuard).
+func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))+7))
+	clock := newManualClock()
+	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	red := newTestRedis(t, ratelimit.WithClock(clock))
+	guard := newRealTimeGuard(clock, set.all()...)
+	var open []reservation
+	admitted, denied, refunds, debts := 0, 0, 0, 0
+	for i := range 300 {
+		limits := set.step(rng, clock, i, 300)
+		guard.start()
+		if len(open) > 0 && rng.IntN(2) == 0 {
+			j := rng.IntN(len(open))
+			r := open[j]
+			open = append(open[:j], open[j+1:]...)
+			units := r.req.Units()
+			actual := rng.Int64N(units + 1) // a refund, or the reservation
+			if rng.IntN(2) == 0 {
+				actual = units + rng.Int64N(2*set.maxCost+2) // a debt
+			}
+			delta := actual - units
+			require.NoError(t, mem.Adjust(ctx, r.req, r.at, delta))
+			require.NoError(t, red.Adjust(ctx, r.req, r.at, delta))
+			if delta < 0 {
+				refunds++
+			} else if delta > 0 {
+				debts++
+			}
+			continue
+		}
+		req := set.request(rng, limits)
+		dm, am, err := mem.Reserve(ctx, req)
+		require.NoError(t, err)
+		dr, ar, err := red.Reserve(ctx, req)
+		require.NoError(t, err)
+		if guard.stalled() {
+			return false
+		}
+		require.Equal(t, dm, dr, "call %d at %s: %+v", i, clock.Now().Format(time.StampMicro), req)
+		if dm.Allowed {
+			require.Equal(t, am, ar, "call %d: the time charged at", i)
+			open = append(open, reservation{req, am})
+			admitted++
+		} else {
+			denied++
+		}
+		// A plain call sees what the settles left, too.
+		if rng.IntN(4) == 0 {
+			probe := set.request(rng, limits)
+			require.Equal(t, allow(t, mem, probe), allow(t, red, probe), "probe after call %d: %+v", i, probe)
+		}
+	}
+	require.NotZero(t, admitted)
+	require.NotZero(t, denied, "the sequence should reach the limit")
+	require.NotZero(t, refunds)
+	require.NotZero(t, debts)
+	return true
+}
+
+// TestReserveTimeOnServerClock checks that a limiter on the server's
+// clock reserves at the server's time and settles against it.
+func TestReserveTimeOnServerClock(t *testing.T) {
+	ctx := context.Background()
+	red := newTestRedis(t)
+	lim := ratelimit.Limit{Period: time.Hour, Threshold: 10}
+	req := ratelimit.Request{Name: "server-clock", Key: "k", Cost: 10, Limits: []ratelimit.Limit{lim}}
+	d, at, err := red.Reserve(ctx, req)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.InDelta(t, time.Now().UnixMicro(), at, float64(time.Minute/time.Microsecond), "the server's time")
+	require.False(t, allow(t, red, ratelimit.Request{Name: "server-clock", Key: "k", Limits: req.Limits}).Allowed)
+	require.NoError(t, red.Adjust(ctx, req, at, -4)) // refund 4 of the 10 entries
+	d = allow(t, red, ratelimit.Request{Name: "server-clock", Key: "k", Cost: 4, Limits: req.Limits})
+	require.True(t, d.Allowed, fmt.Sprintf("%+v", d))
+}
+
+// TestReserveScriptsRenderAsGolden compares the reserve and adjust scripts
+// with their text under testdata/scripts (rewritten with -update); the
+// differential test runs them.
+func TestReserveScriptsRenderAsGolden(t *testing.T) {
+	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText} {
+		file := filepath.Join("testdata", "scripts", name+".lua")
+		if *updateScripts {
+			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
+		}
+		want, err := os.ReadFile(file)
+		require.NoError(t, err, "run with -update to write it")
+		if string(want) != text {
+			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
+		}
+	}
+}

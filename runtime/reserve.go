@@ -1,0 +1,160 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+)
+
+// Reservation is units that [Rule.Reserve] took ahead of a call whose
+// final cost is known only after it, such as the tokens of an LLM
+// completion; [Reservation.Settle] makes the final charge. A reservation
+// never settled (its process died) stays charged as reserved.
+//
+// What a settle changes, per algorithm (both backends decide alike):
+//
+//   - SlidingLog: a refund removes units logged at the reservation's time
+//     (none once they left the window); a charge on top is logged at the
+//     settle's time, as if a call of the extra units were admitted then,
+//     so the debt leaves the window a full period after the settle (never
+//     earlier than the units that caused it were known).
+//   - FixedWindow, SlidingWindow: a refund is taken off the window the
+//     reservation was charged in while it runs; a window that has ended
+//     gives nothing back. A charge on top counts in the window running at
+//     the settle.
+//   - TokenBucket, GCRA, LeakyBucket: a refund moves the bucket's TAT
+//     back, never beyond a full bucket (an empty queue); a charge on top
+//     moves it on.
+//
+// A charge on top is never denied: it may take a limit past its threshold
+// (debt), and later calls are denied, with a RetryAfter that counts the
+// debt, until it is paid. A settle charges on top at most what takes a
+// limit's state to twice its [Limit.MaxCost] (one MaxCost of debt; a
+// SlidingWindow's count to [MaxSlidingWindowThreshold]).
+type Reservation struct {
+	rule    *Rule
+	backend reserver // nil: nothing was charged, so Settle charges nothing
+	req     Request  // what was charged: name, bounded key, units, limits
+	at      int64    // when the backend charged it, µs since the Unix epoch
+	settled atomic.Bool
+}
+
+// reserver is a [Limiter] that can settle reservations (see [Limiter]).
+type reserver interface {
+	Reserve(ctx context.Context, req Request) (Decision, int64, error)
+	Adjust(ctx context.Context, req Request, at, delta int64) error
+}
+
+// Reserve takes units (0 means 1) under r's limits on limiter for a call
+// with the given key, and returns the reservation that [Reservation.Settle]
+// settles once the call's cost is known. It is denied exactly as
+// [Rule.Check] would deny a call of that cost (a [*LimitError]), with the
+// same overrides, shadow mode and error policy: a call that no backend
+// charged (an override exempts it, FailOpen lets it through on a failure,
+// a shadow rule's would-be denial) gets a reservation whose Settle charges
+// nothing; a call the fallback decided ([FailLocal]) stays charged there
+// as reserved. A denied call waits up to r.Wait, retrying when the denial
+// says, rather than queueing as Check does.
+//
+// The limiter, or the one it wraps (see [Wrapper]), must settle
+// reservations, as [MemoryLimiter] and redislimit.Limiter do, with the
+// methods
+//
+//	// Reserve is Allow, also returning the time (µs since the Unix
+//	// epoch) at which an admitted call was charged.
+//	Reserve(ctx context.Context, req Request) (Decision, int64, error)
+//	// Adjust changes the charge of req, admitted by Reserve at the
+//	// time at, by delta units without deciding (see Reservation).
+//	Adjust(ctx context.Context, req Request, at, delta int64) error
+//
+// else Reserve fails with an error wrapping [ErrInvalidLimit].
+func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
+	backend, ok := limiter.(reserver)
+	if !ok {
+		if backend, ok = innermost(limiter).(reserver); !ok {
+			return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
+		}
+	}
+	if units < 0 {
+		return nil, &CostError{Name: r.Name, Cost: units, Limit: r.Limits[0]}
+	}
+	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
+	res := &Reservation{rule: r, req: req}
+	res.req.Key = callkey.Bound(key)
+	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
+		if v := verdictOf(req.Limits); v != "" {
+			if r.Shadow {
+				ctx = withShadow(ctx)
+			}
+			return res, r.verdict(ctx, limiter, &req, v)
+		}
+	}
+	var start time.Time
+	if r.Wait > 0 && !r.Shadow {
+		start = time.Now()
+	}
+	for {
+		d, at, err := backend.Reserve(ctx, req)
+		if err != nil {
+			if d, limits, ferr := r.fallback(ctx, limiter, req, err); ferr == nil {
+				if d.Allowed || r.Shadow {
+					return res, r.pace(ctx, d.Delay)
+				}
+				decided := req
+				decided.Limits = limits
+				return nil, r.limitError(&decided, d)
+			}
+			if err = r.failure(ctx, limiter, err); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		switch {
+		case d.Allowed:
+			res.backend, res.at = backend, at
+			return res, r.pace(ctx, d.Delay)
+		case r.Shadow:
+			return res, nil
+		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+			return nil, r.limitError(&req, d)
+		}
+		if err := sleepCtx(ctx, d.RetryAfter); err != nil {
+			return nil, fmt.Errorf("ratelimit: %s: %w while waiting %s to reserve", r.Name, err, d.RetryAfter)
+		}
+	}
+}
+
+// Settle makes actual the final charge of the reservation: it refunds what
+// was reserved beyond it, or charges on top what it exceeds the
+// reservation by (see [Reservation] for what that does per algorithm). It
+// asks the backend once, unless actual is what was reserved. A second
+// Settle charges nothing and returns an error wrapping [ErrInvalidLimit];
+// so does an actual that is negative or 2^50 or more, which settles
+// nothing. An error of the
+// backend wraps [ErrBackend]: the reservation then stays charged as
+// reserved, and settled.
+func (res *Reservation) Settle(ctx context.Context, actual int64) error {
+	if actual < 0 || actual > maxLimitValue {
+		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)
+	}
+	if !res.settled.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
+	}
+	delta := actual - res.req.Units()
+	if res.backend == nil || delta == 0 {
+		return nil
+	}
+	return res.backend.Adjust(ctx, res.req, res.at, delta)
+}
+
+// errSettled is wrapped by the error of a second [Reservation.Settle].
+var errSettled = fmt.Errorf("%w: settled twice", ErrInvalidLimit)
+
+// Units returns the units the reservation took.
+func (res *Reservation) Units() int64 { return res.req.Units() }
+
+// Settled reports whether Settle was called.
+func (res *Reservation) Settled() bool { return res.settled.Load() }
