@@ -19,10 +19,13 @@ type ruleChecker struct {
 	sig   *types.Signature
 	dirs  []*parser.Directive
 	ok    bool
+	// results makes the identifiers of an expression name the method's
+	// results instead of its parameters (settle=).
+	results bool
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-var perCallOptions = []string{"key", "name", "cost", "wait", "onerror", "shadow", "emptykey", "keyhash"}
+var perCallOptions = []string{"key", "name", "cost", "settle", "wait", "onerror", "shadow", "emptykey", "keyhash"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -91,6 +94,9 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 		} else if w := rc.value(o.arg, o.d.CostExpr); w != nil {
 			r.CostValue, r.CostConvert = w.cost()
 		}
+	}
+	if o, ok := opts["settle"]; ok {
+		rc.settle(r, o)
 	}
 	if o, ok := opts["wait"]; ok {
 		r.Wait = o.d.Wait
@@ -163,6 +169,8 @@ func optionValue(d *parser.Directive, name string) string {
 			return d.CostExpr.String()
 		}
 		return strconv.FormatInt(d.Cost, 10)
+	case "settle":
+		return d.Settle.String()
 	case "emptykey":
 		return d.EmptyKey
 	case "keyhash":
@@ -177,9 +185,10 @@ func optionValue(d *parser.Directive, name string) string {
 	return ""
 }
 
-// param returns the index of the parameter called name, or -1.
+// param returns the index of the parameter called name, or -1; of the
+// result, while results is set.
 func (rc *ruleChecker) param(name string) int {
-	params := rc.sig.Params()
+	params := rc.scope()
 	for i := 0; i < params.Len(); i++ {
 		if params.At(i).Name() == name {
 			return i
@@ -188,19 +197,20 @@ func (rc *ruleChecker) param(name string) int {
 	return -1
 }
 
-// paramNames lists the parameters that can be named, for messages.
+// paramNames lists the parameters (or results) that can be named, for
+// messages.
 func (rc *ruleChecker) paramNames() string {
 	var names []string
-	params := rc.sig.Params()
+	params := rc.scope()
 	for i := 0; i < params.Len(); i++ {
 		if n := params.At(i).Name(); n != "" && n != "_" {
 			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {
-		return "it has no named parameters"
+		return "it has no named " + rc.noun() + "s"
 	}
-	return "its parameters are " + strings.Join(names, ", ")
+	return "its " + rc.noun() + "s are " + strings.Join(names, ", ")
 }
 
 // streamParam returns the index of the first parameter with a method

@@ -47,6 +47,15 @@
 //     (cost=5, at most the threshold), or an expression as for key=
 //     (cost=n, cost=req.Size, cost=weight(req), cost=len(req.Skus)).
 //     Default 1.
+//   - settle: the final cost of a call, known only once it returns, as an
+//     expression as for key= whose identifiers name the method's results
+//     instead of its parameters (settle=resp.Usage.TotalTokens,
+//     settle=n, settle=len(items)): the call reserves its cost= before
+//     it runs (ratelimit.Rule.Reserve), and settles at this cost after
+//     (ratelimit.Reservation.Settle), refunding or charging on top the
+//     difference. A call that returns a non-nil error, or whose settle
+//     value sits behind a nil pointer, stays charged as reserved. The
+//     results it reads must be named.
 //   - algorithm: one of sliding_log (the default), fixed_window,
 //     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
 //   - burst: the bucket capacity of token_bucket and gcra; a positive whole
@@ -143,6 +152,9 @@ type Directive struct {
 	Cost int64
 	// CostExpr gives the cost of each call (cost=<path or call>).
 	CostExpr *Expr
+	// Settle gives the final cost of each call from its results
+	// (settle=<path or call>); nil when absent.
+	Settle *Expr
 	// Algorithm is the algorithm name (algorithm=); empty when absent.
 	Algorithm string
 	// Burst is the bucket capacity (burst=); zero when absent.
@@ -222,6 +234,9 @@ func (d *Directive) String() string {
 	}
 	if d.CostExpr != nil {
 		add("cost", d.CostExpr.String())
+	}
+	if d.Settle != nil {
+		add("settle", d.Settle.String())
 	}
 	if d.Algorithm != "" {
 		add("algorithm", d.Algorithm)

@@ -32,6 +32,7 @@ var options = []option{
 	{"key", setKey},
 	{"name", setName},
 	{"cost", setCost},
+	{"settle", setSettle},
 	{"algorithm", setAlgorithm},
 	{"burst", setBurst},
 	{"capacity", setCapacity},
@@ -109,6 +110,17 @@ func setCost(d *Directive, s string) error {
 	}
 	e, err := parseExpr(s)
 	d.CostExpr = e
+	return err
+}
+
+// setSettle accepts a path or a call (Settle); not a number, which would
+// be a static cost (cost=).
+func setSettle(d *Directive, s string) error {
+	if s[0] == '+' || s[0] == '-' || isDigit(s[0]) {
+		return errors.New("want a result, a path of fields and methods from one, a function call or len(x); a fixed cost is cost=")
+	}
+	e, err := parseExpr(s)
+	d.Settle = e
 	return err
 }
 

@@ -17,6 +17,9 @@ type Store interface {
 	// want +1 `key=principal\(ctx\): package bad declares no function principal`
 	//ratelimit:period=1 threshold=1 key=principal(ctx)
 	Del(ctx context.Context) error
+	// want +1 `settle=count: Store.Len has no result count \(its results are n, err\)`
+	//ratelimit:period=1 threshold=10 settle=count
+	Len(ctx context.Context) (n int, err error)
 }
 
 // want +2 `misplaced directive: on func F, which is not a method`
