@@ -40,6 +40,7 @@ type Reservation struct {
 	req     Request  // what was charged: name, bounded key, units, limits
 	at      int64    // when the backend charged it, µs since the Unix epoch
 	settled atomic.Bool
+	slot    *heldSlot // the concurrency slot held, or nil
 }
 
 // reserver is a [Limiter] that can settle reservations (see [Limiter]).
@@ -72,14 +73,20 @@ type reserver interface {
 //
 // else Reserve fails with an error wrapping [ErrInvalidLimit].
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
+	if units < 0 {
+		return nil, &CostError{Name: r.Name, Cost: units, Limit: r.Limits[0]}
+	}
+	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return r.reserveWithSlot(ctx, limiter, key, units, slot)
+	}
 	backend, ok := limiter.(reserver)
 	if !ok {
 		if backend, ok = innermost(limiter).(reserver); !ok {
 			return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
 		}
-	}
-	if units < 0 {
-		return nil, &CostError{Name: r.Name, Cost: units, Limit: r.Limits[0]}
 	}
 	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
 	res := &Reservation{rule: r, req: req}
@@ -135,7 +142,8 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 // so does an actual that is negative or 2^50 or more, which settles
 // nothing. An error of the
 // backend wraps [ErrBackend]: the reservation then stays charged as
-// reserved, and settled.
+// reserved, and settled. Settle also gives back the reservation's
+// concurrency slot, if any (see [Reservation.Release]).
 func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if actual < 0 || actual > maxLimitValue {
 		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)
@@ -144,10 +152,14 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
 	}
 	delta := actual - res.req.Units()
-	if res.backend == nil || delta == 0 {
-		return nil
+	var err error
+	if res.backend != nil && delta != 0 {
+		err = res.backend.Adjust(ctx, res.req, res.at, delta)
 	}
-	return res.backend.Adjust(ctx, res.req, res.at, delta)
+	if rerr := res.Release(ctx); err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // errSettled is wrapped by the error of a second [Reservation.Settle].
