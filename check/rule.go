@@ -49,6 +49,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, limit(d))
 	}
+	rc.checkConcurrency()
 	if n := len(rc.dirs); n > limitfacts.MaxLimits {
 		rc.errorf(rc.dirs[limitfacts.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, limitfacts.MaxLimits)
 	}
@@ -117,6 +118,9 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *p
 // limit returns the limit of one directive line. The parser has checked
 // that the runtime can decide it.
 func limit(d *parser.Directive) model.Limit {
+	if d.Concurrency != 0 {
+		return model.Limit{Pos: d.Pos, Period: d.Lease, Threshold: d.Concurrency, Algorithm: limitfacts.Concurrency}
+	}
 	return model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Threshold: d.Threshold, Algorithm: d.Algorithm,

@@ -77,6 +77,23 @@
 //     a secret, such as an API key or a token, which must not appear in
 //     Redis key names, errors or logs.
 //
+// A line may limit the calls in flight instead of the calls per period,
+// with concurrency= in place of period= and threshold=:
+//
+//	//ratelimit:concurrency=10 key=tenant lease=30s
+//
+//   - concurrency: how many calls (of a key) may be in flight at once,
+//     across every process sharing the limiter's backend; a positive
+//     whole number. A call holds a slot until it returns (panics
+//     included); see ratelimit.Rule.Reserve.
+//   - lease: how long the slot of a process that died stays taken, as
+//     whole seconds or a Go duration, at least 1ms; default 30s. A call
+//     running longer renews it. Only with concurrency=.
+//
+// A method has at most one concurrency line; it combines with the rate
+// lines, all or nothing, and shares their per-call options (key=, wait=,
+// onerror=, ...). algorithm=, burst= and capacity= do not go with it.
+//
 // A type's doc comment may also hold a line that names its decorator
 // instead of declaring a limit, alone on its line:
 //
@@ -155,6 +172,13 @@ type Directive struct {
 	// Settle gives the final cost of each call from its results
 	// (settle=<path or call>); nil when absent.
 	Settle *Expr
+	// Concurrency is how many calls may be in flight at once
+	// (concurrency=): a line that sets it declares a concurrency limit,
+	// without Period and Threshold; zero when absent.
+	Concurrency int64
+	// Lease is the lease of a concurrency limit's slot (lease=); zero
+	// when absent.
+	Lease time.Duration
 	// Algorithm is the algorithm name (algorithm=); empty when absent.
 	Algorithm string
 	// Burst is the bucket capacity (burst=); zero when absent.
@@ -218,8 +242,15 @@ func (d *Directive) String() string {
 	}
 	var b strings.Builder
 	b.WriteString(Prefix)
-	b.WriteString("period=" + formatDuration(d.Period))
-	b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
+	if d.Concurrency != 0 {
+		b.WriteString("concurrency=" + strconv.FormatInt(d.Concurrency, 10))
+		if d.Lease != 0 {
+			b.WriteString(" lease=" + formatDuration(d.Lease))
+		}
+	} else {
+		b.WriteString("period=" + formatDuration(d.Period))
+		b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
+	}
 	add := func(name, value string) {
 		b.WriteString(" " + name + "=" + formatValue(value))
 	}

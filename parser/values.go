@@ -33,6 +33,8 @@ var options = []option{
 	{"name", setName},
 	{"cost", setCost},
 	{"settle", setSettle},
+	{"concurrency", setConcurrency},
+	{"lease", setLease},
 	{"algorithm", setAlgorithm},
 	{"burst", setBurst},
 	{"capacity", setCapacity},
@@ -122,6 +124,24 @@ func setSettle(d *Directive, s string) error {
 	e, err := parseExpr(s)
 	d.Settle = e
 	return err
+}
+
+func setConcurrency(d *Directive, s string) error {
+	n, err := parseCount(s)
+	d.Concurrency = n
+	return err
+}
+
+func setLease(d *Directive, s string) error {
+	v, err := limitfacts.ParseDuration(s)
+	switch {
+	case err != nil:
+		return err
+	case v < limitfacts.MinLease:
+		return fmt.Errorf("must be at least %s", limitfacts.MinLease)
+	}
+	d.Lease = v
+	return nil
 }
 
 func setAlgorithm(d *Directive, s string) error {

@@ -303,8 +303,8 @@ func (mg *methodGen) body() []jen.Code {
 	}
 	stmts = append(stmts, checks...)
 	err := jen.Id(mg.err)
-	if mg.m.Rule.Settle != nil {
-		return append(stmts, mg.settleBody(key, cost, decls)...)
+	if mg.m.Rule.Settle != nil || concurrent(mg.m.Rule) {
+		return append(stmts, mg.reserveBody(key, cost, decls)...)
 	}
 	check := jen.Id(mg.m.rule).Dot("Check").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
 	stmts = append(stmts,
@@ -488,6 +488,9 @@ func (mg *methodGen) doc() string {
 	}
 	if mg.m.Rule.KeyHash {
 		s += " The limiter sees the digest of the key (ratelimit.KeyDigest), never the key."
+	}
+	if concurrent(mg.m.Rule) {
+		s += " The call holds a slot of its concurrency limit until it returns, panics included."
 	}
 	if v := mg.m.Rule.Settle; v != nil {
 		s += " It reserves the cost before the call, and settles at " + v.Source +

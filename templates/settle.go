@@ -5,23 +5,31 @@ import (
 
 	"github.com/dave/jennifer/jen"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
-// settleBody returns the statements of a method with settle= after its key
-// and cost are computed: reserve the cost, call the wrapped method into
-// result variables, and when it returns no error, settle at the value
-// settle= reads from its results. A call that returns an error, or whose
-// settle value cannot be computed (a nil pointer on the way, a function
-// that fails), returns its results as they are: the reservation stands.
-// A failed settle is the limiter's hook's to report (it charged as
-// reserved); the call's results are returned all the same.
-func (mg *methodGen) settleBody(key, cost jen.Code, decls []jen.Code) []jen.Code {
+// reserveBody returns the statements of a method with settle= or a
+// concurrency line after its key and cost are computed: reserve the cost
+// (and a slot, given back by a deferred Release, panics included), call
+// the wrapped method, and with settle=, when it returns no error, settle
+// at the value settle= reads from its results. A call that returns an
+// error, or whose settle value cannot be computed (a nil pointer on the
+// way, a function that fails), returns its results as they are: the
+// reservation stands. A failed settle is the limiter's hook's to report
+// (it charged as reserved); the call's results are returned all the same.
+func (mg *methodGen) reserveBody(key, cost jen.Code, decls []jen.Code) []jen.Code {
 	res := mg.locals.fresh("reservation")
 	reserve := jen.Id(mg.m.rule).Dot("Reserve").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
 	stmts := []jen.Code{
 		jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(reserve),
 		jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(append(decls, jen.Return(mg.zeroResults(jen.Id(mg.err))...))...),
+	}
+	if concurrent(mg.m.Rule) {
+		stmts = append(stmts, jen.Defer().Id(res).Dot("Release").Call(mg.ctx()))
+	}
+	if mg.m.Rule.Settle == nil {
+		return append(stmts, mg.delegate())
 	}
 	mg.planResults()
 	call := jen.Id(mg.p.recv).Dot(mg.p.next).Dot(mg.m.Name).Call(mg.args()...)
@@ -89,4 +97,40 @@ func canFail(v *model.Value) bool {
 		}
 	}
 	return false
+}
+
+// concurrent reports whether rule has a concurrency line.
+func concurrent(rule *model.Rule) bool {
+	for _, l := range rule.Limits {
+		if l.Algorithm == limitfacts.Concurrency {
+			return true
+		}
+	}
+	return false
+}
+
+// concurrencyValue writes a concurrency Limit: its slots, its algorithm,
+// and its lease when the directive gives one.
+func concurrencyValue(l model.Limit) *jen.Statement {
+	var fields []jen.Code
+	if l.Period != 0 {
+		fields = append(fields, jen.Id("Period").Op(":").Add(duration(l.Period)))
+	}
+	fields = append(fields,
+		jen.Id("Threshold").Op(":").Lit(int(l.Threshold)),
+		jen.Id("Algorithm").Op(":").Add(algorithm(l.Algorithm)))
+	return jen.Values(fields...)
+}
+
+// concurrencySummary describes a concurrency limit in prose: "10 calls in
+// flight (lease 30s)".
+func concurrencySummary(l model.Limit) string {
+	s := strconv.FormatInt(l.Threshold, 10) + " calls in flight"
+	if l.Threshold == 1 {
+		s = "1 call in flight"
+	}
+	if l.Period != 0 {
+		s += " (lease " + proseDuration(l.Period) + ")"
+	}
+	return s
 }
