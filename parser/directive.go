@@ -82,6 +82,8 @@
 //
 //	//ratelimit:concurrency=10 key=tenant lease=30s
 //
+// Its own names:
+//
 //   - concurrency: how many calls (of a key) may be in flight at once,
 //     across every process sharing the limiter's backend; a positive
 //     whole number. A call holds a slot until it returns (panics
