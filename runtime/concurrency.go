@@ -43,6 +43,15 @@ type slotter interface {
 	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
 }
 
+// slotHook is a [Hook] that counts the calls in flight, told of each
+// slot a call takes (delta 1) and gives back (-1), such as [Metrics] and
+// the metrics adapters' hooks: a hook with the method
+//
+//	InFlight(ctx context.Context, name string, delta int)
+type slotHook interface {
+	InFlight(ctx context.Context, name string, delta int)
+}
+
 // isConcurrency reports whether l is a concurrency limit.
 func isConcurrency(l Limit) bool { return l.Algorithm == limitfacts.Concurrency }
 
@@ -94,6 +103,7 @@ func newToken() string { return tokenPrefix + strconv.FormatUint(tokenSeq.Add(1)
 
 // heldSlot is the slot a reservation holds, until released.
 type heldSlot struct {
+	hook     slotHook // told of the slot taken and given back, or nil
 	backend  slotter
 	req      Request
 	limit    Limit
@@ -133,6 +143,11 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			}
 			res.at = at
 			h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
+			if c := configOf(limiter); c != nil {
+				if h.hook, _ = c.Hook.(slotHook); h.hook != nil {
+					h.hook.InFlight(ctx, r.Name, 1)
+				}
+			}
 			h.schedule()
 			res.slot = h
 			return r.pace(ctx, d.Delay)
@@ -176,6 +191,9 @@ func (h *heldSlot) release(ctx context.Context) error {
 		h.renew.Stop()
 	}
 	h.mu.Unlock()
+	if h.hook != nil {
+		h.hook.InFlight(ctx, h.req.Name, -1)
+	}
 	return h.backend.ReleaseSlot(context.WithoutCancel(ctx), h.req, h.limit, h.token)
 }
 
