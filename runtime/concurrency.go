@@ -319,7 +319,6 @@ func (r *Rule) reserveWithSlot(ctx context.Context, limiter Limiter, key string,
 		}
 	}
 	res := &Reservation{rule: r, req: req}
-	res.req.Key = callkey.Bound(key)
 	if err := r.reserveSlot(ctx, limiter, req, slot, res); err != nil {
 		return nil, err
 	}

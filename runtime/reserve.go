@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // Reservation is units that [Rule.Reserve] took ahead of a call whose
@@ -90,7 +88,6 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 	}
 	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
 	res := &Reservation{rule: r, req: req}
-	res.req.Key = callkey.Bound(key)
 	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
 		if v := verdictOf(req.Limits); v != "" {
 			if r.Shadow {

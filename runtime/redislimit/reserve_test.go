@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,4 +132,23 @@ func TestReserveScriptsRenderAsGolden(t *testing.T) {
 			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 		}
 	}
+}
+
+// TestSettleALongKey: a key longer than a Redis key keeps is settled
+// under the same stand-in it was reserved under, slot included.
+func TestSettleALongKey(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ctx := context.Background()
+		l := newLimiter()
+		key := strings.Repeat("Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9", 5)
+		r := &ratelimit.Rule{Name: "long", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(1, time.Minute)}}
+		res, err := r.Reserve(ctx, l, key, 10)
+		require.NoError(t, err)
+		_, err = r.Reserve(ctx, l, key, 1)
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		require.NoError(t, res.Settle(ctx, 4)) // six back, and the slot
+		res, err = r.Reserve(ctx, l, key, 6)
+		require.NoError(t, err, "the refund and the slot are the key's")
+		require.NoError(t, res.Release(ctx))
+	})
 }
