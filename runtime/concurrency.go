@@ -14,20 +14,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
-// A concurrency limit is a [Limit] whose Algorithm is "concurrency": at
-// most Threshold calls of a name and key in flight at once, across every
-// process sharing the limiter's backend. Its Period is the lease of a
-// slot (0 means 30 s): a call holds a slot from [Rule.Reserve] until it
-// gives it back ([Reservation.Release] or [Reservation.Settle]), and a
-// call running longer than the lease has its process renew it every
-// third of a lease; the slot of a process that died frees within a lease.
-// A rule has at most one concurrency limit, taken in the same
-// all-or-nothing decision as its rate limits; its calls go through
-// Reserve (Check fails them as invalid). A call denied for want of a slot
-// gets a [*LimitError] whose Limit is the concurrency limit, and whose
-// RetryAfter is when the soonest lease ends (sooner if a call returns).
-// Overrides apply to the rate limits only, and shadow mode to neither.
-
 // slotter is a limiter that holds concurrency slots: MemoryLimiter and
 // redislimit.Limiter.
 type slotter interface {

@@ -14,6 +14,8 @@ type Algorithm string
 
 // The algorithms a limit can use. The zero value means [SlidingLog]. Every
 // algorithm is decided the same way by [MemoryLimiter] and redislimit.Limiter.
+// (A limit whose Algorithm is "concurrency" limits the calls in flight
+// instead: see [Reservation].)
 const (
 	// SlidingLog records every admitted call and admits a call when fewer
 	// than Threshold calls were admitted in the last Period. It is exact.

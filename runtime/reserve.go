@@ -32,10 +32,43 @@ import (
 // debt, until it is paid. A settle charges on top at most what takes a
 // limit's state to twice its [Limit.MaxCost] (one MaxCost of debt; a
 // SlidingWindow's count to [MaxSlidingWindowThreshold]).
+//
+// # Concurrency limits
+//
+// A [Limit] whose Algorithm is "concurrency" is a concurrency limit: at
+// most Threshold calls of a name and key in flight at once, across every
+// process sharing the limiter's backend. Its Period is the lease of a
+// slot (0 means 30 s). A rule has at most one; its calls go through
+// [Rule.Reserve], which takes a slot in the same all-or-nothing decision
+// as the rule's rate limits (Check fails them as invalid), and hold it
+// until [Reservation.Release] or [Reservation.Settle] gives it back: call
+// Release in a defer, so a panic gives it back too. While a call holds
+// its slot, its process renews the lease every third of a lease; the
+// slots of a process that died free within a lease, and a reservation
+// never released holds its slot until its process exits. A call denied
+// for want of a slot gets a [*LimitError] whose Limit is the concurrency
+// limit and whose RetryAfter is when the soonest lease ends (a bound: a
+// slot frees as soon as a call gives it back); with the rule's Wait the
+// call polls for a slot until then. Overrides apply to the rate limits
+// only, shadow mode to neither; when the backend fails, [FailOpen] lets
+// the call run without a slot, and the other policies fail it. A limiter
+// holds slots with the methods
+//
+//	// ReserveSlot decides req's rate limits (there may be none) and takes
+//	// a slot of slot under token, all or nothing; a denial for the slot
+//	// has LimitIndex len(req.Limits).
+//	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
+//	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
+//	// RenewSlot renews the slot's lease, and reports whether it was held.
+//	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+//
+// and a [Hook] with the method InFlight(ctx context.Context, name string,
+// delta int) is told of each slot taken (1) and given back (-1), as
+// [Metrics] counts them.
 type Reservation struct {
 	rule    *Rule
 	backend reserver // nil: nothing was charged, so Settle charges nothing
-	req     Request  // what was charged: name, bounded key, units, limits
+	req     Request  // what was charged: name, key (as given), units, limits
 	at      int64    // when the backend charged it, µs since the Unix epoch
 	settled atomic.Bool
 	slot    *heldSlot // the concurrency slot held, or nil
