@@ -105,7 +105,11 @@ type reserver interface {
 // else Reserve fails with an error wrapping [ErrInvalidLimit].
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
 	if units < 0 {
-		return nil, &CostError{Name: r.Name, Cost: units, Limit: r.Limits[0]}
+		ce := &CostError{Name: r.Name, Cost: units}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		return nil, ce
 	}
 	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
 		if err != nil {

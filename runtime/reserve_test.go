@@ -133,3 +133,18 @@ func (failing) Reserve(context.Context, Request) (Decision, int64, error) {
 func (failing) Adjust(context.Context, Request, int64, int64) error {
 	panic("a reservation nobody charged is settled with nothing")
 }
+
+func TestReserveOfARuleWithoutLimits(t *testing.T) {
+	ctx := context.Background()
+	r := &Rule{Name: "none"}
+	_, err := r.Reserve(ctx, NewMemory(), "k", -1)
+	require.ErrorAs(t, err, new(*CostError))
+	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	require.ErrorIs(t, err, ErrInvalidLimit)
+	r.Limits = []Limit{{Algorithm: "concurrency", Threshold: 1}, {Algorithm: "concurrency", Threshold: 2}}
+	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	require.ErrorIs(t, err, ErrInvalidLimit, "two concurrency limits")
+	r.Limits = []Limit{{Algorithm: "concurrency", Threshold: 0}}
+	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	require.ErrorIs(t, err, ErrInvalidLimit)
+}
