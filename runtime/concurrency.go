@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
+	mrand "math/rand/v2"
 	"encoding/hex"
 	"fmt"
 	"strconv"
@@ -141,9 +142,10 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 		if r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) {
 			return r.limitError(&all, d)
 		}
-		// Wait for a slot: poll at the retry (a lease's end) or sooner,
-		// as a call that returns frees its slot at once.
-		pause := min(d.RetryAfter, 10*time.Millisecond+time.Duration(len(token)%7)*time.Millisecond)
+		// Wait for a slot: poll every 5 to 15 ms (spread, so that waiting
+		// callers do not ask in step), or at the retry (a lease's end) if
+		// sooner: a call that returns frees its slot at once.
+		pause := min(d.RetryAfter, time.Duration(5+mrand.IntN(10))*time.Millisecond)
 		if err := sleepCtx(ctx, max(pause, time.Millisecond)); err != nil {
 			return fmt.Errorf("ratelimit: %s: %w while waiting for a slot", r.Name, err)
 		}
