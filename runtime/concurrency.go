@@ -3,9 +3,9 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
-	mrand "math/rand/v2"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
