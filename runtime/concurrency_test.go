@@ -135,3 +135,10 @@ func TestConcurrencyNeverExceedsItsSlotsUnderLoad(t *testing.T) {
 	wg.Wait()
 	assert.LessOrEqual(t, most.Load(), int64(5))
 }
+
+func TestConcurrencyDenialSaysSo(t *testing.T) {
+	l := Limit{Algorithm: concurrency, Threshold: 10}
+	assert.Equal(t, "10 in flight (concurrency, lease 30s)", l.String())
+	e := &LimitError{Name: "export", Key: "acme", Limit: l, RetryAfter: 30 * time.Second}
+	assert.Equal(t, `ratelimit: export key "acme" has 10 calls in flight, its most; retry after 30s at the latest`, e.Error())
+}

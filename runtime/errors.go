@@ -63,6 +63,9 @@ func (e *LimitError) Error() string {
 	if e.Limit.Algorithm == Block {
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
 	}
+	if isConcurrency(e.Limit) {
+		return fmt.Sprintf("ratelimit: %s%s has %d calls in flight, its most; retry after %s at the latest", e.Name, key, e.Limit.Threshold, e.RetryAfter)
+	}
 	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
 		e.Name, key, e.Limit.Threshold, e.Limit.Period, e.RetryAfter)
 }

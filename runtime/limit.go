@@ -135,10 +135,14 @@ type Limit struct {
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s
-// (sliding_log)", or "unlimited" or "block".
+// (sliding_log)", or "unlimited" or "block", or for a concurrency limit
+// "10 in flight (concurrency, lease 30s)".
 func (l Limit) String() string {
 	if l.Algorithm == Unlimited || l.Algorithm == Block {
 		return string(l.Algorithm)
+	}
+	if isConcurrency(l) {
+		return fmt.Sprintf("%d in flight (concurrency, lease %s)", l.Threshold, l.lease())
 	}
 	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.Period, l.algorithm())
 }
