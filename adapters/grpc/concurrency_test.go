@@ -49,6 +49,7 @@ func TestConcurrencyLimitHoldsASlotPerCall(t *testing.T) {
 	}
 	_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "has 2 calls in flight, its most")
 	svc.answer <- struct{}{}
 	require.NoError(t, <-done)
 	go func() {
