@@ -25,7 +25,10 @@ var (
 // the server's clock or the limiter's [ratelimit.WithClock]) at which an
 // admitted call was charged, for [Limiter.Adjust]: one EVALSHA of the
 // reserve script, which decides as the generic decide script does. It is
-// not batched, and its deny cache neither answers nor remembers it. See
+// not batched (see [WithBatching]): its reply carries the time the
+// settle needs, which a batch's does not, and a reservation's round trip
+// is one per call that a settle ends, not the steady stream of decisions
+// batching is for. The deny cache neither answers nor remembers it. See
 // [ratelimit.Rule.Reserve].
 func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
 	if err := req.Validate(); err != nil {
