@@ -21,7 +21,8 @@ type slotter interface {
 	// ReserveSlot decides req's rate limits (there may be none) and a slot
 	// of slot under token, all or nothing: it charges req and takes the
 	// slot only if both admit the call. A denial for the slot has
-	// LimitIndex len(req.Limits).
+	// LimitIndex len(req.Limits). It tells its hook nothing: the rule
+	// does, with the slot's limit among the request's.
 	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
 	// ReleaseSlot gives the slot held under token back.
 	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
@@ -118,6 +119,9 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 	for {
 		token := newToken()
 		d, at, err := backend.ReserveSlot(ctx, req, slot, token)
+		if err == nil {
+			r.reportSlot(ctx, limiter, &all, d)
+		}
 		if err != nil {
 			if err = r.failure(ctx, limiter, err); err != nil {
 				return err
@@ -150,6 +154,17 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			return fmt.Errorf("ratelimit: %s: %w while waiting for a slot", r.Name, err)
 		}
 	}
+}
+
+// reportSlot tells limiter's hook of the decision d of a call with a
+// slot, whose request all has the slot's limit last.
+func (r *Rule) reportSlot(ctx context.Context, limiter Limiter, all *Request, d Decision) {
+	c := configOf(limiter)
+	if c == nil || c.Hook == nil {
+		return
+	}
+	seen := Request{Name: all.Name, Key: callkey.Bound(all.Key), Cost: all.Cost, Limits: all.Limits}
+	c.Hook.Decided(ctx, &seen, d)
 }
 
 // schedule arms the renewal of the slot's lease, every third of a lease.
@@ -224,7 +239,7 @@ func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit
 	d := Decision{Allowed: true, Remaining: slot.Threshold - int64(len(m)) - 1}
 	if len(req.Limits) > 0 {
 		var err error
-		if d, now, err = l.Reserve(ctx, req); err != nil || !d.Allowed {
+		if d, now, err = l.reserve(ctx, req, false); err != nil || !d.Allowed {
 			return d, now, err
 		}
 	}

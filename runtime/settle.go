@@ -10,6 +10,12 @@ import (
 // which an admitted call was charged, for [MemoryLimiter.Adjust]. See
 // [Limiter] and [Rule.Reserve].
 func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, int64, error) {
+	return l.reserve(ctx, req, true)
+}
+
+// reserve is Reserve, which tells the hook of its decision when report is
+// set.
+func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (Decision, int64, error) {
 	var d Decision
 	key, hash, err := l.locate(&req)
 	if err != nil {
@@ -21,7 +27,7 @@ func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, int
 	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
 	e.decide(&req, now, true, &d)
 	shard.mu.Unlock()
-	if l.cfg.Hook != nil {
+	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
 	}
 	return d, now, nil

@@ -31,7 +31,7 @@ func (l *Limiter) slotKey(req *ratelimit.Request) string {
 // ReserveSlot takes a concurrency slot of slot under token and decides
 // req's rate limits (there may be none), all or nothing, in one EVALSHA
 // of the reserve slot script. It is not batched. See
-// [ratelimit.Rule.Reserve].
+// [ratelimit.Rule.Reserve]. It tells its hook nothing: the rule does.
 func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
 	if len(req.Limits) > 0 {
 		if err := req.Validate(); err != nil {
@@ -61,9 +61,6 @@ func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
-	if l.cfg.Hook != nil && len(req.Limits) > 0 {
-		l.decided(ctx, req, d)
 	}
 	return d, at, nil
 }
