@@ -86,14 +86,13 @@ const (
 )
 
 var luaConstants = template.FuncMap{
-	"keepMs":                    func() int64 { return keepMs },
-	"exactBound":                func() int64 { return exactBound },
-	"halfScale":                 func() int64 { return halfScale },
-	"prevScale":                 func() int64 { return prevScale },
-	"maxPush":                   func() int64 { return maxPush },
-	"packSlot":                  func() int64 { return packSlot },
-	"packBound":                 func() int64 { return packBound },
-	"maxSlidingWindowThreshold": func() int64 { return ratelimit.MaxSlidingWindowThreshold },
+	"keepMs":     func() int64 { return keepMs },
+	"exactBound": func() int64 { return exactBound },
+	"halfScale":  func() int64 { return halfScale },
+	"prevScale":  func() int64 { return prevScale },
+	"maxPush":    func() int64 { return maxPush },
+	"packSlot":   func() int64 { return packSlot },
+	"packBound":  func() int64 { return packBound },
 }
 
 // decideText is the generic decide script as rendered, which takes its

@@ -183,8 +183,10 @@ for i = 1, n do
       elseif algo == "sliding_window" and r <= p then
         cur, prev, moved, stateEnd = 0, cur, true, stateEnd + p
       end
-      local most = 2 * capacity -- a sliding window packs counts below 2^26
-      if algo == "sliding_window" and most > 67108863 then most = 67108863 end
+      -- most: the most the count may hold; a sliding window's counts are packed
+      -- (prev * prevScale + cur), each at most MaxSlidingWindowThreshold, 2^26 - 1.
+      local most = 2 * capacity
+      if algo == "sliding_window" and most > 134217728 / 2 - 1 then most = 134217728 / 2 - 1 end
       local extra = math.min(delta, most - cur)
       if extra > 0 or moved then
         if extra > 0 then cur = cur + extra end
