@@ -28,13 +28,28 @@ var (
 // not batched (see [WithBatching]): its reply carries the time the
 // settle needs, which a batch's does not, and a reservation's round trip
 // is one per call that a settle ends, not the steady stream of decisions
-// batching is for. The deny cache neither answers nor remembers it. See
+// batching is for. The deny cache answers and remembers its denials as
+// Allow's ([WithDenyCache]). See
 // [ratelimit.Rule.Reserve].
 func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, err
 	}
 	req.Key = callkey.Bound(req.Key)
+	var seen denyProbe
+	if l.denials != nil {
+		// A denial the cache holds is Redis's answer to a reservation
+		// too: it charges nothing.
+		now, ok := l.cacheNow()
+		d, probe, hit := l.denials.lookup(&req, now)
+		if hit && ok {
+			if l.cfg.Hook != nil {
+				l.decided(ctx, req, d)
+			}
+			return d, 0, nil
+		}
+		seen = probe
+	}
 	b, err := l.guard(ctx, &req)
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
@@ -51,6 +66,10 @@ func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	if !d.Allowed && l.denials != nil {
+		recv, _ := l.cacheNow()
+		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
 	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
@@ -75,20 +94,17 @@ func parseReserved(res any) (ratelimit.Decision, int64, error) {
 // Adjust changes the charge of req, which [Limiter.Reserve] admitted at
 // the time at, by delta units without deciding anything: one EVALSHA of
 // the adjust script (lua/adjust.lua.tmpl), whose twin is
-// [ratelimit.MemoryLimiter.Adjust]. It is not batched. A refund
-// makes the limiter's deny cache forget the name's denials; other
-// processes' caches hold theirs up to their deny hold ([WithDenyHold]).
+// [ratelimit.MemoryLimiter.Adjust]. It is not batched. It makes the
+// limiter's deny cache forget the name's denials; other processes'
+// caches hold theirs up to their deny hold ([WithDenyHold]).
 // See [ratelimit.Reservation] for what it does per algorithm.
 func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
 	if err := req.Validate(); err != nil || delta == 0 {
 		return err
 	}
 	req.Key = callkey.Bound(req.Key)
-	if delta < 0 && l.denials != nil {
-		// A refund may admit what the cache holds denied. (Other
-		// processes' caches hold theirs up to the deny hold, as after
-		// a Reset there.)
-		l.denials.forget(req.Name)
+	if l.denials != nil {
+		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
 	}
 	b, err := l.guard(ctx, &req)
 	if err != nil {
@@ -107,6 +123,16 @@ func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta i
 	}
 	if err != nil {
 		return l.failed(ctx, req, err)
+	}
+	if l.denials != nil {
+		// A refund may admit what the cache holds denied, and a charge
+		// on top makes a denial's retry later than the cache would
+		// tell: forget the name's denials, those remembered while the
+		// script ran too. (Other processes' caches hold theirs up to
+		// their deny hold, as after a Reset there: a denial repeated
+		// after a refund elsewhere, or a retry told too early, which
+		// Redis then denies again.)
+		l.denials.forget(req.Name)
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ type reservation struct {
 // reservations and settles (refunds, exact settles and debts, with
 // random costs and time steps) to both backends on a pinned clock, for
 // every algorithm alone and in mixed sets, and requires identical
-// decisions and reservation times.
+// decisions and reservation times; and a Redis limiter with a small deny
+// cache, whose repeated denials the twin must make too.
 func TestReserveSettleBackendsAgree(t *testing.T) {
 	for _, set := range agreeSets() {
 		t.Run(set.name, func(t *testing.T) {
@@ -46,11 +47,19 @@ func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	red := newTestRedis(t, ratelimit.WithClock(clock))
+	// A deny cache of 4 entries, which 3 keys share, holding denials as
+	// long as they last: it must agree with the twin through refunds.
+	cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour))
 	guard := newRealTimeGuard(clock, set.all()...)
+	slack := time.Duration(0) // -1 once the clock stepped back
 	var open []reservation
 	admitted, denied, refunds, debts := 0, 0, 0, 0
 	for i := range 300 {
+		before := clock.Now()
 		limits := set.step(rng, clock, i, 300)
+		if clock.Now().Before(before) {
+			slack = -1
+		}
 		guard.start()
 		if len(open) > 0 && rng.IntN(2) == 0 {
 			j := rng.IntN(len(open))
@@ -64,6 +73,7 @@ func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 			delta := actual - units
 			require.NoError(t, mem.Adjust(ctx, r.req, r.at, delta))
 			require.NoError(t, red.Adjust(ctx, r.req, r.at, delta))
+			require.NoError(t, cac.Adjust(ctx, r.req, r.at, delta))
 			if delta < 0 {
 				refunds++
 			} else if delta > 0 {
@@ -76,10 +86,13 @@ func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 		require.NoError(t, err)
 		dr, ar, err := red.Reserve(ctx, req)
 		require.NoError(t, err)
+		dc, _, err := cac.Reserve(ctx, req)
+		require.NoError(t, err)
 		if guard.stalled() {
 			return false
 		}
 		require.Equal(t, dm, dr, "call %d at %s: %+v", i, clock.Now().Format(time.StampMicro), req)
+		requireCacheAgrees(t, dm, dc, slack, "deny cache, call %d: %+v", i, req)
 		if dm.Allowed {
 			require.Equal(t, am, ar, "call %d: the time charged at", i)
 			open = append(open, reservation{req, am})
@@ -90,7 +103,9 @@ func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 		// A plain call sees what the settles left, too.
 		if rng.IntN(4) == 0 {
 			probe := set.request(rng, limits)
-			require.Equal(t, allow(t, mem, probe), allow(t, red, probe), "probe after call %d: %+v", i, probe)
+			dm := allow(t, mem, probe)
+			require.Equal(t, dm, allow(t, red, probe), "probe after call %d: %+v", i, probe)
+			requireCacheAgrees(t, dm, allow(t, cac, probe), slack, "deny cache, probe after call %d: %+v", i, probe)
 		}
 	}
 	require.NotZero(t, admitted)

@@ -39,6 +39,9 @@ func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 		}
 	}
 	req.Key = callkey.Bound(req.Key)
+	if l.denials != nil {
+		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
+	}
 	b, err := l.slotGuard(ctx, &req)
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
