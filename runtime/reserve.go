@@ -74,7 +74,7 @@ type Reservation struct {
 	slot    *heldSlot // the concurrency slot held, or nil
 }
 
-// reserver is a [Limiter] that can settle reservations (see [Limiter]).
+// reserver is a [Limiter] that can settle reservations (see [Rule.Reserve]).
 type reserver interface {
 	Reserve(ctx context.Context, req Request) (Decision, int64, error)
 	Adjust(ctx context.Context, req Request, at, delta int64) error
@@ -125,11 +125,11 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 	}
 	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
 	res := &Reservation{rule: r, req: req}
+	if r.Shadow {
+		ctx = withShadow(ctx) // its hook tells would-be denials apart
+	}
 	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
 		if v := verdictOf(req.Limits); v != "" {
-			if r.Shadow {
-				ctx = withShadow(ctx)
-			}
 			return res, r.verdict(ctx, limiter, &req, v)
 		}
 	}
@@ -172,12 +172,12 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 // was reserved beyond it, or charges on top what it exceeds the
 // reservation by (see [Reservation] for what that does per algorithm). It
 // asks the backend once, unless actual is what was reserved. A second
-// Settle charges nothing and returns an error wrapping [ErrInvalidLimit];
-// so does an actual that is negative or 2^50 or more, which settles
-// nothing. An error of the
-// backend wraps [ErrBackend]: the reservation then stays charged as
-// reserved, and settled. Settle also gives back the reservation's
-// concurrency slot, if any (see [Reservation.Release]).
+// Settle charges nothing and returns an error wrapping [ErrInvalidLimit]
+// ([Reservation.Settled] tells it apart); so does an actual that is
+// negative or 2^50 or more, which settles nothing. An error of the backend
+// wraps [ErrBackend]: the reservation then stays charged as reserved, and
+// settled. Settle also gives back the reservation's concurrency slot, if
+// any (see [Reservation.Release]).
 func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if actual < 0 || actual > maxLimitValue {
 		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)

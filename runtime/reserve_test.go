@@ -148,3 +148,20 @@ func TestReserveOfARuleWithoutLimits(t *testing.T) {
 	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
 	require.ErrorIs(t, err, ErrInvalidLimit)
 }
+
+func TestReserveOfAShadowRuleNeverDenies(t *testing.T) {
+	ctx := context.Background()
+	metrics := &Metrics{}
+	m := NewMemory(WithHook(metrics))
+	r := &Rule{Name: "shadow", Limits: []Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
+	a, err := r.Reserve(ctx, m, "k", 1)
+	require.NoError(t, err)
+	b, err := r.Reserve(ctx, m, "k", 1)
+	require.NoError(t, err, "a shadow rule lets the call through")
+	require.NoError(t, b.Settle(ctx, 5), "nothing was charged: nothing to settle")
+	require.NoError(t, a.Settle(ctx, 0))
+	got := metrics.Snapshot()["shadow"]
+	assert.Equal(t, uint64(1), got.Allowed)
+	assert.Equal(t, uint64(1), got.ShadowLimited, "the hook tells the would-be denial apart")
+	assert.Zero(t, got.Limited)
+}
