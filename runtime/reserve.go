@@ -89,7 +89,9 @@ type reserver interface {
 // a shadow rule's would-be denial) gets a reservation whose Settle charges
 // nothing; a call the fallback decided ([FailLocal]) stays charged there
 // as reserved. A denied call waits up to r.Wait, retrying when the denial
-// says, rather than queueing as Check does.
+// says, rather than queueing as Check does. A rule with a concurrency
+// limit also takes a slot, which the call holds until it gives it back
+// (see Concurrency limits at [Reservation]).
 //
 // The limiter, or the one it wraps (see [Wrapper]), must settle
 // reservations, as [MemoryLimiter] and redislimit.Limiter do, with the
