@@ -44,7 +44,7 @@ func (rc *ruleChecker) value(a parser.Arg, e *parser.Expr) *valueWalk {
 		w = &valueWalk{
 			rc: rc, arg: a,
 			v:           &model.Value{Param: i},
-			t:           rc.sig.Params().At(i).Type(),
+			t:           rc.scope().At(i).Type(),
 			addressable: true,
 			spelled:     first.Name,
 		}
@@ -109,10 +109,10 @@ func (rc *ruleChecker) imported(a parser.Arg, e *parser.Expr) *types.Package {
 		return nil
 	}
 	if len(e.Parts) < 2 || !e.Parts[1].Call {
-		rc.errorf(pos, "%s=%s: %s has no parameter %s (%s)", a.Name, a.Value, rc.where, first.Name, rc.paramNames())
+		rc.errorf(pos, "%s=%s: %s has no %s %s (%s)", a.Name, a.Value, rc.where, rc.noun(), first.Name, rc.paramNames())
 		return nil
 	}
-	msg := fmt.Sprintf("%s=%s: %s is neither a parameter of %s (%s) nor a package imported by %s", a.Name, a.Value, first.Name, rc.where, rc.paramNames(), shortName(file))
+	msg := fmt.Sprintf("%s=%s: %s is neither a %s of %s (%s) nor a package imported by %s", a.Name, a.Value, first.Name, rc.noun(), rc.where, rc.paramNames(), shortName(file))
 	if path := rc.c.importedElsewhere(first.Name); path != "" {
 		msg += fmt.Sprintf(`; import it there: import _ %q (a directive is a comment, so only the generated file uses it)`, path)
 	}
@@ -150,7 +150,7 @@ func (rc *ruleChecker) call(a parser.Arg, e *parser.Expr, pkg *types.Package, k 
 	fn, ok := obj.(*types.Func)
 	switch {
 	case pkg == nil && !ok && rc.param(part.Name) >= 0:
-		rc.errorf(pos, "%s=%s: %s is a parameter, not a function of the package; %s", a.Name, a.Value, part.Name, parser.Accepted)
+		rc.errorf(pos, "%s=%s: %s is a %s, not a function of the package; %s", a.Name, a.Value, part.Name, rc.noun(), parser.Accepted)
 		return nil
 	case !ok || pkg != nil && !fn.Exported():
 		rc.errorf(pos, "%s=%s: %s declares no function %s", a.Name, a.Value, what, part.Name)

@@ -19,11 +19,14 @@ type ruleChecker struct {
 	sig   *types.Signature
 	dirs  []*parser.Directive
 	ok    bool
+	// results makes the identifiers of an expression name the method's
+	// results instead of its parameters (settle=).
+	results bool
 }
 
 // perCallOptions may be written on any line of a method but must agree.
 // The key (key=, emptykey=, keyhash=) is each line's own.
-var perCallOptions = []string{"name", "cost", "wait", "onerror", "shadow"}
+var perCallOptions = []string{"name", "cost", "settle", "wait", "onerror", "shadow"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -47,6 +50,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	for _, d := range rc.dirs {
 		r.Limits = append(r.Limits, limit(d))
 	}
+	rc.checkConcurrency()
 	if n := len(rc.dirs); n > limitfacts.MaxLimits {
 		rc.errorf(rc.dirs[limitfacts.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, limitfacts.MaxLimits)
 	}
@@ -58,6 +62,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	}
 	rc.applyOptions(r, opts)
 	rc.keys(r)
+	rc.checkReservedKeys(r)
 	if !rc.ok {
 		return nil
 	}
@@ -76,6 +81,9 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 		} else if w := rc.value(o.arg, o.d.CostExpr); w != nil {
 			r.CostValue, r.CostConvert = w.cost()
 		}
+	}
+	if o, ok := opts["settle"]; ok {
+		rc.settle(r, o)
 	}
 	if o, ok := opts["wait"]; ok {
 		r.Wait = o.d.Wait
@@ -97,6 +105,9 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *p
 // that the runtime can decide it. A calendar period's algorithm, which it
 // need not name, is written out: fixed_window.
 func limit(d *parser.Directive) model.Limit {
+	if d.Concurrency != 0 {
+		return model.Limit{Pos: d.Pos, Period: d.Lease, Threshold: d.Concurrency, Algorithm: limitfacts.Concurrency}
+	}
 	l := model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm,
@@ -151,6 +162,8 @@ func optionValue(d *parser.Directive, name string) string {
 			return d.CostExpr.String()
 		}
 		return strconv.FormatInt(d.Cost, 10)
+	case "settle":
+		return d.Settle.String()
 	case "wait":
 		return d.Wait.String()
 	case "onerror":
@@ -161,9 +174,10 @@ func optionValue(d *parser.Directive, name string) string {
 	return ""
 }
 
-// param returns the index of the parameter called name, or -1.
+// param returns the index of the parameter called name, or -1; of the
+// result, while results is set.
 func (rc *ruleChecker) param(name string) int {
-	params := rc.sig.Params()
+	params := rc.scope()
 	for i := 0; i < params.Len(); i++ {
 		if params.At(i).Name() == name {
 			return i
@@ -172,19 +186,20 @@ func (rc *ruleChecker) param(name string) int {
 	return -1
 }
 
-// paramNames lists the parameters that can be named, for messages.
+// paramNames lists the parameters (or results) that can be named, for
+// messages.
 func (rc *ruleChecker) paramNames() string {
 	var names []string
-	params := rc.sig.Params()
+	params := rc.scope()
 	for i := 0; i < params.Len(); i++ {
 		if n := params.At(i).Name(); n != "" && n != "_" {
 			names = append(names, n)
 		}
 	}
 	if len(names) == 0 {
-		return "it has no named parameters"
+		return "it has no named " + rc.noun() + "s"
 	}
-	return "its parameters are " + strings.Join(names, ", ")
+	return "its " + rc.noun() + "s are " + strings.Join(names, ", ")
 }
 
 // streamParam returns the index of the first parameter with a method

@@ -177,6 +177,12 @@ type Rule struct {
 	// CostConvert says whether it must be converted to int64.
 	CostValue   *Value
 	CostConvert bool
+	// Settle gives the final cost of each call from its results (its
+	// Param indexes the method's results), an integer, or is nil: the
+	// call then reserves its cost and settles at this one.
+	// SettleConvert says whether it must be converted to int64.
+	Settle        *Value
+	SettleConvert bool
 }
 
 // Keys returns the distinct keys of r's limits, in the order of their

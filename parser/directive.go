@@ -58,6 +58,15 @@
 //     UTC by default; only with one. The zone must be known to the
 //     generating machine's tz database (or Go's embedded copy); the
 //     generated code embeds Go's (time/tzdata), so it loads it anywhere.
+//   - settle: the final cost of a call, known only once it returns, as an
+//     expression as for key= whose identifiers name the method's results
+//     instead of its parameters (settle=resp.Usage.TotalTokens,
+//     settle=n, settle=len(items)): the call reserves its cost= before
+//     it runs (ratelimit.Rule.Reserve), and settles at this cost after
+//     (ratelimit.Reservation.Settle), refunding or charging on top the
+//     difference. A call that returns a non-nil error, or whose settle
+//     value sits behind a nil pointer, stays charged as reserved. The
+//     results it reads must be named.
 //   - algorithm: one of sliding_log (the default), fixed_window,
 //     sliding_window, token_bucket, leaky_bucket, gcra; see [Algorithms].
 //   - burst: the bucket capacity of token_bucket and gcra; a positive whole
@@ -83,6 +92,25 @@
 // name, cost, wait, onerror and shadow are the call's and must agree
 // where several lines give them; emptykey and keyhash need a key= on
 // their line, and lines with the same key= agree on them.
+//
+// A line may limit the calls in flight instead of the calls per period,
+// with concurrency= in place of period= and threshold=:
+//
+//	//ratelimit:concurrency=10 key=tenant lease=30s
+//
+// Its own names:
+//
+//   - concurrency: how many calls (of a key) may be in flight at once,
+//     across every process sharing the limiter's backend; a positive
+//     whole number. A call holds a slot until it returns (panics
+//     included); see ratelimit.Rule.Reserve.
+//   - lease: how long the slot of a process that died stays taken, as
+//     whole seconds or a Go duration, at least 1ms; default 30s. A call
+//     running longer renews it. Only with concurrency=.
+//
+// A method has at most one concurrency line; it combines with the rate
+// lines, all or nothing, and shares their per-call options (key=, wait=,
+// onerror=, ...). algorithm=, burst= and capacity= do not go with it.
 //
 // A type's doc comment may also hold a line that names its decorator
 // instead of declaring a limit, alone on its line:
@@ -165,6 +193,16 @@ type Directive struct {
 	Cost int64
 	// CostExpr gives the cost of each call (cost=<path or call>).
 	CostExpr *Expr
+	// Settle gives the final cost of each call from its results
+	// (settle=<path or call>); nil when absent.
+	Settle *Expr
+	// Concurrency is how many calls may be in flight at once
+	// (concurrency=): a line that sets it declares a concurrency limit,
+	// without Period and Threshold; zero when absent.
+	Concurrency int64
+	// Lease is the lease of a concurrency limit's slot (lease=); zero
+	// when absent.
+	Lease time.Duration
 	// Algorithm is the algorithm name (algorithm=); empty when absent.
 	Algorithm string
 	// Burst is the bucket capacity (burst=); zero when absent.
@@ -228,12 +266,19 @@ func (d *Directive) String() string {
 	}
 	var b strings.Builder
 	b.WriteString(Prefix)
-	period := d.Calendar
-	if period == "" {
-		period = formatDuration(d.Period)
+	if d.Concurrency != 0 {
+		b.WriteString("concurrency=" + strconv.FormatInt(d.Concurrency, 10))
+		if d.Lease != 0 {
+			b.WriteString(" lease=" + formatDuration(d.Lease))
+		}
+	} else {
+		period := d.Calendar
+		if period == "" {
+			period = formatDuration(d.Period)
+		}
+		b.WriteString("period=" + period)
+		b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
 	}
-	b.WriteString("period=" + period)
-	b.WriteString(" threshold=" + strconv.FormatInt(d.Threshold, 10))
 	add := func(name, value string) {
 		b.WriteString(" " + name + "=" + formatValue(value))
 	}
@@ -251,6 +296,9 @@ func (d *Directive) String() string {
 	}
 	if d.CostExpr != nil {
 		add("cost", d.CostExpr.String())
+	}
+	if d.Settle != nil {
+		add("settle", d.Settle.String())
 	}
 	if d.Algorithm != "" {
 		add("algorithm", d.Algorithm)

@@ -30,6 +30,11 @@ func FuzzParseComment(f *testing.F) {
 		`//ratelimit:period=1 threshold=9 key=req.GetOrder().GetTenant() cost="len( req.GetSkus() )"`,
 		"//ratelimit:period=1 threshold=9 key=f(g(h(x)).Y)",
 		"//ratelimit:period=1 threshold=9 key=k keyhash=true",
+		"//ratelimit:period=1m threshold=9000 cost=req.MaxTokens settle=resp.Usage.TotalTokens",
+		`//ratelimit:period=1 threshold=9 settle="len( items )"`,
+		"//ratelimit:period=1 threshold=9 settle=-3",
+		"//ratelimit:concurrency=10 key=tenant lease=30s wait=1s",
+		"//ratelimit:concurrency=0 period=1 lease=1us",
 		"//ratelimit:decorator=Limited period=1 threshold=1",
 		`//ratelimit:period=1 threshold=1 name="a\x2fb"`,
 		"//ratelimit:",
@@ -67,6 +72,10 @@ func FuzzParseComment(f *testing.F) {
 		if d.Decorator != "" {
 			if !reflect.DeepEqual(*d, Directive{Pos: d.Pos, Decorator: d.Decorator, Args: d.Args}) || len(d.Args) != 1 {
 				t.Fatalf("accepted %q: decorator= with more: %+v", text, d)
+			}
+		} else if d.Concurrency != 0 {
+			if err := limitfacts.CheckConcurrency(d.Concurrency, d.Lease); err != nil {
+				t.Fatalf("accepted %q, which the runtime cannot hold: %v", text, err)
 			}
 		} else if err := (limitfacts.Limit{Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}).Check(); err != nil {
 			t.Fatalf("accepted %q, which the runtime cannot decide: %v", text, err)

@@ -227,6 +227,9 @@ func (p *lineParser) checkArgs() {
 		}
 		return
 	}
+	if p.checkConcurrency() {
+		return
+	}
 	for _, name := range []string{"period", "threshold"} {
 		if !p.mentioned[name] {
 			p.errs.Add(p.pos, "missing required %s", name)

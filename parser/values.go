@@ -34,6 +34,9 @@ var options = []option{
 	{"key", setKey},
 	{"name", setName},
 	{"cost", setCost},
+	{"settle", setSettle},
+	{"concurrency", setConcurrency},
+	{"lease", setLease},
 	{"algorithm", setAlgorithm},
 	{"burst", setBurst},
 	{"capacity", setCapacity},
@@ -140,6 +143,35 @@ func setCost(d *Directive, s string) error {
 	e, err := parseExpr(s)
 	d.CostExpr = e
 	return err
+}
+
+// setSettle accepts a path or a call (Settle); not a number, which would
+// be a static cost (cost=).
+func setSettle(d *Directive, s string) error {
+	if s[0] == '+' || s[0] == '-' || isDigit(s[0]) {
+		return errors.New("want a result, a path of fields and methods from one, a function call or len(x); a fixed cost is cost=")
+	}
+	e, err := parseExpr(s)
+	d.Settle = e
+	return err
+}
+
+func setConcurrency(d *Directive, s string) error {
+	n, err := parseCount(s)
+	d.Concurrency = n
+	return err
+}
+
+func setLease(d *Directive, s string) error {
+	v, err := limitfacts.ParseDuration(s)
+	switch {
+	case err != nil:
+		return err
+	case v < limitfacts.MinLease:
+		return fmt.Errorf("must be at least %s", limitfacts.MinLease)
+	}
+	d.Lease = v
+	return nil
 }
 
 func setAlgorithm(d *Directive, s string) error {

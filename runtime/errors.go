@@ -76,9 +76,12 @@ func (e *LimitError) Error() string {
 	if e.Limit.Algorithm == Block {
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
 	}
+	if isConcurrency(e.Limit) {
+		return fmt.Sprintf("ratelimit: %s%s has %d calls in flight, its most; retry after %s at the latest", e.Name, key, e.Limit.Threshold, e.RetryAfter)
+	}
 	if e.KeyExpr != "" {
 		return fmt.Sprintf("ratelimit: %s exceeded %d per %s%s; retry after %s",
-			e.Name, e.Limit.Threshold, e.Limit.Period, key, e.RetryAfter)
+			e.Name, e.Limit.Threshold, e.Limit.per(), key, e.RetryAfter)
 	}
 	return fmt.Sprintf("ratelimit: %s%s exceeded %d per %s; retry after %s",
 		e.Name, key, e.Limit.Threshold, e.Limit.per(), e.RetryAfter)

@@ -64,6 +64,14 @@ func (r *shadowRouter) Decided(ctx context.Context, req *Request, d Decision) {
 	r.Hook.Decided(ctx, req, d)
 }
 
+// InFlight passes a change of the calls in flight on to the hook, if it
+// counts them (see slotHook).
+func (r *shadowRouter) InFlight(ctx context.Context, name string, delta int) {
+	if s, ok := r.Hook.(slotHook); ok {
+		s.InFlight(ctx, name, delta)
+	}
+}
+
 // ShadowLimited passes d on to the hook's ShadowLimited, or to its Decided
 // when it has none.
 func (r *shadowRouter) ShadowLimited(ctx context.Context, req *Request, d Decision) {
@@ -104,6 +112,16 @@ type multiHook []Hook
 func (m multiHook) Decided(ctx context.Context, req *Request, d Decision) {
 	for _, h := range m {
 		h.Decided(ctx, req, d)
+	}
+}
+
+// InFlight reports a change of the calls in flight to each hook that
+// counts them (see slotHook).
+func (m multiHook) InFlight(ctx context.Context, name string, delta int) {
+	for _, h := range m {
+		if s, ok := h.(slotHook); ok {
+			s.InFlight(ctx, name, delta)
+		}
 	}
 }
 

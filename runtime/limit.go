@@ -14,6 +14,8 @@ type Algorithm string
 
 // The algorithms a limit can use. The zero value means [SlidingLog]. Every
 // algorithm is decided the same way by [MemoryLimiter] and redislimit.Limiter.
+// (A limit whose Algorithm is "concurrency" limits the calls in flight
+// instead: see [Reservation].)
 const (
 	// SlidingLog records every admitted call and admits a call when fewer
 	// than Threshold calls were admitted in the last Period. It is exact.
@@ -149,10 +151,14 @@ type Limit struct {
 
 // String returns the limit in the directive's form, e.g. "2/30s
 // (sliding_log)" or "10000/month Europe/Paris (fixed_window)", or
-// "unlimited" or "block".
+// "unlimited" or "block", or for a concurrency limit "10 in flight
+// (concurrency, lease 30s)".
 func (l Limit) String() string {
 	if l.Algorithm == Unlimited || l.Algorithm == Block {
 		return string(l.Algorithm)
+	}
+	if isConcurrency(l) {
+		return fmt.Sprintf("%d in flight (concurrency, lease %s)", l.Threshold, l.lease())
 	}
 	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.per(), l.algorithm())
 }

@@ -38,6 +38,7 @@ type MemoryLimiter struct {
 	cfg    Config
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
+	slots  slotTable // concurrency slots (concurrency.go)
 }
 
 type memoryShard struct {

@@ -33,6 +33,9 @@ type Counters struct {
 	// also counted as Allowed, Limited or ShadowLimited, and its backend
 	// failure as one of BackendErrors.
 	Fallback uint64
+	// InFlight is how many calls of this process hold a slot of the
+	// name's concurrency limit now (see [Rule.Reserve]): a gauge.
+	InFlight int64
 }
 
 // Metrics is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that counts
@@ -52,6 +55,7 @@ const numSources = int(SourceOverride) + 1
 type counters struct {
 	by            [numSources]sourceCounters // by the decisions' Source
 	backendErrors atomic.Uint64
+	inFlight      atomic.Int64
 }
 
 type sourceCounters struct {
@@ -111,6 +115,12 @@ func (m *Metrics) Failed(_ context.Context, req *Request, _ error) {
 	m.of(req.Name).backendErrors.Add(1)
 }
 
+// InFlight counts the calls holding a concurrency slot of name: delta is
+// 1 when a call takes one, -1 when it gives it back (see [Rule.Reserve]).
+func (m *Metrics) InFlight(_ context.Context, name string, delta int) {
+	m.of(name).inFlight.Add(int64(delta))
+}
+
 // BreakerOpened counts the opening of node's breaker. See [BreakerHook].
 func (m *Metrics) BreakerOpened(node string, _ error) {
 	b := m.breaker(node)
@@ -143,6 +153,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 			n.add(Source(s), &c.by[s])
 		}
 		n.BackendErrors = c.backendErrors.Load()
+		n.InFlight = c.inFlight.Load()
 		out[k.(string)] = n
 		return true
 	})

@@ -337,7 +337,7 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	e := &LimitError{
 		Name:       r.Name,
 		Key:        callkey.Bound(req.Key),
-		Remaining:  d.Remaining,
+		Remaining:  max(d.Remaining, 0), // negative: a debt (see Reservation)
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
 	}

@@ -28,6 +28,11 @@ type methodGen struct {
 	// for nil, when a method with a key per limit checks each once; nil
 	// in the code of one key, which checks each value it computes.
 	checked map[string]bool
+	// settling is set while the statements that compute settle= are
+	// written: a value starts from a result (resultVars), and a value that
+	// cannot be computed returns the call's results (see settleBody).
+	settling   bool
+	resultVars []string // result variables of a method with settle=
 }
 
 // zero is the zero value of one result: a literal, or a variable.
@@ -154,6 +159,12 @@ func (mg *methodGen) bodyIdents() []string {
 	}
 	if v := rule.CostValue; v != nil {
 		ids = append(ids, mg.r.valueIdents(v)...)
+	}
+	if v := rule.Settle; v != nil {
+		ids = append(ids, mg.r.valueIdents(v)...)
+		if rule.SettleConvert {
+			ids = append(ids, "int64")
+		}
 	}
 	for _, k := range rule.Keys() {
 		ids = append(ids, mg.r.keyIdents(k)...)
@@ -298,6 +309,9 @@ func (mg *methodGen) body() []jen.Code {
 	}
 	stmts = append(stmts, checks...)
 	err := jen.Id(mg.err)
+	if mg.m.Rule.Settle != nil || concurrent(mg.m.Rule) {
+		return append(stmts, mg.reserveBody(key, cost, decls)...)
+	}
 	check := jen.Id(mg.m.rule).Dot(method).Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
 	stmts = append(stmts,
 		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
@@ -465,7 +479,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 			callErr := jen.Qual(RuntimePath, "CallError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(v.Source), jen.Id(mg.err))
 			stmts = append(stmts,
 				jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(call),
-				jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(jen.Return(mg.zeroResults(callErr)...)))
+				jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(mg.fail(callErr)))
 			expr = func() *jen.Statement { return jen.Id(res) }
 		} else {
 			expr, lastCall = func() *jen.Statement { return call.Clone() }, f.Obj.Name()
@@ -475,7 +489,11 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		stmts = append(stmts, lenStmts...)
 		expr = func() *jen.Statement { return jen.Len(x()) }
 	} else {
-		param := mg.params[v.Param]
+		operands := mg.params
+		if mg.settling {
+			operands = mg.resultVars
+		}
+		param := operands[v.Param]
 		expr = func() *jen.Statement { return jen.Id(param) }
 	}
 	for _, s := range v.Steps {
@@ -486,7 +504,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 				expr, lastCall = func() *jen.Statement { return jen.Id(name) }, ""
 			}
 			nilErr := jen.Qual(RuntimePath, "NilKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(s.Path))
-			stmts = append(stmts, jen.If(expr().Op("==").Nil()).Block(jen.Return(mg.zeroResults(nilErr)...)))
+			stmts = append(stmts, jen.If(expr().Op("==").Nil()).Block(mg.fail(nilErr)))
 		}
 		prev, name := expr, s.Name
 		switch {
@@ -577,6 +595,17 @@ func (mg *methodGen) doc() string {
 	} else if len(hashed) > 0 {
 		s += " The limiter sees the digest of the key " + andList(hashed) + " (ratelimit.KeyDigest), never the key."
 	}
+	if concurrent(mg.m.Rule) {
+		s += " The call holds a slot of its concurrency limit until it returns, panics included."
+	}
+	if v := mg.m.Rule.Settle; v != nil {
+		s += " It reserves the cost before the call, and settles at " + v.Source +
+			" once the call returns no error; a call that fails"
+		if canFail(v) {
+			s += ", or whose " + v.Source + " cannot be read,"
+		}
+		s += " stays charged as reserved."
+	}
 	return s
 }
 
@@ -636,6 +665,16 @@ func unique(items []string) []string {
 		}
 	}
 	return out
+}
+
+// fail returns the statement that ends a call whose key or cost cannot be
+// computed, because of errExpr: it returns the zero values and errExpr;
+// while settling, the call's results (the reservation stands).
+func (mg *methodGen) fail(errExpr jen.Code) jen.Code {
+	if mg.settling {
+		return jen.Return(mg.resultIDs(jen.Nil())...)
+	}
+	return jen.Return(mg.zeroResults(errExpr)...)
 }
 
 // orList joins items as prose: "a", "a or b", "a, b or c".

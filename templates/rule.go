@@ -98,6 +98,9 @@ func (r *renderer) limits(limits []model.Limit) *jen.Statement {
 
 // limitValue writes a Limit with its non-zero fields only.
 func limitValue(l model.Limit) *jen.Statement {
+	if l.Algorithm == limitfacts.Concurrency {
+		return concurrencyValue(l)
+	}
 	fields := []jen.Code{jen.Id("Period").Op(":").Add(duration(l.Period))}
 	if l.Calendar != "" {
 		fields = []jen.Code{jen.Id("Calendar").Op(":").Lit(l.Calendar)}
@@ -187,6 +190,10 @@ func summary(rule *model.Rule) string {
 		unit = "units"
 	}
 	for i, l := range rule.Limits {
+		if l.Algorithm == limitfacts.Concurrency {
+			parts[i] = concurrencySummary(l)
+			continue
+		}
 		u := unit
 		if l.Threshold == 1 {
 			u = strings.TrimSuffix(unit, "s")

@@ -164,7 +164,9 @@ func newConfig(opts []Option) *config {
 // converts rate limiting errors to gRPC statuses as the package's table
 // says: both those of its own check and those the handler returns (from
 // generated decorators). Other errors of the handler pass through
-// unchanged.
+// unchanged. A rule with a concurrency limit (see ratelimit.Rule.Reserve)
+// holds one of its slots while the handler runs, panics included; a call
+// that finds none free is ResourceExhausted, as a rate denial is.
 func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig(opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -172,9 +174,11 @@ func UnaryServerInterceptor(opts ...Option) grpc.UnaryServerInterceptor {
 		if c.headers {
 			ctx, admission = ratelimit.WithAdmission(ctx)
 		}
-		if err := c.check(ctx, info.FullMethod); err != nil {
+		release, err := c.check(ctx, info.FullMethod)
+		if err != nil {
 			return nil, err
 		}
+		defer release()
 		resp, err := handler(ctx, req)
 		if err == nil && admission != nil {
 			if md := headerOf(admission()); md != nil {
@@ -197,10 +201,12 @@ func StreamServerInterceptor(opts ...Option) grpc.StreamServerInterceptor {
 			as.ctx, as.admission = ratelimit.WithAdmission(ss.Context())
 			ss = as
 		}
-		if err := c.check(ss.Context(), info.FullMethod); err != nil {
+		release, err := c.check(ss.Context(), info.FullMethod)
+		if err != nil {
 			return err
 		}
-		err := handler(srv, ss)
+		defer release()
+		err = handler(srv, ss)
 		if err == nil && as != nil {
 			as.setHeader()
 		}
@@ -276,10 +282,11 @@ func (c *config) limitOf(method string) *methodLimit {
 
 // check decides a call of method, if it is limited, and returns the status
 // error of a call that may not proceed.
-func (c *config) check(ctx context.Context, method string) error {
+func (c *config) check(ctx context.Context, method string) (release func(), err error) {
+	release = func() {}
 	m := c.limitOf(method)
 	if m == nil || m.rule == nil {
-		return nil
+		return release, nil
 	}
 	key := ""
 	if m.key != nil {
@@ -287,20 +294,39 @@ func (c *config) check(ctx context.Context, method string) error {
 		if key, err = m.key(ctx); err != nil {
 			// The status of a generated decorator's failed key function.
 			st, _ := c.mapping.status(ctx, &ratelimit.FuncError{Name: m.rule.Name, Err: err}, m.rule.Name)
-			return st.Err()
+			return release, st.Err()
 		}
 	}
-	err := m.rule.Check(ctx, m.limiter, key, 1)
+	if holdsSlot(m.rule) {
+		var res *ratelimit.Reservation
+		if res, err = m.rule.Reserve(ctx, m.limiter, key, 1); err == nil {
+			release = func() { _ = res.Release(ctx) }
+		}
+	} else {
+		err = m.rule.Check(ctx, m.limiter, key, 1)
+	}
 	if err == nil {
-		return nil
+		return release, nil
 	}
 	if st, ok := c.mapping.status(ctx, err, m.rule.Name); ok {
-		return st.Err()
+		return release, st.Err()
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return status.FromContextError(cerr).Err()
+		return release, status.FromContextError(cerr).Err()
 	}
-	return status.Errorf(codes.Internal, "ratelimit: %s: the call could not be decided", m.rule.Name)
+	return release, status.Errorf(codes.Internal, "ratelimit: %s: the call could not be decided", m.rule.Name)
+}
+
+// holdsSlot reports whether rule has a concurrency limit (see
+// ratelimit.Rule.Reserve): a call holds one of its slots while its handler
+// runs, panics included.
+func holdsSlot(rule *ratelimit.Rule) bool {
+	for _, l := range rule.Limits {
+		if l.Algorithm == "concurrency" {
+			return true
+		}
+	}
+	return false
 }
 
 // convert returns the status error of a rate limiting error of a call

@@ -218,9 +218,13 @@ func limitStatus(le *ratelimit.LimitError) *status.Status {
 	}
 	msg := fmt.Sprintf("ratelimit: %s exceeded %d per %s; retry after %s", le.Name, le.Limit.Threshold, per, delay)
 	desc := fmt.Sprintf("rate limit %s exceeded", le.Limit)
-	if le.Limit.Algorithm == ratelimit.Block {
+	switch le.Limit.Algorithm {
+	case ratelimit.Block:
 		msg = fmt.Sprintf("ratelimit: %s is blocked; retry after %s", le.Name, delay)
 		desc = "blocked by an override"
+	case "concurrency":
+		msg = fmt.Sprintf("ratelimit: %s has %d calls in flight, its most; retry after %s at the latest", le.Name, le.Limit.Threshold, delay)
+		desc = fmt.Sprintf("concurrency limit %s reached", le.Limit)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	withDetails, err := st.WithDetails(

@@ -87,6 +87,7 @@ type Telemetry struct {
 	backendErrors metric.Int64Counter
 	breakerOpen   metric.Int64UpDownCounter
 	breakerOpens  metric.Int64Counter
+	inFlight      metric.Int64UpDownCounter
 	duration      metric.Float64Histogram
 	meter         metric.Meter
 
@@ -166,6 +167,11 @@ func New(opts ...Option) (*Telemetry, error) {
 		metric.WithUnit("{opening}")); err != nil {
 		return nil, err
 	}
+	if t.inFlight, err = meter.Int64UpDownCounter("ratelimit.in_flight",
+		metric.WithDescription("Calls holding a slot of a concurrency limit, by limit name."),
+		metric.WithUnit("{call}")); err != nil {
+		return nil, err
+	}
 	if t.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
 		metric.WithDescription("How long the rate limiter took to answer a call, by limit name and decision source."),
 		metric.WithUnit("s"),
@@ -186,6 +192,12 @@ func (t *Telemetry) Decided(ctx context.Context, req *ratelimit.Request, d ratel
 		t.nearLimit.Add(ctx, 1, t.attributes(attrKey{name: req.Name}).add...)
 	}
 	t.decisions.Add(ctx, 1, t.attributes(attrKey{name: req.Name, decision: decision, source: d.Source.String()}).add...)
+}
+
+// InFlight adds delta to the calls holding a slot of name's concurrency
+// limit (1 when a call takes one, -1 when it gives it back).
+func (t *Telemetry) InFlight(ctx context.Context, name string, delta int) {
+	t.inFlight.Add(ctx, int64(delta), t.attributes(attrKey{name: name}).add...)
 }
 
 // ShadowLimited counts a would-be denial and adds [EventShadowLimited] to

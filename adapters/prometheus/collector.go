@@ -26,6 +26,7 @@ import (
 //	ratelimit_backend_errors_total{name}               calls the backend could not decide
 //	ratelimit_fallback_decisions_total{name}           decisions of the in-process fallback (onerror=local)
 //	ratelimit_cached_denials_total{name}               denials the Redis limiter's deny cache repeated
+//	ratelimit_in_flight{name}                          calls of this process holding a slot of the name's concurrency limit
 //	ratelimit_breaker_open{node}                       1 while the circuit breaker of node is open, else 0
 //	ratelimit_breaker_opens_total{node}                times the circuit breaker of node opened
 //
@@ -60,6 +61,8 @@ var (
 		"Decisions made in process while the backend could not decide (onerror=local).", []string{"name"}, nil)
 	cachedDesc = prometheus.NewDesc("ratelimit_cached_denials_total",
 		"Denials, real or shadow, repeated from the local deny cache without asking Redis.", []string{"name"}, nil)
+	inFlightDesc = prometheus.NewDesc("ratelimit_in_flight",
+		"Calls of this process holding a slot of the limit's concurrency limit.", []string{"name"}, nil)
 	breakerOpenDesc = prometheus.NewDesc("ratelimit_breaker_open",
 		"Whether the circuit breaker of a Redis node is open (1) or closed (0).", []string{"node"}, nil)
 	breakerOpensDesc = prometheus.NewDesc("ratelimit_breaker_opens_total",
@@ -73,6 +76,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- backendErrorsDesc
 	ch <- fallbackDesc
 	ch <- cachedDesc
+	ch <- inFlightDesc
 	ch <- breakerOpenDesc
 	ch <- breakerOpensDesc
 }
@@ -104,6 +108,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(backendErrorsDesc, n.BackendErrors, name)
 		counter(fallbackDesc, n.Fallback, name)
 		counter(cachedDesc, n.Cached, name)
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(n.InFlight), name)
 	}
 	breakers := c.metrics.Breakers()
 	for _, node := range slices.Sorted(maps.Keys(breakers)) {

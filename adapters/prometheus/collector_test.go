@@ -124,6 +124,13 @@ ratelimit_fallback_decisions_total{name="beta"} 0
 ratelimit_fallback_decisions_total{name="pay"} 0
 ratelimit_fallback_decisions_total{name="search"} 0
 ratelimit_fallback_decisions_total{name="steady"} 2
+# HELP ratelimit_in_flight Calls of this process holding a slot of the limit's concurrency limit.
+# TYPE ratelimit_in_flight gauge
+ratelimit_in_flight{name="abuse"} 0
+ratelimit_in_flight{name="beta"} 0
+ratelimit_in_flight{name="pay"} 0
+ratelimit_in_flight{name="search"} 0
+ratelimit_in_flight{name="steady"} 0
 # HELP ratelimit_near_limit_total Admissions that left at most 10% of the limit's threshold.
 # TYPE ratelimit_near_limit_total counter
 ratelimit_near_limit_total{name="abuse"} 1
@@ -260,4 +267,25 @@ func onlyOverride(t *testing.T, metrics *ratelimit.Metrics) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
 	g.Set(float64(metrics.SnapshotSource(ratelimit.SourceOverride)["blocked"].Limited))
 	return g
+}
+
+// TestCollectorExportsTheCallsInFlight: the gauge follows the slots of a
+// concurrency limit taken and given back.
+func TestCollectorExportsTheCallsInFlight(t *testing.T) {
+	ctx := context.Background()
+	metrics := &ratelimit.Metrics{}
+	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
+	export := &ratelimit.Rule{Name: "export", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 5}}}
+	a, err := export.Reserve(ctx, limiter, "", 0)
+	require.NoError(t, err)
+	b, err := export.Reserve(ctx, limiter, "", 0)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(ctx))
+	collector := ratelimitprom.NewCollector(metrics)
+	require.NoError(t, testutil.CollectAndCompare(collector, strings.NewReader(`
+# HELP ratelimit_in_flight Calls of this process holding a slot of the limit's concurrency limit.
+# TYPE ratelimit_in_flight gauge
+ratelimit_in_flight{name="export"} 1
+`), "ratelimit_in_flight"))
+	require.NoError(t, b.Release(ctx))
 }

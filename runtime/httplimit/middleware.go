@@ -32,6 +32,12 @@ type KeyFunc func(*http.Request) (string, error)
 // X-RateLimit fields with [WithXRateLimit]), except under a shadow rule,
 // which clients should not see. Requests that the function of [WithSkip]
 // picks reach next unchecked.
+//
+// A rule with a concurrency limit (see [ratelimit.Rule.Reserve]) holds
+// one of its slots for each request while next serves it, panics
+// included: a request that finds none free is denied as above (429, its
+// LimitError's Limit the concurrency limit), and an admitted one gets no
+// RateLimit fields.
 func Middleware(limiter ratelimit.Limiter, rule *ratelimit.Rule, key KeyFunc, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	c := middlewareConfig{deny: writeDenial}
 	for _, o := range opts {
@@ -50,6 +56,16 @@ func Middleware(limiter ratelimit.Limiter, rule *ratelimit.Rule, key KeyFunc, op
 					http.Error(w, http.StatusText(http.StatusBadRequest), http.StatusBadRequest)
 					return
 				}
+			}
+			if holdsSlot(rule) {
+				res, err := rule.Reserve(r.Context(), limiter, k, 1)
+				if err != nil {
+					c.refuse(w, r, err)
+					return
+				}
+				defer res.Release(r.Context())
+				next.ServeHTTP(w, r)
+				return
 			}
 			a, err := rule.Admit(r.Context(), limiter, k, 1)
 			if err != nil {
@@ -211,4 +227,15 @@ func FromHeader(name string) KeyFunc {
 		}
 		return v, nil
 	}
+}
+
+// holdsSlot reports whether rule has a concurrency limit, whose slot a
+// request holds while it is served.
+func holdsSlot(rule *ratelimit.Rule) bool {
+	for _, l := range rule.Limits {
+		if l.Algorithm == "concurrency" {
+			return true
+		}
+	}
+	return false
 }

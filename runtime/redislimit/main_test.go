@@ -21,6 +21,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(abuseEnv); spec != "" {
 		os.Exit(abuse(spec))
 	}
+	if spec := os.Getenv(slotsEnv); spec != "" {
+		os.Exit(slotsProcess(spec))
+	}
 	redistest.Main(m, &srv)
 }
 

@@ -26,6 +26,9 @@ type Store interface {
 	//ratelimit:period=1 threshold=1 key=user keyhash=true
 	//ratelimit:period=1h threshold=100 key=user
 	Set(ctx context.Context, user string) error
+	// want +1 `settle=count: Store.Len has no result count \(its results are n, err\)`
+	//ratelimit:period=1 threshold=10 settle=count
+	Len(ctx context.Context) (n int, err error)
 }
 
 // want +2 `misplaced directive: on func F, which is not a method`

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// TestDemo runs the README's demo on both limiters: its output is the
+// README's, but for the lines' order, which it fixes.
+func TestDemo(t *testing.T) {
+	client := srv.Client()
+	defer client.Close()
+	for name, limiter := range map[string]ratelimit.Limiter{
+		"memory": ratelimit.NewMemory(),
+		"redis":  redislimit.New(client),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := demo(context.Background(), &out, limiter); err != nil {
+				t.Fatal(err)
+			}
+			want := `-- alice: 1000 tokens a minute; each request reserves its max_tokens and settles at what it used
+alice "write a haiku about rate limits" max_tokens=400: 200, used 24 tokens (376 of the reservation given back)
+alice "now one about Redis" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
+alice "and one about Go" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
+alice "a long essay please" max_tokens=960: 429, Retry-After 60s: Too Many Requests: retry after 60 s
+alice "a shorter essay then" max_tokens=900: 200, used 16 tokens (884 of the reservation given back)
+-- bob: at most 2 requests in flight
+bob "a third at once" max_tokens=50: 429, Retry-After 30s: Too Many Requests: retry after 30 s
+bob "slow first question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
+bob "slow second question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
+bob "once the others are done" max_tokens=50: 200, used 20 tokens (30 of the reservation given back)
+`
+			if got := out.String(); got != want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestREADMEShowsTheDemo keeps the README's output the demo's.
+func TestREADMEShowsTheDemo(t *testing.T) {
+	var out bytes.Buffer
+	if err := demo(context.Background(), &out, ratelimit.NewMemory()); err != nil {
+		t.Fatal(err)
+	}
+	readme := mustRead(t, "README.md")
+	if !strings.Contains(readme, "limiter: in-process memory\n"+out.String()) {
+		t.Errorf("README.md does not show the demo's output:\n%s", out.String())
+	}
+}
+
+func mustRead(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,329 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+)
+
+// slotter is a limiter that holds concurrency slots: MemoryLimiter and
+// redislimit.Limiter.
+type slotter interface {
+	// ReserveSlot decides req's rate limits (there may be none) and a slot
+	// of slot under token, all or nothing: it charges req and takes the
+	// slot only if both admit the call. A denial for the slot has
+	// LimitIndex len(req.Limits). It tells its hook nothing: the rule
+	// does, with the slot's limit among the request's.
+	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
+	// ReleaseSlot gives the slot held under token back.
+	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
+	// RenewSlot renews the lease of the slot held under token, and
+	// reports whether it still held it.
+	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+}
+
+// slotHook is a [Hook] that counts the calls in flight, told of each
+// slot a call takes (delta 1) and gives back (-1), such as [Metrics] and
+// the metrics adapters' hooks: a hook with the method
+//
+//	InFlight(ctx context.Context, name string, delta int)
+type slotHook interface {
+	InFlight(ctx context.Context, name string, delta int)
+}
+
+// isConcurrency reports whether l is a concurrency limit.
+func isConcurrency(l Limit) bool { return l.Algorithm == limitfacts.Concurrency }
+
+// lease returns the lease of a concurrency limit.
+func (l Limit) lease() time.Duration {
+	if l.Period == 0 {
+		return limitfacts.DefaultLease
+	}
+	return l.Period
+}
+
+// splitSlot returns the rate limits of limits and its concurrency limit,
+// if any (ok), or an error for more than one.
+func splitSlot(name string, limits []Limit) (rates []Limit, slot Limit, ok bool, err error) {
+	for _, l := range limits {
+		if !isConcurrency(l) {
+			continue
+		}
+		if ok {
+			return nil, Limit{}, false, fmt.Errorf("%w: %s: more than one concurrency limit", ErrInvalidLimit, name)
+		}
+		if err := limitfacts.CheckConcurrency(l.Threshold, l.Period); err != nil {
+			return nil, Limit{}, false, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, name, err)
+		}
+		slot, ok = l, true
+	}
+	if !ok {
+		return limits, Limit{}, false, nil
+	}
+	for _, l := range limits {
+		if !isConcurrency(l) {
+			rates = append(rates, l)
+		}
+	}
+	return rates, slot, true, nil
+}
+
+// tokenPrefix makes the tokens of this process unique among processes.
+var tokenPrefix = func() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + ":"
+}()
+
+var tokenSeq atomic.Uint64
+
+// newToken returns a token no other call of any process holds.
+func newToken() string { return tokenPrefix + strconv.FormatUint(tokenSeq.Add(1), 36) }
+
+// heldSlot is the slot a reservation holds, until released.
+type heldSlot struct {
+	hook     slotHook // told of the slot taken and given back, or nil
+	backend  slotter
+	req      Request
+	limit    Limit
+	token    string
+	released atomic.Bool
+	mu       sync.Mutex
+	renew    *time.Timer
+}
+
+// reserveSlot is Reserve for a rule with a concurrency limit.
+func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, slot Limit, res *Reservation) error {
+	backend, ok := limiter.(slotter)
+	if !ok {
+		if backend, ok = innermost(limiter).(slotter); !ok {
+			return fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, r.Name, limiter)
+		}
+	}
+	req.prep = nil
+	all := req
+	all.Limits = append(req.Limits[:len(req.Limits):len(req.Limits)], slot)
+	var start time.Time
+	if r.Wait > 0 {
+		start = time.Now()
+	}
+	for {
+		token := newToken()
+		d, at, err := backend.ReserveSlot(ctx, req, slot, token)
+		if err == nil {
+			r.reportSlot(ctx, limiter, &all, d)
+		}
+		if err != nil {
+			if err = r.failure(ctx, limiter, err); err != nil {
+				return err
+			}
+			return nil // fails open: no slot taken, nothing to settle
+		}
+		if d.Allowed {
+			if len(req.Limits) > 0 {
+				res.backend, _ = backend.(reserver)
+			}
+			res.at = at
+			h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
+			if c := configOf(limiter); c != nil {
+				if h.hook, _ = c.Hook.(slotHook); h.hook != nil {
+					h.hook.InFlight(ctx, r.Name, 1)
+				}
+			}
+			h.schedule()
+			res.slot = h
+			return r.pace(ctx, d.Delay)
+		}
+		if r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) {
+			return r.limitError(&all, d)
+		}
+		// Wait for a slot: poll every 5 to 15 ms (spread, so that waiting
+		// callers do not ask in step), or at the retry (a lease's end) if
+		// sooner: a call that returns frees its slot at once.
+		pause := min(d.RetryAfter, time.Duration(5+mrand.IntN(10))*time.Millisecond)
+		if err := sleepCtx(ctx, max(pause, time.Millisecond)); err != nil {
+			return fmt.Errorf("ratelimit: %s: %w while waiting for a slot", r.Name, err)
+		}
+	}
+}
+
+// reportSlot tells limiter's hook of the decision d of a call with a
+// slot, whose request all has the slot's limit last.
+func (r *Rule) reportSlot(ctx context.Context, limiter Limiter, all *Request, d Decision) {
+	c := configOf(limiter)
+	if c == nil || c.Hook == nil {
+		return
+	}
+	seen := Request{Name: all.Name, Key: callkey.Bound(all.Key), Cost: all.Cost, Limits: all.Limits}
+	c.Hook.Decided(ctx, &seen, d)
+}
+
+// schedule arms the renewal of the slot's lease, every third of a lease.
+func (h *heldSlot) schedule() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released.Load() {
+		return
+	}
+	h.renew = time.AfterFunc(h.limit.lease()/3, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), h.limit.lease()/3)
+		defer cancel()
+		if held, err := h.backend.RenewSlot(ctx, h.req, h.limit, h.token); err == nil && !held {
+			return // lost (the process stalled past its lease): nothing to renew
+		}
+		h.schedule()
+	})
+}
+
+// release gives the slot back, once.
+func (h *heldSlot) release(ctx context.Context) error {
+	if h == nil || !h.released.CompareAndSwap(false, true) {
+		return nil
+	}
+	h.mu.Lock()
+	if h.renew != nil {
+		h.renew.Stop()
+	}
+	h.mu.Unlock()
+	if h.hook != nil {
+		h.hook.InFlight(ctx, h.req.Name, -1)
+	}
+	return h.backend.ReleaseSlot(context.WithoutCancel(ctx), h.req, h.limit, h.token)
+}
+
+// Release gives back the concurrency slot the reservation holds, if any,
+// and stops renewing its lease; later calls do nothing. It charges and
+// refunds nothing: [Reservation.Settle] does that, and releases the slot
+// too. Call it in a defer, so that a panic gives the slot back. It asks
+// the backend once, even when ctx is done.
+func (res *Reservation) Release(ctx context.Context) error {
+	return res.slot.release(ctx)
+}
+
+// slotTable holds a memory limiter's concurrency slots: per name and key,
+// each token's lease end (µs).
+type slotTable struct {
+	mu   sync.Mutex
+	held map[[2]string]map[string]int64
+}
+
+// ReserveSlot decides req's rate limits and a slot of slot under token,
+// all or nothing. See [Rule.Reserve] and the concurrency limits there.
+func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error) {
+	t := &l.slots
+	k := [2]string{req.Name, callkey.Bound(req.Key)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := l.now()
+	m := t.live(k, now)
+	if int64(len(m)) >= slot.Threshold {
+		soonest, last := int64(-1), int64(0)
+		for _, end := range m {
+			if soonest < 0 || end < soonest {
+				soonest = end
+			}
+			last = max(last, end)
+		}
+		us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
+		return Decision{RetryAfter: us(soonest - now), ResetAfter: us(last - now), LimitIndex: len(req.Limits)}, now, nil
+	}
+	d := Decision{Allowed: true, Remaining: slot.Threshold - int64(len(m)) - 1}
+	if len(req.Limits) > 0 {
+		var err error
+		if d, now, err = l.reserve(ctx, req, false); err != nil || !d.Allowed {
+			return d, now, err
+		}
+	}
+	if m == nil {
+		if t.held == nil {
+			t.held = map[[2]string]map[string]int64{}
+		}
+		m = map[string]int64{}
+		t.held[k] = m
+	}
+	m[token] = now + slot.lease().Microseconds()
+	return d, now, nil
+}
+
+// live returns the slots of k whose lease has not ended at now, dropping
+// the others.
+func (t *slotTable) live(k [2]string, now int64) map[string]int64 {
+	m := t.held[k]
+	for token, end := range m {
+		if end <= now {
+			delete(m, token)
+		}
+	}
+	if m != nil && len(m) == 0 {
+		delete(t.held, k)
+		return nil
+	}
+	return m
+}
+
+// ReleaseSlot gives back the slot held under token. See [Reservation.Release].
+func (l *MemoryLimiter) ReleaseSlot(_ context.Context, req Request, _ Limit, token string) error {
+	t := &l.slots
+	k := [2]string{req.Name, callkey.Bound(req.Key)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.held[k]; m != nil {
+		delete(m, token)
+		if len(m) == 0 {
+			delete(t.held, k)
+		}
+	}
+	return nil
+}
+
+// RenewSlot renews the lease of the slot held under token, and reports
+// whether it was still held.
+func (l *MemoryLimiter) RenewSlot(_ context.Context, req Request, slot Limit, token string) (bool, error) {
+	t := &l.slots
+	k := [2]string{req.Name, callkey.Bound(req.Key)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := l.now()
+	m := t.live(k, now)
+	if _, ok := m[token]; !ok {
+		return false, nil
+	}
+	m[token] = now + slot.lease().Microseconds()
+	return true, nil
+}
+
+// reserveWithSlot is Reserve for a rule with a concurrency limit: its rate
+// limits (or their overrides) and the slot are taken together.
+func (r *Rule) reserveWithSlot(ctx context.Context, limiter Limiter, key string, units int64, slot Limit) (*Reservation, error) {
+	rates, _, _, err := splitSlot(r.Name, r.EffectiveLimits(ctx, limiter, key))
+	if err != nil {
+		return nil, err
+	}
+	switch verdictOf(rates) {
+	case Unlimited:
+		rates = nil // the override exempts the call from its rate limits
+	case Block:
+		req := Request{Name: r.Name, Key: key, Cost: units, Limits: rates}
+		return nil, r.verdict(ctx, limiter, &req, Block, -1)
+	}
+	req := Request{Name: r.Name, Key: key, Cost: units, Limits: rates}
+	if len(rates) > 0 {
+		if err := req.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	res := &Reservation{rule: r, req: req}
+	if err := r.reserveSlot(ctx, limiter, req, slot, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,144 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const concurrency = Algorithm("concurrency")
+
+func TestConcurrencyHoldsAtMostItsSlots(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	m := NewMemory(WithClock(clock))
+	r := &Rule{Name: "export", Limits: []Limit{{Algorithm: concurrency, Threshold: 2, Period: time.Minute}}}
+	a, err := r.Reserve(ctx, m, "tenant", 0)
+	require.NoError(t, err)
+	b, err := r.Reserve(ctx, m, "tenant", 0)
+	require.NoError(t, err)
+	_, err = r.Reserve(ctx, m, "tenant", 0)
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, concurrency, le.Limit.Algorithm, "a concurrency denial says so")
+	assert.Equal(t, time.Minute, le.RetryAfter, "the soonest lease's end")
+	_, err = r.Reserve(ctx, m, "other", 0)
+	require.NoError(t, err, "slots are per key")
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, a.Release(ctx), "a second release does nothing")
+	c, err := r.Reserve(ctx, m, "tenant", 0)
+	require.NoError(t, err, "a released slot is free")
+	require.NoError(t, b.Settle(ctx, 1), "settle releases")
+	require.NoError(t, c.Release(ctx))
+}
+
+func TestConcurrencySlotOfADeadCallFreesAfterItsLease(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	m := NewMemory(WithClock(clock))
+	slot := Limit{Algorithm: concurrency, Threshold: 1, Period: time.Hour}
+	r := &Rule{Name: "lease", Limits: []Limit{slot}}
+	res, err := r.Reserve(ctx, m, "k", 0)
+	require.NoError(t, err)
+	res.slot.renew.Stop() // the process died: nobody renews
+	clock.Advance(time.Hour - time.Microsecond)
+	_, err = r.Reserve(ctx, m, "k", 0)
+	require.ErrorIs(t, err, ErrLimited)
+	clock.Advance(time.Microsecond)
+	_, err = r.Reserve(ctx, m, "k", 0)
+	require.NoError(t, err, "the lease ended")
+}
+
+func TestConcurrencyRenewsTheLeaseOfALongCall(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	m := NewMemory(WithClock(clock))
+	lease := 30 * time.Millisecond
+	r := &Rule{Name: "renew", Limits: []Limit{{Algorithm: concurrency, Threshold: 1, Period: lease}}}
+	res, err := r.Reserve(ctx, m, "k", 0)
+	require.NoError(t, err)
+	end := func() int64 {
+		m.slots.mu.Lock()
+		defer m.slots.mu.Unlock()
+		return m.slots.held[[2]string{"renew", "k"}][res.slot.token]
+	}
+	first := end()
+	clock.Advance(lease / 2)
+	// The renewal runs every third of a lease of real time: wait for one.
+	require.Eventually(t, func() bool { return end() > first }, time.Minute, time.Millisecond)
+	clock.Advance(lease / 2) // past the first lease's end
+	_, err = r.Reserve(ctx, m, "k", 0)
+	require.ErrorIs(t, err, ErrLimited, "the long call holds its slot past its first lease")
+	require.NoError(t, res.Release(ctx))
+	_, err = r.Reserve(ctx, m, "k", 0)
+	require.NoError(t, err)
+}
+
+func TestConcurrencyAndRatesAreAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory(WithClock(newManualClock()))
+	r := &Rule{Name: "both", Limits: []Limit{
+		{Period: time.Hour, Threshold: 3},
+		{Algorithm: concurrency, Threshold: 1},
+	}}
+	a, err := r.Reserve(ctx, m, "k", 1)
+	require.NoError(t, err)
+	_, err = r.Reserve(ctx, m, "k", 1)
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, concurrency, le.Limit.Algorithm)
+	require.NoError(t, a.Release(ctx))
+	// The denied call charged no rate: two more fit.
+	for range 2 {
+		res, err := r.Reserve(ctx, m, "k", 1)
+		require.NoError(t, err)
+		require.NoError(t, res.Release(ctx))
+	}
+	_, err = r.Reserve(ctx, m, "k", 1)
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, Algorithm(""), le.Limit.Algorithm, "the rate denies, and no slot is held")
+	b, err := r.Reserve(ctx, m, "other", 1)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx))
+	require.ErrorIs(t, r.Check(ctx, m, "k", 1), ErrInvalidLimit, "a rule with a concurrency limit is reserved, not checked")
+}
+
+func TestConcurrencyNeverExceedsItsSlotsUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	r := &Rule{Name: "load", Limits: []Limit{{Algorithm: concurrency, Threshold: 5}}, Wait: time.Minute}
+	var inFlight, most atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				res, err := r.Reserve(ctx, m, "k", 0)
+				if !assert.NoError(t, err) {
+					return
+				}
+				n := inFlight.Add(1)
+				for old := most.Load(); n > old && !most.CompareAndSwap(old, n); old = most.Load() {
+				}
+				time.Sleep(time.Millisecond / 4)
+				inFlight.Add(-1)
+				assert.NoError(t, res.Release(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.LessOrEqual(t, most.Load(), int64(5))
+}
+
+func TestConcurrencyDenialSaysSo(t *testing.T) {
+	l := Limit{Algorithm: concurrency, Threshold: 10}
+	assert.Equal(t, "10 in flight (concurrency, lease 30s)", l.String())
+	e := &LimitError{Name: "export", Key: "acme", Limit: l, RetryAfter: 30 * time.Second}
+	assert.Equal(t, `ratelimit: export key "acme" has 10 calls in flight, its most; retry after 30s at the latest`, e.Error())
+}

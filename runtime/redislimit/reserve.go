@@ -1,0 +1,138 @@
+package redislimit
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// reserveText and adjustText are the reserve and adjust scripts as
+// rendered (see lua/reserve.lua.tmpl and lua/adjust.lua.tmpl): the generic
+// decide script that also replies the time it charged at, and the script
+// that settles a reservation.
+var (
+	reserveText   = renderScript("reserve.lua.tmpl", scriptData{Generic: true})
+	adjustText    = renderScript("adjust.lua.tmpl", scriptData{Generic: true})
+	reserveScript = redis.NewScript(sendable(reserveText))
+	adjustScript  = redis.NewScript(sendable(adjustText))
+)
+
+// Reserve is Allow, also returning the time (µs since the Unix epoch, on
+// the server's clock or the limiter's [ratelimit.WithClock]) at which an
+// admitted call was charged, for [Limiter.Adjust]: one EVALSHA of the
+// reserve script, which decides as the generic decide script does. It is
+// not batched (see [WithBatching]): its reply carries the time the
+// settle needs, which a batch's does not, and a reservation's round trip
+// is one per call that a settle ends, not the steady stream of decisions
+// batching is for. The deny cache answers and remembers its denials as
+// Allow's ([WithDenyCache]). See
+// [ratelimit.Rule.Reserve].
+func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, 0, err
+	}
+	req.Key = callkey.Bound(req.Key)
+	var seen denyProbe
+	if l.denials != nil {
+		// A denial the cache holds is Redis's answer to a reservation
+		// too: it charges nothing.
+		now, ok := l.cacheNow()
+		d, probe, hit := l.denials.lookup(&req, now)
+		if hit && ok {
+			if l.cfg.Hook != nil {
+				l.decided(ctx, req, d)
+			}
+			return d, 0, nil
+		}
+		seen = probe
+	}
+	b, err := l.guard(ctx, &req)
+	if err != nil {
+		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	keys, args := l.appendCall(make([]string, 0, len(req.Limits)), make([]any, 0, 2+4*len(req.Limits)), &req, l.now())
+	res, err := reserveScript.Run(ctx, l.client, keys, args...).Result()
+	var d ratelimit.Decision
+	var at int64
+	if err == nil {
+		d, at, err = parseReserved(res)
+	}
+	if b != nil {
+		b.record(ctx, err)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	if !d.Allowed && l.denials != nil {
+		recv, _ := l.cacheNow()
+		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
+	}
+	if l.cfg.Hook != nil {
+		l.decided(ctx, req, d)
+	}
+	return d, at, nil
+}
+
+// parseReserved decodes the reserve script's reply: {decision, now}.
+func parseReserved(res any) (ratelimit.Decision, int64, error) {
+	v, ok := res.([]any)
+	if !ok || len(v) != 2 {
+		return ratelimit.Decision{}, 0, &replyError{n: 1}
+	}
+	at, ok := v[1].(int64)
+	if !ok {
+		return ratelimit.Decision{}, 0, &replyError{n: 2}
+	}
+	d, err := parseDecision(v[0])
+	return d, at, err
+}
+
+// Adjust changes the charge of req, which [Limiter.Reserve] admitted at
+// the time at, by delta units without deciding anything: one EVALSHA of
+// the adjust script (lua/adjust.lua.tmpl), whose twin is
+// [ratelimit.MemoryLimiter.Adjust]. It is not batched. It makes the
+// limiter's deny cache forget the name's denials; other processes'
+// caches hold theirs up to their deny hold ([WithDenyHold]).
+// See [ratelimit.Reservation] for what it does per algorithm.
+func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
+	if err := req.Validate(); err != nil || delta == 0 {
+		return err
+	}
+	req.Key = callkey.Bound(req.Key)
+	if l.denials != nil {
+		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
+	}
+	b, err := l.guard(ctx, &req)
+	if err != nil {
+		return l.failed(ctx, req, err)
+	}
+	keys := make([]string, 0, len(req.Limits))
+	args := make([]any, 0, 3+4*len(req.Limits))
+	args = append(args, l.now(), strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
+	for i, lim := range req.Limits {
+		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
+		args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+	}
+	err = adjustScript.Run(ctx, l.client, keys, args...).Err()
+	if b != nil {
+		b.record(ctx, err)
+	}
+	if err != nil {
+		return l.failed(ctx, req, err)
+	}
+	if l.denials != nil {
+		// A refund may admit what the cache holds denied, and a charge
+		// on top makes a denial's retry later than the cache would
+		// tell: forget the name's denials, those remembered while the
+		// script ran too. (Other processes' caches hold theirs up to
+		// their deny hold, as after a Reset there: a denial repeated
+		// after a refund elsewhere, or a retry told too early, which
+		// Redis then denies again.)
+		l.denials.forget(req.Name)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package redislimit
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// The concurrency slot scripts as rendered (see lua/slot.lua.tmpl).
+var (
+	reserveSlotText   = renderScript("reserve slot", scriptData{Generic: true})
+	renewSlotText     = renderScript("renew slot", scriptData{Generic: true})
+	reserveSlotScript = redis.NewScript(sendable(reserveSlotText))
+	renewSlotScript   = redis.NewScript(sendable(renewSlotText))
+)
+
+// slotKey returns the Redis key of the concurrency slots of req's name and
+// key: a sorted set beside the rate limits' keys, with their hash tag,
+// such as ratelimit:{svc.Store.Get:alice}:slots.
+func (l *Limiter) slotKey(req *ratelimit.Request) string {
+	k := storageKey(l.prefix, req.Name, req.Key, 0, ratelimit.SlidingLog)
+	return strings.TrimSuffix(k, "0:log") + "slots"
+}
+
+// ReserveSlot takes a concurrency slot of slot under token and decides
+// req's rate limits (there may be none), all or nothing, in one EVALSHA
+// of the reserve slot script. It is not batched. See
+// [ratelimit.Rule.Reserve]. It tells its hook nothing: the rule does.
+func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
+	if len(req.Limits) > 0 {
+		if err := req.Validate(); err != nil {
+			return ratelimit.Decision{}, 0, err
+		}
+	}
+	req.Key = callkey.Bound(req.Key)
+	if l.denials != nil {
+		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
+	}
+	b, err := l.slotGuard(ctx, &req)
+	if err != nil {
+		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	keys := []string{l.slotKey(&req)}
+	args := []any{slot.Threshold, lease(slot).Microseconds(), token}
+	if len(req.Limits) > 0 {
+		keys, args = l.appendCall(keys, args, &req, l.now())
+	} else {
+		args = append(args, l.now())
+	}
+	res, err := reserveSlotScript.Run(ctx, l.client, keys, args...).Result()
+	var d ratelimit.Decision
+	var at int64
+	if err == nil {
+		d, at, err = parseReserved(res)
+	}
+	if b != nil {
+		b.record(ctx, err)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	return d, at, nil
+}
+
+// ReleaseSlot gives back the slot held under token: one ZREM.
+func (l *Limiter) ReleaseSlot(ctx context.Context, req ratelimit.Request, _ ratelimit.Limit, token string) error {
+	req.Key = callkey.Bound(req.Key)
+	if err := l.client.ZRem(ctx, l.slotKey(&req), token).Err(); err != nil {
+		return l.failed(ctx, req, err)
+	}
+	return nil
+}
+
+// RenewSlot renews the lease of the slot held under token, and reports
+// whether it still held it: one EVALSHA of the renew slot script.
+func (l *Limiter) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
+	req.Key = callkey.Bound(req.Key)
+	n, err := renewSlotScript.Run(ctx, l.client, []string{l.slotKey(&req)}, lease(slot).Microseconds(), token, l.now()).Int()
+	if err != nil {
+		return false, l.failed(ctx, req, err)
+	}
+	return n == 1, nil
+}
+
+// slotGuard is guard for a call that may have no rate limits.
+func (l *Limiter) slotGuard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
+	if len(req.Limits) > 0 {
+		return l.guard(ctx, req)
+	}
+	g := *req
+	g.Limits = []ratelimit.Limit{{}}
+	return l.guard(ctx, &g)
+}
+
+// lease returns the lease of a concurrency limit (see ratelimit.Limit).
+func lease(slot ratelimit.Limit) time.Duration {
+	if slot.Period == 0 {
+		return limitfacts.DefaultLease
+	}
+	return slot.Period
+}

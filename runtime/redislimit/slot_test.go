@@ -1,0 +1,139 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// concurrencyLimit is a concurrency limit of slots calls in flight.
+func concurrencyLimit(slots int64, lease time.Duration) ratelimit.Limit {
+	return ratelimit.Limit{Algorithm: "concurrency", Threshold: slots, Period: lease}
+}
+
+// slotter is what the twin and the Redis limiter share for slots.
+type slotter interface {
+	ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error)
+	ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error
+	RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error)
+}
+
+// TestSlotsBackendsAgree feeds the same random sequence of slot
+// reservations (alone and with rate limits), releases, renewals and clock
+// steps past leases to both backends on a pinned clock, and requires
+// identical decisions.
+func TestSlotsBackendsAgree(t *testing.T) {
+	rates := [][]ratelimit.Limit{
+		nil,
+		{{Period: time.Second, Threshold: 5}},
+		{{Algorithm: ratelimit.TokenBucket, Period: 100 * time.Millisecond, Threshold: 4}, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 6}},
+	}
+	for i, limits := range rates {
+		t.Run(fmt.Sprint("rates", len(limits)), func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(uint64(i), 9))
+			clock := newManualClock()
+			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+			red := newTestRedis(t, ratelimit.WithClock(clock))
+			backends := []slotter{mem, red}
+			slot := concurrencyLimit(3, 50*time.Millisecond)
+			type held struct {
+				req   ratelimit.Request
+				token string
+			}
+			var open []held
+			admitted, denied := 0, 0
+			for n := range 400 {
+				switch op := rng.IntN(10); {
+				case op < 2:
+					clock.Advance(time.Duration(rng.IntN(30_000)) * time.Microsecond)
+				case op < 4 && len(open) > 0:
+					j := rng.IntN(len(open))
+					h := open[j]
+					open = append(open[:j], open[j+1:]...)
+					for _, b := range backends {
+						require.NoError(t, b.ReleaseSlot(ctx, h.req, slot, h.token))
+					}
+				case op < 5 && len(open) > 0:
+					h := open[rng.IntN(len(open))]
+					var got []bool
+					for _, b := range backends {
+						ok, err := b.RenewSlot(ctx, h.req, slot, h.token)
+						require.NoError(t, err)
+						got = append(got, ok)
+					}
+					require.Equal(t, got[0], got[1], "renewal %d", n)
+				default:
+					req := ratelimit.Request{Name: "slots", Key: fmt.Sprint("k", rng.IntN(2)), Cost: rng.Int64N(3), Limits: limits}
+					token := fmt.Sprint("t", n)
+					dm, am, err := mem.ReserveSlot(ctx, req, slot, token)
+					require.NoError(t, err)
+					dr, ar, err := red.ReserveSlot(ctx, req, slot, token)
+					require.NoError(t, err)
+					require.Equal(t, dm, dr, "call %d: %+v", n, req)
+					if dm.Allowed {
+						require.Equal(t, am, ar)
+						open = append(open, held{req, token})
+						admitted++
+					} else {
+						denied++
+					}
+				}
+			}
+			require.NotZero(t, admitted)
+			require.NotZero(t, denied)
+		})
+	}
+}
+
+// TestSlotsOnACluster takes and gives back slots with rate limits on a
+// Redis Cluster: every key of a call is in one slot of the cluster.
+func TestSlotsOnACluster(t *testing.T) {
+	ctx := context.Background()
+	cluster, err := redistest.StartCluster(3)
+	require.NoError(t, err)
+	t.Cleanup(cluster.Stop)
+	c := cluster.Client()
+	t.Cleanup(func() { c.Close() })
+	l := New(c, WithDenyCache(0), withoutHeartbeat())
+	r := &ratelimit.Rule{Name: "cluster-slots", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
+	for i := range 20 {
+		key := fmt.Sprint("tenant", i)
+		a, err := r.Reserve(ctx, l, key, 1)
+		require.NoError(t, err)
+		b, err := r.Reserve(ctx, l, key, 1)
+		require.NoError(t, err)
+		_, err = r.Reserve(ctx, l, key, 1)
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		require.NoError(t, a.Settle(ctx, 3))
+		require.NoError(t, b.Release(ctx))
+		c, err := r.Reserve(ctx, l, key, 1)
+		require.NoError(t, err)
+		require.NoError(t, c.Release(ctx))
+	}
+}
+
+// TestSlotScriptsRenderAsGolden compares the slot scripts with their text
+// under testdata/scripts (rewritten with -update).
+func TestSlotScriptsRenderAsGolden(t *testing.T) {
+	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText} {
+		file := filepath.Join("testdata", "scripts", name+".lua")
+		if *updateScripts {
+			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
+		}
+		want, err := os.ReadFile(file)
+		require.NoError(t, err, "run with -update to write it")
+		if string(want) != text {
+			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
+		}
+	}
+}

@@ -1,0 +1,246 @@
+-- adjust.lua changes the charge of a reservation (see reserve.lua): it
+-- refunds units, or charges more on top, without deciding anything.
+-- MemoryLimiter.Adjust (package ratelimit, runtime/settle.go) is its Go
+-- twin and must leave the same state.
+--
+-- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
+-- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
+-- ARGV[2]  delta: a refund of -delta units when negative, else a charge of
+--          delta more.
+-- ARGV[3]  at: the time in µs the reservation was charged at.
+-- ARGV[4i .. 4i+3]  limit i: algorithm, period (µs), threshold, capacity
+--          (as the generic decide script takes them).
+--
+-- A charge on top is never denied, but takes a limit's state to at most
+-- twice its capacity; a refund takes back only what the reservation left
+-- that still counts. Replies the number of limits.
+
+local BIG = 9007199254740992 -- 2^53: a product below it is exact
+
+-- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
+-- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
+-- 2^52, when a * b is 2^53 or more (callers handle smaller products with
+-- %, exact for them): the quotient is estimated, and the estimate's
+-- remainder computed exactly from 26-bit halves of the operands, each
+-- partial product below 2^53, then corrected. Its twin is package muldiv
+-- (internal/muldiv).
+local function muldiv(a, b, d)
+  local q, half = math.floor(a * b / d), 67108864 -- 2^26
+  local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
+  local a0, b0, q0, d0 = a - a1 * half, b - b1 * half, q - q1 * half, d - d1 * half
+  local mid = (a1 * b0 + a0 * b1) - (q1 * d0 + q0 * d1)
+  local r = ((a1 * b1 - q1 * d1) * half + mid) * half + (a0 * b0 - q0 * d0)
+  while r < 0 do q, r = q - 1, r + d end
+  while r >= d do q, r = q + 1, r - d end
+  return q, r
+end
+
+local now
+if ARGV[1] == "" then
+  local t = redis.call("TIME")
+  now = t[1] * 1000000 + t[2]
+else
+  now = ARGV[1] + 0
+end
+local delta, at = ARGV[2] + 0, ARGV[3] + 0
+local frac = now % 1000
+local nowMs = (now - frac) / 1000
+local n = #KEYS
+for i = 1, n do
+  local key, algo = KEYS[i], ARGV[4 * i]
+  local period, threshold, capacity = ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0, ARGV[4 * i + 3] + 0
+  if algo == "sliding_log" then
+    if delta < 0 then
+      -- Twin: (*logState).refund. Remove up to -delta entries logged at at,
+      -- newest first, marked or not, unless they left the window; if marked
+      -- ones went, mark the newest entry left and set the TTL from it, as a
+      -- rollback does (see "rollback sliding_log" in decide.lua.tmpl).
+      if at > now - period then
+        local entry = string.format("%d", at)
+        local left = -delta
+        left = left - redis.call("LREM", key, -left, entry)
+        if left > 0 and redis.call("LREM", key, -left, "-" .. entry) > 0 then
+          local last = redis.call("LINDEX", key, "-1")
+          if last then
+            local newest = last + 0
+            if newest < 0 then
+              newest = -newest
+            else
+              redis.call("LSET", key, "-1", "-" .. last)
+            end
+            redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+          end
+        end
+      end
+    else
+      -- Twin: (*limitState).chargeOnTop of a log: trim the log as a check
+      -- does (setting refresh as it does), then push the units at the time a
+      -- call would be logged at, up to twice the threshold in the window.
+      local start = now - period
+      local head = redis.call("LINDEX", key, "0")
+      local refresh, oldest, marked = not head, nil, false
+      if head then
+        oldest = head + 0
+        if oldest < 0 then oldest, marked = -oldest, true end
+      end
+      if oldest and oldest <= start then
+        -- Trim as a check does (see "check sliding_log" in decide.lua.tmpl).
+        refresh = marked
+        redis.call("LPOP", key)
+        head = redis.call("LINDEX", key, "0")
+        oldest = head and math.abs(head + 0)
+        if not head then refresh = true end
+        if oldest and oldest <= start then
+          refresh = true
+          local len = redis.call("LLEN", key)
+          local lo, hi = 1, 1
+          while hi < len and math.abs(redis.call("LINDEX", key, hi) + 0) <= start do
+            lo = hi + 1
+            hi = hi * 2
+          end
+          if hi > len then hi = len end
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if math.abs(redis.call("LINDEX", key, mid) + 0) <= start then
+              lo = mid + 1
+            else
+              hi = mid
+            end
+          end
+          if lo >= len then
+            redis.call("DEL", key)
+            head, oldest = nil, nil
+          else
+            redis.call("LTRIM", key, lo, "-1")
+            head = redis.call("LINDEX", key, "0")
+            oldest = math.abs(head + 0)
+          end
+        end
+      end
+      local logged = now
+      if oldest and now < oldest then
+        logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
+      end
+      local units = redis.call("LLEN", key)
+      local extra = math.min(delta, 2 * capacity - units)
+      if extra > 0 then
+        local entry = string.format("%d", logged)
+        if refresh then entry = "-" .. entry end
+        local entries, left = {}, extra
+        for j = 1, math.min(extra, 1000) do entries[j] = entry end
+        while left > 0 do
+          local k = math.min(left, 1000)
+          redis.call("RPUSH", key, unpack(entries, 1, k))
+          left = left - k
+        end
+        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
+      elseif refresh and head then
+        -- Nothing pushed, and the mark left with the trim: mark the newest.
+        local last = redis.call("LINDEX", key, "-1")
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        else
+          redis.call("LSET", key, "-1", "-" .. last)
+        end
+        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+      end
+    end
+  elseif algo == "fixed_window" or algo == "sliding_window" then
+    local p = period / 1000
+    local value = tonumber(redis.call("GET", key) or "0")
+    local stateEnd = redis.call("PEXPIRETIME", key) - 1000
+    local prev, cur = 0, value
+    if algo == "sliding_window" then
+      cur = value % 134217728
+      prev = (value - cur) / 134217728
+    end
+    if delta < 0 then
+      -- Twin: (*windowState).fixedRefund and slidingRefund. Take up to -delta
+      -- units off the count of the window at is in, if it is the key's window
+      -- (a sliding window's current one, which ends a period before its state)
+      -- and has not ended; delete a key that would hold no counts.
+      local ends = stateEnd
+      if algo == "sliding_window" then ends = stateEnd - p end
+      if cur > 0 and ends == (at - at % period + period) / 1000 and nowMs < ends then
+        local d = math.min(-delta, cur)
+        if d == value then redis.call("DEL", key) else redis.call("DECRBY", key, d) end
+      end
+    else
+      -- Twin: (*limitState).chargeOnTop of a window: start or move the window
+      -- as a check does (fixedWindow, slidingWindows), then add to the window's
+      -- count up to twice the threshold (a sliding window's, up to
+      -- MaxSlidingWindowThreshold, for its packed key).
+      local r = stateEnd - nowMs
+      local moved = false
+      if value == 0 or r <= 0 then
+        cur, prev, moved = 0, 0, true
+        if algo == "sliding_window" then
+          stateEnd = (now - now % period + 2 * period) / 1000
+        else
+          stateEnd = (now - now % period + period) / 1000
+        end
+      elseif algo == "sliding_window" and r <= p then
+        cur, prev, moved, stateEnd = 0, cur, true, stateEnd + p
+      end
+      -- most: the most the count may hold; a sliding window's counts are packed
+      -- (prev * prevScale + cur), each at most MaxSlidingWindowThreshold, 2^26 - 1.
+      local most = 2 * capacity
+      if algo == "sliding_window" and most > 134217728 / 2 - 1 then most = 134217728 / 2 - 1 end
+      local extra = math.min(delta, most - cur)
+      if extra > 0 or moved then
+        if extra > 0 then cur = cur + extra end
+        redis.call("SET", key, string.format("%d", prev * 134217728 + cur), "PXAT", stateEnd + 1000)
+      end
+    end
+  else -- token_bucket, leaky_bucket, gcra
+    -- ta + tf/threshold: max(TAT, now), the twin's tatFrom.
+    local stored = redis.call("GET", key)
+    local ta, tf = now, 0
+    if stored then
+      local tat, tatFrac = tonumber(stored), 0
+      if not tat then -- "tat tatFrac"
+        local sp = string.find(stored, " ", 1, true)
+        tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+      end
+      if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end
+      if tat >= now then ta, tf = tat, tatFrac end
+    end
+    -- k + m/threshold: the units' emission intervals, at most twice the
+    -- capacity's (more moves the TAT no further).
+    local units = math.min(math.abs(delta), 2 * capacity)
+    local k, m = 0, 0
+    if units * period < BIG then m = units * period % threshold; k = (units * period - m) / threshold else k, m = muldiv(units, period, threshold) end
+    if delta < 0 then
+      -- Twin: (*bucketState).tatRefund. Move the TAT back, not before now: a
+      -- full bucket is no state. The TTL is kept: it outlives the TAT.
+      if stored and not (ta == now and tf == 0) then
+        local na, nf = ta - k, tf - m
+        if nf < 0 then na, nf = na - 1, nf + threshold end
+        if na < now or (na == now and nf == 0) then
+          redis.call("DEL", key)
+        elseif nf > 0 then
+          redis.call("SET", key, string.format("%d %d", na, nf), "KEEPTTL")
+        else
+          redis.call("SET", key, string.format("%d", na), "KEEPTTL")
+        end
+      end
+    else
+      -- Twin: (*bucketState).tatChargeOnTop. Move the TAT on, at most twice the
+      -- depth (capacity * period / threshold) ahead of now, and set its TTL as
+      -- a commit does, to a second past the second it is in.
+      local na, nf = ta + k, tf + m
+      if nf >= threshold then na, nf = na + 1, nf - threshold end
+      local ka, kf = 0, 0
+      if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
+      local ca, cf = now + 2 * ka, 2 * kf
+      if cf >= threshold then ca, cf = ca + 1, cf - threshold end
+      if na > ca or (na == ca and nf > cf) then na, nf = ca, cf end
+      local tat
+      if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
+      local second = na - na % 1000000
+      redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+    end
+  end
+end
+return n

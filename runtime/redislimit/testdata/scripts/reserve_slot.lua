@@ -1,0 +1,546 @@
+-- reserve_slot.lua takes a concurrency slot and decides the call's rate
+-- limits, all or nothing: the slot is taken only if the rate limits admit
+-- the call, and the rate limits are charged only if a slot is free. Its
+-- Go twin is (*MemoryLimiter).ReserveSlot (runtime/concurrency.go).
+--
+-- KEYS[1]  the slot key: a sorted set of tokens scored with their lease's
+--          end (µs); KEYS[2..] the rate limits' keys (the generic decide
+--          script's KEYS), all with the same hash tag.
+-- ARGV[1]  slots: how many calls may be in flight; ARGV[2] the lease (µs);
+--          ARGV[3] the call's token.
+-- ARGV[4..]  the generic decide script's ARGV: the time ("" reads TIME),
+--          the cost, then the rate limits (none: the slot alone).
+--
+-- Replies {decision, now}: the 6-array of a slot denial (index: the
+-- number of rate limits), or the rate limits' decision (any of the decide
+-- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0}.
+
+local BIG = 9007199254740992 -- 2^53: a product below it is exact
+
+-- muldiv returns floor(a * b / d) and the remainder a * b - q * d, exactly,
+-- for integers 0 <= a, b < 2^52 and 0 < d < 2^50 whose quotient is below
+-- 2^52, when a * b is 2^53 or more (callers handle smaller products with
+-- %, exact for them): the quotient is estimated, and the estimate's
+-- remainder computed exactly from 26-bit halves of the operands, each
+-- partial product below 2^53, then corrected. Its twin is package muldiv
+-- (internal/muldiv).
+local function muldiv(a, b, d)
+  local q, half = math.floor(a * b / d), 67108864 -- 2^26
+  local a1, b1, q1, d1 = math.floor(a / half), math.floor(b / half), math.floor(q / half), math.floor(d / half)
+  local a0, b0, q0, d0 = a - a1 * half, b - b1 * half, q - q1 * half, d - d1 * half
+  local mid = (a1 * b0 + a0 * b1) - (q1 * d0 + q0 * d1)
+  local r = ((a1 * b1 - q1 * d1) * half + mid) * half + (a0 * b0 - q0 * d0)
+  while r < 0 do q, r = q - 1, r + d end
+  while r >= d do q, r = q + 1, r - d end
+  return q, r
+end
+
+local function decide_one(KEYS, ARGV)
+  -- decide.lua decides one call against one or more limits atomically, in
+  -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
+  -- twin and must make the same decisions: each check below names the
+  -- twin's function, and the state as the twin names it.
+  --
+  -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
+  -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
+  -- ARGV[2]  the call's cost in units.
+  -- ARGV[3+4(i-1) .. 6+4(i-1)]  limit i: algorithm, period (µs), threshold,
+  --          capacity (the burst of token_bucket and gcra, the queue bound
+  --          of leaky_bucket, else the threshold).
+  -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
+  --          admitting check is rolled back as when another limit denies.
+  --
+  -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
+  -- delay_us} where index (0-based) is the limit the numbers describe: the
+  -- denying limit with the longest retry when denied, the one with the fewest
+  -- remaining units when allowed; delay is the longest delay of all limits.
+  -- An admitted call of one limit gets a shorter reply (see "packed reply").
+  --
+  -- Each limit is checked by its algorithm; the check may change the key
+  -- tentatively, and undoes that itself if it denies the call. Then every
+  -- limit is committed if all admitted the call, or those that admitted it
+  -- are rolled back: a denied call leaves every limit as it was. (The twin
+  -- checks every limit before it charges any: it has nothing to roll back.)
+  --
+  -- Speed: each command a script runs costs a noticeable fraction of a round
+  -- trip (a write more than a read), and so does each closure it creates, so
+  -- the checks, commits and rollbacks are written inline, per algorithm, and
+  -- the paths a call usually takes run few commands (each algorithm's notes
+  -- list them). Redis (7.0) formats a number passed to redis.call with
+  -- snprintf ("%.17g"), about 2,000 instructions, and takes a string as it
+  -- is: the commands every call runs are passed strings (the cost as sent,
+  -- or "1"; list indices), numbers only those that run once in a while.
+  -- A string read (ARGV, a reply) becomes a number by arithmetic, x + 0,
+  -- which converts it once; tonumber(x) converts it twice and is a call, so
+  -- it is kept for strings that may not be numbers.
+  --
+  -- TTL: every key keeps a TTL of at least a second (keepMs) past the time
+  -- its state stops mattering, and none longer than two periods (a bucket:
+  -- its drain time plus a second) plus a second; each algorithm says when it
+  -- sets it.
+  --
+  -- Arithmetic: Lua numbers are doubles, exact for integers below 2^53. Times
+  -- are µs (about 2^50.6 today); a limit's values are validated below 2^50
+  -- (see maxLimitValue in runtime/limit.go), and a product of two of them
+  -- that is 2^53 or more goes through muldiv.
+  --
+  -- Each algorithm has keys of its own (the key ends in the algorithm's tag,
+  -- see storageKey in keys.go), so a limit whose algorithm changes starts
+  -- afresh. A key of another type than its algorithm writes (written by
+  -- something else) makes the script fail with WRONGTYPE (a window's string
+  -- that is not an integer: "not an integer"), having charged no
+  -- limit: in the generic script the first command on each key is a pcall,
+  -- and the limits checked before are rolled back; a script of one limit has
+  -- nothing to roll back, and its first command fails before any write.
+  --
+  -- Clock: every algorithm is robust to a clock reading earlier than the
+  -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
+  -- algorithm's state and notes stand beside its check below.
+
+  local now
+  if ARGV[1] == "" then
+    local t = redis.call("TIME")
+    now = t[1] * 1000000 + t[2]
+  else
+    now = ARGV[1] + 0
+  end
+  local cost, costArg = ARGV[2] + 0, ARGV[2]
+  local n = #KEYS
+
+  -- Check every limit. ok, rem, ret, res, del: whether the limit admits the
+  -- call, its remaining, retry, reset and delay (a Decision's Remaining,
+  -- RetryAfter, ResetAfter and Delay, in µs). rec1, rec2, rec3: the record
+  -- of an admitting check, what its commit or rollback needs (each
+  -- algorithm's block names them); kept in undo when there are several limits.
+  local allowed, pick, remaining, retry, reset, delay = true, 1, 0, -1, 0, 0
+  local failed, undo, rec1, rec2, rec3
+  if n > 1 then undo = {} end
+  for i = 1, n do
+    local key, algo = KEYS[i], ARGV[4 * i - 1]
+    local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
+    local ok, rem, ret, res, del = false, 0, 0, 0, 0
+    rec1, rec2, rec3 = nil, nil, nil
+
+    if algo == "sliding_log" then
+      -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+      --
+      -- State, the twin's logState: the key is a list of admission times (µs),
+      -- oldest first, one entry per unit of cost, so calls in the same
+      -- microsecond are all counted; its length is the log's units (the twin
+      -- keeps runs of units logged at one time). An entry at ts counts while
+      -- ts > start = now - period. The call is pushed first and popped again if
+      -- it does not fit. A call usually runs TIME, LINDEX 0 (has the oldest
+      -- entry expired?) and RPUSH (whose reply is the new length, so no LLEN),
+      -- plus a PEXPIRE when a trim sets the TTL again.
+      --
+      -- TTL: set to two periods (plus a second) past the newest entry, L,
+      -- when the log is created, and the entries of the call that
+      -- sets it are marked: stored as -ts. It is set again (and the new
+      -- entries marked) only when a trim pops a marked entry or empties the
+      -- log, not on every trim, as a full window's calls each trim one entry.
+      -- So while no TTL is set, the marked entries (logged at L) are in the
+      -- window, every call comes before L + period, and every entry is logged
+      -- before it too (at the call's time, or the newest entry's): the TTL
+      -- outlives them all by a period. A call that sets the TTL but is denied
+      -- (or rolled back) marks the newest entry left in place of its own.
+      --
+      -- Clock: if it reads earlier than the oldest entry, new entries are
+      -- logged at the newest entry's time, so the log stays sorted. A clock
+      -- step back smaller than the log's span is not seen; entries logged
+      -- then are out of order by at most the step.
+      --
+      -- Record: refresh (this call sets the TTL), logged, units (the log's
+      -- units with the call).
+      local start = now - period
+      local head = redis.pcall("LINDEX", key, "0")
+      if type(head) == "table" then failed = head break end
+      -- oldest: the oldest entry's time; marked: whether it is marked
+      -- (negative), as the entries pushed by the call that last set the TTL are.
+      local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
+      if head then
+        oldest = head + 0
+        if oldest < 0 then oldest, marked = -oldest, true end
+      end
+      if oldest and oldest <= start then
+        -- Trim the entries at or before start (the twin's trim): pop one and
+        -- look again, which is all a steady flow of calls needs, else gallop
+        -- and bisect. The TTL is set again when a marked entry leaves, or the
+        -- log empties.
+        refresh = marked
+        redis.call("LPOP", key)
+        head = redis.call("LINDEX", key, "0")
+        oldest = head and math.abs(head + 0)
+        if not head then refresh = true end
+        if oldest and oldest <= start then
+          refresh = true
+          local len = redis.call("LLEN", key)
+          local lo, hi = 1, 1
+          while hi < len and math.abs(redis.call("LINDEX", key, hi) + 0) <= start do
+            lo = hi + 1
+            hi = hi * 2
+          end
+          if hi > len then hi = len end
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if math.abs(redis.call("LINDEX", key, mid) + 0) <= start then
+              lo = mid + 1
+            else
+              hi = mid
+            end
+          end
+          if lo >= len then
+            redis.call("DEL", key)
+            head, oldest = nil, nil
+          else
+            redis.call("LTRIM", key, lo, "-1")
+            head = redis.call("LINDEX", key, "0")
+            oldest = math.abs(head + 0)
+          end
+        end
+      end
+      -- logged: the time the call's entries are logged at (the twin's logged).
+      local logged = now
+      if oldest and now < oldest then
+        logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
+      end
+      -- Push cost entries; RPUSH replies the new length: units.
+      local entry, units = string.format("%d", logged) -- not tostring: %.14g would round it
+      if refresh then entry = "-" .. entry end
+      if cost == 1 then
+        units = redis.call("RPUSH", key, entry)
+      else
+        -- entries: the cost's entries, pushed 1000 (maxPush) at a time
+        local entries, left = {}, cost
+        for j = 1, math.min(cost, 1000) do entries[j] = entry end
+        while left > 0 do
+          local k = math.min(left, 1000)
+          units = redis.call("RPUSH", key, unpack(entries, 1, k))
+          left = left - k
+        end
+      end
+      if units <= threshold then
+        ok, rem, res = true, threshold - units, logged + period - now
+        rec1, rec2, rec3 = refresh, logged, units
+      else
+        -- The call fits once the need-th oldest entry leaves.
+        local need = units - threshold
+        ret = math.abs(redis.call("LINDEX", key, need - 1) + 0) + period - now
+        if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+        local last = redis.call("LINDEX", key, "-1") -- units > threshold >= cost
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        elseif refresh then
+          redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
+        end
+        if refresh then redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000) end
+        rem, res = threshold - units + cost, newest + period - now
+      end
+    elseif algo == "fixed_window" then
+      -- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
+      --
+      -- State, the twin's windowState: the key is a string holding count, the
+      -- window's count, whose state ends with the window at stateEnd (a Unix
+      -- time in ms: periods are whole ms); the key expires exactly 1000 ms
+      -- (keepMs) after it. So the key's TTL tells where in the window a call
+      -- is, and a script that does not know the time (one limit's, on the
+      -- server's clock) reads it (PTTL, an integer) instead of TIME, except
+      -- when a window starts; the others read PEXPIRETIME against now, so that
+      -- a pinned clock decides as the server's would (see "ttl"). The state's
+      -- end is the next window's first ms: there, r = 0 means the window has
+      -- ended, and the key, still there for a second, is overwritten. A window
+      -- starts when the key has no count (INCRBY replies the cost) or has
+      -- ended. Counts are never zero: a key is deleted rather than decremented
+      -- to zero. The count is incremented first and decremented again if the
+      -- call does not fit. Times told are exact µs when the script knows now,
+      -- else counted from the start of the server's ms (up to a ms long, never
+      -- short). A clock reading earlier than the window counts in the window.
+      -- A call usually runs INCRBY (the count, optimistically) and PTTL (where
+      -- in the window the call is): no TIME, the costliest command to read,
+      -- but when a window starts, which also runs a PEXPIREAT.
+      --
+      -- Record: count, the window's count with the call.
+      -- count: the window's count with the call (the twin's w.count + cost);
+      -- r: ms until the window ends (the twin's fixedWindow).
+      local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
+      if type(count) == "table" then failed = count break end
+      local frac = now % 1000
+      local nowMs = (now - frac) / 1000
+      local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+      if count == cost or r <= 0 then
+        -- A new window: no count before (count == cost), or the key's last
+        -- millisecond, which is the first of the next window.
+        local stateEnd = (now - now % period + period) / 1000
+        if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+        count, r = cost, stateEnd - nowMs
+      end
+      res = r * 1000 - frac
+      if count <= threshold then
+        ok, rem = true, threshold - count
+        rec1 = count
+      else
+        redis.call("DECRBY", key, costArg) -- the count was there before: not zero
+        rem, ret = threshold - count + cost, res
+      end
+    elseif algo == "sliding_window" then
+      -- sliding_window. Twin: (*windowState).slidingCheck in
+      -- runtime/slidingwindow.go.
+      --
+      -- State, the twin's windowState: a fixed window (see fixed_window) whose
+      -- key packs two counts, prev * prevScale + cur with prevScale = 134217728
+      -- (2^27): prev, the previous window's count, and cur, this one's (the
+      -- twin's count), below 2^53 as thresholds are below 2^26
+      -- (MaxSlidingWindowThreshold). Its state ends at stateEnd, with the next
+      -- window, where cur still weighs. The script moves cur to prev when the
+      -- call is in the next window. It weighs the previous window's count by
+      -- the part of it the sliding window still covers, in whole ms, rounded
+      -- up to whole units; that is exactly
+      -- prev * (period - elapsed) / period + cur + cost <= threshold. Its
+      -- commands are a fixed window's, plus a SET PX when it moves on.
+      --
+      -- Record: packed, the packed counts with the call.
+      -- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
+      -- the key's state ends, at the next window's end (the twin's
+      -- slidingWindows); p: the period in ms.
+      local packed = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
+      if type(packed) == "table" then failed = packed break end
+      local frac = now % 1000
+      local nowMs = (now - frac) / 1000
+      local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+      local p = period / 1000
+      local cur = packed % 134217728 - cost
+      local prev = (packed - cur - cost) / 134217728
+      if packed == cost or r <= 0 then
+        -- A new window with none before: no counts, or the key's last
+        -- millisecond, which is the first of the window after next.
+        local stateEnd = (now - now % period + 2 * period) / 1000
+        if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
+        packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
+      elseif r <= p then
+        -- The next window (once per window): cur becomes prev.
+        packed, cur, prev = cur * 134217728 + cost, 0, cur
+        redis.call("SET", key, packed, "PXAT", nowMs + r + p + 1000)
+        r = r + p
+      end
+      -- covered: the ms of the previous window the sliding window still
+      -- covers (r - p), at most p: a clock reading earlier than the window's
+      -- start decides the call at the start.
+      local weighted = 0
+      if prev > 0 then
+        local q, m, covered = 0, 0, r - p
+        if covered > p then covered = p end
+        if prev * covered < BIG then m = prev * covered % p; q = (prev * covered - m) / p else q, m = muldiv(prev, covered, p) end
+        weighted = q
+        if m > 0 then weighted = q + 1 end
+      end
+      res = r * 1000 - frac
+      if weighted + cur + cost <= threshold then
+        ok, rem = true, threshold - weighted - cur - cost
+        rec1 = packed
+      else
+        redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
+        rem = threshold - weighted - cur
+        if rem < 0 then rem = 0 end
+        if cur == 0 then res = (r - p) * 1000 - frac end
+        -- The earliest millisecond the weighted count plus cost fits, if
+        -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
+        -- or in the next, where cur is the previous window's count; weighs:
+        -- the count weighed, ends: ms until the window it is weighed in ends.
+        local room, weighs, ends = threshold - cur - cost, prev, r - p
+        if room < 0 then room, weighs, ends = threshold - cost, cur, r end
+        local q = 0
+        if room * p < BIG then q = (room * p - room * p % weighs) / weighs else q = muldiv(room, p, weighs) end
+        ret = (ends - q) * 1000 - frac
+      end
+    else -- token_bucket, leaky_bucket, gcra
+      -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
+      -- runtime/gcra.go.
+      --
+      -- State, the twin's bucketState: the key is a string holding the
+      -- theoretical arrival time (TAT), the time the bucket will be empty of
+      -- calls (full of tokens), as "tat" or "tat tatFrac": a whole µs plus
+      -- tatFrac/threshold µs (0 < tatFrac < threshold), so that emission
+      -- intervals of period/threshold µs add up exactly. A call is admitted
+      -- when the TAT it leaves, max(TAT, now) + cost * period / threshold, is
+      -- at most capacity * period / threshold ahead of now. A leaky bucket's
+      -- admitted call waits until max(TAT, now). A clock reading earlier than
+      -- the TAT starts from the TAT. A call usually runs TIME, GET and SET
+      -- KEEPTTL (the TAT; SET PX when it enters another second, see "commit
+      -- bucket").
+      --
+      -- Record: na, nf (the TAT with the call), oldTat (the stored TAT's whole
+      -- µs, for its TTL; see "commit bucket").
+      local stored = redis.pcall("GET", key)
+      if type(stored) == "table" then failed = stored break end
+      -- ta + tf/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
+      -- TAT's whole µs as stored, for its TTL.
+      local ta, tf, oldTat = now, 0, nil
+      if stored then
+        local tat, tatFrac = tonumber(stored), 0
+        if not tat then -- "tat tatFrac"
+          local sp = string.find(stored, " ", 1, true)
+          tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+        end
+        oldTat = tat
+        if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
+        if tat >= now then ta, tf = tat, tatFrac end
+      end
+      -- na + nf/threshold: the TAT with the call, k + m/threshold µs later (the
+      -- twin's addInterval); ka + kf/threshold: the capacity in µs (the twin's
+      -- depth, depthFrac).
+      local k, m, ka, kf = 0, 0, 0, 0
+      if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
+      if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
+      local na, nf = ta + k, tf + m
+      if nf >= threshold then na, nf = na + 1, nf - threshold end
+      local d, g -- the room left: d + g/threshold µs
+      if na - now < ka or (na - now == ka and nf <= kf) then
+        ok, res = true, na - now
+        rec1, rec2, rec3 = na, nf, oldTat
+        if nf > 0 then res = res + 1 end
+        if algo == "leaky_bucket" then
+          del = ta - now
+          if tf > 0 then del = del + 1 end
+        end
+        d, g = ka - (na - now), kf - nf
+      else
+        ret, res = na - ka - now, ta - now
+        if nf > kf then ret = ret + 1 end
+        if tf > 0 then res = res + 1 end
+        d, g = ka - (ta - now), kf - tf
+      end
+      -- Remaining: the emission intervals that fit in the room left (the
+      -- twin's remainingUnits).
+      if d >= 0 then
+        local q, r = 0, 0
+        if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
+        local s = r + g -- |s| < 2^51; % rounds towards minus infinity
+        q = q + (s - s % period) / period
+        if q > 0 then rem = q end
+      end
+    end
+
+    if ok then
+      if undo then undo[i] = {rec1, rec2, rec3} end
+      if allowed and (i == 1 or rem < remaining) then
+        pick, remaining, reset = i, rem, res
+      end
+      if del > delay then delay = del end
+    elseif allowed or ret > retry then
+      allowed, pick, remaining, retry, reset = false, i, rem, ret, res
+    end
+  end
+
+  -- Commit every limit, or roll back those that admitted the call.
+  local commit = allowed and not failed and ARGV[3 + 4 * n] ~= "peek"
+  for i = 1, n do
+    if undo then
+      local u = undo[i]
+      if u then rec1, rec2, rec3 = u[1], u[2], u[3] else rec1 = nil end
+    end
+    local key, algo, period = KEYS[i], ARGV[4 * i - 1], ARGV[4 * i] + 0
+    if rec1 == nil then
+      -- limit i did not admit the call (or was not checked): nothing to do
+    elseif commit then
+      if algo == "sliding_log" then
+        local refresh, logged = rec1, rec2
+        -- Commit sliding_log (the twin's (*logState).charge): the entries are
+        -- pushed; set the TTL if this call marked them.
+        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
+      elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
+        local na, nf, oldTat = rec1, rec2, rec3
+        -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
+        -- with the call. It only grows. Its TTL is set when it enters a second (of
+        -- a grid from the epoch), to a second past that second's end; within the
+        -- second it is kept.
+        local tat
+        if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
+        local second = na - na % 1000000
+        if oldTat and oldTat - oldTat % 1000000 == second then
+          redis.call("SET", key, tat, "KEEPTTL")
+        else
+          redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+        end
+      end
+    elseif algo == "sliding_log" then
+      local refresh, units = rec1, rec3
+      -- Roll back sliding_log: pop the call's entries, and if it marked them,
+      -- mark the newest entry left in their place (see "check sliding_log").
+      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+      if units > cost and refresh then
+        local last = redis.call("LINDEX", key, "-1")
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        else
+          redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
+        end
+        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+      end
+    elseif algo == "fixed_window" or algo == "sliding_window" then
+      local value = rec1
+      -- Roll back a window: take the cost off its count, deleting a key it
+      -- would leave at zero.
+      if value == cost then
+        redis.call("DEL", key)
+      else
+        redis.call("DECRBY", key, costArg) -- as sent: no number to format
+      end
+    end
+  end
+  if failed then return failed end
+  if not allowed then
+    return {0, remaining, retry, reset, pick - 1, 0}
+  end
+  if n == 1 and delay == 0 then
+    -- An admitted call of one limit with no delay, whose numbers fit, gets
+    -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
+    -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
+    -- reply costs both ends more. The script of one limit answers another
+    -- admitted call with {remaining, reset_after_us, delay_us}, half the
+    -- array.
+    -- s: the bits reset takes, of a few sizes.
+    local s, p = 46, 70368744177664
+    if reset < 1048576 then s, p = 20, 1048576
+    elseif reset < 134217728 then s, p = 27, 134217728
+    elseif reset < 8589934592 then s, p = 33, 8589934592
+    elseif reset < 1099511627776 then s, p = 40, 1099511627776
+    end
+    if reset < p and remaining * p < 140737488355328 then -- 2^47
+      return (remaining * p + reset) * 64 + s
+    end
+  end
+  return {1, remaining, 0, reset, pick - 1, delay}
+end
+
+local slots, lease, token = ARGV[1] + 0, ARGV[2] + 0, ARGV[3]
+local keys, argv = {}, {}
+for j = 2, #KEYS do keys[j - 1] = KEYS[j] end
+for j = 4, #ARGV do argv[j - 3] = ARGV[j] end
+if argv[1] == "" then
+  local t = redis.call("TIME")
+  argv[1] = t[1] * 1000000 + t[2]
+end
+local now = argv[1] + 0
+local slot = KEYS[1]
+-- Drop the slots whose lease ended (the twin's live).
+redis.call("ZREMRANGEBYSCORE", slot, "-inf", string.format("%d", now))
+local held = redis.call("ZCARD", slot)
+if held >= slots then
+  local soonest = redis.call("ZRANGE", slot, 0, 0, "WITHSCORES")
+  local last = redis.call("ZRANGE", slot, -1, -1, "WITHSCORES")
+  return {{0, 0, soonest[2] - now, last[2] - now, #keys, 0}, now}
+end
+local reply = {1, slots - held - 1, 0, 0, 0, 0}
+if #keys > 0 then
+  reply = decide_one(keys, argv)
+  if type(reply) == "table" and #reply == 6 and reply[1] == 0 then
+    return {reply, now} -- denied by a rate limit: no slot taken
+  end
+end
+redis.call("ZADD", slot, string.format("%d", now + lease), token)
+
+-- The key outlives every lease it holds by a second (keepMs).
+local want = math.ceil(lease / 1000) + 1000
+if redis.call("PTTL", slot) < want then redis.call("PEXPIRE", slot, want) end
+return {reply, now}

@@ -1,0 +1,208 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Reservation is units that [Rule.Reserve] took ahead of a call whose
+// final cost is known only after it, such as the tokens of an LLM
+// completion; [Reservation.Settle] makes the final charge. A reservation
+// never settled (its process died) stays charged as reserved.
+//
+// What a settle changes, per algorithm (both backends decide alike):
+//
+//   - SlidingLog: a refund removes units logged at the reservation's time
+//     (none once they left the window); a charge on top is logged at the
+//     settle's time, as if a call of the extra units were admitted then,
+//     so the debt leaves the window a full period after the settle (never
+//     earlier than the units that caused it were known).
+//   - FixedWindow, SlidingWindow: a refund is taken off the window the
+//     reservation was charged in while it runs; a window that has ended
+//     gives nothing back. A charge on top counts in the window running at
+//     the settle.
+//   - TokenBucket, GCRA, LeakyBucket: a refund moves the bucket's TAT
+//     back, never beyond a full bucket (an empty queue); a charge on top
+//     moves it on.
+//
+// A charge on top is never denied: it may take a limit past its threshold
+// (debt), and later calls are denied, with a RetryAfter that counts the
+// debt, until it is paid. A settle charges on top at most what takes a
+// limit's state to twice its [Limit.MaxCost] (one MaxCost of debt; a
+// SlidingWindow's count to [MaxSlidingWindowThreshold]).
+//
+// # Concurrency limits
+//
+// A [Limit] whose Algorithm is "concurrency" is a concurrency limit: at
+// most Threshold calls of a name and key in flight at once, across every
+// process sharing the limiter's backend. Its Period is the lease of a
+// slot (0 means 30 s). A rule has at most one; its calls go through
+// [Rule.Reserve], which takes a slot in the same all-or-nothing decision
+// as the rule's rate limits (Check fails them as invalid), and hold it
+// until [Reservation.Release] or [Reservation.Settle] gives it back: call
+// Release in a defer, so a panic gives it back too. While a call holds
+// its slot, its process renews the lease every third of a lease; the
+// slots of a process that died free within a lease, and a reservation
+// never released holds its slot until its process exits. A call denied
+// for want of a slot gets a [*LimitError] whose Limit is the concurrency
+// limit and whose RetryAfter is when the soonest lease ends (a bound: a
+// slot frees as soon as a call gives it back); with the rule's Wait the
+// call polls for a slot until then. Overrides apply to the rate limits
+// only, shadow mode to neither; when the backend fails, [FailOpen] lets
+// the call run without a slot, and the other policies fail it. A limiter
+// holds slots with the methods
+//
+//	// ReserveSlot decides req's rate limits (there may be none) and takes
+//	// a slot of slot under token, all or nothing; a denial for the slot
+//	// has LimitIndex len(req.Limits).
+//	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
+//	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
+//	// RenewSlot renews the slot's lease, and reports whether it was held.
+//	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+//
+// and a [Hook] with the method InFlight(ctx context.Context, name string,
+// delta int) is told of each slot taken (1) and given back (-1), as
+// [Metrics] counts them.
+type Reservation struct {
+	rule    *Rule
+	backend reserver // nil: nothing was charged, so Settle charges nothing
+	req     Request  // what was charged: name, key (as given), units, limits
+	at      int64    // when the backend charged it, µs since the Unix epoch
+	settled atomic.Bool
+	slot    *heldSlot // the concurrency slot held, or nil
+}
+
+// reserver is a [Limiter] that can settle reservations (see [Rule.Reserve]).
+type reserver interface {
+	Reserve(ctx context.Context, req Request) (Decision, int64, error)
+	Adjust(ctx context.Context, req Request, at, delta int64) error
+}
+
+// Reserve takes units (0 means 1) under r's limits on limiter for a call
+// with the given key, and returns the reservation that [Reservation.Settle]
+// settles once the call's cost is known. It is denied exactly as
+// [Rule.Check] would deny a call of that cost (a [*LimitError]), with the
+// same overrides, shadow mode and error policy: a call that no backend
+// charged (an override exempts it, FailOpen lets it through on a failure,
+// a shadow rule's would-be denial) gets a reservation whose Settle charges
+// nothing; a call the fallback decided ([FailLocal]) stays charged there
+// as reserved. A denied call waits up to r.Wait, retrying when the denial
+// says, rather than queueing as Check does. A rule with a concurrency
+// limit also takes a slot, which the call holds until it gives it back
+// (see Concurrency limits at [Reservation]).
+//
+// The limiter, or the one it wraps (see [Wrapper]), must settle
+// reservations, as [MemoryLimiter] and redislimit.Limiter do, with the
+// methods
+//
+//	// Reserve is Allow, also returning the time (µs since the Unix
+//	// epoch) at which an admitted call was charged.
+//	Reserve(ctx context.Context, req Request) (Decision, int64, error)
+//	// Adjust changes the charge of req, admitted by Reserve at the
+//	// time at, by delta units without deciding (see Reservation).
+//	Adjust(ctx context.Context, req Request, at, delta int64) error
+//
+// else Reserve fails with an error wrapping [ErrInvalidLimit].
+func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
+	if units < 0 {
+		ce := &CostError{Name: r.Name, Cost: units}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		return nil, ce
+	}
+	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return r.reserveWithSlot(ctx, limiter, key, units, slot)
+	}
+	backend, ok := limiter.(reserver)
+	if !ok {
+		if backend, ok = innermost(limiter).(reserver); !ok {
+			return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
+		}
+	}
+	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
+	res := &Reservation{rule: r, req: req}
+	if r.Shadow {
+		ctx = withShadow(ctx) // its hook tells would-be denials apart
+	}
+	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
+		if v := verdictOf(req.Limits); v != "" {
+			return res, r.verdict(ctx, limiter, &req, v, -1)
+		}
+	}
+	var start time.Time
+	if r.Wait > 0 && !r.Shadow {
+		start = time.Now()
+	}
+	for {
+		d, at, err := backend.Reserve(ctx, req)
+		if err != nil {
+			if d, limits, ferr := r.fallback(ctx, limiter, req, err); ferr == nil {
+				if d.Allowed || r.Shadow {
+					return res, r.pace(ctx, d.Delay)
+				}
+				decided := req
+				decided.Limits = limits
+				return nil, r.limitError(&decided, d)
+			}
+			if err = r.failure(ctx, limiter, err); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		switch {
+		case d.Allowed:
+			res.backend, res.at = backend, at
+			return res, r.pace(ctx, d.Delay)
+		case r.Shadow:
+			return res, nil
+		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+			return nil, r.limitError(&req, d)
+		}
+		if err := sleepCtx(ctx, d.RetryAfter); err != nil {
+			return nil, fmt.Errorf("ratelimit: %s: %w while waiting %s to reserve", r.Name, err, d.RetryAfter)
+		}
+	}
+}
+
+// Settle makes actual the final charge of the reservation: it refunds what
+// was reserved beyond it, or charges on top what it exceeds the
+// reservation by (see [Reservation] for what that does per algorithm). It
+// asks the backend once, unless actual is what was reserved. A second
+// Settle charges nothing and returns an error wrapping [ErrInvalidLimit]
+// ([Reservation.Settled] tells it apart); so does an actual that is
+// negative or 2^50 or more, which settles nothing. An error of the backend
+// wraps [ErrBackend]: the reservation then stays charged as reserved, and
+// settled. Settle also gives back the reservation's concurrency slot, if
+// any (see [Reservation.Release]).
+func (res *Reservation) Settle(ctx context.Context, actual int64) error {
+	if actual < 0 || actual > maxLimitValue {
+		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)
+	}
+	if !res.settled.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
+	}
+	delta := actual - res.req.Units()
+	var err error
+	if res.backend != nil && delta != 0 {
+		err = res.backend.Adjust(ctx, res.req, res.at, delta)
+	}
+	if rerr := res.Release(ctx); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// errSettled is wrapped by the error of a second [Reservation.Settle].
+var errSettled = fmt.Errorf("%w: settled twice", ErrInvalidLimit)
+
+// Units returns the units the reservation took.
+func (res *Reservation) Units() int64 { return res.req.Units() }
+
+// Settled reports whether Settle was called.
+func (res *Reservation) Settled() bool { return res.settled.Load() }

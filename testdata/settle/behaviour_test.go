@@ -1,0 +1,113 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
+)
+
+var srv *redistest.Server
+
+func TestMain(m *testing.M) { redistest.Main(m, &srv) }
+
+// model uses the tokens it is told, or fails.
+type model struct {
+	tokens int
+	usage  bool // whether it reports its usage
+	err    error
+}
+
+func (m *model) Complete(_ context.Context, req *Request) (*Completion, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	c := &Completion{Text: "ok"}
+	if m.usage {
+		c.Usage = &Usage{TotalTokens: m.tokens}
+	}
+	return c, nil
+}
+
+func (m *model) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	return make([][]float32, len(texts)), m.err
+}
+
+func (m *model) Count(context.Context) (int64, error) { return int64(m.tokens), m.err }
+
+func TestSettleChargesWhatTheCallUsed(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{tokens: 100, usage: true}
+		d := NewModelWithRateLimit(m, limiter)
+		alice := &Request{APIKey: "alice", MaxTokens: 500}
+		// Each call reserves 500 tokens and settles at 100: six calls
+		// find 500 to reserve, the seventh 400.
+		for range 6 {
+			_, err := d.Complete(ctx, alice)
+			require.NoError(t, err)
+		}
+		_, err := d.Complete(ctx, alice)
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le, "6 × 100 tokens used")
+		require.Equal(t, "alice", le.Key)
+		require.Equal(t, int64(400), le.Remaining)
+
+		// A debt: 1500 used of 1000 reserved, and bob is denied until it
+		// is paid.
+		m.tokens = 1500
+		bob := &Request{APIKey: "bob", MaxTokens: 1000}
+		_, err = d.Complete(ctx, bob)
+		require.NoError(t, err)
+		_, err = d.Complete(ctx, &Request{APIKey: "bob", MaxTokens: 1})
+		require.ErrorAs(t, err, &le)
+		require.Zero(t, le.Remaining)
+	})
+}
+
+func TestAFailedCallStaysChargedAsReserved(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{err: errors.New("upstream down")}
+		d := NewModelWithRateLimit(m, limiter)
+		_, err := d.Complete(ctx, &Request{APIKey: "carol", MaxTokens: 600})
+		require.ErrorIs(t, err, m.err)
+		m.err, m.usage, m.tokens = nil, true, 0
+		_, err = d.Complete(ctx, &Request{APIKey: "carol", MaxTokens: 600})
+		require.ErrorIs(t, err, ratelimit.ErrLimited, "600 still reserved")
+
+		// A completion without usage cannot be settled: it stays reserved.
+		m.usage = false
+		_, err = d.Complete(ctx, &Request{APIKey: "dave", MaxTokens: 600})
+		require.NoError(t, err)
+		_, err = d.Complete(ctx, &Request{APIKey: "dave", MaxTokens: 600})
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+	})
+}
+
+func TestSettleAtALengthAndAFunction(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{tokens: 40}
+		d := NewModelWithRateLimit(m, limiter)
+		// Count reserves 10 and settles at 40/2 = 20: five calls use 100.
+		for range 5 {
+			_, err := d.Count(ctx)
+			require.NoError(t, err)
+		}
+		_, err := d.Count(ctx)
+		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		// Embed reserves 1 and settles at one unit per text.
+		_, err = d.Embed(ctx, make([]string, 60))
+		require.NoError(t, err)
+		_, err = d.Embed(ctx, make([]string, 40))
+		require.NoError(t, err)
+		_, err = d.Embed(ctx, nil)
+		require.ErrorIs(t, err, ratelimit.ErrLimited, "100 tokens of the bucket used")
+	})
+}

@@ -1,0 +1,42 @@
+// Package settle is a golden test of ratelimitgen: settle= reads the final
+// cost of a call from its results, after reserving its cost= before it.
+package settle
+
+import "context"
+
+// Usage is what a completion took.
+type Usage struct{ TotalTokens int }
+
+// Completion is a model's answer.
+type Completion struct {
+	Text  string
+	Usage *Usage
+}
+
+// Request asks for a completion of at most MaxTokens tokens.
+type Request struct {
+	APIKey    string
+	MaxTokens int64
+}
+
+// Model completes prompts.
+type Model interface {
+	// Complete reserves the request's MaxTokens per API key, and settles at
+	// the tokens the completion used.
+	//ratelimit:period=1m threshold=1000 key=req.APIKey cost=req.MaxTokens settle=resp.Usage.TotalTokens
+	Complete(ctx context.Context, req *Request) (resp *Completion, err error)
+	// Embed reserves one unit and settles at the number of vectors.
+	//ratelimit:period=1 threshold=100 algorithm=token_bucket settle=len(vectors)
+	Embed(ctx context.Context, texts []string) (vectors [][]float32, err error)
+	// Count settles at a function of its results.
+	//ratelimit:period=1 threshold=100 cost=10 settle=billed(n,err)
+	Count(ctx context.Context) (n int64, err error)
+}
+
+// billed is what a count of n costs.
+func billed(n int64, err error) int64 {
+	if err != nil {
+		return 0
+	}
+	return n / 2
+}
