@@ -2,6 +2,8 @@ package redislimit
 
 import (
 	"context"
+	"errors"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +43,9 @@ type carryBack struct {
 	// scheduled is set while a carry-back started by a call is on its way.
 	scheduled atomic.Bool
 	// dropped counts the units admitted but not carried back: beyond
-	// maxCarried, or denied by Redis when carried back (its state was full).
+	// maxCarried, denied by Redis when carried back (its state was full),
+	// or carried back without a reply (Redis may have charged them; they
+	// are not sent twice).
 	dropped atomic.Int64
 	// charged counts the units carried back to Redis.
 	charged atomic.Int64
@@ -70,6 +74,25 @@ type carried struct {
 }
 
 func newCarryBack() *carryBack { return &carryBack{calls: map[string]*carried{}} }
+
+// unsent reports whether err failed a call before its command reached
+// Redis: an open breaker, a dial, a wait for a pooled connection, a closed
+// client. Redis may have run the command of a call that failed otherwise
+// without a reply (a read that timed out, a connection reset).
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, ratelimit.ErrCircuitOpen) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, redis.ErrClosed) ||
+		(errors.As(err, &op) && op.Op == "dial")
+}
+
+// mayHaveRun reports whether a call that failed with err was sent to
+// Redis without a reply coming back: Redis may have run its command.
+func mayHaveRun(err error) bool {
+	var reply redis.Error
+	var malformed *replyError
+	return err != nil && !unsent(err) && !errors.As(err, &reply) && !errors.As(err, &malformed)
+}
 
 // callID names req's name, key and limits, and those of them to charge.
 func callID(req *ratelimit.Request, only []int) string {
@@ -429,7 +452,9 @@ func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
 // alone, loading it). A charge denied because its limits have fewer units
 // left is charged again with what is left, so Redis gets as much of it as
 // fits (its window is then full); what does not fit is dropped. It returns
-// false when Redis could not be asked.
+// false when Redis could not be asked about some of chs: those it may have
+// charged without answering are dropped (marked done, so never sent
+// twice), the others are kept.
 func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
 	for len(chs) > 0 {
 		pipe := l.client.Pipeline()
@@ -440,15 +465,25 @@ func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
 		}
 		_, _ = pipe.Exec(ctx)
 		var again []*charge
+		away := false
 		for i, ch := range chs {
 			res, err := cmds[i].Result()
-			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && !away {
 				keys, args := l.chargeArgs(ch)
 				res, err = decideScript.Run(ctx, l.client, keys, args...).Result()
 			}
+			if mayHaveRun(err) {
+				// Sent without a reply: Redis may have charged it, so it
+				// is not sent again.
+				ch.done = true
+				l.carry.dropped.Add(ch.req.Cost)
+				away = true
+				continue
+			}
 			if err != nil {
-				if redisUnavailable(err) {
-					return false
+				if redisUnavailable(err) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+					away = true // not charged: kept for the next time
+					continue
 				}
 				ch.done = true // a key of another type: nothing to charge
 				l.carry.dropped.Add(ch.req.Cost)
@@ -469,6 +504,9 @@ func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
 				ch.done = true
 				l.carry.dropped.Add(ch.req.Cost)
 			}
+		}
+		if away {
+			return false
 		}
 		chs = again
 	}

@@ -1,0 +1,95 @@
+package redislimit
+
+import (
+	"context"
+	"net"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// lossyDialer dials a real server, and can refuse to dial, or lose the
+// replies of the connections it dialled: while lose is set, a read waits
+// for the server's reply and fails as a read that timed out does, so the
+// server ran the command and the client does not know.
+type lossyDialer struct {
+	refuse, lose atomic.Bool
+}
+
+func (d *lossyDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.refuse.Load() {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyConn{Conn: c, d: d}, nil
+}
+
+type lossyConn struct {
+	net.Conn
+	d *lossyDialer
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err == nil && c.d.lose.Load() {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	}
+	return n, err
+}
+
+// TestCarryBackIsNeverChargedTwice: the fallback's admissions are carried
+// back exactly once. A carry-back that cannot dial keeps them for the
+// next; one whose replies are lost (Redis ran the scripts) drops them,
+// since sending them again would charge them twice.
+func TestCarryBackIsNeverChargedTwice(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.TokenBucket} {
+		t.Run(string(alg), func(t *testing.T) {
+			s, err := redistest.Start()
+			require.NoError(t, err)
+			t.Cleanup(s.Stop)
+			d := &lossyDialer{}
+			client := redis.NewClient(ClientOptions(&redis.Options{Addr: s.Addr, Dialer: d.dial, ReadTimeout: time.Second}))
+			t.Cleanup(func() { client.Close() })
+			l := New(client, WithBreaker(0, 0, 0), WithFallbackProcesses(1))
+			defer l.Close()
+			ctx := t.Context()
+			req := ratelimit.Request{Name: "lossy", Key: "k", Limits: []ratelimit.Limit{{Period: 24 * time.Hour, Threshold: 1000, Algorithm: alg}}}
+			const admitted = 40 // more than maxCarriedPerCall: some are merged
+			for range admitted {
+				dec, _, err := l.AllowLocal(ctx, req)
+				require.NoError(t, err)
+				require.True(t, dec.Allowed)
+			}
+
+			d.refuse.Store(true)
+			l.carryOut(ctx)
+			assert.Zero(t, l.carry.charged.Load()+l.carry.dropped.Load(), "nothing was sent")
+			require.Equal(t, maxCarriedPerCall, l.carry.size(), "what could not be sent is kept")
+
+			d.refuse.Store(false)
+			require.NoError(t, client.Ping(ctx).Err())
+			require.NoError(t, decideScript.Load(ctx, client).Err(), "a NOSCRIPT reply would be lost too")
+			d.lose.Store(true)
+			l.carryOut(ctx)
+			d.lose.Store(false)
+			assert.EqualValues(t, admitted, l.carry.dropped.Load(), "the charges whose replies were lost are dropped")
+			assert.Zero(t, l.carry.size(), "and not kept to be sent again")
+			l.carryOut(ctx)
+
+			p, err := l.Peek(ctx, req)
+			require.NoError(t, err)
+			assert.EqualValues(t, admitted, req.Limits[0].Threshold-p.Remaining, "Redis charged each admission once")
+		})
+	}
+}
