@@ -138,7 +138,12 @@
 // spans an outage admits at most its limit plus the calls Redis admitted
 // in it without the fallbacks' charges (before the outage, answered late
 // around it, or, without a breaker, decided before the charges arrived, a
-// round trip or so), and at most the limit plus the fallbacks' admissions. The
+// round trip or so), and at most the limit plus the fallbacks' admissions.
+// Each admission is carried back at most once: a carry-back whose reply is
+// lost is not sent again (Redis may have run it). A call whose own reply
+// was lost, though, may count twice: Redis may have run its script before
+// the fallback admitted it and carried it back. That errs towards denying,
+// by at most the calls that failed that way. The
 // heartbeat stops when the last limiter of its client is closed
 // ([Limiter.Close]) or the client is. A failover to a replica
 // forgets the charges the replica had not received: under Sentinel those
