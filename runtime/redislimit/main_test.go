@@ -97,18 +97,23 @@ func rdb(t testing.TB) *redis.Client {
 // newUnreachableClient returns a client of a loopback port nobody listens on.
 func newUnreachableClient(t testing.TB) *redis.Client { return redistest.Unreachable(t) }
 
-// fewestAllocs returns how many allocations a call of f makes, measured
-// call by call: the process's other goroutines (heartbeats, probes, the
-// goroutines earlier tests left) only ever add to a call's count, so the
-// fewest a call made, once many calls made it, is f's own. It samples
-// until 20 calls made the fewest, or for at most a minute.
-func fewestAllocs(f func()) int {
+// fewestAllocs returns how many allocations a call of f makes on
+// average, as testing.AllocsPerRun does, but robust to the goroutines
+// running beside it (heartbeats, probes, the goroutines earlier tests
+// left), whose allocations AllocsPerRun counts too: it measures runs of
+// ten calls, and since the other goroutines only ever add to a run's
+// count, the fewest a run made, once 20 runs made it, is f's own. It
+// samples for at most a minute.
+func fewestAllocs(f func()) float64 {
+	const calls = 10
 	f() // warm up: pools, connections, loaded scripts
 	var before, after runtime.MemStats
 	fewest, times := uint64(math.MaxUint64), 0
 	for deadline := time.Now().Add(time.Minute); times < 20 && time.Now().Before(deadline); {
 		runtime.ReadMemStats(&before)
-		f()
+		for range calls {
+			f()
+		}
 		runtime.ReadMemStats(&after)
 		switch n := after.Mallocs - before.Mallocs; {
 		case n < fewest:
@@ -117,5 +122,5 @@ func fewestAllocs(f func()) int {
 			times++
 		}
 	}
-	return int(fewest)
+	return float64(fewest) / calls
 }
