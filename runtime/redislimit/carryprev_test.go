@@ -111,6 +111,9 @@ func TestCarryBackSlidingWindowPreviousServerClock(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
 	}
+	if !time.Now().Before(w.Add(period)) {
+		t.Skip("the outage's admissions ran past the window they were to fall in: too slow a machine to check")
+	}
 	time.Sleep(time.Until(w.Add(period + 10*time.Millisecond)))
 	up(t)
 	a, err := rule.Admit(ctx, l, "k", 1)
