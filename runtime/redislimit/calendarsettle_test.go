@@ -162,3 +162,58 @@ func TestCalendarSettleOnTheServersClock(t *testing.T) {
 		})
 	}
 }
+
+// linesCalendar: calls with a key per limit, calendar periods among them,
+// around a month end and a DST change on a cluster, where the lines of a
+// call are decided per key and refunded when another denies: the
+// decisions and peeks are the twin's, and so are the states the refunds
+// of calendar windows leave.
+func (ct *clusterTest) linesCalendar(t *testing.T) {
+	paris := mustZone(t, "Europe/Paris")
+	limits := []ratelimit.Limit{
+		{Calendar: "month", TZ: "Europe/Paris", Threshold: 6},
+		{Calendar: "day", TZ: "Europe/Paris", Threshold: 4, Algorithm: ratelimit.FixedWindow},
+		{Period: time.Minute, Threshold: 5, Algorithm: ratelimit.FixedWindow},
+	}
+	for name, b := range map[string]time.Time{
+		"month end": time.Date(2028, 3, 1, 0, 0, 0, 0, paris),
+		"fall back": time.Date(2028, 10, 30, 0, 0, 0, 0, paris),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(uint64(len(name)), 13))
+			clock := newManualClock()
+			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+			red, _ := ct.limiter(t, ratelimit.WithClock(clock))
+			times := []time.Time{b.Add(-26 * time.Hour), b.Add(-time.Hour), b.Add(-time.Second)}
+			for range 150 {
+				times = append(times, b.Add(time.Duration(rng.IntN(4000)-2000)*time.Microsecond))
+			}
+			times = append(times, b.Add(-time.Microsecond), b, b.Add(time.Microsecond), b.Add(time.Hour), b.Add(25*time.Hour))
+			admitted, denied := 0, 0
+			for i, at := range times {
+				clock.Set(at)
+				req := ratelimit.Request{Name: "lines-cal", Cost: rng.Int64N(3), Limits: limits, Keys: make([]string, len(limits))}
+				for j := range req.Keys {
+					if rng.IntN(3) > 0 {
+						req.Keys[j] = fmt.Sprint("u", rng.IntN(3))
+					}
+				}
+				dm := allow(t, mem, req)
+				require.Equal(t, dm, allow(t, red, req), "call %d at %s: %+v", i, at, req)
+				pm, err := ratelimit.Peek(ctx, mem, req)
+				require.NoError(t, err)
+				pr, err := ratelimit.Peek(ctx, red, req)
+				require.NoError(t, err)
+				require.Equal(t, pm, pr, "peek, call %d at %s: %+v", i, at, req)
+				if dm.Allowed {
+					admitted++
+				} else {
+					denied++
+				}
+			}
+			require.NotZero(t, admitted)
+			require.NotZero(t, denied)
+		})
+	}
+}
