@@ -217,3 +217,26 @@ func (ct *clusterTest) linesCalendar(t *testing.T) {
 		})
 	}
 }
+
+// TestCalendarSlotOnTheServersClock takes a concurrency slot with a
+// monthly quota on the server's clock from a client whose clock is 100
+// days off: the script tells its time and takes no slot, and the call is
+// sent again with bounds around it.
+func TestCalendarSlotOnTheServersClock(t *testing.T) {
+	ctx := context.Background()
+	l := newTestRedis(t)
+	l.clientClock = func() time.Time { return time.Now().Add(100 * 24 * time.Hour) }
+	req := ratelimit.Request{Name: "cal-slot", Key: "k", Limits: []ratelimit.Limit{{Calendar: "month", Threshold: 10}}}
+	slot := concurrencyLimit(1, time.Minute)
+	d, _, err := l.ReserveSlot(ctx, req, slot, "a")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "%+v", d)
+	d, _, err = l.ReserveSlot(ctx, req, slot, "b")
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "the one slot is a's")
+	require.NoError(t, l.ReleaseSlot(ctx, req, slot, "a"))
+	d, _, err = l.ReserveSlot(ctx, req, slot, "b")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "%+v", d)
+	require.Equal(t, int64(8), d.Remaining, "two calls of the month's 10")
+}
