@@ -131,3 +131,38 @@ func TestBlockedCalendarRule(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, d.RetryAfter)
 }
+
+// TestSettleCalendarLimit: a reservation on a monthly quota settles
+// without a panic; a refund goes back to the month charged, only while it
+// lasts, and a debt is charged to the month holding the settle.
+func TestSettleCalendarLimit(t *testing.T) {
+	ctx := context.Background()
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	m, clock, r := reserveOn(Limit{Calendar: "month", TZ: "Europe/Paris", Threshold: 10})
+	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
+	clock.Set(first.Add(-time.Hour))
+	res, err := r.Reserve(ctx, m, "k", 10)
+	require.NoError(t, err)
+	clock.Advance(time.Minute)
+	require.NotPanics(t, func() { require.NoError(t, res.Settle(ctx, 4)) })
+	require.NoError(t, r.Check(ctx, m, "k", 6), "six back in February")
+	require.Error(t, r.Check(ctx, m, "k", 1))
+
+	// Reserved in February, settled in March: a refund gives nothing back
+	// (February's count is gone), a debt counts in March.
+	res, err = r.Reserve(ctx, m, "k2", 8)
+	require.NoError(t, err)
+	clock.Set(first.Add(time.Second))
+	require.NoError(t, res.Settle(ctx, 2))
+	require.NoError(t, r.Check(ctx, m, "k2", 10), "March is whole")
+	clock.Set(first.Add(-time.Second))
+	res, err = r.Reserve(ctx, m, "k3", 8)
+	require.NoError(t, err)
+	clock.Set(first)
+	require.NoError(t, res.Settle(ctx, 12)) // 4 more, in March
+	var le *LimitError
+	require.ErrorAs(t, r.Check(ctx, m, "k3", 7), &le)
+	assert.Equal(t, int64(6), le.Remaining, "March holds the debt alone")
+	assert.Equal(t, first.AddDate(0, 1, 0).Sub(first), le.RetryAfter, "until April")
+}

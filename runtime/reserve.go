@@ -22,7 +22,8 @@ import (
 //   - FixedWindow, SlidingWindow: a refund is taken off the window the
 //     reservation was charged in while it runs; a window that has ended
 //     gives nothing back. A charge on top counts in the window running at
-//     the settle.
+//     the settle. So for a calendar period: a reservation of March 31st
+//     settled on April 1st refunds nothing, and its debt counts in April.
 //   - TokenBucket, GCRA, LeakyBucket: a refund moves the bucket's TAT
 //     back, never beyond a full bucket (an empty queue); a charge on top
 //     moves it on.

@@ -83,7 +83,7 @@ func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, at, delta int64
 func (s *limitState) refund(p *memoryPlan, now, at, n int64) {
 	switch p.counter {
 	case fixedCounter:
-		s.windowState.fixedRefund(p.Period, now, at, n)
+		s.windowState.fixedRefund(p, now, at, n)
 	case slidingCounter:
 		s.windowState.slidingRefund(p.Period, now, at, n)
 	case tokenCounter, gcraCounter, leakyCounter:
@@ -158,10 +158,11 @@ func (s *logState) refund(period, now, at, n int64) {
 // the time at (µs) is in.
 func windowEnd(period, at int64) int64 { return (at - at%period + period) / 1000 }
 
-// fixedRefund takes up to n units off the window that the time at is in,
-// if the state is that window and it has not ended.
-func (w *windowState) fixedRefund(period, now, at, n int64) {
-	end := windowEnd(period, at)
+// fixedRefund takes up to n units off the window that the time at is in
+// (a calendar period's too), if the state is that window and it has not
+// ended.
+func (w *windowState) fixedRefund(p *memoryPlan, now, at, n int64) {
+	end := p.windowEnd(at) / 1000
 	if w.count == 0 || w.stateEnd != end || now/1000 >= end {
 		return
 	}

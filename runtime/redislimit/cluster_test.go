@@ -60,6 +60,7 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesCarryBack", ct.linesCarryBack)
 	t.Run("LinesPeekAndReset", ct.linesPeekAndReset)
 	t.Run("LinesFailureRefunds", ct.linesFailureRefunds)
+	t.Run("LinesCalendar", ct.linesCalendar)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -33,7 +34,9 @@ const denyNameSlots = 1 << 12
 // Remaining 0, RetryAfter r − e and ResetAfter (of that same limit) less e
 // (the algorithms' reset and retry times stay put while the state does).
 // A call of another cost against a limit that is not a fixed window, whose
-// RetryAfter the denial does not tell, is asked of Redis.
+// RetryAfter the denial does not tell, is asked of Redis; so is a call of
+// several limits of a larger cost than the denied one's, which another
+// limit may deny with a longer RetryAfter (Redis's answer then).
 //
 // Times: the cache reads the process's monotonic clock in µs (or the
 // [ratelimit.WithClock] clock's, at which the scripts decide: then a
@@ -91,7 +94,7 @@ type denyName struct {
 type denial struct {
 	gen     uint64
 	key     string
-	anyCost bool  // a fixed window denied it: it holds for a call of any cost, else of cost 1
+	upTo    int64 // it holds for calls of cost up to upTo (see remember)
 	until   int64 // the denial holds while now < until
 	retryAt int64 // when the call would be admitted, as Redis said
 	resetAt int64
@@ -130,10 +133,10 @@ func (c *denyCache) lookup(req *ratelimit.Request, now int64) (ratelimit.Decisio
 	}
 	p.named = rec
 	i := c.bucket(rec.gen, req.Key)
-	unit := req.Units() == 1
+	cost := req.Units()
 	for w := range 2 {
 		e := c.slots[i+w].Load()
-		if e != nil && e.gen == rec.gen && e.key == req.Key && (unit || e.anyCost) && now < e.until {
+		if e != nil && e.gen == rec.gen && e.key == req.Key && cost <= e.upTo && now < e.until {
 			return e.decision(now), p, true
 		}
 	}
@@ -193,9 +196,19 @@ func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.De
 	if d.Remaining != 0 || d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
 		return
 	}
-	anyCost := algorithmOf(req.Limits[d.LimitIndex]) == ratelimit.FixedWindow
-	if !anyCost && req.Units() != 1 {
-		return
+	// A fixed window's denial holds for a call of any cost; of several
+	// limits, only up to the call's, as another limit may deny a larger
+	// cost with a longer RetryAfter, which is then Redis's answer.
+	upTo := int64(1)
+	switch {
+	case algorithmOf(req.Limits[d.LimitIndex]) != ratelimit.FixedWindow:
+		if req.Units() != 1 {
+			return
+		}
+	case len(req.Limits) == 1:
+		upTo = math.MaxInt64
+	default:
+		upTo = req.Units()
 	}
 	held := min(d.RetryAfter-d.RetryAfter/1024-slack, hold).Microseconds()
 	if held <= 0 {
@@ -210,7 +223,7 @@ func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.De
 		return // the limits changed (or the name was pushed out) meanwhile
 	}
 	e := &denial{
-		gen: rec.gen, key: req.Key, anyCost: anyCost,
+		gen: rec.gen, key: req.Key, upTo: upTo,
 		until:   p.sent + held,
 		retryAt: recv + d.RetryAfter.Microseconds(), resetAt: recv + d.ResetAfter.Microseconds(),
 		limit: d.LimitIndex,

@@ -400,3 +400,20 @@ func TestDenyCacheAbuseOnACluster(t *testing.T) {
 	t.Cleanup(c.Stop)
 	testAbuse(t, "cluster", c.Addrs())
 }
+
+// TestDenyCacheLargerCostOfSeveralLimits: a fixed window's denial of a
+// call of several limits is not repeated for a larger cost, which another
+// limit may deny with a longer RetryAfter (the denial Redis would tell).
+func TestDenyCacheLargerCostOfSeveralLimits(t *testing.T) {
+	clock := newManualClock()
+	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	cac := newCachedRedis(t, ratelimit.WithClock(clock), WithDenyHold(time.Hour))
+	limits := []ratelimit.Limit{
+		{Algorithm: ratelimit.FixedWindow, Period: time.Minute, Threshold: 3},
+		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 5},
+	}
+	for i, cost := range []int64{3, 1, 3, 2, 1} {
+		req := ratelimit.Request{Name: "larger-cost", Key: "k", Cost: cost, Limits: limits}
+		requireCacheAgrees(t, allow(t, mem, req), allow(t, cac, req), -1, "call %d of cost %d", i, cost)
+	}
+}

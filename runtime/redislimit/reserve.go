@@ -54,8 +54,10 @@ func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
 	}
-	keys, args := l.appendCall(make([]string, 0, len(req.Limits)), make([]any, 0, 2+4*len(req.Limits)), &req, l.now())
-	res, err := reserveScript.Run(ctx, l.client, keys, args...).Result()
+	res, err := l.reserveRun(ctx, &req, nil)
+	if t, skewed := calendarSkew(err); skewed {
+		res, err = l.reserveRun(ctx, &req, &t)
+	}
 	var d ratelimit.Decision
 	var at int64
 	if err == nil {
@@ -75,6 +77,17 @@ func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 		l.decided(ctx, req, d)
 	}
 	return d, at, nil
+}
+
+// reserveRun runs the reserve script for req, with the bounds of its
+// calendar periods around at (µs), or when at is nil around its time (see
+// [Limiter.boundsTime]).
+func (l *Limiter) reserveRun(ctx context.Context, req *ratelimit.Request, at *int64) (any, error) {
+	now := l.now()
+	keys := make([]string, 0, len(req.Limits))
+	args := make([]any, 0, 2+4*len(req.Limits))
+	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
+	return reserveScript.Run(ctx, l.client, keys, args...).Result()
 }
 
 // parseReserved decodes the reserve script's reply: {decision, now}.
@@ -110,14 +123,16 @@ func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta i
 	if err != nil {
 		return l.failed(ctx, req, err)
 	}
-	keys := make([]string, 0, len(req.Limits))
-	args := make([]any, 0, 3+4*len(req.Limits))
-	args = append(args, l.now(), strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
-	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
-		args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+	// A refund's calendar bounds are around at, which they always hold; a
+	// charge on top's around now, which a skew may have them miss.
+	now, around := l.now(), at
+	if delta > 0 {
+		around = l.boundsTime(now, nil)
 	}
-	err = adjustScript.Run(ctx, l.client, keys, args...).Err()
+	err = l.adjustRun(ctx, &req, now, at, delta, around)
+	if t, skewed := calendarSkew(err); skewed {
+		err = l.adjustRun(ctx, &req, now, at, delta, t)
+	}
 	if b != nil {
 		b.record(ctx, err)
 	}
@@ -135,4 +150,17 @@ func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta i
 		l.denials.forget(req.Name)
 	}
 	return nil
+}
+
+// adjustRun runs the adjust script for req at now (see [Limiter.now]),
+// with the bounds of its calendar periods around the time around (µs).
+func (l *Limiter) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
+	keys := make([]string, 0, len(req.Limits))
+	for i, lim := range req.Limits {
+		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
+	}
+	args := make([]any, 0, 3+4*len(req.Limits))
+	args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
+	args = appendLimitsFrom(args, 4, req.Limits, around)
+	return adjustScript.Run(ctx, l.client, keys, args...).Err()
 }

@@ -397,11 +397,18 @@ func (l *Limiter) appendCallAt(keys []string, args []any, req *ratelimit.Request
 // in a row around at (µs), computed here because Lua has no time zones.
 // A calendar limit's period argument is -j: ARGV[j] is its first bound.
 func appendLimits(args []any, limits []ratelimit.Limit, at int64) []any {
+	return appendLimitsFrom(args, 3, limits, at)
+}
+
+// appendLimitsFrom is appendLimits for a script whose ARGV has the limits
+// from ARGV[first] on (the generic decide script's from ARGV[3]; the
+// adjust script's from ARGV[4]).
+func appendLimitsFrom(args []any, first int, limits []ratelimit.Limit, at int64) []any {
 	var bounds []any
 	for _, lim := range limits {
 		var period any = lim.Period.Microseconds()
 		if b, ok := calendarBounds(lim, at); ok {
-			period = -(4*len(limits) + 4 + len(bounds))
+			period = -(first + 4*len(limits) + 1 + len(bounds))
 			bounds = append(bounds, b[0], b[1], b[2], b[3])
 		}
 		args = append(args, string(algorithmOf(lim)), period, lim.Threshold, lim.MaxCost())

@@ -46,14 +46,10 @@ func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
 	}
-	keys := []string{l.slotKey(&req)}
-	args := []any{slot.Threshold, lease(slot).Microseconds(), token}
-	if len(req.Limits) > 0 {
-		keys, args = l.appendCall(keys, args, &req, l.now())
-	} else {
-		args = append(args, l.now())
+	res, err := l.reserveSlotRun(ctx, &req, slot, token, nil)
+	if t, skewed := calendarSkew(err); skewed {
+		res, err = l.reserveSlotRun(ctx, &req, slot, token, &t)
 	}
-	res, err := reserveSlotScript.Run(ctx, l.client, keys, args...).Result()
 	var d ratelimit.Decision
 	var at int64
 	if err == nil {
@@ -66,6 +62,21 @@ func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
 	}
 	return d, at, nil
+}
+
+// reserveSlotRun runs the reserve slot script for req, with the bounds of
+// its calendar periods around at (µs), or when at is nil around its time
+// (see [Limiter.boundsTime]).
+func (l *Limiter) reserveSlotRun(ctx context.Context, req *ratelimit.Request, slot ratelimit.Limit, token string, at *int64) (any, error) {
+	now := l.now()
+	keys := []string{l.slotKey(req)}
+	args := []any{slot.Threshold, lease(slot).Microseconds(), token}
+	if len(req.Limits) > 0 {
+		keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
+	} else {
+		args = append(args, now)
+	}
+	return reserveSlotScript.Run(ctx, l.client, keys, args...).Result()
 }
 
 // ReleaseSlot gives back the slot held under token: one ZREM.

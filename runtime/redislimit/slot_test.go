@@ -36,9 +36,10 @@ func TestSlotsBackendsAgree(t *testing.T) {
 		nil,
 		{{Period: time.Second, Threshold: 5}},
 		{{Algorithm: ratelimit.TokenBucket, Period: 100 * time.Millisecond, Threshold: 4}, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 6}},
+		{{Calendar: "day", TZ: "Europe/Paris", Threshold: 8}},
 	}
 	for i, limits := range rates {
-		t.Run(fmt.Sprint("rates", len(limits)), func(t *testing.T) {
+		t.Run(fmt.Sprint("rates", i), func(t *testing.T) {
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(uint64(i), 9))
 			clock := newManualClock()

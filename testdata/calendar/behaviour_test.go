@@ -26,20 +26,41 @@ func (impl) Daily(context.Context) error           { return nil }
 func (impl) Weekly(context.Context) error          { return nil }
 func (impl) Yearly(context.Context) error          { return nil }
 
+func (impl) Tokens(context.Context, string, int64) (int64, error) { return 0, nil }
+
+// model is Quotas whose Tokens takes a time on the clock and uses the
+// tokens it is told.
+type model struct {
+	impl
+	clock *clocktest.Manual
+	took  time.Duration
+	used  int64
+}
+
+func (m *model) Tokens(context.Context, string, int64) (int64, error) {
+	m.clock.Advance(m.took)
+	return m.used, nil
+}
+
 var ctx = context.Background()
 
 // each runs f on the memory limiter and on Redis, both on clock.
 func each(t *testing.T, f func(t *testing.T, q *QuotasWithRateLimit, clock *clocktest.Manual)) {
+	eachWith(t, func(*clocktest.Manual) Quotas { return impl{} }, f)
+}
+
+// eachWith is each, with the Quotas next makes on the clock wrapped.
+func eachWith(t *testing.T, next func(*clocktest.Manual) Quotas, f func(t *testing.T, q *QuotasWithRateLimit, clock *clocktest.Manual)) {
 	t.Run("memory", func(t *testing.T) {
 		clock := clocktest.NewManual()
-		f(t, NewQuotasWithRateLimit(impl{}, ratelimit.NewMemory(ratelimit.WithClock(clock))), clock)
+		f(t, NewQuotasWithRateLimit(next(clock), ratelimit.NewMemory(ratelimit.WithClock(clock))), clock)
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv.Flush(t)
 		client := srv.Client()
 		t.Cleanup(func() { client.Close() })
 		clock := clocktest.NewManual()
-		f(t, NewQuotasWithRateLimit(impl{}, redislimit.New(client, ratelimit.WithClock(clock))), clock)
+		f(t, NewQuotasWithRateLimit(next(clock), redislimit.New(client, ratelimit.WithClock(clock))), clock)
 	})
 }
 
@@ -122,7 +143,55 @@ func TestRulesShowTheirCalendar(t *testing.T) {
 	assert.Equal(t, []string{
 		"3/day (fixed_window)", "2/1s (sliding_log)",
 		"10000/month Europe/Paris (fixed_window)",
+		"1000/month Europe/Paris (fixed_window)",
 		"5/week America/New_York (fixed_window)",
 		"2/year Asia/Tokyo (fixed_window)",
 	}, got)
+}
+
+// TestMonthlyTokensSettle: a monthly token quota reserves a call's
+// maxTokens and settles at what it used: the rest goes back to the month
+// the call was reserved in while it lasts; a call reserved in February
+// and done in March gives February nothing back, and a debt counts in
+// March.
+func TestMonthlyTokensSettle(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
+	var m *model
+	next := func(clock *clocktest.Manual) Quotas {
+		m = &model{clock: clock}
+		return m
+	}
+	eachWith(t, next, func(t *testing.T, q *QuotasWithRateLimit, clock *clocktest.Manual) {
+		clock.Set(first.Add(-time.Hour))
+		m.used, m.took = 100, time.Second
+		_, err := q.Tokens(ctx, "acme", 600)
+		require.NoError(t, err)
+		m.used = 900
+		_, err = q.Tokens(ctx, "acme", 900) // 500 came back
+		require.NoError(t, err)
+		_, err = q.Tokens(ctx, "acme", 1)
+		assert.Equal(t, first.Sub(clock.Now()), retryAfter(t, err), "February spent")
+
+		// Reserved in February, done in March: March is whole.
+		clock.Set(first.Add(-time.Second))
+		m.used, m.took = 10, 2*time.Second
+		_, err = q.Tokens(ctx, "initech", 1000)
+		require.NoError(t, err)
+		m.used, m.took = 1000, 0
+		_, err = q.Tokens(ctx, "initech", 1000)
+		require.NoError(t, err, "March's 1000 whole")
+
+		// A debt settled in March counts there: 500 used of 10 reserved.
+		clock.Set(first.Add(-time.Second))
+		m.used, m.took = 500, 2*time.Second
+		_, err = q.Tokens(ctx, "umbrella", 10)
+		require.NoError(t, err)
+		m.used, m.took = 0, 0
+		_, err = q.Tokens(ctx, "umbrella", 511)
+		assert.Equal(t, first.AddDate(0, 1, 0).Sub(clock.Now()), retryAfter(t, err), "490 of March's 1000 owed")
+		_, err = q.Tokens(ctx, "umbrella", 510)
+		require.NoError(t, err)
+	})
 }

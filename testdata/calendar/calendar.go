@@ -20,4 +20,8 @@ type Quotas interface {
 	// Yearly admits 2 calls a year in Tokyo.
 	//ratelimit:period=year threshold=2 tz=Asia/Tokyo
 	Yearly(ctx context.Context) error
+	// Tokens reserves maxTokens of a key's 1,000 tokens a month in Paris,
+	// and settles at the tokens the call used.
+	//ratelimit:period=month threshold=1000 tz=Europe/Paris key=apiKey cost=maxTokens settle=used
+	Tokens(ctx context.Context, apiKey string, maxTokens int64) (used int64, err error)
 }

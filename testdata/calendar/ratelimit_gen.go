@@ -12,8 +12,8 @@ import (
 )
 
 // QuotasWithRateLimit is a Quotas that asks a ratelimit.Limiter to admit each
-// call of its limited methods (Daily, Monthly, Weekly, Yearly) before calling
-// the wrapped Quotas. A denied call returns the limiter's error, a
+// call of its limited methods (Daily, Monthly, Tokens, Weekly, Yearly) before
+// calling the wrapped Quotas. A denied call returns the limiter's error, a
 // *ratelimit.LimitError, without calling it. An admitted call whose context
 // comes from ratelimit.WithAdmission records its admission there.
 type QuotasWithRateLimit struct {
@@ -45,6 +45,15 @@ var quotasMonthlyRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Monthly",
 	Limits: []ratelimit.Limit{
 		{Calendar: "month", TZ: "Europe/Paris", Threshold: 10000, Algorithm: ratelimit.FixedWindow},
+	},
+}
+
+// quotasTokensRateLimit is the rule of Quotas.Tokens: 1000 units per month in
+// Europe/Paris (fixed_window) for each apiKey.
+var quotasTokensRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Tokens",
+	Limits: []ratelimit.Limit{
+		{Calendar: "month", TZ: "Europe/Paris", Threshold: 1000, Algorithm: ratelimit.FixedWindow},
 	},
 }
 
@@ -84,6 +93,23 @@ func (d *QuotasWithRateLimit) Monthly(ctx context.Context, apiKey string) error 
 	return d.next.Monthly(ctx, apiKey)
 }
 
+// Tokens calls the wrapped Quotas's Tokens if the limiter admits the call under
+// quotasTokensRateLimit; otherwise it returns the limiter's error. It reserves
+// the cost before the call, and settles at used once the call returns no error;
+// a call that fails stays charged as reserved.
+func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxTokens int64) (int64, error) {
+	reservation, err := quotasTokensRateLimit.Reserve(ctx, d.limiter, apiKey, maxTokens)
+	if err != nil {
+		return 0, err
+	}
+	used, err := d.next.Tokens(ctx, apiKey, maxTokens)
+	if err != nil {
+		return used, err
+	}
+	_ = reservation.Settle(ctx, used)
+	return used, nil
+}
+
 // Weekly calls the wrapped Quotas's Weekly if the limiter admits the call under
 // quotasWeeklyRateLimit; otherwise it returns the limiter's error.
 func (d *QuotasWithRateLimit) Weekly(ctx context.Context) error {
@@ -110,6 +136,7 @@ func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
 		quotasDailyRateLimit.Clone(),
 		quotasMonthlyRateLimit.Clone(),
+		quotasTokensRateLimit.Clone(),
 		quotasWeeklyRateLimit.Clone(),
 		quotasYearlyRateLimit.Clone(),
 	}

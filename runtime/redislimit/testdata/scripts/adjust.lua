@@ -10,6 +10,14 @@
 -- ARGV[3]  at: the time in µs the reservation was charged at.
 -- ARGV[4i .. 4i+3]  limit i: algorithm, period (µs), threshold, capacity
 --          (as the generic decide script takes them).
+-- ARGV[4+4n]  "" (the generic decide script's peek argument, unused).
+-- ARGV[5+4n ...]  the bounds of calendar periods, four per fixed_window
+--          limit that has one, whose period is -j, j the index of its
+--          first (as the generic decide script takes them): the starts of
+--          four windows in a row around at for a refund, around now for a
+--          charge on top. A time outside them fails the script before any
+--          command, with the time, for the client to send bounds around it
+--          (calendarSkewCode in script.go).
 --
 -- A charge on top is never denied, but takes a limit's state to at most
 -- twice its capacity; a refund takes back only what the reservation left
@@ -46,6 +54,25 @@ local delta, at = ARGV[2] + 0, ARGV[3] + 0
 local frac = now % 1000
 local nowMs = (now - frac) / 1000
 local n = #KEYS
+-- calendarEnds[i]: the end (ms) of the window of calendar limit i that
+-- holds at for a refund, now for a charge on top (the twin's windowEnd).
+local calendarEnds = {}
+if #ARGV > 4 + 4 * n then
+  local t = now
+  if delta < 0 then t = at end
+  for i = 1, n do
+    local b = -ARGV[4 * i + 1]
+    if b > 0 then
+      if t < ARGV[b] + 0 or t >= ARGV[b + 3] + 0 then
+        return redis.error_reply(string.format("CALENDARSKEW %d", t))
+      end
+      local ends = ARGV[b + 3] + 0
+      if t < ARGV[b + 2] + 0 then ends = ARGV[b + 2] + 0 end
+      if t < ARGV[b + 1] + 0 then ends = ARGV[b + 1] + 0 end
+      calendarEnds[i] = ends / 1000
+    end
+  end
+end
 for i = 1, n do
   local key, algo = KEYS[i], ARGV[4 * i]
   local period, threshold, capacity = ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0, ARGV[4 * i + 3] + 0
@@ -148,6 +175,14 @@ for i = 1, n do
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then
     local p = period / 1000
+    -- w: the end (ms) of the fixed window that holds at for a refund, now
+    -- for a charge on top (the twin's windowEnd).
+    local w = calendarEnds[i]
+    if not w and delta < 0 then
+      w = (at - at % period + period) / 1000
+    elseif not w then
+      w = (now - now % period + period) / 1000
+    end
     local value = tonumber(redis.call("GET", key) or "0")
     local stateEnd = redis.call("PEXPIRETIME", key) - 1000
     local prev, cur = 0, value
@@ -162,7 +197,7 @@ for i = 1, n do
       -- and has not ended; delete a key that would hold no counts.
       local ends = stateEnd
       if algo == "sliding_window" then ends = stateEnd - p end
-      if cur > 0 and ends == (at - at % period + period) / 1000 and nowMs < ends then
+      if cur > 0 and ends == w and nowMs < ends then
         local d = math.min(-delta, cur)
         if d == value then redis.call("DEL", key) else redis.call("DECRBY", key, d) end
       end
@@ -175,11 +210,8 @@ for i = 1, n do
       local moved = false
       if value == 0 or r <= 0 then
         cur, prev, moved = 0, 0, true
-        if algo == "sliding_window" then
-          stateEnd = (now - now % period + 2 * period) / 1000
-        else
-          stateEnd = (now - now % period + period) / 1000
-        end
+        stateEnd = w
+        if algo == "sliding_window" then stateEnd = w + p end
       elseif algo == "sliding_window" and r <= p then
         cur, prev, moved, stateEnd = 0, cur, true, stateEnd + p
       end

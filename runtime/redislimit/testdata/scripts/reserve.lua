@@ -1,6 +1,7 @@
 -- reserve.lua decides one call as the generic decide script does, and
 -- replies {decision, now}: its decision (any of the decide script's
--- replies) and the time in µs it was decided at.
+-- replies) and the time in µs it was decided at; or the decide script's
+-- error, such as a calendar skew (calendarSkewCode in script.go).
 --
 -- ARGV  the generic decide script's; ARGV[1] "" reads the server's clock
 --       (TIME) here, and passes it on.
@@ -533,4 +534,7 @@ if argv[1] == "" then
   local t = redis.call("TIME")
   argv[1] = t[1] * 1000000 + t[2]
 end
-return {decide_one(KEYS, argv), argv[1] + 0}
+local reply = decide_one(KEYS, argv)
+-- A failed call (a calendar skew, WRONGTYPE) is the script's error.
+if type(reply) == "table" and reply.err then return reply end
+return {reply, argv[1] + 0}

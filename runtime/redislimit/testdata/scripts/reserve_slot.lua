@@ -13,7 +13,9 @@
 --
 -- Replies {decision, now}: the 6-array of a slot denial (index: the
 -- number of rate limits), or the rate limits' decision (any of the decide
--- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0}.
+-- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0}; or
+-- the decide script's error, such as a calendar skew (calendarSkewCode in
+-- script.go), taking no slot.
 
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
@@ -557,6 +559,9 @@ end
 local reply = {1, slots - held - 1, 0, 0, 0, 0}
 if #keys > 0 then
   reply = decide_one(keys, argv)
+  -- A failed call (a calendar skew, WRONGTYPE) is the script's error: no
+  -- slot taken.
+  if type(reply) == "table" and reply.err then return reply end
   if type(reply) == "table" and #reply == 6 and reply[1] == 0 then
     return {reply, now} -- denied by a rate limit: no slot taken
   end
