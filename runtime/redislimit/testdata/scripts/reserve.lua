@@ -40,6 +40,9 @@ local function decide_one(KEYS, ARGV)
   --          of leaky_bucket, else the threshold).
   -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
   --          admitting check is rolled back as when another limit denies.
+  -- ARGV[4+4n ...]  the bounds of calendar periods, four per fixed_window
+  --          limit that has one (its period is -j, j the index of its
+  --          first; see check fixed_window).
   --
   -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
   -- delay_us} where index (0-based) is the limit the numbers describe: the
@@ -251,6 +254,26 @@ local function decide_one(KEYS, ARGV)
       -- but when a window starts, which also runs a PEXPIREAT.
       --
       -- Record: count, the window's count with the call.
+      --
+      -- A calendar period (period < 0, only in this script): its windows are
+      -- given, as Lua knows no time zones: ARGV[-period] to ARGV[3 - period]
+      -- are the starts of four windows in a row, in µs (the twin's
+      -- limitfacts.Calendar.Bounds, around the client's clock), and the call
+      -- counts in the one that holds now: the window ends at ends. A time
+      -- outside them (a client clock off by more than a window) fails the call
+      -- before any command, with the time, for the client to send bounds
+      -- around it (calendarSkewCode in script.go).
+      local ends
+      if period < 0 then
+        local b = -period
+        if now < ARGV[b] + 0 or now >= ARGV[b + 3] + 0 then
+          failed = {err = string.format("CALENDARSKEW %d", now)}
+          break
+        end
+        ends = ARGV[b + 3] + 0
+        if now < ARGV[b + 2] + 0 then ends = ARGV[b + 2] + 0 end
+        if now < ARGV[b + 1] + 0 then ends = ARGV[b + 1] + 0 end
+      end
       -- count: the window's count with the call (the twin's w.count + cost);
       -- r: ms until the window ends (the twin's fixedWindow).
       local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
@@ -261,7 +284,7 @@ local function decide_one(KEYS, ARGV)
       if count == cost or r <= 0 then
         -- A new window: no count before (count == cost), or the key's last
         -- millisecond, which is the first of the next window.
-        local stateEnd = (now - now % period + period) / 1000
+        local stateEnd = (ends or now - now % period + period) / 1000
         if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
         count, r = cost, stateEnd - nowMs
       end

@@ -7,13 +7,16 @@
 --          end (µs); KEYS[2..] the rate limits' keys (the generic decide
 --          script's KEYS), all with the same hash tag.
 -- ARGV[1]  slots: how many calls may be in flight; ARGV[2] the lease (µs);
---          ARGV[3] the call's token.
+--          ARGV[3] the call's token, or "" to peek: decide as a call
+--          would, taking no slot (the decide script's ARGV then say
+--          "peek", so it charges nothing).
 -- ARGV[4..]  the generic decide script's ARGV: the time ("" reads TIME),
 --          the cost, then the rate limits (none: the slot alone).
 --
 -- Replies {decision, now}: the 6-array of a slot denial (index: the
 -- number of rate limits), or the rate limits' decision (any of the decide
--- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0}.
+-- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0};
+-- a peek replies {decision, slots held} (the twin's PeekSlot).
 
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
@@ -49,6 +52,9 @@ local function decide_one(KEYS, ARGV)
   --          of leaky_bucket, else the threshold).
   -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
   --          admitting check is rolled back as when another limit denies.
+  -- ARGV[4+4n ...]  the bounds of calendar periods, four per fixed_window
+  --          limit that has one (its period is -j, j the index of its
+  --          first; see check fixed_window).
   --
   -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
   -- delay_us} where index (0-based) is the limit the numbers describe: the
@@ -260,6 +266,26 @@ local function decide_one(KEYS, ARGV)
       -- but when a window starts, which also runs a PEXPIREAT.
       --
       -- Record: count, the window's count with the call.
+      --
+      -- A calendar period (period < 0, only in this script): its windows are
+      -- given, as Lua knows no time zones: ARGV[-period] to ARGV[3 - period]
+      -- are the starts of four windows in a row, in µs (the twin's
+      -- limitfacts.Calendar.Bounds, around the client's clock), and the call
+      -- counts in the one that holds now: the window ends at ends. A time
+      -- outside them (a client clock off by more than a window) fails the call
+      -- before any command, with the time, for the client to send bounds
+      -- around it (calendarSkewCode in script.go).
+      local ends
+      if period < 0 then
+        local b = -period
+        if now < ARGV[b] + 0 or now >= ARGV[b + 3] + 0 then
+          failed = {err = string.format("CALENDARSKEW %d", now)}
+          break
+        end
+        ends = ARGV[b + 3] + 0
+        if now < ARGV[b + 2] + 0 then ends = ARGV[b + 2] + 0 end
+        if now < ARGV[b + 1] + 0 then ends = ARGV[b + 1] + 0 end
+      end
       -- count: the window's count with the call (the twin's w.count + cost);
       -- r: ms until the window ends (the twin's fixedWindow).
       local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
@@ -270,7 +296,7 @@ local function decide_one(KEYS, ARGV)
       if count == cost or r <= 0 then
         -- A new window: no count before (count == cost), or the key's last
         -- millisecond, which is the first of the next window.
-        local stateEnd = (now - now % period + period) / 1000
+        local stateEnd = (ends or now - now % period + period) / 1000
         if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
         count, r = cost, stateEnd - nowMs
       end
@@ -526,17 +552,22 @@ local slot = KEYS[1]
 -- Drop the slots whose lease ended (the twin's live).
 redis.call("ZREMRANGEBYSCORE", slot, "-inf", string.format("%d", now))
 local held = redis.call("ZCARD", slot)
+local second = now -- of the reply; a peek's is the slots held
+if token == "" then second = held end
 if held >= slots then
   local soonest = redis.call("ZRANGE", slot, 0, 0, "WITHSCORES")
   local last = redis.call("ZRANGE", slot, -1, -1, "WITHSCORES")
-  return {{0, 0, soonest[2] - now, last[2] - now, #keys, 0}, now}
+  return {{0, 0, soonest[2] - now, last[2] - now, #keys, 0}, second}
 end
 local reply = {1, slots - held - 1, 0, 0, 0, 0}
 if #keys > 0 then
   reply = decide_one(keys, argv)
   if type(reply) == "table" and #reply == 6 and reply[1] == 0 then
-    return {reply, now} -- denied by a rate limit: no slot taken
+    return {reply, second} -- denied by a rate limit: no slot taken
   end
+end
+if token == "" then
+  return {reply, second} -- a peek takes no slot
 end
 redis.call("ZADD", slot, string.format("%d", now + lease), token)
 
