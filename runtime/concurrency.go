@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
@@ -29,6 +30,11 @@ type slotter interface {
 	// RenewSlot renews the lease of the slot held under token, and
 	// reports whether it still held it.
 	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+}
+
+// slotPeeker is a slotter that can peek at slots, as [Peek] of a request
+// with a concurrency limit needs: MemoryLimiter and redislimit.Limiter.
+type slotPeeker interface {
 	// PeekSlot returns the decision ReserveSlot would return now, charging
 	// and taking nothing, and how many slots are held now.
 	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
@@ -395,9 +401,11 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	backend, err := slotterOf(req.Name, limiter)
-	if err != nil {
-		return Decision{}, err
+	backend, ok := limiter.(slotPeeker)
+	if !ok {
+		if backend, ok = innermost(limiter).(slotPeeker); !ok {
+			return Decision{}, fmt.Errorf("ratelimit: %s: %T cannot peek at concurrency slots: %w", req.Name, limiter, errors.ErrUnsupported)
+		}
 	}
 	if req.Keys != nil {
 		// Reserve keys a rule's slot and rate limits with one key.

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -183,5 +184,5 @@ func TestConcurrencyPeekAsReserveDecides(t *testing.T) {
 	_, err = Peek(ctx, m, Request{Name: "peek", Key: "k", Limits: []Limit{slot, slot}})
 	require.ErrorIs(t, err, ErrInvalidLimit, "two concurrency limits")
 	_, err = Peek(ctx, struct{ Limiter }{m}, Request{Name: "peek", Key: "k", Limits: r.Limits})
-	require.ErrorIs(t, err, ErrInvalidLimit, "a limiter that holds no slots")
+	require.ErrorIs(t, err, errors.ErrUnsupported, "a limiter that holds no slots")
 }

@@ -66,7 +66,14 @@ import (
 //	// RenewSlot renews the slot's lease, and reports whether it was held.
 //	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
 //
-// and a [Hook] with the method InFlight(ctx context.Context, name string,
+// and [Peek] of a request with a concurrency limit asks it with the
+// method
+//
+//	// PeekSlot returns what ReserveSlot would now, charging and taking
+//	// nothing, and how many slots are held.
+//	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
+//
+// A [Hook] with the method InFlight(ctx context.Context, name string,
 // delta int) is told of each slot taken (1) and given back (-1), as
 // [Metrics] counts them.
 type Reservation struct {
