@@ -276,3 +276,32 @@ func TestAdminHandlerShowsSlots(t *testing.T) {
 		require.EqualValues(t, 2, d["remaining"], "the reset freed the slots")
 	})
 }
+
+// TestAdminHandlerShowsTheSlotOfAnOverriddenRule: an override of a rule's
+// rate limits leaves its concurrency limit, which .../key shows last and
+// counts, with a cost of 1 or more.
+func TestAdminHandlerShowsTheSlotOfAnOverriddenRule(t *testing.T) {
+	ctx := context.Background()
+	ov := &ratelimit.StaticOverrides{}
+	ov.SetKey("admin.Export", "acme", ratelimit.Limit{Period: time.Hour, Threshold: 100})
+	l := ratelimit.NewMemory(ratelimit.WithOverrides(ov))
+	rule := &ratelimit.Rule{Name: "admin.Export", Limits: []ratelimit.Limit{
+		{Period: time.Hour, Threshold: 10},
+		{Algorithm: "concurrency", Threshold: 1, Period: time.Minute},
+	}}
+	h := AdminHandler(l, []*ratelimit.Rule{rule})
+	res, err := rule.Reserve(ctx, l, "acme", 1)
+	require.NoError(t, err)
+	defer res.Release(ctx)
+	for _, cost := range []string{"1", "5"} {
+		code, body := adminDo(t, h, "GET", "key", url.Values{"name": {rule.Name}, "key": {"acme"}, "cost": {cost}})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		limits := body["limits"].([]any)
+		require.Len(t, limits, 2, "the override's limit, then the slot")
+		require.EqualValues(t, 100, limits[0].(map[string]any)["threshold"])
+		require.Equal(t, "concurrency", limits[1].(map[string]any)["algorithm"])
+		d := body["decision"].(map[string]any)
+		require.Equal(t, false, d["allowed"], "cost %s: the slot is held", cost)
+		require.EqualValues(t, 1, d["limit"])
+	}
+}
