@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
@@ -29,6 +30,26 @@ type slotter interface {
 	// RenewSlot renews the lease of the slot held under token, and
 	// reports whether it still held it.
 	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+}
+
+// slotPeeker is a slotter that can peek at slots, as [Peek] of a request
+// with a concurrency limit needs: MemoryLimiter and redislimit.Limiter.
+type slotPeeker interface {
+	// PeekSlot returns the decision ReserveSlot would return now, charging
+	// and taking nothing, and how many slots are held now.
+	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
+}
+
+// slotterOf returns the slotter limiter is, or wraps through any number
+// of [Wrapper]s.
+func slotterOf(name string, limiter Limiter) (slotter, error) {
+	backend, ok := limiter.(slotter)
+	if !ok {
+		if backend, ok = innermost(limiter).(slotter); !ok {
+			return nil, fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, name, limiter)
+		}
+	}
+	return backend, nil
 }
 
 // slotHook is a [Hook] that counts the calls in flight, told of each
@@ -103,11 +124,9 @@ type heldSlot struct {
 
 // reserveSlot is Reserve for a rule with a concurrency limit.
 func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, slot Limit, res *Reservation) error {
-	backend, ok := limiter.(slotter)
-	if !ok {
-		if backend, ok = innermost(limiter).(slotter); !ok {
-			return fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, r.Name, limiter)
-		}
+	backend, err := slotterOf(r.Name, limiter)
+	if err != nil {
+		return err
 	}
 	req.prep = nil
 	all := req
@@ -225,16 +244,8 @@ func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit
 	defer t.mu.Unlock()
 	now := l.now()
 	m := t.live(k, now)
-	if int64(len(m)) >= slot.Threshold {
-		soonest, last := int64(-1), int64(0)
-		for _, end := range m {
-			if soonest < 0 || end < soonest {
-				soonest = end
-			}
-			last = max(last, end)
-		}
-		us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
-		return Decision{RetryAfter: us(soonest - now), ResetAfter: us(last - now), LimitIndex: len(req.Limits)}, now, nil
+	if d, full := slotDenial(m, slot, now, len(req.Limits)); full {
+		return d, now, nil
 	}
 	d := Decision{Allowed: true, Remaining: slot.Threshold - int64(len(m)) - 1}
 	if len(req.Limits) > 0 {
@@ -252,6 +263,45 @@ func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit
 	}
 	m[token] = now + slot.lease().Microseconds()
 	return d, now, nil
+}
+
+// slotDenial returns the denial of a call for want of a slot when the
+// slots held, m, are all of slot's at now (full); index is the slot's
+// LimitIndex.
+func slotDenial(m map[string]int64, slot Limit, now int64, index int) (d Decision, full bool) {
+	if int64(len(m)) < slot.Threshold {
+		return Decision{}, false
+	}
+	soonest, last := int64(-1), int64(0)
+	for _, end := range m {
+		if soonest < 0 || end < soonest {
+			soonest = end
+		}
+		last = max(last, end)
+	}
+	us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
+	return Decision{RetryAfter: us(soonest - now), ResetAfter: us(last - now), LimitIndex: index}, true
+}
+
+// PeekSlot returns the decision ReserveSlot would return now, charging
+// and taking nothing, and how many slots are held now. It drops the slots
+// whose lease ended, as a call would.
+func (l *MemoryLimiter) PeekSlot(_ context.Context, req Request, slot Limit) (Decision, int64, error) {
+	t := &l.slots
+	k := [2]string{req.Name, callkey.Named(req.Key)}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := l.now()
+	m := t.live(k, now)
+	held := int64(len(m))
+	if d, full := slotDenial(m, slot, now, len(req.Limits)); full {
+		return d, held, nil
+	}
+	if len(req.Limits) == 0 {
+		return Decision{Allowed: true, Remaining: slot.Threshold - held - 1}, held, nil
+	}
+	d, err := l.peekOne(&req)
+	return d, held, err
 }
 
 // live returns the slots of k whose lease has not ended at now, dropping
@@ -326,4 +376,71 @@ func (r *Rule) reserveWithSlot(ctx context.Context, limiter Limiter, key string,
 		return nil, err
 	}
 	return res, nil
+}
+
+// hasSlot reports whether limits hold a concurrency limit.
+func hasSlot(limits []Limit) bool {
+	for _, l := range limits {
+		if isConcurrency(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// peekSlot is [Peek] of req, whose limits hold a concurrency limit: one
+// decision of the slot and the rate limits together, as [Rule.Reserve]
+// takes them, charging and taking nothing. It answers as Reserve would,
+// except that an admitted call's LimitIndex is the slot's when it is the
+// tightest limit after the call (slots left below the rate limits'
+// Remaining, or no rate limits): then Remaining is the slots free now and
+// ResetAfter the lease. A call denied for want of a slot has RetryAfter
+// the soonest end of a lease, ResetAfter the last.
+func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
+	rates, slot, _, err := splitSlot(req.Name, req.Limits)
+	if err != nil {
+		return Decision{}, err
+	}
+	backend, ok := limiter.(slotPeeker)
+	if !ok {
+		if backend, ok = innermost(limiter).(slotPeeker); !ok {
+			return Decision{}, fmt.Errorf("ratelimit: %s: %T cannot peek at concurrency slots: %w", req.Name, limiter, errors.ErrUnsupported)
+		}
+	}
+	if req.Keys != nil {
+		// Reserve keys a rule's slot and rate limits with one key.
+		for _, k := range req.Keys {
+			if k != req.Keys[0] {
+				return Decision{}, fmt.Errorf("%w: %s: a concurrency limit needs one key for every limit", ErrInvalidLimit, req.Name)
+			}
+		}
+		req.Key, req.Keys = req.Keys[0], nil
+	}
+	at := make([]int, 0, len(rates)) // where each rate limit is in req.Limits
+	slotAt := 0
+	for i, l := range req.Limits {
+		if isConcurrency(l) {
+			slotAt = i
+		} else {
+			at = append(at, i)
+		}
+	}
+	req.Limits, req.prep = rates, nil
+	d, held, err := backend.PeekSlot(ctx, req, slot)
+	if err != nil {
+		return Decision{}, err
+	}
+	free := slot.Threshold - held
+	switch {
+	case !d.Allowed && d.LimitIndex == len(rates):
+		d.LimitIndex = slotAt
+	case !d.Allowed:
+		d.LimitIndex = at[d.LimitIndex]
+	case len(rates) == 0 || free-1 < d.Remaining:
+		d.Remaining, d.ResetAfter, d.LimitIndex = free, slot.lease(), slotAt
+	default:
+		d.Remaining += req.Units()
+		d.LimitIndex = at[d.LimitIndex]
+	}
+	return d, nil
 }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -141,4 +142,47 @@ func TestConcurrencyDenialSaysSo(t *testing.T) {
 	assert.Equal(t, "10 in flight (concurrency, lease 30s)", l.String())
 	e := &LimitError{Name: "export", Key: "acme", Limit: l, RetryAfter: 30 * time.Second}
 	assert.Equal(t, `ratelimit: export key "acme" has 10 calls in flight, its most; retry after 30s at the latest`, e.Error())
+}
+
+// TestConcurrencyPeekAsReserveDecides peeks at a rule with a concurrency
+// limit through overrides and keys per limit: overrides change its rate
+// limits only, as Reserve's, and the slot and rate limits need one key.
+func TestConcurrencyPeekAsReserveDecides(t *testing.T) {
+	ctx := context.Background()
+	ov := &StaticOverrides{}
+	ov.SetKey("peek", "vip", Limit{Algorithm: Unlimited})
+	ov.SetKey("peek", "banned", Limit{Algorithm: Block})
+	ov.SetKey("peek", "small", Limit{Period: time.Hour, Threshold: 1})
+	m := NewMemory(WithClock(newManualClock()), WithOverrides(ov))
+	slot := Limit{Algorithm: concurrency, Threshold: 3, Period: time.Minute}
+	r := &Rule{Name: "peek", Limits: []Limit{{Period: time.Hour, Threshold: 10}, slot}}
+
+	for key, want := range map[string]Decision{
+		"vip":    {Allowed: true, Remaining: 3, LimitIndex: 0},                                          // the slot alone
+		"small":  {Allowed: true, Remaining: 1, ResetAfter: 0, LimitIndex: 0},                           // 0 left after the call, below 2 slots
+		"anyone": {Allowed: true, Remaining: 3, LimitIndex: 1},                                          // the slot, the tightest
+		"banned": {RetryAfter: time.Hour, ResetAfter: time.Hour, Source: SourceOverride, LimitIndex: 0}, // blocked
+	} {
+		d, err := r.Peek(ctx, m, key)
+		require.NoError(t, err, key)
+		assert.Equal(t, want, d, key)
+	}
+	res, err := r.Reserve(ctx, m, "vip", 1)
+	require.NoError(t, err)
+	d, err := r.Peek(ctx, m, "vip")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), d.Remaining, "an exempt key still holds slots")
+	require.NoError(t, res.Release(ctx))
+
+	req := Request{Name: "peek", Keys: []string{"k", "k"}, Limits: r.Limits}
+	d, err = Peek(ctx, m, req)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), d.Remaining)
+	req.Keys = []string{"k", "j"}
+	_, err = Peek(ctx, m, req)
+	require.ErrorIs(t, err, ErrInvalidLimit, "a slot and rate limits of different keys")
+	_, err = Peek(ctx, m, Request{Name: "peek", Key: "k", Limits: []Limit{slot, slot}})
+	require.ErrorIs(t, err, ErrInvalidLimit, "two concurrency limits")
+	_, err = Peek(ctx, struct{ Limiter }{m}, Request{Name: "peek", Key: "k", Limits: r.Limits})
+	require.ErrorIs(t, err, errors.ErrUnsupported, "a limiter that holds no slots")
 }

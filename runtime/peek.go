@@ -19,6 +19,16 @@ type Peeker interface {
 	// 3 calls, a Peek of cost 1 admits with 1 remaining). It reports
 	// nothing to the limiter's hook.
 	//
+	// Of a request with a concurrency limit, Peek decides the slot with
+	// the rate limits in one step, as [Rule.Reserve] would (each limiter
+	// holding slots answers this way, and [Peek] for any): a call denied
+	// for want of a slot has the slot's LimitIndex, RetryAfter when the
+	// soonest lease ends and ResetAfter when the last does; an admitted
+	// call has the slot's LimitIndex when the slot is its tightest limit
+	// (fewer slots left after the call than the rate limits' Remaining,
+	// or no rate limits), with Remaining the slots free now and
+	// ResetAfter the lease.
+	//
 	// req.Key may also be the stand-in of a long key, as [LimitError]'s
 	// Key shows it, which peeks at that key.
 	//
@@ -34,7 +44,9 @@ type Peeker interface {
 type Resetter interface {
 	// Reset clears the state of every limit of the calls named name with
 	// the per-call key key (or the long key whose stand-in key is, as
-	// [LimitError]'s Key shows it), so that the next call starts afresh.
+	// [LimitError]'s Key shows it), so that the next call starts afresh:
+	// its concurrency slots too (the calls holding them run on, and their
+	// give-back finds nothing to give).
 	Reset(ctx context.Context, name, key string) error
 }
 
@@ -42,6 +54,9 @@ type Resetter interface {
 // [Wrapper]s, how it would decide req now; see [Peeker]. The error wraps
 // errors.ErrUnsupported when there is none.
 func Peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
+	if hasSlot(req.Limits) {
+		return peekSlot(ctx, limiter, req)
+	}
 	p, ok := limiter.(Peeker)
 	if !ok {
 		if p, ok = innermost(limiter).(Peeker); !ok {
@@ -74,7 +89,10 @@ func peeked(req *Request, d Decision) Decision {
 }
 
 // Peek checks req's limits without charging them. See [Peeker].
-func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
+func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
+	if hasSlot(req.Limits) {
+		return peekSlot(ctx, l, req)
+	}
 	if req.Keys != nil {
 		var d Decision
 		if err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
@@ -82,6 +100,16 @@ func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
 		}
 		return peeked(&req, d), nil
 	}
+	d, err := l.peekOne(&req)
+	if err != nil {
+		return Decision{}, err
+	}
+	return peeked(&req, d), nil
+}
+
+// peekOne decides req, which has one key, without charging it or keeping
+// a new pair's state: Allow's decision, not Peek's.
+func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
@@ -98,9 +126,9 @@ func (l *MemoryLimiter) Peek(_ context.Context, req Request) (Decision, error) {
 		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
 	}
 	var d Decision
-	e.decide(&req, now, false, &d)
+	e.decide(req, now, false, &d)
 	shard.mu.Unlock()
-	return peeked(&req, d), nil
+	return d, nil
 }
 
 // Reset forgets the state of name and key. See [Resetter].
@@ -111,6 +139,9 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	shard.mu.Lock()
 	shard.remove(name, key, hash)
 	shard.mu.Unlock()
+	l.slots.mu.Lock()
+	delete(l.slots.held, [2]string{name, key})
+	l.slots.mu.Unlock()
 	return nil
 }
 
@@ -135,6 +166,12 @@ func (r *Rule) PeekKeys(ctx context.Context, limiter Limiter, keys []string) (De
 
 // peek is Peek of req, whose limits are r's effective ones.
 func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
+	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
+		if err != nil {
+			return Decision{}, err
+		}
+		req.Limits = withSlot(req.Limits, slot)
+	}
 	limits := req.Limits
 	switch verdictOf(limits) {
 	case Unlimited:
@@ -151,6 +188,35 @@ func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision
 		d.ResetAfter = 0
 	}
 	return d, nil
+}
+
+// withSlot returns the effective limits of a rule whose concurrency limit
+// is slot as [Rule.Reserve] decides them: overrides change the rate
+// limits only, so the slot is kept where the limits have one (else put
+// last), and an override that exempts the key from its rate limits
+// leaves the slot alone.
+func withSlot(limits []Limit, slot Limit) []Limit {
+	if verdictOf(limits) == Unlimited {
+		return []Limit{slot}
+	}
+	if verdictOf(limits) == Block {
+		return limits
+	}
+	out := make([]Limit, 0, len(limits)+1)
+	kept := false
+	for _, l := range limits {
+		if isConcurrency(l) {
+			if kept {
+				continue
+			}
+			l, kept = slot, true
+		}
+		out = append(out, l)
+	}
+	if !kept {
+		out = append(out, slot)
+	}
+	return out
 }
 
 var (

@@ -46,7 +46,11 @@ import (
 // Release in a defer, so a panic gives it back too. While a call holds
 // its slot, its process renews the lease every third of a lease; the
 // slots of a process that died free within a lease, and a reservation
-// never released holds its slot until its process exits. A call denied
+// never released holds its slot until its process exits. A give-back
+// that fails (the backend out of reach) is Release's or Settle's error
+// and is told to the limiter's hook (Failed) once; the slot then frees
+// when its lease ends, as nothing renews it. [Peek] tells how full the
+// slots are, and [Reset] frees them. A call denied
 // for want of a slot gets a [*LimitError] whose Limit is the concurrency
 // limit and whose RetryAfter is when the soonest lease ends (a bound: a
 // slot frees as soon as a call gives it back); with the rule's Wait the
@@ -63,7 +67,14 @@ import (
 //	// RenewSlot renews the slot's lease, and reports whether it was held.
 //	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
 //
-// and a [Hook] with the method InFlight(ctx context.Context, name string,
+// and [Peek] of a request with a concurrency limit asks it with the
+// method
+//
+//	// PeekSlot returns what ReserveSlot would now, charging and taking
+//	// nothing, and how many slots are held.
+//	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
+//
+// A [Hook] with the method InFlight(ctx context.Context, name string,
 // delta int) is told of each slot taken (1) and given back (-1), as
 // [Metrics] counts them.
 type Reservation struct {

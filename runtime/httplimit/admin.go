@@ -37,7 +37,9 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             directive; see [ratelimit.Rule.Explain]), what a call of
 //	                             cost C (default 1) would be told now, charging nothing
 //	                             ([ratelimit.Rule.Peek]), and how much longer a denial of
-//	                             it is repeated from a deny cache (cached_for), if one is;
+//	                             it is repeated from a deny cache (cached_for), if one is
+//	                             (of a rule with a concurrency limit, the decision counts
+//	                             its slots: see [ratelimit.Peeker]);
 //	                             for a rule with a key per limit, key=K keys each of its
 //	                             keyed limits (or key=K1&key=K2…, one per keyed limit in
 //	                             order), and each limit is shown with its key expression,
@@ -253,6 +255,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, key)
+	limits = keepSlot(rule, limits)
 	var d ratelimit.Decision
 	var err error
 	if cost == 1 || len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block) {
@@ -289,6 +292,29 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	adminJSON(w, http.StatusOK, view)
+}
+
+// keepSlot returns limits, the effective limits of rule, with rule's
+// concurrency limit last if they lack one and are not an override's
+// verdict: overrides change the rate limits only (see
+// [ratelimit.Rule.Reserve]), so a call still takes a slot, and
+// [ratelimit.Rule.Peek] counts it there.
+func keepSlot(rule *ratelimit.Rule, limits []ratelimit.Limit) []ratelimit.Limit {
+	var slot *ratelimit.Limit
+	for i, l := range rule.Limits {
+		if l.Algorithm == "concurrency" {
+			slot = &rule.Limits[i]
+		}
+	}
+	if slot == nil || len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block) {
+		return limits
+	}
+	for _, l := range limits {
+		if l.Algorithm == "concurrency" {
+			return limits
+		}
+	}
+	return append(limits[:len(limits):len(limits)], *slot)
 }
 
 // showLimiter writes the limiter's open circuit breakers and the problems

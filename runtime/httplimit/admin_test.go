@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
@@ -229,4 +230,78 @@ func TestAdminHandlerKeyPerLimit(t *testing.T) {
 		require.EqualValues(t, 50, first["threshold"])
 		require.EqualValues(t, 49, body["decision"].(map[string]any)["remaining"])
 	})
+}
+
+// TestAdminHandlerShowsSlots: .../key of a rule with a concurrency limit
+// shows how full its slots are (the slot's limit index when it decides,
+// the soonest lease's end when full), and a reset frees them, on both
+// backends.
+func TestAdminHandlerShowsSlots(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ctx := context.Background()
+		clock := clocktest.NewManual()
+		l := newLimiter(ratelimit.WithClock(clock))
+		rule := &ratelimit.Rule{Name: "admin.Export", Limits: []ratelimit.Limit{
+			{Period: time.Hour, Threshold: 10},
+			{Algorithm: "concurrency", Threshold: 2, Period: time.Minute},
+		}}
+		h := AdminHandler(l, []*ratelimit.Rule{rule}, WithAdminReset())
+		q := url.Values{"name": {rule.Name}, "key": {"acme"}}
+		peek := func(q url.Values) map[string]any {
+			t.Helper()
+			code, body := adminDo(t, h, "GET", "key", q)
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			return body["decision"].(map[string]any)
+		}
+		d := peek(q)
+		require.Equal(t, true, d["allowed"])
+		require.EqualValues(t, 1, d["limit"], "the slot, the tightest limit")
+		require.EqualValues(t, 2, d["remaining"], "slots free")
+		for range 2 {
+			_, err := rule.Reserve(ctx, l, "acme", 1)
+			require.NoError(t, err)
+			clock.Advance(time.Second)
+		}
+		d = peek(q)
+		require.Equal(t, false, d["allowed"])
+		require.EqualValues(t, 1, d["limit"])
+		require.Equal(t, "58s", d["retry_after"], "the soonest lease's end")
+		withCost := url.Values{"name": {rule.Name}, "key": {"acme"}, "cost": {"3"}}
+		require.Equal(t, false, peek(withCost)["allowed"])
+
+		code, _ := adminDo(t, h, "DELETE", "key", q)
+		require.Equal(t, http.StatusOK, code)
+		d = peek(withCost)
+		require.Equal(t, true, d["allowed"])
+		require.EqualValues(t, 2, d["remaining"], "the reset freed the slots")
+	})
+}
+
+// TestAdminHandlerShowsTheSlotOfAnOverriddenRule: an override of a rule's
+// rate limits leaves its concurrency limit, which .../key shows last and
+// counts, with a cost of 1 or more.
+func TestAdminHandlerShowsTheSlotOfAnOverriddenRule(t *testing.T) {
+	ctx := context.Background()
+	ov := &ratelimit.StaticOverrides{}
+	ov.SetKey("admin.Export", "acme", ratelimit.Limit{Period: time.Hour, Threshold: 100})
+	l := ratelimit.NewMemory(ratelimit.WithOverrides(ov))
+	rule := &ratelimit.Rule{Name: "admin.Export", Limits: []ratelimit.Limit{
+		{Period: time.Hour, Threshold: 10},
+		{Algorithm: "concurrency", Threshold: 1, Period: time.Minute},
+	}}
+	h := AdminHandler(l, []*ratelimit.Rule{rule})
+	res, err := rule.Reserve(ctx, l, "acme", 1)
+	require.NoError(t, err)
+	defer res.Release(ctx)
+	for _, cost := range []string{"1", "5"} {
+		code, body := adminDo(t, h, "GET", "key", url.Values{"name": {rule.Name}, "key": {"acme"}, "cost": {cost}})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		limits := body["limits"].([]any)
+		require.Len(t, limits, 2, "the override's limit, then the slot")
+		require.EqualValues(t, 100, limits[0].(map[string]any)["threshold"])
+		require.Equal(t, "concurrency", limits[1].(map[string]any)["algorithm"])
+		d := body["decision"].(map[string]any)
+		require.Equal(t, false, d["allowed"], "cost %s: the slot is held", cost)
+		require.EqualValues(t, 1, d["limit"])
+	}
 }

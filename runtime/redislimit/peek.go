@@ -4,16 +4,23 @@ import (
 	"context"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // Peek runs the generic decide script for req with every admitting check
 // rolled back, in one round trip (on a Redis Cluster, one per key of a
-// request with a key per limit, concurrently): the same checks as Allow's, on the
+// request with a key per limit, concurrently; of a request with a
+// concurrency limit, one run of the reserve slot script, see [Limiter.PeekSlot]): the same checks as Allow's, on the
 // server's clock (or the limiter's [ratelimit.WithClock]), so it decides as Allow
 // would. It bypasses the circuit breaker and the batching; an error wraps
 // [ratelimit.ErrBackend]. See [ratelimit.Peeker].
 func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	for _, lim := range req.Limits {
+		if lim.Algorithm == limitfacts.Concurrency {
+			return ratelimit.Peek(ctx, l, req) // by PeekSlot, with the slot's numbers
+		}
+	}
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -48,7 +55,9 @@ func (l *Limiter) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimi
 
 // Reset deletes every Redis key that name and key may hold (of a rule
 // with a key per limit, the state of its limits keyed by key: "" names
-// its limits that count every call as one) (each limit
+// its limits that count every call as one), its concurrency slots among
+// them (the calls holding one run on; their give-back and renewal then
+// find none) (each limit
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
 // It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for
@@ -76,13 +85,13 @@ func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 // resetKeys returns every storage key of name and key, which is bounded.
 func resetKeys(prefix, name, key string) []string {
 	algs := ratelimit.Algorithms()
-	keys := make([]string, 0, ratelimit.MaxLimits*len(algs))
+	keys := make([]string, 0, ratelimit.MaxLimits*len(algs)+1)
 	for i := range ratelimit.MaxLimits {
 		for _, alg := range algs {
 			keys = append(keys, storageKey(prefix, name, key, i, alg))
 		}
 	}
-	return keys
+	return append(keys, slotKey(prefix, name, key))
 }
 
 var (

@@ -24,7 +24,12 @@ var (
 // key: a sorted set beside the rate limits' keys, with their hash tag,
 // such as ratelimit:{svc.Store.Get:alice}:slots.
 func (l *Limiter) slotKey(req *ratelimit.Request) string {
-	k := storageKey(l.prefix, req.Name, req.Key, 0, ratelimit.SlidingLog)
+	return slotKey(l.prefix, req.Name, req.Key)
+}
+
+// slotKey returns the Redis key of the concurrency slots of name and key.
+func slotKey(prefix, name, key string) string {
+	k := storageKey(prefix, name, key, 0, ratelimit.SlidingLog)
 	return strings.TrimSuffix(k, "0:log") + "slots"
 }
 
@@ -79,7 +84,9 @@ func (l *Limiter) reserveSlotRun(ctx context.Context, req *ratelimit.Request, sl
 	return reserveSlotScript.Run(ctx, l.client, keys, args...).Result()
 }
 
-// ReleaseSlot gives back the slot held under token: one ZREM.
+// ReleaseSlot gives back the slot held under token: one ZREM. When it
+// fails, the error is told to the hook (Failed) and returned, and the
+// slot frees when its lease ends, as the reservation no longer renews it.
 func (l *Limiter) ReleaseSlot(ctx context.Context, req ratelimit.Request, _ ratelimit.Limit, token string) error {
 	req.Key = callkey.Bound(req.Key)
 	if err := l.client.ZRem(ctx, l.slotKey(&req), token).Err(); err != nil {
@@ -97,6 +104,45 @@ func (l *Limiter) RenewSlot(ctx context.Context, req ratelimit.Request, slot rat
 		return false, l.failed(ctx, req, err)
 	}
 	return n == 1, nil
+}
+
+// PeekSlot returns the decision ReserveSlot would return now, charging
+// and taking nothing, and how many slots are held now: one EVALSHA of the
+// reserve slot script, asked to peek. It bypasses the circuit breaker and
+// the deny cache, as Peek does. See [ratelimit.Peeker].
+func (l *Limiter) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
+	if len(req.Limits) > 0 {
+		if err := req.Validate(); err != nil {
+			return ratelimit.Decision{}, 0, err
+		}
+	}
+	req.Key = callkey.Named(req.Key)
+	run := func(at *int64) (any, error) {
+		now := l.now()
+		keys := []string{l.slotKey(&req)}
+		args := []any{slot.Threshold, lease(slot).Microseconds(), ""}
+		if len(req.Limits) > 0 {
+			var call []any
+			keys, call = l.appendCallAt(keys, nil, &req, now, l.boundsTime(now, at))
+			args = append(args, withPeek(call, len(req.Limits))...)
+		} else {
+			args = append(args, now)
+		}
+		return reserveSlotScript.Run(ctx, l.client, keys, args...).Result()
+	}
+	res, err := run(nil)
+	if t, skewed := calendarSkew(err); skewed {
+		res, err = run(&t)
+	}
+	var d ratelimit.Decision
+	var held int64
+	if err == nil {
+		d, held, err = parseReserved(res)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, 0, &ratelimit.BackendError{Name: req.Name, Err: err}
+	}
+	return d, held, nil
 }
 
 // slotGuard is guard for a call that may have no rate limits.

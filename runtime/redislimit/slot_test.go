@@ -25,6 +25,7 @@ type slotter interface {
 	ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error)
 	ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error
 	RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error)
+	PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error)
 }
 
 // TestSlotsBackendsAgree feeds the same random sequence of slot
@@ -52,7 +53,7 @@ func TestSlotsBackendsAgree(t *testing.T) {
 				token string
 			}
 			var open []held
-			admitted, denied := 0, 0
+			admitted, denied, peeks := 0, 0, 0
 			for n := range 400 {
 				switch op := rng.IntN(10); {
 				case op < 2:
@@ -73,6 +74,23 @@ func TestSlotsBackendsAgree(t *testing.T) {
 						got = append(got, ok)
 					}
 					require.Equal(t, got[0], got[1], "renewal %d", n)
+				case op < 6:
+					req := ratelimit.Request{Name: "slots", Key: fmt.Sprint("k", rng.IntN(2)), Cost: rng.Int64N(3), Limits: limits}
+					dm, hm, err := mem.PeekSlot(ctx, req, slot)
+					require.NoError(t, err)
+					dr, hr, err := red.PeekSlot(ctx, req, slot)
+					require.NoError(t, err)
+					require.Equal(t, dm, dr, "peek %d: %+v", n, req)
+					require.Equal(t, hm, hr, "peek %d: slots held", n)
+					all := req
+					all.Limits = append([]ratelimit.Limit{slot}, limits...)
+					pm, err := ratelimit.Peek(ctx, mem, all)
+					require.NoError(t, err)
+					pr, err := red.Peek(ctx, all)
+					require.NoError(t, err)
+					require.Equal(t, pm, pr, "peek %d: %+v", n, all)
+					require.Equal(t, dm.Allowed, pm.Allowed)
+					peeks++
 				default:
 					req := ratelimit.Request{Name: "slots", Key: fmt.Sprint("k", rng.IntN(2)), Cost: rng.Int64N(3), Limits: limits}
 					token := fmt.Sprint("t", n)
@@ -92,12 +110,14 @@ func TestSlotsBackendsAgree(t *testing.T) {
 			}
 			require.NotZero(t, admitted)
 			require.NotZero(t, denied)
+			require.NotZero(t, peeks)
 		})
 	}
 }
 
-// TestSlotsOnACluster takes and gives back slots with rate limits on a
-// Redis Cluster: every key of a call is in one slot of the cluster.
+// TestSlotsOnACluster takes, peeks at, resets and gives back slots with
+// rate limits on a Redis Cluster: every key of a call is in one slot of
+// the cluster.
 func TestSlotsOnACluster(t *testing.T) {
 	ctx := context.Background()
 	cluster, err := redistest.StartCluster(3)
@@ -115,6 +135,18 @@ func TestSlotsOnACluster(t *testing.T) {
 		require.NoError(t, err)
 		_, err = r.Reserve(ctx, l, key, 1)
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
+		d, err := r.Peek(ctx, l, key)
+		require.NoError(t, err)
+		require.False(t, d.Allowed, "a peek sees the slots full")
+		require.Equal(t, 1, d.LimitIndex)
+		if i%2 == 1 {
+			// A reset frees the slots (one UNLINK of keys of one slot of
+			// the cluster); the calls holding them give back nothing.
+			require.NoError(t, l.Reset(ctx, r.Name, key))
+			d, err = r.Peek(ctx, l, key)
+			require.NoError(t, err)
+			require.Equal(t, ratelimit.Decision{Allowed: true, Remaining: 2, LimitIndex: 1}, d)
+		}
 		require.NoError(t, a.Settle(ctx, 3))
 		require.NoError(t, b.Release(ctx))
 		c, err := r.Reserve(ctx, l, key, 1)

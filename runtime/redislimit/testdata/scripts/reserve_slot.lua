@@ -7,7 +7,9 @@
 --          end (µs); KEYS[2..] the rate limits' keys (the generic decide
 --          script's KEYS), all with the same hash tag.
 -- ARGV[1]  slots: how many calls may be in flight; ARGV[2] the lease (µs);
---          ARGV[3] the call's token.
+--          ARGV[3] the call's token, or "" to peek: decide as a call
+--          would, taking no slot (the decide script's ARGV then say
+--          "peek", so it charges nothing).
 -- ARGV[4..]  the generic decide script's ARGV: the time ("" reads TIME),
 --          the cost, then the rate limits (none: the slot alone).
 --
@@ -15,7 +17,8 @@
 -- number of rate limits), or the rate limits' decision (any of the decide
 -- script's replies), or for a slot alone {1, slots left, 0, 0, 0, 0}; or
 -- the decide script's error, such as a calendar skew (calendarSkewCode in
--- script.go), taking no slot.
+-- script.go), taking no slot. A peek replies {decision, slots held} (the
+-- twin's PeekSlot).
 
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
@@ -551,10 +554,12 @@ local slot = KEYS[1]
 -- Drop the slots whose lease ended (the twin's live).
 redis.call("ZREMRANGEBYSCORE", slot, "-inf", string.format("%d", now))
 local held = redis.call("ZCARD", slot)
+local second = now -- of the reply; a peek's is the slots held
+if token == "" then second = held end
 if held >= slots then
   local soonest = redis.call("ZRANGE", slot, 0, 0, "WITHSCORES")
   local last = redis.call("ZRANGE", slot, -1, -1, "WITHSCORES")
-  return {{0, 0, soonest[2] - now, last[2] - now, #keys, 0}, now}
+  return {{0, 0, soonest[2] - now, last[2] - now, #keys, 0}, second}
 end
 local reply = {1, slots - held - 1, 0, 0, 0, 0}
 if #keys > 0 then
@@ -563,8 +568,11 @@ if #keys > 0 then
   -- slot taken.
   if type(reply) == "table" and reply.err then return reply end
   if type(reply) == "table" and #reply == 6 and reply[1] == 0 then
-    return {reply, now} -- denied by a rate limit: no slot taken
+    return {reply, second} -- denied by a rate limit: no slot taken
   end
+end
+if token == "" then
+  return {reply, second} -- a peek takes no slot
 end
 redis.call("ZADD", slot, string.format("%d", now + lease), token)
 
