@@ -415,10 +415,23 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 		e.decideOne(&plans[0], cost, now, charge, d)
 		return
 	}
+	decideLimits(plans, nil, e, cost, now, charge, d)
+}
+
+// decideLimits decides a call against plans, limit i's state being that of
+// entries[i], or of one when entries is nil: every limit must admit it,
+// and d describes the denying limit with the longest RetryAfter, or the
+// admitting one with the fewest units left. When charge is set, an
+// admitted call is charged to every limit.
+func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
 	*d = Decision{Allowed: true}
 	var delay time.Duration
 	var r Decision
 	for i := range plans {
+		e := one
+		if entries != nil {
+			e = entries[i]
+		}
 		ok := e.limits[i].check(&plans[i], now, cost, &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
@@ -435,11 +448,16 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 		return
 	}
 	d.Delay = delay
-	if charge {
-		for i := range plans {
-			if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
-				e.expiry = exp
-			}
+	if !charge {
+		return
+	}
+	for i := range plans {
+		e := one
+		if entries != nil {
+			e = entries[i]
+		}
+		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+			e.expiry = exp
 		}
 	}
 }

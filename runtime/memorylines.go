@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
@@ -118,32 +117,5 @@ func (set *lineSet) addShard(s uint8) {
 // decide is memoryEntry.decidePlans with limit i's state that of
 // set.entries[i].
 func (set *lineSet) decide(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
-	*d = Decision{Allowed: true}
-	var delay time.Duration
-	var r Decision
-	for i := range plans {
-		ok := set.entries[i].limits[i].check(&plans[i], now, cost, &r)
-		switch {
-		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
-			*d = r
-			d.Allowed, d.LimitIndex = false, i
-		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
-			*d = r
-			d.Allowed, d.LimitIndex = true, i
-		}
-		delay = max(delay, r.Delay)
-	}
-	if !d.Allowed {
-		d.Delay = 0
-		return
-	}
-	d.Delay = delay
-	if charge {
-		for i := range plans {
-			e := set.entries[i]
-			if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
-				e.expiry = exp
-			}
-		}
-	}
+	decideLimits(plans, set.entries[:len(plans)], nil, cost, now, charge, d)
 }
