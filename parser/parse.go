@@ -18,7 +18,7 @@ import (
 // the comment's absolute line and column in the file.
 //
 // It returns (nil, nil) for an ordinary comment; nil and an error for a
-// lookalike (a probable misspelling of a directive, see the package doc);
+// lookalike (a probable misspelling of a directive, see docs/directives.md);
 // and a *Directive for a directive line, with any errors found in it. When
 // the errors are not empty, the directive is only partly filled in: it is
 // returned so that callers can keep checking (and reporting) what did
@@ -294,7 +294,7 @@ func skipSpace(s string, i int) int {
 }
 
 // checkLookalike reports a comment that is probably a misspelled directive
-// (see the package doc for the rule), or returns nil.
+// (see docs/directives.md, Lookalikes, for the rule), or returns nil.
 func checkLookalike(pos token.Position, text string) ErrorList {
 	var errs ErrorList
 	switch {

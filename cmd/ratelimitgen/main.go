@@ -82,119 +82,24 @@
 // # Directives
 //
 // A directive is a line comment that starts exactly with "//ratelimit:",
-// followed by name=value pairs:
+// followed by name=value pairs, in the doc comment of a method or of a
+// named type:
 //
 //	//ratelimit:period=30 threshold=2
 //	//ratelimit:period=1m30s threshold=100 key=req.User.ID name=search cost=n
 //
-// It belongs in the doc comment of an interface method, of a method
-// declaration (func (s *Server) Search...), or of a named type declaration,
-// where it applies to every method of the type (every method of an
-// interface's method set, including embedded ones; every method declared
-// on any other type) that has no directive of its own. A method's own
-// directives go with it: an interface that embeds another interface of the
-// package limits the embedded methods as their directives say, under the
-// same limit name, so both decorators share the limit. A directive
-// anywhere else (on a function, a field, a variable, the package clause,
-// an alias, a grouped type declaration...) is an error.
-//
-// Several directive lines on one method are several limits that must all
-// admit a call; nothing is charged unless all do. Each line gives one
-// limit, with its own key:
-//
-//	period      the window: whole seconds (30) or a Go duration (500ms, 1m30s)
-//	threshold   calls (or units of cost) admitted per period
-//	algorithm   sliding_log (the default), or another algorithm the runtime supports
-//	burst       bucket capacity (token_bucket, gcra)
-//	capacity    queue bound (leaky_bucket)
-//	key=x       this line's key, see below; a line without key= is one
-//	            limit that every call of the method shares
-//	emptykey=x, keyhash=true
-//	            what is done with this line's key, see below
-//
-// So
-//
-//	//ratelimit:period=1 threshold=10 key=user
-//	//ratelimit:period=1h threshold=1000
-//
-// admits 10 calls a second for each user and 1,000 an hour in all. (Before
-// keys were per line, the first line's key= keyed both; write key= on
-// every line for that.) Lines with the same key= are keyed by one value,
-// computed once, and must agree on its emptykey= and keyhash=. A method
-// whose lines all have the same key=, or none, is checked under that one
-// key (ratelimit.Rule.Check), as before; one whose lines differ with a key
-// per line (ratelimit.Rule.CheckKeys), naming each line's key in the
-// rule's KeyExprs.
-//
-// The generator asks the runtime it is built with (the same module as the
-// runtime the generated code imports) whether it can decide each limit, so
-// an algorithm the runtime does not implement yet is an error at the
-// directive rather than at every call.
-//
-// A line may also give the per-call options, which, when written on
-// several lines of a method, must agree; and the key of the line:
-//
-//	key=x       a separate limit per value of x, a Go expression of a
-//	            small subset: a parameter (key=user), its fields and
-//	            methods called without arguments (key=req.User.ID,
-//	            key=req.GetOrder().GetTenant()), a call of a function of
-//	            the package or of a package the file imports, with such
-//	            expressions as arguments (key=principal(ctx),
-//	            key=auth.Principal(ctx)), or len(x) of a slice, a map, a
-//	            string or an array. The value must be a string (used as
-//	            is), an integer (in decimal, even if it has a String
-//	            method), a pointer to one, a type parameter whose types are
-//	            all strings or all signed or all unsigned integers, or a
-//	            fmt.Stringer. A function has fixed parameters and no type
-//	            parameters, and may return an error as its second result:
-//	            a non-nil one fails the call, wrapped, uncharged, whatever
-//	            onerror= says. A file imports a package that only its
-//	            directives call blank (import _ "example.com/svc/auth"):
-//	            the compiler does not read directives, and the generated
-//	            file imports it. If a pointer or interface on the way is
-//	            nil, the call returns an error wrapping ratelimit.ErrNilKey
-//	            instead of panicking; a protobuf getter (a Get method of a
-//	            message type with the ProtoMessage method) is called on a
-//	            nil message, and returns its zero value, as in Go.
-//	emptykey=x  share (the default): calls whose key is "" share one
-//	            limit, like any other key; deny: such a call fails with an
-//	            error wrapping ratelimit.ErrEmptyKey, uncharged.
-//	keyhash=true
-//	            limit each call under the SHA-256 digest of its key
-//	            (ratelimit.KeyDigest), for a key that is a secret (an API
-//	            key, a token): Redis key names, errors, hooks and logs
-//	            then hold the digest, never the key.
-//	name=n      the limit identity; methods with the same name share one
-//	            limit and must declare the same limits. The default is the
-//	            package path, type and method: example.com/svc.Store.Get.
-//	cost=n      units a call takes: a number, or an integer computed as
-//	            for key= (cost=n, cost=req.Size, cost=len(req.Skus),
-//	            cost=weight(req)).
-//	wait=d      how long a denied call may wait to be admitted.
-//	onerror=x   allow, deny or decide locally (local) the calls the
-//	            limiter cannot decide, such as while Redis is down.
-//	shadow=true only report what would be denied.
-//
-// A type's doc comment may name its decorator, on a line of its own:
-//
-//	//ratelimit:decorator=LimitedStore
-//
-// which declares LimitedStore and NewLimitedStore instead of
-// StoreWithRateLimit and NewStoreWithRateLimit.
-//
-// A limited method must return error as its last result. If its first
-// parameter is a context.Context, the limiter gets it; otherwise, if a
-// parameter has a method Context() context.Context (a stream, such as
-// grpc.ServerStreamingServer[T]), the first such parameter's context;
-// otherwise context.Background().
+// Several lines on one method are several limits that must all admit a
+// call. The directives (the syntax, every name with its values and
+// default, where a directive goes, the rules between the lines of a
+// method, what a limited method must look like, and the mistakes
+// reported) are documented once, in docs/directives.md at the root of this
+// module.
 //
 // Every mistake is reported as file:line:col: message, all of them sorted
 // by position; when there is any, nothing is written. A package with
 // directives must type-check: its type errors are reported too (generate,
 // -check and -list exit 1), but for the uses of what generated files
-// declare, which the generator does not load (see below). Limits in a
-// type's doc comment that limit no method, because every method has
-// directives of its own, are an error.
+// declare, which the generator does not load (see below).
 //
 // # Generated code
 //
@@ -226,22 +131,14 @@
 // header fields of an admitted response (httplimit.SetAdmissionHeaders).
 //
 // To limit an interface you do not own, declare one that embeds it and
-// redeclares the methods to limit, with their directives:
+// redeclares the methods to limit, with their directives: for a
+// LimitedGreeter that embeds pb.GreeterServer,
+// NewLimitedGreeterWithRateLimit(impl, limiter) takes any pb.GreeterServer
+// and is one, for pb.RegisterGreeterServer (docs/grpc.md shows it whole).
 //
-//	type LimitedGreeter interface {
-//		pb.GreeterServer
-//		//ratelimit:period=1m threshold=2 key=req.Name
-//		SayHello(ctx context.Context, req *pb.HelloRequest) (*pb.HelloReply, error)
-//	}
-//
-// NewLimitedGreeterWithRateLimit(impl, limiter) then takes any
-// pb.GreeterServer and is one, for pb.RegisterGreeterServer.
-//
-// An exported name the generated file would declare (a decorator, a
-// constructor or RateLimitRules), or a name chosen with decorator=, that
-// the package declares already is an error at that declaration, so that
-// no declaration elsewhere in the package can rename the generated API;
-// the other, unexported names get a number instead.
+// The decorator's name, its constructor's and RateLimitRules never clash
+// with a declaration of the package: such a clash is an error (see
+// docs/directives.md); the other, unexported names get a number instead.
 //
 // The generated file starts with "// Code generated by ratelimitgen. DO
 // NOT EDIT." and "//go:build !ratelimitgen", and ratelimitgen loads

@@ -157,7 +157,7 @@ func TestListIsLimitedPerCaller(t *testing.T) {
 }
 
 // TestDemo runs the demo against a real server and checks what it prints,
-// the README's sample output, on both backends.
+// the sample output of docs/grpc.md, on both backends.
 func TestDemo(t *testing.T) {
 	eachBackend(t, func(t *testing.T, limiter ratelimit.Limiter) {
 		var out bytes.Buffer

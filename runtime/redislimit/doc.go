@@ -148,7 +148,7 @@
 // ([Limiter.Close]) or the client is. A failover to a replica
 // forgets the charges the replica had not received: under Sentinel those
 // of about the last second before a SENTINEL FAILOVER, unless writes are
-// paused on the primary first (see the README).
+// paused on the primary first (see docs/operations.md, Redis Sentinel).
 //
 // # Overrides
 //

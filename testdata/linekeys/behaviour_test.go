@@ -66,7 +66,7 @@ func limitedBy(t *testing.T, err error, keyExpr, key string) {
 	require.Positive(t, le.RetryAfter)
 }
 
-// TestREADMEExample: the README's
+// TestREADMEExample: the example of docs/keys-and-costs.md (once the README's)
 //
 //	//ratelimit:period=1 threshold=10 key=user
 //	//ratelimit:period=1h threshold=1000

@@ -49,8 +49,8 @@ type regionKey struct{}
 
 // Feed is limited per line.
 type Feed interface {
-	// The README's example: 10 per second for each user, and 1,000 per
-	// hour for the whole service.
+	// The example of docs/keys-and-costs.md: 10 per second for each
+	// user, and 1,000 per hour for the whole service.
 	//ratelimit:period=1 threshold=10 key=user
 	//ratelimit:period=1h threshold=1000
 	Post(ctx context.Context, user, text string) error

@@ -72,36 +72,50 @@ func goCmd(t *testing.T, dir string, args ...string) {
 	}
 }
 
-// readmeFiles returns the Go files the README shows to build as written:
-// each ```go block after a line <!-- builds as PATH: ... -->, by PATH.
-func readmeFiles(t *testing.T) map[string]string {
+// docFiles returns the Markdown files of the module's documentation: the
+// README and the guides under docs/.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
+	guides, err := filepath.Glob(filepath.Join(moduleRoot, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(guides) == 0 {
+		t.Fatal("no guides under docs/")
+	}
+	return append([]string{filepath.Join(moduleRoot, "README.md")}, guides...)
+}
+
+// builtFiles returns the Go files the docs show to build as written: each
+// ```go block after a line <!-- builds as PATH: ... -->, by PATH.
+func builtFiles(t *testing.T) map[string]string {
+	t.Helper()
 	files := map[string]string{}
-	for _, m := range readmeBuilds.FindAllStringSubmatch(readme, -1) {
-		files[m[1]] = m[2]
+	for _, doc := range docFiles(t) {
+		for _, m := range docBuilds.FindAllStringSubmatch(readFile(t, doc), -1) {
+			files[m[1]] = m[2]
+		}
 	}
 	return files
 }
 
-var readmeBuilds = regexp.MustCompile("(?s)<!-- builds as (\\S+): [^>]*-->\n```go\n(.*?)```\n")
+var docBuilds = regexp.MustCompile("(?s)<!-- builds as (\\S+): [^>]*-->\n```go\n(.*?)```\n")
 
-// TestREADMEGRPCBuilds writes the README's gRPC file, as written, into a
+// TestDocsGRPCBuilds writes the gRPC file of docs/grpc.md, as written, into a
 // new module with the packages it names (the helloworld service as
 // protoc-gen-go and protoc-gen-go-grpc generate it, and an auth package),
 // then generates, builds and vets it (issue 19 item 3: a key function of
 // another package works with the import the user writes, and protobuf
 // getters are keys and costs). The module gets its requirements through
 // the module proxy on a machine that lacks them.
-func TestREADMEGRPCBuilds(t *testing.T) {
+func TestDocsGRPCBuilds(t *testing.T) {
 	root, err := filepath.Abs(moduleRoot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := readmeFiles(t)
-	greeter, ok := readme["greeter/greeter.go"]
+	greeter, ok := builtFiles(t)["greeter/greeter.go"]
 	if !ok {
-		t.Fatal("README.md has no <!-- builds as greeter/greeter.go: ... --> block")
+		t.Fatal("no doc has a <!-- builds as greeter/greeter.go: ... --> block")
 	}
 	pbDir := filepath.Join(root, "testdata", "grpc", "greeterpb")
 	files := map[string]string{
@@ -113,8 +127,8 @@ func TestREADMEGRPCBuilds(t *testing.T) {
 		"greeterpb/greeter.pb.go":      readFile(t, filepath.Join(pbDir, "greeter.pb.go")),
 		"greeterpb/greeter_grpc.pb.go": readFile(t, filepath.Join(pbDir, "greeter_grpc.pb.go")),
 		"greeter/greeter.go":           greeter,
-		"auth/auth.go":                 readmeAuth,
-		"cmd/server/main.go":           readmeServer,
+		"auth/auth.go":                 docAuth,
+		"cmd/server/main.go":           docServer,
 	}
 	dir := t.TempDir()
 	writeFiles(t, dir, files)
@@ -129,8 +143,8 @@ func TestREADMEGRPCBuilds(t *testing.T) {
 	goCmd(t, dir, "vet", "./...")
 }
 
-// readmeAuth is the auth package the README's gRPC file calls.
-const readmeAuth = `// Package auth names the caller of a gRPC call.
+// docAuth is the auth package the docs' gRPC file calls.
+const docAuth = `// Package auth names the caller of a gRPC call.
 package auth
 
 import (
@@ -150,8 +164,8 @@ func Principal(ctx context.Context) (string, error) {
 }
 `
 
-// readmeServer registers the README's decorator, as the README says.
-const readmeServer = `package main
+// docServer registers the docs' decorator, as docs/grpc.md says.
+const docServer = `package main
 
 import (
 	"google.golang.org/grpc"
@@ -170,50 +184,53 @@ func main() {
 }
 `
 
-// TestREADMEDocumentsKeysTypeLimitsAndSecrets: the README lists what a
-// key or a cost may be and the signatures of their functions, explains
-// limits on a type and the setting that keeps secrets out of Redis key
-// names and logs, and installs ratelimitvet with a version, which works
-// outside a module (issue 19 item 5).
-func TestREADMEDocumentsKeysTypeLimitsAndSecrets(t *testing.T) {
-	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
-	for _, want := range []string{
-		"## Keys and costs", "key=req.GetOrder().GetTenant()", "cost=len(req.Skus)",
-		"func principal(ctx context.Context) string", "func Principal(ctx context.Context) (string, error)",
-		`_ "example.com/svc/auth"`,
-		"## Limits on a type", "## Secrets in keys", "keyhash=true", "ratelimit.KeyDigest",
-		"go install github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet@latest",
-	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md lacks %q", want)
-		}
-	}
-	for _, line := range strings.Split(readme, "\n") {
-		if strings.HasPrefix(line, "go install github.com/ratelimitgen/") && !strings.Contains(line, "@") {
-			t.Errorf("README.md installs without a version, which works only in a module that requires this one: %s", line)
+// requireContains fails the test for each of wants that the doc at path,
+// a path under the module's root, lacks.
+func requireContains(t *testing.T, path string, wants ...string) {
+	t.Helper()
+	doc := readFile(t, filepath.Join(moduleRoot, filepath.FromSlash(path)))
+	for _, want := range wants {
+		if !strings.Contains(doc, want) {
+			t.Errorf("%s lacks %q", path, want)
 		}
 	}
 }
 
-// TestREADMEDocumentsKeysPerLine: the README's example of two limits on
-// one method is the one testdata/linekeys generates and tests with many
-// users (10 a second for each, 1,000 an hour in all), and the README
-// says what a key per line changed and how to write the old meaning
-// (issue 21 items 1, 2 and 5).
-func TestREADMEDocumentsKeysPerLine(t *testing.T) {
-	readme := readFile(t, filepath.Join(moduleRoot, "README.md"))
-	src := readFile(t, filepath.Join(moduleRoot, "testdata", "linekeys", "linekeys.go"))
-	example := "\t//ratelimit:period=1 threshold=10 key=user\n\t//ratelimit:period=1h threshold=1000\n" +
-		"\tPost(ctx context.Context, user, text string) error\n"
-	if !strings.Contains(readme, example) || !strings.Contains(src, example) {
-		t.Errorf("README.md and testdata/linekeys/linekeys.go must both hold\n%s", example)
-	}
-	for _, want := range []string{
-		"## A key per line", "**What changed.**", "write `key=` on every line",
-		"//ratelimit:period=1h threshold=1000 key=user", "CheckKeys", "KeyExprs",
-	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md lacks %q", want)
+// TestDocsDocumentKeysTypeLimitsAndSecrets: the guide to keys lists what a
+// key or a cost may be and the signatures of their functions, and the
+// setting that keeps secrets out of Redis key names and logs; the
+// directive reference explains limits on a type and installs ratelimitvet
+// with a version, which works outside a module, as every doc does (issue
+// 19 item 5).
+func TestDocsDocumentKeysTypeLimitsAndSecrets(t *testing.T) {
+	requireContains(t, "docs/keys-and-costs.md",
+		"## Keys and costs", "key=req.GetOrder().GetTenant()", "cost=len(req.Skus)",
+		"func principal(ctx context.Context) string", "func Principal(ctx context.Context) (string, error)",
+		`_ "example.com/svc/auth"`,
+		"## Secrets in keys", "keyhash=true", "ratelimit.KeyDigest")
+	requireContains(t, "docs/directives.md",
+		"## Limits on a type", "go install github.com/ratelimitgen/ratelimitgen/cmd/ratelimitvet@latest")
+	for _, doc := range docFiles(t) {
+		for _, line := range strings.Split(readFile(t, doc), "\n") {
+			if strings.HasPrefix(line, "go install github.com/ratelimitgen/") && !strings.Contains(line, "@") {
+				t.Errorf("%s installs without a version, which works only in a module that requires this one: %s", doc, line)
+			}
 		}
 	}
+}
+
+// TestDocsDocumentKeysPerLine: the example of two limits on one method in
+// the guide to keys is the one testdata/linekeys generates and tests with
+// many users (10 a second for each, 1,000 an hour in all), and the guide
+// says what a key per line changed and how to write the old meaning
+// (issue 21 items 1, 2 and 5).
+func TestDocsDocumentKeysPerLine(t *testing.T) {
+	const guide = "docs/keys-and-costs.md"
+	example := "\t//ratelimit:period=1 threshold=10 key=user\n\t//ratelimit:period=1h threshold=1000\n" +
+		"\tPost(ctx context.Context, user, text string) error\n"
+	requireContains(t, guide, example)
+	requireContains(t, "testdata/linekeys/linekeys.go", example)
+	requireContains(t, guide,
+		"## A key per line", "**What changed.**", "write `key=` on every line",
+		"//ratelimit:period=1h threshold=1000 key=user", "CheckKeys", "KeyExprs")
 }
