@@ -197,10 +197,10 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 	var start time.Time
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		if waitLineCount.Load() > 0 { // somebody waits: maybe for this rule and key
-			k := lineKeyOf(limiter, &req)
-			if line := joinLine(k, nil); line != nil {
-				return r.waitFor(ctx, limiter, &req, k, line, start, o)
+		if waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
+			k := queueKeyOf(limiter, &req)
+			if q := joinQueue(k, nil); q != nil {
+				return r.waitFor(ctx, limiter, &req, k, q, start, o)
 			}
 		}
 	}
@@ -232,13 +232,13 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		}
 		return r.limitError(&req, *d)
 	}
-	k := lineKeyOf(limiter, &req)
-	return r.waitFor(ctx, limiter, &req, k, joinLine(k, d), start, o)
+	k := queueKeyOf(limiter, &req)
+	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
 }
 
 // waitFor is wait, telling in o what it learnt of the call.
-func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k lineKey, line *waitLine, start time.Time, o *outcome) error {
-	w, err := r.wait(ctx, limiter, req, k, line, start)
+func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time, o *outcome) error {
+	w, err := r.wait(ctx, limiter, req, k, q, start)
 	w.perLimit = req.Keys != nil
 	*o = w
 	return err
