@@ -16,49 +16,13 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
-// slotter is a limiter that holds concurrency slots: MemoryLimiter and
-// redislimit.Limiter.
-type slotter interface {
-	// ReserveSlot decides req's rate limits (there may be none) and a slot
-	// of slot under token, all or nothing: it charges req and takes the
-	// slot only if both admit the call. A denial for the slot has
-	// LimitIndex len(req.Limits). It tells its hook nothing: the rule
-	// does, with the slot's limit among the request's.
-	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
-	// ReleaseSlot gives the slot held under token back.
-	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
-	// RenewSlot renews the lease of the slot held under token, and
-	// reports whether it still held it.
-	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
-}
-
-// slotPeeker is a slotter that can peek at slots, as [Peek] of a request
-// with a concurrency limit needs: MemoryLimiter and redislimit.Limiter.
-type slotPeeker interface {
-	// PeekSlot returns the decision ReserveSlot would return now, charging
-	// and taking nothing, and how many slots are held now.
-	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
-}
-
-// slotterOf returns the slotter limiter is, or wraps through any number
-// of [Wrapper]s.
-func slotterOf(name string, limiter Limiter) (slotter, error) {
-	backend, ok := limiter.(slotter)
+// slotHolderOf returns the [SlotHolder] that limiter offers (see [As]).
+func slotHolderOf(name string, limiter Limiter) (SlotHolder, error) {
+	backend, ok := As[SlotHolder](limiter)
 	if !ok {
-		if backend, ok = innermost(limiter).(slotter); !ok {
-			return nil, fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, name, limiter)
-		}
+		return nil, fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, name, limiter)
 	}
 	return backend, nil
-}
-
-// slotHook is a [Hook] that counts the calls in flight, told of each
-// slot a call takes (delta 1) and gives back (-1), such as [Metrics] and
-// the metrics adapters' hooks: a hook with the method
-//
-//	InFlight(ctx context.Context, name string, delta int)
-type slotHook interface {
-	InFlight(ctx context.Context, name string, delta int)
 }
 
 // isConcurrency reports whether l is a concurrency limit.
@@ -112,8 +76,8 @@ func newToken() string { return tokenPrefix + strconv.FormatUint(tokenSeq.Add(1)
 
 // heldSlot is the slot a reservation holds, until released.
 type heldSlot struct {
-	hook     slotHook // told of the slot taken and given back, or nil
-	backend  slotter
+	hook     InFlightHook // told of the slot taken and given back, or nil
+	backend  SlotHolder
 	req      Request
 	limit    Limit
 	token    string
@@ -124,11 +88,11 @@ type heldSlot struct {
 
 // reserveSlot is Reserve for a rule with a concurrency limit.
 func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, slot Limit, res *Reservation) error {
-	backend, err := slotterOf(r.Name, limiter)
+	backend, err := slotHolderOf(r.Name, limiter)
 	if err != nil {
 		return err
 	}
-	req.prep = nil
+	req.Rule = nil // its limits are the rate limits alone
 	all := req
 	all.Limits = append(req.Limits[:len(req.Limits):len(req.Limits)], slot)
 	var start time.Time
@@ -149,12 +113,12 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 		}
 		if d.Allowed {
 			if len(req.Limits) > 0 {
-				res.backend, _ = backend.(reserver)
+				res.backend, _ = backend.(Reserver)
 			}
 			res.at = at
 			h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
 			if c := configOf(limiter); c != nil {
-				if h.hook, _ = c.Hook.(slotHook); h.hook != nil {
+				if h.hook, _ = c.Hook.(InFlightHook); h.hook != nil {
 					h.hook.InFlight(ctx, r.Name, 1)
 				}
 			}
@@ -237,7 +201,13 @@ type slotTable struct {
 
 // ReserveSlot decides req's rate limits and a slot of slot under token,
 // all or nothing. See [Rule.Reserve] and the concurrency limits there.
-func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error) {
+func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, time.Time, error) {
+	d, at, err := l.reserveSlot(ctx, req, slot, token)
+	return d, fromMicros(at), err
+}
+
+// reserveSlot is ReserveSlot, with the time in µs since the Unix epoch.
+func (l *MemoryLimiter) reserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error) {
 	t := &l.slots
 	k := [2]string{req.Name, callkey.Bound(req.Key)}
 	t.mu.Lock()
@@ -401,11 +371,9 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	backend, ok := limiter.(slotPeeker)
+	backend, ok := As[SlotHolder](limiter)
 	if !ok {
-		if backend, ok = innermost(limiter).(slotPeeker); !ok {
-			return Decision{}, fmt.Errorf("ratelimit: %s: %T cannot peek at concurrency slots: %w", req.Name, limiter, errors.ErrUnsupported)
-		}
+		return Decision{}, fmt.Errorf("ratelimit: %s: %T cannot peek at concurrency slots: %w", req.Name, limiter, errors.ErrUnsupported)
 	}
 	if req.Keys != nil {
 		// Reserve keys a rule's slot and rate limits with one key.
@@ -425,7 +393,7 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 			at = append(at, i)
 		}
 	}
-	req.Limits, req.prep = rates, nil
+	req.Limits, req.Rule = rates, nil
 	d, held, err := backend.PeekSlot(ctx, req, slot)
 	if err != nil {
 		return Decision{}, err

@@ -96,14 +96,19 @@
 //
 // # Backends
 //
-// [Rule.Check] reads what it needs of a limiter through interfaces that any
-// limiter, in this module or not, can implement: a [Configured] limiter's
-// overrides and default error policy, a [Fallback] limiter's in-process
-// stand-in for [FailLocal], and through a [Wrapper] (one that measures or
-// traces its calls) those of the limiter it wraps. [Peek] and [Reset] reach
-// a [Peeker] and a [Resetter] the same way. The modules under adapters/ of
-// the repository export to Prometheus and OpenTelemetry as Wrappers, and
-// serve limits over gRPC.
+// A backend is a [Limiter] and offers each further capability by
+// implementing its interface, which any limiter, in this module or not, can
+// do: [Peeker], [Resetter], [Reserver], [SlotHolder], [Configured] (the
+// overrides, default error policy and hook of its calls) and [Fallback]
+// (an in-process stand-in for [FailLocal]). [Rule] and the functions of
+// this package find each with [As], by one rule: on the limiter, else on
+// the limiter a [Wrapper] (one that measures or traces its calls) wraps,
+// and so on, so a wrapper sees each call whose capability it implements.
+// The requests of a Rule carry it ([Request.Rule]), so a backend can keep
+// what it derives from the rule's limits once, as [MemoryLimiter] keeps
+// their plans. Package limitertest checks a backend against this contract.
+// The modules under adapters/ of the repository export to Prometheus and
+// OpenTelemetry as Wrappers, and serve limits over gRPC.
 //
 // Under [FailLocal] (onerror=local), a call the backend cannot decide is
 // decided by its in-process fallback, with the same algorithms against the

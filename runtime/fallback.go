@@ -28,7 +28,7 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, nil, err
 	}
-	local, ok := innermost(limiter).(Fallback)
+	local, ok := As[Fallback](limiter)
 	if !ok {
 		return Decision{}, nil, err
 	}

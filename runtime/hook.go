@@ -65,9 +65,9 @@ func (r *shadowRouter) Decided(ctx context.Context, req *Request, d Decision) {
 }
 
 // InFlight passes a change of the calls in flight on to the hook, if it
-// counts them (see slotHook).
+// counts them (see InFlightHook).
 func (r *shadowRouter) InFlight(ctx context.Context, name string, delta int) {
-	if s, ok := r.Hook.(slotHook); ok {
+	if s, ok := r.Hook.(InFlightHook); ok {
 		s.InFlight(ctx, name, delta)
 	}
 }
@@ -116,10 +116,10 @@ func (m multiHook) Decided(ctx context.Context, req *Request, d Decision) {
 }
 
 // InFlight reports a change of the calls in flight to each hook that
-// counts them (see slotHook).
+// counts them (see InFlightHook).
 func (m multiHook) InFlight(ctx context.Context, name string, delta int) {
 	for _, h := range m {
-		if s, ok := h.(slotHook); ok {
+		if s, ok := h.(InFlightHook); ok {
 			s.InFlight(ctx, name, delta)
 		}
 	}

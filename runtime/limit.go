@@ -245,9 +245,28 @@ type Request struct {
 	// At most [MaxLimits].
 	Limits []Limit
 
-	// prep is the validation of a Rule's limits, which spares the call
-	// validating them again while they are its Limits (see Rule.prepared).
-	prep *rulePrep
+	// Rule is the rule whose call this is, when a [Rule] made the request,
+	// else nil. A Rule's Limits never change once in use, so a backend may
+	// keep what it derives from them (as [Request.Validate] keeps their
+	// validation) with the rule, for requests whose Limits are the rule's
+	// own: the same slice, not an override's.
+	Rule *Rule
+}
+
+// prepared returns the validation of the rule that made r, when r's name
+// and limits are the rule's own; else nil.
+func (r *Request) prepared() *rulePrep {
+	if r.Rule == nil {
+		return nil
+	}
+	p, _ := r.Rule.prep.Load().(*rulePrep)
+	if p == nil {
+		p = r.Rule.prepared() // the rule's first call validates its limits
+	}
+	if p.covers(r.Limits) && p.name == r.Name {
+		return p
+	}
+	return nil
 }
 
 // Units returns the units the call takes: Cost, or 1 when Cost is zero.
@@ -264,10 +283,16 @@ func (r *Request) Units() int64 {
 // than Limits. The error wraps
 // [ErrInvalidLimit].
 func (r *Request) Validate() error {
+	return r.validate(r.prepared())
+}
+
+// validate is Validate, for a request whose rule's validation (when its
+// limits are the rule's own) is prep.
+func (r *Request) validate(prep *rulePrep) error {
 	if r.Keys != nil && len(r.Keys) != len(r.Limits) {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(r.Keys), len(r.Limits))
 	}
-	if r.prep.covers(r.Limits) && r.Cost >= 0 && r.Units() <= r.prep.capacity {
+	if prep != nil && r.Cost >= 0 && r.Units() <= prep.capacity {
 		return nil
 	}
 	if r.Name == "" {
@@ -361,12 +386,13 @@ type Limiter interface {
 }
 
 // Wrapper is a [Limiter] that wraps another, such as one that measures or
-// traces its calls. Its Allow should pass requests on unchanged:
-// [Rule.Check] applies the overrides ([WithOverrides]), the default error
-// policy ([WithErrorPolicy]) and the local fallback ([FailLocal]) of the
-// limiter Unwrap returns (or of the limiter that one wraps, and so on), so
-// wrapping a limiter changes none of its decisions. The fallback's
-// decisions are made without the wrapper's Allow.
+// traces its calls. Its Allow should pass requests on unchanged. Each
+// capability the wrapper does not implement itself is found on the limiter
+// Unwrap returns (see [As]): [Rule.Check] applies the overrides
+// ([WithOverrides]), the default error policy ([WithErrorPolicy]) and the
+// local fallback ([FailLocal]) found so, and wrapping a limiter changes
+// none of its decisions. The fallback's decisions are made without the
+// wrapper's Allow.
 type Wrapper interface {
 	Limiter
 	// Unwrap returns the wrapped limiter.

@@ -189,7 +189,7 @@ func (r *Rule) fromOf(src Overrides, keys []string, line int, what string, expla
 		return nil
 	}
 	if line >= 0 {
-		if t, ok := src.(interface{ Tier(name, key string) string }); ok {
+		if t, ok := src.(KeyOverrides); ok {
 			if tier := t.Tier(r.Name, keys[line]); tier != "" {
 				return []string{"tier:" + tier}
 			}

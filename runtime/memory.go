@@ -196,33 +196,27 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 	return l
 }
 
-// Allow decides req. See [Limiter].
-func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (Decision, error) {
-	var d Decision
-	err := l.decide(ctx, &req, &d)
-	return d, err
-}
-
-// decide is Allow with the request and the decision passed by pointer,
-// which spares [Rule.Check] copying them. It leaves req as it was.
-func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) error {
+// Allow decides req. See [Limiter]. The requests of a [Rule] are decided
+// against the plans made once for the rule's limits (see [Request.Rule]).
+func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err error) {
 	if req.Keys != nil {
-		return l.decideKeys(ctx, req, true, d)
+		err = l.decideKeys(ctx, &req, true, &d)
+		return d, err
 	}
-	key, hash, err := l.locate(req)
+	key, hash, prep, err := l.locate(&req)
 	if err != nil {
-		return err
+		return d, err
 	}
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
 	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
-	e.decide(req, now, true, d)
+	e.decide(&req, prep, now, true, &d)
 	shard.mu.Unlock()
 	if l.cfg.Hook != nil {
-		l.report(ctx, *req, key, *d)
+		l.report(ctx, req, key, d)
 	}
-	return nil
+	return d, nil
 }
 
 // report passes d to the hook, with req's key bounded as key. It takes req
@@ -230,7 +224,7 @@ func (l *MemoryLimiter) decide(ctx context.Context, req *Request, d *Decision) e
 // pointer makes escape.
 func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d Decision) {
 	req.Key = key
-	req.prep = nil // the hook sees the request as its caller could build it
+	req.Rule = nil // the hook sees the request as a caller builds it
 	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
@@ -275,14 +269,15 @@ func (l *MemoryLimiter) shardOf(hash uint64) *memoryShard {
 	return &l.shards[hash%shardCount]
 }
 
-// locate validates req and returns its bounded key and the hash of its
-// pair.
-func (l *MemoryLimiter) locate(req *Request) (string, uint64, error) {
-	if err := req.Validate(); err != nil {
-		return "", 0, err
+// locate validates req and returns its bounded key, the hash of its pair
+// and its rule's validation, if any (see [Request.Rule]).
+func (l *MemoryLimiter) locate(req *Request) (string, uint64, *rulePrep, error) {
+	prep := req.prepared()
+	if err := req.validate(prep); err != nil {
+		return "", 0, nil, err
 	}
 	key := callkey.Bound(req.Key)
-	return key, l.hashOf(req.Name, key, req.prep), nil
+	return key, l.hashOf(req.Name, key, prep), prep, nil
 }
 
 // lookup returns the state of name and key, or nil when there is none.
@@ -389,13 +384,13 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 // if all admit. The decision, in d, describes the denying limit with the
 // longest retry, or when admitted the limit with the fewest remaining
 // units, with the longest delay of all.
-func (e *memoryEntry) decide(req *Request, now int64, charge bool, d *Decision) {
-	plans := req.prep.plansOf(req.Limits)
-	if plans == nil {
+// prep is the validation of req's rule, or nil.
+func (e *memoryEntry) decide(req *Request, prep *rulePrep, now int64, charge bool, d *Decision) {
+	if prep == nil {
 		e.decideUnprepared(req, now, charge, d)
 		return
 	}
-	e.decidePlans(plans, req.Units(), now, charge, d)
+	e.decidePlans(prep.plans, req.Units(), now, charge, d)
 }
 
 // decideUnprepared is decide for a request that no Rule made, whose plans
@@ -492,3 +487,12 @@ func init() {
 		return s, true
 	}
 }
+
+// The capabilities the memory limiter offers (see [As]).
+var (
+	_ Peeker     = (*MemoryLimiter)(nil)
+	_ Resetter   = (*MemoryLimiter)(nil)
+	_ Reserver   = (*MemoryLimiter)(nil)
+	_ SlotHolder = (*MemoryLimiter)(nil)
+	_ Configured = (*MemoryLimiter)(nil)
+)

@@ -23,7 +23,8 @@ type lineSet struct {
 // wait for each other, and decides all limits under them. With charge
 // unset (Peek) it keeps no new state.
 func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, d *Decision) error {
-	if err := req.Validate(); err != nil {
+	prep := req.prepared()
+	if err := req.validate(prep); err != nil {
 		return err
 	}
 	var set lineSet
@@ -34,7 +35,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		} else {
 			set.keys[i] = callkey.Named(k)
 		}
-		set.hashes[i] = l.hashOf(req.Name, set.keys[i], req.prep)
+		set.hashes[i] = l.hashOf(req.Name, set.keys[i], prep)
 		set.addShard(uint8(set.hashes[i] % shardCount))
 	}
 	for _, s := range set.shards[:set.nShards] {
@@ -71,8 +72,10 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		}
 		set.entries[i] = e
 	}
-	plans := req.prep.plansOf(req.Limits)
-	if plans == nil {
+	var plans []memoryPlan
+	if prep != nil {
+		plans = prep.plans
+	} else {
 		plans = make([]memoryPlan, 0, n)
 		for _, lim := range req.Limits {
 			plans = append(plans, memoryPlanOf(lim))

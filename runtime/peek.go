@@ -50,31 +50,25 @@ type Resetter interface {
 	Reset(ctx context.Context, name, key string) error
 }
 
-// Peek asks the [Peeker] that limiter is, or wraps through any number of
-// [Wrapper]s, how it would decide req now; see [Peeker]. The error wraps
+// Peek asks the [Peeker] that limiter offers (see [As]) how it would decide req now; see [Peeker]. The error wraps
 // errors.ErrUnsupported when there is none.
 func Peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
 	if hasSlot(req.Limits) {
 		return peekSlot(ctx, limiter, req)
 	}
-	p, ok := limiter.(Peeker)
+	p, ok := As[Peeker](limiter)
 	if !ok {
-		if p, ok = innermost(limiter).(Peeker); !ok {
-			return Decision{}, fmt.Errorf("ratelimit: %T cannot peek: %w", limiter, errors.ErrUnsupported)
-		}
+		return Decision{}, fmt.Errorf("ratelimit: %T cannot peek: %w", limiter, errors.ErrUnsupported)
 	}
 	return p.Peek(ctx, req)
 }
 
-// Reset has the [Resetter] that limiter is, or wraps through any number of
-// [Wrapper]s, clear the state of name and key; see [Resetter]. The error
+// Reset has the [Resetter] that limiter offers (see [As]) clear the state of name and key; see [Resetter]. The error
 // wraps errors.ErrUnsupported when there is none.
 func Reset(ctx context.Context, limiter Limiter, name, key string) error {
-	r, ok := limiter.(Resetter)
+	r, ok := As[Resetter](limiter)
 	if !ok {
-		if r, ok = innermost(limiter).(Resetter); !ok {
-			return fmt.Errorf("ratelimit: %T cannot reset: %w", limiter, errors.ErrUnsupported)
-		}
+		return fmt.Errorf("ratelimit: %T cannot reset: %w", limiter, errors.ErrUnsupported)
 	}
 	return r.Reset(ctx, name, key)
 }
@@ -110,11 +104,12 @@ func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error)
 // peekOne decides req, which has one key, without charging it or keeping
 // a new pair's state: Allow's decision, not Peek's.
 func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
+	prep := req.prepared()
+	if err := req.validate(prep); err != nil {
 		return Decision{}, err
 	}
 	key := callkey.Named(req.Key)
-	hash := l.hashOf(req.Name, key, req.prep)
+	hash := l.hashOf(req.Name, key, prep)
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -126,7 +121,7 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
 	}
 	var d Decision
-	e.decide(req, now, false, &d)
+	e.decide(req, prep, now, false, &d)
 	shard.mu.Unlock()
 	return d, nil
 }
@@ -218,8 +213,3 @@ func withSlot(limits []Limit, slot Limit) []Limit {
 	}
 	return out
 }
-
-var (
-	_ Peeker   = (*MemoryLimiter)(nil)
-	_ Resetter = (*MemoryLimiter)(nil)
-)

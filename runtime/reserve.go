@@ -57,39 +57,16 @@ import (
 // call polls for a slot until then. Overrides apply to the rate limits
 // only, shadow mode to neither; when the backend fails, [FailOpen] lets
 // the call run without a slot, and the other policies fail it. A limiter
-// holds slots with the methods
-//
-//	// ReserveSlot decides req's rate limits (there may be none) and takes
-//	// a slot of slot under token, all or nothing; a denial for the slot
-//	// has LimitIndex len(req.Limits).
-//	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, int64, error)
-//	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
-//	// RenewSlot renews the slot's lease, and reports whether it was held.
-//	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
-//
-// and [Peek] of a request with a concurrency limit asks it with the
-// method
-//
-//	// PeekSlot returns what ReserveSlot would now, charging and taking
-//	// nothing, and how many slots are held.
-//	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
-//
-// A [Hook] with the method InFlight(ctx context.Context, name string,
-// delta int) is told of each slot taken (1) and given back (-1), as
+// holds slots as a [SlotHolder], which the limiter offers (see [As]); an
+// [InFlightHook] is told of each slot taken (1) and given back (-1), as
 // [Metrics] counts them.
 type Reservation struct {
 	rule    *Rule
-	backend reserver // nil: nothing was charged, so Settle charges nothing
-	req     Request  // what was charged: name, key (as given), units, limits
-	at      int64    // when the backend charged it, µs since the Unix epoch
+	backend Reserver  // nil: nothing was charged, so Settle charges nothing
+	req     Request   // what was charged: name, key (as given), units, limits
+	at      time.Time // when the backend charged it
 	settled atomic.Bool
 	slot    *heldSlot // the concurrency slot held, or nil
-}
-
-// reserver is a [Limiter] that can settle reservations (see [Rule.Reserve]).
-type reserver interface {
-	Reserve(ctx context.Context, req Request) (Decision, int64, error)
-	Adjust(ctx context.Context, req Request, at, delta int64) error
 }
 
 // Reserve takes units (0 means 1) under r's limits on limiter for a call
@@ -105,18 +82,8 @@ type reserver interface {
 // limit also takes a slot, which the call holds until it gives it back
 // (see Concurrency limits at [Reservation]).
 //
-// The limiter, or the one it wraps (see [Wrapper]), must settle
-// reservations, as [MemoryLimiter] and redislimit.Limiter do, with the
-// methods
-//
-//	// Reserve is Allow, also returning the time (µs since the Unix
-//	// epoch) at which an admitted call was charged.
-//	Reserve(ctx context.Context, req Request) (Decision, int64, error)
-//	// Adjust changes the charge of req, admitted by Reserve at the
-//	// time at, by delta units without deciding (see Reservation).
-//	Adjust(ctx context.Context, req Request, at, delta int64) error
-//
-// else Reserve fails with an error wrapping [ErrInvalidLimit].
+// The limiter must offer reservations as a [Reserver] (see [As]), else
+// Reserve fails with an error wrapping [ErrInvalidLimit].
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
 	if units < 0 {
 		ce := &CostError{Name: r.Name, Cost: units}
@@ -131,13 +98,11 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 		}
 		return r.reserveWithSlot(ctx, limiter, key, units, slot)
 	}
-	backend, ok := limiter.(reserver)
+	backend, ok := As[Reserver](limiter)
 	if !ok {
-		if backend, ok = innermost(limiter).(reserver); !ok {
-			return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
-		}
+		return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
 	}
-	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), prep: r.prepared()}
+	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), Rule: r}
 	res := &Reservation{rule: r, req: req}
 	if r.Shadow {
 		ctx = withShadow(ctx) // its hook tells would-be denials apart

@@ -126,11 +126,11 @@ func TestReserveFailOpenSettlesNothing(t *testing.T) {
 // failing is a backend that settles reservations but never answers.
 type failing struct{ foreign }
 
-func (failing) Reserve(context.Context, Request) (Decision, int64, error) {
-	return Decision{}, 0, &BackendError{Name: "x", Err: errors.New("down")}
+func (failing) Reserve(context.Context, Request) (Decision, time.Time, error) {
+	return Decision{}, time.Time{}, &BackendError{Name: "x", Err: errors.New("down")}
 }
 
-func (failing) Adjust(context.Context, Request, int64, int64) error {
+func (failing) Adjust(context.Context, Request, time.Time, int64) error {
 	panic("a reservation nobody charged is settled with nothing")
 }
 
@@ -165,3 +165,5 @@ func TestReserveOfAShadowRuleNeverDenies(t *testing.T) {
 	assert.Equal(t, uint64(1), got.ShadowLimited, "the hook tells the would-be denial apart")
 	assert.Zero(t, got.Limited)
 }
+
+var _ Reserver = failing{}

@@ -39,7 +39,7 @@ type Rule struct {
 	// without ever denying a call.
 	Shadow bool
 
-	// prep holds the *rulePrep of Limits, once Check has validated them.
+	// prep holds the *rulePrep of Limits, once a call has validated them.
 	prep atomic.Value
 }
 
@@ -125,30 +125,6 @@ type outcome struct {
 	perLimit bool
 }
 
-// configOf returns the Config of limiter, or of the limiter it wraps
-// through any number of [Wrapper]s; nil when none is [Configured].
-func configOf(limiter Limiter) *Config {
-	c, ok := limiter.(Configured)
-	if !ok {
-		if c, ok = innermost(limiter).(Configured); !ok {
-			return nil
-		}
-	}
-	return c.Config()
-}
-
-// innermost returns the limiter that limiter wraps, through any number of
-// [Wrapper]s; limiter itself when it is not a Wrapper.
-func innermost(limiter Limiter) Limiter {
-	for {
-		w, ok := limiter.(Wrapper)
-		if !ok {
-			return limiter
-		}
-		limiter = w.Unwrap()
-	}
-}
-
 // EffectiveLimits returns the limits the calls of r with the given key are
 // decided against on limiter: the overrides of limiter's [Config] (see
 // [WithOverrides]) for the key or the rule, else r.Limits.
@@ -173,10 +149,8 @@ func (r *Rule) Explain(ctx context.Context, limiter Limiter, key string) (limits
 	if ks, ok := src.(KeyOverrides); ok {
 		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok && (len(byRule) == 0 || len(ov) == 0 || &ov[0] != &byRule[0]) {
 			if l, ok := usable(ov, r); ok {
-				if t, ok := src.(interface{ Tier(name, key string) string }); ok {
-					if tier := t.Tier(r.Name, key); tier != "" {
-						return l, "tier:" + tier
-					}
+				if tier := ks.Tier(r.Name, key); tier != "" {
+					return l, "tier:" + tier
 				}
 				return l, "key"
 			}
@@ -200,7 +174,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		o.limits = r.Limits
 		return ce
 	}
-	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, prep: r.prepared()}
+	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r}
 	line := -1 // the limit whose key's override exempts or blocks the call
 	if keys == nil {
 		req.Limits = r.EffectiveLimits(ctx, limiter, key)
@@ -223,19 +197,15 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 	var start time.Time
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		if waitLineCount.Load() > 0 { // somebody waits: maybe for this rule and key
-			k := lineKeyOf(limiter, &req)
-			if line := joinLine(k, nil); line != nil {
-				return r.waitFor(ctx, limiter, &req, k, line, start, o)
+		if waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
+			k := queueKeyOf(limiter, &req)
+			if q := joinQueue(k, nil); q != nil {
+				return r.waitFor(ctx, limiter, &req, k, q, start, o)
 			}
 		}
 	}
 	var err error
-	if m, ok := limiter.(*MemoryLimiter); ok {
-		err = m.decide(ctx, &req, &o.d) // Allow without copying req and the decision
-	} else {
-		o.d, err = limiter.Allow(ctx, req)
-	}
+	o.d, err = limiter.Allow(ctx, req)
 	fellBack := false
 	if err != nil {
 		var enforced []Limit
@@ -262,13 +232,13 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		}
 		return r.limitError(&req, *d)
 	}
-	k := lineKeyOf(limiter, &req)
-	return r.waitFor(ctx, limiter, &req, k, joinLine(k, d), start, o)
+	k := queueKeyOf(limiter, &req)
+	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
 }
 
 // waitFor is wait, telling in o what it learnt of the call.
-func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k lineKey, line *waitLine, start time.Time, o *outcome) error {
-	w, err := r.wait(ctx, limiter, req, k, line, start)
+func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time, o *outcome) error {
+	w, err := r.wait(ctx, limiter, req, k, q, start)
 	w.perLimit = req.Keys != nil
 	*o = w
 	return err

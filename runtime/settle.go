@@ -2,22 +2,24 @@ package ratelimit
 
 import (
 	"context"
+	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch) at
 // which an admitted call was charged, for [MemoryLimiter.Adjust]. See
-// [Limiter] and [Rule.Reserve].
-func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, int64, error) {
-	return l.reserve(ctx, req, true)
+// [Reserver].
+func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, time.Time, error) {
+	d, at, err := l.reserve(ctx, req, true)
+	return d, fromMicros(at), err
 }
 
 // reserve is Reserve, which tells the hook of its decision when report is
 // set.
 func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (Decision, int64, error) {
 	var d Decision
-	key, hash, err := l.locate(&req)
+	key, hash, prep, err := l.locate(&req)
 	if err != nil {
 		return d, 0, err
 	}
@@ -25,7 +27,7 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
 	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
-	e.decide(&req, now, true, &d)
+	e.decide(&req, prep, now, true, &d)
 	shard.mu.Unlock()
 	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
@@ -37,10 +39,10 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (
 // at the time at, by delta units without deciding anything: it refunds
 // -delta units when delta is negative, and charges delta more when it is
 // positive (see [Reservation] for what either does per algorithm). Its
-// twin is redislimit's adjust script. See [Limiter] and
-// [Reservation.Settle].
-func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, at, delta int64) error {
-	key, hash, err := l.locate(&req)
+// twin is redislimit's adjust script. See [Reserver].
+func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Time, delta int64) error {
+	at := micros(atTime)
+	key, hash, _, err := l.locate(&req)
 	if err != nil || delta == 0 {
 		return err
 	}

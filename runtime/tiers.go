@@ -34,6 +34,10 @@ type KeyOverrides interface {
 	// Lookup would, sparing Rule.Check a second lookup. key is the call's
 	// key as [Rule.Check] got it, of any length.
 	LookupKey(ctx context.Context, name, key string) ([]Limit, bool)
+	// Tier returns the tier whose limits LookupKey returns for key of the
+	// rule named name, or "" when they are the key's own or there are
+	// none: [Rule.Explain] tells it to an operator.
+	Tier(name, key string) string
 }
 
 // overrideTable is the table of a [StaticOverrides]: once in use it is

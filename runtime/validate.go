@@ -43,11 +43,3 @@ func (r *Rule) prepared() *rulePrep {
 	r.prep.Store(p)
 	return p
 }
-
-// plansOf returns the plans of limits if p validated them, else nil.
-func (p *rulePrep) plansOf(limits []Limit) []memoryPlan {
-	if !p.covers(limits) {
-		return nil
-	}
-	return p.plans
-}

@@ -15,16 +15,16 @@ import (
 // limiter is ever polled in a tight loop.
 const minRetrySleep = time.Millisecond
 
-// lineKey identifies the calls that queue together: those of one limit
+// queueKey identifies the calls that queue together: those of one limit
 // identity and key on one limiter.
-type lineKey struct {
+type queueKey struct {
 	limiter   any // the limiter if it is a pointer (comparable), else nil
 	name, key string
 	perLimit  bool // key is keysIdentity of a key per limit
 }
 
-func lineKeyOf(limiter Limiter, req *Request) lineKey {
-	k := lineKey{name: req.Name, key: req.Key}
+func queueKeyOf(limiter Limiter, req *Request) queueKey {
+	k := queueKey{name: req.Name, key: req.Key}
 	if req.Keys != nil {
 		k.key, k.perLimit = keysIdentity(req.Keys), true
 	}
@@ -34,96 +34,96 @@ func lineKeyOf(limiter Limiter, req *Request) lineKey {
 	return k
 }
 
-// waitLine is the queue of the calls of one lineKey waiting in this
+// waitQueue is the queue of the calls of one queueKey waiting in this
 // process. Only the call at its head asks the limiter; the others wait for
 // their turn, so N waiting calls cost one decision per attempt, not N.
-type waitLine struct {
+type waitQueue struct {
 	// turn holds a token while a call is at the head. Senders blocked on
-	// a channel are served in order, so the line is first come, first
+	// a channel are served in order, so the queue is first come, first
 	// served.
 	turn chan struct{}
 
 	mu      sync.Mutex
 	members int
-	closed  bool      // removed from waitLines; join another
+	closed  bool      // removed from waitQueues; join another
 	last    Decision  // the latest decision made for a member
 	lastAt  time.Time // when it was made
 }
 
-// waitLines holds the lines that have members: lineKey → *waitLine.
-// waitLineCount counts them, so calls skip the lookup while nobody waits.
+// waitQueues holds the queues that have members: queueKey → *waitQueue.
+// waitQueueCount counts them, so calls skip the lookup while nobody waits.
 var (
-	waitLines     sync.Map
-	waitLineCount atomic.Int64
+	waitQueues     sync.Map
+	waitQueueCount atomic.Int64
 )
 
-// joinLine joins the line of k. With first (the denial of the caller's own
-// attempt) it creates the line if there is none; without, it returns nil
+// joinQueue joins the queue of k. With first (the denial of the caller's own
+// attempt) it creates the queue if there is none; without, it returns nil
 // when there is none.
-func joinLine(k lineKey, first *Decision) *waitLine {
-	if first == nil && waitLineCount.Load() == 0 {
+func joinQueue(k queueKey, first *Decision) *waitQueue {
+	if first == nil && waitQueueCount.Load() == 0 {
 		return nil
 	}
 	for {
-		v, ok := waitLines.Load(k)
+		v, ok := waitQueues.Load(k)
 		if !ok {
 			if first == nil {
 				return nil
 			}
 			var loaded bool
-			if v, loaded = waitLines.LoadOrStore(k, &waitLine{turn: make(chan struct{}, 1)}); !loaded {
-				waitLineCount.Add(1)
+			if v, loaded = waitQueues.LoadOrStore(k, &waitQueue{turn: make(chan struct{}, 1)}); !loaded {
+				waitQueueCount.Add(1)
 			}
 		}
-		line := v.(*waitLine)
-		line.mu.Lock()
-		if !line.closed {
-			line.members++
+		q := v.(*waitQueue)
+		q.mu.Lock()
+		if !q.closed {
+			q.members++
 			if first != nil {
-				line.noteLocked(*first, time.Now())
+				q.noteLocked(*first, time.Now())
 			}
-			line.mu.Unlock()
-			return line
+			q.mu.Unlock()
+			return q
 		}
-		line.mu.Unlock()
-		if waitLines.CompareAndDelete(k, line) {
-			waitLineCount.Add(-1)
+		q.mu.Unlock()
+		if waitQueues.CompareAndDelete(k, q) {
+			waitQueueCount.Add(-1)
 		}
 	}
 }
 
-// leave removes a member, and the line from waitLines with its last one.
-func (line *waitLine) leave(k lineKey) {
-	line.mu.Lock()
-	line.members--
-	if line.members == 0 {
-		line.closed = true
-		if waitLines.CompareAndDelete(k, line) {
-			waitLineCount.Add(-1)
+// leave removes a member, and the queue from waitQueues with its last one.
+func (q *waitQueue) leave(k queueKey) {
+	q.mu.Lock()
+	q.members--
+	if q.members == 0 {
+		q.closed = true
+		if waitQueues.CompareAndDelete(k, q) {
+			waitQueueCount.Add(-1)
 		}
 	}
-	line.mu.Unlock()
+	q.mu.Unlock()
 }
 
 // note records a decision made for a member.
-func (line *waitLine) note(d Decision, at time.Time) {
-	line.mu.Lock()
-	line.noteLocked(d, at)
-	line.mu.Unlock()
+func (q *waitQueue) note(d Decision, at time.Time) {
+	q.mu.Lock()
+	q.noteLocked(d, at)
+	q.mu.Unlock()
 }
 
-func (line *waitLine) noteLocked(d Decision, at time.Time) {
-	if at.After(line.lastAt) {
-		line.last, line.lastAt = d, at
+func (q *waitQueue) noteLocked(d Decision, at time.Time) {
+	if at.After(q.lastAt) {
+		q.last, q.lastAt = d, at
 	}
 }
 
 // latest returns the latest decision made for a member, with RetryAfter
 // and ResetAfter counted from now.
-func (line *waitLine) latest() Decision {
-	line.mu.Lock()
-	d, at := line.last, line.lastAt
-	line.mu.Unlock()
+func (q *waitQueue) latest() Decision {
+	q.mu.Lock()
+	d, at := q.last, q.lastAt
+	q.mu.Unlock()
 	elapsed := time.Since(at)
 	d.RetryAfter = max(d.RetryAfter-elapsed, 0)
 	d.ResetAfter = max(d.ResetAfter-elapsed, 0)
@@ -140,42 +140,42 @@ func (r *Rule) deadline(ctx context.Context, start time.Time) time.Time {
 	return end
 }
 
-// wait makes a denied call, a member of line, wait to be admitted.
-func (r *Rule) wait(ctx context.Context, limiter Limiter, req *Request, k lineKey, line *waitLine, start time.Time) (outcome, error) {
-	o, err := r.waitInLine(ctx, limiter, req, line, r.deadline(ctx, start))
-	line.leave(k)
+// wait makes a denied call, a member of queue, wait to be admitted.
+func (r *Rule) wait(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time) (outcome, error) {
+	o, err := r.waitInQueue(ctx, limiter, req, q, r.deadline(ctx, start))
+	q.leave(k)
 	if err == nil && o.decided && o.d.Allowed {
 		err = r.pace(ctx, o.d.Delay)
 	}
 	return o, err
 }
 
-// waitInLine waits for the head of the line and, there, for admission.
-func (r *Rule) waitInLine(ctx context.Context, limiter Limiter, req *Request, line *waitLine, deadline time.Time) (outcome, error) {
-	if d := line.latest(); !d.Allowed && d.RetryAfter > time.Until(deadline) {
+// waitInQueue waits for the head of the queue and, there, for admission.
+func (r *Rule) waitInQueue(ctx context.Context, limiter Limiter, req *Request, q *waitQueue, deadline time.Time) (outcome, error) {
+	if d := q.latest(); !d.Allowed && d.RetryAfter > time.Until(deadline) {
 		// Nothing will be admitted within the budget: the calls ahead
 		// were just told so.
 		return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
 	}
 	select {
-	case line.turn <- struct{}{}:
+	case q.turn <- struct{}{}:
 	default:
 		timer := time.NewTimer(time.Until(deadline))
 		select {
-		case line.turn <- struct{}{}:
+		case q.turn <- struct{}{}:
 			timer.Stop()
 		case <-ctx.Done():
 			timer.Stop()
-			return r.stopped(ctx, req, line.latest())
+			return r.stopped(ctx, req, q.latest())
 		case <-timer.C:
-			// The budget ran out in the line: one last try of its own.
-			return r.attempt(ctx, limiter, req, line)
+			// The budget ran out in the queue: one last try of its own.
+			return r.attempt(ctx, limiter, req, q)
 		}
 	}
-	defer func() { <-line.turn }()
+	defer func() { <-q.turn }()
 	tried := false
 	for {
-		if d := line.latest(); !d.Allowed {
+		if d := q.latest(); !d.Allowed {
 			pause := d.RetryAfter
 			if tried {
 				pause = max(pause, minRetrySleep)
@@ -186,11 +186,11 @@ func (r *Rule) waitInLine(ctx context.Context, limiter Limiter, req *Request, li
 					return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
 				}
 				if err := sleepCtx(ctx, min(retryJitter(pause), left)); err != nil {
-					return r.stopped(ctx, req, line.latest())
+					return r.stopped(ctx, req, q.latest())
 				}
 			}
 		}
-		o, err := r.attempt(ctx, limiter, req, line)
+		o, err := r.attempt(ctx, limiter, req, q)
 		if err == nil || !o.decided || ctx.Err() != nil || o.d.RetryAfter > time.Until(deadline) {
 			return o, err
 		}
@@ -199,19 +199,19 @@ func (r *Rule) waitInLine(ctx context.Context, limiter Limiter, req *Request, li
 }
 
 // attempt asks the limiter once for a waiting call and notes the decision
-// in its line. A denial is returned as a *LimitError.
-func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, line *waitLine) (outcome, error) {
+// in its queue. A denial is returned as a *LimitError.
+func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, q *waitQueue) (outcome, error) {
 	if ctx.Err() != nil {
-		return r.stopped(ctx, req, line.latest())
+		return r.stopped(ctx, req, q.latest())
 	}
 	d, limits, err := r.allow(ctx, limiter, req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return r.stopped(ctx, req, line.latest())
+			return r.stopped(ctx, req, q.latest())
 		}
 		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
 	}
-	line.note(d, time.Now())
+	q.note(d, time.Now())
 	o := outcome{d: d, limits: limits, decided: true}
 	if d.Allowed {
 		return o, nil

@@ -35,16 +35,16 @@ func TestWaitCancelledReturnsPromptly(t *testing.T) {
 		rule := &Rule{Name: "cancel", Limits: perPeriod(1, time.Minute), Wait: 2 * time.Minute}
 		require.NoError(t, rule.Check(context.Background(), l, "", 1))
 
-		// Two waiters: the first at the head of the line, asleep until the
+		// Two waiters: the first at the head of the queue, asleep until the
 		// window frees; the second queued behind it.
 		ctx1, cancel1 := context.WithCancel(context.Background())
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		errs := make(chan error, 2)
 		go func() { errs <- rule.Check(ctx1, l, "", 1) }()
-		require.Eventually(t, func() bool { return lineMembers(l, "cancel", "") == 1 }, time.Minute, time.Millisecond)
+		require.Eventually(t, func() bool { return queueMembers(l, "cancel", "") == 1 }, time.Minute, time.Millisecond)
 		go func() { errs <- rule.Check(ctx2, l, "", 1) }()
-		require.Eventually(t, func() bool { return lineMembers(l, "cancel", "") == 2 }, time.Minute, time.Millisecond)
-		assert.Equal(t, int64(2), l.calls.Load(), "the second waiter joined the line without asking")
+		require.Eventually(t, func() bool { return queueMembers(l, "cancel", "") == 2 }, time.Minute, time.Millisecond)
+		assert.Equal(t, int64(2), l.calls.Load(), "the second waiter joined the queue without asking")
 
 		for _, cancel := range []context.CancelFunc{cancel2, cancel1} {
 			cancel()
@@ -61,21 +61,21 @@ func TestWaitCancelledReturnsPromptly(t *testing.T) {
 				t.Fatal("a cancelled waiter did not return")
 			}
 		}
-		assert.Equal(t, 0, lineMembers(l, "cancel", ""), "the line is gone")
-		assert.Zero(t, waitLineCount.Load())
+		assert.Equal(t, 0, queueMembers(l, "cancel", ""), "the queue is gone")
+		assert.Zero(t, waitQueueCount.Load())
 	}
 }
 
-// lineMembers returns how many calls wait in the line of name and key.
-func lineMembers(l Limiter, name, key string) int {
-	v, ok := waitLines.Load(lineKeyOf(l, &Request{Name: name, Key: key}))
+// queueMembers returns how many calls wait in the queue of name and key.
+func queueMembers(l Limiter, name, key string) int {
+	v, ok := waitQueues.Load(queueKeyOf(l, &Request{Name: name, Key: key}))
 	if !ok {
 		return 0
 	}
-	line := v.(*waitLine)
-	line.mu.Lock()
-	defer line.mu.Unlock()
-	return line.members
+	q := v.(*waitQueue)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.members
 }
 
 func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
@@ -99,7 +99,7 @@ func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
 		perAdmission := float64(l.calls.Load()) / float64(admitted.Load())
 		t.Logf("%d decisions for %d admissions: %.2f each", l.calls.Load(), admitted.Load(), perAdmission)
 		assert.LessOrEqual(t, perAdmission, 2.0)
-		assert.Zero(t, waitLineCount.Load(), "every line is gone")
+		assert.Zero(t, waitQueueCount.Load(), "every line is gone")
 	}
 }
 

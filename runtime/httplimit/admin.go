@@ -284,9 +284,9 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		Limit:      d.LimitIndex,
 		Source:     d.Source.String(),
 	}}
-	if c, ok := innermost(a.limiter).(interface {
+	if c, ok := ratelimit.As[interface {
 		CachedDenial(ratelimit.Request) (time.Duration, bool)
-	}); ok {
+	}](a.limiter); ok {
 		if left, held := c.CachedDenial(ratelimit.Request{Name: rule.Name, Key: key, Limits: limits}); held {
 			view.CachedFor = left.String()
 		}
@@ -324,13 +324,12 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 		OpenCircuits map[string]string `json:"open_circuits"`
 		Overrides    []string          `json:"override_problems"`
 	}{OpenCircuits: map[string]string{}, Overrides: []string{}}
-	inner := innermost(a.limiter)
-	if c, ok := inner.(interface{ Circuits() map[string]time.Time }); ok {
+	if c, ok := ratelimit.As[interface{ Circuits() map[string]time.Time }](a.limiter); ok {
 		for node, since := range c.Circuits() {
 			view.OpenCircuits[node] = since.UTC().Format(time.RFC3339Nano)
 		}
 	}
-	if c, ok := inner.(ratelimit.Configured); ok && c.Config().Overrides != nil {
+	if c, ok := ratelimit.As[ratelimit.Configured](a.limiter); ok && c.Config().Overrides != nil {
 		if p, ok := c.Config().Overrides.(interface {
 			Problems() []*ratelimit.FieldError
 		}); ok {
@@ -361,18 +360,6 @@ func (a *admin) listDenied(w http.ResponseWriter, _ *http.Request) {
 		view.Denied = append(view.Denied, denied{k.name, k.key, k.count, k.error})
 	}
 	adminJSON(w, http.StatusOK, view)
-}
-
-// innermost returns the limiter that limiter wraps, through any number of
-// Wrappers.
-func innermost(limiter ratelimit.Limiter) ratelimit.Limiter {
-	for {
-		w, ok := limiter.(ratelimit.Wrapper)
-		if !ok {
-			return limiter
-		}
-		limiter = w.Unwrap()
-	}
 }
 
 // resetKey resets a rule's key.

@@ -380,4 +380,13 @@ func (l *Limiter) Key(name, key string, i int, alg ratelimit.Algorithm) string {
 	return storageKey(l.prefix, name, callkey.Bound(key), i, alg)
 }
 
-var _ ratelimit.Limiter = (*Limiter)(nil)
+// The capabilities the limiter offers (see [ratelimit.As]).
+var (
+	_ ratelimit.Limiter    = (*Limiter)(nil)
+	_ ratelimit.Peeker     = (*Limiter)(nil)
+	_ ratelimit.Resetter   = (*Limiter)(nil)
+	_ ratelimit.Reserver   = (*Limiter)(nil)
+	_ ratelimit.SlotHolder = (*Limiter)(nil)
+	_ ratelimit.Configured = (*Limiter)(nil)
+	_ ratelimit.Fallback   = (*Limiter)(nil)
+)

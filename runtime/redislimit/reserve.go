@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,7 +32,13 @@ var (
 // batching is for. The deny cache answers and remembers its denials as
 // Allow's ([WithDenyCache]). See
 // [ratelimit.Rule.Reserve].
-func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
+func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	d, at, err := l.reserve(ctx, req)
+	return d, time.UnixMicro(at), err
+}
+
+// reserve is Reserve, with the time in µs since the Unix epoch.
+func (l *Limiter) reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, err
 	}
@@ -111,7 +118,12 @@ func parseReserved(res any) (ratelimit.Decision, int64, error) {
 // limiter's deny cache forget the name's denials; other processes'
 // caches hold theirs up to their deny hold ([WithDenyHold]).
 // See [ratelimit.Reservation] for what it does per algorithm.
-func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
+func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	return l.adjust(ctx, req, at.UnixMicro(), delta)
+}
+
+// adjust is Adjust, with the time in µs since the Unix epoch.
+func (l *Limiter) adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
 	if err := req.Validate(); err != nil || delta == 0 {
 		return err
 	}

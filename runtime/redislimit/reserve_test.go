@@ -19,7 +19,7 @@ import (
 // yet settled.
 type reservation struct {
 	req ratelimit.Request
-	at  int64
+	at  time.Time
 }
 
 // TestReserveSettleBackendsAgree feeds the same random sequence of

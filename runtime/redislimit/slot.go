@@ -37,7 +37,13 @@ func slotKey(prefix, name, key string) string {
 // req's rate limits (there may be none), all or nothing, in one EVALSHA
 // of the reserve slot script. It is not batched. See
 // [ratelimit.Rule.Reserve]. It tells its hook nothing: the rule does.
-func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
+func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	d, at, err := l.reserveSlot(ctx, req, slot, token)
+	return d, time.UnixMicro(at), err
+}
+
+// reserveSlot is ReserveSlot, with the time in µs since the Unix epoch.
+func (l *Limiter) reserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
 	if len(req.Limits) > 0 {
 		if err := req.Validate(); err != nil {
 			return ratelimit.Decision{}, 0, err

@@ -20,14 +20,6 @@ func concurrencyLimit(slots int64, lease time.Duration) ratelimit.Limit {
 	return ratelimit.Limit{Algorithm: "concurrency", Threshold: slots, Period: lease}
 }
 
-// slotter is what the twin and the Redis limiter share for slots.
-type slotter interface {
-	ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error)
-	ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error
-	RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error)
-	PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error)
-}
-
 // TestSlotsBackendsAgree feeds the same random sequence of slot
 // reservations (alone and with rate limits), releases, renewals and clock
 // steps past leases to both backends on a pinned clock, and requires
@@ -46,7 +38,7 @@ func TestSlotsBackendsAgree(t *testing.T) {
 			clock := newManualClock()
 			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 			red := newTestRedis(t, ratelimit.WithClock(clock))
-			backends := []slotter{mem, red}
+			backends := []ratelimit.SlotHolder{mem, red}
 			slot := concurrencyLimit(3, 50*time.Millisecond)
 			type held struct {
 				req   ratelimit.Request

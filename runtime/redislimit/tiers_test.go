@@ -123,6 +123,8 @@ func (o ownKeyOverrides) LookupKey(ctx context.Context, name, key string) ([]rat
 	return o.src.LookupKey(ctx, name, key)
 }
 
+func (o ownKeyOverrides) Tier(name, key string) string { return o.src.Tier(name, key) }
+
 // admitted counts the calls of key that rule admits in a row, up to 20.
 func admitted(t *testing.T, l ratelimit.Limiter, rule *ratelimit.Rule, key string) int64 {
 	t.Helper()

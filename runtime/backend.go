@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// The backend contract: a backend is a [Limiter], and offers each further
+// capability by implementing its interface. [Rule] and the functions of
+// this package find a capability with [As]: on the limiter they are given,
+// else, when it is a [Wrapper], on the limiter it wraps, and so on. So a
+// wrapper sees every call whose capability it implements, and passes on
+// the others through Unwrap; a wrapper that implements a capability
+// forwards to the wrapped limiter's (found with As) itself.
+//
+//	capability      used by
+//	Limiter         Rule.Check (every backend)
+//	Peeker          Peek, Rule.Peek
+//	Resetter        Reset
+//	Reserver        Rule.Reserve, Reservation.Settle
+//	SlotHolder      Rule.Reserve of a rule with a concurrency limit, Peek of one
+//	Configured      overrides, error policy and hook of Rule's calls
+//	Fallback        the FailLocal error policy
+//
+// runtime/limitertest checks that a backend honours what it offers.
+
+// Reserver is a [Limiter] whose charges can be changed once made, as
+// [Rule.Reserve] and [Reservation.Settle] need.
+type Reserver interface {
+	Limiter
+	// Reserve is Allow, also returning the time, on the backend's clock,
+	// at which an admitted call was charged.
+	Reserve(ctx context.Context, req Request) (Decision, time.Time, error)
+	// Adjust changes the charge of req, which Reserve admitted at the time
+	// at, by delta units without deciding: a refund of -delta units when
+	// delta is negative, a charge on top when it is positive (see
+	// [Reservation] for what either does per algorithm). It tells the hook
+	// nothing.
+	Adjust(ctx context.Context, req Request, at time.Time, delta int64) error
+}
+
+// SlotHolder is a [Limiter] that holds concurrency slots, as
+// [Rule.Reserve] of a rule with a concurrency limit needs (see
+// Concurrency limits at [Reservation]). A slot is held under a token that
+// no other call holds; its lease ends at slot's lease after it was taken
+// or last renewed.
+type SlotHolder interface {
+	Limiter
+	// ReserveSlot decides req's rate limits (there may be none) and a slot
+	// of slot under token, all or nothing: it charges req and takes the
+	// slot only if both admit the call, and returns when it did (as
+	// [Reserver.Reserve] does, for a later Adjust of the rate limits). A
+	// denial for the slot has LimitIndex len(req.Limits), RetryAfter the
+	// soonest end of a lease and ResetAfter the last. It tells the hook
+	// nothing: the rule does.
+	ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, time.Time, error)
+	// ReleaseSlot gives back the slot held under token, if it is held.
+	ReleaseSlot(ctx context.Context, req Request, slot Limit, token string) error
+	// RenewSlot renews the lease of the slot held under token, and
+	// reports whether it was still held.
+	RenewSlot(ctx context.Context, req Request, slot Limit, token string) (bool, error)
+	// PeekSlot returns the decision ReserveSlot would return now, charging
+	// and taking nothing, and how many slots are held now; an error
+	// wrapping errors.ErrUnsupported when the backend cannot tell.
+	PeekSlot(ctx context.Context, req Request, slot Limit) (Decision, int64, error)
+}
+
+// InFlightHook is a [Hook] that counts the calls in flight: it is told of
+// each concurrency slot a call takes (delta 1) and gives back (-1), as
+// [Metrics] counts them.
+type InFlightHook interface {
+	Hook
+	InFlight(ctx context.Context, name string, delta int)
+}
+
+// As returns the capability T that limiter offers: limiter itself when it
+// is a T, else, when it is a [Wrapper], what the limiter it wraps offers,
+// and so on; ok is false when none in the chain is a T.
+func As[T any](limiter Limiter) (capability T, ok bool) {
+	for limiter != nil {
+		if c, ok := limiter.(T); ok {
+			return c, true
+		}
+		w, ok := limiter.(Wrapper)
+		if !ok {
+			break
+		}
+		limiter = w.Unwrap()
+	}
+	return capability, false
+}
+
+// configOf returns the Config of limiter, found with [As]; nil when no
+// limiter of the chain is [Configured].
+func configOf(limiter Limiter) *Config {
+	if c, ok := limiter.(Configured); ok { // the common case, inlined
+		return c.Config()
+	}
+	return wrappedConfigOf(limiter)
+}
+
+// wrappedConfigOf is configOf of a limiter that is not Configured itself.
+func wrappedConfigOf(limiter Limiter) *Config {
+	if c, ok := As[Configured](limiter); ok {
+		return c.Config()
+	}
+	return nil
+}
+
+// micros returns t in µs since the Unix epoch, as the algorithms count
+// time.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros returns the time us µs after the Unix epoch.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us) }
