@@ -67,7 +67,7 @@ type SlotHolder interface {
 
 // InFlightHook is a [Hook] that counts the calls in flight: it is told of
 // each concurrency slot a call takes (delta 1) and gives back (-1), as
-// [Metrics] counts them.
+// limitmetrics.Metrics counts them.
 type InFlightHook interface {
 	Hook
 	InFlight(ctx context.Context, name string, delta int)

@@ -77,7 +77,7 @@
 //
 // Every limiter takes the [Option]s of this package, which set a [Config]:
 //
-//   - [WithHook] reports every decision and failure: see [Metrics] (atomic
+//   - [WithHook] reports every decision and failure: see limitmetrics.Metrics (atomic
 //     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
 //     use several;
 //   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
@@ -114,7 +114,7 @@
 // decided by its in-process fallback, with the same algorithms against the
 // same limits (after overrides), so an outage never lifts a limit. Its
 // decisions carry [SourceFallback]; hooks see them as decisions (after the
-// backend failure), and [Metrics] counts them in Counters.Fallback.
+// backend failure), and limitmetrics.Metrics counts them in Counters.Fallback.
 //
 // # Keys
 //
@@ -148,7 +148,7 @@
 // one every 5 minutes while it goes on, and one after it ends, which the
 // hook writes when it notices the end (at the pair's next decision, or when
 // another pair takes the episode's place in its table). Every call is
-// still logged at Debug, and counted by [Metrics]. A denial repeated from a
+// still logged at Debug, and counted by limitmetrics.Metrics. A denial repeated from a
 // deny cache ([SourceCache]) never begins an episode, so it never logs
 // above Debug.
 //

@@ -59,7 +59,7 @@ import (
 // the call run without a slot, and the other policies fail it. A limiter
 // holds slots as a [SlotHolder], which the limiter offers (see [As]); an
 // [InFlightHook] is told of each slot taken (1) and given back (-1), as
-// [Metrics] counts them.
+// limitmetrics.Metrics counts them.
 type Reservation struct {
 	rule    *Rule
 	backend Reserver  // nil: nothing was charged, so Settle charges nothing

@@ -70,7 +70,7 @@ var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001
 //
 // ratelimit.near_limit counts the admissions that left at most 10% of the
 // threshold of the limit with the fewest units remaining, as
-// [ratelimit.Counters] NearLimit does. ratelimit.breaker.open is 1 while
+// limitmetrics.Counters NearLimit does. ratelimit.breaker.open is 1 while
 // the circuit breaker of a Redis node is open and 0 once it has closed
 // (summed over processes, how many of their breakers of the node are open),
 // and ratelimit.breaker.opens counts its openings; a node has neither
@@ -233,7 +233,7 @@ func (t *Telemetry) BreakerClosed(node string, _ time.Duration) {
 }
 
 // nearLimit reports whether the admission d left at most 10% of the
-// threshold of the limit it describes, as [ratelimit.Metrics] counts it.
+// threshold of the limit it describes, as limitmetrics.Metrics counts it.
 func nearLimit(req *ratelimit.Request, d ratelimit.Decision) bool {
 	if d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
 		return false

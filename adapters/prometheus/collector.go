@@ -1,8 +1,8 @@
 // Package ratelimitprom exports ratelimitgen's limiters to Prometheus: a
-// [Collector] of the counters a [ratelimit.Metrics] hook keeps, and
+// [Collector] of the counters a [limitmetrics.Metrics] hook keeps, and
 // [Instrument], which measures how long the limiter takes to decide.
 //
-//	metrics := &ratelimit.Metrics{}
+//	metrics := &limitmetrics.Metrics{}
 //	limiter := ratelimitprom.Instrument(redislimit.New(client, ratelimit.WithHook(metrics)))
 //	prometheus.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 //
@@ -16,9 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
-// Collector exports the counters of a [ratelimit.Metrics] hook, read at
+// Collector exports the counters of a [limitmetrics.Metrics] hook, read at
 // each scrape:
 //
 //	ratelimit_decisions_total{name, decision, source}  decision: allowed, limited, shadow_limited
@@ -41,12 +42,12 @@ import (
 // ratelimit_breaker_open == 1, or on increase(ratelimit_breaker_opens_total[5m]) > 0
 // to catch openings shorter than the scrape interval.
 type Collector struct {
-	metrics *ratelimit.Metrics
+	metrics *limitmetrics.Metrics
 }
 
 // NewCollector returns a Collector of metrics, which the limiter must be
 // given as its hook ([ratelimit.WithHook]).
-func NewCollector(metrics *ratelimit.Metrics) *Collector {
+func NewCollector(metrics *limitmetrics.Metrics) *Collector {
 	return &Collector{metrics: metrics}
 }
 
@@ -90,7 +91,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
 	}
 	snapshot := c.metrics.Snapshot()
-	var bySource [4]map[string]ratelimit.Counters
+	var bySource [4]map[string]limitmetrics.Counters
 	for i, s := range sources {
 		bySource[i] = c.metrics.SnapshotSource(s)
 	}

@@ -18,6 +18,7 @@ import (
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
@@ -26,7 +27,7 @@ import (
 // example always had.
 func TestCollectorExportsEveryCounter(t *testing.T) {
 	ctx := context.Background()
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
 	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
 	for i := range 11 {
@@ -147,14 +148,14 @@ ratelimit_near_limit_total{name="steady"} 1
 }
 
 // TestCollectorExportsEveryField: the collector sends one series per field
-// of ratelimit.Counters for each name (the decisions' three split by
+// of limitmetrics.Counters for each name (the decisions' three split by
 // source into ten), so a counter added to the runtime is not left
 // unexported.
 func TestCollectorExportsEveryField(t *testing.T) {
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
-	fields := reflect.TypeFor[ratelimit.Counters]().NumField()
+	fields := reflect.TypeFor[limitmetrics.Counters]().NumField()
 	assert.Equal(t, fields-3+10, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
 }
 
@@ -188,7 +189,7 @@ func TestCollectorExportsBreakers(t *testing.T) {
 	ctx := context.Background()
 	client := unreachable(t)
 	addr := client.Options().Addr
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	limiter := redislimit.New(client, ratelimit.WithHook(metrics), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond))
 	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
 	require.NoError(t, rule.Check(ctx, limiter, "", 1), "fails open")
@@ -241,7 +242,7 @@ ratelimit_override_rejections_total 3
 `
 	require.NoError(t, testutil.CollectAndCompare(ratelimitprom.NewOverridesCollector(src), strings.NewReader(want)))
 
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	var ov ratelimit.StaticOverrides
 	ov.SetKey("blocked", "mallory", ratelimit.Limit{Algorithm: ratelimit.Block})
 	l := ratelimit.NewMemory(ratelimit.WithHook(metrics), ratelimit.WithOverrides(&ov))
@@ -262,7 +263,7 @@ func collectorRegistry(t *testing.T, c prometheus.Collector) *prometheus.Registr
 }
 
 // onlyOverride returns a gauge set to the blocked denials metrics counted.
-func onlyOverride(t *testing.T, metrics *ratelimit.Metrics) prometheus.Gauge {
+func onlyOverride(t *testing.T, metrics *limitmetrics.Metrics) prometheus.Gauge {
 	t.Helper()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
 	g.Set(float64(metrics.SnapshotSource(ratelimit.SourceOverride)["blocked"].Limited))
@@ -273,7 +274,7 @@ func onlyOverride(t *testing.T, metrics *ratelimit.Metrics) prometheus.Gauge {
 // concurrency limit taken and given back.
 func TestCollectorExportsTheCallsInFlight(t *testing.T) {
 	ctx := context.Background()
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
 	export := &ratelimit.Rule{Name: "export", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 5}}}
 	a, err := export.Reserve(ctx, limiter, "", 0)

@@ -1,4 +1,4 @@
-// Prometheus exports a limiter's counters (ratelimit.Metrics) and the
+// Prometheus exports a limiter's counters (limitmetrics.Metrics) and the
 // latency of its decisions to Prometheus with the adapters/prometheus
 // package (ratelimitprom), a module of its own so that the runtime
 // depends on no metrics library.
@@ -28,6 +28,7 @@ import (
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
@@ -35,7 +36,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	flag.Parse()
 	quietDialErrors()
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	limiter, err := newLimiter(os.Getenv("REDIS_URL"), ratelimit.WithHook(metrics))
 	if err != nil {
 		log.Fatal(err)
@@ -80,7 +81,7 @@ var (
 
 // newHandler serves the limited routes and, on /metrics, the counters of
 // metrics, the limiter's hook, and the latency of the limiter's calls.
-func newHandler(limiter *ratelimitprom.Limiter, metrics *ratelimit.Metrics) http.Handler {
+func newHandler(limiter *ratelimitprom.Limiter, metrics *limitmetrics.Metrics) http.Handler {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(ratelimitprom.NewCollector(metrics), limiter)
 	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })

@@ -17,6 +17,7 @@ import (
 
 	ratelimitprom "github.com/ratelimitgen/ratelimitgen/adapters/prometheus"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 func TestMain(m *testing.M) {
@@ -93,7 +94,7 @@ func (b *lockedBuffer) String() string {
 // requests its limited routes admitted and denied, and how long the
 // limiter took to decide them.
 func TestServiceCountsWhatItServes(t *testing.T) {
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	limiter := ratelimitprom.Instrument(ratelimit.NewMemory(ratelimit.WithHook(metrics)))
 	srv := httptest.NewServer(newHandler(limiter, metrics))
 	defer srv.Close()

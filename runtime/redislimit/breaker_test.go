@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 var breakerReq = ratelimit.Request{Name: "breaker", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 100}}}
@@ -211,7 +212,7 @@ func TestBreakerOffWithZeroFailures(t *testing.T) {
 
 func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 	addr := stoppedAddr(t)
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	l := New(failFastClient(t, addr), WithBreaker(3, 50*time.Millisecond, time.Second), ratelimit.WithHook(metrics))
 	ctx := context.Background()
 	for i := range 3 {

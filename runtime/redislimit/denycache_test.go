@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // requireCacheAgrees requires d, a decision of a Redis limiter with a deny
@@ -126,7 +127,7 @@ func TestDenyCacheOnTheServersClockAgreesWithTheTwin(t *testing.T) {
 // none is repeated for calls of cost 1 only; a fixed window's denial that
 // leaves none is repeated for any cost.
 func TestDenyCacheCost(t *testing.T) {
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	clock := newManualClock()
 	l := newCachedRedis(t, ratelimit.WithHook(m), ratelimit.WithClock(clock))
 	req := ratelimit.Request{Name: "cost", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}, Cost: 3}
@@ -155,8 +156,8 @@ func TestDenyCacheCost(t *testing.T) {
 		fixed.Cost = cost
 		assert.Equal(t, ratelimit.SourceCache, allow(t, l, fixed).Source, "a full fixed window denies any cost until it ends")
 	}
-	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 7, Cached: 1, NearLimit: 1}, m.Snapshot()["cost"])
-	assert.Equal(t, ratelimit.Counters{Allowed: 1, Limited: 4, Cached: 3, NearLimit: 1}, m.Snapshot()["cost-fixed"])
+	assert.Equal(t, limitmetrics.Counters{Allowed: 2, Limited: 7, Cached: 1, NearLimit: 1}, m.Snapshot()["cost"])
+	assert.Equal(t, limitmetrics.Counters{Allowed: 1, Limited: 4, Cached: 3, NearLimit: 1}, m.Snapshot()["cost-fixed"])
 }
 
 // TestDenyCacheMultiLimitAndShadow: a denial by either limit of a call is
@@ -164,7 +165,7 @@ func TestDenyCacheCost(t *testing.T) {
 // and never deny.
 func TestDenyCacheMultiLimitAndShadow(t *testing.T) {
 	ctx := context.Background()
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithHook(m))
 	limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, {Algorithm: ratelimit.GCRA, Period: time.Hour, Threshold: 3}}
 	real := &ratelimit.Rule{Name: "multi", Limits: limits}
@@ -179,8 +180,8 @@ func TestDenyCacheMultiLimitAndShadow(t *testing.T) {
 		}
 		require.NoError(t, shadow.Check(ctx, l, "k", 1))
 	}
-	assert.Equal(t, ratelimit.Counters{Allowed: 3, Limited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi"])
-	assert.Equal(t, ratelimit.Counters{Allowed: 3, ShadowLimited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi-shadow"])
+	assert.Equal(t, limitmetrics.Counters{Allowed: 3, Limited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi"])
+	assert.Equal(t, limitmetrics.Counters{Allowed: 3, ShadowLimited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi-shadow"])
 }
 
 // TestDenyCacheForgetsWhenOverridesChangeTheLimits: denials made under one
@@ -193,7 +194,7 @@ func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
 	ov := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
 		return perPeriod(threshold.Load(), time.Hour), true
 	})
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithOverrides(ov), ratelimit.WithHook(m))
 	rule := &ratelimit.Rule{Name: "ov", Limits: perPeriod(1, time.Hour)}
 	require.NoError(t, rule.Check(ctx, l, "", 1))
@@ -207,14 +208,14 @@ func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
 	require.Equal(t, uint64(2), m.Snapshot()["ov"].Cached)
 	threshold.Store(1) // and back: the denial under 1 was made before
 	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
-	assert.Equal(t, ratelimit.Counters{Allowed: 2, Limited: 5, Cached: 2, NearLimit: 2}, m.Snapshot()["ov"], "Redis decided the call after the change back")
+	assert.Equal(t, limitmetrics.Counters{Allowed: 2, Limited: 5, Cached: 2, NearLimit: 2}, m.Snapshot()["ov"], "Redis decided the call after the change back")
 }
 
 // TestDenyCacheTellsWaitingCallsWhenToRetry: a call that may wait learns
 // from a repeated denial how long, and is admitted after it.
 func TestDenyCacheTellsWaitingCallsWhenToRetry(t *testing.T) {
 	ctx := context.Background()
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithHook(m))
 	rule := &ratelimit.Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond)}
 	waiting := &ratelimit.Rule{Name: "wait", Limits: rule.Limits, Wait: time.Minute}
@@ -303,7 +304,7 @@ func abuse(spec string) int {
 		client = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: abuseGoroutines})
 	}
 	defer client.Close()
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	l := New(client, ratelimit.WithHook(m))
 	req := ratelimit.Request{Name: "abuse", Key: "mallory", Limits: []ratelimit.Limit{abuseLimit}}
 	var failed atomic.Int64

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // sourceLog is a hook that keeps the source of every decision, would-be
@@ -83,7 +84,7 @@ func checkSource(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, h *sou
 type outageCase struct {
 	l        *Limiter
 	log      *sourceLog
-	metrics  *ratelimit.Metrics
+	metrics  *limitmetrics.Metrics
 	down, up func(t *testing.T)
 	// keys (at least four) live on the Redis that fails; live, if set, on
 	// one that does not.
@@ -148,7 +149,7 @@ func TestFallbackDuringOutage(t *testing.T) {
 		s, err := redistest.Start()
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Stop() })
-		metrics, log := &ratelimit.Metrics{}, &sourceLog{}
+		metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
 		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 		addr := s.Addr
 		outageCase{
@@ -164,7 +165,7 @@ func TestFallbackDuringOutage(t *testing.T) {
 		s, err := redistest.Start()
 		require.NoError(t, err)
 		t.Cleanup(s.Stop)
-		metrics, log := &ratelimit.Metrics{}, &sourceLog{}
+		metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
 		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 		admin := s.Client()
 		t.Cleanup(func() { admin.Close() })
@@ -200,7 +201,7 @@ func (ct *clusterTest) fallbackDuringStall(t *testing.T) {
 		MaxRedirects:  1,
 	})
 	t.Cleanup(func() { c.Close() })
-	metrics, log := &ratelimit.Metrics{}, &sourceLog{}
+	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
 	l := New(c, ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 	ctx := context.Background()
 	victim := ct.cluster.Addrs()[0]
@@ -311,7 +312,7 @@ func TestFallbackShares(t *testing.T) {
 	ov := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
 		return []ratelimit.Limit{{Period: time.Hour, Threshold: 8}}, true
 	})
-	metrics, log := &ratelimit.Metrics{}, &sourceLog{}
+	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
 	l := downLimiter(t, stoppedAddr(t), WithFallbackProcesses(4), ratelimit.WithOverrides(ov), ratelimit.WithHook(ratelimit.Hooks(metrics, log)))
 	rule := &ratelimit.Rule{Name: "share", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 100}}, OnError: ratelimit.FailLocal}
 	admitted := 0
@@ -383,7 +384,7 @@ func (failingLimiter) Allow(_ context.Context, req ratelimit.Request) (ratelimit
 // waiting call waits for the fallback's RetryAfter and is admitted.
 func TestFallbackShadowAndWait(t *testing.T) {
 	ctx := context.Background()
-	metrics, log := &ratelimit.Metrics{}, &sourceLog{}
+	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
 	l := downLimiter(t, stoppedAddr(t), ratelimit.WithHook(ratelimit.Hooks(metrics, log)))
 
 	shadow := &ratelimit.Rule{Name: "shadow", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}, OnError: ratelimit.FailLocal, Shadow: true}
@@ -391,7 +392,7 @@ func TestFallbackShadowAndWait(t *testing.T) {
 		require.NoError(t, shadow.Check(ctx, l, "", 1))
 	}
 	m := metrics.Snapshot()["shadow"]
-	assert.Equal(t, ratelimit.Counters{Allowed: 2, ShadowLimited: 3, BackendErrors: 5, NearLimit: 1, Fallback: 5}, m)
+	assert.Equal(t, limitmetrics.Counters{Allowed: 2, ShadowLimited: 3, BackendErrors: 5, NearLimit: 1, Fallback: 5}, m)
 	assert.Equal(t, []ratelimit.Source{ratelimit.SourceFallback, ratelimit.SourceFallback, ratelimit.SourceFallback}, log.shadowed)
 
 	wait := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{{Period: 50 * time.Millisecond, Threshold: 1}}, OnError: ratelimit.FailLocal, Wait: time.Minute}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // logLines returns the records logged to buf without their time.
@@ -101,7 +102,7 @@ func TestSlogHookSkipsDisabledLevels(t *testing.T) {
 
 func TestMetricsUnderConcurrency(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
-		m := &ratelimit.Metrics{}
+		m := &limitmetrics.Metrics{}
 		l := newLimiter(ratelimit.WithHook(m))
 		const goroutines, calls = 8, 50
 		rules := []*ratelimit.Rule{
@@ -130,19 +131,19 @@ func TestMetricsUnderConcurrency(t *testing.T) {
 		assert.LessOrEqual(t, a.Cached, a.Limited)
 		assert.LessOrEqual(t, b.Cached, b.ShadowLimited)
 		a.Cached, b.Cached = 0, 0
-		assert.Equal(t, ratelimit.Counters{Allowed: 100, Limited: 100, NearLimit: 11}, a)
-		assert.Equal(t, ratelimit.Counters{Allowed: 30, ShadowLimited: 170, NearLimit: 4}, b)
+		assert.Equal(t, limitmetrics.Counters{Allowed: 100, Limited: 100, NearLimit: 11}, a)
+		assert.Equal(t, limitmetrics.Counters{Allowed: 30, ShadowLimited: 170, NearLimit: 4}, b)
 	})
 }
 
 func TestMetricsCountsBackendErrors(t *testing.T) {
-	m := &ratelimit.Metrics{}
+	m := &limitmetrics.Metrics{}
 	l := New(newUnreachableClient(t), ratelimit.WithHook(m), WithBreaker(1, time.Hour, time.Hour))
 	rule := &ratelimit.Rule{Name: "err", Limits: perPeriod(1, time.Minute), OnError: ratelimit.FailClosed}
 	for range 3 {
 		require.ErrorIs(t, rule.Check(context.Background(), l, "", 1), ratelimit.ErrBackend)
 	}
-	assert.Equal(t, ratelimit.Counters{BackendErrors: 3}, m.Snapshot()["err"])
+	assert.Equal(t, limitmetrics.Counters{BackendErrors: 3}, m.Snapshot()["err"])
 }
 
 // recordingShadowHook records what it is told, in order.
@@ -205,7 +206,7 @@ func TestShadowDenialsOnlyFromShadowRules(t *testing.T) {
 func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	var buf lockedBuffer
 	hook := ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	addr := stoppedAddr(t)
 	l := New(failFastClient(t, addr), ratelimit.WithHook(ratelimit.Hooks(hook, metrics)), WithBreaker(2, 20*time.Millisecond, 20*time.Millisecond))
 	rule := &ratelimit.Rule{Name: "flood", Limits: perPeriod(1000, time.Minute)}
@@ -227,7 +228,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	assert.Equal(t, 2, failures)
 	assert.Equal(t, 1, opened)
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].BackendErrors, "metrics count every failure")
-	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: true, Opened: 1}}, metrics.Breakers())
+	assert.Equal(t, map[string]limitmetrics.BreakerState{addr: {Open: true, Opened: 1}}, metrics.Breakers())
 
 	// Redis comes back: one line says so, and the calls are decided.
 	s, err := redistest.StartOn(addr)
@@ -241,7 +242,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	require.Len(t, lines, 4, strings.Join(lines, "\n"))
 	assert.Contains(t, lines[3], "level=INFO msg=\"ratelimit: circuit closed\" node="+addr+" open_for=")
 	assert.Equal(t, uint64(100), metrics.Snapshot()["flood"].Allowed)
-	assert.Equal(t, map[string]ratelimit.BreakerState{addr: {Open: false, Opened: 1}}, metrics.Breakers())
+	assert.Equal(t, map[string]limitmetrics.BreakerState{addr: {Open: false, Opened: 1}}, metrics.Breakers())
 }
 
 // TestSlogHookAbusiveClientOnRedis is issue 18's acceptance on a real
@@ -251,7 +252,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 func TestSlogHookAbusiveClientOnRedis(t *testing.T) {
 	const abuseFor, apiKey = time.Second, "sk_live_4f9a2c7e1b"
 	var buf lockedBuffer
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	hook := ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
 	l := newTestRedis(t, WithDenyCache(DefaultDenyCache), ratelimit.WithHook(ratelimit.Hooks(metrics, hook)))
 	rule := &ratelimit.Rule{Name: "svc.API.Search", Limits: perPeriod(2, 30*time.Second)}

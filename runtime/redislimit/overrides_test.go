@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // mapOverrides is an Overrides an operator changes while calls run.
@@ -345,7 +346,7 @@ func TestOverridesExemptAndBlock(t *testing.T) {
 		s.SetKey("eb", "mallory", ratelimit.Limit{Algorithm: ratelimit.Block})
 		s.SetTier("eb", "banned", ratelimit.Limit{Algorithm: ratelimit.Block})
 		s.SetKeyTier("eb", "eve", "banned")
-		m := &ratelimit.Metrics{}
+		m := &limitmetrics.Metrics{}
 		l := newLimiter(ratelimit.WithOverrides(&s), ratelimit.WithHook(m))
 		rule := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute)}
 		for range 5 {
@@ -363,6 +364,6 @@ func TestOverridesExemptAndBlock(t *testing.T) {
 		}
 		shadow := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute), Shadow: true}
 		require.NoError(t, shadow.Check(ctx, l, "mallory", 1), "a shadow rule never denies")
-		assert.Equal(t, ratelimit.Counters{Allowed: 1, Limited: 3, ShadowLimited: 1, NearLimit: 1}, m.Snapshot()["eb"])
+		assert.Equal(t, limitmetrics.Counters{Allowed: 1, Limited: 3, ShadowLimited: 1, NearLimit: 1}, m.Snapshot()["eb"])
 	})
 }

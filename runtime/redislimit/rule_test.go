@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // countingLimiter counts the decisions it asks of the limiter it wraps:
@@ -185,14 +186,14 @@ func TestDelayPacesAnAdmittedCall(t *testing.T) {
 
 func TestShadowNeverDeniesAndReportsWouldBeDenials(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
-		metrics := &ratelimit.Metrics{}
+		metrics := &limitmetrics.Metrics{}
 		plain := &recordingHook{}
 		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.Hooks(metrics, plain)))
 		rule := &ratelimit.Rule{Name: "shadow", Limits: perPeriod(2, time.Minute), Shadow: true, Wait: time.Minute}
 		for range 5 {
 			require.NoError(t, rule.Check(context.Background(), l, "", 1))
 		}
-		assert.Equal(t, ratelimit.Counters{Allowed: 2, ShadowLimited: 3, NearLimit: 1}, metrics.Snapshot()["shadow"])
+		assert.Equal(t, limitmetrics.Counters{Allowed: 2, ShadowLimited: 3, NearLimit: 1}, metrics.Snapshot()["shadow"])
 		assert.Equal(t, 5, plain.decided, "a plain hook sees would-be denials as denials")
 		assert.False(t, plain.last.Allowed)
 

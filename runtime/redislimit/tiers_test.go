@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // tierCase is what an operator sets for rule "tiers" and its key "k".
@@ -374,7 +375,7 @@ func TestKeyOverridesMeetTheDenyCache(t *testing.T) {
 	ctx := context.Background()
 	ov := &ratelimit.StaticOverrides{}
 	ov.SetKey("dc", "vip", perMinute(3))
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithClock(newManualClock()), ratelimit.WithOverrides(ov), ratelimit.WithHook(metrics))
 	rule := &ratelimit.Rule{Name: "dc", Limits: perPeriod(1, time.Minute)}
 	cached := func() uint64 { return metrics.Snapshot()["dc"].Cached }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 )
 
@@ -114,7 +115,7 @@ func TestWaitAdmitsInsteadOfDenying(t *testing.T) {
 
 func TestShadowNeverDeniesButReports(t *testing.T) {
 	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
-		var m ratelimit.Metrics
+		var m limitmetrics.Metrics
 		observed := observe(t, limiter, &m)
 		api, i := newAPI(observed)
 		for range 5 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 )
@@ -104,7 +105,7 @@ func TestLocalFallbackKeepsTheLimit(t *testing.T) {
 	s.Stop()
 	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { client.Close() })
-	metrics := &ratelimit.Metrics{}
+	metrics := &limitmetrics.Metrics{}
 	j := &jobs{}
 	d := NewJobsWithRateLimit(j, redislimit.New(client, ratelimit.WithHook(metrics)))
 	ctx := context.Background()

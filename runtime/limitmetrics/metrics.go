@@ -1,21 +1,23 @@
-package ratelimit
+package limitmetrics
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // Counters are the numbers [Metrics] keeps for one limit name.
 type Counters struct {
 	// Allowed counts admitting decisions.
 	Allowed uint64
-	// Limited counts denying decisions. A call that waits ([Rule.Wait])
+	// Limited counts denying decisions. A call that waits ([ratelimit.Rule.Wait])
 	// is decided once per attempt, so each denied attempt counts.
 	Limited uint64
 	// ShadowLimited counts the decisions that would have denied a call of
-	// a shadow rule ([Rule.Shadow]), which went ahead.
+	// a shadow rule ([ratelimit.Rule.Shadow]), which went ahead.
 	ShadowLimited uint64
 	// BackendErrors counts calls that could not be decided because the
 	// backend failed, including those failed at once by an open circuit
@@ -25,35 +27,35 @@ type Counters struct {
 	// threshold of the limit with the fewest units remaining.
 	NearLimit uint64
 	// Cached counts the denials, real or shadow, that the Redis limiter's
-	// deny cache repeated without asking Redis ([SourceCache]); each is
+	// deny cache repeated without asking Redis ([ratelimit.SourceCache]); each is
 	// also counted in Limited or ShadowLimited.
 	Cached uint64
 	// Fallback counts the decisions made by the local fallback while the
-	// backend could not decide ([FailLocal], [SourceFallback]); each is
+	// backend could not decide ([ratelimit.FailLocal], [ratelimit.SourceFallback]); each is
 	// also counted as Allowed, Limited or ShadowLimited, and its backend
 	// failure as one of BackendErrors.
 	Fallback uint64
 	// InFlight is how many calls of this process hold a slot of the
-	// name's concurrency limit now (see [Rule.Reserve]): a gauge.
+	// name's concurrency limit now (see [ratelimit.Rule.Reserve]): a gauge.
 	InFlight int64
 }
 
-// Metrics is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that counts
-// decisions and failures per limit name ([Request.Name]), and the state of
+// Metrics is a [ratelimit.Hook] (and a [ratelimit.ShadowHook] and a [ratelimit.BreakerHook]) that counts
+// decisions and failures per limit name ([ratelimit.Request.Name]), and the state of
 // circuit breakers per node, with atomic counters, for exporting to a
 // monitoring system. Its zero value is ready to use, and it is safe for
-// concurrent use. Pass it with [WithHook], or with other hooks through
-// [Hooks].
+// concurrent use. Pass it with [ratelimit.WithHook], or with other hooks through
+// [ratelimit.Hooks].
 type Metrics struct {
 	names    sync.Map // name → *counters
 	breakers sync.Map // node → *breakerCounters
 }
 
 // numSources is how many Sources there are.
-const numSources = int(SourceOverride) + 1
+const numSources = int(ratelimit.SourceOverride) + 1
 
 type counters struct {
-	by            [numSources]sourceCounters // by the decisions' Source
+	by            [numSources]sourceCounters // by the decisions' ratelimit.Source
 	backendErrors atomic.Uint64
 	inFlight      atomic.Int64
 }
@@ -85,15 +87,15 @@ func (m *Metrics) of(name string) *counters {
 }
 
 // source returns the counters of the decisions of source s.
-func (c *counters) source(s Source) *sourceCounters {
+func (c *counters) source(s ratelimit.Source) *sourceCounters {
 	if int(s) >= numSources {
-		s = SourceBackend // a limiter of another module's own source
+		s = ratelimit.SourceBackend // a limiter of another module's own source
 	}
 	return &c.by[s]
 }
 
-// Decided counts an admission or a denial. See [Hook].
-func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
+// Decided counts an admission or a denial. See [ratelimit.Hook].
+func (m *Metrics) Decided(_ context.Context, req *ratelimit.Request, d ratelimit.Decision) {
 	c := m.of(req.Name).source(d.Source)
 	if !d.Allowed {
 		c.limited.Add(1)
@@ -105,30 +107,30 @@ func (m *Metrics) Decided(_ context.Context, req *Request, d Decision) {
 	}
 }
 
-// ShadowLimited counts a would-be denial. See [ShadowHook].
-func (m *Metrics) ShadowLimited(_ context.Context, req *Request, d Decision) {
+// ShadowLimited counts a would-be denial. See [ratelimit.ShadowHook].
+func (m *Metrics) ShadowLimited(_ context.Context, req *ratelimit.Request, d ratelimit.Decision) {
 	m.of(req.Name).source(d.Source).shadowLimited.Add(1)
 }
 
-// Failed counts a backend failure. See [Hook].
-func (m *Metrics) Failed(_ context.Context, req *Request, _ error) {
+// Failed counts a backend failure. See [ratelimit.Hook].
+func (m *Metrics) Failed(_ context.Context, req *ratelimit.Request, _ error) {
 	m.of(req.Name).backendErrors.Add(1)
 }
 
 // InFlight counts the calls holding a concurrency slot of name: delta is
-// 1 when a call takes one, -1 when it gives it back (see [Rule.Reserve]).
+// 1 when a call takes one, -1 when it gives it back (see [ratelimit.Rule.Reserve]).
 func (m *Metrics) InFlight(_ context.Context, name string, delta int) {
 	m.of(name).inFlight.Add(int64(delta))
 }
 
-// BreakerOpened counts the opening of node's breaker. See [BreakerHook].
+// BreakerOpened counts the opening of node's breaker. See [ratelimit.BreakerHook].
 func (m *Metrics) BreakerOpened(node string, _ error) {
 	b := m.breaker(node)
 	b.opened.Add(1)
 	b.open.Store(true)
 }
 
-// BreakerClosed records that node's breaker closed. See [BreakerHook].
+// BreakerClosed records that node's breaker closed. See [ratelimit.BreakerHook].
 func (m *Metrics) BreakerClosed(node string, _ time.Duration) {
 	m.breaker(node).open.Store(false)
 }
@@ -150,7 +152,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 		c := v.(*counters)
 		var n Counters
 		for s := range numSources {
-			n.add(Source(s), &c.by[s])
+			n.add(ratelimit.Source(s), &c.by[s])
 		}
 		n.BackendErrors = c.backendErrors.Load()
 		n.InFlight = c.inFlight.Load()
@@ -165,7 +167,7 @@ func (m *Metrics) Snapshot() map[string]Counters {
 // decisions, and no backend errors (which are no decisions). The counters
 // of the sources add up to Snapshot's; SnapshotSource(SourceCache) and
 // SnapshotSource(SourceOverride) have only denials.
-func (m *Metrics) SnapshotSource(source Source) map[string]Counters {
+func (m *Metrics) SnapshotSource(source ratelimit.Source) map[string]Counters {
 	out := make(map[string]Counters)
 	if int(source) >= numSources {
 		return out
@@ -180,22 +182,22 @@ func (m *Metrics) SnapshotSource(source Source) map[string]Counters {
 }
 
 // add adds the counts of the decisions c of source s to n.
-func (n *Counters) add(s Source, c *sourceCounters) {
+func (n *Counters) add(s ratelimit.Source, c *sourceCounters) {
 	allowed, limited, shadow := c.allowed.Load(), c.limited.Load(), c.shadowLimited.Load()
 	n.Allowed += allowed
 	n.Limited += limited
 	n.ShadowLimited += shadow
 	n.NearLimit += c.nearLimit.Load()
 	switch s {
-	case SourceCache:
+	case ratelimit.SourceCache:
 		n.Cached += allowed + limited + shadow
-	case SourceFallback:
+	case ratelimit.SourceFallback:
 		n.Fallback += allowed + limited + shadow
 	}
 }
 
 // Breakers returns the state of every circuit breaker that has opened so
-// far, by node (see [BreakerHook]).
+// far, by node (see [ratelimit.BreakerHook]).
 func (m *Metrics) Breakers() map[string]BreakerState {
 	out := make(map[string]BreakerState)
 	m.breakers.Range(func(k, v any) bool {
@@ -208,7 +210,7 @@ func (m *Metrics) Breakers() map[string]BreakerState {
 
 // nearLimit reports whether the admission d left at most 10% of the
 // threshold of the limit it describes.
-func nearLimit(req *Request, d Decision) bool {
+func nearLimit(req *ratelimit.Request, d ratelimit.Decision) bool {
 	if d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
 		return false
 	}
