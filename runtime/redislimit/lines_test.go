@@ -445,10 +445,14 @@ func TestLinesBehindSentinel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	require.NoError(t, d.WaitReady(ctx))
-	client := redis.NewFailoverClient(FailoverOptions(d.FailoverOptions()))
+	// Timeouts no loaded machine reaches, and failures that fail the call
+	// rather than let it through: the count is exact.
+	opts := d.FailoverOptions()
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = time.Minute, time.Minute, time.Minute, time.Minute
+	client := redis.NewFailoverClient(FailoverOptions(opts))
 	t.Cleanup(func() { client.Close() })
 	clock := newManualClock()
-	readmeExample(t, New(client, ratelimit.WithClock(clock), withoutHeartbeat()), clock)
+	readmeExample(t, New(client, ratelimit.WithClock(clock), ratelimit.WithErrorPolicy(ratelimit.FailClosed), withoutHeartbeat()), clock)
 }
 
 // BenchmarkLinesRedis compares, on the test server, a call of a user's
