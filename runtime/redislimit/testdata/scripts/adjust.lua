@@ -81,7 +81,7 @@ for i = 1, n do
       -- Twin: (*logState).refund. Remove up to -delta entries logged at at,
       -- newest first, marked or not, unless they left the window; if marked
       -- ones went, mark the newest entry left and set the TTL from it, as a
-      -- rollback does (see "rollback sliding_log" in decide.lua.tmpl).
+      -- rollback does (see "rollback sliding_log").
       if at > now - period then
         local entry = string.format("%d", at)
         local left = -delta
@@ -105,13 +105,18 @@ for i = 1, n do
       -- call would be logged at, up to twice the threshold in the window.
       local start = now - period
       local head = redis.call("LINDEX", key, "0")
-      local refresh, oldest, marked = not head, nil, false
+      -- oldest: the oldest entry's time; marked: whether it is marked
+      -- (negative), as the entries pushed by the call that last set the TTL are.
+      local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
       if head then
         oldest = head + 0
         if oldest < 0 then oldest, marked = -oldest, true end
       end
       if oldest and oldest <= start then
-        -- Trim as a check does (see "check sliding_log" in decide.lua.tmpl).
+        -- Trim the entries at or before start (the twin's trim): pop one and
+        -- look again, which is all a steady flow of calls needs, else gallop
+        -- and bisect. The TTL is set again when a marked entry leaves, or the
+        -- log empties.
         refresh = marked
         redis.call("LPOP", key)
         head = redis.call("LINDEX", key, "0")
@@ -144,6 +149,7 @@ for i = 1, n do
           end
         end
       end
+      -- logged: the time the call's entries are logged at (the twin's logged).
       local logged = now
       if oldest and now < oldest then
         logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))

@@ -15,11 +15,12 @@
 --          limit that has one (its period is -j, j the index of its
 --          first; see check fixed_window).
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -105,7 +106,6 @@ for i = 1, n do
   local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
   local ok, rem, ret, res, del = false, 0, 0, 0, 0
   rec1, rec2, rec3 = nil, nil, nil
-
   if algo == "sliding_log" then
     -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
     --
@@ -448,11 +448,11 @@ for i = 1, n do
     -- limit i did not admit the call (or was not checked): nothing to do
   elseif commit then
     if algo == "sliding_log" then
-      local refresh, logged = rec1, rec2
+      local refresh, logged, units = rec1, rec2, rec3
       -- Commit sliding_log (the twin's (*logState).charge): the entries are
       -- pushed; set the TTL if this call marked them.
       if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
-    elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
+    elseif algo == "token_bucket" or algo == "leaky_bucket" or algo == "gcra" then
       local na, nf, oldTat = rec1, rec2, rec3
       -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
       -- with the call. It only grows. Its TTL is set when it enters a second (of
@@ -467,29 +467,31 @@ for i = 1, n do
         redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
       end
     end
-  elseif algo == "sliding_log" then
-    local refresh, units = rec1, rec3
-    -- Roll back sliding_log: pop the call's entries, and if it marked them,
-    -- mark the newest entry left in their place (see "check sliding_log").
-    if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-    if units > cost and refresh then
-      local last = redis.call("LINDEX", key, "-1")
-      local newest = last + 0
-      if newest < 0 then
-        newest = -newest
-      else
-        redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
+  else
+    if algo == "sliding_log" then
+      local refresh, logged, units = rec1, rec2, rec3
+      -- Roll back sliding_log: pop the call's entries, and if it marked them,
+      -- mark the newest entry left in their place (see "check sliding_log").
+      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+      if units > cost and refresh then
+        local last = redis.call("LINDEX", key, "-1")
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        else
+          redis.call("LSET", key, "-1", "-" .. last)
+        end
+        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
       end
-      redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
-    end
-  elseif algo == "fixed_window" or algo == "sliding_window" then
-    local value = rec1
-    -- Roll back a window: take the cost off its count, deleting a key it
-    -- would leave at zero.
-    if value == cost then
-      redis.call("DEL", key)
-    else
-      redis.call("DECRBY", key, costArg) -- as sent: no number to format
+    elseif algo == "fixed_window" or algo == "sliding_window" then
+      local value = rec1
+      -- Roll back a window: take the cost off its count, deleting a key it
+      -- would leave at zero.
+      if value == cost then
+        redis.call("DEL", key)
+      else
+        redis.call("DECRBY", key, costArg) -- as sent: no number to format
+      end
     end
   end
 end
@@ -499,11 +501,9 @@ if not allowed then
 end
 if n == 1 and delay == 0 then
   -- An admitted call of one limit with no delay, whose numbers fit, gets
-  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-  -- reply costs both ends more. The script of one limit answers another
-  -- admitted call with {remaining, reset_after_us, delay_us}, half the
-  -- array.
+  -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+  -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+  -- the array costs both ends more.
   -- s: the bits reset takes, of a few sizes.
   local s, p = 46, 70368744177664
   if reset < 1048576 then s, p = 20, 1048576

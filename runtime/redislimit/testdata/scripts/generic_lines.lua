@@ -23,11 +23,12 @@
 -- windows: the key's PEXPIRETIME (ms); the buckets: the TAT the call left,
 -- na and nf, and the TAT as stored before the call ("" when none).
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -114,7 +115,6 @@ for i = 1, n do
   local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
   local ok, rem, ret, res, del = false, 0, 0, 0, 0
   rec1, rec2, rec3 = nil, nil, nil
-
   if algo == "sliding_log" then
     -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
     --
@@ -459,13 +459,18 @@ for i = 1, n do
     -- limit i did not admit the call (or was not checked): nothing to do
   elseif commit then
     if algo == "sliding_log" then
-      local refresh, logged = rec1, rec2
+      local refresh, logged, units = rec1, rec2, rec3
       -- Commit sliding_log (the twin's (*logState).charge): the entries are
       -- pushed; set the TTL if this call marked them.
       if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
+      -- The record replied: logged, and 1 when the call marked its entries.
       recs[3 * i - 2], recs[3 * i - 1], recs[3 * i] = logged, 0, ""
       if refresh then recs[3 * i - 1] = 1 end
-    elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
+    elseif algo == "fixed_window" or algo == "sliding_window" then
+      local value = rec1
+      -- The record replied: the key's PEXPIRETIME (ms), which names its window.
+      recs[3 * i - 2], recs[3 * i - 1], recs[3 * i] = redis.call("PEXPIRETIME", key), 0, ""
+    else -- token_bucket, leaky_bucket, gcra
       local na, nf, oldTat = rec1, rec2, rec3
       -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
       -- with the call. It only grows. Its TTL is set when it enters a second (of
@@ -479,33 +484,35 @@ for i = 1, n do
       else
         redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
       end
+      -- The record replied: the TAT the call left, na and nf, and the TAT as
+      -- stored before the call ("" when none).
       recs[3 * i - 2], recs[3 * i - 1], recs[3 * i] = na, nf, olds[i]
-    else
-      recs[3 * i - 2], recs[3 * i - 1], recs[3 * i] = redis.call("PEXPIRETIME", key), 0, ""
     end
-  elseif algo == "sliding_log" then
-    local refresh, units = rec1, rec3
-    -- Roll back sliding_log: pop the call's entries, and if it marked them,
-    -- mark the newest entry left in their place (see "check sliding_log").
-    if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-    if units > cost and refresh then
-      local last = redis.call("LINDEX", key, "-1")
-      local newest = last + 0
-      if newest < 0 then
-        newest = -newest
-      else
-        redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
+  else
+    if algo == "sliding_log" then
+      local refresh, logged, units = rec1, rec2, rec3
+      -- Roll back sliding_log: pop the call's entries, and if it marked them,
+      -- mark the newest entry left in their place (see "check sliding_log").
+      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+      if units > cost and refresh then
+        local last = redis.call("LINDEX", key, "-1")
+        local newest = last + 0
+        if newest < 0 then
+          newest = -newest
+        else
+          redis.call("LSET", key, "-1", "-" .. last)
+        end
+        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
       end
-      redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
-    end
-  elseif algo == "fixed_window" or algo == "sliding_window" then
-    local value = rec1
-    -- Roll back a window: take the cost off its count, deleting a key it
-    -- would leave at zero.
-    if value == cost then
-      redis.call("DEL", key)
-    else
-      redis.call("DECRBY", key, costArg) -- as sent: no number to format
+    elseif algo == "fixed_window" or algo == "sliding_window" then
+      local value = rec1
+      -- Roll back a window: take the cost off its count, deleting a key it
+      -- would leave at zero.
+      if value == cost then
+        redis.call("DEL", key)
+      else
+        redis.call("DECRBY", key, costArg) -- as sent: no number to format
+      end
     end
   end
 end
