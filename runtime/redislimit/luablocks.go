@@ -67,7 +67,7 @@ var luaAlgorithms = []luaAlgorithm{
 func bucketRow(alg ratelimit.Algorithm) luaAlgorithm {
 	return luaAlgorithm{
 		Algorithm: alg, Files: []string{"bucket.lua.tmpl"},
-		Check: "check bucket", Record: "na, nf, oldTat", Commit: "commit bucket",
+		Check: "check bucket", Record: "newTat, newTatFrac, oldTat", Commit: "commit bucket",
 		LinesRecord: "lines record bucket", Refund: "refund bucket", Settle: "settle bucket",
 	}
 }

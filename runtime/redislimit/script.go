@@ -124,7 +124,7 @@ var (
 // a restart or SCRIPT FLUSH.
 var decideScript = redis.NewScript(decideSource)
 
-// scriptData is what decide.lua.tmpl is rendered from.
+// scriptData is what the scripts are rendered from.
 type scriptData struct {
 	// Generic asks for the generic script; else the script decides the
 	// one limit plan describes.
@@ -175,7 +175,7 @@ func (d scriptData) DepthFrac() int64 {
 }
 
 // PackBits returns the bits s of reset in the packed reply of the script
-// of a single limit (see decide.lua.tmpl): the fewest that hold the
+// of a single limit (see lua/reply.lua.tmpl): the fewest that hold the
 // longest reset its calls are told (its state's span) and leave room for
 // its largest remaining below 2^47; 0 when those do not fit, and the
 // script picks s for each reply. A reset longer than the span (the state
@@ -217,8 +217,9 @@ type plan struct {
 	Clocked bool
 }
 
-// renderScript renders the template file name (decide.lua.tmpl or
-// batch.lua.tmpl) for d.
+// renderScript renders the template name, a script's file
+// (decide.lua.tmpl, ...) or a script defined by name ("reserve slot"), for
+// d.
 func renderScript(name string, d scriptData) string {
 	var b bytes.Buffer
 	if err := luaTemplates.ExecuteTemplate(&b, name, d); err != nil {

@@ -13,26 +13,27 @@
 -- under the threshold. The window is told by the key's expiry, which the
 -- check sets to the end of the window after the state's, plus keepMs (to
 -- the ms, or about it where it moves the state with a relative TTL).
-local start, p, units, threshold = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local start, periodMs, units, threshold = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local scale, keep = 134217728, 1000
-local e = redis.call("PEXPIRETIME", KEYS[1])
-if e == -2 then
+local expires = redis.call("PEXPIRETIME", KEYS[1])
+if expires == -2 then
   if units > threshold then units = threshold end
-  redis.call("SET", KEYS[1], units * scale, "PXAT", start + 3 * p + keep)
+  redis.call("SET", KEYS[1], units * scale, "PXAT", start + 3 * periodMs + keep)
   return units
 end
 local packed = tonumber(redis.call("GET", KEYS[1]))
-if e < 0 or not packed then return 0 end
+if expires < 0 or not packed then return 0 end
 local cur = packed % scale
 local prev = (packed - cur) / scale
--- The state's window is the one that starts 2p before its end; the end
--- may be a ms or so off where a script moved it by a relative TTL.
-local k = math.floor((e - keep - start + p / 2) / p)
-if k == 2 then
+-- periods: how many periods after start the state ends; the state's
+-- window is the one that starts two periods before its end, which may
+-- be a ms or so off where a script moved it by a relative TTL.
+local periods = math.floor((expires - keep - start + periodMs / 2) / periodMs)
+if periods == 2 then
   if units > threshold - cur then units = threshold - cur end
   if units <= 0 then return 0 end
   redis.call("INCRBY", KEYS[1], units)
-elseif k == 3 then
+elseif periods == 3 then
   if units > threshold - prev then units = threshold - prev end
   if units <= 0 then return 0 end
   redis.call("INCRBY", KEYS[1], units * scale)

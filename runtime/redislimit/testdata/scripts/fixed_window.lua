@@ -77,8 +77,8 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- server's clock) reads it (PTTL, an integer) instead of TIME, except
 -- when a window starts; the others read PEXPIRETIME against now, so that
 -- a pinned clock decides as the server's would (see "ttl"). The state's
--- end is the next window's first ms: there, r = 0 means the window has
--- ended, and the key, still there for a second, is overwritten. A window
+-- end is the next window's first ms: there, msLeft = 0 means the window
+-- has ended, and the key, still there for a second, is overwritten. A window
 -- starts when the key has no count (INCRBY replies the cost) or has
 -- ended. Counts are never zero: a key is deleted rather than decremented
 -- to zero. The count is incremented first and decremented again if the
@@ -91,10 +91,10 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 --
 -- Record: count, the window's count with the call.
 -- count: the window's count with the call (the twin's w.count + cost);
--- r: ms until the window ends (the twin's fixedWindow).
+-- msLeft: ms until the window ends (the twin's fixedWindow).
 local count = redis.call("INCRBY", key, costArg) -- as sent: no number to format
-local r, frac = redis.call("PTTL", key) - 1000, 0
-if count == cost or r <= 0 then
+local msLeft, frac = redis.call("PTTL", key) - 1000, 0
+if count == cost or msLeft <= 0 then
   -- A new window: no count before (count == cost), or the key's last
   -- millisecond, which is the first of the next window.
   local t = redis.call("TIME")
@@ -102,9 +102,9 @@ if count == cost or r <= 0 then
   local nowMs = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
   local stateEnd = (now - now % period + period) / 1000
   if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-  count, r = cost, stateEnd - nowMs
+  count, msLeft = cost, stateEnd - nowMs
 end
-res = r * 1000 - frac
+res = msLeft * 1000 - frac
 if count <= threshold then
   ok, rem = true, threshold - count
 else

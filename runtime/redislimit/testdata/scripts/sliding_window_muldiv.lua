@@ -103,15 +103,15 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- commands are a fixed window's, plus a SET PX when it moves on.
 --
 -- Record: packed, the packed counts with the call.
--- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
--- the key's state ends, at the next window's end (the twin's
--- slidingWindows); p: the period in ms.
+-- packed: prev * prevScale + cur, with the call's cost in cur; msLeft:
+-- ms until the key's state ends, at the next window's end (the twin's
+-- slidingWindows); periodMs: the period in ms.
 local packed = redis.call("INCRBY", key, costArg) -- as sent: no number to format
-local r, frac = redis.call("PTTL", key) - 1000, 0
-local p = 134217728
+local msLeft, frac = redis.call("PTTL", key) - 1000, 0
+local periodMs = 134217728
 local cur = packed % 134217728 - cost
 local prev = (packed - cur - cost) / 134217728
-if packed == cost or r <= 0 then
+if packed == cost or msLeft <= 0 then
   -- A new window with none before: no counts, or the key's last
   -- millisecond, which is the first of the window after next.
   local t = redis.call("TIME")
@@ -119,40 +119,40 @@ if packed == cost or r <= 0 then
   local nowMs = t[1] * 1000 + (t[2] - t[2] % 1000) / 1000
   local stateEnd = (now - now % period + 2 * period) / 1000
   if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-  packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
-elseif r <= p then
+  packed, cur, prev, msLeft = cost, 0, 0, stateEnd - nowMs
+elseif msLeft <= periodMs then
   -- The next window (once per window): cur becomes prev.
   packed, cur, prev = cur * 134217728 + cost, 0, cur
-  redis.call("SET", key, packed, "PX", r + p + 1000)
-  r = r + p
+  redis.call("SET", key, packed, "PX", msLeft + periodMs + 1000)
+  msLeft = msLeft + periodMs
 end
 -- covered: the ms of the previous window the sliding window still
--- covers (r - p), at most p: a clock reading earlier than the window's
--- start decides the call at the start.
+-- covers (msLeft - periodMs), at most periodMs: a clock reading earlier
+-- than the window's start decides the call at the start.
 local weighted = 0
 if prev > 0 then
-  local q, m, covered = 0, 0, r - p
-  if covered > p then covered = p end
-  if prev * covered < BIG then m = prev * covered % p; q = (prev * covered - m) / p else q, m = muldiv(prev, covered, p) end
+  local q, m, covered = 0, 0, msLeft - periodMs
+  if covered > periodMs then covered = periodMs end
+  if prev * covered < BIG then m = prev * covered % periodMs; q = (prev * covered - m) / periodMs else q, m = muldiv(prev, covered, periodMs) end
   weighted = q
   if m > 0 then weighted = q + 1 end
 end
-res = r * 1000 - frac
+res = msLeft * 1000 - frac
 if weighted + cur + cost <= threshold then
   ok, rem = true, threshold - weighted - cur - cost
 else
   redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
   rem = threshold - weighted - cur
   if rem < 0 then rem = 0 end
-  if cur == 0 then res = (r - p) * 1000 - frac end
+  if cur == 0 then res = (msLeft - periodMs) * 1000 - frac end
   -- The earliest millisecond the weighted count plus cost fits, if
-  -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
-  -- or in the next, where cur is the previous window's count; weighs:
+  -- nobody calls: in this window once
+  -- prev * (periodMs - elapsed) <= room * periodMs, or in the next, where cur is the previous window's count; weighs:
   -- the count weighed, ends: ms until the window it is weighed in ends.
-  local room, weighs, ends = threshold - cur - cost, prev, r - p
-  if room < 0 then room, weighs, ends = threshold - cost, cur, r end
+  local room, weighs, ends = threshold - cur - cost, prev, msLeft - periodMs
+  if room < 0 then room, weighs, ends = threshold - cost, cur, msLeft end
   local q = 0
-  if room * p < BIG then q = (room * p - room * p % weighs) / weighs else q = muldiv(room, p, weighs) end
+  if room * periodMs < BIG then q = (room * periodMs - room * periodMs % weighs) / weighs else q = muldiv(room, periodMs, weighs) end
   ret = (ends - q) * 1000 - frac
 end
 if not ok then
