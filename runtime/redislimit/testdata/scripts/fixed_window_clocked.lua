@@ -1,7 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
 -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
--- twin and must make the same decisions: each check below names the
--- twin's function, and the state as the twin names it.
+-- twin and must make the same decisions: each check names the twin's
+-- function, and the state as the twin names it.
 --
 -- This one decides one limit: fixed_window, period 1000000 µs,
 -- threshold 100, capacity 100.
@@ -56,7 +56,7 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
--- algorithm's state and notes stand beside its check below.
+-- algorithm's state and notes stand beside its check.
 
 local now = ARGV[2] + 0
 local cost, costArg = 1, "1"

@@ -43,8 +43,8 @@ end
 local function decide_one(KEYS, ARGV)
   -- decide.lua decides one call against one or more limits atomically, in
   -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
-  -- twin and must make the same decisions: each check below names the
-  -- twin's function, and the state as the twin names it.
+  -- twin and must make the same decisions: each check names the twin's
+  -- function, and the state as the twin names it.
   --
   -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
   -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
@@ -104,7 +104,7 @@ local function decide_one(KEYS, ARGV)
   --
   -- Clock: every algorithm is robust to a clock reading earlier than the
   -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
-  -- algorithm's state and notes stand beside its check below.
+  -- algorithm's state and notes stand beside its check.
 
   local now
   if ARGV[1] == "" then
