@@ -116,6 +116,7 @@ local function decide_one(KEYS, ARGV)
     local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
     local ok, rem, ret, res, del = false, 0, 0, 0, 0
     rec1, rec2, rec3 = nil, nil, nil
+
     if algo == "sliding_log" then
       -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
       --
