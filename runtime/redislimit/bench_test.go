@@ -51,7 +51,7 @@ func benchRequest(key string) ratelimit.Request {
 // (its queue fills at 1,000 per second), whose reply is the full array.
 // sliding_log_trimming is a sliding log whose window (2 ms) is always
 // full of entries expiring, so that each call trims the log and sets its
-// TTL again (see decide.lua.tmpl).
+// TTL again (see lua/sliding_log.lua.tmpl).
 func BenchmarkRedisDecisionVsPing(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms() {
 		lim := benchRequest("").Limits[0]

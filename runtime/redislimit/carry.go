@@ -355,44 +355,15 @@ func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
 }
 
 // previousScript charges units admitted in a sliding window's window that
-// has ended to its key, where they weigh on the window after it: to the
-// previous count when the key's state has moved to that window, to the
-// current one when it has not (the next call moves it), or as a new state
-// of that window when there is none; as many as fit under the threshold.
-// The window is told by the key's expiry, which the decide script sets to
-// the end of the window after the state's, plus keepMs (to the ms, or
-// about it where it moves the state with a relative TTL). It returns the
-// units charged. KEYS[1] is the key; ARGV: the start (ms) of the window
-// the units were admitted in, the period (ms), the units, the threshold.
-var previousScript = redis.NewScript(`
-local start, p, units, threshold = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local scale, keep = ` + strconv.Itoa(prevScale) + `, ` + strconv.Itoa(keepMs) + `
-local e = redis.call("PEXPIRETIME", KEYS[1])
-if e == -2 then
-  if units > threshold then units = threshold end
-  redis.call("SET", KEYS[1], units * scale, "PXAT", start + 3 * p + keep)
-  return units
-end
-local packed = tonumber(redis.call("GET", KEYS[1]))
-if e < 0 or not packed then return 0 end
-local cur = packed % scale
-local prev = (packed - cur) / scale
--- The state's window is the one that starts 2p before its end; the end
--- may be a ms or so off where a script moved it by a relative TTL.
-local k = math.floor((e - keep - start + p / 2) / p)
-if k == 2 then
-  if units > threshold - cur then units = threshold - cur end
-  if units <= 0 then return 0 end
-  redis.call("INCRBY", KEYS[1], units)
-elseif k == 3 then
-  if units > threshold - prev then units = threshold - prev end
-  if units <= 0 then return 0 end
-  redis.call("INCRBY", KEYS[1], units * scale)
-else
-  return 0
-end
-return units
-`)
+// has ended to its key, where they weigh on the window after it (see
+// "carry previous sliding_window" in lua/sliding_window.lua.tmpl). It
+// returns the units charged. KEYS[1] is the key; ARGV: the start (ms) of
+// the window the units were admitted in, the period (ms), the units, the
+// threshold.
+var (
+	previousText   = renderScript("carry.lua.tmpl", scriptData{})
+	previousScript = redis.NewScript(sendable(previousText))
+)
 
 // sendPrevious charges the sliding windows in the prev of each of chs, in
 // one pipeline (a script not loaded is sent again alone, loading it). It

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,5 +92,20 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			require.NoError(t, err)
 			assert.EqualValues(t, admitted, req.Limits[0].Threshold-p.Remaining, "Redis charged each admission once")
 		})
+	}
+}
+
+// TestCarryScriptRendersAsGolden compares the carry-back script with its
+// text under testdata/scripts (rewritten with -update); the carry tests
+// run it.
+func TestCarryScriptRendersAsGolden(t *testing.T) {
+	file := filepath.Join("testdata", "scripts", "carry_previous.lua")
+	if *updateScripts {
+		require.NoError(t, os.WriteFile(file, []byte(previousText), 0o644))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run with -update to write it")
+	if string(want) != previousText {
+		t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 	}
 }

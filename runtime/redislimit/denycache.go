@@ -45,9 +45,9 @@ const denyNameSlots = 1 << 12
 // 1024th of r (a process clock that runs slow against the server's) and
 // less a millisecond for a window's script on the server's clock (which
 // tells times from the start of the server's millisecond, see
-// decide.lua.tmpl), so it never repeats a denial past Redis's own retry
-// time; and it counts RetryAfter and ResetAfter from the moment the answer
-// came, after Redis decided, so a repeat never tells a client to retry
+// lua/fixed_window.lua.tmpl), so it never repeats a denial past Redis's
+// own retry time; and it counts RetryAfter and ResetAfter from the moment
+// the answer came, after Redis decided, so a repeat never tells a client to retry
 // earlier than Redis would, and later by at most the call's round trip.
 //
 // What it cannot see: state dropped out of band (FLUSHALL, a restart

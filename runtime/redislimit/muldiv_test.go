@@ -19,7 +19,7 @@ import (
 func TestLuaMulDivIsExact(t *testing.T) {
 	start := strings.Index(decideSource, "local function muldiv(a, b, d)")
 	end := strings.Index(decideSource[start:], "\nend\n")
-	require.True(t, start >= 0 && end > 0, "muldiv not found in lua/decide.lua.tmpl")
+	require.True(t, start >= 0 && end > 0, "muldiv not found in lua/muldiv.lua.tmpl")
 	script := redis.NewScript("local fmod = math.fmod\n" + decideSource[start:start+end+5] + `
 local out = {}
 for i = 1, #ARGV, 3 do

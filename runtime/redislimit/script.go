@@ -22,9 +22,12 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// luaTemplates are rendered into the scripts (see lua/README.md):
-// decide.lua.tmpl into the decide scripts, the generic one and one per
-// single limit, and batch.lua.tmpl into the batch scripts wrapping them.
+// luaFiles are rendered into the scripts (see lua/README.md): each
+// algorithm's file defines its blocks (luaAlgorithms names them), and the
+// scripts' files compose them: decide.lua.tmpl into the decide scripts,
+// the generic one and one per single limit, batch.lua.tmpl into the batch
+// scripts wrapping them, and the reserve, adjust, refund, slot and carry
+// scripts.
 //
 //go:embed lua/*.tmpl
 var luaFiles embed.FS
@@ -32,37 +35,46 @@ var luaFiles embed.FS
 var luaTemplates = parseLuaTemplates()
 
 // parseLuaTemplates parses the templates with the constants (luaConstants)
-// and two functions that lay out the blocks: include renders a block (a
-// defined template) into a string, and indent n starts each of its lines
-// with a newline and n spaces (a blank line stays blank, and a trailing
-// newline is dropped), so that a block written from column 0 reads as
-// written wherever it is included: {{- include "block" . | indent 4}} on
-// a line of its own. A block whose text starts with a newline is preceded
-// by a blank line.
+// and three functions that lay out the blocks: include renders a block (a
+// defined template) into a string; indent n starts each of its lines with
+// a newline and n spaces (see indentLua), so that a block written from
+// column 0 reads as written wherever it is included: {{- include "block"
+// . | indent 4}} on a line of its own; and dispatch renders a generic
+// script's test of a limit's algorithm (see luaDispatch).
 func parseLuaTemplates() *template.Template {
 	t := template.New("lua")
 	funcs := maps.Clone(luaConstants)
-	funcs["include"] = func(name string, d scriptData) (string, error) {
-		var b strings.Builder
-		err := t.ExecuteTemplate(&b, name, d)
-		return b.String(), err
-	}
-	funcs["indent"] = func(n int, s string) string {
-		s = strings.TrimSuffix(s, "\n")
-		if s == "" {
-			return ""
-		}
-		var b strings.Builder
-		for _, line := range strings.Split(s, "\n") {
-			b.WriteByte('\n')
-			if line != "" {
-				b.WriteString(strings.Repeat(" ", n))
-				b.WriteString(line)
-			}
-		}
-		return b.String()
+	funcs["include"] = func(name string, d scriptData) (string, error) { return includeLua(t, name, d) }
+	funcs["indent"] = indentLua
+	funcs["dispatch"] = func(steps string, d scriptData, bind bool) (string, error) {
+		return luaDispatch(t, steps, d, bind)
 	}
 	return template.Must(t.Funcs(funcs).ParseFS(luaFiles, "lua/*.tmpl"))
+}
+
+// includeLua renders the block name of t for d.
+func includeLua(t *template.Template, name string, d scriptData) (string, error) {
+	var b strings.Builder
+	err := t.ExecuteTemplate(&b, name, d)
+	return b.String(), err
+}
+
+// indentLua starts each line of s with a newline and n spaces (a blank
+// line stays blank, and a trailing newline is dropped).
+func indentLua(n int, s string) string {
+	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		b.WriteByte('\n')
+		if line != "" {
+			b.WriteString(strings.Repeat(" ", n))
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // The constants of the scripts, which the templates write into the text
@@ -112,7 +124,7 @@ var (
 // a restart or SCRIPT FLUSH.
 var decideScript = redis.NewScript(decideSource)
 
-// scriptData is what decide.lua.tmpl is rendered from.
+// scriptData is what the scripts are rendered from.
 type scriptData struct {
 	// Generic asks for the generic script; else the script decides the
 	// one limit plan describes.
@@ -137,6 +149,9 @@ func (d scriptData) Muldiv() bool {
 	return d.Algorithm != ratelimit.SlidingLog && d.Algorithm != ratelimit.FixedWindow
 }
 
+// Row is the Lua blocks of the algorithm of the script's limit.
+func (d scriptData) Row() luaAlgorithm { return luaAlgorithmOf(d.Algorithm) }
+
 // PeriodMs is the period in ms, which is whole for a window.
 func (d scriptData) PeriodMs() int64 { return d.Period / 1000 }
 
@@ -160,7 +175,7 @@ func (d scriptData) DepthFrac() int64 {
 }
 
 // PackBits returns the bits s of reset in the packed reply of the script
-// of a single limit (see decide.lua.tmpl): the fewest that hold the
+// of a single limit (see lua/reply.lua.tmpl): the fewest that hold the
 // longest reset its calls are told (its state's span) and leave room for
 // its largest remaining below 2^47; 0 when those do not fit, and the
 // script picks s for each reply. A reset longer than the span (the state
@@ -202,8 +217,9 @@ type plan struct {
 	Clocked bool
 }
 
-// renderScript renders the template file name (decide.lua.tmpl or
-// batch.lua.tmpl) for d.
+// renderScript renders the template name, a script's file
+// (decide.lua.tmpl, ...) or a script defined by name ("reserve slot"), for
+// d.
 func renderScript(name string, d scriptData) string {
 	var b bytes.Buffer
 	if err := luaTemplates.ExecuteTemplate(&b, name, d); err != nil {
@@ -508,10 +524,9 @@ func calendarSkew(err error) (int64, bool) {
 	return at, perr == nil
 }
 
-// parseDecision decodes a decide script's reply: an array of six
-// integers; or for a call admitted by one limit, three (remaining, reset,
-// delay), or with no delay one integer packing remaining and reset (see
-// lua/decide.lua.tmpl).
+// parseDecision decodes a decision as every script replies it (see
+// lua/reply.lua.tmpl): an array of six integers, or the integer that packs
+// an admission's remaining and reset.
 func parseDecision(res any) (ratelimit.Decision, error) {
 	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 	switch v := res.(type) {
@@ -523,7 +538,7 @@ func parseDecision(res any) (ratelimit.Decision, error) {
 		v /= packSlot
 		return ratelimit.Decision{Allowed: true, Remaining: v >> s, ResetAfter: us(v & (1<<s - 1))}, nil
 	case []any:
-		if len(v) != 6 && len(v) != 3 {
+		if len(v) != 6 {
 			return ratelimit.Decision{}, &replyError{n: len(v)}
 		}
 		var n [6]int64
@@ -532,9 +547,6 @@ func parseDecision(res any) (ratelimit.Decision, error) {
 			if n[i], ok = x.(int64); !ok {
 				return ratelimit.Decision{}, &replyError{n: len(v)}
 			}
-		}
-		if len(v) == 3 {
-			return ratelimit.Decision{Allowed: true, Remaining: n[0], ResetAfter: us(n[1]), Delay: us(n[2])}, nil
 		}
 		return ratelimit.Decision{
 			Allowed:    n[0] == 1,

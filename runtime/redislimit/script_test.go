@@ -15,8 +15,9 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// TestParseDecisionReadsEveryReplyForm decodes each form a decide script
-// answers with, and rejects replies no script sends.
+// TestParseDecisionReadsEveryReplyForm decodes a decision as every script
+// replies it, the array or the packed integer, and rejects replies no
+// script sends.
 func TestParseDecisionReadsEveryReplyForm(t *testing.T) {
 	us := time.Microsecond
 	valid := []struct {
@@ -25,7 +26,8 @@ func TestParseDecisionReadsEveryReplyForm(t *testing.T) {
 		want  ratelimit.Decision
 	}{
 		{"packed", int64((7<<20+1500)*64 + 20), ratelimit.Decision{Allowed: true, Remaining: 7, ResetAfter: 1500 * us}},
-		{"admitted", []any{int64(7), int64(1500), int64(300)}, ratelimit.Decision{Allowed: true, Remaining: 7, ResetAfter: 1500 * us, Delay: 300 * us}},
+		{"admitted", []any{int64(1), int64(7), int64(0), int64(1500), int64(0), int64(300)},
+			ratelimit.Decision{Allowed: true, Remaining: 7, ResetAfter: 1500 * us, Delay: 300 * us}},
 		{"full", []any{int64(0), int64(2), int64(40), int64(1500), int64(1), int64(0)},
 			ratelimit.Decision{Remaining: 2, RetryAfter: 40 * us, ResetAfter: 1500 * us, LimitIndex: 1}},
 	}
@@ -34,7 +36,7 @@ func TestParseDecisionReadsEveryReplyForm(t *testing.T) {
 		require.NoError(t, err, c.name)
 		assert.Equal(t, c.want, d, c.name)
 	}
-	for _, bad := range []any{int64(-1), "OK", []any{int64(1)}, []any{int64(1), "x", int64(3)}, []any{1, 2, 3, 4, 5}} {
+	for _, bad := range []any{int64(-1), "OK", []any{int64(1)}, []any{int64(1), "x", int64(3)}, []any{1, 2, 3, 4, 5}, []any{int64(7), int64(1500), int64(300)}} {
 		_, err := parseDecision(bad)
 		var re *replyError
 		assert.ErrorAs(t, err, &re, "%#v", bad)

@@ -238,7 +238,7 @@ func TestEveryRedisKeyHasTTL(t *testing.T) {
 		ttl, err := c.PTTL(ctx, k).Result()
 		require.NoError(t, err)
 		assert.Greater(t, ttl, time.Duration(0), k)
-		// Two periods plus a second past the newest entry: see lua/decide.lua.tmpl.
+		// Two periods plus a second past the newest entry: see lua/sliding_log.lua.tmpl.
 		assert.LessOrEqual(t, ttl, 61*time.Second+time.Millisecond, k)
 	}
 }

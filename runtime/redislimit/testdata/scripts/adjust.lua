@@ -81,7 +81,7 @@ for i = 1, n do
       -- Twin: (*logState).refund. Remove up to -delta entries logged at at,
       -- newest first, marked or not, unless they left the window; if marked
       -- ones went, mark the newest entry left and set the TTL from it, as a
-      -- rollback does (see "rollback sliding_log" in decide.lua.tmpl).
+      -- rollback does (see "rollback sliding_log").
       if at > now - period then
         local entry = string.format("%d", at)
         local left = -delta
@@ -105,13 +105,18 @@ for i = 1, n do
       -- call would be logged at, up to twice the threshold in the window.
       local start = now - period
       local head = redis.call("LINDEX", key, "0")
-      local refresh, oldest, marked = not head, nil, false
+      -- oldest: the oldest entry's time; marked: whether it is marked
+      -- (negative), as the entries pushed by the call that last set the TTL are.
+      local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
       if head then
         oldest = head + 0
         if oldest < 0 then oldest, marked = -oldest, true end
       end
       if oldest and oldest <= start then
-        -- Trim as a check does (see "check sliding_log" in decide.lua.tmpl).
+        -- Trim the entries at or before start (the twin's trim): pop one and
+        -- look again, which is all a steady flow of calls needs, else gallop
+        -- and bisect. The TTL is set again when a marked entry leaves, or the
+        -- log empties.
         refresh = marked
         redis.call("LPOP", key)
         head = redis.call("LINDEX", key, "0")
@@ -144,6 +149,7 @@ for i = 1, n do
           end
         end
       end
+      -- logged: the time the call's entries are logged at (the twin's logged).
       local logged = now
       if oldest and now < oldest then
         logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
@@ -174,14 +180,14 @@ for i = 1, n do
       end
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then
-    local p = period / 1000
-    -- w: the end (ms) of the fixed window that holds at for a refund, now
+    local periodMs = period / 1000
+    -- windowEnd: the end (ms) of the fixed window that holds at for a refund, now
     -- for a charge on top (the twin's windowEnd).
-    local w = calendarEnds[i]
-    if not w and delta < 0 then
-      w = (at - at % period + period) / 1000
-    elseif not w then
-      w = (now - now % period + period) / 1000
+    local windowEnd = calendarEnds[i]
+    if not windowEnd and delta < 0 then
+      windowEnd = (at - at % period + period) / 1000
+    elseif not windowEnd then
+      windowEnd = (now - now % period + period) / 1000
     end
     local value = tonumber(redis.call("GET", key) or "0")
     local stateEnd = redis.call("PEXPIRETIME", key) - 1000
@@ -196,8 +202,8 @@ for i = 1, n do
       -- (a sliding window's current one, which ends a period before its state)
       -- and has not ended; delete a key that would hold no counts.
       local ends = stateEnd
-      if algo == "sliding_window" then ends = stateEnd - p end
-      if cur > 0 and ends == w and nowMs < ends then
+      if algo == "sliding_window" then ends = stateEnd - periodMs end
+      if cur > 0 and ends == windowEnd and nowMs < ends then
         local d = math.min(-delta, cur)
         if d == value then redis.call("DEL", key) else redis.call("DECRBY", key, d) end
       end
@@ -206,14 +212,14 @@ for i = 1, n do
       -- as a check does (fixedWindow, slidingWindows), then add to the window's
       -- count up to twice the threshold (a sliding window's, up to
       -- MaxSlidingWindowThreshold, for its packed key).
-      local r = stateEnd - nowMs
+      local msLeft = stateEnd - nowMs
       local moved = false
-      if value == 0 or r <= 0 then
+      if value == 0 or msLeft <= 0 then
         cur, prev, moved = 0, 0, true
-        stateEnd = w
-        if algo == "sliding_window" then stateEnd = w + p end
-      elseif algo == "sliding_window" and r <= p then
-        cur, prev, moved, stateEnd = 0, cur, true, stateEnd + p
+        stateEnd = windowEnd
+        if algo == "sliding_window" then stateEnd = windowEnd + periodMs end
+      elseif algo == "sliding_window" and msLeft <= periodMs then
+        cur, prev, moved, stateEnd = 0, cur, true, stateEnd + periodMs
       end
       -- most: the most the count may hold; a sliding window's counts are packed
       -- (prev * prevScale + cur), each at most MaxSlidingWindowThreshold, 2^26 - 1.
@@ -226,52 +232,52 @@ for i = 1, n do
       end
     end
   else -- token_bucket, leaky_bucket, gcra
-    -- ta + tf/threshold: max(TAT, now), the twin's tatFrom.
+    -- tat + tatFrac/threshold: max(TAT, now), the twin's tatFrom.
     local stored = redis.call("GET", key)
-    local ta, tf = now, 0
+    local tat, tatFrac = now, 0
     if stored then
-      local tat, tatFrac = tonumber(stored), 0
-      if not tat then -- "tat tatFrac"
+      local storedTat, storedFrac = tonumber(stored), 0
+      if not storedTat then -- "tat tatFrac"
         local sp = string.find(stored, " ", 1, true)
-        tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+        storedTat, storedFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
       end
-      if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end
-      if tat >= now then ta, tf = tat, tatFrac end
+      if storedFrac >= threshold then storedTat, storedFrac = storedTat + 1, 0 end
+      if storedTat >= now then tat, tatFrac = storedTat, storedFrac end
     end
-    -- k + m/threshold: the units' emission intervals, at most twice the
-    -- capacity's (more moves the TAT no further).
+    -- increment: the units' emission intervals, at most twice the capacity's
+    -- (more moves the TAT no further).
     local units = math.min(math.abs(delta), 2 * capacity)
-    local k, m = 0, 0
-    if units * period < BIG then m = units * period % threshold; k = (units * period - m) / threshold else k, m = muldiv(units, period, threshold) end
+    local increment, incrementFrac = 0, 0
+    if units * period < BIG then incrementFrac = units * period % threshold; increment = (units * period - incrementFrac) / threshold else increment, incrementFrac = muldiv(units, period, threshold) end
     if delta < 0 then
       -- Twin: (*bucketState).tatRefund. Move the TAT back, not before now: a
       -- full bucket is no state. The TTL is kept: it outlives the TAT.
-      if stored and not (ta == now and tf == 0) then
-        local na, nf = ta - k, tf - m
-        if nf < 0 then na, nf = na - 1, nf + threshold end
-        if na < now or (na == now and nf == 0) then
+      if stored and not (tat == now and tatFrac == 0) then
+        local newTat, newTatFrac = tat - increment, tatFrac - incrementFrac
+        if newTatFrac < 0 then newTat, newTatFrac = newTat - 1, newTatFrac + threshold end
+        if newTat < now or (newTat == now and newTatFrac == 0) then
           redis.call("DEL", key)
-        elseif nf > 0 then
-          redis.call("SET", key, string.format("%d %d", na, nf), "KEEPTTL")
         else
-          redis.call("SET", key, string.format("%d", na), "KEEPTTL")
+          local value
+          if newTatFrac > 0 then value = string.format("%d %d", newTat, newTatFrac) else value = string.format("%d", newTat) end
+          redis.call("SET", key, value, "KEEPTTL")
         end
       end
     else
       -- Twin: (*bucketState).tatChargeOnTop. Move the TAT on, at most twice the
-      -- depth (capacity * period / threshold) ahead of now, and set its TTL as
-      -- a commit does, to a second past the second it is in.
-      local na, nf = ta + k, tf + m
-      if nf >= threshold then na, nf = na + 1, nf - threshold end
-      local ka, kf = 0, 0
-      if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
-      local ca, cf = now + 2 * ka, 2 * kf
-      if cf >= threshold then ca, cf = ca + 1, cf - threshold end
-      if na > ca or (na == ca and nf > cf) then na, nf = ca, cf end
-      local tat
-      if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
-      local second = na - na % 1000000
-      redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+      -- burst offset ahead of now, and set its TTL as a commit does, to a
+      -- second past the second it is in.
+      local newTat, newTatFrac = tat + increment, tatFrac + incrementFrac
+      if newTatFrac >= threshold then newTat, newTatFrac = newTat + 1, newTatFrac - threshold end
+      local burstOffset, burstOffsetFrac = 0, 0
+      if capacity * period < BIG then burstOffsetFrac = capacity * period % threshold; burstOffset = (capacity * period - burstOffsetFrac) / threshold else burstOffset, burstOffsetFrac = muldiv(capacity, period, threshold) end
+      local most, mostFrac = now + 2 * burstOffset, 2 * burstOffsetFrac
+      if mostFrac >= threshold then most, mostFrac = most + 1, mostFrac - threshold end
+      if newTat > most or (newTat == most and newTatFrac > mostFrac) then newTat, newTatFrac = most, mostFrac end
+      local value
+      if newTatFrac > 0 then value = string.format("%d %d", newTat, newTatFrac) else value = string.format("%d", newTat) end
+      local second = newTat - newTat % 1000000
+      redis.call("SET", key, value, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
     end
   end
 end

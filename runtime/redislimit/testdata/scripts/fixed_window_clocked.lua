@@ -1,7 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
 -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
--- twin and must make the same decisions: each check below names the
--- twin's function, and the state as the twin names it.
+-- twin and must make the same decisions: each check names the twin's
+-- function, and the state as the twin names it.
 --
 -- This one decides one limit: fixed_window, period 1000000 µs,
 -- threshold 100, capacity 100.
@@ -10,11 +10,12 @@
 -- ARGV[1]  the call's cost in units; 1 when absent.
 -- ARGV[2]  the time in microseconds.
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -55,7 +56,7 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
--- algorithm's state and notes stand beside its check below.
+-- algorithm's state and notes stand beside its check.
 
 local now = ARGV[2] + 0
 local cost, costArg = 1, "1"
@@ -77,8 +78,8 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- server's clock) reads it (PTTL, an integer) instead of TIME, except
 -- when a window starts; the others read PEXPIRETIME against now, so that
 -- a pinned clock decides as the server's would (see "ttl"). The state's
--- end is the next window's first ms: there, r = 0 means the window has
--- ended, and the key, still there for a second, is overwritten. A window
+-- end is the next window's first ms: there, msLeft = 0 means the window
+-- has ended, and the key, still there for a second, is overwritten. A window
 -- starts when the key has no count (INCRBY replies the cost) or has
 -- ended. Counts are never zero: a key is deleted rather than decremented
 -- to zero. The count is incremented first and decremented again if the
@@ -91,19 +92,19 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 --
 -- Record: count, the window's count with the call.
 -- count: the window's count with the call (the twin's w.count + cost);
--- r: ms until the window ends (the twin's fixedWindow).
+-- msLeft: ms until the window ends (the twin's fixedWindow).
 local count = redis.call("INCRBY", key, costArg) -- as sent: no number to format
 local frac = now % 1000
 local nowMs = (now - frac) / 1000
-local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
-if count == cost or r <= 0 then
+local msLeft = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+if count == cost or msLeft <= 0 then
   -- A new window: no count before (count == cost), or the key's last
   -- millisecond, which is the first of the next window.
   local stateEnd = (now - now % period + period) / 1000
   if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-  count, r = cost, stateEnd - nowMs
+  count, msLeft = cost, stateEnd - nowMs
 end
-res = r * 1000 - frac
+res = msLeft * 1000 - frac
 if count <= threshold then
   ok, rem = true, threshold - count
 else
@@ -116,13 +117,11 @@ end
 local remaining, reset = rem, res
 if del == 0 then
   -- An admitted call of one limit with no delay, whose numbers fit, gets
-  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-  -- reply costs both ends more. The script of one limit answers another
-  -- admitted call with {remaining, reset_after_us, delay_us}, half the
-  -- array.
+  -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+  -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+  -- the array costs both ends more.
   -- reset fits in 20 bits, unless the key holds the longer state of an
   -- earlier period (see PackBits in script.go).
   if reset < 1048576 then return (remaining * 1048576 + reset) * 64 + 20 end
 end
-return {rem, res, del}
+return {1, rem, 0, res, 0, del}

@@ -33,8 +33,8 @@ end
 local function decide_one(KEYS, ARGV)
   -- decide.lua decides one call against one or more limits atomically, in
   -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
-  -- twin and must make the same decisions: each check below names the
-  -- twin's function, and the state as the twin names it.
+  -- twin and must make the same decisions: each check names the twin's
+  -- function, and the state as the twin names it.
   --
   -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
   -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
@@ -48,11 +48,12 @@ local function decide_one(KEYS, ARGV)
   --          limit that has one (its period is -j, j the index of its
   --          first; see check fixed_window).
   --
-  -- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
-  -- delay_us} where index (0-based) is the limit the numbers describe: the
-  -- denying limit with the longest retry when denied, the one with the fewest
-  -- remaining units when allowed; delay is the longest delay of all limits.
-  -- An admitted call of one limit gets a shorter reply (see "packed reply").
+  -- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+  -- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+  -- the limit the numbers describe: the denying limit with the longest retry
+  -- when denied, the one with the fewest remaining units when allowed; delay
+  -- is the longest delay of all limits; packed into one integer when it is
+  -- an admission of one limit with no delay whose numbers fit.
   --
   -- Each limit is checked by its algorithm; the check may change the key
   -- tentatively, and undoes that itself if it denies the call. Then every
@@ -93,7 +94,7 @@ local function decide_one(KEYS, ARGV)
   --
   -- Clock: every algorithm is robust to a clock reading earlier than the
   -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
-  -- algorithm's state and notes stand beside its check below.
+  -- algorithm's state and notes stand beside its check.
 
   local now
   if ARGV[1] == "" then
@@ -245,8 +246,8 @@ local function decide_one(KEYS, ARGV)
       -- server's clock) reads it (PTTL, an integer) instead of TIME, except
       -- when a window starts; the others read PEXPIRETIME against now, so that
       -- a pinned clock decides as the server's would (see "ttl"). The state's
-      -- end is the next window's first ms: there, r = 0 means the window has
-      -- ended, and the key, still there for a second, is overwritten. A window
+      -- end is the next window's first ms: there, msLeft = 0 means the window
+      -- has ended, and the key, still there for a second, is overwritten. A window
       -- starts when the key has no count (INCRBY replies the cost) or has
       -- ended. Counts are never zero: a key is deleted rather than decremented
       -- to zero. The count is incremented first and decremented again if the
@@ -279,20 +280,20 @@ local function decide_one(KEYS, ARGV)
         if now < ARGV[b + 1] + 0 then ends = ARGV[b + 1] + 0 end
       end
       -- count: the window's count with the call (the twin's w.count + cost);
-      -- r: ms until the window ends (the twin's fixedWindow).
+      -- msLeft: ms until the window ends (the twin's fixedWindow).
       local count = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
       if type(count) == "table" then failed = count break end
       local frac = now % 1000
       local nowMs = (now - frac) / 1000
-      local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
-      if count == cost or r <= 0 then
+      local msLeft = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+      if count == cost or msLeft <= 0 then
         -- A new window: no count before (count == cost), or the key's last
         -- millisecond, which is the first of the next window.
         local stateEnd = (ends or now - now % period + period) / 1000
         if count == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-        count, r = cost, stateEnd - nowMs
+        count, msLeft = cost, stateEnd - nowMs
       end
-      res = r * 1000 - frac
+      res = msLeft * 1000 - frac
       if count <= threshold then
         ok, rem = true, threshold - count
         rec1 = count
@@ -317,41 +318,41 @@ local function decide_one(KEYS, ARGV)
       -- commands are a fixed window's, plus a SET PX when it moves on.
       --
       -- Record: packed, the packed counts with the call.
-      -- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
-      -- the key's state ends, at the next window's end (the twin's
-      -- slidingWindows); p: the period in ms.
+      -- packed: prev * prevScale + cur, with the call's cost in cur; msLeft:
+      -- ms until the key's state ends, at the next window's end (the twin's
+      -- slidingWindows); periodMs: the period in ms.
       local packed = redis.pcall("INCRBY", key, costArg) -- as sent: no number to format
       if type(packed) == "table" then failed = packed break end
       local frac = now % 1000
       local nowMs = (now - frac) / 1000
-      local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
-      local p = period / 1000
+      local msLeft = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+      local periodMs = period / 1000
       local cur = packed % 134217728 - cost
       local prev = (packed - cur - cost) / 134217728
-      if packed == cost or r <= 0 then
+      if packed == cost or msLeft <= 0 then
         -- A new window with none before: no counts, or the key's last
         -- millisecond, which is the first of the window after next.
         local stateEnd = (now - now % period + 2 * period) / 1000
         if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-        packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
-      elseif r <= p then
+        packed, cur, prev, msLeft = cost, 0, 0, stateEnd - nowMs
+      elseif msLeft <= periodMs then
         -- The next window (once per window): cur becomes prev.
         packed, cur, prev = cur * 134217728 + cost, 0, cur
-        redis.call("SET", key, packed, "PXAT", nowMs + r + p + 1000)
-        r = r + p
+        redis.call("SET", key, packed, "PXAT", nowMs + msLeft + periodMs + 1000)
+        msLeft = msLeft + periodMs
       end
       -- covered: the ms of the previous window the sliding window still
-      -- covers (r - p), at most p: a clock reading earlier than the window's
-      -- start decides the call at the start.
+      -- covers (msLeft - periodMs), at most periodMs: a clock reading earlier
+      -- than the window's start decides the call at the start.
       local weighted = 0
       if prev > 0 then
-        local q, m, covered = 0, 0, r - p
-        if covered > p then covered = p end
-        if prev * covered < BIG then m = prev * covered % p; q = (prev * covered - m) / p else q, m = muldiv(prev, covered, p) end
+        local q, m, covered = 0, 0, msLeft - periodMs
+        if covered > periodMs then covered = periodMs end
+        if prev * covered < BIG then m = prev * covered % periodMs; q = (prev * covered - m) / periodMs else q, m = muldiv(prev, covered, periodMs) end
         weighted = q
         if m > 0 then weighted = q + 1 end
       end
-      res = r * 1000 - frac
+      res = msLeft * 1000 - frac
       if weighted + cur + cost <= threshold then
         ok, rem = true, threshold - weighted - cur - cost
         rec1 = packed
@@ -359,15 +360,15 @@ local function decide_one(KEYS, ARGV)
         redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
         rem = threshold - weighted - cur
         if rem < 0 then rem = 0 end
-        if cur == 0 then res = (r - p) * 1000 - frac end
+        if cur == 0 then res = (msLeft - periodMs) * 1000 - frac end
         -- The earliest millisecond the weighted count plus cost fits, if
-        -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
-        -- or in the next, where cur is the previous window's count; weighs:
+        -- nobody calls: in this window once
+        -- prev * (periodMs - elapsed) <= room * periodMs, or in the next, where cur is the previous window's count; weighs:
         -- the count weighed, ends: ms until the window it is weighed in ends.
-        local room, weighs, ends = threshold - cur - cost, prev, r - p
-        if room < 0 then room, weighs, ends = threshold - cost, cur, r end
+        local room, weighs, ends = threshold - cur - cost, prev, msLeft - periodMs
+        if room < 0 then room, weighs, ends = threshold - cost, cur, msLeft end
         local q = 0
-        if room * p < BIG then q = (room * p - room * p % weighs) / weighs else q = muldiv(room, p, weighs) end
+        if room * periodMs < BIG then q = (room * periodMs - room * periodMs % weighs) / weighs else q = muldiv(room, periodMs, weighs) end
         ret = (ends - q) * 1000 - frac
       end
     else -- token_bucket, leaky_bucket, gcra
@@ -377,62 +378,59 @@ local function decide_one(KEYS, ARGV)
       -- State, the twin's bucketState: the key is a string holding the
       -- theoretical arrival time (TAT), the time the bucket will be empty of
       -- calls (full of tokens), as "tat" or "tat tatFrac": a whole µs plus
-      -- tatFrac/threshold µs (0 < tatFrac < threshold), so that emission
-      -- intervals of period/threshold µs add up exactly. A call is admitted
-      -- when the TAT it leaves, max(TAT, now) + cost * period / threshold, is
-      -- at most capacity * period / threshold ahead of now. A leaky bucket's
-      -- admitted call waits until max(TAT, now). A clock reading earlier than
-      -- the TAT starts from the TAT. A call usually runs TIME, GET and SET
-      -- KEEPTTL (the TAT; SET PX when it enters another second, see "commit
-      -- bucket").
+      -- tatFrac/threshold µs (0 < tatFrac < threshold). A call is admitted when
+      -- the TAT it leaves, max(TAT, now) + increment, is at most the burst
+      -- offset ahead of now. A leaky bucket's admitted call waits until
+      -- max(TAT, now). A clock reading earlier than the TAT starts from the
+      -- TAT. A call usually runs TIME, GET and SET KEEPTTL (the TAT; SET PX
+      -- when it enters another second, see "commit bucket").
       --
-      -- Record: na, nf (the TAT with the call), oldTat (the stored TAT's whole
-      -- µs, for its TTL; see "commit bucket").
+      -- Record: newTat, newTatFrac (the TAT with the call), oldTat (the stored
+      -- TAT's whole µs, for its TTL; see "commit bucket").
       local stored = redis.pcall("GET", key)
       if type(stored) == "table" then failed = stored break end
-      -- ta + tf/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
+      -- tat + tatFrac/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
       -- TAT's whole µs as stored, for its TTL.
-      local ta, tf, oldTat = now, 0, nil
+      local tat, tatFrac, oldTat = now, 0, nil
       if stored then
-        local tat, tatFrac = tonumber(stored), 0
-        if not tat then -- "tat tatFrac"
+        local storedTat, storedFrac = tonumber(stored), 0
+        if not storedTat then -- "tat tatFrac"
           local sp = string.find(stored, " ", 1, true)
-          tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+          storedTat, storedFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
         end
-        oldTat = tat
-        if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
-        if tat >= now then ta, tf = tat, tatFrac end
+        oldTat = storedTat
+        if storedFrac >= threshold then storedTat, storedFrac = storedTat + 1, 0 end -- written under another threshold
+        if storedTat >= now then tat, tatFrac = storedTat, storedFrac end
       end
-      -- na + nf/threshold: the TAT with the call, k + m/threshold µs later (the
-      -- twin's addInterval); ka + kf/threshold: the capacity in µs (the twin's
-      -- depth, depthFrac).
-      local k, m, ka, kf = 0, 0, 0, 0
-      if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
-      if capacity * period < BIG then kf = capacity * period % threshold; ka = (capacity * period - kf) / threshold else ka, kf = muldiv(capacity, period, threshold) end
-      local na, nf = ta + k, tf + m
-      if nf >= threshold then na, nf = na + 1, nf - threshold end
-      local d, g -- the room left: d + g/threshold µs
-      if na - now < ka or (na - now == ka and nf <= kf) then
-        ok, res = true, na - now
-        rec1, rec2, rec3 = na, nf, oldTat
-        if nf > 0 then res = res + 1 end
+      local increment, incrementFrac, burstOffset, burstOffsetFrac = 0, 0, 0, 0
+      if cost * period < BIG then incrementFrac = cost * period % threshold; increment = (cost * period - incrementFrac) / threshold else increment, incrementFrac = muldiv(cost, period, threshold) end
+      if capacity * period < BIG then burstOffsetFrac = capacity * period % threshold; burstOffset = (capacity * period - burstOffsetFrac) / threshold else burstOffset, burstOffsetFrac = muldiv(capacity, period, threshold) end
+      -- newTat: the TAT with the call (the twin's addInterval).
+      local newTat, newTatFrac = tat + increment, tatFrac + incrementFrac
+      if newTatFrac >= threshold then newTat, newTatFrac = newTat + 1, newTatFrac - threshold end
+      local room, roomFrac -- the burst offset left unused
+      if newTat - now < burstOffset or (newTat - now == burstOffset and newTatFrac <= burstOffsetFrac) then
+        ok, res = true, newTat - now
+        rec1, rec2, rec3 = newTat, newTatFrac, oldTat
+        if newTatFrac > 0 then res = res + 1 end
         if algo == "leaky_bucket" then
-          del = ta - now
-          if tf > 0 then del = del + 1 end
+          del = tat - now
+          if tatFrac > 0 then del = del + 1 end
         end
-        d, g = ka - (na - now), kf - nf
+        room, roomFrac = burstOffset - (newTat - now), burstOffsetFrac - newTatFrac
       else
-        ret, res = na - ka - now, ta - now
-        if nf > kf then ret = ret + 1 end
-        if tf > 0 then res = res + 1 end
-        d, g = ka - (ta - now), kf - tf
+        -- retry once newTat - burstOffset comes; reset when tat does
+        ret, res = newTat - burstOffset - now, tat - now
+        if newTatFrac > burstOffsetFrac then ret = ret + 1 end
+        if tatFrac > 0 then res = res + 1 end
+        room, roomFrac = burstOffset - (tat - now), burstOffsetFrac - tatFrac
       end
       -- Remaining: the emission intervals that fit in the room left (the
       -- twin's remainingUnits).
-      if d >= 0 then
+      if room >= 0 then
         local q, r = 0, 0
-        if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
-        local s = r + g -- |s| < 2^51; % rounds towards minus infinity
+        if room * threshold < BIG then r = room * threshold % period; q = (room * threshold - r) / period else q, r = muldiv(room, threshold, period) end
+        local s = r + roomFrac -- |s| < 2^51; % rounds towards minus infinity
         q = q + (s - s % period) / period
         if q > 0 then rem = q end
       end
@@ -461,48 +459,50 @@ local function decide_one(KEYS, ARGV)
       -- limit i did not admit the call (or was not checked): nothing to do
     elseif commit then
       if algo == "sliding_log" then
-        local refresh, logged = rec1, rec2
+        local refresh, logged, units = rec1, rec2, rec3
         -- Commit sliding_log (the twin's (*logState).charge): the entries are
         -- pushed; set the TTL if this call marked them.
         if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
-      elseif algo ~= "fixed_window" and algo ~= "sliding_window" then
-        local na, nf, oldTat = rec1, rec2, rec3
+      elseif algo == "token_bucket" or algo == "leaky_bucket" or algo == "gcra" then
+        local newTat, newTatFrac, oldTat = rec1, rec2, rec3
         -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
         -- with the call. It only grows. Its TTL is set when it enters a second (of
         -- a grid from the epoch), to a second past that second's end; within the
         -- second it is kept.
-        local tat
-        if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
-        local second = na - na % 1000000
+        local value
+        if newTatFrac > 0 then value = string.format("%d %d", newTat, newTatFrac) else value = string.format("%d", newTat) end
+        local second = newTat - newTat % 1000000
         if oldTat and oldTat - oldTat % 1000000 == second then
-          redis.call("SET", key, tat, "KEEPTTL")
+          redis.call("SET", key, value, "KEEPTTL")
         else
-          redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+          redis.call("SET", key, value, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
         end
       end
-    elseif algo == "sliding_log" then
-      local refresh, units = rec1, rec3
-      -- Roll back sliding_log: pop the call's entries, and if it marked them,
-      -- mark the newest entry left in their place (see "check sliding_log").
-      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
-      if units > cost and refresh then
-        local last = redis.call("LINDEX", key, "-1")
-        local newest = last + 0
-        if newest < 0 then
-          newest = -newest
-        else
-          redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
+    else
+      if algo == "sliding_log" then
+        local refresh, logged, units = rec1, rec2, rec3
+        -- Roll back sliding_log: pop the call's entries, and if it marked them,
+        -- mark the newest entry left in their place (see "check sliding_log").
+        if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+        if units > cost and refresh then
+          local last = redis.call("LINDEX", key, "-1")
+          local newest = last + 0
+          if newest < 0 then
+            newest = -newest
+          else
+            redis.call("LSET", key, "-1", "-" .. last)
+          end
+          redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
         end
-        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
-      end
-    elseif algo == "fixed_window" or algo == "sliding_window" then
-      local value = rec1
-      -- Roll back a window: take the cost off its count, deleting a key it
-      -- would leave at zero.
-      if value == cost then
-        redis.call("DEL", key)
-      else
-        redis.call("DECRBY", key, costArg) -- as sent: no number to format
+      elseif algo == "fixed_window" or algo == "sliding_window" then
+        local value = rec1
+        -- Roll back a window: take the cost off its count, deleting a key it
+        -- would leave at zero.
+        if value == cost then
+          redis.call("DEL", key)
+        else
+          redis.call("DECRBY", key, costArg) -- as sent: no number to format
+        end
       end
     end
   end
@@ -512,11 +512,9 @@ local function decide_one(KEYS, ARGV)
   end
   if n == 1 and delay == 0 then
     -- An admitted call of one limit with no delay, whose numbers fit, gets
-    -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-    -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-    -- reply costs both ends more. The script of one limit answers another
-    -- admitted call with {remaining, reset_after_us, delay_us}, half the
-    -- array.
+    -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+    -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+    -- the array costs both ends more.
     -- s: the bits reset takes, of a few sizes.
     local s, p = 46, 70368744177664
     if reset < 1048576 then s, p = 20, 1048576

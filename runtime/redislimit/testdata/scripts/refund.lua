@@ -91,15 +91,14 @@ for i = 1, #KEYS do
       refunded = refunded + 1
     end
   else -- token_bucket, leaky_bucket, gcra
-    -- a + b/threshold: the TAT the call left, na; old: the TAT as stored
-    -- before it ("" when none). When no call has charged the bucket
-    -- since (the TAT is still na), store old again. Otherwise the call
-    -- moved the TAT from ta = na - k (k: cost × period / threshold µs)
-    -- to na and later calls moved it on by their own intervals: move it
-    -- back by k, less what the bucket refilled between ta and now (when
-    -- positive), TAT - k + min(k, max(0, now - ta)), which is never
+    -- a + b/threshold: the TAT the call left, newTat; old: the TAT as stored
+    -- before it ("" when none). When no call has charged the bucket since
+    -- (the TAT is still newTat), store old again. Otherwise the call moved
+    -- the TAT from tat = newTat - increment to newTat and later calls moved
+    -- it on by their own increments: move it back by the increment, less
+    -- what the bucket refilled between tat and now (when positive),
+    -- TAT - increment + min(increment, max(0, now - tat)), which is never
     -- earlier than the TAT those calls would have left without this one.
-    -- Times are pairs (whole µs, fraction in 1/threshold µs).
     local stored = redis.call("GET", key)
     local mine = string.format("%d", a)
     if b > 0 then mine = string.format("%d %d", a, b) end
@@ -107,29 +106,29 @@ for i = 1, #KEYS do
       if old == "" then redis.call("DEL", key) else redis.call("SET", key, old, "KEEPTTL") end
       refunded = refunded + 1
     elseif stored then
-      local tat, tatFrac = tonumber(stored), 0
-      if not tat then -- "tat tatFrac"
+      local storedTat, storedFrac = tonumber(stored), 0
+      if not storedTat then -- "tat tatFrac"
         local sp = string.find(stored, " ", 1, true)
-        tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+        storedTat, storedFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
       end
-      if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
-      local k, m = 0, 0
-      if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
-      -- ta + tf/threshold = na - k
-      local ta, tf = a - k, b - m
-      if tf < 0 then ta, tf = ta - 1, tf + threshold end
-      -- x + xf/threshold = min(k, max(0, now - ta))
-      local x, xf = now - ta, 0
-      if tf > 0 then x, xf = x - 1, threshold - tf end
-      if x < 0 then x, xf = 0, 0 end
-      if x > k or (x == k and xf > m) then x, xf = k, m end
-      -- the new TAT: tat - k + x
-      local nt, nf = tat - k + x, tatFrac - m + xf
-      if nf < 0 then nt, nf = nt - 1, nf + threshold elseif nf >= threshold then nt, nf = nt + 1, nf - threshold end
-      if nt < tat or (nt == tat and nf < tatFrac) then
-        local v
-        if nf > 0 then v = string.format("%d %d", nt, nf) else v = string.format("%d", nt) end
-        redis.call("SET", key, v, "KEEPTTL")
+      if storedFrac >= threshold then storedTat, storedFrac = storedTat + 1, 0 end -- written under another threshold
+      local increment, incrementFrac = 0, 0
+      if cost * period < BIG then incrementFrac = cost * period % threshold; increment = (cost * period - incrementFrac) / threshold else increment, incrementFrac = muldiv(cost, period, threshold) end
+      -- tat + tatFrac/threshold = newTat - increment
+      local tat, tatFrac = a - increment, b - incrementFrac
+      if tatFrac < 0 then tat, tatFrac = tat - 1, tatFrac + threshold end
+      -- refill + refillFrac/threshold = min(increment, max(0, now - tat))
+      local refill, refillFrac = now - tat, 0
+      if tatFrac > 0 then refill, refillFrac = refill - 1, threshold - tatFrac end
+      if refill < 0 then refill, refillFrac = 0, 0 end
+      if refill > increment or (refill == increment and refillFrac > incrementFrac) then refill, refillFrac = increment, incrementFrac end
+      -- the new TAT: storedTat - increment + refill
+      local newTat, newTatFrac = storedTat - increment + refill, storedFrac - incrementFrac + refillFrac
+      if newTatFrac < 0 then newTat, newTatFrac = newTat - 1, newTatFrac + threshold elseif newTatFrac >= threshold then newTat, newTatFrac = newTat + 1, newTatFrac - threshold end
+      if newTat < storedTat or (newTat == storedTat and newTatFrac < storedFrac) then
+        local value
+        if newTatFrac > 0 then value = string.format("%d %d", newTat, newTatFrac) else value = string.format("%d", newTat) end
+        redis.call("SET", key, value, "KEEPTTL")
         refunded = refunded + 1
       end
     end

@@ -1,7 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
 -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
--- twin and must make the same decisions: each check below names the
--- twin's function, and the state as the twin names it.
+-- twin and must make the same decisions: each check names the twin's
+-- function, and the state as the twin names it.
 --
 -- This one decides one limit: sliding_log, period 1000000 µs,
 -- threshold 100, capacity 100.
@@ -10,11 +10,12 @@
 -- ARGV[1]  the call's cost in units; 1 when absent.
 -- The time is the server's clock (TIME).
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -55,7 +56,7 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
--- algorithm's state and notes stand beside its check below.
+-- algorithm's state and notes stand beside its check.
 
 local t = redis.call("TIME")
 local now = t[1] * 1000000 + t[2]
@@ -189,13 +190,11 @@ if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now)
 local remaining, reset = rem, res
 if del == 0 then
   -- An admitted call of one limit with no delay, whose numbers fit, gets
-  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-  -- reply costs both ends more. The script of one limit answers another
-  -- admitted call with {remaining, reset_after_us, delay_us}, half the
-  -- array.
+  -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+  -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+  -- the array costs both ends more.
   -- reset fits in 20 bits, unless the key holds the longer state of an
   -- earlier period (see PackBits in script.go).
   if reset < 1048576 then return (remaining * 1048576 + reset) * 64 + 20 end
 end
-return {rem, res, del}
+return {1, rem, 0, res, 0, del}

@@ -1,7 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
 -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
--- twin and must make the same decisions: each check below names the
--- twin's function, and the state as the twin names it.
+-- twin and must make the same decisions: each check names the twin's
+-- function, and the state as the twin names it.
 --
 -- This one decides one limit: sliding_window, period 1000000 µs,
 -- threshold 100, capacity 100.
@@ -10,11 +10,12 @@
 -- ARGV[1]  the call's cost in units; 1 when absent.
 -- ARGV[2]  the time in microseconds.
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -55,7 +56,7 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
--- algorithm's state and notes stand beside its check below.
+-- algorithm's state and notes stand beside its check.
 
 local now = ARGV[2] + 0
 local cost, costArg = 1, "1"
@@ -83,55 +84,55 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- commands are a fixed window's, plus a SET PX when it moves on.
 --
 -- Record: packed, the packed counts with the call.
--- packed: prev * prevScale + cur, with the call's cost in cur; r: ms until
--- the key's state ends, at the next window's end (the twin's
--- slidingWindows); p: the period in ms.
+-- packed: prev * prevScale + cur, with the call's cost in cur; msLeft:
+-- ms until the key's state ends, at the next window's end (the twin's
+-- slidingWindows); periodMs: the period in ms.
 local packed = redis.call("INCRBY", key, costArg) -- as sent: no number to format
 local frac = now % 1000
 local nowMs = (now - frac) / 1000
-local r = redis.call("PEXPIRETIME", key) - 1000 - nowMs
-local p = 1000
+local msLeft = redis.call("PEXPIRETIME", key) - 1000 - nowMs
+local periodMs = 1000
 local cur = packed % 134217728 - cost
 local prev = (packed - cur - cost) / 134217728
-if packed == cost or r <= 0 then
+if packed == cost or msLeft <= 0 then
   -- A new window with none before: no counts, or the key's last
   -- millisecond, which is the first of the window after next.
   local stateEnd = (now - now % period + 2 * period) / 1000
   if packed == cost then redis.call("PEXPIREAT", key, stateEnd + 1000) else redis.call("SET", key, costArg, "PXAT", stateEnd + 1000) end
-  packed, cur, prev, r = cost, 0, 0, stateEnd - nowMs
-elseif r <= p then
+  packed, cur, prev, msLeft = cost, 0, 0, stateEnd - nowMs
+elseif msLeft <= periodMs then
   -- The next window (once per window): cur becomes prev.
   packed, cur, prev = cur * 134217728 + cost, 0, cur
-  redis.call("SET", key, packed, "PXAT", nowMs + r + p + 1000)
-  r = r + p
+  redis.call("SET", key, packed, "PXAT", nowMs + msLeft + periodMs + 1000)
+  msLeft = msLeft + periodMs
 end
 -- covered: the ms of the previous window the sliding window still
--- covers (r - p), at most p: a clock reading earlier than the window's
--- start decides the call at the start.
+-- covers (msLeft - periodMs), at most periodMs: a clock reading earlier
+-- than the window's start decides the call at the start.
 local weighted = 0
 if prev > 0 then
-  local q, m, covered = 0, 0, r - p
-  if covered > p then covered = p end
-  m = prev * covered % p; q = (prev * covered - m) / p
+  local q, m, covered = 0, 0, msLeft - periodMs
+  if covered > periodMs then covered = periodMs end
+  m = prev * covered % periodMs; q = (prev * covered - m) / periodMs
   weighted = q
   if m > 0 then weighted = q + 1 end
 end
-res = r * 1000 - frac
+res = msLeft * 1000 - frac
 if weighted + cur + cost <= threshold then
   ok, rem = true, threshold - weighted - cur - cost
 else
   redis.call("DECRBY", key, costArg) -- packed > cost: the count was there before
   rem = threshold - weighted - cur
   if rem < 0 then rem = 0 end
-  if cur == 0 then res = (r - p) * 1000 - frac end
+  if cur == 0 then res = (msLeft - periodMs) * 1000 - frac end
   -- The earliest millisecond the weighted count plus cost fits, if
-  -- nobody calls: in this window once prev * (p - elapsed) <= room * p,
-  -- or in the next, where cur is the previous window's count; weighs:
+  -- nobody calls: in this window once
+  -- prev * (periodMs - elapsed) <= room * periodMs, or in the next, where cur is the previous window's count; weighs:
   -- the count weighed, ends: ms until the window it is weighed in ends.
-  local room, weighs, ends = threshold - cur - cost, prev, r - p
-  if room < 0 then room, weighs, ends = threshold - cost, cur, r end
+  local room, weighs, ends = threshold - cur - cost, prev, msLeft - periodMs
+  if room < 0 then room, weighs, ends = threshold - cost, cur, msLeft end
   local q = 0
-  q = (room * p - room * p % weighs) / weighs
+  q = (room * periodMs - room * periodMs % weighs) / weighs
   ret = (ends - q) * 1000 - frac
 end
 if not ok then
@@ -140,13 +141,11 @@ end
 local remaining, reset = rem, res
 if del == 0 then
   -- An admitted call of one limit with no delay, whose numbers fit, gets
-  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-  -- reply costs both ends more. The script of one limit answers another
-  -- admitted call with {remaining, reset_after_us, delay_us}, half the
-  -- array.
+  -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+  -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+  -- the array costs both ends more.
   -- reset fits in 21 bits, unless the key holds the longer state of an
   -- earlier period (see PackBits in script.go).
   if reset < 2097152 then return (remaining * 2097152 + reset) * 64 + 21 end
 end
-return {rem, res, del}
+return {1, rem, 0, res, 0, del}

@@ -1,7 +1,7 @@
 -- decide.lua decides one call against one or more limits atomically, in
 -- one script run. MemoryLimiter (package ratelimit, runtime/) is its Go
--- twin and must make the same decisions: each check below names the
--- twin's function, and the state as the twin names it.
+-- twin and must make the same decisions: each check names the twin's
+-- function, and the state as the twin names it.
 --
 -- This one decides one limit: token_bucket, period 1000000 µs,
 -- threshold 100, capacity 100.
@@ -10,11 +10,12 @@
 -- ARGV[1]  the call's cost in units; 1 when absent.
 -- The time is the server's clock (TIME).
 --
--- Returns {allowed (1/0), remaining, retry_after_us, reset_after_us, index,
--- delay_us} where index (0-based) is the limit the numbers describe: the
--- denying limit with the longest retry when denied, the one with the fewest
--- remaining units when allowed; delay is the longest delay of all limits.
--- An admitted call of one limit gets a shorter reply (see "packed reply").
+-- Returns the decision (see reply.lua.tmpl): {allowed (1/0), remaining,
+-- retry_after_us, reset_after_us, index, delay_us} where index (0-based) is
+-- the limit the numbers describe: the denying limit with the longest retry
+-- when denied, the one with the fewest remaining units when allowed; delay
+-- is the longest delay of all limits; packed into one integer when it is
+-- an admission of one limit with no delay whose numbers fit.
 --
 -- Each limit is checked by its algorithm; the check may change the key
 -- tentatively, and undoes that itself if it denies the call. Then every
@@ -55,7 +56,7 @@
 --
 -- Clock: every algorithm is robust to a clock reading earlier than the
 -- state's newest time (processes with skewed clocks passing ARGV[1]). Each
--- algorithm's state and notes stand beside its check below.
+-- algorithm's state and notes stand beside its check.
 
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
@@ -94,63 +95,61 @@ local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- State, the twin's bucketState: the key is a string holding the
 -- theoretical arrival time (TAT), the time the bucket will be empty of
 -- calls (full of tokens), as "tat" or "tat tatFrac": a whole µs plus
--- tatFrac/threshold µs (0 < tatFrac < threshold), so that emission
--- intervals of period/threshold µs add up exactly. A call is admitted
--- when the TAT it leaves, max(TAT, now) + cost * period / threshold, is
--- at most capacity * period / threshold ahead of now. A leaky bucket's
--- admitted call waits until max(TAT, now). A clock reading earlier than
--- the TAT starts from the TAT. A call usually runs TIME, GET and SET
--- KEEPTTL (the TAT; SET PX when it enters another second, see "commit
--- bucket").
+-- tatFrac/threshold µs (0 < tatFrac < threshold). A call is admitted when
+-- the TAT it leaves, max(TAT, now) + increment, is at most the burst
+-- offset ahead of now. A leaky bucket's admitted call waits until
+-- max(TAT, now). A clock reading earlier than the TAT starts from the
+-- TAT. A call usually runs TIME, GET and SET KEEPTTL (the TAT; SET PX
+-- when it enters another second, see "commit bucket").
 --
--- Record: na, nf (the TAT with the call), oldTat (the stored TAT's whole
--- µs, for its TTL; see "commit bucket").
+-- Record: newTat, newTatFrac (the TAT with the call), oldTat (the stored
+-- TAT's whole µs, for its TTL; see "commit bucket").
 local stored = redis.call("GET", key)
--- ta + tf/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
+-- tat + tatFrac/threshold: max(TAT, now), the twin's tatFrom; oldTat: the
 -- TAT's whole µs as stored, for its TTL.
-local ta, tf, oldTat = now, 0, nil
+local tat, tatFrac, oldTat = now, 0, nil
 if stored then
-  local tat, tatFrac = tonumber(stored), 0
-  if not tat then -- "tat tatFrac"
+  local storedTat, storedFrac = tonumber(stored), 0
+  if not storedTat then -- "tat tatFrac"
     local sp = string.find(stored, " ", 1, true)
-    tat, tatFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
+    storedTat, storedFrac = string.sub(stored, 1, sp - 1) + 0, string.sub(stored, sp + 1) + 0
   end
-  oldTat = tat
-  if tatFrac >= threshold then tat, tatFrac = tat + 1, 0 end -- written under another threshold
-  if tat >= now then ta, tf = tat, tatFrac end
+  oldTat = storedTat
+  if storedFrac >= threshold then storedTat, storedFrac = storedTat + 1, 0 end -- written under another threshold
+  if storedTat >= now then tat, tatFrac = storedTat, storedFrac end
 end
--- na + nf/threshold: the TAT with the call, k + m/threshold µs later (the
--- twin's addInterval); ka + kf/threshold: the capacity in µs (the twin's
--- depth, depthFrac).
--- Written in with the limit, as the twin's memoryPlan has them: k, m for
--- one unit (the twin's unit, unitFrac), and ka, kf.
-local k, m, ka, kf = 10000, 0, 1000000, 0
+-- Written in with the limit, as the twin's memoryPlan has them: one
+-- unit's increment (the twin's unit, unitFrac), and the burst offset
+-- (depth, depthFrac).
+local increment, incrementFrac, burstOffset, burstOffsetFrac = 10000, 0, 1000000, 0
 if cost ~= 1 then
-  if cost * period < BIG then m = cost * period % threshold; k = (cost * period - m) / threshold else k, m = muldiv(cost, period, threshold) end
+  if cost * period < BIG then incrementFrac = cost * period % threshold; increment = (cost * period - incrementFrac) / threshold else increment, incrementFrac = muldiv(cost, period, threshold) end
 end
-local na, nf = ta + k, tf + m
-if nf >= threshold then na, nf = na + 1, nf - threshold end
-local d, g -- the room left: d + g/threshold µs
-if na - now < ka or (na - now == ka and nf <= kf) then
-  ok, res = true, na - now
-  if nf > 0 then res = res + 1 end
+-- newTat: the TAT with the call (the twin's addInterval).
+local newTat, newTatFrac = tat + increment, tatFrac + incrementFrac
+if newTatFrac >= threshold then newTat, newTatFrac = newTat + 1, newTatFrac - threshold end
+local room, roomFrac -- the burst offset left unused
+if newTat - now < burstOffset or (newTat - now == burstOffset and newTatFrac <= burstOffsetFrac) then
+  ok, res = true, newTat - now
+  if newTatFrac > 0 then res = res + 1 end
   if algo == "leaky_bucket" then
-    del = ta - now
-    if tf > 0 then del = del + 1 end
+    del = tat - now
+    if tatFrac > 0 then del = del + 1 end
   end
-  d, g = ka - (na - now), kf - nf
+  room, roomFrac = burstOffset - (newTat - now), burstOffsetFrac - newTatFrac
 else
-  ret, res = na - ka - now, ta - now
-  if nf > kf then ret = ret + 1 end
-  if tf > 0 then res = res + 1 end
-  d, g = ka - (ta - now), kf - tf
+  -- retry once newTat - burstOffset comes; reset when tat does
+  ret, res = newTat - burstOffset - now, tat - now
+  if newTatFrac > burstOffsetFrac then ret = ret + 1 end
+  if tatFrac > 0 then res = res + 1 end
+  room, roomFrac = burstOffset - (tat - now), burstOffsetFrac - tatFrac
 end
 -- Remaining: the emission intervals that fit in the room left (the
 -- twin's remainingUnits).
-if d >= 0 then
+if room >= 0 then
   local q, r = 0, 0
-  if d * threshold < BIG then r = d * threshold % period; q = (d * threshold - r) / period else q, r = muldiv(d, threshold, period) end
-  local s = r + g -- |s| < 2^51; % rounds towards minus infinity
+  if room * threshold < BIG then r = room * threshold % period; q = (room * threshold - r) / period else q, r = muldiv(room, threshold, period) end
+  local s = r + roomFrac -- |s| < 2^51; % rounds towards minus infinity
   q = q + (s - s % period) / period
   if q > 0 then rem = q end
 end
@@ -161,24 +160,22 @@ end
 -- with the call. It only grows. Its TTL is set when it enters a second (of
 -- a grid from the epoch), to a second past that second's end; within the
 -- second it is kept.
-local tat
-if nf > 0 then tat = string.format("%d %d", na, nf) else tat = string.format("%d", na) end
-local second = na - na % 1000000
+local value
+if newTatFrac > 0 then value = string.format("%d %d", newTat, newTatFrac) else value = string.format("%d", newTat) end
+local second = newTat - newTat % 1000000
 if oldTat and oldTat - oldTat % 1000000 == second then
-  redis.call("SET", key, tat, "KEEPTTL")
+  redis.call("SET", key, value, "KEEPTTL")
 else
-  redis.call("SET", key, tat, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
+  redis.call("SET", key, value, "PX", math.ceil((second + 1000000 - now) / 1000) + 1000)
 end
 local remaining, reset = rem, res
 if del == 0 then
   -- An admitted call of one limit with no delay, whose numbers fit, gets
-  -- one integer, (remaining * 2^s + reset_after_us) * packSlot + s with
-  -- packSlot = 64 (2^6), where reset_after_us < 2^s: an array
-  -- reply costs both ends more. The script of one limit answers another
-  -- admitted call with {remaining, reset_after_us, delay_us}, half the
-  -- array.
+  -- its decision packed in one integer, (remaining * 2^s + reset_after_us)
+  -- * packSlot + s with packSlot = 64 (2^6), where reset_after_us < 2^s:
+  -- the array costs both ends more.
   -- reset fits in 20 bits, unless the key holds the longer state of an
   -- earlier period (see PackBits in script.go).
   if reset < 1048576 then return (remaining * 1048576 + reset) * 64 + 20 end
 end
-return {rem, res, del}
+return {1, rem, 0, res, 0, del}

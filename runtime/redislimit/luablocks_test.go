@@ -1,0 +1,66 @@
+package redislimit
+
+import (
+	"strings"
+	"testing"
+	"text/template"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestEveryAlgorithmHasItsLuaBlocks: each algorithm has one row, its
+// check is in its own file (the row's first), and every block its row
+// names is in one of the row's files.
+func TestEveryAlgorithmHasItsLuaBlocks(t *testing.T) {
+	funcs := template.FuncMap{"include": includeLua, "indent": indentLua, "dispatch": luaDispatch}
+	for name, f := range luaConstants {
+		funcs[name] = f
+	}
+	rows := map[ratelimit.Algorithm]int{}
+	for _, a := range luaAlgorithms {
+		rows[a.Algorithm]++
+		own, err := template.New("").Funcs(funcs).ParseFS(luaFiles, "lua/"+a.Files[0])
+		require.NoError(t, err, a.Files[0])
+		assert.NotNil(t, own.Lookup(a.Check), "%s: %s is not in %s", a.Algorithm, a.Check, a.Files[0])
+		var files []string
+		for _, f := range a.Files {
+			files = append(files, "lua/"+f)
+		}
+		all, err := template.New("").Funcs(funcs).ParseFS(luaFiles, files...)
+		require.NoError(t, err, a.Algorithm)
+		for _, step := range []string{"Check", "Commit", "Rollback", "LinesRecord", "Refund", "Settle"} {
+			if block := a.block(step); block != "" {
+				assert.NotNil(t, all.Lookup(block), "%s: %s is not in %v", a.Algorithm, block, a.Files)
+			}
+		}
+		assert.NotEmpty(t, a.Check, a.Algorithm)
+		assert.NotEmpty(t, a.Settle, a.Algorithm)
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		assert.Equal(t, 1, rows[alg], "rows of %s", alg)
+	}
+	assert.Len(t, rows, len(ratelimit.Algorithms()))
+}
+
+// TestLuaDispatchTestsEachAlgorithmOnce: a generic script's test of the
+// algorithm has a branch per run of rows with the same blocks, and an
+// else only when every row has one.
+func TestLuaDispatchTestsEachAlgorithmOnce(t *testing.T) {
+	check := luaBranches([]string{"Check"})
+	require.Len(t, check, 4)
+	assert.Equal(t, `algo == "token_bucket" or algo == "leaky_bucket" or algo == "gcra"`, check[3].If)
+	assert.True(t, check[3].all)
+	rollback := luaBranches([]string{"Rollback"})
+	require.Len(t, rollback, 2)
+	assert.Equal(t, `algo == "fixed_window" or algo == "sliding_window"`, rollback[1].If)
+	assert.False(t, rollback[1].all, "the buckets have no rollback")
+
+	text, err := luaDispatch(luaTemplates, "Rollback", scriptData{Generic: true}, true)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(text, `if algo == "sliding_log" then`+"\n  local refresh, logged, units = rec1, rec2, rec3"), text)
+	assert.NotContains(t, text, "\nelse ")
+	assert.True(t, strings.HasSuffix(text, "\nend"))
+}
