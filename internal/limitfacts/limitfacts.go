@@ -8,12 +8,13 @@
 // # Adding an algorithm
 //
 // An algorithm is its row here and one file per layer. The parser, the
-// generator (check, templates), the analyzer and the Redis limiter's Go
-// read all they know of it from the row ([Algorithm]): its options (Burst,
-// Capacity), whether it counts calendar periods (Calendar), its largest
+// generator (check, templates), the analyzer (through them), redislimit's
+// keys, deny cache and carry-back, and httplimit read all they know of it
+// from the row ([Algorithm]): its options (Burst, Capacity), whether it
+// counts calendar periods (Calendar), whether it paces calls, its largest
 // threshold, whether its period is whole milliseconds, the shape of its
-// state (State: how long a charge counts, for the deny cache and the
-// carry-back) and its Redis key tag. A new algorithm touches:
+// state (State: how long a charge counts) and its Redis key tag. A new
+// algorithm touches:
 //
 //   - internal/limitfacts/limitfacts.go: its name constant and its row in
 //     algorithms (the order messages and [Algorithms] list them in);
@@ -28,12 +29,14 @@
 //     Algorithm constants;
 //   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl and its row in the
 //     Lua registry;
-//   - the docs that describe each algorithm: the Reservation doc in
-//     runtime/reserve.go (what a settle does), the directive doc in
-//     parser/directive.go and README.md.
+//   - the docs that describe each algorithm: what a settle does
+//     (Reservation, in runtime/reserve.go), the algorithms of README.md,
+//     and when it takes burst= or capacity=, those options' docs in
+//     parser/directive.go and cmd/ratelimitgen/main.go.
 //
 // Tests that loop over [Algorithms] (runtime's and redislimit's
-// differential tests among them) then cover it.
+// differential tests among them) then cover it; two pin the list itself
+// (TestNames here, TestAlgorithmsAndValid in redislimit).
 package limitfacts
 
 import (
