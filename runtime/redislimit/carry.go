@@ -327,7 +327,7 @@ func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
 		case limitfacts.Windows:
 			open = at/p == now/p
 			prev = at/p+1 == now/p
-		case limitfacts.Bucket: // the units drain in capacity×period/threshold
+		default: // limitfacts.Bucket: the units drain in capacity×period/threshold
 			open = at > now-muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
 		}
 		if !open && !prev {
