@@ -242,15 +242,13 @@ func (p *lineParser) checkArgs() {
 	if field, n := lim.Bound(); d.Cost > 0 && n > 0 && d.Cost > n {
 		p.errs.Add(p.first["cost"], "cost %d exceeds %s %d: no call could ever be admitted", d.Cost, field, n)
 	}
-	alg, _ := limitfacts.Lookup(lim.AlgorithmName())
+	alg := lim.Facts()
 	if alg.WholeMilliseconds && d.Period > 0 && d.Period%time.Millisecond != 0 {
 		p.errs.Add(p.first["period"], "period %s: %s needs a whole number of milliseconds (its Redis key expires with the window)", d.Period, alg.Name)
 	}
-	// Only sliding_window counts less than every other algorithm; the advice
-	// names those that, like it, keep one small state per key.
 	if d.Threshold > alg.MaxThreshold && d.Threshold <= limitfacts.MaxValue {
-		p.errs.Add(p.first["threshold"], "threshold %d is above %d, the most %s counts (use %s, %s or %s)",
-			d.Threshold, alg.MaxThreshold, alg.Name, limitfacts.FixedWindow, limitfacts.TokenBucket, limitfacts.GCRA)
+		p.errs.Add(p.first["threshold"], "threshold %d is above %d, the most %s counts (use %s)",
+			d.Threshold, alg.MaxThreshold, alg.Name, orList(countsMore(alg, d.Threshold)))
 	}
 	if len(p.errs) > 0 {
 		return // the limit is partly filled in, or its fault is reported
@@ -361,3 +359,20 @@ func startsWithNameEquals(s string) bool {
 }
 
 func skipSpaceString(s string) string { return s[skipSpace(s, 0):] }
+
+// countsMore returns the names of the algorithms that, unlike alg, count
+// threshold units, and like it keep a small state per key (not a log) and
+// admit calls to run now (they do not pace them).
+func countsMore(alg limitfacts.Algorithm, threshold int64) []string {
+	return limitfacts.Names(func(a limitfacts.Algorithm) bool {
+		return a.MaxThreshold >= threshold && a.State != limitfacts.Log && !a.Paces
+	})
+}
+
+// orList joins names as prose: "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}

@@ -73,3 +73,25 @@ func (p *memoryPlan) windowEnd(now int64) int64 {
 	}
 	return now - now%p.Period + p.Period
 }
+
+// fixedRefund takes up to n units off the window that the time at is in
+// (a calendar period's too), if the state is that window and it has not
+// ended.
+func (w *windowState) fixedRefund(p *memoryPlan, now, at, n int64) {
+	end := p.windowEnd(at) / 1000
+	if w.count == 0 || w.stateEnd != end || now/1000 >= end {
+		return
+	}
+	w.count -= min(n, w.count)
+}
+
+// fixedChargeOnTop charges n units without deciding, at most what takes
+// the window's count to twice the limit's capacity, and returns when the
+// window ends (µs), or 0 when it charged nothing.
+func (w *windowState) fixedChargeOnTop(p *memoryPlan, now, n int64) int64 {
+	w.fixedWindow(p, now)
+	if n = min(n, 2*p.Capacity-w.count); n <= 0 {
+		return 0
+	}
+	return w.fixedCharge(p, now, n)
+}

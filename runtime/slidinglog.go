@@ -101,3 +101,44 @@ func (s *logState) resize(n int) {
 	}
 	s.runs, s.head = runs, 0
 }
+
+// refund removes up to n units logged at the time at, newest first,
+// unless they left the window. Its twin removes as many entries of at
+// (LREM).
+func (s *logState) refund(period, now, at, n int64) {
+	if at <= now-period {
+		return
+	}
+	emptied := false
+	for i := s.count - 1; i >= 0 && n > 0; i-- {
+		if r := s.at(i); r.at == at {
+			d := min(n, r.units)
+			r.units, s.units, n = r.units-d, s.units-d, n-d
+			emptied = emptied || r.units == 0
+		}
+	}
+	if !emptied {
+		return
+	}
+	kept := make([]logRun, 0, len(s.runs))
+	for i := 0; i < s.count; i++ {
+		if r := *s.at(i); r.units > 0 {
+			kept = append(kept, r)
+		}
+	}
+	s.runs, s.head, s.count = kept[:len(s.runs)], 0, len(kept)
+	if s.count == 0 {
+		*s = logState{}
+	}
+}
+
+// chargeOnTop charges n units without deciding, at most what takes the
+// log to twice capacity units, and returns when the window will be empty
+// (µs), or 0 when it charged nothing.
+func (s *logState) chargeOnTop(period, capacity, now, n int64) int64 {
+	s.trim(now - period)
+	if n = min(n, 2*capacity-s.units); n <= 0 {
+		return 0
+	}
+	return s.charge(period, now, n)
+}

@@ -75,3 +75,29 @@ func (w *windowState) slidingCharge(period, now, cost int64) int64 {
 	w.count += cost
 	return w.stateEnd * 1000
 }
+
+// windowEnd returns the end (ms) of the aligned window of period (µs) that
+// the time at (µs) is in.
+func windowEnd(period, at int64) int64 { return (at - at%period + period) / 1000 }
+
+// slidingRefund takes up to n units off the current window's count, if it
+// is the window that the time at is in and it has not ended.
+func (w *windowState) slidingRefund(period, now, at, n int64) {
+	end := windowEnd(period, at)
+	if w.count == 0 || w.stateEnd-period/1000 != end || now/1000 >= end {
+		return
+	}
+	w.count -= min(n, w.count)
+}
+
+// slidingChargeOnTop charges n units without deciding, at most what takes
+// the current window's count to twice capacity units or to
+// [MaxSlidingWindowThreshold], which its Redis key packs, and returns when
+// they stop counting (µs), or 0 when it charged nothing.
+func (w *windowState) slidingChargeOnTop(period, capacity, now, n int64) int64 {
+	w.slidingWindows(period, now)
+	if n = min(n, min(2*capacity, MaxSlidingWindowThreshold)-w.count); n <= 0 {
+		return 0
+	}
+	return w.slidingCharge(period, now, n)
+}

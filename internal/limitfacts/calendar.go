@@ -34,9 +34,9 @@ func IsCalendar(s string) bool {
 	return false
 }
 
-// CalendarAlgorithm is the one algorithm a calendar period counts with,
-// and its default: a fixed window is the only one whose windows are the
-// calendar's.
+// CalendarAlgorithm is the algorithm of a calendar period that names
+// none: a fixed window, whose windows are the calendar's. Which algorithms
+// count calendar periods at all is their [Algorithm.Calendar].
 const CalendarAlgorithm = FixedWindow
 
 // zones caches the zones LoadZone loaded: name → *time.Location.

@@ -4,6 +4,39 @@
 // the algorithms and what each takes, the default algorithm, the bounds,
 // when a limit can be decided ([Limit.Check]) and how periods are written
 // ([ParseDuration]). Each user words its own messages; the facts live here.
+//
+// # Adding an algorithm
+//
+// An algorithm is its row here and one file per layer. The parser, the
+// generator (check, templates), the analyzer (through them), redislimit's
+// keys, deny cache and carry-back, and httplimit read all they know of it
+// from the row ([Algorithm]): its options (Burst, Capacity), whether it
+// counts calendar periods (Calendar), whether it paces calls, its largest
+// threshold, whether its period is whole milliseconds, the shape of its
+// state (State: how long a charge counts) and its Redis key tag. A new
+// algorithm touches:
+//
+//   - internal/limitfacts/limitfacts.go: its name constant and its row in
+//     algorithms (the order messages and [Algorithms] list them in);
+//   - runtime/<algorithm>.go: its Go twin, the in-process decision: its
+//     state and its check, charge, refund and chargeOnTop (settle), as
+//     runtime/slidinglog.go, fixedwindow.go and slidingwindow.go have them
+//     (the buckets share bucket.go);
+//   - runtime/algorithms.go: its counter, its case in counterOf, its state
+//     in limitState and its case in each of the switches (check, charge,
+//     refund, chargeOnTop), which keep the decision free of indirect calls;
+//   - runtime/limit.go: its exported constant and doc, in the one block of
+//     Algorithm constants;
+//   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl and its row in the
+//     Lua registry;
+//   - the docs that describe each algorithm: what a settle does
+//     (Reservation, in runtime/reserve.go), the algorithms of README.md,
+//     and when it takes burst= or capacity=, those options' docs in
+//     parser/directive.go and cmd/ratelimitgen/main.go.
+//
+// Tests that loop over [Algorithms] (runtime's and redislimit's
+// differential tests among them) then cover it; two pin the list itself
+// (TestNames here, TestAlgorithmsAndValid in redislimit).
 package limitfacts
 
 import (
@@ -45,33 +78,68 @@ const MaxLimits = 16
 // MinPeriod is the shortest period: the runtime counts microseconds.
 const MinPeriod = time.Microsecond
 
-// Algorithm is what one algorithm takes and needs.
+// Algorithm is what one algorithm takes and needs: its row in the
+// registry, from which the parser, the generator, the analyzer and the
+// runtime read everything they know of it but its Go twin and its scripts.
 type Algorithm struct {
 	// Name is how directives and overrides write it, such as token_bucket.
 	Name string
 	// Const is the name of the runtime's constant for it, such as
 	// TokenBucket.
 	Const string
+	// KeyTag is its short name in Redis keys, such as tb. Each algorithm
+	// has keys of its own, so a limit whose algorithm changes starts
+	// afresh.
+	KeyTag string
+	// State is the shape of its state, which tells how long a charge
+	// counts.
+	State State
 	// WholeMilliseconds reports that its period must be a whole number of
 	// milliseconds: its Redis key expires with the window, and Redis TTLs
-	// count milliseconds.
+	// count milliseconds, so its script reads the time in them.
 	WholeMilliseconds bool
+	// Calendar reports that it counts calendar periods (day, week, month,
+	// year) as well as periods of a fixed length.
+	Calendar bool
 	// MaxThreshold is its largest threshold.
 	MaxThreshold int64
 	// Burst reports that it takes a burst (its bucket's size).
 	Burst bool
 	// Capacity reports that it takes a capacity (its queue's bound).
 	Capacity bool
+	// Paces reports that it admits a call to wait its turn (the
+	// decision's Delay) rather than to run now.
+	Paces bool
 }
+
+// State is the shape of an algorithm's state, which tells how long a
+// charge of units at a time counts.
+type State uint8
+
+const (
+	// Log is a log of the units admitted: a charge counts for one period
+	// after it.
+	Log State = iota + 1
+	// Window is a count per aligned window: a charge counts until the
+	// window it fell in ends, and a denial holds until then whatever the
+	// call's cost.
+	Window
+	// Windows is a count per aligned window and the count of the window
+	// before: a charge counts in its window, and weighs in the next.
+	Windows
+	// Bucket is a theoretical arrival time: a charge counts until it
+	// drains, capacity×period/threshold after it.
+	Bucket
+)
 
 // algorithms lists every algorithm, in the order messages list them.
 var algorithms = [...]Algorithm{
-	{Name: SlidingLog, Const: "SlidingLog", MaxThreshold: MaxValue},
-	{Name: FixedWindow, Const: "FixedWindow", MaxThreshold: MaxValue, WholeMilliseconds: true},
-	{Name: SlidingWindow, Const: "SlidingWindow", MaxThreshold: MaxSlidingWindowThreshold, WholeMilliseconds: true},
-	{Name: TokenBucket, Const: "TokenBucket", MaxThreshold: MaxValue, Burst: true},
-	{Name: LeakyBucket, Const: "LeakyBucket", MaxThreshold: MaxValue, Capacity: true},
-	{Name: GCRA, Const: "GCRA", MaxThreshold: MaxValue, Burst: true},
+	{Name: SlidingLog, Const: "SlidingLog", KeyTag: "log", State: Log, MaxThreshold: MaxValue},
+	{Name: FixedWindow, Const: "FixedWindow", KeyTag: "fw", State: Window, MaxThreshold: MaxValue, WholeMilliseconds: true, Calendar: true},
+	{Name: SlidingWindow, Const: "SlidingWindow", KeyTag: "sw", State: Windows, MaxThreshold: MaxSlidingWindowThreshold, WholeMilliseconds: true},
+	{Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true},
+	{Name: LeakyBucket, Const: "LeakyBucket", KeyTag: "lb", State: Bucket, MaxThreshold: MaxValue, Capacity: true, Paces: true},
+	{Name: GCRA, Const: "GCRA", KeyTag: "gcra", State: Bucket, MaxThreshold: MaxValue, Burst: true},
 }
 
 // Algorithms returns every algorithm, in a fixed order.
@@ -102,10 +170,11 @@ func Lookup(name string) (Algorithm, bool) {
 	return Algorithm{}, false
 }
 
-// takesBurst and takesCapacity select the algorithms that take a burst and
-// a capacity.
-func takesBurst(a Algorithm) bool    { return a.Burst }
-func takesCapacity(a Algorithm) bool { return a.Capacity }
+// takesBurst, takesCapacity and countsCalendar select the algorithms that
+// take a burst and a capacity, and that count calendar periods.
+func takesBurst(a Algorithm) bool     { return a.Burst }
+func takesCapacity(a Algorithm) bool  { return a.Capacity }
+func countsCalendar(a Algorithm) bool { return a.Calendar }
 
 // Limit is one limit as plain values: at most Threshold units per Period,
 // or per Calendar period in the zone TZ (empty means UTC), counted by
@@ -145,11 +214,18 @@ func (l Limit) AlgorithmName() string {
 	return cmp.Or(l.Algorithm, Default)
 }
 
+// Facts returns the facts of the limit's algorithm, the one it names or
+// its default; the zero Algorithm when it names none known.
+func (l Limit) Facts() Algorithm {
+	a, _ := Lookup(l.AlgorithmName())
+	return a
+}
+
 // Bound returns the most units the limit admits at once, and the field
 // that sets it: the burst or the capacity when the algorithm takes it and
 // it is set, else the threshold.
 func (l Limit) Bound() (field string, n int64) {
-	a, _ := Lookup(l.AlgorithmName())
+	a := l.Facts()
 	switch {
 	case a.Burst && l.Burst > 0:
 		return "burst", l.Burst
@@ -219,8 +295,8 @@ func (l Limit) checkCalendar() error {
 		return errorf("period", "unknown calendar period %q (want %s)", l.Calendar, strings.Join(calendars[:], ", "))
 	case l.Period != 0:
 		return errorf("period", "period %s and calendar period %s: a limit has one period", l.Period, l.Calendar)
-	case l.AlgorithmName() != CalendarAlgorithm:
-		return errorf("algorithm", "calendar period %s is for %s, not %s", l.Calendar, CalendarAlgorithm, l.AlgorithmName())
+	case !l.Facts().Calendar:
+		return errorf("algorithm", "calendar period %s is for %s, not %s", l.Calendar, strings.Join(Names(countsCalendar), " and "), l.AlgorithmName())
 	}
 	if _, err := LoadZone(l.TZ); err != nil {
 		return errorf("tz", "%s", err)

@@ -12,7 +12,7 @@ import (
 func TestLookup(t *testing.T) {
 	a, ok := Lookup(TokenBucket)
 	require.True(t, ok)
-	assert.Equal(t, Algorithm{Name: TokenBucket, Const: "TokenBucket", MaxThreshold: MaxValue, Burst: true}, a)
+	assert.Equal(t, Algorithm{Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true}, a)
 	_, ok = Lookup("")
 	assert.False(t, ok, "the empty name means Default, but is no algorithm's name")
 	_, ok = Lookup("Token_Bucket")
@@ -29,6 +29,26 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, []string{TokenBucket, GCRA}, Names(takesBurst))
 	assert.Equal(t, []string{LeakyBucket}, Names(takesCapacity))
 	assert.Equal(t, []string{FixedWindow, SlidingWindow}, Names(func(a Algorithm) bool { return a.WholeMilliseconds }))
+	assert.Equal(t, []string{FixedWindow}, Names(countsCalendar))
+}
+
+// TestEveryAlgorithmHasAFullRow checks what every row must give: a
+// constant, a key tag of its own (Redis keeps each algorithm's state
+// apart), the shape of its state and a largest threshold.
+func TestEveryAlgorithmHasAFullRow(t *testing.T) {
+	tags := map[string]string{}
+	for _, a := range Algorithms() {
+		assert.NotEmpty(t, a.Const, a.Name)
+		assert.NotEmpty(t, a.KeyTag, a.Name)
+		if other, ok := tags[a.KeyTag]; ok {
+			t.Errorf("%s and %s share key tag %q", a.Name, other, a.KeyTag)
+		}
+		tags[a.KeyTag] = a.Name
+		assert.Contains(t, []State{Log, Window, Windows, Bucket}, a.State, a.Name)
+		assert.Positive(t, a.MaxThreshold, a.Name)
+	}
+	cal, _ := Lookup(CalendarAlgorithm)
+	assert.True(t, cal.Calendar, "the default of a calendar period counts calendar periods")
 }
 
 func TestAlgorithmsReturnsACopy(t *testing.T) {

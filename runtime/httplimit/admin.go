@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -386,16 +387,14 @@ func adminLimits(limits []ratelimit.Limit) []adminLimit { return adminLimitsOf(l
 func adminLimitsOf(limits []ratelimit.Limit, exprs []string) []adminLimit {
 	out := make([]adminLimit, len(limits))
 	for i, l := range limits {
-		alg := cmp.Or(l.Algorithm, ratelimit.SlidingLog)
-		if l.Calendar != "" {
-			alg = cmp.Or(l.Algorithm, ratelimit.FixedWindow)
-		}
+		// The algorithm, the default's when it names none.
+		alg := limitfacts.Limit{Calendar: l.Calendar, Algorithm: string(l.Algorithm)}.AlgorithmName()
 		out[i] = adminLimit{
 			Text:      l.String(),
 			Period:    cmp.Or(l.Calendar, l.Period.String()),
 			TZ:        l.TZ,
 			Threshold: l.Threshold,
-			Algorithm: alg,
+			Algorithm: ratelimit.Algorithm(alg),
 			Burst:     l.Burst,
 			Capacity:  l.Capacity,
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -314,19 +315,19 @@ func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
 		p := lim.Period.Microseconds()
 		var open, prev bool
 		c, calendar := calendarOf(lim)
-		switch algorithmOf(lim) {
-		case ratelimit.FixedWindow:
+		switch factsOf(lim).State {
+		case limitfacts.Window:
 			if calendar {
 				open = c.End(at) == c.End(now)
 			} else {
 				open = at/p == now/p
 			}
-		case ratelimit.SlidingLog:
+		case limitfacts.Log:
 			open = at > now-p
-		case ratelimit.SlidingWindow:
+		case limitfacts.Windows:
 			open = at/p == now/p
 			prev = at/p+1 == now/p
-		default: // the buckets: the units drain in capacity×period/threshold
+		default: // limitfacts.Bucket: the units drain in capacity×period/threshold
 			open = at > now-muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
 		}
 		if !open && !prev {

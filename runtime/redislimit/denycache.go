@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -196,12 +197,12 @@ func (c *denyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.De
 	if d.Remaining != 0 || d.LimitIndex < 0 || d.LimitIndex >= len(req.Limits) {
 		return
 	}
-	// A fixed window's denial holds for a call of any cost; of several
-	// limits, only up to the call's, as another limit may deny a larger
-	// cost with a longer RetryAfter, which is then Redis's answer.
+	// A window's denial (limitfacts.Window) holds for a call of any cost;
+	// of several limits, only up to the call's, as another limit may deny
+	// a larger cost with a longer RetryAfter, which is then Redis's answer.
 	upTo := int64(1)
 	switch {
-	case algorithmOf(req.Limits[d.LimitIndex]) != ratelimit.FixedWindow:
+	case factsOf(req.Limits[d.LimitIndex]).State != limitfacts.Window:
 		if req.Units() != 1 {
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -45,25 +46,32 @@ func storageKey(prefix, name, key string, i int, alg ratelimit.Algorithm) string
 	return b.String()
 }
 
-// keyTags are the algorithms' short names in Redis keys.
-var keyTags = map[ratelimit.Algorithm]string{
-	"":                      "log",
-	ratelimit.SlidingLog:    "log",
-	ratelimit.FixedWindow:   "fw",
-	ratelimit.SlidingWindow: "sw",
-	ratelimit.TokenBucket:   "tb",
-	ratelimit.LeakyBucket:   "lb",
-	ratelimit.GCRA:          "gcra",
-}
+// keyTags are the algorithms' short names in Redis keys (their KeyTag in
+// package limitfacts), the empty algorithm's being the default's.
+var keyTags = func() map[ratelimit.Algorithm]string {
+	tags := map[ratelimit.Algorithm]string{}
+	for _, a := range limitfacts.Algorithms() {
+		tags[ratelimit.Algorithm(a.Name)] = a.KeyTag
+	}
+	tags[""] = tags[limitfacts.Default]
+	return tags
+}()
 
 // algorithmOf returns the algorithm of l, the default when it names none
-// (FixedWindow for a calendar period).
+// (limitfacts.CalendarAlgorithm for a calendar period).
 func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
 	switch {
 	case l.Algorithm != "":
 		return l.Algorithm
 	case l.Calendar != "":
-		return ratelimit.FixedWindow
+		return limitfacts.CalendarAlgorithm
 	}
-	return ratelimit.SlidingLog
+	return limitfacts.Default
+}
+
+// factsOf returns the facts of l's algorithm, which l names validly or
+// leaves to the default.
+func factsOf(l ratelimit.Limit) limitfacts.Algorithm {
+	a, _ := limitfacts.Lookup(string(algorithmOf(l)))
+	return a
 }

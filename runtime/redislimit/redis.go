@@ -342,7 +342,7 @@ func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
 		return 0
 	}
 	for _, lim := range req.Limits {
-		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
+		if factsOf(lim).WholeMilliseconds {
 			return time.Millisecond
 		}
 	}

@@ -118,3 +118,40 @@ func ceilFrac(f int64) int64 {
 	}
 	return 0
 }
+
+// tatRefund moves the TAT back by n emission intervals, never before now
+// (a full bucket, which is no state).
+func (s *bucketState) tatRefund(p *memoryPlan, now, n int64) {
+	ta, tf := s.tatFrom(p.Threshold, now)
+	if ta == now && tf == 0 {
+		return
+	}
+	n = min(n, 2*p.Capacity) // more moves it to now all the same
+	k, m := muldiv.Rem(n, p.Period, p.Threshold)
+	na, nf := ta-k, tf-m
+	if nf < 0 {
+		na, nf = na-1, nf+p.Threshold
+	}
+	if na < now || na == now && nf == 0 {
+		*s = bucketState{}
+		return
+	}
+	s.tat, s.tatFrac = na, nf
+}
+
+// tatChargeOnTop moves the TAT on by n emission intervals, at most to
+// twice the bucket's depth ahead of now, and returns when the bucket is
+// empty again (µs).
+func (s *bucketState) tatChargeOnTop(p *memoryPlan, now, n int64) int64 {
+	ta, tf := s.tatFrom(p.Threshold, now)
+	na, nf := p.addInterval(ta, tf, min(n, 2*p.Capacity))
+	ca, cf := now+2*p.depth, 2*p.depthFrac
+	if cf >= p.Threshold {
+		ca, cf = ca+1, cf-p.Threshold
+	}
+	if na > ca || na == ca && nf > cf {
+		na, nf = ca, cf
+	}
+	s.tat, s.tatFrac = na, nf
+	return na + ceilFrac(nf)
+}
