@@ -26,12 +26,14 @@ const evictionSamples = 5
 //
 // Memory: a sliding log grows with the calls actually admitted, not with
 // the threshold, keeping one 16-byte run per distinct admission time in its
-// window; every other algorithm keeps a few integers per limit. At most the
+// window; every other algorithm keeps a few integers per limit. About the
 // WithMaxKeys bound of (name, key) pairs is kept (default
-// [DefaultMaxKeys]); a pair whose limits are all idle is dropped as new
-// pairs arrive, and when the bound is reached with every pair still active
-// the one that would expire soonest among a few sampled is evicted, which
-// forgets its calls.
+// [DefaultMaxKeys]): the pairs are split over 64 shards of n/64+1 pairs
+// each, and a shard holds more only when one call with a key per line
+// needs more new pairs in it at once (at most its number of lines). A pair
+// whose limits are all idle is dropped as new pairs arrive, and when a
+// shard is full with every pair still active the one that would expire
+// soonest among a few sampled is evicted, which forgets its calls.
 type MemoryLimiter struct {
 	cfg    Config
 	seed   maphash.Seed
