@@ -26,7 +26,7 @@ import (
 //	windowState  fixed_window (fixedwindow.go), sliding_window (slidingwindow.go)
 //	logState     sliding_log (slidinglog.go)
 //
-// each named as redislimit/lua/decide.lua.tmpl names it, whose check
+// each named as redislimit/lua/<algorithm>.lua.tmpl names it, whose check
 // blocks name their twins here. (bucketState comes first, where a pointer
 // to it is the state's own: the buckets are the commonest in-process
 // limits.)
@@ -146,7 +146,7 @@ func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 }
 
 // refund takes back up to n units charged at the time at (see
-// [Reservation]). Its twin is redislimit/lua/adjust.lua.tmpl's refund.
+// [Reservation]). Its twin is the refund block of its redislimit/lua/<algorithm>.lua.tmpl.
 func (s *limitState) refund(p *memoryPlan, now, at, n int64) {
 	switch p.counter {
 	case fixedCounter:
@@ -164,7 +164,7 @@ func (s *limitState) refund(p *memoryPlan, now, at, n int64) {
 // state to twice the limit's capacity (a sliding window's count to
 // [MaxSlidingWindowThreshold], which its Redis key packs), and returns
 // when the state stops mattering (µs), or 0 when it charged nothing. Its
-// twin is redislimit/lua/adjust.lua.tmpl's charge.
+// twin is the settle block of its redislimit/lua/<algorithm>.lua.tmpl.
 func (s *limitState) chargeOnTop(p *memoryPlan, now, n int64) int64 {
 	switch p.counter {
 	case fixedCounter:

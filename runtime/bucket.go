@@ -9,7 +9,7 @@ import (
 
 // bucketState is the state of a TokenBucket, LeakyBucket or GCRA limit,
 // named as the script names it (check bucket in
-// redislimit/lua/decide.lua.tmpl), whose key is one string, "tat" or "tat
+// redislimit/lua/bucket.lua.tmpl), whose key is one string, "tat" or "tat
 // tatFrac": the theoretical arrival time (TAT), the time at which the
 // bucket will be empty of calls (full of tokens), as a whole microsecond
 // plus a fraction of one, so that emission intervals of period/threshold

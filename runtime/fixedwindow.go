@@ -4,7 +4,7 @@ import "time"
 
 // windowState is the state of a FixedWindow or SlidingWindow limit, named
 // as the script names it (check fixed_window and check sliding_window in
-// redislimit/lua/decide.lua.tmpl). Its Redis key is a string holding
+// redislimit/lua/fixed_window.lua.tmpl). Its Redis key is a string holding
 // count (fixed_window) or prev * prevScale + count (sliding_window), which
 // expires a second (keepMs) after stateEnd. A state with no counts is no
 // state, as the script deletes a key rather than decrement its counts to

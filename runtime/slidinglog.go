@@ -10,7 +10,7 @@ type logRun struct {
 
 // logState is the state of a SlidingLog limit: runs in a ring buffer,
 // oldest first, mirroring the Redis list of check sliding_log in
-// redislimit/lua/decide.lua.tmpl, which holds one entry per unit (its
+// redislimit/lua/sliding_log.lua.tmpl, which holds one entry per unit (its
 // length is units) and names start, logged, units, need and newest as
 // check and charge do here.
 type logState struct {
