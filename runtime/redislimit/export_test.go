@@ -44,8 +44,8 @@ func newTest(client redis.UniversalClient, opts ...Option) *Limiter {
 	}
 	l := newLimiter(client, opts)
 	l.genericOnly = k.generic
-	if !k.quiet && l.fallbackProcesses == 0 && client != nil {
-		l.joinFleet()
+	if !k.quiet {
+		l.join()
 	}
 	return l
 }

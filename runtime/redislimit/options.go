@@ -88,8 +88,8 @@ const DefaultBatch = 64
 // decision may still have been made and charged.
 //
 // Batching is on by default, up to [DefaultBatch] calls per run; max
-// below 2 turns it off. A Limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
-// live on different nodes.
+// below 2 turns it off. A Limiter with a *redis.ClusterClient or
+// *redis.Ring, whose calls' keys live on different nodes, ignores it.
 func WithBatching(max int) Option {
 	return option(func(s *settings) { s.batch = max })
 }

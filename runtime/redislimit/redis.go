@@ -61,10 +61,16 @@ type Limiter struct {
 // is closed.
 func New(client redis.UniversalClient, opts ...Option) *Limiter {
 	l := newLimiter(client, opts)
-	if l.fallbackProcesses == 0 && client != nil {
+	l.join()
+	return l
+}
+
+// join puts l in the heartbeat of its client and prefix, unless
+// [WithFallbackProcesses] fixed the count of processes.
+func (l *Limiter) join() {
+	if l.fallbackProcesses == 0 && l.client != nil {
 		l.joinFleet()
 	}
-	return l
 }
 
 // newLimiter returns the limiter New returns before it joins the
