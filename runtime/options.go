@@ -74,9 +74,9 @@ func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
 
 // Option configures every limiter; only this package makes Options, so a
 // backend's own option is a compile error where an Option is taken (as by
-// [NewMemory]). A backend with options of its own declares its option type
-// as an interface with the method Configure(*Config), which Options have,
-// gives its own options a Configure that changes nothing, and passes its
+// [NewMemory]). A backend with options of its own declares
+// "type Option = interface{ Configure(*ratelimit.Config) }", which Options
+// satisfy, gives its own a Configure that changes nothing, and passes its
 // list to NewConfig: one list then configures it, as in redislimit.New.
 type Option interface {
 	// Configure sets the part of c that the option sets.

@@ -10,7 +10,7 @@ import (
 
 // backendOption is what a backend outside this module declares to take
 // the core's options and its own in one list, as the Option doc says.
-type backendOption interface{ Configure(*ratelimit.Config) }
+type backendOption = interface{ Configure(*ratelimit.Config) }
 
 // tableOption is an option of that backend: it sets what the backend
 // reads, and nothing in a Config.

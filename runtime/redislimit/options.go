@@ -11,9 +11,10 @@ import (
 // ratelimit, which configure every limiter, and those of this package,
 // which configure only a Limiter (they are not ratelimit.Options, so
 // passing one to another limiter, such as ratelimit.NewMemory, does not
-// compile). Any other option with this method is taken too, and changes
-// what its Configure changes.
-type Option interface {
+// compile). Any other option with the method Configure is taken too, and
+// changes what its Configure changes. Option is an alias, so a list of
+// them is a list of any other package that declares its options alike.
+type Option = interface {
 	// Configure sets the part of c that the option sets: nothing, for the
 	// options of this package.
 	Configure(c *ratelimit.Config)
