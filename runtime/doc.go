@@ -91,8 +91,9 @@
 //   - [WithMaxKeys] and, for tests, [WithClock].
 //
 // A backend's own options (redislimit's batching, deny cache, circuit
-// breaker, key prefix and fallback shares) are Options too, so one list
-// configures a limiter; other limiters ignore them.
+// breaker, key prefix and fallback shares) are not Options: the backend's
+// constructor takes them and the core's in one list, and passing one to
+// another limiter does not compile (see [Option]).
 //
 // # Backends
 //

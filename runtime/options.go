@@ -54,13 +54,15 @@ type Config struct {
 }
 
 // NewConfig returns the Config that opts set, over the defaults: no clock,
-// hook or overrides, [FailOpen] and [DefaultMaxKeys]. A Hook is wrapped so
-// that the would-be denials of shadow rules reach its ShadowLimited method
-// (see [ShadowHook]) and a breaker's changes its [BreakerHook] methods.
-func NewConfig(opts ...Option) Config {
+// hook or overrides, [FailOpen] and [DefaultMaxKeys]. The opts are this
+// package's Options or a backend's own option type (see [Option]); a Hook
+// is wrapped so that the would-be denials of shadow rules reach its
+// ShadowLimited method (see [ShadowHook]) and a breaker's changes its
+// [BreakerHook] methods.
+func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
 	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailOpen}
 	for _, o := range opts {
-		if o != nil {
+		if any(o) != nil {
 			o.Configure(&c)
 		}
 	}
@@ -70,13 +72,17 @@ func NewConfig(opts ...Option) Config {
 	return c
 }
 
-// Option configures a limiter. The options of this package configure every
-// limiter; a backend's own options (such as those of package redislimit)
-// configure that backend, which finds them among the options by their
-// type, and change nothing in a Config.
+// Option configures every limiter; only this package makes Options, so a
+// backend's own option is a compile error where an Option is taken (as by
+// [NewMemory]). A backend with options of its own declares
+// "type Option = interface{ Configure(*ratelimit.Config) }", which Options
+// satisfy, gives its own a Configure that changes nothing, and passes its
+// list to NewConfig: one list then configures it, as in redislimit.New.
 type Option interface {
 	// Configure sets the part of c that the option sets.
 	Configure(c *Config)
+	// option seals Option.
+	option()
 }
 
 // configure is an Option of this package.
@@ -84,6 +90,8 @@ type configure func(*Config)
 
 // Configure calls o.
 func (o configure) Configure(c *Config) { o(c) }
+
+func (configure) option() {}
 
 // Configured is a [Limiter] made from [Option]s. [Rule.Check] decides the
 // calls of a Configured limiter against its Config's Overrides, and

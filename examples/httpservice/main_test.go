@@ -109,7 +109,11 @@ func eachBackend(t *testing.T, f func(t *testing.T, base string), opts ...rateli
 			srv.Flush(t)
 			c := srv.Client()
 			t.Cleanup(func() { c.Close() })
-			return redislimit.New(c, opts...)
+			redisOpts := make([]redislimit.Option, len(opts))
+			for i, o := range opts {
+				redisOpts[i] = o
+			}
+			return redislimit.New(c, redisOpts...)
 		},
 	}
 	for name, newLimiter := range backends {

@@ -37,7 +37,7 @@ func main() {
 	flag.Parse()
 	quietDialErrors()
 	metrics := &limitmetrics.Metrics{}
-	limiter, err := newLimiter(os.Getenv("REDIS_URL"), ratelimit.WithHook(metrics))
+	limiter, err := newLimiter(os.Getenv("REDIS_URL"), metrics)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,10 +46,11 @@ func main() {
 	log.Fatal(srv.ListenAndServe())
 }
 
-// newLimiter returns the in-process limiter, or a Redis one when url is set.
-func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error) {
+// newLimiter returns the in-process limiter, or a Redis one when url is
+// set, that reports to hook.
+func newLimiter(url string, hook ratelimit.Hook) (ratelimit.Limiter, error) {
 	if url == "" {
-		return ratelimit.NewMemory(opts...), nil
+		return ratelimit.NewMemory(ratelimit.WithHook(hook)), nil
 	}
 	o, err := redis.ParseURL(url)
 	if err != nil {
@@ -57,7 +58,7 @@ func newLimiter(url string, opts ...ratelimit.Option) (ratelimit.Limiter, error)
 	}
 	// ClientOptions bounds what a request costs while Redis is down: one
 	// short timeout, no retries, until the limiter's circuit breaker opens.
-	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), opts...)
+	limiter := redislimit.New(redis.NewClient(redislimit.ClientOptions(o)), ratelimit.WithHook(hook))
 	// Say at start-up whether Redis can decide calls; if not, the service
 	// runs on and each rule's onerror policy decides until it can (the
 	// client's short timeouts bound the check).

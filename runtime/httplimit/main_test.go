@@ -35,7 +35,11 @@ func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...r
 			srv.Flush(t)
 			c := srv.Client()
 			t.Cleanup(func() { c.Close() })
-			return redislimit.New(c, append([]ratelimit.Option{redislimit.WithDenyCache(0)}, opts...)...)
+			redisOpts := []redislimit.Option{redislimit.WithDenyCache(0)}
+			for _, o := range opts {
+				redisOpts = append(redisOpts, o)
+			}
+			return redislimit.New(c, redisOpts...)
 		})
 	})
 }

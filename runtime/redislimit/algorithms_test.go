@@ -501,8 +501,8 @@ func TestEveryAlgorithmIsExactUnderConcurrency(t *testing.T) {
 			limiters := map[string][]ratelimit.Limiter{
 				"redis": {New(rdb(t), ratelimit.WithClock(clock)), New(rdb(t), ratelimit.WithClock(clock))},
 				"redis-generic": {
-					New(rdb(t), ratelimit.WithClock(clock), withGenericScript()),
-					New(rdb(t), ratelimit.WithClock(clock), withGenericScript()),
+					newTest(rdb(t), ratelimit.WithClock(clock), withGenericScript()),
+					newTest(rdb(t), ratelimit.WithClock(clock), withGenericScript()),
 				},
 				"memory": {ratelimit.NewMemory(ratelimit.WithClock(clock))},
 			}

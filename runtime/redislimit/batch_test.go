@@ -40,7 +40,7 @@ const pauseLimit = time.Minute
 
 // patientRedis returns a Limiter like newTestRedis whose client
 // waits for replies through a pause of pauseRedis.
-func patientRedis(t *testing.T, opts ...ratelimit.Option) *Limiter {
+func patientRedis(t *testing.T, opts ...Option) *Limiter {
 	srv.Flush(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 2 * pauseLimit})
 	t.Cleanup(func() { c.Close() })
@@ -107,8 +107,8 @@ func TestBatchingIsExactUnderConcurrency(t *testing.T) {
 				req := ratelimit.Request{Name: "race", Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Hour, Threshold: 50}}}
 				if generic {
 					ls = []ratelimit.Limiter{
-						New(rdb(t), ratelimit.WithClock(clock), WithBatching(16), withGenericScript()),
-						New(rdb(t), ratelimit.WithClock(clock), WithBatching(16), withGenericScript()),
+						newTest(rdb(t), ratelimit.WithClock(clock), WithBatching(16), withGenericScript()),
+						newTest(rdb(t), ratelimit.WithClock(clock), WithBatching(16), withGenericScript()),
 					}
 				}
 				var admitted atomic.Int64
@@ -187,7 +187,7 @@ func TestBatchedBackendsAgree(t *testing.T) {
 				rng := rand.New(rand.NewPCG(7, uint64(len(set.name))))
 				clock := newManualClock()
 				mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
-				opts := []ratelimit.Option{ratelimit.WithClock(clock), WithBatching(8)}
+				opts := []Option{ratelimit.WithClock(clock), WithBatching(8)}
 				if generic {
 					opts = append(opts, withGenericScript())
 				}
@@ -455,7 +455,7 @@ func TestBatcherCostsACallAloneNothing(t *testing.T) {
 	c := rdb(t)
 	ctx := context.Background()
 	req := ratelimit.Request{Name: "alone", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
-	batched, plain := New(c, withoutHeartbeat()), New(c, WithBatching(0), withoutHeartbeat())
+	batched, plain := newTest(c, withoutHeartbeat()), newTest(c, WithBatching(0), withoutHeartbeat())
 	require.NotNil(t, batched.batcher)
 	allocs := func(l *Limiter) float64 {
 		return fewestAllocs(func() {

@@ -70,7 +70,7 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 	defer c.Close()
 	ctx := context.Background()
 	l := New(c)
-	g := New(c, WithPrefix("generic:"), withGenericScript())
+	g := newTest(c, WithPrefix("generic:"), withGenericScript())
 	rr := redis_rate.NewLimiter(c)
 	rrLimit := redis_rate.PerSecond(1_000_000)
 	req := ratelimit.Request{Name: "bench", Limits: []ratelimit.Limit{lim}}

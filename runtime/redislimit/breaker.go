@@ -75,7 +75,7 @@ type breakerConfig struct {
 // A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
 // a breaker opens and closes; without one, the opening is logged at Warn
 // and the closing at Info to slog.Default(), so an outage says so once.
-func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Option {
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
 	return option(func(s *settings) {
 		s.breaker.failures = failures
 		if backoff > 0 {

@@ -292,7 +292,7 @@ func newTestListener(t testing.TB, hold bool) *testListener {
 
 func TestOpenBreakerSendsNothing(t *testing.T) {
 	ln := newTestListener(t, false)
-	l := New(failFastClient(t, ln.Addr().String()), WithBreaker(2, time.Hour, time.Hour), withoutHeartbeat()) // a beat in flight would connect
+	l := newTest(failFastClient(t, ln.Addr().String()), WithBreaker(2, time.Hour, time.Hour), withoutHeartbeat()) // a beat in flight would connect
 	ctx := context.Background()
 	for range 2 {
 		_, err := l.Allow(ctx, breakerReq)
@@ -345,7 +345,7 @@ func TestOpenBreakerProbesInTheBackground(t *testing.T) {
 	// that times out. The calls are all refused at once, none probes.
 	ln := newTestListener(t, true)
 	const backoff = 20 * time.Millisecond
-	l := New(failFastClient(t, ln.Addr().String()), WithBreaker(1, backoff, backoff), withoutHeartbeat())
+	l := newTest(failFastClient(t, ln.Addr().String()), WithBreaker(1, backoff, backoff), withoutHeartbeat())
 	ctx := context.Background()
 	_, err := l.Allow(ctx, breakerReq)
 	require.NotErrorIs(t, err, ratelimit.ErrCircuitOpen)

@@ -67,8 +67,8 @@ func TestCalendarBackendsAgree(t *testing.T) {
 			clock := newManualClock()
 			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 			red := newTestRedis(t, ratelimit.WithClock(clock))
-			gen := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0), withoutHeartbeat())
-			cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
+			gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0), withoutHeartbeat())
+			cac := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
 			admitted, denied := 0, 0
 			// The times: hours before, then close, then exactly at the
 			// boundary, then after.
@@ -177,7 +177,7 @@ func TestCalendarOnTheServersClock(t *testing.T) {
 	for _, skew := range []time.Duration{0, behind, ahead, 100 * 24 * time.Hour} {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			l := newTestRedis(t)
-			l.clientClock = func() time.Time { return time.Now().Add(skew) }
+			skewClientClock(t, skew)
 			check := func(d ratelimit.Decision, before, after time.Time) {
 				t.Helper()
 				// The day's limit: the first, which a tie picks.

@@ -22,7 +22,7 @@ import (
 func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		breaker ratelimit.Option
+		breaker Option
 	}{
 		{"breaker", WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond)},
 		{"no breaker", WithBreaker(0, 0, 0)},

@@ -77,10 +77,10 @@ func (ct *clusterTest) client(t *testing.T) *redis.ClusterClient {
 }
 
 // limiter returns a Redis limiter on the flushed cluster.
-func (ct *clusterTest) limiter(t *testing.T, opts ...ratelimit.Option) (*Limiter, *redis.ClusterClient) {
+func (ct *clusterTest) limiter(t *testing.T, opts ...Option) (*Limiter, *redis.ClusterClient) {
 	ct.cluster.Flush(t)
 	c := ct.client(t)
-	return New(c, append([]ratelimit.Option{withoutHeartbeat()}, opts...)...), c
+	return newTest(c, append([]Option{withoutHeartbeat()}, opts...)...), c
 }
 
 // keysByMaster SCANs every master and returns its keys by its address.
@@ -329,7 +329,7 @@ func (ct *clusterTest) masterDown(t *testing.T) {
 		MaxRedirects:  2,
 	})
 	t.Cleanup(func() { c.Close() })
-	l := New(c, withoutHeartbeat())
+	l := newTest(c, withoutHeartbeat())
 	ctx := context.Background()
 
 	// Find a name whose keys each master holds.

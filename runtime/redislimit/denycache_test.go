@@ -43,8 +43,8 @@ func requireCacheAgrees(t *testing.T, want, d ratelimit.Decision, slack time.Dur
 	require.Equal(t, want, d, msgAndArgs...)
 }
 
-func newCachedRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
-	return newTestRedis(t, append([]ratelimit.Option{WithDenyCache(DefaultDenyCache)}, opts...)...)
+func newCachedRedis(t testing.TB, opts ...Option) *Limiter {
+	return newTestRedis(t, append([]Option{WithDenyCache(DefaultDenyCache)}, opts...)...)
 }
 
 // TestDenyCacheAdmitsAtTheServersRetryTime: on the server's clock, a call

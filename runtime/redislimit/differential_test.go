@@ -200,7 +200,7 @@ func backendsAgree(t *testing.T, set agreeSet, seed uint64) (cached int, calm bo
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	red := newTestRedis(t, ratelimit.WithClock(clock))
-	gen := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 	// A deny cache of 4 entries, which 3 keys share, holding denials as
 	// long as they last (the hold has tests of its own).
 	cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour))

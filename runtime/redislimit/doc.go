@@ -9,8 +9,8 @@
 // [New] returns a [Limiter], a ratelimit.Limiter that makes exactly the
 // decisions of ratelimit.NewMemory, its in-process twin, for the same
 // calls. It takes the options of package ratelimit (hooks, overrides, the
-// error policy) and its own, which return ratelimit.Options so that one
-// list configures it:
+// error policy) and its own in one list of [Option]s; its own do not
+// compile with ratelimit.NewMemory, which does not honour them:
 //
 //   - [WithBatching] decides concurrent calls together, several per script
 //     run, for throughput under load (on by default; a call alone is sent

@@ -227,7 +227,7 @@ func (ct *clusterTest) fallbackDuringStall(t *testing.T) {
 
 // downLimiter returns a Redis limiter of addr, where no server listens,
 // whose breaker opened on the first call, with opts.
-func downLimiter(t *testing.T, addr string, opts ...ratelimit.Option) *Limiter {
+func downLimiter(t *testing.T, addr string, opts ...Option) *Limiter {
 	l := New(failFastClient(t, addr), append(opts, WithBreaker(1, time.Hour, time.Hour))...)
 	_, err := l.Allow(context.Background(), breakerReq)
 	require.ErrorIs(t, err, ratelimit.ErrBackend)

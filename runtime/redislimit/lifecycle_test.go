@@ -1,10 +1,12 @@
 package redislimit
 
 import (
+	"errors"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -25,7 +27,9 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	require.Same(t, a.fleet, b.fleet, "one heartbeat per client and prefix")
-	awaitBeats(t, a.fleet, 2)
+	admin := adminClient(t, s.Addr)
+	awaitBeat(t, admin, a.fleet)
+	awaitBeat(t, admin, a.fleet)
 	assert.Equal(t, 1, a.processes(), "two limiters on one client are one process")
 	assert.Equal(t, 1, b.processes())
 
@@ -33,7 +37,7 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	awaitCount(t, a, 2)
 	require.NoError(t, other.Close())
 	awaitCount(t, a, 1)
-	n, err := adminClient(t, s.Addr).ZCard(t.Context(), a.fleet.key).Result()
+	n, err := admin.ZCard(t.Context(), a.fleet.key).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "a closed process's member is removed")
 
@@ -51,13 +55,14 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	client := failFastClient(t, s.Addr)
+	admin := adminClient(t, s.Addr)
+	require.NoError(t, admin.Ping(t.Context()).Err())
 	before := runtime.NumGoroutine()
 
 	a, b := New(client), New(client)
-	awaitBeats(t, a.fleet, 1)
+	awaitBeat(t, admin, a.fleet)
 	require.NoError(t, a.Close())
-	beats := b.fleet.beats.Load()
-	awaitBeats(t, b.fleet, beats+1) // the heartbeat goes on for b
+	awaitBeat(t, admin, b.fleet) // the heartbeat goes on for b
 
 	// b's breaker opens on a dead node's errors, and probes.
 	dead := New(failFastClient(t, stoppedAddr(t)), WithBreaker(1, time.Hour, time.Hour))
@@ -74,19 +79,38 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "goroutines left after Close: %d, before: %d\n%s", runtime.NumGoroutine(), before, stacks())
 		time.Sleep(20 * time.Millisecond)
 	}
-	beats = b.fleet.beats.Load()
+	_, ok := beatScore(t, admin, b.fleet)
+	require.False(t, ok, "the last Close removes the process's member")
 	time.Sleep(2 * heartbeatEvery)
-	assert.Equal(t, beats, b.fleet.beats.Load(), "no heartbeat after the last Close")
+	_, ok = beatScore(t, admin, b.fleet)
+	assert.False(t, ok, "no heartbeat after the last Close")
 }
 
-// awaitBeats waits until f has beaten n times.
-func awaitBeats(t *testing.T, f *fleet, n int64) {
+// awaitBeat waits for f's next heartbeat, as Redis sees it: its member
+// appears, or its score (when it stops counting) moves on.
+func awaitBeat(t *testing.T, admin *redis.Client, f *fleet) {
 	t.Helper()
+	before, _ := beatScore(t, admin, f)
 	deadline := time.Now().Add(30 * time.Second)
-	for f.beats.Load() < n {
-		require.True(t, time.Now().Before(deadline), "the heartbeat beat %d times, not %d", f.beats.Load(), n)
+	for {
+		if score, ok := beatScore(t, admin, f); ok && score > before {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no heartbeat of %s in 30s", f.id)
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// beatScore returns the score of f's member in Redis, and whether it has
+// one.
+func beatScore(t *testing.T, admin *redis.Client, f *fleet) (float64, bool) {
+	t.Helper()
+	score, err := admin.ZScore(t.Context(), f.key, f.id).Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, false
+	}
+	require.NoError(t, err)
+	return score, true
 }
 
 // awaitCount waits until l counts n processes.

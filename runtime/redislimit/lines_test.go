@@ -280,7 +280,7 @@ func TestLinesDenialChargesNoOtherLine(t *testing.T) {
 		t.Run("redis/"+string(alg), func(t *testing.T) {
 			limiters := []ratelimit.Limiter{newTestRedis(t)}
 			for range 2 {
-				limiters = append(limiters, New(rdb(t), WithDenyCache(0), withoutHeartbeat()))
+				limiters = append(limiters, newTest(rdb(t), WithDenyCache(0), withoutHeartbeat()))
 			}
 			lost, _ := testContention(t, c, 2, limiters)
 			assert.Zero(t, lost, "one script run decides every line")
@@ -349,7 +349,7 @@ func (ct *clusterTest) linesContention(t *testing.T) {
 	ct.cluster.Flush(t)
 	var limiters []ratelimit.Limiter
 	for range 3 {
-		limiters = append(limiters, New(ct.client(t), withoutHeartbeat()))
+		limiters = append(limiters, newTest(ct.client(t), withoutHeartbeat()))
 	}
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.GCRA} {
 		t.Run(string(alg), func(t *testing.T) {
@@ -452,7 +452,7 @@ func TestLinesBehindSentinel(t *testing.T) {
 	client := redis.NewFailoverClient(FailoverOptions(opts))
 	t.Cleanup(func() { client.Close() })
 	clock := newManualClock()
-	readmeExample(t, New(client, ratelimit.WithClock(clock), ratelimit.WithErrorPolicy(ratelimit.FailClosed), withoutHeartbeat()), clock)
+	readmeExample(t, newTest(client, ratelimit.WithClock(clock), ratelimit.WithErrorPolicy(ratelimit.FailClosed), withoutHeartbeat()), clock)
 }
 
 // BenchmarkLinesRedis compares, on the test server, a call of a user's

@@ -119,7 +119,7 @@ func TestBackendsAgreeOnLongKeys(t *testing.T) {
 			clock := newManualClock()
 			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 			red := newTestRedis(t, ratelimit.WithClock(clock))
-			gen := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+			gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
 			for i := range 300 {
 				req := set.request(rng, set.step(rng, clock, i, 300))
 				req.Key = keys[rng.IntN(len(keys))]

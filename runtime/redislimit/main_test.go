@@ -46,9 +46,11 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{"memory", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter { return ratelimit.NewMemory(opts...) }},
-		{"redis", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter { return newTestRedis(t, opts...) }},
+		{"redis", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
+			return newTestRedis(t, redisOptions(opts)...)
+		}},
 		{"redis-generic", func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
-			return newTestRedis(t, append(opts, withGenericScript())...)
+			return newTestRedis(t, redisOptions(opts, withGenericScript())...)
 		}},
 	}
 }
@@ -57,21 +59,21 @@ func backends() []backend {
 // cache is off unless opts turn it on, so that the tests of the scripts
 // see every decision the scripts make; the deny cache's tests (see
 // denycache_test.go) compare it with the twin on their own.
-func newTestRedis(t testing.TB, opts ...ratelimit.Option) *Limiter {
+func newTestRedis(t testing.TB, opts ...Option) *Limiter {
 	srv.Flush(t)
 	c := srv.Client()
 	t.Cleanup(func() { c.Close() })
-	return New(c, append([]ratelimit.Option{WithDenyCache(0), withoutHeartbeat()}, opts...)...)
+	return newTest(c, append([]Option{WithDenyCache(0), withoutHeartbeat()}, opts...)...)
 }
 
-// withGenericScript makes a Limiter decide every call with the generic
-// decide script, as it does calls of several limits, so the tests check it
-// on single limits too.
-func withGenericScript() ratelimit.Option { return option(func(s *settings) { s.genericOnly = true }) }
-
-// withoutHeartbeat keeps a limiter out of the heartbeat, and its key out
-// of the server.
-func withoutHeartbeat() ratelimit.Option { return option(func(s *settings) { s.noHeartbeat = true }) }
+// redisOptions returns opts, then more, as the options of a Limiter.
+func redisOptions(opts []ratelimit.Option, more ...Option) []Option {
+	all := make([]Option, 0, len(opts)+len(more))
+	for _, o := range opts {
+		all = append(all, o)
+	}
+	return append(all, more...)
+}
 
 func forEachBackend(t *testing.T, f func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter)) {
 	for _, b := range backends() {

@@ -7,11 +7,23 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// option is an Option of this package: it configures a [ratelimit.Limiter] made by
-// [New], and no other limiter.
+// Option configures a [Limiter]: [New] takes the options of package
+// ratelimit, which configure every limiter, and those of this package,
+// which configure only a Limiter (they are not ratelimit.Options, so
+// passing one to another limiter, such as ratelimit.NewMemory, does not
+// compile). Any other option with the method Configure is taken too, and
+// changes what its Configure changes. Option is an alias, so a list of
+// them is a list of any other package that declares its options alike.
+type Option = interface {
+	// Configure sets the part of c that the option sets: nothing, for the
+	// options of this package.
+	Configure(c *ratelimit.Config)
+}
+
+// option is an Option of this package; [New] finds it among its options.
 type option func(*settings)
 
-// Configure leaves c as it is: [New] finds the option among its options.
+// Configure leaves c as it is.
 func (option) Configure(*ratelimit.Config) {}
 
 // settings are what the options of this package set.
@@ -24,21 +36,11 @@ type settings struct {
 	denyHold time.Duration
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
-	// genericOnly makes the limiter run the generic decide script for
-	// single limits too, so tests can check it decides them alike.
-	genericOnly bool
-	// noHeartbeat keeps the limiter out of the heartbeat (for tests that
-	// count the server's keys).
-	noHeartbeat bool
-	// clientClock stands in for the client's clock, which places the
-	// bounds of calendar periods sent to a script that reads the
-	// server's (for tests of a skewed client); nil is time.Now.
-	clientClock func() time.Time
 }
 
 // newSettings returns the settings that the options of this package among
 // opts set, over the defaults.
-func newSettings(opts []ratelimit.Option) settings {
+func newSettings(opts []Option) settings {
 	s := settings{
 		prefix:    DefaultPrefix,
 		batch:     DefaultBatch,
@@ -87,10 +89,9 @@ const DefaultBatch = 64
 // decision may still have been made and charged.
 //
 // Batching is on by default, up to [DefaultBatch] calls per run; max
-// below 2 turns it off. The memory limiter ignores it, and so does a Redis
-// limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
-// live on different nodes.
-func WithBatching(max int) ratelimit.Option {
+// below 2 turns it off. A Limiter with a *redis.ClusterClient or
+// *redis.Ring, whose calls' keys live on different nodes, ignores it.
+func WithBatching(max int) Option {
 	return option(func(s *settings) { s.batch = max })
 }
 
@@ -103,7 +104,7 @@ func WithBatching(max int) ratelimit.Option {
 // at most the deny hold ([WithDenyHold]), so state lost out of band is
 // seen within that bound; see the package doc. On by default
 // ([DefaultDenyCache] entries, a few MiB at most).
-func WithDenyCache(entries int) ratelimit.Option {
+func WithDenyCache(entries int) Option {
 	return option(func(s *settings) { s.denyCache = entries })
 }
 
@@ -115,7 +116,7 @@ const DefaultDenyHold = time.Second
 // asking Redis again (default [DefaultDenyHold]), and so how long every
 // process takes to see state that was lost or reset out of band; d <= 0
 // keeps the default.
-func WithDenyHold(d time.Duration) ratelimit.Option {
+func WithDenyHold(d time.Duration) Option {
 	return option(func(s *settings) {
 		if d > 0 {
 			s.denyHold = d
@@ -129,7 +130,7 @@ const DefaultPrefix = "ratelimit:"
 // WithPrefix sets the prefix of every Redis key (default "ratelimit:").
 // Braces are removed from it, because a brace would change the key's Redis
 // Cluster hash tag.
-func WithPrefix(prefix string) ratelimit.Option {
+func WithPrefix(prefix string) Option {
 	return option(func(s *settings) {
 		s.prefix = strings.NewReplacer("{", "", "}", "").Replace(prefix)
 	})
@@ -150,8 +151,8 @@ func WithPrefix(prefix string) ratelimit.Option {
 // never could): the limiters of one client are one process, which writes
 // its member of the sorted set <prefix>{processes} once a second, expiring
 // after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
-// the heartbeat off. The memory limiter ignores it.
-func WithFallbackProcesses(n int) ratelimit.Option {
+// the heartbeat off.
+func WithFallbackProcesses(n int) Option {
 	return option(func(s *settings) {
 		if n >= 1 {
 			s.fallbackProcesses = n

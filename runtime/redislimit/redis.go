@@ -46,8 +46,12 @@ type Limiter struct {
 	// answers again.
 	carry *carryBack
 	// bg runs the breakers' probes and carry-backs until Close.
-	bg  *background
-	cfg ratelimit.Config
+	bg *background
+	// genericOnly makes the limiter decide calls of a single limit with
+	// the generic decide script too; only tests set it, to check that
+	// both scripts decide alike.
+	genericOnly bool
+	cfg         ratelimit.Config
 	settings
 }
 
@@ -55,7 +59,23 @@ type Limiter struct {
 // background work (the heartbeat it shares with the other limiters of
 // client, its breakers' probes) runs until [Limiter.Close] or until client
 // is closed.
-func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
+func New(client redis.UniversalClient, opts ...Option) *Limiter {
+	l := newLimiter(client, opts)
+	l.join()
+	return l
+}
+
+// join puts l in the heartbeat of its client and prefix, unless
+// [WithFallbackProcesses] fixed the count of processes.
+func (l *Limiter) join() {
+	if l.fallbackProcesses == 0 && l.client != nil {
+		l.joinFleet()
+	}
+}
+
+// newLimiter returns the limiter New returns before it joins the
+// heartbeat, which tests keep some limiters out of.
+func newLimiter(client redis.UniversalClient, opts []Option) *Limiter {
 	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
 	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
 	if l.breakerHook == nil {
@@ -70,9 +90,6 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
 	l.fleet = newFleet(l.prefix)
-	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
-		l.joinFleet()
-	}
 	return l
 }
 

@@ -30,7 +30,7 @@ func benchReserveVsPing(b *testing.B, lim ratelimit.Limit) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	defer c.Close()
 	ctx := context.Background()
-	l := New(c, withoutHeartbeat())
+	l := newTest(c, withoutHeartbeat())
 	req := ratelimit.Request{Name: "bench", Cost: 2, Limits: []ratelimit.Limit{lim}}
 	slot := concurrencyLimit(1_000_000, time.Minute)
 	alone := ratelimit.Request{Name: "bench-slot"}

@@ -29,7 +29,7 @@ func TestCalendarReserveSettleBackendsAgree(t *testing.T) {
 			clock := newManualClock()
 			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 			red := newTestRedis(t, ratelimit.WithClock(clock))
-			cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
+			cac := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
 			var times []time.Time
 			for _, back := range []time.Duration{26 * time.Hour, 3 * time.Hour, time.Minute, time.Second, 3 * time.Millisecond} {
 				times = append(times, b.at.Add(-back))
@@ -145,7 +145,7 @@ func TestCalendarSettleOnTheServersClock(t *testing.T) {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			ctx := context.Background()
 			l := newTestRedis(t)
-			l.clientClock = func() time.Time { return time.Now().Add(skew) }
+			skewClientClock(t, skew)
 			req := ratelimit.Request{Name: "cal-server-settle", Key: "k", Cost: 10, Limits: limits}
 			d, at, err := l.Reserve(ctx, req)
 			require.NoError(t, err)
@@ -225,7 +225,7 @@ func (ct *clusterTest) linesCalendar(t *testing.T) {
 func TestCalendarSlotOnTheServersClock(t *testing.T) {
 	ctx := context.Background()
 	l := newTestRedis(t)
-	l.clientClock = func() time.Time { return time.Now().Add(100 * 24 * time.Hour) }
+	skewClientClock(t, 100*24*time.Hour)
 	req := ratelimit.Request{Name: "cal-slot", Key: "k", Limits: []ratelimit.Limit{{Calendar: "month", Threshold: 10}}}
 	slot := concurrencyLimit(1, time.Minute)
 	d, _, err := l.ReserveSlot(ctx, req, slot, "a")

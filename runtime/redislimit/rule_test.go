@@ -207,16 +207,16 @@ func TestErrorPolicyWithUnreachableRedis(t *testing.T) {
 	limits := perPeriod(1, time.Second)
 	cases := []struct {
 		name    string
-		opts    []ratelimit.Option
+		opts    []Option
 		rule    ratelimit.Rule
 		allowed bool
 	}{
 		{"default is fail open", nil, ratelimit.Rule{}, true},
 		{"rule fails closed", nil, ratelimit.Rule{OnError: ratelimit.FailClosed}, false},
-		{"limiter fails closed", []ratelimit.Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{}, false},
-		{"rule overrides limiter", []ratelimit.Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{OnError: ratelimit.FailOpen}, true},
+		{"limiter fails closed", []Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{}, false},
+		{"rule overrides limiter", []Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{OnError: ratelimit.FailOpen}, true},
 		{"unknown policy fails closed", nil, ratelimit.Rule{OnError: "maybe"}, false},
-		{"shadow never denies", []ratelimit.Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{Shadow: true}, true},
+		{"shadow never denies", []Option{ratelimit.WithErrorPolicy(ratelimit.FailClosed)}, ratelimit.Rule{Shadow: true}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -457,7 +457,7 @@ func TestKeyOfAnotherTypeFailsTheCallAndChargesNothing(t *testing.T) {
 	for _, alg := range ratelimit.Algorithms() {
 		for _, generic := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/generic=%v", alg, generic), func(t *testing.T) {
-				var opts []ratelimit.Option
+				var opts []Option
 				if generic {
 					opts = append(opts, withGenericScript())
 				}

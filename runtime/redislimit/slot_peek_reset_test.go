@@ -148,7 +148,7 @@ func TestFailedGiveBackIsReportedOnce(t *testing.T) {
 	hook := &failedHook{}
 	srv.Flush(t)
 	c := srv.Client()
-	l := New(c, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock), ratelimit.WithHook(hook))
+	l := newTest(c, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock), ratelimit.WithHook(hook))
 	r := &ratelimit.Rule{Name: "lost-give-back", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
 	a, err := r.Reserve(ctx, l, "t", 1)
 	require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestFailedGiveBackIsReportedOnce(t *testing.T) {
 
 	// Both slots stay held, unrenewed, until their lease ends.
 	c2 := rdb(t)
-	l2 := New(c2, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock))
+	l2 := newTest(c2, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock))
 	_, err = r.Reserve(ctx, l2, "t", 1)
 	require.ErrorIs(t, err, ratelimit.ErrLimited, "a slot not given back is held")
 	clock.Advance(time.Minute)

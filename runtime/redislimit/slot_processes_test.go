@@ -45,7 +45,7 @@ func slotsProcess(spec string) int {
 	mode, addr, _ := strings.Cut(spec, " ")
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: slotsGoroutines})
 	defer client.Close()
-	l := New(client, withoutHeartbeat())
+	l := newTest(client, withoutHeartbeat())
 	ctx := context.Background()
 	if mode == "hold" {
 		r := slotsRule(2 * time.Second)
@@ -152,7 +152,7 @@ func testKilledProcessSlots(t *testing.T) {
 	killed := time.Now()
 	_ = cmd.Wait()
 
-	l := New(srv.Client(), withoutHeartbeat())
+	l := newTest(srv.Client(), withoutHeartbeat())
 	r := slotsRule(lease)
 	r.Wait = 0
 	for {

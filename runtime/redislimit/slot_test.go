@@ -117,7 +117,7 @@ func TestSlotsOnACluster(t *testing.T) {
 	t.Cleanup(cluster.Stop)
 	c := cluster.Client()
 	t.Cleanup(func() { c.Close() })
-	l := New(c, WithDenyCache(0), withoutHeartbeat())
+	l := newTest(c, WithDenyCache(0), withoutHeartbeat())
 	r := &ratelimit.Rule{Name: "cluster-slots", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
 	for i := range 20 {
 		key := fmt.Sprint("tenant", i)

@@ -235,7 +235,7 @@ func TestSlidingLogKeyOutlivesEveryEntry(t *testing.T) {
 	for _, generic := range []bool{false, true} {
 		t.Run(fmt.Sprintf("generic=%v", generic), func(t *testing.T) {
 			clock := newManualClock()
-			opts := []ratelimit.Option{ratelimit.WithClock(clock)}
+			opts := []Option{ratelimit.WithClock(clock)}
 			if generic {
 				opts = append(opts, withGenericScript())
 			}
@@ -295,7 +295,7 @@ func TestSlidingLogDenialKeepsTheTTLMark(t *testing.T) {
 	} {
 		t.Run(v.name, func(t *testing.T) {
 			clock := newManualClock()
-			opts := []ratelimit.Option{ratelimit.WithClock(clock)}
+			opts := []Option{ratelimit.WithClock(clock)}
 			if v.generic {
 				opts = append(opts, withGenericScript())
 			}

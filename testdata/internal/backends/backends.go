@@ -36,7 +36,11 @@ func each(t *testing.T, srv *redistest.Server, f func(t *testing.T, limiter rate
 		srv.Flush(t)
 		client := srv.Client()
 		t.Cleanup(func() { client.Close() })
-		f(t, redislimit.New(client, opts...))
+		redisOpts := make([]redislimit.Option, len(opts))
+		for i, o := range opts {
+			redisOpts[i] = o
+		}
+		f(t, redislimit.New(client, redisOpts...))
 	})
 }
 
