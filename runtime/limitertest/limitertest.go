@@ -1,0 +1,133 @@
+// Package limitertest checks that a ratelimit.Limiter decides calls as the
+// in-process limiter (ratelimit.NewMemory) does, crossing every feature of
+// package ratelimit with every other. A backend's tests run it with one
+// call:
+//
+//	func TestConformance(t *testing.T) {
+//		limitertest.Run(t, limitertest.Backend{
+//			New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
+//				return mybackend.New(connect(t), opts...) // fresh state, opts honoured
+//			},
+//			Clock: true, // it reads the time from ratelimit.WithClock's clock
+//		})
+//	}
+//
+// # What it checks
+//
+// Run runs one subtest per cross of features, named by the cross, such as
+// "token_bucket/keys_per_line/cost=3", "fixed_window/calendar=month/tz=Europe/Paris/cost=3"
+// or "concurrency/wait/release". The crosses are:
+//
+//   - each algorithm (ratelimit.Algorithms) × one limit, several limits
+//     (with a sliding log and a fixed window) and a key per limit
+//     (Rule.KeyExprs, checked with Rule.AdmitKeys), each × cost 1 and 3;
+//   - calendar periods (day, week, month, year, in UTC and Europe/Paris) of
+//     a fixed window × cost 1 and 3;
+//   - each algorithm × Rule.Wait (a denial beyond the budget returns at
+//     once; one within it waits and is admitted), Rule.Shadow (never
+//     denies, yet charges), Rule.Reserve with Reservation.Settle (refund,
+//     exact, debt), ratelimit.Peek and ratelimit.Reset, overrides
+//     (ratelimit.WithOverrides of ParseOverrides: a rule's, a key's, a
+//     tier's, unlimited and block) and a concurrency slot beside the limit;
+//   - concurrency slots (a Limit of Algorithm "concurrency") alone: all or
+//     nothing with the rate limits, their leases, Release, Peek and Reset,
+//     and Rule.Wait (a waiting call polls for a slot until its wait ends,
+//     whatever the lease, and a slot given back admits it).
+//
+// When the backend reads the time from ratelimit.WithClock (Backend.Clock),
+// each cross is differential: it runs one sequence of calls against the
+// backend and against a fresh ratelimit.NewMemory twin, both on one clock
+// that moves only when the suite moves it (it starts in the year 2100,
+// later than any server's clock), and requires the same outcome of every
+// call: the Decision (Allowed, Remaining, RetryAfter, ResetAfter, Delay,
+// LimitIndex and Source, where a deny cache's repeat of a denial,
+// ratelimit.SourceCache, counts as the backend's), the *LimitError's
+// fields, the class of any other error (ErrInvalidLimit, ErrBackend), and
+// Peek's answers. Crosses that must wait in real time (Rule.Wait with an
+// admission) check invariants on both instead. A sequence that stalled
+// for more than 900ms of real time beyond the clock (the keys of a Redis
+// backend expire in real time) is run again on fresh limiters.
+//
+// Without a controllable clock, the crosses check invariants on limits of
+// a day: a fresh key admits exactly what its limit holds (never more), a
+// denial charges nothing and says when to retry, a key per limit and
+// several limits deny by the tightest, slots never admit more calls than
+// they hold, and a waiting call gets a slot given back.
+//
+// # Capabilities
+//
+// Run first asks the backend, through ratelimit's exported API only, what
+// it can do: which algorithms and calendar periods it decides, whether
+// ratelimit.Peek and ratelimit.Reset reach it, whether Rule.Reserve can
+// settle on it and take concurrency slots, and whether its Config applies
+// WithOverrides (a ratelimit.Configured limiter). The crosses of a
+// capability it lacks are skipped, with t.Skip saying which and why.
+//
+// Run takes seconds: sizes are bounded and the clock is the suite's.
+// Backend.New is called once per cross (twice with the probes), and each
+// limiter must start with no state: a Redis backend flushes its server.
+package limitertest
+
+import (
+	"testing"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Backend is how Run makes limiters of the backend under test.
+type Backend struct {
+	// New returns a limiter of the backend with no state, configured with
+	// opts (the options of package ratelimit: WithClock, WithOverrides
+	// and so on). Run calls it once per cross, from that cross's subtest.
+	New func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter
+	// Clock reports whether the limiter reads the time from the clock of
+	// ratelimit.WithClock, as NewMemory and redislimit.New do: then Run
+	// compares its decisions with the in-process twin's; else it checks
+	// invariants only.
+	Clock bool
+}
+
+// Run checks that the limiters b makes decide as package ratelimit
+// specifies, with one subtest per cross of features (see the package
+// doc), skipping those of capabilities they lack.
+func Run(t *testing.T, b Backend) {
+	t.Helper()
+	if b.New == nil {
+		t.Fatal("limitertest: Backend.New is nil")
+	}
+	s := &suite{b: b, caps: probe(t, b)}
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) { s.algorithm(t, alg) })
+	}
+	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
+}
+
+// suite is one Run: the backend and what it can do.
+type suite struct {
+	b    Backend
+	caps capabilities
+}
+
+// algorithm runs every cross of alg.
+func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "decide "+string(alg), s.caps.algorithms[alg])
+	for _, cost := range costs {
+		t.Run(name("one_limit", cost), func(t *testing.T) { s.oneLimit(t, alg, cost) })
+		t.Run(name("several_limits", cost), func(t *testing.T) { s.severalLimits(t, alg, cost) })
+		t.Run(name("keys_per_line", cost), func(t *testing.T) { s.keysPerLine(t, alg, cost) })
+	}
+	t.Run("wait/beyond_budget", func(t *testing.T) { s.waitBeyondBudget(t, alg) })
+	t.Run("wait/admitted", func(t *testing.T) { s.waitAdmitted(t, alg) })
+	t.Run("shadow", func(t *testing.T) { s.shadow(t, alg) })
+	for _, settle := range settles {
+		t.Run("reserve/settle="+settle.name, func(t *testing.T) { s.reserveSettle(t, alg, settle.delta) })
+	}
+	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
+	for _, o := range overrideCases {
+		t.Run("overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o) })
+	}
+	t.Run("concurrency", func(t *testing.T) { s.slotWithRate(t, alg) })
+	if alg == ratelimit.FixedWindow {
+		s.calendars(t)
+	}
+}

@@ -1,0 +1,190 @@
+package limitertest
+
+import (
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// fill charges a fresh key of r's limits their whole MaxCost through
+// Limiter.Allow, which does not pace (a leaky bucket's Delay would make
+// Rule.Admit sleep), so that the next call is denied.
+func (e *env) fill(r *ratelimit.Rule, key string) {
+	req := ratelimit.Request{Name: r.Name, Key: key, Cost: r.Limits[0].MaxCost(), Limits: r.Limits}
+	o := e.allow(req)
+	e.check(o.Err == "" && o.Decision.Allowed, "a fresh key was not admitted its limit's MaxCost: %+v", o)
+}
+
+// waitBeyondBudget: a call of a rule with Wait whose denial's RetryAfter
+// is beyond the wait is denied at once, as a call without Wait.
+func (s *suite) waitBeyondBudget(t *testing.T, alg ratelimit.Algorithm) {
+	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, time.Hour)}, Wait: 50 * time.Millisecond}
+	s.run(t, func(e *env) {
+		e.fill(r, "ada")
+		o := e.admit(r, "ada", nil, 1)
+		e.check(o.Err == "limited", "a call whose retry is an hour away, with a wait of %s: %+v", r.Wait, o)
+		e.check(o.Denial.RetryAfter > r.Wait, "the denial's RetryAfter %s is within the wait", o.Denial.RetryAfter)
+		o = e.admit(r, "grace", nil, 1)
+		e.check(o.Err == "", "another key is admitted: %+v", o)
+	})
+}
+
+// waitAdmitted: a call of a rule with Wait, denied for less than the
+// wait, waits and is admitted once the limit has room, on the clock
+// running at real speed (so the calls are not compared, only their
+// outcomes: each limiter admits it).
+func (s *suite) waitAdmitted(t *testing.T, alg ratelimit.Algorithm) {
+	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, 40*time.Millisecond)}, Wait: time.Minute}
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			full := ratelimit.Request{Name: r.Name, Key: l.name, Cost: r.Limits[0].MaxCost(), Limits: r.Limits}
+			d, err := l.limiter.Allow(e.ctx, full)
+			e.check(err == nil && d.Allowed, "%s: a fresh key was not admitted its limit's MaxCost: %+v, %v", l.name, d, err)
+			asked := time.Now()
+			d, err = l.limiter.Allow(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits})
+			e.check(err == nil && !d.Allowed, "%s: the filled limit admitted a call: %+v, %v", l.name, d, err)
+			e.whileRunning(func() { err = r.Check(e.ctx, l.limiter, l.name, 1) })
+			// The limit had room RetryAfter after the denial, which came
+			// after asked (the suite's clock runs behind real time).
+			waited := time.Since(asked)
+			e.check(err == nil, "%s: a call denied for %s with a wait of %s was not admitted: %v", l.name, d.RetryAfter, r.Wait, err)
+			e.check(waited >= d.RetryAfter, "%s: the call was admitted after %s, before the limit had room (%s)", l.name, waited, d.RetryAfter)
+		}
+	})
+}
+
+// named is a limiter of a run and what to call it in messages.
+type named struct {
+	name    string
+	limiter ratelimit.Limiter
+}
+
+// limiters returns the run's limiters: the backend's, and the twin.
+func (e *env) limiters() []named {
+	ls := []named{{"backend", e.got}}
+	if e.want != nil {
+		ls = append(ls, named{"twin", e.want})
+	}
+	return ls
+}
+
+// shadow: calls of a shadow rule are never denied, yet those the limit
+// admits are charged, as calls of the same rule not in shadow see.
+func (s *suite) shadow(t *testing.T, alg ratelimit.Algorithm) {
+	period := 20 * time.Millisecond
+	if !s.b.Clock {
+		period = day
+	}
+	real := &ratelimit.Rule{Name: "shadow", Limits: []ratelimit.Limit{limit(alg, period)}}
+	shadow := real.Clone()
+	shadow.Shadow = true
+	s.run(t, func(e *env) {
+		rng := rng(t)
+		var c tally
+		for i := range calls {
+			if e.clock != nil {
+				e.advance(step(rng, period))
+			}
+			if i%3 == 2 {
+				// Allow decides as the rule not in shadow would, without
+				// pacing (a leaky bucket's Delay) in real time.
+				c.addDecision(e.allow(ratelimit.Request{Name: real.Name, Key: "ada", Cost: 2, Limits: real.Limits}))
+				continue
+			}
+			o := e.admit(shadow, "ada", nil, 2)
+			e.check(o.Err == "", "a shadow rule denied a call: %+v", o)
+			e.check(!o.Decided, "a shadow rule's admission is Decided: %+v", o)
+		}
+		e.check(c.denied > 0, "the shadow calls charged nothing: %d admitted, %d denied", c.admitted, c.denied)
+	})
+}
+
+// peekReset: Peek between the calls of a sequence tells what the next
+// call would get, and Reset starts a key afresh.
+func (s *suite) peekReset(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "peek (ratelimit.Peek)", s.caps.peek)
+	need(t, "reset (ratelimit.Reset)", s.caps.reset)
+	period := 20 * time.Millisecond
+	if !s.b.Clock {
+		period = day
+	}
+	r := &ratelimit.Rule{Name: "peek", Limits: []ratelimit.Limit{limit(alg, period)}}
+	s.run(t, func(e *env) {
+		rng := rng(t)
+		var c tally
+		for i := range calls {
+			if e.clock != nil {
+				e.advance(step(rng, period))
+			}
+			p := e.peek(r, "ada", nil)
+			o := e.allow(ratelimit.Request{Name: r.Name, Key: "ada", Limits: r.Limits})
+			c.addDecision(o)
+			e.check(p.Err == "", "Peek: %s", p.Err)
+			e.check(p.Decision.Allowed == o.Decision.Allowed, "Peek said allowed=%v, the call then got %+v", p.Decision.Allowed, o)
+			if i%10 == 9 {
+				e.reset(r.Name, "ada")
+				p = e.peek(r, "ada", nil)
+				e.check(p.Decision.Allowed && p.Decision.Remaining == r.Limits[0].Threshold, "Peek after Reset: %+v", p.Decision)
+			}
+		}
+		if !e.differential() {
+			// On a day's limit, the sequence is four fills and resets.
+			e.check(c.admitted == 4*5, "%d calls admitted of a limit of 5 reset every 10 calls", c.admitted)
+		}
+		e.both(c)
+	})
+}
+
+// overrideCase is a cross of overrides: the fields of ParseOverrides that
+// set it, where RULE stands for the rule's name.
+type overrideCase struct {
+	name   string
+	fields map[string]string
+}
+
+// overrideCases are a rule's override, a key's, a tier's, and the two
+// words.
+var overrideCases = []overrideCase{
+	{"rule", map[string]string{"RULE": "period=20ms threshold=3"}},
+	{"key", map[string]string{"RULE": "period=20ms threshold=3", "RULE|key=ada": "period=40ms threshold=2"}},
+	{"tier", map[string]string{
+		"RULE|tier=gold": "period=20ms threshold=8", "RULE|key=ada": "tier=gold", "RULE|key=grace": "tier=gold",
+		"RULE|key=edsger": `{"period": "40ms", "threshold": 2}`,
+	}},
+	{"unlimited", map[string]string{"RULE|key=ada": "unlimited"}},
+	{"block", map[string]string{"RULE|key=ada": "block", "RULE": "period=20ms threshold=4"}},
+}
+
+// overrides: a sequence of calls of a rule on three keys, whose limits
+// overrides change: both limiters apply the same limits to each key.
+func (s *suite) overrides(t *testing.T, alg ratelimit.Algorithm, oc overrideCase) {
+	need(t, "apply overrides (ratelimit.WithOverrides)", s.caps.overrides)
+	s.needClock(t)
+	r := &ratelimit.Rule{Name: "overrides", Limits: []ratelimit.Limit{limit(alg, 20*time.Millisecond)}}
+	fields := map[string]string{}
+	for f, v := range oc.fields {
+		fields[r.Name+f[len("RULE"):]] = v
+	}
+	src, err := ratelimit.ParseOverrides(fields)
+	if err != nil {
+		t.Fatalf("ParseOverrides(%q): %v", fields, err)
+	}
+	s.run(t, func(e *env) {
+		rng := rng(t)
+		var c tally
+		for range calls {
+			e.advance(step(rng, 20*time.Millisecond))
+			key := keys[rng.IntN(len(keys))]
+			o := e.admit(r, key, nil, 2)
+			c.add(o)
+			if oc.name == "block" && key == "ada" {
+				e.check(o.Err == "limited" && o.Denial.Remaining == 0, "a blocked key was not denied: %+v", o)
+			}
+			if oc.name == "unlimited" && key == "ada" {
+				e.check(o.Err == "", "an unlimited key was denied: %+v", o)
+			}
+		}
+		e.both(c)
+	}, ratelimit.WithOverrides(src))
+}
