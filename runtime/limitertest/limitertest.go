@@ -124,9 +124,13 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
 	for _, o := range overrideCases {
-		t.Run("overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o) })
+		t.Run("overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o, false) })
+		t.Run("keys_per_line/overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o, true) })
 	}
-	t.Run("concurrency", func(t *testing.T) { s.slotWithRate(t, alg) })
+	t.Run("concurrency", func(t *testing.T) { s.slotWithRate(t, alg, nil) })
+	for _, o := range overrideCases {
+		t.Run("concurrency/overrides/"+o.name, func(t *testing.T) { s.slotWithRate(t, alg, &o) })
+	}
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
 	}

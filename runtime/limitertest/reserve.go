@@ -68,22 +68,29 @@ func (s *suite) reserveSettle(t *testing.T, alg ratelimit.Algorithm, delta int64
 // slotWithRate: a rule of a limit of alg and a concurrency limit, whose
 // calls take the slot and the rate limit all or nothing, hold it, and
 // give it back by Release or Settle.
-func (s *suite) slotWithRate(t *testing.T, alg ratelimit.Algorithm) {
+// With oc, overrides change the rate limit (an override never changes a
+// concurrency limit).
+func (s *suite) slotWithRate(t *testing.T, alg ratelimit.Algorithm, oc *overrideCase) {
 	need(t, "hold concurrency slots (Rule.Reserve)", s.caps.slots)
 	s.needClock(t)
-	const period = 30 * time.Millisecond
+	const period = 20 * time.Millisecond
 	r := &ratelimit.Rule{Name: "slots", Limits: []ratelimit.Limit{
-		{Algorithm: alg, Period: period, Threshold: 5},
+		limit(alg, period),
 		{Algorithm: concurrency, Threshold: 2},
 	}}
-	s.slotSequence(t, r, period)
+	var opts []ratelimit.Option
+	if oc != nil {
+		need(t, "apply overrides (ratelimit.WithOverrides)", s.caps.overrides)
+		opts = append(opts, ratelimit.WithOverrides(parseOverrides(t, r.Name, *oc)))
+	}
+	s.slotSequence(t, r, period, opts...)
 }
 
 // slotSequence runs a sequence of reservations of r, which has a
 // concurrency limit, on two keys: they take slots, give them back (by
 // Release, or by Settle when s can settle), Peek and Reset, while the
 // clock moves by steps of about period.
-func (s *suite) slotSequence(t *testing.T, r *ratelimit.Rule, period time.Duration) {
+func (s *suite) slotSequence(t *testing.T, r *ratelimit.Rule, period time.Duration, opts ...ratelimit.Option) {
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		held := map[string][]reservations{}
@@ -127,7 +134,7 @@ func (s *suite) slotSequence(t *testing.T, r *ratelimit.Rule, period time.Durati
 			}
 		}
 		e.both(c)
-	})
+	}, opts...)
 }
 
 // concurrency runs the crosses of concurrency limits alone.

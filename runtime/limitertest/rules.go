@@ -156,35 +156,63 @@ var overrideCases = []overrideCase{
 	{"block", map[string]string{"RULE|key=ada": "block", "RULE": "period=20ms threshold=4"}},
 }
 
-// overrides: a sequence of calls of a rule on three keys, whose limits
-// overrides change: both limiters apply the same limits to each key.
-func (s *suite) overrides(t *testing.T, alg ratelimit.Algorithm, oc overrideCase) {
+// overrides: a sequence of calls of a rule of a limit of alg on three
+// keys, whose limits overrides change: both limiters apply the same
+// limits to each key. With lines, the rule has a key per limit (the
+// user's, and one for every call as one), whose limit i an override's
+// limit i replaces.
+func (s *suite) overrides(t *testing.T, alg ratelimit.Algorithm, oc overrideCase, lines bool) {
 	need(t, "apply overrides (ratelimit.WithOverrides)", s.caps.overrides)
 	s.needClock(t)
 	r := &ratelimit.Rule{Name: "overrides", Limits: []ratelimit.Limit{limit(alg, 20*time.Millisecond)}}
-	fields := map[string]string{}
-	for f, v := range oc.fields {
-		fields[r.Name+f[len("RULE"):]] = v
+	if lines {
+		r.Limits = append(r.Limits, ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 40 * time.Millisecond, Threshold: 12})
+		r.KeyExprs = []string{"user", ""}
 	}
-	src, err := ratelimit.ParseOverrides(fields)
-	if err != nil {
-		t.Fatalf("ParseOverrides(%q): %v", fields, err)
-	}
+	src := parseOverrides(t, r.Name, oc)
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
 		for range calls {
 			e.advance(step(rng, 20*time.Millisecond))
 			key := keys[rng.IntN(len(keys))]
-			o := e.admit(r, key, nil, 2)
+			var o outcome
+			if lines {
+				o = e.admit(r, "", []string{key, ""}, 2)
+			} else {
+				o = e.admit(r, key, nil, 2)
+			}
 			c.add(o)
-			if oc.name == "block" && key == "ada" {
-				e.check(o.Err == "limited" && o.Denial.Remaining == 0, "a blocked key was not denied: %+v", o)
-			}
-			if oc.name == "unlimited" && key == "ada" {
-				e.check(o.Err == "", "an unlimited key was denied: %+v", o)
-			}
+			checkVerdict(e, oc, key, o)
 		}
 		e.both(c)
 	}, ratelimit.WithOverrides(src))
+}
+
+// parseOverrides returns the overrides of oc for the rule named name.
+func parseOverrides(t *testing.T, name string, oc overrideCase) *ratelimit.StaticOverrides {
+	t.Helper()
+	fields := map[string]string{}
+	for f, v := range oc.fields {
+		fields[name+f[len("RULE"):]] = v
+	}
+	src, err := ratelimit.ParseOverrides(fields)
+	if err != nil {
+		t.Fatalf("ParseOverrides(%q): %v", fields, err)
+	}
+	return src
+}
+
+// checkVerdict checks the outcome o of a call of key under the overrides
+// of oc that block or exempt key "ada".
+func checkVerdict(e *env, oc overrideCase, key string, o outcome) {
+	if key != "ada" {
+		return
+	}
+	switch oc.name {
+	case "block":
+		e.check(o.Err == "limited" && o.Denial.Remaining == 0, "a blocked key was not denied: %+v", o)
+	case "unlimited":
+		e.check(o.Err == "", "an unlimited key was denied: %+v", o)
+	}
 }
