@@ -242,3 +242,20 @@ func (h deniedHook) Decided(_ context.Context, _ *Request, d Decision) {
 }
 
 func (deniedHook) Failed(context.Context, *Request, error) {}
+
+// TestConcurrencyCheckFailsEvenUnderAnOverride: Check of a rule with a
+// concurrency limit fails as invalid, as it does without overrides, when
+// an override replaces the rule's limits (which would drop the slot).
+func TestConcurrencyCheckFailsEvenUnderAnOverride(t *testing.T) {
+	ctx := context.Background()
+	ov := &StaticOverrides{}
+	ov.SetRule("slot", Limit{Period: time.Second, Threshold: 3})
+	m := NewMemory(WithOverrides(ov))
+	r := &Rule{Name: "slot", Limits: []Limit{{Period: time.Second, Threshold: 5}, {Algorithm: concurrency, Threshold: 1}}}
+	for range 2 {
+		require.ErrorIs(t, r.Check(ctx, m, "k", 1), ErrInvalidLimit)
+	}
+	res, err := r.Reserve(ctx, m, "k", 1)
+	require.NoError(t, err, "Reserve takes the slot, under the override's rate limit")
+	require.NoError(t, res.Release(ctx))
+}
