@@ -152,6 +152,14 @@ func (s *suite) keysPerLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 		s.linesInvariants(t, r, cost)
 		return
 	}
+	s.linesSequence(t, r, period, cost)
+}
+
+// linesSequence runs calls of r, whose limits have a key each (the
+// user's, and one for every call as one), checked with Rule.AdmitKeys
+// and peeked at with Rule.PeekKeys, while the clock moves by steps of
+// about period.
+func (s *suite) linesSequence(t *testing.T, r *ratelimit.Rule, period time.Duration, cost int64) {
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
@@ -205,10 +213,30 @@ func (s *suite) calendars(t *testing.T) {
 	for _, cal := range []string{"day", "week", "month", "year"} {
 		for _, tz := range []string{"UTC", "Europe/Paris"} {
 			for _, cost := range costs {
-				t.Run(name(fmt.Sprintf("calendar=%s/tz=%s", cal, tz), cost), func(t *testing.T) {
+				cross := fmt.Sprintf("calendar=%s/tz=%s", cal, tz)
+				lim := ratelimit.Limit{Calendar: cal, TZ: tz, Threshold: 5}
+				t.Run(name(cross, cost), func(t *testing.T) {
 					need(t, "decide calendar periods", s.caps.calendar)
 					s.needClock(t)
-					s.sequence(t, []ratelimit.Limit{{Calendar: cal, TZ: tz, Threshold: 5}}, spans[cal], cost)
+					s.sequence(t, []ratelimit.Limit{lim}, spans[cal], cost)
+				})
+				t.Run(name(cross+"/keys_per_line", cost), func(t *testing.T) {
+					need(t, "decide calendar periods", s.caps.calendar)
+					s.needClock(t)
+					r := &ratelimit.Rule{
+						Name:     "keys_per_line",
+						Limits:   []ratelimit.Limit{lim, {Algorithm: ratelimit.SlidingLog, Period: 2 * spans[cal], Threshold: 12}},
+						KeyExprs: []string{"user", ""},
+					}
+					s.linesSequence(t, r, spans[cal], cost)
+				})
+			}
+			for _, settle := range settles {
+				t.Run(fmt.Sprintf("calendar=%s/tz=%s/reserve/settle=%s", cal, tz, settle.name), func(t *testing.T) {
+					need(t, "decide calendar periods", s.caps.calendar)
+					need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+					s.needClock(t)
+					s.settleSequence(t, ratelimit.Limit{Calendar: cal, TZ: tz, Threshold: 6}, spans[cal], settle.delta)
 				})
 			}
 		}

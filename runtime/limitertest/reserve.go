@@ -44,6 +44,15 @@ func (s *suite) reserveSettle(t *testing.T, alg ratelimit.Algorithm, delta int64
 		})
 		return
 	}
+	s.settleSequence(t, lim, period, delta)
+}
+
+// settleSequence runs reservations of lim (of threshold at least
+// reserveUnits) settled with delta more units than they took, between
+// calls of a unit, while the clock moves by steps of about period.
+func (s *suite) settleSequence(t *testing.T, lim ratelimit.Limit, period time.Duration, delta int64) {
+	r := &ratelimit.Rule{Name: "reserve", Limits: []ratelimit.Limit{lim}}
+	unit := ratelimit.Request{Name: r.Name, Key: "ada", Limits: r.Limits}
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
