@@ -116,9 +116,15 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		t.Run(name("several_limits", cost), func(t *testing.T) { s.severalLimits(t, alg, cost) })
 		t.Run(name("keys_per_line", cost), func(t *testing.T) { s.keysPerLine(t, alg, cost) })
 	}
-	t.Run("wait/beyond_budget", func(t *testing.T) { s.waitBeyondBudget(t, alg) })
-	t.Run("wait/admitted", func(t *testing.T) { s.waitAdmitted(t, alg) })
-	t.Run("shadow", func(t *testing.T) { s.shadow(t, alg) })
+	for _, way := range waitWays {
+		prefix := ""
+		if way != "check" {
+			prefix = way + "/"
+		}
+		t.Run(prefix+"wait/beyond_budget", func(t *testing.T) { s.waitBeyondBudget(t, alg, way) })
+		t.Run(prefix+"wait/admitted", func(t *testing.T) { s.waitAdmitted(t, alg, way) })
+		t.Run(prefix+"shadow", func(t *testing.T) { s.shadow(t, alg, way) })
+	}
 	for _, settle := range settles {
 		t.Run("reserve/settle="+settle.name, func(t *testing.T) { s.reserveSettle(t, alg, settle.delta) })
 	}

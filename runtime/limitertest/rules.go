@@ -7,25 +7,64 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// fill charges a fresh key of r's limits their whole MaxCost through
-// Limiter.Allow, which does not pace (a leaky bucket's Delay would make
-// Rule.Admit sleep), so that the next call is denied.
-func (e *env) fill(r *ratelimit.Rule, key string) {
-	req := ratelimit.Request{Name: r.Name, Key: key, Cost: r.Limits[0].MaxCost(), Limits: r.Limits}
-	o := e.allow(req)
-	e.check(o.Err == "" && o.Decision.Allowed, "a fresh key was not admitted its limit's MaxCost: %+v", o)
+// waitWays are the ways a call of a rule with Wait is made, each a
+// cross: Rule.Check, Rule.CheckKeys of a rule with a key per limit (the
+// user's, and one for every call as one), and Rule.Reserve.
+var waitWays = []string{"check", "keys_per_line", "reserve"}
+
+// waitRule returns a rule of a limit of alg per period with wait, made
+// the way way.
+func waitRule(alg ratelimit.Algorithm, period, wait time.Duration, way string) *ratelimit.Rule {
+	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, period)}, Wait: wait}
+	if way == "keys_per_line" {
+		r.Limits = append(r.Limits, ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: period, Threshold: 100})
+		r.KeyExprs = []string{"user", ""}
+	}
+	return r
+}
+
+// callOf returns the request of a call of r by user of cost units,
+// as Rule.Check or Rule.CheckKeys makes it.
+func callOf(r *ratelimit.Rule, user string, cost int64) ratelimit.Request {
+	req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits}
+	if r.KeyExprs != nil {
+		req.Key, req.Keys = "", []string{user, ""}
+	}
+	return req
+}
+
+// wait makes a call of r by user of one unit on l the way way.
+func (e *env) wait(r *ratelimit.Rule, l ratelimit.Limiter, user, way string) error {
+	switch way {
+	case "keys_per_line":
+		return r.CheckKeys(e.ctx, l, []string{user, ""}, 1)
+	case "reserve":
+		_, err := r.Reserve(e.ctx, l, user, 1)
+		return err
+	}
+	return r.Check(e.ctx, l, user, 1)
 }
 
 // waitBeyondBudget: a call of a rule with Wait whose denial's RetryAfter
 // is beyond the wait is denied at once, as a call without Wait.
-func (s *suite) waitBeyondBudget(t *testing.T, alg ratelimit.Algorithm) {
-	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, time.Hour)}, Wait: 50 * time.Millisecond}
+func (s *suite) waitBeyondBudget(t *testing.T, alg ratelimit.Algorithm, way string) {
+	if way == "reserve" {
+		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	}
+	r := waitRule(alg, time.Hour, 50*time.Millisecond, way)
 	s.run(t, func(e *env) {
-		e.fill(r, "ada")
-		o := e.admit(r, "ada", nil, 1)
+		// Allow charges without pacing (a leaky bucket's Delay would make
+		// the rule's call sleep).
+		o := e.allow(callOf(r, "ada", r.Limits[0].MaxCost()))
+		e.check(o.Err == "" && o.Decision.Allowed, "a fresh key was not admitted its limit's MaxCost: %+v", o)
+		o = e.same("the call that waits", func(l ratelimit.Limiter, _ bool) outcome {
+			return outcomeOf(ratelimit.Admission{}, e.wait(r, l, "ada", way))
+		})
 		e.check(o.Err == "limited", "a call whose retry is an hour away, with a wait of %s: %+v", r.Wait, o)
 		e.check(o.Denial.RetryAfter > r.Wait, "the denial's RetryAfter %s is within the wait", o.Denial.RetryAfter)
-		o = e.admit(r, "grace", nil, 1)
+		o = e.same("another key", func(l ratelimit.Limiter, _ bool) outcome {
+			return outcomeOf(ratelimit.Admission{}, e.wait(r, l, "grace", way))
+		})
 		e.check(o.Err == "", "another key is admitted: %+v", o)
 	})
 }
@@ -34,17 +73,19 @@ func (s *suite) waitBeyondBudget(t *testing.T, alg ratelimit.Algorithm) {
 // wait, waits and is admitted once the limit has room, on the clock
 // running at real speed (so the calls are not compared, only their
 // outcomes: each limiter admits it).
-func (s *suite) waitAdmitted(t *testing.T, alg ratelimit.Algorithm) {
-	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, 40*time.Millisecond)}, Wait: time.Minute}
+func (s *suite) waitAdmitted(t *testing.T, alg ratelimit.Algorithm, way string) {
+	if way == "reserve" {
+		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	}
+	r := waitRule(alg, 40*time.Millisecond, time.Minute, way)
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
-			full := ratelimit.Request{Name: r.Name, Key: l.name, Cost: r.Limits[0].MaxCost(), Limits: r.Limits}
-			d, err := l.limiter.Allow(e.ctx, full)
+			d, err := l.limiter.Allow(e.ctx, callOf(r, l.name, r.Limits[0].MaxCost()))
 			e.check(err == nil && d.Allowed, "%s: a fresh key was not admitted its limit's MaxCost: %+v, %v", l.name, d, err)
 			asked := time.Now()
-			d, err = l.limiter.Allow(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits})
+			d, err = l.limiter.Allow(e.ctx, callOf(r, l.name, 1))
 			e.check(err == nil && !d.Allowed, "%s: the filled limit admitted a call: %+v, %v", l.name, d, err)
-			e.whileRunning(func() { err = r.Check(e.ctx, l.limiter, l.name, 1) })
+			e.whileRunning(func() { err = e.wait(r, l.limiter, l.name, way) })
 			// The limit had room RetryAfter after the denial, which came
 			// after asked (the suite's clock runs behind real time).
 			waited := time.Since(asked)
@@ -69,14 +110,20 @@ func (e *env) limiters() []named {
 	return ls
 }
 
-// shadow: calls of a shadow rule are never denied, yet those the limit
-// admits are charged, as calls of the same rule not in shadow see.
-func (s *suite) shadow(t *testing.T, alg ratelimit.Algorithm) {
+// shadow: calls of a shadow rule, made the way way (see waitWays), are
+// never denied, yet those the limit admits are charged, as calls of the
+// same rule not in shadow see; a shadow reservation settled with more
+// than it took charges the difference only when the limit admitted it.
+func (s *suite) shadow(t *testing.T, alg ratelimit.Algorithm, way string) {
+	if way == "reserve" {
+		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	}
 	period := 20 * time.Millisecond
 	if !s.b.Clock {
 		period = day
 	}
-	real := &ratelimit.Rule{Name: "shadow", Limits: []ratelimit.Limit{limit(alg, period)}}
+	real := waitRule(alg, period, 0, way)
+	real.Name = "shadow"
 	shadow := real.Clone()
 	shadow.Shadow = true
 	s.run(t, func(e *env) {
@@ -89,10 +136,22 @@ func (s *suite) shadow(t *testing.T, alg ratelimit.Algorithm) {
 			if i%3 == 2 {
 				// Allow decides as the rule not in shadow would, without
 				// pacing (a leaky bucket's Delay) in real time.
-				c.addDecision(e.allow(ratelimit.Request{Name: real.Name, Key: "ada", Cost: 2, Limits: real.Limits}))
+				c.addDecision(e.allow(callOf(real, "ada", 2)))
 				continue
 			}
-			o := e.admit(shadow, "ada", nil, 2)
+			var o outcome
+			switch way {
+			case "reserve":
+				var res reservations
+				o, res = e.reserve(shadow, "ada", 2)
+				if res.got != nil {
+					e.settle(res, 3)
+				}
+			case "keys_per_line":
+				o = e.admit(shadow, "", []string{"ada", ""}, 2)
+			default:
+				o = e.admit(shadow, "ada", nil, 2)
+			}
 			e.check(o.Err == "", "a shadow rule denied a call: %+v", o)
 			e.check(!o.Decided, "a shadow rule's admission is Decided: %+v", o)
 		}
