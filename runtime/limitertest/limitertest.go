@@ -15,24 +15,37 @@
 // # What it checks
 //
 // Run runs one subtest per cross of features, named by the cross, such as
-// "token_bucket/keys_per_line/cost=3", "fixed_window/calendar=month/tz=Europe/Paris/cost=3"
-// or "concurrency/wait/release". The crosses are:
+// "token_bucket/keys_per_line/cost=3",
+// "fixed_window/calendar=month/tz=Europe/Paris/reserve/settle=debt" or
+// "concurrency/wait/release". For each algorithm (ratelimit.Algorithms):
 //
-//   - each algorithm (ratelimit.Algorithms) × one limit, several limits
-//     (with a sliding log and a fixed window) and a key per limit
-//     (Rule.KeyExprs, checked with Rule.AdmitKeys), each × cost 1 and 3;
-//   - calendar periods (day, week, month, year, in UTC and Europe/Paris) of
-//     a fixed window × cost 1 and 3;
-//   - each algorithm × Rule.Wait (a denial beyond the budget returns at
-//     once; one within it waits and is admitted), Rule.Shadow (never
-//     denies, yet charges), Rule.Reserve with Reservation.Settle (refund,
-//     exact, debt), ratelimit.Peek and ratelimit.Reset, overrides
-//     (ratelimit.WithOverrides of ParseOverrides: a rule's, a key's, a
-//     tier's, unlimited and block) and a concurrency slot beside the limit;
-//   - concurrency slots (a Limit of Algorithm "concurrency") alone: all or
-//     nothing with the rate limits, their leases, Release, Peek and Reset,
-//     and Rule.Wait (a waiting call polls for a slot until its wait ends,
-//     whatever the lease, and a slot given back admits it).
+//   - one_limit, several_limits (with a sliding log and a fixed window,
+//     all or nothing) and keys_per_line (Rule.KeyExprs: a limit per user
+//     and a sliding log for every call as one, Rule.AdmitKeys and
+//     Rule.PeekKeys), each × cost=1 and cost=3;
+//   - wait/beyond_budget (a denial whose RetryAfter is beyond Rule.Wait
+//     returns at once) and wait/admitted (one within it waits and is
+//     admitted), and shadow (Rule.Shadow never denies, yet charges what
+//     the limit admits), each through Rule.Check, keys_per_line/ through
+//     Rule.CheckKeys and reserve/ through Rule.Reserve;
+//   - reserve/settle=refund_all, refund, exact and debt (Rule.Reserve and
+//     Reservation.Settle);
+//   - peek_reset (ratelimit.Peek before every call tells what it gets;
+//     ratelimit.Reset starts afresh);
+//   - overrides/rule, key, tier, unlimited and block (WithOverrides of
+//     ParseOverrides), also keys_per_line/overrides/ and
+//     concurrency/overrides/;
+//   - concurrency: a concurrency slot beside the limit, taken all or
+//     nothing, given back by Release or Settle, peeked at and reset, its
+//     30 s leases ending on the clock;
+//
+// and for fixed_window, calendar=day, week, month and year × tz=UTC and
+// Europe/Paris, each × cost, × keys_per_line × cost and × reserve/settle.
+// The crosses of concurrency limits alone are concurrency/held (never more
+// calls than slots), hold_release/lease=30s, and wait/release and
+// wait/deadline: a call of concurrency=1 wait=5s (lease 30 s) made while
+// the slot is held waits for it until its wait is over, whatever the
+// lease, and a slot given back admits it.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
@@ -48,11 +61,15 @@
 // for more than 900ms of real time beyond the clock (the keys of a Redis
 // backend expire in real time) is run again on fresh limiters.
 //
-// Without a controllable clock, the crosses check invariants on limits of
-// a day: a fresh key admits exactly what its limit holds (never more), a
-// denial charges nothing and says when to retry, a key per limit and
-// several limits deny by the tightest, slots never admit more calls than
-// they hold, and a waiting call gets a slot given back.
+// Without a controllable clock, the crosses that can check invariants on
+// limits of a day do: a fresh key admits exactly what the tightest of its
+// limits holds, never more, then denies with a retry within the day; the
+// users of a key per limit each get their own limit and all of them no
+// more than the shared one; a settle leaves exactly the units it should;
+// Peek foretells each call and Reset empties the limit; a shadow rule
+// never denies yet charges; the waits and the concurrency crosses held
+// and wait/ run as with a clock. The others (sequences, calendars,
+// overrides, slot sequences) are skipped, saying so.
 //
 // # Capabilities
 //
@@ -64,8 +81,9 @@
 // capability it lacks are skipped, with t.Skip saying which and why.
 //
 // Run takes seconds: sizes are bounded and the clock is the suite's.
-// Backend.New is called once per cross (twice with the probes), and each
-// limiter must start with no state: a Redis backend flushes its server.
+// Backend.New is called once for the probes and once per run of a cross,
+// from its subtest, and each limiter must start with no state: a Redis
+// backend flushes its server.
 package limitertest
 
 import (
