@@ -53,6 +53,9 @@ type env struct {
 	from  time.Time         // the clock's, when the run began
 	step  int               // the calls so far, for messages
 	fault string            // why the run failed, once it did
+	// gotHook and wantHook count what each limiter reports to its hook,
+	// in a run of runHooked.
+	gotHook, wantHook *ratelimit.Metrics
 }
 
 // differential reports whether the run compares the backend with its twin.
@@ -95,9 +98,22 @@ func (e *env) advance(d time.Duration) {
 // having stalled (see stallLimit), for at most two minutes.
 func (s *suite) run(t *testing.T, f func(e *env), opts ...ratelimit.Option) {
 	t.Helper()
+	s.runEnv(t, f, func() *env { return s.newEnv(t, opts, false) })
+}
+
+// runHooked is run with each limiter reporting to a Metrics of its own
+// (env.gotHook and env.wantHook).
+func (s *suite) runHooked(t *testing.T, f func(e *env)) {
+	t.Helper()
+	s.runEnv(t, f, func() *env { return s.newEnv(t, nil, true) })
+}
+
+// runEnv runs f on the envs newEnv makes, as run describes.
+func (s *suite) runEnv(t *testing.T, f func(e *env), newEnv func() *env) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for attempt := 1; ; attempt++ {
-		e := s.newEnv(t, opts)
+		e := newEnv()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -115,21 +131,28 @@ func (s *suite) run(t *testing.T, f func(e *env), opts ...ratelimit.Option) {
 	}
 }
 
-// newEnv makes the limiters of one run.
-func (s *suite) newEnv(t *testing.T, opts []ratelimit.Option) *env {
+// newEnv makes the limiters of one run, with hooks of their own when
+// hooked.
+func (s *suite) newEnv(t *testing.T, opts []ratelimit.Option, hooked bool) *env {
 	// A backend that paces an admitted call for hours fails, not hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	e := &env{ctx: ctx, began: time.Now()}
-	if !s.b.Clock {
-		e.got = s.b.New(t, opts...)
-		return e
+	if s.b.Clock {
+		e.clock = newClock()
+		e.from = e.clock.Now()
+		opts = append([]ratelimit.Option{ratelimit.WithClock(e.clock)}, opts...)
 	}
-	e.clock = newClock()
-	e.from = e.clock.Now()
-	opts = append([]ratelimit.Option{ratelimit.WithClock(e.clock)}, opts...)
-	e.got = s.b.New(t, opts...)
-	e.want = ratelimit.NewMemory(opts...)
+	gotOpts, wantOpts := opts, opts
+	if hooked {
+		e.gotHook, e.wantHook = &ratelimit.Metrics{}, &ratelimit.Metrics{}
+		gotOpts = append(opts[:len(opts):len(opts)], ratelimit.WithHook(e.gotHook))
+		wantOpts = append(opts[:len(opts):len(opts)], ratelimit.WithHook(e.wantHook))
+	}
+	e.got = s.b.New(t, gotOpts...)
+	if s.b.Clock {
+		e.want = ratelimit.NewMemory(wantOpts...)
+	}
 	return e
 }
 

@@ -155,6 +155,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	for _, o := range overrideCases {
 		t.Run("concurrency/overrides/"+o.name, func(t *testing.T) { s.slotWithRate(t, alg, &o) })
 	}
+	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
 	}

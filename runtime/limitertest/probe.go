@@ -19,6 +19,7 @@ type capabilities struct {
 	reserve    string                         // why Rule.Reserve cannot settle on it, or ""
 	slots      string                         // why it cannot hold concurrency slots, or ""
 	overrides  string                         // why it does not apply WithOverrides, or ""
+	hooks      string                         // why it does not report to WithHook's hook, or ""
 }
 
 // probe asks a fresh limiter of b what it can do. These are the only
@@ -30,7 +31,8 @@ func probe(t *testing.T, b Backend) capabilities {
 	caps := capabilities{algorithms: map[ratelimit.Algorithm]string{}}
 	blocked := &ratelimit.StaticOverrides{}
 	blocked.SetRule("probe/overrides", ratelimit.Limit{Algorithm: ratelimit.Block})
-	l := b.New(t, ratelimit.WithOverrides(blocked))
+	metrics := &ratelimit.Metrics{}
+	l := b.New(t, ratelimit.WithOverrides(blocked), ratelimit.WithHook(metrics))
 	hour := func(alg ratelimit.Algorithm) []ratelimit.Limit {
 		return []ratelimit.Limit{{Algorithm: alg, Period: time.Hour, Threshold: 3}}
 	}
@@ -65,6 +67,9 @@ func probe(t *testing.T, b Backend) capabilities {
 	block := &ratelimit.Rule{Name: "probe/overrides", Limits: hour(ratelimit.SlidingLog)}
 	if err := block.Check(ctx, l, "", 1); !errors.Is(err, ratelimit.ErrLimited) {
 		caps.overrides = "a rule that WithOverrides blocks was not denied (is the limiter a ratelimit.Configured, or a ratelimit.Wrapper of one?)"
+	}
+	if metrics.Snapshot()["probe/sliding_log"].Allowed == 0 {
+		caps.hooks = "an admission was not reported to WithHook's hook"
 	}
 	return caps
 }
