@@ -38,6 +38,9 @@
 //   - concurrency: a concurrency slot beside the limit, taken all or
 //     nothing, given back by Release or Settle, peeked at and reset, its
 //     30 s leases ending on the clock;
+//   - hooks: a ratelimit.Metrics given with WithHook counts what the
+//     twin's counts (admissions, denials, shadow denials, near-limit
+//     admissions, calls in flight) after every call;
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × keys_per_line × cost and × reserve/settle.
@@ -76,9 +79,10 @@
 // Run first asks the backend, through ratelimit's exported API only, what
 // it can do: which algorithms and calendar periods it decides, whether
 // ratelimit.Peek and ratelimit.Reset reach it, whether Rule.Reserve can
-// settle on it and take concurrency slots, and whether its Config applies
-// WithOverrides (a ratelimit.Configured limiter). The crosses of a
-// capability it lacks are skipped, with t.Skip saying which and why.
+// settle on it and take concurrency slots, whether its Config applies
+// WithOverrides (a ratelimit.Configured limiter), and whether it reports
+// to WithHook's hook. The crosses of a capability it lacks are skipped,
+// with t.Skip saying which and why.
 //
 // Run takes seconds: sizes are bounded and the clock is the suite's.
 // Backend.New is called once for the probes and once per run of a cross,
