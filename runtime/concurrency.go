@@ -126,17 +126,34 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			res.slot = h
 			return r.pace(ctx, d.Delay)
 		}
-		if r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) {
+		pause, ok := r.slotPause(ctx, start, d, len(req.Limits))
+		if !ok {
 			return r.limitError(&all, d)
 		}
-		// Wait for a slot: poll every 5 to 15 ms (spread, so that waiting
-		// callers do not ask in step), or at the retry (a lease's end) if
-		// sooner: a call that returns frees its slot at once.
-		pause := min(d.RetryAfter, time.Duration(5+mrand.IntN(10))*time.Millisecond)
-		if err := sleepCtx(ctx, max(pause, time.Millisecond)); err != nil {
+		if err := sleepCtx(ctx, pause); err != nil {
 			return fmt.Errorf("ratelimit: %s: %w while waiting for a slot", r.Name, err)
 		}
 	}
+}
+
+// slotPause returns how long a call of r with a concurrency limit,
+// which began waiting at start and was denied d, sleeps before it asks
+// again, or false when it must not wait: r has no Wait, its wait is over,
+// or a rate limit denied it until after then. A call denied for want of
+// a slot (LimitIndex slotIndex) polls until its wait is over, whatever
+// its RetryAfter (the end of the soonest lease, a bound: a call that gives
+// its slot back frees it at once): every 5 to 15 ms (spread, so that
+// waiting callers do not ask in step), or at the retry if sooner.
+func (r *Rule) slotPause(ctx context.Context, start time.Time, d Decision, slotIndex int) (time.Duration, bool) {
+	if r.Wait <= 0 {
+		return 0, false
+	}
+	left := time.Until(r.deadline(ctx, start))
+	if left <= 0 || d.LimitIndex != slotIndex && d.RetryAfter > left {
+		return 0, false
+	}
+	pause := min(d.RetryAfter, time.Duration(5+mrand.IntN(10))*time.Millisecond)
+	return min(max(pause, time.Millisecond), left), true
 }
 
 // reportSlot tells limiter's hook of the decision d of a call with a

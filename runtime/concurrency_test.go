@@ -186,3 +186,76 @@ func TestConcurrencyPeekAsReserveDecides(t *testing.T) {
 	_, err = Peek(ctx, struct{ Limiter }{m}, Request{Name: "peek", Key: "k", Limits: r.Limits})
 	require.ErrorIs(t, err, errors.ErrUnsupported, "a limiter that holds no slots")
 }
+
+// TestConcurrencyWaitOutlastsTheLease: a call of concurrency=1 wait=5s
+// (the default lease of 30 s, beyond the wait) made while another holds
+// the slot waits for it, whatever the lease's end, and is admitted when
+// the slot is given back; with nobody giving it back, it is denied for the
+// slot once its wait is over, not before.
+func TestConcurrencyWaitOutlastsTheLease(t *testing.T) {
+	ctx := context.Background()
+	var denials atomic.Int64
+	m := NewMemory(WithClock(newManualClock()), WithHook(deniedHook{&denials}))
+	r := &Rule{Name: "slot", Limits: []Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: 5 * time.Second}
+	holder, err := r.Reserve(ctx, m, "tenant", 0)
+	require.NoError(t, err)
+	type result struct {
+		res *Reservation
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := r.Reserve(ctx, m, "tenant", 0)
+		done <- result{res, err}
+	}()
+	for denials.Load() < 2 { // denied and asked again: it waits
+		select {
+		case w := <-done:
+			t.Fatalf("returned while the slot was held: %v", w.err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	require.NoError(t, holder.Release(ctx))
+	w := <-done
+	require.NoError(t, w.err, "the slot given back admits the waiting call")
+	require.NoError(t, w.res.Release(ctx))
+
+	short := &Rule{Name: "slot", Limits: r.Limits, Wait: 30 * time.Millisecond}
+	holder, err = short.Reserve(ctx, m, "tenant", 0)
+	require.NoError(t, err)
+	began := time.Now()
+	_, err = short.Reserve(ctx, m, "tenant", 0)
+	var le *LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, concurrency, le.Limit.Algorithm)
+	assert.GreaterOrEqual(t, time.Since(began), short.Wait, "denied only once its wait was over")
+	require.NoError(t, holder.Release(ctx))
+}
+
+// deniedHook counts denials.
+type deniedHook struct{ n *atomic.Int64 }
+
+func (h deniedHook) Decided(_ context.Context, _ *Request, d Decision) {
+	if !d.Allowed {
+		h.n.Add(1)
+	}
+}
+
+func (deniedHook) Failed(context.Context, *Request, error) {}
+
+// TestConcurrencyCheckFailsEvenUnderAnOverride: Check of a rule with a
+// concurrency limit fails as invalid, as it does without overrides, when
+// an override replaces the rule's limits (which would drop the slot).
+func TestConcurrencyCheckFailsEvenUnderAnOverride(t *testing.T) {
+	ctx := context.Background()
+	ov := &StaticOverrides{}
+	ov.SetRule("slot", Limit{Period: time.Second, Threshold: 3})
+	m := NewMemory(WithOverrides(ov))
+	r := &Rule{Name: "slot", Limits: []Limit{{Period: time.Second, Threshold: 5}, {Algorithm: concurrency, Threshold: 1}}}
+	for range 2 {
+		require.ErrorIs(t, r.Check(ctx, m, "k", 1), ErrInvalidLimit)
+	}
+	res, err := r.Reserve(ctx, m, "k", 1)
+	require.NoError(t, err, "Reserve takes the slot, under the override's rate limit")
+	require.NoError(t, res.Release(ctx))
+}

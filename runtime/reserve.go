@@ -54,7 +54,8 @@ import (
 // for want of a slot gets a [*LimitError] whose Limit is the concurrency
 // limit and whose RetryAfter is when the soonest lease ends (a bound: a
 // slot frees as soon as a call gives it back); with the rule's Wait the
-// call polls for a slot until then. Overrides apply to the rate limits
+// call polls for a slot until its wait is over, whatever the lease, so
+// a slot given back admits it. Overrides apply to the rate limits
 // only, shadow mode to neither; when the backend fails, [FailOpen] lets
 // the call run without a slot, and the other policies fail it. A limiter
 // holds slots as a [SlotHolder], which the limiter offers (see [As]); an

@@ -174,6 +174,12 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		o.limits = r.Limits
 		return ce
 	}
+	if r.prepared() == nil && hasSlot(r.Limits) {
+		// Not even when an override replaces the limits: the slot is not
+		// an override's to lift.
+		o.limits = r.Limits
+		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
+	}
 	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r}
 	line := -1 // the limit whose key's override exempts or blocks the call
 	if keys == nil {

@@ -61,6 +61,7 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesPeekAndReset", ct.linesPeekAndReset)
 	t.Run("LinesFailureRefunds", ct.linesFailureRefunds)
 	t.Run("LinesCalendar", ct.linesCalendar)
+	t.Run("Conformance", ct.conformance)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

@@ -1,0 +1,166 @@
+// Package limitertest checks that a ratelimit.Limiter decides calls as the
+// in-process limiter (ratelimit.NewMemory) does, crossing every feature of
+// package ratelimit with every other. A backend's tests run it with one
+// call:
+//
+//	func TestConformance(t *testing.T) {
+//		limitertest.Run(t, limitertest.Backend{
+//			New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
+//				return mybackend.New(connect(t), opts...) // fresh state, opts honoured
+//			},
+//			Clock: true, // it reads the time from ratelimit.WithClock's clock
+//		})
+//	}
+//
+// # What it checks
+//
+// Run runs one subtest per cross of features, named by the cross, such as
+// "token_bucket/keys_per_line/cost=3",
+// "fixed_window/calendar=month/tz=Europe/Paris/reserve/settle=debt" or
+// "concurrency/wait/release". For each algorithm (ratelimit.Algorithms):
+//
+//   - one_limit, several_limits (with a sliding log and a fixed window,
+//     all or nothing) and keys_per_line (Rule.KeyExprs: a limit per user
+//     and a sliding log for every call as one, Rule.AdmitKeys and
+//     Rule.PeekKeys), each × cost=1 and cost=3;
+//   - wait/beyond_budget (a denial whose RetryAfter is beyond Rule.Wait
+//     returns at once) and wait/admitted (one within it waits and is
+//     admitted), and shadow (Rule.Shadow never denies, yet charges what
+//     the limit admits), each through Rule.Check, keys_per_line/ through
+//     Rule.CheckKeys and reserve/ through Rule.Reserve;
+//   - reserve/settle=refund_all, refund, exact and debt (Rule.Reserve and
+//     Reservation.Settle);
+//   - peek_reset (ratelimit.Peek before every call tells what it gets;
+//     ratelimit.Reset starts afresh);
+//   - overrides/rule, key, tier, unlimited and block (WithOverrides of
+//     ParseOverrides), also keys_per_line/overrides/ and
+//     concurrency/overrides/;
+//   - concurrency: a concurrency slot beside the limit, taken all or
+//     nothing, given back by Release or Settle, peeked at and reset, its
+//     30 s leases ending on the clock;
+//   - hooks: a ratelimit.Metrics given with WithHook counts what the
+//     twin's counts (admissions, denials, shadow denials, near-limit
+//     admissions, calls in flight) after every call;
+//
+// and for fixed_window, calendar=day, week, month and year × tz=UTC and
+// Europe/Paris, each × cost, × keys_per_line × cost and × reserve/settle.
+// The crosses of concurrency limits alone are concurrency/held (never more
+// calls than slots), hold_release/lease=30s, and wait/release and
+// wait/deadline: a call of concurrency=1 wait=5s (lease 30 s) made while
+// the slot is held waits for it until its wait is over, whatever the
+// lease, and a slot given back admits it.
+//
+// When the backend reads the time from ratelimit.WithClock (Backend.Clock),
+// each cross is differential: it runs one sequence of calls against the
+// backend and against a fresh ratelimit.NewMemory twin, both on one clock
+// that moves only when the suite moves it (it starts in the year 2100,
+// later than any server's clock), and requires the same outcome of every
+// call: the Decision (Allowed, Remaining, RetryAfter, ResetAfter, Delay,
+// LimitIndex and Source, where a deny cache's repeat of a denial,
+// ratelimit.SourceCache, counts as the backend's), the *LimitError's
+// fields, the class of any other error (ErrInvalidLimit, ErrBackend), and
+// Peek's answers. Crosses that must wait in real time (Rule.Wait with an
+// admission) check invariants on both instead. A sequence that stalled
+// for more than 900ms of real time beyond the clock (the keys of a Redis
+// backend expire in real time) is run again on fresh limiters.
+//
+// Without a controllable clock, the crosses that can check invariants on
+// limits of a day do: a fresh key admits exactly what the tightest of its
+// limits holds, never more, then denies with a retry within the day; the
+// users of a key per limit each get their own limit and all of them no
+// more than the shared one; a settle leaves exactly the units it should;
+// Peek foretells each call and Reset empties the limit; a shadow rule
+// never denies yet charges; the waits and the concurrency crosses held
+// and wait/ run as with a clock. The others (sequences, calendars,
+// overrides, slot sequences) are skipped, saying so.
+//
+// # Capabilities
+//
+// Run first asks the backend, through ratelimit's exported API only, what
+// it can do: which algorithms and calendar periods it decides, whether
+// ratelimit.Peek and ratelimit.Reset reach it, whether Rule.Reserve can
+// settle on it and take concurrency slots, whether its Config applies
+// WithOverrides (a ratelimit.Configured limiter), and whether it reports
+// to WithHook's hook. The crosses of a capability it lacks are skipped,
+// with t.Skip saying which and why.
+//
+// Run takes seconds: sizes are bounded and the clock is the suite's.
+// Backend.New is called once for the probes and once per run of a cross,
+// from its subtest, and each limiter must start with no state: a Redis
+// backend flushes its server.
+package limitertest
+
+import (
+	"testing"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Backend is how Run makes limiters of the backend under test.
+type Backend struct {
+	// New returns a limiter of the backend with no state, configured with
+	// opts (the options of package ratelimit: WithClock, WithOverrides
+	// and so on). Run calls it once per cross, from that cross's subtest.
+	New func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter
+	// Clock reports whether the limiter reads the time from the clock of
+	// ratelimit.WithClock, as NewMemory and redislimit.New do: then Run
+	// compares its decisions with the in-process twin's; else it checks
+	// invariants only.
+	Clock bool
+}
+
+// Run checks that the limiters b makes decide as package ratelimit
+// specifies, with one subtest per cross of features (see the package
+// doc), skipping those of capabilities they lack.
+func Run(t *testing.T, b Backend) {
+	t.Helper()
+	if b.New == nil {
+		t.Fatal("limitertest: Backend.New is nil")
+	}
+	s := &suite{b: b, caps: probe(t, b)}
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) { s.algorithm(t, alg) })
+	}
+	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
+}
+
+// suite is one Run: the backend and what it can do.
+type suite struct {
+	b    Backend
+	caps capabilities
+}
+
+// algorithm runs every cross of alg.
+func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "decide "+string(alg), s.caps.algorithms[alg])
+	for _, cost := range costs {
+		t.Run(name("one_limit", cost), func(t *testing.T) { s.oneLimit(t, alg, cost) })
+		t.Run(name("several_limits", cost), func(t *testing.T) { s.severalLimits(t, alg, cost) })
+		t.Run(name("keys_per_line", cost), func(t *testing.T) { s.keysPerLine(t, alg, cost) })
+	}
+	for _, way := range waitWays {
+		prefix := ""
+		if way != "check" {
+			prefix = way + "/"
+		}
+		t.Run(prefix+"wait/beyond_budget", func(t *testing.T) { s.waitBeyondBudget(t, alg, way) })
+		t.Run(prefix+"wait/admitted", func(t *testing.T) { s.waitAdmitted(t, alg, way) })
+		t.Run(prefix+"shadow", func(t *testing.T) { s.shadow(t, alg, way) })
+	}
+	for _, settle := range settles {
+		t.Run("reserve/settle="+settle.name, func(t *testing.T) { s.reserveSettle(t, alg, settle.delta) })
+	}
+	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
+	for _, o := range overrideCases {
+		t.Run("overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o, false) })
+		t.Run("keys_per_line/overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o, true) })
+	}
+	t.Run("concurrency", func(t *testing.T) { s.slotWithRate(t, alg, nil) })
+	for _, o := range overrideCases {
+		t.Run("concurrency/overrides/"+o.name, func(t *testing.T) { s.slotWithRate(t, alg, &o) })
+	}
+	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
+	if alg == ratelimit.FixedWindow {
+		s.calendars(t)
+	}
+}
