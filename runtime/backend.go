@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"reflect"
 	"time"
 )
 
@@ -15,6 +16,7 @@ import (
 //
 //	capability      used by
 //	Limiter         Rule.Check (every backend)
+//	RuleDecider     Rule.Check of one key against a rule's own limits, when the limiter itself offers it
 //	Peeker          Peek, Rule.Peek
 //	Resetter        Reset
 //	Reserver        Rule.Reserve, Reservation.Settle
@@ -23,6 +25,20 @@ import (
 //	Fallback        the FailLocal error policy
 //
 // runtime/limitertest checks that a backend honours what it offers.
+
+// RuleDecider is a [Limiter] that decides the calls of a [Rule] without
+// a [Request]: the in-process limiter's fast path, which any backend may
+// offer. [Rule.Check] uses it for a call with one key against the rule's
+// own limits (no override), on the limiter it is given, never through a
+// [Wrapper], since it stands for Allow; it asks once per rule and limiter,
+// and keeps the function with the rule.
+type RuleDecider interface {
+	Limiter
+	// DecideRule returns a function that decides a call of r with key and
+	// cost exactly as Allow decides Request{Name: r.Name, Key: key, Cost:
+	// cost, Limits: r.Limits, Rule: r}, or nil to have Allow decide them.
+	DecideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error)
+}
 
 // Reserver is a [Limiter] whose charges can be changed once made, as
 // [Rule.Reserve] and [Reservation.Settle] need.
@@ -88,6 +104,40 @@ func As[T any](limiter Limiter) (capability T, ok bool) {
 		limiter = w.Unwrap()
 	}
 	return capability, false
+}
+
+// ruleFast is the function of a [RuleDecider] that decides a rule's
+// calls on limiter.
+type ruleFast struct {
+	limiter Limiter
+	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
+}
+
+// ownDecide returns fastDecide's function for req, a call of r, when it
+// has one key and r's own limits; else nil.
+func (r *Rule) ownDecide(limiter Limiter, req *Request) func(ctx context.Context, key string, cost int64) (Decision, error) {
+	if req.Keys != nil || len(r.Limits) == 0 || len(req.Limits) != len(r.Limits) || &req.Limits[0] != &r.Limits[0] {
+		return nil
+	}
+	return r.fastDecide(limiter)
+}
+
+// fastDecide returns the function that decides r's calls on limiter, or
+// nil when limiter is no RuleDecider: the one kept with r when it was made
+// for limiter, else a new one, kept for the next calls (a limiter whose
+// type is not comparable, which could not be told from the kept one, gets
+// none).
+func (r *Rule) fastDecide(limiter Limiter) func(ctx context.Context, key string, cost int64) (Decision, error) {
+	if f := r.fast.Load(); f != nil && f.limiter == limiter {
+		return f.decide
+	}
+	rd, ok := limiter.(RuleDecider)
+	if !ok || !reflect.TypeOf(limiter).Comparable() {
+		return nil
+	}
+	f := &ruleFast{limiter: limiter, decide: rd.DecideRule(r)}
+	r.fast.Store(f)
+	return f.decide
 }
 
 // configOf returns the Config of limiter, found with [As]; nil when no

@@ -102,6 +102,37 @@ func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d D
 	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
+// DecideRule returns the function that decides the calls of r against its
+// plans, made once, without a Request: the limiter's fast path (see
+// [RuleDecider]); nil when r's limits are not valid.
+func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error) {
+	prep := r.prepared()
+	if prep == nil {
+		return nil
+	}
+	return func(ctx context.Context, key string, cost int64) (d Decision, err error) {
+		units := cost
+		if units == 0 {
+			units = 1
+		}
+		if units < 0 || units > prep.capacity {
+			return l.Allow(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}) // which says why not
+		}
+		bound := callkey.Bound(key)
+		hash := l.hashOf(prep.name, bound, prep)
+		now := l.now()
+		shard := l.shardOf(hash)
+		shard.mu.Lock()
+		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
+		e.decidePlans(prep.plans, units, now, true, &d)
+		shard.mu.Unlock()
+		if l.cfg.Hook != nil {
+			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits}, bound, d)
+		}
+		return d, nil
+	}
+}
+
 // now returns the time in µs since the Unix epoch: the clock's, or the
 // wall clock's when the process started moved on by its monotonic clock,
 // which is read alone (about half the cost of time.Now) and never steps.
@@ -364,9 +395,10 @@ func init() {
 
 // The capabilities the memory limiter offers (see [As]).
 var (
-	_ Peeker     = (*MemoryLimiter)(nil)
-	_ Resetter   = (*MemoryLimiter)(nil)
-	_ Reserver   = (*MemoryLimiter)(nil)
-	_ SlotHolder = (*MemoryLimiter)(nil)
-	_ Configured = (*MemoryLimiter)(nil)
+	_ RuleDecider = (*MemoryLimiter)(nil)
+	_ Peeker      = (*MemoryLimiter)(nil)
+	_ Resetter    = (*MemoryLimiter)(nil)
+	_ Reserver    = (*MemoryLimiter)(nil)
+	_ SlotHolder  = (*MemoryLimiter)(nil)
+	_ Configured  = (*MemoryLimiter)(nil)
 )

@@ -41,6 +41,8 @@ type Rule struct {
 
 	// prep holds the *rulePrep of Limits, once a call has validated them.
 	prep atomic.Value
+	// fast is the RuleDecider's function of the limiter last used.
+	fast atomic.Pointer[ruleFast]
 }
 
 // ErrorPolicy says what to do with a call when the limiter cannot decide it.
@@ -174,7 +176,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		o.limits = r.Limits
 		return ce
 	}
-	if r.prepared() == nil && hasSlot(r.Limits) {
+	if hasSlot(r.Limits) && r.prepared() == nil {
 		// Not even when an override replaces the limits: the slot is not
 		// an override's to lift.
 		o.limits = r.Limits
@@ -211,7 +213,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		}
 	}
 	var err error
-	o.d, err = limiter.Allow(ctx, req)
+	if decide := r.ownDecide(limiter, &req); decide != nil {
+		o.d, err = decide(ctx, key, cost)
+	} else {
+		o.d, err = limiter.Allow(ctx, req)
+	}
 	fellBack := false
 	if err != nil {
 		var enforced []Limit
