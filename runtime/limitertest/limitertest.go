@@ -38,7 +38,7 @@
 //   - concurrency: a concurrency slot beside the limit, taken all or
 //     nothing, given back by Release or Settle, peeked at and reset, its
 //     30 s leases ending on the clock;
-//   - hooks: a ratelimit.Metrics given with WithHook counts what the
+//   - hooks: a limitmetrics.Metrics given with WithHook counts what the
 //     twin's counts (admissions, denials, shadow denials, near-limit
 //     admissions, calls in flight) after every call;
 //
