@@ -8,7 +8,7 @@ import (
 )
 
 // hooks: each limiter reports every decision of a sequence to the hook of
-// WithHook as its twin does: a ratelimit.Metrics of each counts the same
+// WithHook as its twin does: a limitmetrics.Metrics of each counts the same
 // admissions, denials, shadow denials and near-limit admissions per name,
 // and the same calls holding a concurrency slot, after every call. The
 // deny cache's count (Counters.Cached) is the backend's own.
