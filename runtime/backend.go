@@ -113,15 +113,6 @@ type ruleFast struct {
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
 }
 
-// ownDecide returns fastDecide's function for req, a call of r, when it
-// has one key and r's own limits; else nil.
-func (r *Rule) ownDecide(limiter Limiter, req *Request) func(ctx context.Context, key string, cost int64) (Decision, error) {
-	if req.Keys != nil || len(r.Limits) == 0 || len(req.Limits) != len(r.Limits) || &req.Limits[0] != &r.Limits[0] {
-		return nil
-	}
-	return r.fastDecide(limiter)
-}
-
 // fastDecide returns the function that decides r's calls on limiter, or
 // nil when limiter is no RuleDecider: the one kept with r when it was made
 // for limiter, else a new one, kept for the next calls (a limiter whose

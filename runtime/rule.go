@@ -213,7 +213,10 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 		}
 	}
 	var err error
-	if decide := r.ownDecide(limiter, &req); decide != nil {
+	// A call of one key against the rule's own limits: the limiter's
+	// RuleDecider, if it is one.
+	own := keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0]
+	if decide := r.fastDecide(limiter); own && decide != nil {
 		o.d, err = decide(ctx, key, cost)
 	} else {
 		o.d, err = limiter.Allow(ctx, req)
