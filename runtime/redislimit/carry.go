@@ -184,7 +184,7 @@ func (c *carryBack) take() map[string]*carried {
 
 // wallNow returns the time in µs of the limiter's clock, or of the
 // process's wall clock: the time a charge carried back is made at.
-func (l *Limiter) wallNow() int64 {
+func (l *redisBackend) wallNow() int64 {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
@@ -200,7 +200,7 @@ func (l *Limiter) wallNow() int64 {
 // load and never blocks it; Redis may decide calls before the
 // charges arrive (a round trip or so): the excess they cause is what the
 // stated bound counts as admitted by Redis without the fallbacks' charges.
-func (l *Limiter) carrySoon() {
+func (l *redisBackend) carrySoon() {
 	c := l.carry
 	if c.held.Load() == 0 || l.CircuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
 		return
@@ -221,7 +221,7 @@ func (l *Limiter) carrySoon() {
 // admitted meanwhile; and after Redis decided a call while admissions
 // wait without an open breaker. One goroutine carries
 // back at a time; a call while it runs makes it go round once more.
-func (l *Limiter) carryOut(ctx context.Context) {
+func (l *redisBackend) carryOut(ctx context.Context) {
 	c := l.carry
 	if c == nil {
 		return
@@ -243,7 +243,7 @@ func (l *Limiter) carryOut(ctx context.Context) {
 
 // carryRound charges every admission remembered, and remembers again those
 // that Redis could not be asked about.
-func (l *Limiter) carryRound(ctx context.Context) {
+func (l *redisBackend) carryRound(ctx context.Context) {
 	calls := l.carry.take()
 	now := l.wallNow()
 	var batch []*charge
@@ -305,7 +305,7 @@ type charge struct {
 // count in the window before the one running now, where it still weighs
 // (previous × (period − elapsed) / period). A call with a key per limit
 // gets one charge per key.
-func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
+func (l *redisBackend) newCharges(e *carried, at, units, now int64) []*charge {
 	var chs []*charge
 	for i, lim := range e.req.Limits {
 		if e.only != nil && !slices.Contains(e.only, i) {
@@ -397,7 +397,7 @@ return units
 // sendPrevious charges the sliding windows in the prev of each of chs, in
 // one pipeline (a script not loaded is sent again alone, loading it). It
 // returns false when Redis could not be asked.
-func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
+func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge) bool {
 	type sent struct {
 		cmd  *redis.Cmd
 		key  string
@@ -435,7 +435,7 @@ func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
 
 // args returns the generic decide script's KEYS and ARGV for ch: its
 // limits' own keys, at its time.
-func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
+func (l *redisBackend) chargeArgs(ch *charge) ([]string, []any) {
 	keys := make([]string, 0, len(ch.idx))
 	args := make([]any, 0, 2+4*len(ch.idx))
 	limits := make([]ratelimit.Limit, 0, len(ch.idx))
@@ -455,7 +455,7 @@ func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
 // false when Redis could not be asked about some of chs: those it may have
 // charged without answering are dropped (marked done, so never sent
 // twice), the others are kept.
-func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
+func (l *redisBackend) sendCharges(ctx context.Context, chs []*charge) bool {
 	for len(chs) > 0 {
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(chs))

@@ -20,7 +20,7 @@ func newFallback(c ratelimit.Config) *ratelimit.MemoryLimiter {
 // shares, and returns the shares: the limits a denied caller is told. An
 // admitted call is remembered, to be charged to Redis when it answers
 // again (see the package doc, Outages). See [ratelimit.Fallback].
-func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
+func (l *redisBackend) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
 	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	if req.Keys != nil {
 		req.Keys = boundKeys(req.Keys, callkey.Bound)

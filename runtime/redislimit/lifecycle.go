@@ -58,7 +58,7 @@ func (g *background) close() {
 // also ends the heartbeat and the probes, at their next attempt). A
 // limiter still decides calls after Close, but a breaker that opens then
 // stays open: nothing probes it. Close may be called more than once.
-func (l *Limiter) Close() error {
+func (l *redisBackend) Close() error {
 	l.leaveFleet()
 	l.bg.close()
 	return nil

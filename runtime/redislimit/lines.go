@@ -54,7 +54,7 @@ func boundKeys(keys []string, bound func(string) string) []string {
 
 // grouped reports whether the limiter's keys may live on several nodes,
 // so that a call whose limits have different keys is decided per group.
-func (l *Limiter) grouped() bool {
+func (l *redisBackend) grouped() bool {
 	if l.cluster != nil {
 		return true
 	}
@@ -75,7 +75,7 @@ type lineGroup struct {
 
 // groupsOf returns the limits of req grouped by key, in the order of
 // their first limit, or nil when they all share one key.
-func (l *Limiter) groupsOf(req *ratelimit.Request) []*lineGroup {
+func (l *redisBackend) groupsOf(req *ratelimit.Request) []*lineGroup {
 	var groups []*lineGroup
 	for i, lim := range req.Limits {
 		var g *lineGroup
@@ -103,7 +103,7 @@ func (l *Limiter) groupsOf(req *ratelimit.Request) []*lineGroup {
 // with a key per limit is decided by the states of several keys, which
 // calls with other keys change. Batching applies on a single server,
 // whose batches take any keys.
-func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
 	req.Keys = boundKeys(req.Keys, callkey.Bound)
 	req.Key = callkey.Bound(req.Key)
 	var d ratelimit.Decision
@@ -140,7 +140,7 @@ func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (rateli
 // tags: each group with one run of the script with records, concurrently;
 // when any denies the call or fails, the groups that admitted it are
 // refunded. With peek set, nothing is charged and nothing refunded.
-func (l *Limiter) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
+func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
 	if !peek && l.breaker != nil {
 		if !l.breaker.allow() {
 			return ratelimit.Decision{}, ratelimit.ErrCircuitOpen
@@ -189,7 +189,7 @@ func (l *Limiter) decideGroups(ctx context.Context, req *ratelimit.Request, grou
 
 // runGroup runs g's script for req at now (the generic script's time
 // argument), setting g's decision and records, or its error.
-func (l *Limiter) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, peek bool) {
+func (l *redisBackend) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, peek bool) {
 	limits := make([]ratelimit.Limit, len(g.idx))
 	for j, i := range g.idx {
 		limits[j] = req.Limits[i]
@@ -283,7 +283,7 @@ func combine(groups []*lineGroup) ratelimit.Decision {
 // refund takes back the charges of the groups of req that admitted it,
 // each with one run of the refund script, concurrently; best effort: a
 // refund that fails leaves its charge, to lapse with its window.
-func (l *Limiter) refund(ctx context.Context, req *ratelimit.Request, groups []*lineGroup) {
+func (l *redisBackend) refund(ctx context.Context, req *ratelimit.Request, groups []*lineGroup) {
 	now := l.now()
 	var wg sync.WaitGroup
 	for _, g := range groups {
@@ -307,7 +307,7 @@ func (l *Limiter) refund(ctx context.Context, req *ratelimit.Request, groups []*
 }
 
 // peekKeys is Peek for a valid request with a key per limit.
-func (l *Limiter) peekKeys(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	req.Keys = boundKeys(req.Keys, callkey.Named)
 	var groups []*lineGroup
 	if l.grouped() {

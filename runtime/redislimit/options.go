@@ -5,6 +5,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // option is an Option of this package: it configures a [ratelimit.Limiter] made by
@@ -16,12 +17,9 @@ func (option) Configure(*ratelimit.Config) {}
 
 // settings are what the options of this package set.
 type settings struct {
-	prefix    string
-	breaker   breakerConfig
-	batch     int
-	denyCache int
-	// denyHold bounds how long the deny cache holds a denial.
-	denyHold time.Duration
+	prefix  string
+	breaker breakerConfig
+	batch   int
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
 	// genericOnly makes the limiter run the generic decide script for
@@ -40,11 +38,9 @@ type settings struct {
 // opts set, over the defaults.
 func newSettings(opts []ratelimit.Option) settings {
 	s := settings{
-		prefix:    DefaultPrefix,
-		batch:     DefaultBatch,
-		denyCache: DefaultDenyCache,
-		denyHold:  DefaultDenyHold,
-		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+		prefix:  DefaultPrefix,
+		batch:   DefaultBatch,
+		breaker: breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
 	for _, o := range opts {
 		if o, ok := o.(option); ok {
@@ -102,26 +98,24 @@ func WithBatching(max int) ratelimit.Option {
 // calls of cost 1, or of any cost against a fixed window) and holds each
 // at most the deny hold ([WithDenyHold]), so state lost out of band is
 // seen within that bound; see the package doc. On by default
-// ([DefaultDenyCache] entries, a few MiB at most).
-func WithDenyCache(entries int) ratelimit.Option {
-	return option(func(s *settings) { s.denyCache = entries })
-}
+// ([DefaultDenyCache] entries, a few MiB at most). It is
+// [guard.WithDenyCache]: the cache is the deny cache guard of package
+// guard around the Redis backend.
+func WithDenyCache(entries int) ratelimit.Option { return guard.WithDenyCache(entries) }
+
+// DefaultDenyCache is how many denials a Redis limiter remembers unless
+// [WithDenyCache] says otherwise.
+const DefaultDenyCache = guard.DefaultDenyCache
 
 // DefaultDenyHold is how long the deny cache holds a denial at most unless
 // [WithDenyHold] says otherwise.
-const DefaultDenyHold = time.Second
+const DefaultDenyHold = guard.DefaultDenyHold
 
 // WithDenyHold bounds how long the deny cache repeats a denial without
 // asking Redis again (default [DefaultDenyHold]), and so how long every
 // process takes to see state that was lost or reset out of band; d <= 0
-// keeps the default.
-func WithDenyHold(d time.Duration) ratelimit.Option {
-	return option(func(s *settings) {
-		if d > 0 {
-			s.denyHold = d
-		}
-	})
-}
+// keeps the default. It is [guard.WithDenyHold].
+func WithDenyHold(d time.Duration) ratelimit.Option { return guard.WithDenyHold(d) }
 
 // DefaultPrefix starts every Redis key the limiter writes.
 const DefaultPrefix = "ratelimit:"

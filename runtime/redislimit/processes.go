@@ -41,7 +41,7 @@ type fleet struct {
 
 	client redis.UniversalClient
 	// members are the limiters in the heartbeat; guarded by fleets.mu.
-	members map[*Limiter]struct{}
+	members map[*redisBackend]struct{}
 	// cancel stops the heartbeat, which closes done when it has ended.
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -71,14 +71,14 @@ func newFleet(prefix string) *fleet {
 
 // joinFleet puts l in the heartbeat of its client and prefix, starting it
 // if l is the first limiter there.
-func (l *Limiter) joinFleet() {
+func (l *redisBackend) joinFleet() {
 	fleets.mu.Lock()
 	defer fleets.mu.Unlock()
 	k := fleetKey{l.client, l.prefix}
 	f := fleets.m[k]
 	if f == nil {
 		f = newFleet(l.prefix)
-		f.client, f.members = l.client, map[*Limiter]struct{}{}
+		f.client, f.members = l.client, map[*redisBackend]struct{}{}
 		ctx, cancel := context.WithCancel(context.Background())
 		f.cancel, f.done = cancel, make(chan struct{})
 		fleets.m[k] = f
@@ -90,7 +90,7 @@ func (l *Limiter) joinFleet() {
 
 // leaveFleet takes l out of its heartbeat; the last limiter to leave stops
 // it, waits for it to end and removes the process's member from Redis.
-func (l *Limiter) leaveFleet() {
+func (l *redisBackend) leaveFleet() {
 	fleets.mu.Lock()
 	f := l.fleet
 	if _, ok := f.members[l]; !ok {
@@ -112,7 +112,7 @@ func (l *Limiter) leaveFleet() {
 // processes returns how many processes share the limits in the local
 // fallback: WithFallbackProcesses's n, else the count of processes the
 // heartbeat last read, at least 1.
-func (l *Limiter) processes() int {
+func (l *redisBackend) processes() int {
 	if l.fallbackProcesses > 0 {
 		return l.fallbackProcesses
 	}

@@ -3,13 +3,13 @@ package redislimit
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // Limiter decides calls in Redis with one script round trip each (or
@@ -19,7 +19,20 @@ import (
 // change ([WithDenyCache]). It works with a single server, a failover
 // client and a Redis Cluster. The package doc says what its scripts, keys
 // and failures cost.
+//
+// It is the Redis backend behind the guards of package guard that its
+// options turn on: the deny cache ([guard.DenyCache]) answers before Redis
+// is asked. Its methods that a guard intercepts (Allow, Reserve, Adjust,
+// ReserveSlot, Reset) go through the guards; the others are the backend's.
 type Limiter struct {
+	*redisBackend
+	// denials is the deny cache guard around backend; nil when off.
+	denials *guard.DenyCache
+}
+
+// redisBackend is the Redis backend: it decides calls in Redis, and offers the
+// guards what they need through the capabilities of package guard.
+type redisBackend struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
 	cluster *redis.ClusterClient
@@ -30,11 +43,6 @@ type Limiter struct {
 	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
-	// denials repeats recent denials (see [WithDenyCache]); nil when off.
-	denials *denyCache
-	// latest is the latest time (ns) of the clock a call was sent at,
-	// with [ratelimit.WithClock].
-	latest atomic.Int64
 	// local decides the calls of FailLocal rules that Redis cannot decide.
 	local *ratelimit.MemoryLimiter
 	// breakerHook is told of the breakers' changes; nil without a hook.
@@ -56,14 +64,19 @@ type Limiter struct {
 // client, its breakers' probes) runs until [Limiter.Close] or until client
 // is closed.
 func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
-	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
+	b := newBackend(client, opts)
+	return &Limiter{redisBackend: b, denials: guard.NewDenyCache(b, opts...)}
+}
+
+// newBackend returns the Redis backend of New.
+func newBackend(client redis.UniversalClient, opts []ratelimit.Option) *redisBackend {
+	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
 	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
 	if l.breakerHook == nil {
 		// An outage is logged once, whatever the hook: its start at Warn,
 		// its end at Info.
 		l.breakerHook = ratelimit.NewSlogHook(nil)
 	}
-	l.denials = newDenyCache(l.denyCache)
 	l.local = newFallback(l.cfg)
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.breaker = l.newBreaker(clientAddr(client), l.probe)
@@ -78,12 +91,12 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 
 // Config returns the configuration the limiter was made with. See
 // [ratelimit.Configured].
-func (l *Limiter) Config() *ratelimit.Config { return &l.cfg }
+func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
 // least one master), as a health check may want to know.
-func (l *Limiter) CircuitOpen() bool {
+func (l *redisBackend) CircuitOpen() bool {
 	if l.breaker == nil {
 		return false
 	}
@@ -98,7 +111,7 @@ func (l *Limiter) CircuitOpen() bool {
 // Circuits returns, for each circuit breaker of the limiter that is open
 // now, its node (the client's address, or a cluster master's) and when it
 // opened: empty while every call goes to Redis.
-func (l *Limiter) Circuits() map[string]time.Time {
+func (l *redisBackend) Circuits() map[string]time.Time {
 	open := map[string]time.Time{}
 	if l.breaker == nil {
 		return open
@@ -119,16 +132,10 @@ func (l *Limiter) Circuits() map[string]time.Time {
 // CachedDenial returns how much longer the limiter's deny cache repeats a
 // denial of req without asking Redis, and whether it holds one.
 func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
-	if l.denials == nil || req.Keys != nil || req.Validate() != nil {
-		return 0, false // calls with a key per limit are not cached
-	}
-	req.Key = callkey.Named(req.Key)
-	now, _ := l.cacheNow()
-	e, ok := l.denials.held(&req, now)
-	if !ok {
+	if l.denials == nil {
 		return 0, false
 	}
-	return time.Duration(e.until-now) * time.Microsecond, true
+	return l.denials.CachedDenial(req)
 }
 
 // clientAddr names the node of client's breaker for a [ratelimit.BreakerHook]: its
@@ -149,7 +156,7 @@ func clientAddr(client redis.UniversalClient) string {
 // probe asks Redis whether the limiter's breaker may close: with a script
 // on a connection of its own (see [probeNode]), or for a cluster client
 // by finding a master, which the breaker guards there.
-func (l *Limiter) probe(ctx context.Context) error {
+func (l *redisBackend) probe(ctx context.Context) error {
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
 		_, err := c.MasterForKey(ctx, "")
@@ -162,7 +169,7 @@ func (l *Limiter) probe(ctx context.Context) error {
 
 // guard returns the breaker that guards the call req, or the error that
 // fails the call at once.
-func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
+func (l *redisBackend) guard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
 	if l.breaker == nil {
 		return nil, nil
 	}
@@ -179,7 +186,7 @@ func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, 
 
 // guardMaster returns the breaker of the cluster master that holds key,
 // or the error that fails the call at once.
-func (l *Limiter) guardMaster(ctx context.Context, key string) (*breaker, error) {
+func (l *redisBackend) guardMaster(ctx context.Context, key string) (*breaker, error) {
 	master, err := l.cluster.MasterForKey(ctx, key)
 	l.breaker.record(ctx, err)
 	if err != nil {
@@ -200,7 +207,7 @@ func (l *Limiter) guardMaster(ctx context.Context, key string) (*breaker, error)
 // newBreaker returns the limiter's breaker for node, which probe asks,
 // or nil when breakers are off. When a probe finds Redis back, the
 // breaker carries back what the fallback admitted (see [Limiter.carryOut]).
-func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *breaker {
+func (l *redisBackend) newBreaker(node string, probe func(context.Context) error) *breaker {
 	b := newBreaker(l.settings.breaker, node, probe, l.breakerHook)
 	if b != nil {
 		b.bg = l.bg
@@ -218,7 +225,7 @@ func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *br
 // the fallback still decides, so that the other processes' probes find
 // Redis back too and carry back theirs before this one lets Redis decide,
 // and carries back what the fallback admitted meanwhile.
-func (l *Limiter) recovered(ctx context.Context) {
+func (l *redisBackend) recovered(ctx context.Context) {
 	c := l.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
 	// admissions it took: wait for it to charge them or keep them again.
@@ -247,7 +254,7 @@ func (l *Limiter) recovered(ctx context.Context) {
 // the master that holds key, a key it held when the breaker was made. Asking
 // the cluster client for the master each time finds the node's current
 // client, and a master that took over key's slot.
-func (l *Limiter) probeMaster(key string) func(context.Context) error {
+func (l *redisBackend) probeMaster(key string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		master, err := l.cluster.MasterForKey(ctx, key)
 		if err != nil {
@@ -257,10 +264,19 @@ func (l *Limiter) probeMaster(key string) func(context.Context) error {
 	}
 }
 
-// Allow decides req in one EVALSHA, shared with concurrent calls when
-// batching is on (see [WithBatching]), or repeats a recent denial without
-// asking Redis (see [WithDenyCache]). See [ratelimit.Limiter].
+// Allow decides req, through the limiter's guards: the deny cache repeats
+// a recent denial without asking Redis (see [WithDenyCache]). See
+// [ratelimit.Limiter].
 func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if l.denials != nil {
+		return l.denials.Allow(ctx, req)
+	}
+	return l.redisBackend.Allow(ctx, req)
+}
+
+// Allow decides req in one EVALSHA, shared with concurrent calls when
+// batching is on (see [WithBatching]). See [ratelimit.Limiter].
+func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -268,18 +284,6 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 		return l.allowKeys(ctx, &req)
 	}
 	req.Key = callkey.Bound(req.Key)
-	var seen denyProbe
-	if l.denials != nil {
-		var d ratelimit.Decision
-		var hit bool
-		now, ok := l.cacheNow()
-		if d, seen, hit = l.denials.lookup(&req, now); hit && ok {
-			if l.cfg.Hook != nil {
-				l.decided(ctx, req, d)
-			}
-			return d, nil
-		}
-	}
 	b, err := l.guard(ctx, &req)
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
@@ -297,51 +301,19 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
 	}
 	l.carrySoon()
-	if !d.Allowed && l.denials != nil {
-		recv, _ := l.cacheNow()
-		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
-	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
 	}
 	return d, nil
 }
 
-// monoBase is the origin of the process's monotonic clock, for the deny
-// cache and the memory limiter.
-var monoBase = time.Now()
-
-// cacheNow returns the deny cache's time in µs, and whether the cache may
-// answer at it. Without a clock it is the process's monotonic clock, which
-// steps with neither the wall clock nor the server's, and the cache may
-// always answer. With one, it is the clock's time (at which the scripts
-// decide), and the cache may answer only when no call was sent at a later
-// time: such a call may have dropped state (a log's entries) that counts
-// at an earlier time.
-func (l *Limiter) cacheNow() (int64, bool) {
-	if l.cfg.Clock == nil {
-		return time.Since(monoBase).Microseconds(), true
-	}
-	now := l.cfg.Clock.Now().UnixMicro()
-	for {
-		latest := l.latest.Load()
-		if now <= latest {
-			return now, now == latest
-		}
-		if l.latest.CompareAndSwap(latest, now) {
-			return now, true
-		}
-	}
-}
-
-// cacheSlack is how much shorter than its RetryAfter a denial of req is
-// remembered: a millisecond when a window's script may have told it from
-// the start of the server's millisecond (see denyCache), else nothing.
-func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
-	if l.cfg.Clock != nil {
-		return 0
-	}
-	for _, lim := range req.Limits {
+// DenySlack is how much shorter than its RetryAfter the deny cache holds
+// a denial of a call of limits (see [guard.DenySlacker]): a millisecond
+// when a window's script may have told it from the start of the server's
+// millisecond, else nothing. The cache asks only without
+// [ratelimit.WithClock], whose clock the scripts read to the µs.
+func (l *redisBackend) DenySlack(limits []ratelimit.Limit) time.Duration {
+	for _, lim := range limits {
 		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
 			return time.Millisecond
 		}
@@ -351,7 +323,7 @@ func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
 
 // decided reports d, the decision of req, to the hook. It takes req by
 // value, so that only a limiter with a hook moves a request to the heap.
-func (l *Limiter) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
+func (l *redisBackend) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
 	seen := hookRequest(&req)
 	l.cfg.Hook.Decided(ctx, &seen, d)
 }
@@ -363,7 +335,7 @@ func hookRequest(req *ratelimit.Request) ratelimit.Request {
 }
 
 // failed reports a call the limiter could not decide because of cause.
-func (l *Limiter) failed(ctx context.Context, req ratelimit.Request, cause error) error {
+func (l *redisBackend) failed(ctx context.Context, req ratelimit.Request, cause error) error {
 	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
 	if l.cfg.Hook != nil {
 		seen := hookRequest(&req)
@@ -376,7 +348,7 @@ func (l *Limiter) failed(ctx context.Context, req ratelimit.Request, cause error
 // of the calls named name with per-call key key, for inspecting state with
 // redis-cli. A key whose escaped form is longer than 64 bytes appears as
 // its stand-in (see [ratelimit.LimitError]'s Key).
-func (l *Limiter) Key(name, key string, i int, alg ratelimit.Algorithm) string {
+func (l *redisBackend) Key(name, key string, i int, alg ratelimit.Algorithm) string {
 	return storageKey(l.prefix, name, callkey.Bound(key), i, alg)
 }
 
@@ -389,4 +361,5 @@ var (
 	_ ratelimit.SlotHolder = (*Limiter)(nil)
 	_ ratelimit.Configured = (*Limiter)(nil)
 	_ ratelimit.Fallback   = (*Limiter)(nil)
+	_ guard.DenySlacker    = (*redisBackend)(nil)
 )

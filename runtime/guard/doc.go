@@ -1,0 +1,61 @@
+// Package guard holds the guards every backend gets: limiters that wrap a
+// backend (a [ratelimit.Limiter], such as the Redis limiter or one written
+// outside this module) and make it cheaper or keep it deciding when it
+// fails, without changing any decision it makes. Each guard uses only the
+// backend contract of package ratelimit (its capabilities, found with
+// [ratelimit.As]) and the capability interfaces declared here, which a
+// backend implements to offer what a guard needs to know about it.
+//
+// # Design
+//
+// A guard is a [ratelimit.Wrapper]: it sees every call whose capability it
+// implements, and passes the others on through Unwrap. [Wrap] stacks the
+// guards that its options turn on around a backend, outermost first:
+//
+//	deny cache → circuit breaker → backend (+ local fallback, fleet count)
+//
+// and returns a limiter that offers exactly the capabilities the backend
+// offers (a guard that intercepts Reserve is a [ratelimit.Reserver] only
+// around a backend that is one), so [ratelimit.Rule] finds the same
+// capabilities with or without guards.
+//
+//	guard          calls of the wrapper it intercepts     needs of the backend
+//	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
+//	               Reset                                  DenySlacker (optional)
+//	Breaker        (planned) every call sent to the       Nodes: the node serving a
+//	               backend                                call, a probe of a node,
+//	                                                      which errors are outages
+//	Fallback       (planned) AllowLocal                   Carrier: charge admissions
+//	                                                      at their times, deciding
+//	                                                      nothing; Fleet (optional)
+//	Fleet count    (planned) none: a heartbeat            Fleet: beat and count the
+//	                                                      members under a prefix
+//
+// Who calls whom. [ratelimit.Rule] calls the outermost guard. The deny
+// cache answers a denial it holds and reports it to the backend's hook
+// (Source [ratelimit.SourceCache]); otherwise it calls the backend, which
+// decides and reports its own decision, and remembers the backend's
+// denial. It reads the time on the backend's clock: the
+// [ratelimit.WithClock] clock of the backend's [ratelimit.Config] when it
+// has one (then it answers only at a time no earlier than any call it
+// passed on, as a call at a later time may drop state that counts at an
+// earlier one), else the process's monotonic clock; a backend whose
+// denials may tell times from the start of a coarser clock tick than it
+// decides on (Redis's windows tell them from the start of the server's
+// millisecond) says by how much with [DenySlacker], and the cache holds
+// its denials that much less.
+//
+// The planned guards, moved out of package redislimit in later steps:
+// the breaker asks the backend's [Nodes]-like capability which node serves
+// a call, fails the call at once while that node's breaker is open, and
+// probes the node in the background; the fallback decides in process
+// under [ratelimit.FailLocal] against each process's share of the limits
+// (the share counted by the fleet heartbeat) and, when the breaker's probe
+// finds the backend back, charges what it admitted through the backend's
+// carry capability, before the breaker closes.
+//
+// A guard's options are [ratelimit.Option] values that change nothing in a
+// [ratelimit.Config]: [Wrap] and the guards' constructors find them among
+// the options they are given by their type, as a backend finds its own, so
+// one option list configures a backend and its guards.
+package guard

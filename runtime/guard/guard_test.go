@@ -1,0 +1,176 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+)
+
+// The tests of this file use only exported API, as a backend written
+// outside this module would: flaky is such a backend, an in-process
+// limiter that fails on demand.
+
+// errDown is flaky's failure while it is down.
+var errDown = errors.New("backend down")
+
+// flaky is a backend that decides in process (ratelimit.NewMemory) and
+// fails every call while down, counting the decisions asked of it.
+type flaky struct {
+	*ratelimit.MemoryLimiter
+	down  atomic.Bool
+	asked atomic.Int64
+}
+
+// Allow decides req, or fails while the backend is down.
+func (f *flaky) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	f.asked.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return f.MemoryLimiter.Allow(ctx, req)
+}
+
+// Reserve reserves req, or fails while the backend is down.
+func (f *flaky) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	f.asked.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return f.MemoryLimiter.Reserve(ctx, req)
+}
+
+// manualClock is a clock that moves only when told.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
+
+// Now returns the clock's time.
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// sources counts the decisions a hook is told of, by source.
+type sources struct {
+	mu sync.Mutex
+	n  map[ratelimit.Source]int
+}
+
+func (s *sources) Decided(_ context.Context, _ *ratelimit.Request, d ratelimit.Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[ratelimit.Source]int{}
+	}
+	s.n[d.Source]++
+}
+
+func (s *sources) Failed(context.Context, *ratelimit.Request, error) {}
+
+func (s *sources) count(src ratelimit.Source) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[src]
+}
+
+// TestDenyCacheOfAForeignBackendAnswersAsTheBackend: the deny cache around
+// a backend of another module repeats its denials, with Source
+// SourceCache and told to its hook, deciding every call exactly as a twin
+// of the backend that is asked every call.
+func TestDenyCacheOfAForeignBackendAnswersAsTheBackend(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	hook := &sources{}
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithHook(hook))}
+	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	l := guard.Wrap(backend, guard.WithDenyCache(64))
+	algorithms := []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.LeakyBucket}
+	calls, cached := 0, 0
+	for _, alg := range algorithms {
+		req := ratelimit.Request{Name: "foreign." + string(alg), Key: "k", Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Second, Threshold: 3}}}
+		for i := range 400 {
+			got, err := l.Allow(ctx, req)
+			require.NoError(t, err)
+			want, err := twin.Allow(ctx, req)
+			require.NoError(t, err)
+			calls++
+			if got.Source == ratelimit.SourceCache {
+				cached++
+				got.Source = want.Source
+			}
+			require.Equal(t, want, got, "%s call %d", alg, i)
+			clock.Advance(7 * time.Millisecond)
+		}
+	}
+	t.Logf("%d calls, %d repeated by the cache, %d asked of the backend", calls, cached, backend.asked.Load())
+	assert.Greater(t, cached, calls/4, "denials the cache repeated")
+	assert.Equal(t, int64(calls-cached), backend.asked.Load(), "the backend decides what the cache does not")
+	assert.Equal(t, cached, hook.count(ratelimit.SourceCache), "the hook is told of each repeat")
+	cache, ok := guard.Of[*guard.DenyCache](l)
+	require.True(t, ok)
+	req := ratelimit.Request{Name: "held", Key: "k", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}}
+	require.True(t, allow(t, l, req).Allowed)
+	require.False(t, allow(t, l, req).Allowed)
+	left, ok := cache.CachedDenial(req)
+	require.True(t, ok, "the denial is held")
+	assert.Equal(t, guard.DefaultDenyHold, left, "held for the deny hold, on the backend's clock")
+}
+
+// allow returns l's decision of req.
+func allow(t *testing.T, l ratelimit.Limiter, req ratelimit.Request) ratelimit.Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), req)
+	require.NoError(t, err)
+	return d
+}
+
+// TestWrapOffersTheBackendsCapabilities: Wrap's limiter offers a
+// capability the guards intercept only when the backend does, and the
+// backend's others through Unwrap.
+func TestWrapOffersTheBackendsCapabilities(t *testing.T) {
+	mem := ratelimit.NewMemory()
+	l := guard.Wrap(mem)
+	_, ok := ratelimit.As[ratelimit.Reserver](l)
+	assert.True(t, ok, "Reserver")
+	_, ok = ratelimit.As[ratelimit.SlotHolder](l)
+	assert.True(t, ok, "SlotHolder")
+	_, ok = ratelimit.As[ratelimit.Peeker](l)
+	assert.True(t, ok, "Peeker, through Unwrap")
+	_, ok = ratelimit.As[ratelimit.Configured](l)
+	assert.True(t, ok, "Configured, through Unwrap")
+
+	plain := guard.Wrap(allowOnly{mem})
+	_, ok = ratelimit.As[ratelimit.Reserver](plain)
+	assert.False(t, ok, "no Reserver around a backend that is none")
+	_, ok = ratelimit.As[ratelimit.Resetter](plain)
+	assert.False(t, ok, "no Resetter around a backend that is none")
+	_, ok = guard.Of[*guard.DenyCache](plain)
+	assert.True(t, ok, "the deny cache is found")
+}
+
+// allowOnly is a backend that offers nothing but Allow.
+type allowOnly struct{ l ratelimit.Limiter }
+
+func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return a.l.Allow(ctx, req)
+}

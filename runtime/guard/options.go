@@ -1,0 +1,69 @@
+package guard
+
+import (
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// option is an Option of this package: it configures the guards made by
+// [Wrap] and the constructors of this package, and changes nothing in a
+// [ratelimit.Config].
+type option func(*settings)
+
+// Configure leaves c as it is: the guards find the option among their
+// options.
+func (option) Configure(*ratelimit.Config) {}
+
+// settings are what the options of this package set.
+type settings struct {
+	// denyCache is the deny cache's size in entries; 0 turns it off.
+	denyCache int
+	// denyHold bounds how long the deny cache holds a denial.
+	denyHold time.Duration
+}
+
+// newSettings returns the settings that the options of this package among
+// opts set, over the defaults.
+func newSettings(opts []ratelimit.Option) settings {
+	s := settings{denyCache: DefaultDenyCache, denyHold: DefaultDenyHold}
+	for _, o := range opts {
+		if o, ok := o.(option); ok {
+			o(&s)
+		}
+	}
+	return s
+}
+
+// DefaultDenyCache is how many denials a deny cache remembers unless
+// [WithDenyCache] says otherwise.
+const DefaultDenyCache = 1 << 16
+
+// DefaultDenyHold is how long the deny cache holds a denial at most unless
+// [WithDenyHold] says otherwise.
+const DefaultDenyHold = time.Second
+
+// WithDenyCache sizes the deny cache: it remembers up to about entries
+// recent denials of its backend (rounded up to a power of two; 0 turns the
+// cache off) and repeats them without asking the backend, answering
+// exactly what the backend would answer then, with Source
+// [ratelimit.SourceCache]. It repeats only denials that no call could
+// change until they end (Remaining 0, for calls of cost 1, or of any cost
+// against a fixed window) and holds each at most the deny hold
+// ([WithDenyHold]), so state lost out of band is seen within that bound.
+// On by default ([DefaultDenyCache] entries, a few MiB at most).
+func WithDenyCache(entries int) ratelimit.Option {
+	return option(func(s *settings) { s.denyCache = entries })
+}
+
+// WithDenyHold bounds how long the deny cache repeats a denial without
+// asking the backend again (default [DefaultDenyHold]), and so how long
+// every process takes to see state that was lost or reset out of band;
+// d <= 0 keeps the default.
+func WithDenyHold(d time.Duration) ratelimit.Option {
+	return option(func(s *settings) {
+		if d > 0 {
+			s.denyHold = d
+		}
+	})
+}

@@ -1,0 +1,159 @@
+package guard
+
+import (
+	"context"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Wrap returns backend behind the guards that the options of this package
+// among opts turn on (by default, all of them; see the package doc for
+// their order), as a limiter that offers exactly the capabilities backend
+// offers: a [ratelimit.Reserver], [ratelimit.SlotHolder] or
+// [ratelimit.Resetter] only when backend is one (found with As), and every
+// other capability of backend through Unwrap. Pass it the options backend
+// was made with, so that the guards read the same settings.
+func Wrap(backend ratelimit.Limiter, opts ...ratelimit.Option) ratelimit.Limiter {
+	if c := NewDenyCache(backend, opts...); c != nil {
+		return offer(c, backend)
+	}
+	return backend
+}
+
+// Of returns the guard of type G in limiter's chain of wrappers (such as
+// the *DenyCache of a limiter [Wrap] made), and whether there is one.
+func Of[G ratelimit.Limiter](limiter ratelimit.Limiter) (G, bool) {
+	for limiter != nil {
+		if g, ok := limiter.(G); ok {
+			return g, true
+		}
+		if o, ok := limiter.(interface{ guard() ratelimit.Limiter }); ok {
+			if g, ok := o.guard().(G); ok {
+				return g, true
+			}
+		}
+		w, ok := limiter.(ratelimit.Wrapper)
+		if !ok {
+			break
+		}
+		limiter = w.Unwrap()
+	}
+	var none G
+	return none, false
+}
+
+// full is a guard that implements every capability it may intercept,
+// failing those its backend does not offer.
+type full interface {
+	ratelimit.Wrapper
+	ratelimit.Reserver
+	ratelimit.SlotHolder
+	ratelimit.Resetter
+}
+
+// offer returns g as a limiter that offers the capabilities of backend
+// among those g intercepts, and no other.
+func offer(g full, backend ratelimit.Limiter) ratelimit.Limiter {
+	_, reserves := ratelimit.As[ratelimit.Reserver](backend)
+	_, holds := ratelimit.As[ratelimit.SlotHolder](backend)
+	_, resets := ratelimit.As[ratelimit.Resetter](backend)
+	b := base{g}
+	r, s, x := reservePart{g}, slotPart{g}, resetPart{g}
+	switch {
+	case reserves && holds && resets:
+		return g
+	case reserves && holds:
+		return struct {
+			base
+			reservePart
+			slotPart
+		}{b, r, s}
+	case reserves && resets:
+		return struct {
+			base
+			reservePart
+			resetPart
+		}{b, r, x}
+	case holds && resets:
+		return struct {
+			base
+			slotPart
+			resetPart
+		}{b, s, x}
+	case reserves:
+		return struct {
+			base
+			reservePart
+		}{b, r}
+	case holds:
+		return struct {
+			base
+			slotPart
+		}{b, s}
+	case resets:
+		return struct {
+			base
+			resetPart
+		}{b, x}
+	}
+	return b
+}
+
+// base is a guard as a [ratelimit.Wrapper] and nothing more.
+type base struct{ g full }
+
+// Allow passes the call to the guard.
+func (p base) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return p.g.Allow(ctx, req)
+}
+
+// Unwrap returns the guard's backend.
+func (p base) Unwrap() ratelimit.Limiter { return p.g.Unwrap() }
+
+// guard returns the guard, for Of.
+func (p base) guard() ratelimit.Limiter { return p.g }
+
+// reservePart is a guard's [ratelimit.Reserver].
+type reservePart struct{ g full }
+
+// Reserve passes the call to the guard.
+func (p reservePart) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	return p.g.Reserve(ctx, req)
+}
+
+// Adjust passes the call to the guard.
+func (p reservePart) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	return p.g.Adjust(ctx, req, at, delta)
+}
+
+// slotPart is a guard's [ratelimit.SlotHolder].
+type slotPart struct{ g full }
+
+// ReserveSlot passes the call to the guard.
+func (p slotPart) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	return p.g.ReserveSlot(ctx, req, slot, token)
+}
+
+// ReleaseSlot passes the call to the guard.
+func (p slotPart) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
+	return p.g.ReleaseSlot(ctx, req, slot, token)
+}
+
+// RenewSlot passes the call to the guard.
+func (p slotPart) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
+	return p.g.RenewSlot(ctx, req, slot, token)
+}
+
+// PeekSlot passes the call to the guard.
+func (p slotPart) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
+	return p.g.PeekSlot(ctx, req, slot)
+}
+
+// resetPart is a guard's [ratelimit.Resetter].
+type resetPart struct{ g full }
+
+// Reset passes the call to the guard.
+func (p resetPart) Reset(ctx context.Context, name, key string) error {
+	return p.g.Reset(ctx, name, key)
+}
