@@ -27,9 +27,10 @@
 //	                                                      which errors are outages
 //	Fallback       (planned) AllowLocal                   Carrier: charge admissions
 //	                                                      at their times, deciding
-//	                                                      nothing; Fleet (optional)
-//	Fleet count    (planned) none: a heartbeat            Fleet: beat and count the
-//	                                                      members under a prefix
+//	                                                      nothing; Heartbeater
+//	                                                      (optional)
+//	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
+//	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
 //
 // Who calls whom. [ratelimit.Rule] calls the outermost guard. The deny
 // cache answers a denial it holds and reports it to the backend's hook

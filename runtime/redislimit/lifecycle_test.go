@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // TestLimitersOnOneClientAreOneProcess: two limiters on one client share
@@ -24,8 +25,8 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	a, b := New(shared), New(shared)
 	defer a.Close()
 	defer b.Close()
-	require.Same(t, a.fleet, b.fleet, "one heartbeat per client and prefix")
-	awaitBeats(t, a.fleet, 2)
+	require.Same(t, a.fleet.Fleet(), b.fleet.Fleet(), "one heartbeat per client and prefix")
+	awaitBeats(t, a.fleet.Fleet(), 2)
 	assert.Equal(t, 1, a.processes(), "two limiters on one client are one process")
 	assert.Equal(t, 1, b.processes())
 
@@ -33,14 +34,14 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	awaitCount(t, a, 2)
 	require.NoError(t, other.Close())
 	awaitCount(t, a, 1)
-	n, err := adminClient(t, s.Addr).ZCard(t.Context(), a.fleet.key).Result()
+	n, err := adminClient(t, s.Addr).ZCard(t.Context(), fleetKey(a.prefix)).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "a closed process's member is removed")
 
 	// A prefix of its own is a heartbeat of its own.
 	c := New(shared, WithPrefix("other:"))
 	defer c.Close()
-	assert.NotSame(t, a.fleet, c.fleet)
+	assert.NotSame(t, a.fleet.Fleet(), c.fleet.Fleet())
 }
 
 // TestCloseStopsBackgroundWork: Close ends the heartbeat (once its last
@@ -54,10 +55,10 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	before := runtime.NumGoroutine()
 
 	a, b := New(client), New(client)
-	awaitBeats(t, a.fleet, 1)
+	awaitBeats(t, a.fleet.Fleet(), 1)
 	require.NoError(t, a.Close())
-	beats := b.fleet.beats.Load()
-	awaitBeats(t, b.fleet, beats+1) // the heartbeat goes on for b
+	beats := b.fleet.Fleet().Beats()
+	awaitBeats(t, b.fleet.Fleet(), beats+1) // the heartbeat goes on for b
 
 	// b's breaker opens on a dead node's errors, and probes.
 	dead := New(failFastClient(t, stoppedAddr(t)), WithBreaker(1, time.Hour, time.Hour))
@@ -74,17 +75,17 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "goroutines left after Close: %d, before: %d\n%s", runtime.NumGoroutine(), before, stacks())
 		time.Sleep(20 * time.Millisecond)
 	}
-	beats = b.fleet.beats.Load()
-	time.Sleep(2 * heartbeatEvery)
-	assert.Equal(t, beats, b.fleet.beats.Load(), "no heartbeat after the last Close")
+	beats = b.fleet.Fleet().Beats()
+	time.Sleep(2 * guard.HeartbeatEvery)
+	assert.Equal(t, beats, b.fleet.Fleet().Beats(), "no heartbeat after the last Close")
 }
 
 // awaitBeats waits until f has beaten n times.
-func awaitBeats(t *testing.T, f *fleet, n int64) {
+func awaitBeats(t *testing.T, f *guard.Fleet, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for f.beats.Load() < n {
-		require.True(t, time.Now().Before(deadline), "the heartbeat beat %d times, not %d", f.beats.Load(), n)
+	for f.Beats() < n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat beat %d times, not %d", f.Beats(), n)
 		time.Sleep(10 * time.Millisecond)
 	}
 }

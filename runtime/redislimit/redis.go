@@ -47,9 +47,10 @@ type redisBackend struct {
 	local *ratelimit.MemoryLimiter
 	// breakerHook is told of the breakers' changes; nil without a hook.
 	breakerHook ratelimit.BreakerHook
-	// fleet is the heartbeat of the limiter's client and prefix, which
-	// counts the processes sharing the Redis, for the fallback.
-	fleet *fleet
+	// fleet is the limiter's join of the heartbeat of its client and
+	// prefix, which counts the processes sharing the Redis, for the
+	// fallback; nil when it takes no part.
+	fleet *guard.FleetMember
 	// carry holds what the fallback admitted, to charge to Redis when it
 	// answers again.
 	carry *carryBack
@@ -82,7 +83,6 @@ func newBackend(client redis.UniversalClient, opts []ratelimit.Option) *redisBac
 	l.breaker = l.newBreaker(clientAddr(client), l.probe)
 	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
-	l.fleet = newFleet(l.prefix)
 	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
 		l.joinFleet()
 	}
