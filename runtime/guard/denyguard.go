@@ -2,8 +2,6 @@ package guard
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -254,5 +252,5 @@ func (c *DenyCache) decided(ctx context.Context, req ratelimit.Request, d rateli
 
 // unsupported is the error of a capability the backend does not offer.
 func (c *DenyCache) unsupported(what string) error {
-	return fmt.Errorf("ratelimit: %T cannot %s: %w", c.next, what, errors.ErrUnsupported)
+	return unsupported(c.next, what)
 }

@@ -46,10 +46,16 @@
 // millisecond) says by how much with [DenySlacker], and the cache holds
 // its denials that much less.
 //
-// The planned guards, moved out of package redislimit in later steps:
-// the breaker asks the backend's [Nodes]-like capability which node serves
-// a call, fails the call at once while that node's breaker is open, and
-// probes the node in the background; the fallback decides in process
+// The breaker fails a call at once, telling the backend's hook, while
+// the breaker of the backend (or, for a [Nodes] backend, of a node that
+// serves the call, found with NodeOf) is open; otherwise it passes the
+// call on and records its outcome, judged by the backend's Unavailable
+// (for a call decided in parts on several nodes, each part's, from a
+// [PartError]). An open breaker's goroutine probes the backend (or the
+// node) until it answers; then it tells the backend's [Recoverer], if any,
+// and closes.
+//
+// Planned, still in package redislimit: the fallback guard, which decides in process
 // under [ratelimit.FailLocal] against each process's share of the limits
 // (the share counted by the fleet heartbeat) and, when the breaker's probe
 // finds the backend back, charges what it admitted through the backend's

@@ -48,6 +48,20 @@ func (f *flaky) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	return f.MemoryLimiter.Reserve(ctx, req)
 }
 
+// Node names the backend for a BreakerHook.
+func (f *flaky) Node() string { return "flaky" }
+
+// Probe fails while the backend is down.
+func (f *flaky) Probe(context.Context) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// Unavailable reports whether err is the backend's being down.
+func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
+
 // manualClock is a clock that moves only when told.
 type manualClock struct {
 	mu  sync.Mutex
@@ -173,4 +187,37 @@ type allowOnly struct{ l ratelimit.Limiter }
 
 func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return a.l.Allow(ctx, req)
+}
+
+// TestBreakerOfAForeignBackendOpensAndCloses: the breaker around a backend
+// of another module opens after its failures, fails calls at once without
+// asking it, probes it, and closes when it is back.
+func TestBreakerOfAForeignBackendOpensAndCloses(t *testing.T) {
+	ctx := context.Background()
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory()}
+	l := guard.Wrap(backend, guard.WithBreaker(3, 10*time.Millisecond, 10*time.Millisecond))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	req := ratelimit.Request{Name: "flaky", Key: "k", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+
+	backend.down.Store(true)
+	for i := range 3 {
+		_, err := l.Allow(ctx, req)
+		require.ErrorIs(t, err, errDown, "call %d is asked of the backend", i)
+	}
+	require.True(t, breaker.CircuitOpen())
+	asked := backend.asked.Load()
+	_, err := l.Allow(ctx, req)
+	require.ErrorIs(t, err, ratelimit.ErrCircuitOpen)
+	require.ErrorIs(t, err, ratelimit.ErrBackend)
+	assert.Equal(t, asked, backend.asked.Load(), "an open breaker does not ask the backend")
+	assert.Contains(t, breaker.Circuits(), "flaky")
+
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	d, err := l.Allow(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)
 }

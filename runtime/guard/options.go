@@ -21,12 +21,18 @@ type settings struct {
 	denyCache int
 	// denyHold bounds how long the deny cache holds a denial.
 	denyHold time.Duration
+	// breaker tunes the circuit breakers.
+	breaker breakerConfig
 }
 
 // newSettings returns the settings that the options of this package among
 // opts set, over the defaults.
 func newSettings(opts []ratelimit.Option) settings {
-	s := settings{denyCache: DefaultDenyCache, denyHold: DefaultDenyHold}
+	s := settings{
+		denyCache: DefaultDenyCache,
+		denyHold:  DefaultDenyHold,
+		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+	}
 	for _, o := range opts {
 		if o, ok := o.(option); ok {
 			o(&s)
@@ -64,6 +70,41 @@ func WithDenyHold(d time.Duration) ratelimit.Option {
 	return option(func(s *settings) {
 		if d > 0 {
 			s.denyHold = d
+		}
+	})
+}
+
+// WithBreaker tunes the circuit breaker guard ([Breaker]): after failures
+// consecutive calls failed because the backend was unavailable (see
+// [Probed]), the breaker opens, and the guard stops passing calls on and
+// fails every call at once with a [*ratelimit.BackendError] wrapping
+// [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy]
+// applies without waiting for the backend's timeouts. While it is open,
+// one goroutine of the breaker asks the backend whether it is back with a
+// probe, backoff after the breaker opened and then backoff after each
+// probe began (or when it ended, if it took longer); each failed probe
+// doubles that wait, up to maxBackoff. The first probe that the backend
+// answers closes the breaker (so does a call sent before it opened that
+// the backend answers late), and the goroutine ends. Calls never probe:
+// an open breaker sends at most one probe per backoff, however many calls
+// it refuses.
+//
+// The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
+// [DefaultBreakerMaxBackoff]; failures <= 0 turns the breaker off, and a
+// non-positive duration keeps its default. A [Nodes] backend has a breaker
+// (and a probe) per node. A call whose context ended counts neither way:
+// the caller gave up, the backend may be fine. A [ratelimit.Hook] that
+// implements [ratelimit.BreakerHook] is told when a breaker opens and
+// closes; without one, the opening is logged at Warn and the closing at
+// Info to slog.Default(), so an outage says so once.
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Option {
+	return option(func(s *settings) {
+		s.breaker.failures = failures
+		if backoff > 0 {
+			s.breaker.backoff = backoff
+		}
+		if maxBackoff > 0 {
+			s.breaker.maxBackoff = maxBackoff
 		}
 	})
 }

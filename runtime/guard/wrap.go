@@ -8,17 +8,33 @@ import (
 )
 
 // Wrap returns backend behind the guards that the options of this package
-// among opts turn on (by default, all of them; see the package doc for
-// their order), as a limiter that offers exactly the capabilities backend
-// offers: a [ratelimit.Reserver], [ratelimit.SlotHolder] or
-// [ratelimit.Resetter] only when backend is one (found with As), and every
-// other capability of backend through Unwrap. Pass it the options backend
-// was made with, so that the guards read the same settings.
+// among opts turn on (by default, all of them that backend offers what
+// they need for), outermost first: the deny cache ([DenyCache]), then the
+// circuit breaker ([Breaker], around a [Probed] backend). It returns them
+// as a limiter that offers exactly the capabilities backend offers: a
+// [ratelimit.Reserver], [ratelimit.SlotHolder] or [ratelimit.Resetter]
+// only when backend is one (found with As), and every other capability of
+// backend through Unwrap. Pass it the options backend was made with, so
+// that the guards read the same settings, and [Close] the limiter it
+// returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...ratelimit.Option) ratelimit.Limiter {
-	if c := NewDenyCache(backend, opts...); c != nil {
-		return offer(c, backend)
+	l := backend
+	if b := NewBreaker(l, opts...); b != nil {
+		l = offer(b, backend)
 	}
-	return backend
+	if c := NewDenyCache(l, opts...); c != nil {
+		l = offer(c, backend)
+	}
+	return l
+}
+
+// Close stops the background work of the guards of limiter, a limiter
+// that [Wrap] returned: the probes of its breakers. It does not close the
+// backend.
+func Close(limiter ratelimit.Limiter) {
+	if b, ok := Of[*Breaker](limiter); ok {
+		b.Close()
+	}
 }
 
 // Of returns the guard of type G in limiter's chain of wrappers (such as

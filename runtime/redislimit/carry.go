@@ -32,6 +32,15 @@ const (
 	carryChunk = 256
 )
 
+// stragglerWait is how long after a breaker closed the charges of the
+// fallback's last decisions are carried back (the breaker's wait before
+// it tells its Recoverer again, see package guard); recoverTimeout bounds
+// a carry-back that a call starts.
+const (
+	stragglerWait  = 50 * time.Millisecond
+	recoverTimeout = 10 * time.Second
+)
+
 // carryBack remembers the admissions of the local fallback.
 type carryBack struct {
 	mu    sync.Mutex
@@ -202,7 +211,7 @@ func (l *redisBackend) wallNow() int64 {
 // stated bound counts as admitted by Redis without the fallbacks' charges.
 func (l *redisBackend) carrySoon() {
 	c := l.carry
-	if c.held.Load() == 0 || l.CircuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
+	if c.held.Load() == 0 || (l.circuitOpen != nil && l.circuitOpen()) || !c.scheduled.CompareAndSwap(false, true) {
 		return
 	}
 	l.bg.spawn(func(ctx context.Context) {

@@ -63,7 +63,7 @@ func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 			clock.Set(w.Add(period + period*3/10))
 			up(t)
 			deadline := time.Now().Add(30 * time.Second)
-			if l.breaker == nil {
+			if l.breakers == nil {
 				r, m := both() // Redis decides, without the charges; starts the carry-back
 				require.True(t, r && m)
 			}

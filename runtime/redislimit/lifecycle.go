@@ -58,8 +58,11 @@ func (g *background) close() {
 // also ends the heartbeat and the probes, at their next attempt). A
 // limiter still decides calls after Close, but a breaker that opens then
 // stays open: nothing probes it. Close may be called more than once.
-func (l *redisBackend) Close() error {
+func (l *Limiter) Close() error {
 	l.leaveFleet()
+	if l.breakers != nil {
+		l.breakers.Close()
+	}
 	l.bg.close()
 	return nil
 }

@@ -124,7 +124,7 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			t.Cleanup(s.Stop)
 			l := New(failFastClient(t, s.Addr), WithBreaker(0, 0, 0), WithFallbackProcesses(1))
 			defer l.Close()
-			require.Nil(t, l.breaker)
+			require.Nil(t, l.breakers)
 			down, up := stall(adminClient(t, s.Addr))
 			const limit, before = 10, 2
 			rule := &ratelimit.Rule{Name: "nobreaker", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit, Algorithm: alg}}, OnError: ratelimit.FailLocal}

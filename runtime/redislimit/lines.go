@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // A call with a key per limit (ratelimit.Request's Keys) keeps limit i's
@@ -67,7 +68,6 @@ func (l *redisBackend) grouped() bool {
 type lineGroup struct {
 	idx  []int    // the limits' indices in the request
 	keys []string // their storage keys
-	b    *breaker // the breaker of their master; nil when off
 	d    ratelimit.Decision
 	recs []any // the records of an admitted call, three per limit
 	err  error
@@ -114,18 +114,10 @@ func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (r
 	}
 	if groups != nil {
 		d, err = l.decideGroups(ctx, req, groups, false)
+	} else if l.batcher != nil {
+		d, err = l.batcher.allow(ctx, req)
 	} else {
-		var b *breaker
-		if b, err = l.guard(ctx, req); err == nil {
-			if l.batcher != nil {
-				d, err = l.batcher.allow(ctx, req)
-			} else {
-				d, err = l.decide(ctx, req)
-			}
-			if b != nil {
-				b.record(ctx, err)
-			}
-		}
+		d, err = l.decide(ctx, req)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, *req, err)
@@ -139,22 +131,10 @@ func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (r
 // decideGroups decides req, whose limits are in groups on several hash
 // tags: each group with one run of the script with records, concurrently;
 // when any denies the call or fails, the groups that admitted it are
-// refunded. With peek set, nothing is charged and nothing refunded.
+// refunded. With peek set, nothing is charged and nothing refunded. When
+// groups fail, the error is a [guard.PartError] saying which, so that a
+// breaker records each group's outcome on the breaker of its master.
 func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
-	if !peek && l.breaker != nil {
-		if !l.breaker.allow() {
-			return ratelimit.Decision{}, ratelimit.ErrCircuitOpen
-		}
-		if l.cluster != nil {
-			for _, g := range groups {
-				b, err := l.guardMaster(ctx, g.keys[0])
-				if err != nil {
-					return ratelimit.Decision{}, err
-				}
-				g.b = b
-			}
-		}
-	}
 	now := l.now()
 	var wg sync.WaitGroup
 	for _, g := range groups[1:] {
@@ -168,13 +148,14 @@ func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request,
 	wg.Wait()
 
 	var err error
+	var failed map[int]error
 	allowed := true
 	for _, g := range groups {
-		if g.b != nil {
-			g.b.record(ctx, g.err)
-		}
-		if g.err != nil && err == nil {
-			err = g.err
+		if g.err != nil {
+			if err == nil {
+				err, failed = g.err, map[int]error{}
+			}
+			failed[g.idx[0]] = g.err
 		}
 		allowed = allowed && g.err == nil && g.d.Allowed
 	}
@@ -182,7 +163,7 @@ func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request,
 		l.refund(context.WithoutCancel(ctx), req, groups)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return ratelimit.Decision{}, &guard.PartError{Err: err, Failed: failed}
 	}
 	return combine(groups), nil
 }

@@ -17,9 +17,8 @@ func (option) Configure(*ratelimit.Config) {}
 
 // settings are what the options of this package set.
 type settings struct {
-	prefix  string
-	breaker breakerConfig
-	batch   int
+	prefix string
+	batch  int
 	// fallbackProcesses divides the limits of the local fallback.
 	fallbackProcesses int
 	// genericOnly makes the limiter run the generic decide script for
@@ -38,9 +37,8 @@ type settings struct {
 // opts set, over the defaults.
 func newSettings(opts []ratelimit.Option) settings {
 	s := settings{
-		prefix:  DefaultPrefix,
-		batch:   DefaultBatch,
-		breaker: breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+		prefix: DefaultPrefix,
+		batch:  DefaultBatch,
 	}
 	for _, o := range opts {
 		if o, ok := o.(option); ok {
@@ -116,6 +114,59 @@ const DefaultDenyHold = guard.DefaultDenyHold
 // process takes to see state that was lost or reset out of band; d <= 0
 // keeps the default. It is [guard.WithDenyHold].
 func WithDenyHold(d time.Duration) ratelimit.Option { return guard.WithDenyHold(d) }
+
+// WithBreaker tunes the circuit breaker of a [Limiter]: after failures
+// consecutive calls failed because Redis was unreachable or unavailable,
+// the breaker opens, and the limiter stops sending the calls' commands and
+// fails every call at once with a [*ratelimit.BackendError] wrapping
+// [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy] applies without waiting for
+// the client's timeouts. While it is open, one goroutine of the breaker
+// asks Redis whether it is back with a probe (a trivial script, EVAL
+// "return 1", on a connection of its own), backoff after the breaker
+// opened and then backoff after each probe began (or when it ended, if it
+// took longer); each failed probe doubles that wait, up to maxBackoff.
+// The first probe that Redis answers closes the breaker (so does a call
+// sent before it opened that Redis answers late), and the goroutine ends.
+// Calls never probe: an open breaker sends Redis at most one probe per
+// backoff, however many calls it refuses.
+//
+// The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
+// [DefaultBreakerMaxBackoff] (at most about 7 probes a second per breaker,
+// and Redis decides again within 150ms of its return, plus the probe's
+// round trip); failures <= 0 turns the breaker off, and a non-positive
+// duration keeps its default. With
+// a Redis Cluster client each master has a breaker (and a probe) of its
+// own, so a master that is down fails only the calls whose keys it holds.
+// A probe stops when the client or the limiter ([Limiter.Close]) is
+// closed.
+//
+// Only failures of the connection (refused, reset, timed out, pool
+// exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
+// LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
+// context ended counts neither way: the caller gave up, Redis may be fine.
+// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
+// a breaker opens and closes; without one, the opening is logged at Warn
+// and the closing at Info to slog.Default(), so an outage says so once.
+// It is [guard.WithBreaker]: the breakers are the circuit breaker guard of
+// package guard around the Redis backend.
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Option {
+	return guard.WithBreaker(failures, backoff, maxBackoff)
+}
+
+// The circuit breaker defaults of [New]; see [WithBreaker].
+const (
+	// DefaultBreakerFailures is how many consecutive failed calls open the
+	// breaker.
+	DefaultBreakerFailures = guard.DefaultBreakerFailures
+	// DefaultBreakerBackoff is how long an open breaker waits before it
+	// first asks Redis whether it is back, and between such probes.
+	DefaultBreakerBackoff = guard.DefaultBreakerBackoff
+	// DefaultBreakerMaxBackoff bounds the wait between probes as it
+	// doubles. It equals [DefaultBreakerBackoff]: by default the wait does
+	// not grow, so Redis decides again within about 150ms of its return
+	// however long it was away.
+	DefaultBreakerMaxBackoff = guard.DefaultBreakerMaxBackoff
+)
 
 // DefaultPrefix starts every Redis key the limiter writes.
 const DefaultPrefix = "ratelimit:"

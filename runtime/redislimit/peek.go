@@ -61,10 +61,7 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 // a call in flight during the Reset whose denial it remembers after. See
 // [redisBackend.Reset] and [ratelimit.Resetter].
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	if l.denials != nil {
-		return l.denials.Reset(ctx, name, key)
-	}
-	return l.redisBackend.Reset(ctx, name, key)
+	return l.front.Reset(ctx, name, key)
 }
 
 // Reset deletes every Redis key that name and key may hold (of a rule

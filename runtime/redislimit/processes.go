@@ -67,7 +67,7 @@ func closedError(err error) error {
 // if l is the first limiter there. The heartbeat skips beats while l's
 // breaker is open.
 func (l *redisBackend) joinFleet() {
-	l.fleet = guard.JoinFleet(l, func() bool { return l.breaker != nil && l.breaker.open() })
+	l.fleet = guard.JoinFleet(l, func() bool { return l.down != nil && l.down() })
 }
 
 // leaveFleet takes l out of its heartbeat (see [guard.FleetMember.Leave]).

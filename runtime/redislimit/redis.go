@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -21,32 +22,41 @@ import (
 // and failures cost.
 //
 // It is the Redis backend behind the guards of package guard that its
-// options turn on: the deny cache ([guard.DenyCache]) answers before Redis
-// is asked. Its methods that a guard intercepts (Allow, Reserve, Adjust,
-// ReserveSlot, Reset) go through the guards; the others are the backend's.
+// options turn on, outermost first: the deny cache ([guard.DenyCache])
+// answers before Redis is asked, and the circuit breaker
+// ([guard.Breaker]) fails calls at once while Redis is down. Its methods
+// that a guard intercepts (Allow, Reserve, Adjust, ReserveSlot, Reset) go
+// through the guards; the others are the backend's.
 type Limiter struct {
 	*redisBackend
-	// denials is the deny cache guard around backend; nil when off.
+	// front is the outermost guard, or the backend without guards.
+	front front
+	// denials is the deny cache guard; nil when off.
 	denials *guard.DenyCache
+	// breakers is the circuit breaker guard; nil when off.
+	breakers *guard.Breaker
 }
 
-// redisBackend is the Redis backend: it decides calls in Redis, and offers the
-// guards what they need through the capabilities of package guard.
+// front is what Limiter calls through its guards.
+type front interface {
+	ratelimit.Reserver
+	ratelimit.SlotHolder
+	ratelimit.Resetter
+}
+
+// redisBackend is the Redis backend: it decides calls in Redis, and offers
+// the guards what they need through the capabilities of package guard
+// ([guard.Probed], [guard.DenySlacker], [guard.Heartbeater],
+// [guard.Recoverer]; a cluster client's, [guard.Nodes] too: see
+// clusterBackend).
 type redisBackend struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
 	cluster *redis.ClusterClient
-	// breaker guards every call, or for a cluster finding a call's
-	// master; nil when breakers are off.
-	breaker *breaker
-	// nodes holds the breakers of a cluster's masters: address → *breaker.
-	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
 	// local decides the calls of FailLocal rules that Redis cannot decide.
 	local *ratelimit.MemoryLimiter
-	// breakerHook is told of the breakers' changes; nil without a hook.
-	breakerHook ratelimit.BreakerHook
 	// fleet is the limiter's join of the heartbeat of its client and
 	// prefix, which counts the processes sharing the Redis, for the
 	// fallback; nil when it takes no part.
@@ -54,11 +64,21 @@ type redisBackend struct {
 	// carry holds what the fallback admitted, to charge to Redis when it
 	// answers again.
 	carry *carryBack
-	// bg runs the breakers' probes and carry-backs until Close.
+	// circuitOpen and down report whether a breaker of the limiter's, and
+	// its breaker of Redis as a whole, are open; nil without breakers.
+	circuitOpen, down func() bool
+	// probeKeys holds, for a cluster master, a key it held when its
+	// breaker was made (see ProbeNode): address → string.
+	probeKeys sync.Map
+	// bg runs the carry-backs until Close.
 	bg  *background
 	cfg ratelimit.Config
 	settings
 }
+
+// clusterBackend is the Redis backend of a cluster client: a [guard.Nodes]
+// backend, whose masters have breakers of their own.
+type clusterBackend struct{ *redisBackend }
 
 // New returns a limiter that keeps its state in client's Redis. Its
 // background work (the heartbeat it shares with the other limiters of
@@ -66,26 +86,31 @@ type redisBackend struct {
 // is closed.
 func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	b := newBackend(client, opts)
-	return &Limiter{redisBackend: b, denials: guard.NewDenyCache(b, opts...)}
+	var backend front = b
+	if b.cluster != nil {
+		backend = clusterBackend{b}
+	}
+	l := &Limiter{redisBackend: b, front: backend}
+	if l.breakers = guard.NewBreaker(backend, opts...); l.breakers != nil {
+		l.front = l.breakers
+		b.circuitOpen, b.down = l.breakers.CircuitOpen, l.breakers.Down
+	}
+	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
+		l.front = l.denials
+	}
+	if b.fallbackProcesses == 0 && !b.noHeartbeat && client != nil {
+		b.joinFleet()
+	}
+	return l
 }
 
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []ratelimit.Option) *redisBackend {
 	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
-	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
-	if l.breakerHook == nil {
-		// An outage is logged once, whatever the hook: its start at Warn,
-		// its end at Info.
-		l.breakerHook = ratelimit.NewSlogHook(nil)
-	}
 	l.local = newFallback(l.cfg)
 	l.cluster, _ = client.(*redis.ClusterClient)
-	l.breaker = l.newBreaker(clientAddr(client), l.probe)
 	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
-	if l.fallbackProcesses == 0 && !l.noHeartbeat && client != nil {
-		l.joinFleet()
-	}
 	return l
 }
 
@@ -96,37 +121,16 @@ func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
 // least one master), as a health check may want to know.
-func (l *redisBackend) CircuitOpen() bool {
-	if l.breaker == nil {
-		return false
-	}
-	open := l.breaker.open()
-	l.nodes.Range(func(_, b any) bool {
-		open = open || b.(*breaker).open()
-		return !open
-	})
-	return open
-}
+func (l *Limiter) CircuitOpen() bool { return l.breakers != nil && l.breakers.CircuitOpen() }
 
 // Circuits returns, for each circuit breaker of the limiter that is open
 // now, its node (the client's address, or a cluster master's) and when it
 // opened: empty while every call goes to Redis.
-func (l *redisBackend) Circuits() map[string]time.Time {
-	open := map[string]time.Time{}
-	if l.breaker == nil {
-		return open
+func (l *Limiter) Circuits() map[string]time.Time {
+	if l.breakers == nil {
+		return map[string]time.Time{}
 	}
-	add := func(b *breaker) {
-		if since, ok := b.openSince(); ok {
-			open[b.node] = since
-		}
-	}
-	add(l.breaker)
-	l.nodes.Range(func(_, b any) bool {
-		add(b.(*breaker))
-		return true
-	})
-	return open
+	return l.breakers.Circuits()
 }
 
 // CachedDenial returns how much longer the limiter's deny cache repeats a
@@ -138,11 +142,11 @@ func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
 	return l.denials.CachedDenial(req)
 }
 
-// clientAddr names the node of client's breaker for a [ratelimit.BreakerHook]: its
+// Node names the client's breaker for a [ratelimit.BreakerHook]: its
 // address, "cluster" for a cluster client (whose masters have breakers of
-// their own), "ring" for a ring.
-func clientAddr(client redis.UniversalClient) string {
-	switch c := client.(type) {
+// their own), "ring" for a ring. See [guard.Probed].
+func (l *redisBackend) Node() string {
+	switch c := l.client.(type) {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
@@ -153,79 +157,82 @@ func clientAddr(client redis.UniversalClient) string {
 	return ""
 }
 
-// probe asks Redis whether the limiter's breaker may close: with a script
+// Probe asks Redis whether the limiter's breaker may close: with a script
 // on a connection of its own (see [probeNode]), or for a cluster client
-// by finding a master, which the breaker guards there.
-func (l *redisBackend) probe(ctx context.Context) error {
+// by finding a master, which the breaker guards there. See [guard.Probed].
+func (l *redisBackend) Probe(ctx context.Context) error {
+	var err error
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
-		_, err := c.MasterForKey(ctx, "")
-		return err
+		_, err = c.MasterForKey(ctx, "")
 	case *redis.Client:
-		return probeNode(ctx, c.Options())
+		err = probeNode(ctx, c.Options())
+	default:
+		err = l.client.Ping(ctx).Err()
 	}
-	return l.client.Ping(ctx).Err()
+	return closedError(err)
 }
 
-// guard returns the breaker that guards the call req, or the error that
-// fails the call at once.
-func (l *redisBackend) guard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
-	if l.breaker == nil {
-		return nil, nil
-	}
-	if !l.breaker.allow() {
-		return nil, ratelimit.ErrCircuitOpen
-	}
-	if l.cluster == nil {
-		return l.breaker, nil
-	}
-	// Every key of a call has the same hash tag, so the first names the
-	// master of them all.
-	return l.guardMaster(ctx, storageKey(l.prefix, req.Name, keyOf(req, 0), 0, algorithmOf(req.Limits[0])))
-}
+// Unavailable reports whether err means Redis could not be reached or
+// cannot serve, rather than that it rejected this one call (see
+// [redisUnavailable]). See [guard.Probed].
+func (l *redisBackend) Unavailable(err error) bool { return redisUnavailable(err) }
 
-// guardMaster returns the breaker of the cluster master that holds key,
-// or the error that fails the call at once.
-func (l *redisBackend) guardMaster(ctx context.Context, key string) (*breaker, error) {
+// NodeOf returns the address of the cluster master that holds the key of
+// req's limit i. Every key of a call with one key has the same hash tag,
+// so the first names the master of them all. See [guard.Nodes].
+func (l clusterBackend) NodeOf(ctx context.Context, req ratelimit.Request, i int) (string, error) {
+	key := l.nodeKey(&req, i)
 	master, err := l.cluster.MasterForKey(ctx, key)
-	l.breaker.record(ctx, err)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	addr := master.Options().Addr
-	b, loaded := l.nodes.Load(addr)
-	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, l.newBreaker(addr, l.probeMaster(key)))
+	if _, ok := l.probeKeys.Load(addr); !ok {
+		l.probeKeys.LoadOrStore(addr, key)
 	}
-	nb := b.(*breaker)
-	if !nb.allow() {
-		return nil, ratelimit.ErrCircuitOpen
-	}
-	return nb, nil
+	return addr, nil
 }
 
-// newBreaker returns the limiter's breaker for node, which probe asks,
-// or nil when breakers are off. When a probe finds Redis back, the
-// breaker carries back what the fallback admitted (see [Limiter.carryOut]).
-func (l *redisBackend) newBreaker(node string, probe func(context.Context) error) *breaker {
-	b := newBreaker(l.settings.breaker, node, probe, l.breakerHook)
-	if b != nil {
-		b.bg = l.bg
-		b.recover = l.recovered
-		b.holdOpen = func() bool {
-			c := l.carry
-			return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
-		}
+// nodeKey returns the storage key of req's limit i, of its first limit's
+// when it has none (a call of concurrency slots alone, whose key has the
+// same hash tag).
+func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
+	var lim ratelimit.Limit
+	if i < len(req.Limits) {
+		lim = req.Limits[i]
 	}
-	return b
+	key := callkey.Bound(req.Key)
+	if req.Keys != nil {
+		key = callkey.Bound(req.Keys[i])
+	}
+	return storageKey(l.prefix, req.Name, key, i, algorithmOf(lim))
 }
 
-// recovered carries back what the fallback admitted, then, before the
-// breaker closes, waits a longest backoff (and a little more), during which
-// the fallback still decides, so that the other processes' probes find
-// Redis back too and carry back theirs before this one lets Redis decide,
-// and carries back what the fallback admitted meanwhile.
-func (l *redisBackend) recovered(ctx context.Context) {
+// ProbeNode asks a cluster master whether it runs scripts: with a script
+// on the master that holds a key it held when its breaker was made.
+// Asking the cluster client for the master each time finds the node's
+// current client, and a master that took over the key's slot. See
+// [guard.Nodes].
+func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
+	key, ok := l.probeKeys.Load(node)
+	if !ok {
+		return errors.New("redislimit: no key of node " + node)
+	}
+	master, err := l.cluster.MasterForKey(ctx, key.(string))
+	if err != nil {
+		return closedError(err)
+	}
+	return closedError(probeNode(ctx, master.Options()))
+}
+
+// Recover carries back what the fallback admitted, then, before the
+// breaker closes, waits wait (a longest backoff) and a little more,
+// during which the fallback still decides, so that the other processes'
+// probes find Redis back too and carry back theirs before this one lets
+// Redis decide, and carries back what the fallback admitted meanwhile.
+// See [guard.Recoverer].
+func (l *redisBackend) Recover(ctx context.Context, wait time.Duration) {
 	c := l.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
 	// admissions it took: wait for it to charge them or keep them again.
@@ -239,7 +246,7 @@ func (l *redisBackend) recovered(ctx context.Context) {
 	defer c.settling.Add(-1)
 	l.carryOut(ctx)
 	select {
-	case <-time.After(l.settings.breaker.maxBackoff + stragglerWait):
+	case <-time.After(wait + stragglerWait):
 	case <-ctx.Done():
 	}
 	for range 2 {
@@ -250,28 +257,19 @@ func (l *redisBackend) recovered(ctx context.Context) {
 	}
 }
 
-// probeMaster returns the probe of a cluster master's breaker: a script on
-// the master that holds key, a key it held when the breaker was made. Asking
-// the cluster client for the master each time finds the node's current
-// client, and a master that took over key's slot.
-func (l *redisBackend) probeMaster(key string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		master, err := l.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		return probeNode(ctx, master.Options())
-	}
+// Recovering reports whether admissions of the fallback wait to be carried
+// back, or are on their way: a breaker stays open until its probe carried
+// them back. See [guard.Recoverer].
+func (l *redisBackend) Recovering() bool {
+	c := l.carry
+	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
 }
 
 // Allow decides req, through the limiter's guards: the deny cache repeats
 // a recent denial without asking Redis (see [WithDenyCache]). See
 // [ratelimit.Limiter].
 func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if l.denials != nil {
-		return l.denials.Allow(ctx, req)
-	}
-	return l.redisBackend.Allow(ctx, req)
+	return l.front.Allow(ctx, req)
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
@@ -284,18 +282,12 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 		return l.allowKeys(ctx, &req)
 	}
 	req.Key = callkey.Bound(req.Key)
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, l.failed(ctx, req, err)
-	}
 	var d ratelimit.Decision
+	var err error
 	if l.batcher != nil {
 		d, err = l.batcher.allow(ctx, &req)
 	} else {
 		d, err = l.decide(ctx, &req)
-	}
-	if b != nil {
-		b.record(ctx, err)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
@@ -362,4 +354,7 @@ var (
 	_ ratelimit.Configured = (*Limiter)(nil)
 	_ ratelimit.Fallback   = (*Limiter)(nil)
 	_ guard.DenySlacker    = (*redisBackend)(nil)
+	_ guard.Probed         = (*redisBackend)(nil)
+	_ guard.Recoverer      = (*redisBackend)(nil)
+	_ guard.Nodes          = clusterBackend{}
 )

@@ -27,10 +27,7 @@ var (
 // an admitted call was charged. See [redisBackend.Reserve] and
 // [ratelimit.Rule.Reserve].
 func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
-	if l.denials != nil {
-		return l.denials.Reserve(ctx, req)
-	}
-	return l.redisBackend.Reserve(ctx, req)
+	return l.front.Reserve(ctx, req)
 }
 
 // Adjust changes the charge of req, which [Limiter.Reserve] admitted at
@@ -42,10 +39,7 @@ func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 // repeated after a refund elsewhere, or a retry told too early, which
 // Redis then denies again. See [redisBackend.Adjust].
 func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
-	if l.denials != nil {
-		return l.denials.Adjust(ctx, req, at, delta)
-	}
-	return l.redisBackend.Adjust(ctx, req, at, delta)
+	return l.front.Adjust(ctx, req, at, delta)
 }
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch, on
@@ -67,10 +61,6 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 		return ratelimit.Decision{}, 0, err
 	}
 	req.Key = callkey.Bound(req.Key)
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
 	res, err := l.reserveRun(ctx, &req, nil)
 	if t, skewed := calendarSkew(err); skewed {
 		res, err = l.reserveRun(ctx, &req, &t)
@@ -79,9 +69,6 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 	var at int64
 	if err == nil {
 		d, at, err = parseReserved(res)
-	}
-	if b != nil {
-		b.record(ctx, err)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
@@ -131,22 +118,15 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 		return err
 	}
 	req.Key = callkey.Bound(req.Key)
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return l.failed(ctx, req, err)
-	}
 	// A refund's calendar bounds are around at, which they always hold; a
 	// charge on top's around now, which a skew may have them miss.
 	now, around := l.now(), at
 	if delta > 0 {
 		around = l.boundsTime(now, nil)
 	}
-	err = l.adjustRun(ctx, &req, now, at, delta, around)
+	err := l.adjustRun(ctx, &req, now, at, delta, around)
 	if t, skewed := calendarSkew(err); skewed {
 		err = l.adjustRun(ctx, &req, now, at, delta, t)
-	}
-	if b != nil {
-		b.record(ctx, err)
 	}
 	if err != nil {
 		return l.failed(ctx, req, err)

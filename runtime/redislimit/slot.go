@@ -37,10 +37,7 @@ func slotKey(prefix, name, key string) string {
 // req's rate limits, through the limiter's guards (the deny cache notes
 // the call's time, see [guard.DenyCache]). See [redisBackend.ReserveSlot].
 func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
-	if l.denials != nil {
-		return l.denials.ReserveSlot(ctx, req, slot, token)
-	}
-	return l.redisBackend.ReserveSlot(ctx, req, slot, token)
+	return l.front.ReserveSlot(ctx, req, slot, token)
 }
 
 // ReserveSlot takes a concurrency slot of slot under token and decides
@@ -60,10 +57,6 @@ func (l *redisBackend) reserveSlot(ctx context.Context, req ratelimit.Request, s
 		}
 	}
 	req.Key = callkey.Bound(req.Key)
-	b, err := l.slotGuard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
 	res, err := l.reserveSlotRun(ctx, &req, slot, token, nil)
 	if t, skewed := calendarSkew(err); skewed {
 		res, err = l.reserveSlotRun(ctx, &req, slot, token, &t)
@@ -72,9 +65,6 @@ func (l *redisBackend) reserveSlot(ctx context.Context, req ratelimit.Request, s
 	var at int64
 	if err == nil {
 		d, at, err = parseReserved(res)
-	}
-	if b != nil {
-		b.record(ctx, err)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
@@ -156,16 +146,6 @@ func (l *redisBackend) PeekSlot(ctx context.Context, req ratelimit.Request, slot
 		return ratelimit.Decision{}, 0, &ratelimit.BackendError{Name: req.Name, Err: err}
 	}
 	return d, held, nil
-}
-
-// slotGuard is guard for a call that may have no rate limits.
-func (l *redisBackend) slotGuard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
-	if len(req.Limits) > 0 {
-		return l.guard(ctx, req)
-	}
-	g := *req
-	g.Limits = []ratelimit.Limit{{}}
-	return l.guard(ctx, &g)
 }
 
 // lease returns the lease of a concurrency limit (see ratelimit.Limit).
