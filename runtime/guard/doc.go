@@ -12,7 +12,7 @@
 // implements, and passes the others on through Unwrap. [Wrap] stacks the
 // guards that its options turn on around a backend, outermost first:
 //
-//	deny cache → circuit breaker → backend (+ local fallback, fleet count)
+//	deny cache → circuit breaker → local fallback (+ fleet count) → backend
 //
 // and returns a limiter that offers exactly the capabilities the backend
 // offers (a guard that intercepts Reserve is a [ratelimit.Reserver] only
@@ -22,13 +22,18 @@
 //	guard          calls of the wrapper it intercepts     needs of the backend
 //	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
 //	               Reset                                  DenySlacker (optional)
-//	Breaker        (planned) every call sent to the       Nodes: the node serving a
-//	               backend                                call, a probe of a node,
-//	                                                      which errors are outages
-//	Fallback       (planned) AllowLocal                   Carrier: charge admissions
-//	                                                      at their times, deciding
-//	                                                      nothing; Heartbeater
-//	                                                      (optional)
+//	Breaker        Allow, Reserve, Adjust, ReserveSlot    Probed: a probe, which
+//	                                                      errors are outages; Nodes
+//	                                                      (optional): the node of a
+//	                                                      key, a probe of a node;
+//	                                                      Recoverer (optional; the
+//	                                                      fallback is one)
+//	Fallback       Allow (to start a carry-back), Reset;  Configured (clock, key
+//	               offers AllowLocal (ratelimit.Fallback) bound, hook); Carrier
+//	               and Recover (Recoverer)                (optional): charge
+//	                                                      admissions at their
+//	                                                      times, deciding nothing;
+//	                                                      Heartbeater (optional)
 //	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
 //	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
 //
@@ -53,13 +58,24 @@
 // (for a call decided in parts on several nodes, each part's, from a
 // [PartError]). An open breaker's goroutine probes the backend (or the
 // node) until it answers; then it tells the backend's [Recoverer], if any,
-// and closes.
+// and closes. A backend reports which parts of a call failed with a
+// PartError, and a [Nodes] backend names the node of each key, so the
+// breaker of a node that is down fails only the calls it serves.
 //
-// Planned, still in package redislimit: the fallback guard, which decides in process
-// under [ratelimit.FailLocal] against each process's share of the limits
-// (the share counted by the fleet heartbeat) and, when the breaker's probe
-// finds the backend back, charges what it admitted through the backend's
-// carry capability, before the breaker closes.
+// Package redislimit's Limiter is this stack around its Redis backend,
+// which offers DenySlacker, Probed (and, for a cluster client, Nodes),
+// Carrier (the carry script) and Heartbeater (a sorted set of members).
+//
+// The fallback is the backend's [ratelimit.Fallback]: [ratelimit.Rule]
+// asks it to decide a call of a [ratelimit.FailLocal] rule that the chain
+// failed (the breaker's refusal among them). It decides in process against
+// each process's share of the limits ([Share]; the processes counted by
+// the fleet heartbeat, [JoinFleet], around a [Heartbeater] backend) and
+// remembers what it admitted. It is the breaker's [Recoverer]: when a
+// probe finds the backend back, before the breaker closes, it hands the
+// admissions to the backend's [Carrier], which charges them at their
+// times; and when the backend decided a call while admissions wait and no
+// breaker is open, it does so on a goroutine of its own.
 //
 // A guard's options are [ratelimit.Option] values that change nothing in a
 // [ratelimit.Config]: [Wrap] and the guards' constructors find them among

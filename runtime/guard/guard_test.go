@@ -62,6 +62,25 @@ func (f *flaky) Probe(context.Context) error {
 // Unavailable reports whether err is the backend's being down.
 func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
+// Carry charges what a fallback admitted to the in-process state, at the
+// times it was admitted, deciding nothing: a charge on top of a
+// reservation made then (ratelimit.Reserver's Adjust).
+func (f *flaky) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
+	var res guard.CarryResult
+	for _, a := range admissions {
+		if f.down.Load() {
+			res.Kept = append(res.Kept, a)
+			continue
+		}
+		if err := f.MemoryLimiter.Adjust(ctx, a.Req, a.At, a.Req.Cost); err != nil {
+			res.Dropped += a.Req.Cost
+			continue
+		}
+		res.Charged += a.Req.Cost
+	}
+	return res
+}
+
 // manualClock is a clock that moves only when told.
 type manualClock struct {
 	mu  sync.Mutex
@@ -220,4 +239,47 @@ func TestBreakerOfAForeignBackendOpensAndCloses(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)
+}
+
+// TestFallbackOfAForeignBackendDecidesAndCarriesBack: under FailLocal, the
+// fallback around a backend of another module decides the calls the
+// backend cannot (Source SourceFallback, against the limit), and when the
+// breaker's probe finds the backend back, charges what it admitted to the
+// backend before the breaker closes, so that the backend denies what the
+// fallback used up.
+func TestFallbackOfAForeignBackendDecidesAndCarriesBack(t *testing.T) {
+	ctx := context.Background()
+	hook := &sources{}
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithHook(hook))}
+	l := guard.Wrap(backend, guard.WithBreaker(2, 10*time.Millisecond, 10*time.Millisecond), guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	fallback, ok := guard.Of[*guard.Fallback](l)
+	require.True(t, ok)
+	const limit = 10
+	rule := &ratelimit.Rule{Name: "local", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
+
+	backend.down.Store(true)
+	admitted := 0
+	for range 2 * limit {
+		if rule.Check(ctx, l, "k", 1) == nil {
+			admitted++
+		}
+	}
+	assert.Equal(t, limit, admitted, "the fallback admits the limit")
+	assert.True(t, breaker.CircuitOpen())
+	assert.Equal(t, limit, fallback.Held(), "its admissions wait to be carried back")
+	assert.Positive(t, hook.count(ratelimit.SourceFallback), "its decisions are told to the hook as the fallback's")
+
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	charged, dropped := fallback.Carried()
+	assert.EqualValues(t, limit, charged, "carried back before the breaker closed")
+	assert.Zero(t, dropped)
+	assert.Zero(t, fallback.Held())
+	d, err := l.Allow(ctx, ratelimit.Request{Name: "local", Key: "k", Limits: rule.Limits})
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the backend has the fallback's charges: the window is full")
+	assert.Equal(t, ratelimit.SourceBackend, d.Source)
 }

@@ -23,6 +23,9 @@ type settings struct {
 	denyHold time.Duration
 	// breaker tunes the circuit breakers.
 	breaker breakerConfig
+	// fallbackProcesses divides the limits of the local fallback; 0:
+	// the fleet's count.
+	fallbackProcesses int
 }
 
 // newSettings returns the settings that the options of this package among
@@ -105,6 +108,28 @@ func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Opti
 		}
 		if maxBackoff > 0 {
 			s.breaker.maxBackoff = maxBackoff
+		}
+	})
+}
+
+// WithFallbackProcesses gives each of n processes sharing one backend a
+// share of every limit while the local fallback ([Fallback]) decides
+// ([ratelimit.FailLocal]), so that together they admit about the limit,
+// not n times it, during an outage: the fallback divides each threshold,
+// and each burst and capacity that is set, by n, rounding down but never
+// below 1 (with a threshold below n the processes together admit up to n
+// per period). A call whose cost is above its process's share of a
+// limit's burst or capacity can never be admitted by the fallback.
+//
+// Without it, n is the number of processes sharing the backend, as their
+// heartbeat ([JoinFleet], around a [Heartbeater] backend) last counted
+// them before the outage (1 if it never could, or without a heartbeat).
+// n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns the
+// heartbeat off.
+func WithFallbackProcesses(n int) ratelimit.Option {
+	return option(func(s *settings) {
+		if n >= 1 {
+			s.fallbackProcesses = n
 		}
 	})
 }

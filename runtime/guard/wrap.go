@@ -7,19 +7,24 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Wrap returns backend behind the guards that the options of this package
-// among opts turn on (by default, all of them that backend offers what
-// they need for), outermost first: the deny cache ([DenyCache]), then the
-// circuit breaker ([Breaker], around a [Probed] backend). It returns them
-// as a limiter that offers exactly the capabilities backend offers: a
-// [ratelimit.Reserver], [ratelimit.SlotHolder] or [ratelimit.Resetter]
-// only when backend is one (found with As), and every other capability of
-// backend through Unwrap. Pass it the options backend was made with, so
+// Wrap returns backend behind the guards of this package, as the options
+// of this package among opts configure them, outermost first: the deny
+// cache ([DenyCache], unless WithDenyCache(0)), the circuit breaker
+// ([Breaker], around a [Probed] backend, unless WithBreaker(0, 0, 0)) and
+// the local fallback ([Fallback], which carries back around a [Carrier]
+// backend and counts the processes around a [Heartbeater] one). It
+// returns them as a limiter that offers exactly the capabilities backend
+// offers (a [ratelimit.Reserver], [ratelimit.SlotHolder] or
+// [ratelimit.Resetter] only when backend is one, found with As, and every
+// other capability of backend through Unwrap), and the fallback's
+// ([ratelimit.Fallback]). Pass it the options backend was made with, so
 // that the guards read the same settings, and [Close] the limiter it
 // returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...ratelimit.Option) ratelimit.Limiter {
-	l := backend
+	fb := NewFallback(backend, opts...)
+	l := offer(fb, backend)
 	if b := NewBreaker(l, opts...); b != nil {
+		fb.Guarded(b)
 		l = offer(b, backend)
 	}
 	if c := NewDenyCache(l, opts...); c != nil {
@@ -29,11 +34,14 @@ func Wrap(backend ratelimit.Limiter, opts ...ratelimit.Option) ratelimit.Limiter
 }
 
 // Close stops the background work of the guards of limiter, a limiter
-// that [Wrap] returned: the probes of its breakers. It does not close the
-// backend.
+// that [Wrap] returned: the probes of its breakers, the carry-back and
+// the heartbeat of its fallback. It does not close the backend.
 func Close(limiter ratelimit.Limiter) {
 	if b, ok := Of[*Breaker](limiter); ok {
 		b.Close()
+	}
+	if f, ok := Of[*Fallback](limiter); ok {
+		f.Close()
 	}
 }
 
@@ -69,49 +77,110 @@ type full interface {
 }
 
 // offer returns g as a limiter that offers the capabilities of backend
-// among those g intercepts, and no other.
+// among those g intercepts, and no other, and the fallback's own when g is
+// the fallback guard.
 func offer(g full, backend ratelimit.Limiter) ratelimit.Limiter {
 	_, reserves := ratelimit.As[ratelimit.Reserver](backend)
 	_, holds := ratelimit.As[ratelimit.SlotHolder](backend)
 	_, resets := ratelimit.As[ratelimit.Resetter](backend)
+	f, local := g.(*Fallback)
 	b := base{g}
-	r, s, x := reservePart{g}, slotPart{g}, resetPart{g}
+	r, s, x, lp := reservePart{g}, slotPart{g}, resetPart{g}, localPart{f}
 	switch {
-	case reserves && holds && resets:
-		return g
-	case reserves && holds:
+	case reserves && holds && resets && local:
+		return struct {
+			base
+			reservePart
+			slotPart
+			resetPart
+			localPart
+		}{b, r, s, x, lp}
+	case reserves && holds && resets && !local:
+		return struct {
+			base
+			reservePart
+			slotPart
+			resetPart
+		}{b, r, s, x}
+	case reserves && holds && !resets && local:
+		return struct {
+			base
+			reservePart
+			slotPart
+			localPart
+		}{b, r, s, lp}
+	case reserves && holds && !resets && !local:
 		return struct {
 			base
 			reservePart
 			slotPart
 		}{b, r, s}
-	case reserves && resets:
+	case reserves && !holds && resets && local:
+		return struct {
+			base
+			reservePart
+			resetPart
+			localPart
+		}{b, r, x, lp}
+	case reserves && !holds && resets && !local:
 		return struct {
 			base
 			reservePart
 			resetPart
 		}{b, r, x}
-	case holds && resets:
+	case reserves && !holds && !resets && local:
+		return struct {
+			base
+			reservePart
+			localPart
+		}{b, r, lp}
+	case reserves && !holds && !resets && !local:
+		return struct {
+			base
+			reservePart
+		}{b, r}
+	case !reserves && holds && resets && local:
+		return struct {
+			base
+			slotPart
+			resetPart
+			localPart
+		}{b, s, x, lp}
+	case !reserves && holds && resets && !local:
 		return struct {
 			base
 			slotPart
 			resetPart
 		}{b, s, x}
-	case reserves:
+	case !reserves && holds && !resets && local:
 		return struct {
 			base
-			reservePart
-		}{b, r}
-	case holds:
+			slotPart
+			localPart
+		}{b, s, lp}
+	case !reserves && holds && !resets && !local:
 		return struct {
 			base
 			slotPart
 		}{b, s}
-	case resets:
+	case !reserves && !holds && resets && local:
+		return struct {
+			base
+			resetPart
+			localPart
+		}{b, x, lp}
+	case !reserves && !holds && resets && !local:
 		return struct {
 			base
 			resetPart
 		}{b, x}
+	case !reserves && !holds && !resets && local:
+		return struct {
+			base
+			localPart
+		}{b, lp}
+	case !reserves && !holds && !resets && !local:
+		return b
 	}
 	return b
 }
@@ -173,3 +242,17 @@ type resetPart struct{ g full }
 func (p resetPart) Reset(ctx context.Context, name, key string) error {
 	return p.g.Reset(ctx, name, key)
 }
+
+// localPart is the fallback guard's [ratelimit.Fallback] and [Recoverer].
+type localPart struct{ f *Fallback }
+
+// AllowLocal passes the call to the fallback guard.
+func (p localPart) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
+	return p.f.AllowLocal(ctx, req)
+}
+
+// Recover passes the call to the fallback guard.
+func (p localPart) Recover(ctx context.Context, wait time.Duration) { p.f.Recover(ctx, wait) }
+
+// Recovering passes the call to the fallback guard.
+func (p localPart) Recovering() bool { return p.f.Recovering() }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // lossyDialer dials a real server, and can refuse to dial, or lose the
@@ -65,7 +66,7 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			defer l.Close()
 			ctx := t.Context()
 			req := ratelimit.Request{Name: "lossy", Key: "k", Limits: []ratelimit.Limit{{Period: 24 * time.Hour, Threshold: 1000, Algorithm: alg}}}
-			const admitted = 40 // more than maxCarriedPerCall: some are merged
+			const admitted = 40 // more than guard.MaxCarriedPerCall: some are merged
 			for range admitted {
 				dec, _, err := l.AllowLocal(ctx, req)
 				require.NoError(t, err)
@@ -73,23 +74,35 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			}
 
 			d.refuse.Store(true)
-			l.carryOut(ctx)
-			assert.Zero(t, l.carry.charged.Load()+l.carry.dropped.Load(), "nothing was sent")
-			require.Equal(t, maxCarriedPerCall, l.carry.size(), "what could not be sent is kept")
+			l.fallback.CarryBack(ctx)
+			assert.Zero(t, charged(l)+dropped(l), "nothing was sent")
+			require.Equal(t, guard.MaxCarriedPerCall, l.fallback.Held(), "what could not be sent is kept")
 
 			d.refuse.Store(false)
 			require.NoError(t, client.Ping(ctx).Err())
 			require.NoError(t, decideScript.Load(ctx, client).Err(), "a NOSCRIPT reply would be lost too")
 			d.lose.Store(true)
-			l.carryOut(ctx)
+			l.fallback.CarryBack(ctx)
 			d.lose.Store(false)
-			assert.EqualValues(t, admitted, l.carry.dropped.Load(), "the charges whose replies were lost are dropped")
-			assert.Zero(t, l.carry.size(), "and not kept to be sent again")
-			l.carryOut(ctx)
+			assert.EqualValues(t, admitted, dropped(l), "the charges whose replies were lost are dropped")
+			assert.Zero(t, l.fallback.Held(), "and not kept to be sent again")
+			l.fallback.CarryBack(ctx)
 
 			p, err := l.Peek(ctx, req)
 			require.NoError(t, err)
 			assert.EqualValues(t, admitted, req.Limits[0].Threshold-p.Remaining, "Redis charged each admission once")
 		})
 	}
+}
+
+// charged returns the units l's fallback carried back to Redis.
+func charged(l *Limiter) int64 {
+	c, _ := l.fallback.Carried()
+	return c
+}
+
+// dropped returns the units l's fallback admitted but did not carry back.
+func dropped(l *Limiter) int64 {
+	_, d := l.fallback.Carried()
+	return d
 }

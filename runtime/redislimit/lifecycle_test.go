@@ -25,10 +25,10 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	a, b := New(shared), New(shared)
 	defer a.Close()
 	defer b.Close()
-	require.Same(t, a.fleet.Fleet(), b.fleet.Fleet(), "one heartbeat per client and prefix")
-	awaitBeats(t, a.fleet.Fleet(), 2)
-	assert.Equal(t, 1, a.processes(), "two limiters on one client are one process")
-	assert.Equal(t, 1, b.processes())
+	require.Same(t, a.fallback.Fleet(), b.fallback.Fleet(), "one heartbeat per client and prefix")
+	awaitBeats(t, a.fallback.Fleet(), 2)
+	assert.Equal(t, 1, a.fallback.Processes(), "two limiters on one client are one process")
+	assert.Equal(t, 1, b.fallback.Processes())
 
 	other := New(failFastClient(t, s.Addr))
 	awaitCount(t, a, 2)
@@ -41,7 +41,7 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	// A prefix of its own is a heartbeat of its own.
 	c := New(shared, WithPrefix("other:"))
 	defer c.Close()
-	assert.NotSame(t, a.fleet.Fleet(), c.fleet.Fleet())
+	assert.NotSame(t, a.fallback.Fleet(), c.fallback.Fleet())
 }
 
 // TestCloseStopsBackgroundWork: Close ends the heartbeat (once its last
@@ -55,10 +55,10 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	before := runtime.NumGoroutine()
 
 	a, b := New(client), New(client)
-	awaitBeats(t, a.fleet.Fleet(), 1)
+	awaitBeats(t, a.fallback.Fleet(), 1)
 	require.NoError(t, a.Close())
-	beats := b.fleet.Fleet().Beats()
-	awaitBeats(t, b.fleet.Fleet(), beats+1) // the heartbeat goes on for b
+	beats := b.fallback.Fleet().Beats()
+	awaitBeats(t, b.fallback.Fleet(), beats+1) // the heartbeat goes on for b
 
 	// b's breaker opens on a dead node's errors, and probes.
 	dead := New(failFastClient(t, stoppedAddr(t)), WithBreaker(1, time.Hour, time.Hour))
@@ -75,9 +75,9 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "goroutines left after Close: %d, before: %d\n%s", runtime.NumGoroutine(), before, stacks())
 		time.Sleep(20 * time.Millisecond)
 	}
-	beats = b.fleet.Fleet().Beats()
+	beats = b.fallback.Fleet().Beats()
 	time.Sleep(2 * guard.HeartbeatEvery)
-	assert.Equal(t, beats, b.fleet.Fleet().Beats(), "no heartbeat after the last Close")
+	assert.Equal(t, beats, b.fallback.Fleet().Beats(), "no heartbeat after the last Close")
 }
 
 // awaitBeats waits until f has beaten n times.
@@ -94,8 +94,8 @@ func awaitBeats(t *testing.T, f *guard.Fleet, n int64) {
 func awaitCount(t *testing.T, l *Limiter, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for l.processes() != n {
-		require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.processes(), n)
+	for l.fallback.Processes() != n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.fallback.Processes(), n)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -147,8 +147,8 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			// meanwhile, without them.
 			byRedisBefore := 0
 			deadline := time.Now().Add(30 * time.Second)
-			for l.carry.charged.Load()+l.carry.dropped.Load() < limit || l.carry.scheduled.Load() {
-				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", l.carry.charged.Load(), l.carry.dropped.Load(), l.carry.size())
+			for charged(l)+dropped(l) < limit || l.fallback.Carrying() {
+				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", charged(l), dropped(l), l.fallback.Held())
 				a, err := rule.Admit(ctx, l, "k", 1)
 				if err == nil && a.Decision.Source == ratelimit.SourceBackend {
 					byRedisBefore++
@@ -165,10 +165,10 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			}
 			total := before + byFallback + byRedisBefore + after
 			t.Logf("%s: %d admitted, limit %d: %d by Redis before the outage, %d by the fallback, %d by Redis before the charges arrived, %d after; %d units charged, %d dropped",
-				alg, total, limit, before, byFallback, byRedisBefore, after, l.carry.charged.Load(), l.carry.dropped.Load())
+				alg, total, limit, before, byFallback, byRedisBefore, after, charged(l), dropped(l))
 			assert.Zero(t, after, "nothing once the charges have arrived")
 			assert.LessOrEqual(t, total, limit+before+byRedisBefore, "the stated bound")
-			assert.Positive(t, l.carry.charged.Load(), "the fallback's admissions were carried back")
+			assert.Positive(t, charged(l), "the fallback's admissions were carried back")
 		})
 	}
 }

@@ -19,8 +19,6 @@ func (option) Configure(*ratelimit.Config) {}
 type settings struct {
 	prefix string
 	batch  int
-	// fallbackProcesses divides the limits of the local fallback.
-	fallbackProcesses int
 	// genericOnly makes the limiter run the generic decide script for
 	// single limits too, so tests can check it decides them alike.
 	genericOnly bool
@@ -195,11 +193,7 @@ func WithPrefix(prefix string) ratelimit.Option {
 // never could): the limiters of one client are one process, which writes
 // its member of the sorted set <prefix>{processes} once a second, expiring
 // after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
-// the heartbeat off. The memory limiter ignores it.
-func WithFallbackProcesses(n int) ratelimit.Option {
-	return option(func(s *settings) {
-		if n >= 1 {
-			s.fallbackProcesses = n
-		}
-	})
-}
+// the heartbeat off. The memory limiter ignores it. It is
+// [guard.WithFallbackProcesses]: the fallback is the local fallback guard
+// of package guard around the Redis backend.
+func WithFallbackProcesses(n int) ratelimit.Option { return guard.WithFallbackProcesses(n) }

@@ -54,8 +54,10 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 }
 
 // Reset resets name and key through the limiter's guards: the backend's
-// Reset, and then the deny cache ([WithDenyCache]) forgets the denials it
-// remembers for name (of every key: theirs are asked of Redis again).
+// Reset; then the local fallback ([ratelimit.FailLocal]) forgets the state
+// it holds for them (and what it admitted that was to be charged to
+// Redis), and the deny cache ([WithDenyCache]) the denials it remembers
+// for name (of every key: theirs are asked of Redis again).
 // Other processes' deny caches are not told: each may keep denying the key
 // for at most the deny hold ([WithDenyHold]), and so may this process for
 // a call in flight during the Reset whose denial it remembers after. See
@@ -71,18 +73,13 @@ func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 // find none) (each limit
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
-// It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for
-// them (and what it admitted that was to be charged to Redis). An
-// error wraps [ratelimit.ErrBackend].
+// An error wraps [ratelimit.ErrBackend].
 func (l *redisBackend) Reset(ctx context.Context, name, key string) error {
 	key = callkey.Named(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
 		return &ratelimit.BackendError{Name: name, Err: err}
 	}
-	if l.carry != nil {
-		l.carry.forget(name, key)
-	}
-	return l.local.Reset(ctx, name, key)
+	return nil
 }
 
 // resetKeys returns every storage key of name and key, which is bounded.

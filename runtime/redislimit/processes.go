@@ -63,31 +63,4 @@ func closedError(err error) error {
 	return err
 }
 
-// joinFleet puts l in the heartbeat of its client and prefix, starting it
-// if l is the first limiter there. The heartbeat skips beats while l's
-// breaker is open.
-func (l *redisBackend) joinFleet() {
-	l.fleet = guard.JoinFleet(l, func() bool { return l.down != nil && l.down() })
-}
-
-// leaveFleet takes l out of its heartbeat (see [guard.FleetMember.Leave]).
-func (l *redisBackend) leaveFleet() {
-	if l.fleet != nil {
-		l.fleet.Leave()
-	}
-}
-
-// processes returns how many processes share the limits in the local
-// fallback: WithFallbackProcesses's n, else the count of processes the
-// heartbeat last read, at least 1.
-func (l *redisBackend) processes() int {
-	if l.fallbackProcesses > 0 {
-		return l.fallbackProcesses
-	}
-	if l.fleet == nil {
-		return 1
-	}
-	return l.fleet.Fleet().Processes()
-}
-
 var _ guard.Heartbeater = (*redisBackend)(nil)

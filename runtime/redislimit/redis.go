@@ -23,8 +23,10 @@ import (
 //
 // It is the Redis backend behind the guards of package guard that its
 // options turn on, outermost first: the deny cache ([guard.DenyCache])
-// answers before Redis is asked, and the circuit breaker
-// ([guard.Breaker]) fails calls at once while Redis is down. Its methods
+// answers before Redis is asked, the circuit breaker ([guard.Breaker])
+// fails calls at once while Redis is down, and the local fallback
+// ([guard.Fallback]) decides under [ratelimit.FailLocal] what Redis
+// cannot, and carries its admissions back. Its methods
 // that a guard intercepts (Allow, Reserve, Adjust, ReserveSlot, Reset) go
 // through the guards; the others are the backend's.
 type Limiter struct {
@@ -35,6 +37,9 @@ type Limiter struct {
 	denials *guard.DenyCache
 	// breakers is the circuit breaker guard; nil when off.
 	breakers *guard.Breaker
+	// fallback is the local fallback guard, with its carry-back and its
+	// heartbeat.
+	fallback *guard.Fallback
 }
 
 // front is what Limiter calls through its guards.
@@ -47,7 +52,7 @@ type front interface {
 // redisBackend is the Redis backend: it decides calls in Redis, and offers
 // the guards what they need through the capabilities of package guard
 // ([guard.Probed], [guard.DenySlacker], [guard.Heartbeater],
-// [guard.Recoverer]; a cluster client's, [guard.Nodes] too: see
+// [guard.Carrier]; a cluster client's, [guard.Nodes] too: see
 // clusterBackend).
 type redisBackend struct {
 	client redis.UniversalClient
@@ -55,24 +60,10 @@ type redisBackend struct {
 	cluster *redis.ClusterClient
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
-	// local decides the calls of FailLocal rules that Redis cannot decide.
-	local *ratelimit.MemoryLimiter
-	// fleet is the limiter's join of the heartbeat of its client and
-	// prefix, which counts the processes sharing the Redis, for the
-	// fallback; nil when it takes no part.
-	fleet *guard.FleetMember
-	// carry holds what the fallback admitted, to charge to Redis when it
-	// answers again.
-	carry *carryBack
-	// circuitOpen and down report whether a breaker of the limiter's, and
-	// its breaker of Redis as a whole, are open; nil without breakers.
-	circuitOpen, down func() bool
 	// probeKeys holds, for a cluster master, a key it held when its
 	// breaker was made (see ProbeNode): address → string.
 	probeKeys sync.Map
-	// bg runs the carry-backs until Close.
-	bg  *background
-	cfg ratelimit.Config
+	cfg       ratelimit.Config
 	settings
 }
 
@@ -90,26 +81,26 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	if b.cluster != nil {
 		backend = clusterBackend{b}
 	}
-	l := &Limiter{redisBackend: b, front: backend}
-	if l.breakers = guard.NewBreaker(backend, opts...); l.breakers != nil {
+	if b.noHeartbeat || client == nil {
+		// No heartbeat: one process, unless the options say otherwise.
+		opts = append([]ratelimit.Option{guard.WithFallbackProcesses(1)}, opts...)
+	}
+	l := &Limiter{redisBackend: b, fallback: guard.NewFallback(backend, opts...)}
+	l.front = l.fallback
+	if l.breakers = guard.NewBreaker(l.front, opts...); l.breakers != nil {
+		l.fallback.Guarded(l.breakers)
 		l.front = l.breakers
-		b.circuitOpen, b.down = l.breakers.CircuitOpen, l.breakers.Down
 	}
 	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
 		l.front = l.denials
-	}
-	if b.fallbackProcesses == 0 && !b.noHeartbeat && client != nil {
-		b.joinFleet()
 	}
 	return l
 }
 
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []ratelimit.Option) *redisBackend {
-	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
-	l.local = newFallback(l.cfg)
+	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
 	l.cluster, _ = client.(*redis.ClusterClient)
-	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
 	return l
 }
@@ -131,6 +122,15 @@ func (l *Limiter) Circuits() map[string]time.Time {
 		return map[string]time.Time{}
 	}
 	return l.breakers.Circuits()
+}
+
+// AllowLocal decides req with the limiter's local fallback, against each
+// process's share of its limits (see [WithFallbackProcesses]), and
+// remembers an admitted call, to be charged to Redis when it answers again
+// (see the package doc, Outages). See [guard.Fallback.AllowLocal] and
+// [ratelimit.Fallback].
+func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
+	return l.fallback.AllowLocal(ctx, req)
 }
 
 // CachedDenial returns how much longer the limiter's deny cache repeats a
@@ -226,45 +226,6 @@ func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
 	return closedError(probeNode(ctx, master.Options()))
 }
 
-// Recover carries back what the fallback admitted, then, before the
-// breaker closes, waits wait (a longest backoff) and a little more,
-// during which the fallback still decides, so that the other processes'
-// probes find Redis back too and carry back theirs before this one lets
-// Redis decide, and carries back what the fallback admitted meanwhile.
-// See [guard.Recoverer].
-func (l *redisBackend) Recover(ctx context.Context, wait time.Duration) {
-	c := l.carry
-	// A carry-back on its way (started by a call, see carrySoon) holds
-	// admissions it took: wait for it to charge them or keep them again.
-	for c.carrying.Load() && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
-	}
-	if c.size() == 0 {
-		return
-	}
-	c.settling.Add(1)
-	defer c.settling.Add(-1)
-	l.carryOut(ctx)
-	select {
-	case <-time.After(wait + stragglerWait):
-	case <-ctx.Done():
-	}
-	for range 2 {
-		if c.size() == 0 || ctx.Err() != nil {
-			return
-		}
-		l.carryOut(ctx)
-	}
-}
-
-// Recovering reports whether admissions of the fallback wait to be carried
-// back, or are on their way: a breaker stays open until its probe carried
-// them back. See [guard.Recoverer].
-func (l *redisBackend) Recovering() bool {
-	c := l.carry
-	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
-}
-
 // Allow decides req, through the limiter's guards: the deny cache repeats
 // a recent denial without asking Redis (see [WithDenyCache]). See
 // [ratelimit.Limiter].
@@ -292,7 +253,6 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
 	}
-	l.carrySoon()
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
 	}
@@ -355,6 +315,6 @@ var (
 	_ ratelimit.Fallback   = (*Limiter)(nil)
 	_ guard.DenySlacker    = (*redisBackend)(nil)
 	_ guard.Probed         = (*redisBackend)(nil)
-	_ guard.Recoverer      = (*redisBackend)(nil)
+	_ guard.Carrier        = (*redisBackend)(nil)
 	_ guard.Nodes          = clusterBackend{}
 )
