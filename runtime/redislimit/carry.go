@@ -46,7 +46,7 @@ func mayHaveRun(err error) bool {
 // was not charged, to be kept for the next time it answers (a sliding
 // window's ended window that was charged may be charged again then: it
 // denies more, never less).
-func (l *redisBackend) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
+func (l guarded) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	now := l.wallNow()
 	var batch []*charge

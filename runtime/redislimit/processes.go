@@ -31,12 +31,12 @@ func fleetKey(prefix string) string { return prefix + "{processes}" }
 
 // FleetName names the limiter's heartbeat: its client and prefix. See
 // [guard.Heartbeater].
-func (l *redisBackend) FleetName() any { return fleetName{l.client, l.prefix} }
+func (l guarded) FleetName() any { return fleetName{l.client, l.prefix} }
 
 // Beat renews member, drops the members that expired and reads how many
 // are left, in one MULTI/EXEC on one key (no script: the scores are the
 // process's clock). See [guard.Heartbeater].
-func (l *redisBackend) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
+func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
 	key, ms := fleetKey(l.prefix), now.UnixMilli()
 	pipe := l.client.TxPipeline()
 	pipe.ZAdd(ctx, key, redis.Z{Score: float64(ms + ttl.Milliseconds()), Member: member})
@@ -50,7 +50,7 @@ func (l *redisBackend) Beat(ctx context.Context, member string, now time.Time, t
 }
 
 // Leave removes member with one ZREM. See [guard.Heartbeater].
-func (l *redisBackend) Leave(ctx context.Context, member string) error {
+func (l guarded) Leave(ctx context.Context, member string) error {
 	return closedError(l.client.ZRem(ctx, fleetKey(l.prefix), member).Err())
 }
 
@@ -62,5 +62,3 @@ func closedError(err error) error {
 	}
 	return err
 }
-
-var _ guard.Heartbeater = (*redisBackend)(nil)

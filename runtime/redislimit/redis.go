@@ -49,11 +49,9 @@ type front interface {
 	ratelimit.Resetter
 }
 
-// redisBackend is the Redis backend: it decides calls in Redis, and offers
-// the guards what they need through the capabilities of package guard
-// ([guard.Probed], [guard.DenySlacker], [guard.Heartbeater],
-// [guard.Carrier]; a cluster client's, [guard.Nodes] too: see
-// clusterBackend).
+// redisBackend is the Redis backend: it decides calls in Redis. The
+// guards see it as guarded (or clusterBackend), which offers them what
+// they need.
 type redisBackend struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
@@ -67,9 +65,16 @@ type redisBackend struct {
 	settings
 }
 
-// clusterBackend is the Redis backend of a cluster client: a [guard.Nodes]
-// backend, whose masters have breakers of their own.
-type clusterBackend struct{ *redisBackend }
+// guarded is the Redis backend as the guards of package guard see it: it
+// offers them the capabilities they need ([guard.Probed],
+// [guard.DenySlacker], [guard.Heartbeater], [guard.Carrier]), which a
+// Limiter does not show its users.
+type guarded struct{ *redisBackend }
+
+// clusterBackend is the Redis backend of a cluster client as the guards
+// see it: a [guard.Nodes] backend, whose masters have breakers of their
+// own.
+type clusterBackend struct{ guarded }
 
 // New returns a limiter that keeps its state in client's Redis. Its
 // background work (the heartbeat it shares with the other limiters of
@@ -77,9 +82,9 @@ type clusterBackend struct{ *redisBackend }
 // is closed.
 func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	b := newBackend(client, opts)
-	var backend front = b
+	var backend front = guarded{b}
 	if b.cluster != nil {
-		backend = clusterBackend{b}
+		backend = clusterBackend{guarded{b}}
 	}
 	if b.noHeartbeat || client == nil {
 		// No heartbeat: one process, unless the options say otherwise.
@@ -145,7 +150,7 @@ func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
 // Node names the client's breaker for a [ratelimit.BreakerHook]: its
 // address, "cluster" for a cluster client (whose masters have breakers of
 // their own), "ring" for a ring. See [guard.Probed].
-func (l *redisBackend) Node() string {
+func (l guarded) Node() string {
 	switch c := l.client.(type) {
 	case *redis.Client:
 		return c.Options().Addr
@@ -160,7 +165,7 @@ func (l *redisBackend) Node() string {
 // Probe asks Redis whether the limiter's breaker may close: with a script
 // on a connection of its own (see [probeNode]), or for a cluster client
 // by finding a master, which the breaker guards there. See [guard.Probed].
-func (l *redisBackend) Probe(ctx context.Context) error {
+func (l guarded) Probe(ctx context.Context) error {
 	var err error
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
@@ -176,7 +181,7 @@ func (l *redisBackend) Probe(ctx context.Context) error {
 // Unavailable reports whether err means Redis could not be reached or
 // cannot serve, rather than that it rejected this one call (see
 // [redisUnavailable]). See [guard.Probed].
-func (l *redisBackend) Unavailable(err error) bool { return redisUnavailable(err) }
+func (l guarded) Unavailable(err error) bool { return redisUnavailable(err) }
 
 // NodeOf returns the address of the cluster master that holds the key of
 // req's limit i. Every key of a call with one key has the same hash tag,
@@ -264,7 +269,7 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 // when a window's script may have told it from the start of the server's
 // millisecond, else nothing. The cache asks only without
 // [ratelimit.WithClock], whose clock the scripts read to the µs.
-func (l *redisBackend) DenySlack(limits []ratelimit.Limit) time.Duration {
+func (l guarded) DenySlack(limits []ratelimit.Limit) time.Duration {
 	for _, lim := range limits {
 		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
 			return time.Millisecond
@@ -313,8 +318,9 @@ var (
 	_ ratelimit.SlotHolder = (*Limiter)(nil)
 	_ ratelimit.Configured = (*Limiter)(nil)
 	_ ratelimit.Fallback   = (*Limiter)(nil)
-	_ guard.DenySlacker    = (*redisBackend)(nil)
-	_ guard.Probed         = (*redisBackend)(nil)
-	_ guard.Carrier        = (*redisBackend)(nil)
+	_ guard.DenySlacker    = guarded{}
+	_ guard.Probed         = guarded{}
+	_ guard.Carrier        = guarded{}
+	_ guard.Heartbeater    = guarded{}
 	_ guard.Nodes          = clusterBackend{}
 )
