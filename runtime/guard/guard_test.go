@@ -199,6 +199,12 @@ func TestWrapOffersTheBackendsCapabilities(t *testing.T) {
 	assert.False(t, ok, "no Resetter around a backend that is none")
 	_, ok = guard.Of[*guard.DenyCache](plain)
 	assert.True(t, ok, "the deny cache is found")
+	_, ok = ratelimit.As[ratelimit.Fallback](plain)
+	assert.True(t, ok, "the fallback guard is the backend's Fallback")
+	_, ok = guard.Of[*guard.Breaker](plain)
+	assert.False(t, ok, "no breaker around a backend that cannot be probed")
+	guard.Close(plain)
+	guard.Close(l)
 }
 
 // allowOnly is a backend that offers nothing but Allow.
