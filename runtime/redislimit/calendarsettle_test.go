@@ -150,7 +150,7 @@ func TestCalendarSettleOnTheServersClock(t *testing.T) {
 			d, at, err := l.Reserve(ctx, req)
 			require.NoError(t, err)
 			require.True(t, d.Allowed)
-			require.InDelta(t, time.Now().UnixMicro(), at, float64(time.Minute/time.Microsecond), "the server's time")
+			require.InDelta(t, time.Now().UnixMicro(), at.UnixMicro(), float64(time.Minute/time.Microsecond), "the server's time")
 			require.NoError(t, l.Adjust(ctx, req, at, -4)) // 4 back
 			d, err = l.Peek(ctx, ratelimit.Request{Name: req.Name, Key: "k", Limits: limits})
 			require.NoError(t, err)

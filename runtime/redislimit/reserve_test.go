@@ -125,7 +125,7 @@ func TestReserveTimeOnServerClock(t *testing.T) {
 	d, at, err := red.Reserve(ctx, req)
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
-	require.InDelta(t, time.Now().UnixMicro(), at, float64(time.Minute/time.Microsecond), "the server's time")
+	require.InDelta(t, time.Now().UnixMicro(), at.UnixMicro(), float64(time.Minute/time.Microsecond), "the server's time")
 	require.False(t, allow(t, red, ratelimit.Request{Name: "server-clock", Key: "k", Limits: req.Limits}).Allowed)
 	require.NoError(t, red.Adjust(ctx, req, at, -4)) // refund 4 of the 10 entries
 	d = allow(t, red, ratelimit.Request{Name: "server-clock", Key: "k", Cost: 4, Limits: req.Limits})
