@@ -117,8 +117,11 @@ func (c *DenyCache) Adjust(ctx context.Context, req ratelimit.Request, at time.T
 	if c.reserver == nil {
 		return c.unsupported("adjust")
 	}
+	if delta == 0 {
+		return c.reserver.Adjust(ctx, req, at, delta) // nothing to change
+	}
 	c.now() // the cache answers at no time before a call's (see now)
-	if err := c.reserver.Adjust(ctx, req, at, delta); err != nil || delta == 0 {
+	if err := c.reserver.Adjust(ctx, req, at, delta); err != nil {
 		return err
 	}
 	c.cache.forget(req.Name)

@@ -19,6 +19,9 @@ func (option) Configure(*ratelimit.Config) {}
 type settings struct {
 	prefix string
 	batch  int
+	// guards are the options of package guard that options of this
+	// package carry (see forGuards).
+	guards []ratelimit.Option
 	// genericOnly makes the limiter run the generic decide script for
 	// single limits too, so tests can check it decides them alike.
 	genericOnly bool
@@ -29,6 +32,12 @@ type settings struct {
 	// bounds of calendar periods sent to a script that reads the
 	// server's (for tests of a skewed client); nil is time.Now.
 	clientClock func() time.Time
+}
+
+// forGuards returns an option of this package that carries o, an option
+// of package guard, to the guards that [New] puts around the backend.
+func forGuards(o ratelimit.Option) ratelimit.Option {
+	return option(func(s *settings) { s.guards = append(s.guards, o) })
 }
 
 // newSettings returns the settings that the options of this package among
@@ -94,10 +103,10 @@ func WithBatching(max int) ratelimit.Option {
 // calls of cost 1, or of any cost against a fixed window) and holds each
 // at most the deny hold ([WithDenyHold]), so state lost out of band is
 // seen within that bound; see the package doc. On by default
-// ([DefaultDenyCache] entries, a few MiB at most). It is
-// [guard.WithDenyCache]: the cache is the deny cache guard of package
-// guard around the Redis backend.
-func WithDenyCache(entries int) ratelimit.Option { return guard.WithDenyCache(entries) }
+// ([DefaultDenyCache] entries, a few MiB at most). The cache is the deny
+// cache guard of package guard around the Redis backend, to which the
+// option carries [guard.WithDenyCache].
+func WithDenyCache(entries int) ratelimit.Option { return forGuards(guard.WithDenyCache(entries)) }
 
 // DefaultDenyCache is how many denials a Redis limiter remembers unless
 // [WithDenyCache] says otherwise.
@@ -110,8 +119,8 @@ const DefaultDenyHold = guard.DefaultDenyHold
 // WithDenyHold bounds how long the deny cache repeats a denial without
 // asking Redis again (default [DefaultDenyHold]), and so how long every
 // process takes to see state that was lost or reset out of band; d <= 0
-// keeps the default. It is [guard.WithDenyHold].
-func WithDenyHold(d time.Duration) ratelimit.Option { return guard.WithDenyHold(d) }
+// keeps the default. It carries [guard.WithDenyHold] to the deny cache.
+func WithDenyHold(d time.Duration) ratelimit.Option { return forGuards(guard.WithDenyHold(d)) }
 
 // WithBreaker tunes the circuit breaker of a [Limiter]: after failures
 // consecutive calls failed because Redis was unreachable or unavailable,
@@ -145,10 +154,10 @@ func WithDenyHold(d time.Duration) ratelimit.Option { return guard.WithDenyHold(
 // A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
 // a breaker opens and closes; without one, the opening is logged at Warn
 // and the closing at Info to slog.Default(), so an outage says so once.
-// It is [guard.WithBreaker]: the breakers are the circuit breaker guard of
-// package guard around the Redis backend.
+// The breakers are the circuit breaker guard of package guard around the
+// Redis backend, to which the option carries [guard.WithBreaker].
 func WithBreaker(failures int, backoff, maxBackoff time.Duration) ratelimit.Option {
-	return guard.WithBreaker(failures, backoff, maxBackoff)
+	return forGuards(guard.WithBreaker(failures, backoff, maxBackoff))
 }
 
 // The circuit breaker defaults of [New]; see [WithBreaker].
@@ -193,7 +202,7 @@ func WithPrefix(prefix string) ratelimit.Option {
 // never could): the limiters of one client are one process, which writes
 // its member of the sorted set <prefix>{processes} once a second, expiring
 // after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
-// the heartbeat off. The memory limiter ignores it. It is
-// [guard.WithFallbackProcesses]: the fallback is the local fallback guard
-// of package guard around the Redis backend.
-func WithFallbackProcesses(n int) ratelimit.Option { return guard.WithFallbackProcesses(n) }
+// the heartbeat off. The memory limiter ignores it. The fallback is the
+// local fallback guard of package guard around the Redis backend, to
+// which the option carries [guard.WithFallbackProcesses].
+func WithFallbackProcesses(n int) ratelimit.Option { return forGuards(guard.WithFallbackProcesses(n)) }

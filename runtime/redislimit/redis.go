@@ -86,6 +86,9 @@ func New(client redis.UniversalClient, opts ...ratelimit.Option) *Limiter {
 	if b.cluster != nil {
 		backend = clusterBackend{guarded{b}}
 	}
+	// The guards read the options of package guard: those passed to New,
+	// then those that this package's options carry.
+	opts = append(opts[:len(opts):len(opts)], b.guards...)
 	if b.noHeartbeat || client == nil {
 		// No heartbeat: one process, unless the options say otherwise.
 		opts = append([]ratelimit.Option{guard.WithFallbackProcesses(1)}, opts...)
