@@ -110,6 +110,7 @@ func As[T any](limiter Limiter) (capability T, ok bool) {
 // calls on limiter.
 type ruleFast struct {
 	limiter Limiter
+	limits  []Limit // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
 }
 
@@ -119,14 +120,14 @@ type ruleFast struct {
 // type is not comparable, which could not be told from the kept one, gets
 // none).
 func (r *Rule) fastDecide(limiter Limiter) func(ctx context.Context, key string, cost int64) (Decision, error) {
-	if f := r.fast.Load(); f != nil && f.limiter == limiter {
+	if f, _ := r.fast.Load().(*ruleFast); f != nil && f.limiter == limiter && len(f.limits) == len(r.Limits) && &f.limits[0] == &r.Limits[0] {
 		return f.decide
 	}
 	rd, ok := limiter.(RuleDecider)
-	if !ok || !reflect.TypeOf(limiter).Comparable() {
+	if !ok || len(r.Limits) == 0 || !reflect.TypeOf(limiter).Comparable() {
 		return nil
 	}
-	f := &ruleFast{limiter: limiter, decide: rd.DecideRule(r)}
+	f := &ruleFast{limiter: limiter, limits: r.Limits, decide: rd.DecideRule(r)}
 	r.fast.Store(f)
 	return f.decide
 }

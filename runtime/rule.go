@@ -41,8 +41,8 @@ type Rule struct {
 
 	// prep holds the *rulePrep of Limits, once a call has validated them.
 	prep atomic.Value
-	// fast is the RuleDecider's function of the limiter last used.
-	fast atomic.Pointer[ruleFast]
+	// fast holds the *ruleFast of the limiter last used.
+	fast atomic.Value
 }
 
 // ErrorPolicy says what to do with a call when the limiter cannot decide it.

@@ -49,7 +49,7 @@ type batchCall struct {
 // for that at most linger: then it leads a batch of its own, sent while
 // the other is still in flight, so that no call waits for two round trips.
 type batcher struct {
-	l      *Limiter
+	l      *redisBackend
 	max    int
 	linger time.Duration
 	// after waits; tests replace it.
@@ -63,7 +63,7 @@ type batcher struct {
 // newBatcher returns the batcher of l, which sends batches of at most max
 // calls with client, or nil when batching is off or client's keys may
 // live on several nodes.
-func newBatcher(l *Limiter, client redis.UniversalClient, max int) *batcher {
+func newBatcher(l *redisBackend, client redis.UniversalClient, max int) *batcher {
 	c, ok := client.(*redis.Client)
 	if max < 2 || !ok {
 		return nil
@@ -229,7 +229,7 @@ func (b *batcher) done(calls []*batchCall) {
 // planBatch returns the script written for batches of the single limit all
 // calls have, or nil when they do not all have the same single limit (or
 // the bound on such scripts is reached).
-func (l *Limiter) planBatch(calls []*batchCall) *redis.Script {
+func (l *redisBackend) planBatch(calls []*batchCall) *redis.Script {
 	if l.genericOnly || len(calls[0].req.Limits) != 1 || calls[0].req.Limits[0].Calendar != "" {
 		return nil
 	}
@@ -245,7 +245,7 @@ func (l *Limiter) planBatch(calls []*batchCall) *redis.Script {
 // decideBatch runs a batch script for calls, whose requests are valid,
 // and sets each call's decision or error: the client's error or a
 // malformed reply fails them all, a request's error reply only itself.
-func (l *Limiter) decideBatch(ctx context.Context, calls []*batchCall) {
+func (l *redisBackend) decideBatch(ctx context.Context, calls []*batchCall) {
 	keys := make([]string, 0, len(calls))
 	args := make([]any, 1, 1+8*len(calls))
 	args[0] = len(calls)

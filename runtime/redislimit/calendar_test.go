@@ -280,20 +280,17 @@ func TestCalendarCarryBack(t *testing.T) {
 	paris := mustZone(t, "Europe/Paris")
 	clock := newManualClock()
 	l := newTestRedis(t, ratelimit.WithClock(clock))
-	if l.carry == nil {
-		l.carry = newCarryBack()
-	}
 	req := ratelimit.Request{Name: "carry", Key: "k", Cost: 2, Limits: []ratelimit.Limit{
 		{Calendar: "month", TZ: "Europe/Paris", Threshold: 10},
 		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100},
 	}}
 	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
-	l.carry.record(&req, nil, first.Add(-time.Minute).UnixMicro()) // February's: dropped
-	l.carry.record(&req, nil, first.Add(time.Minute).UnixMicro())
-	l.carry.record(&req, nil, first.Add(2*time.Minute).UnixMicro())
+	l.fallback.Remember(req, first.Add(-time.Minute)) // February's: dropped
+	l.fallback.Remember(req, first.Add(time.Minute))
+	l.fallback.Remember(req, first.Add(2*time.Minute))
 	clock.Set(first.Add(90 * time.Minute)) // the hour's window of the charges has closed
-	l.carryOut(ctx)
-	assert.Zero(t, l.carry.size())
+	l.fallback.CarryBack(ctx)
+	assert.Zero(t, l.fallback.Held())
 	d, err := l.Peek(ctx, ratelimit.Request{Name: "carry", Key: "k", Limits: req.Limits})
 	require.NoError(t, err)
 	assert.Equal(t, int64(10-4), d.Remaining, "two charges of 2 in March")

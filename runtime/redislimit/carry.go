@@ -5,10 +5,6 @@ import (
 	"errors"
 	"net"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,65 +12,11 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
-// The bounds of the carry-back: what the local fallback admitted, kept to
-// be charged to Redis when it answers again (see the package doc, Outages).
-const (
-	// maxCarried bounds the admissions remembered, over all calls: an
-	// admission beyond it is not carried back (it is counted in dropped).
-	maxCarried = 1 << 16
-	// maxCarriedPerCall bounds the admissions remembered per name, key and
-	// limits: beyond it, an admission is added to the call's latest one,
-	// whose time becomes its own, so the units are charged later than
-	// they were admitted (which denies more, never less).
-	maxCarriedPerCall = 32
-	// carryChunk is how many charges one pipeline sends.
-	carryChunk = 256
-)
-
-// carryBack remembers the admissions of the local fallback.
-type carryBack struct {
-	mu    sync.Mutex
-	calls map[string]*carried
-	n     int // admissions remembered
-	// held is n, read without the lock by the calls that Redis decides,
-	// to start a carry-back (see [Limiter.carrySoon]).
-	held atomic.Int64
-	// scheduled is set while a carry-back started by a call is on its way.
-	scheduled atomic.Bool
-	// dropped counts the units admitted but not carried back: beyond
-	// maxCarried, denied by Redis when carried back (its state was full),
-	// or carried back without a reply (Redis may have charged them; they
-	// are not sent twice).
-	dropped atomic.Int64
-	// charged counts the units carried back to Redis.
-	charged atomic.Int64
-
-	// running is held by the goroutine carrying back; pending asks it to
-	// go round once more; carrying is set while it holds admissions it
-	// took (they are in neither calls nor Redis yet).
-	running  sync.Mutex
-	pending  atomic.Bool
-	carrying atomic.Bool
-	// settling counts the probes waiting for other processes to carry
-	// back; the breaker stays open meanwhile.
-	settling atomic.Int32
-}
-
-// carried is what the fallback admitted of one name, key and limits: units
-// admitted at times (µs on the limiter's clock), oldest first.
-type carried struct {
-	req ratelimit.Request
-	// only lists the limits of req to charge, nil meaning all: a charge
-	// of some limits of a call with a key per limit that Redis could not
-	// be asked about is remembered without the others.
-	only  []int
-	at    []int64
-	units []int64
-}
-
-func newCarryBack() *carryBack { return &carryBack{calls: map[string]*carried{}} }
+// carryChunk is how many charges of a carry-back one pipeline sends.
+const carryChunk = 256
 
 // unsent reports whether err failed a call before its command reached
 // Redis: an open breaker, a dial, a wait for a pooled connection, a closed
@@ -95,180 +37,44 @@ func mayHaveRun(err error) bool {
 	return err != nil && !unsent(err) && !errors.As(err, &reply) && !errors.As(err, &malformed)
 }
 
-// callID names req's name, key and limits, and those of them to charge.
-func callID(req *ratelimit.Request, only []int) string {
-	var b strings.Builder
-	for _, i := range only {
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte(',')
+// Carry charges admissions of the local fallback to Redis, at the times
+// they were admitted, deciding nothing (see [guard.Carrier]): to each
+// admission's limits whose windows are still open, with the generic decide
+// script at the admission's time, and to a sliding window's previous
+// window, where it still weighs, with the previous script. It sends them
+// in pipelines of carryChunk; when Redis is away again, it returns what
+// was not charged, to be kept for the next time it answers (a sliding
+// window's ended window that was charged may be charged again then: it
+// denies more, never less).
+func (l guarded) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
+	var res guard.CarryResult
+	now := l.wallNow()
+	var batch []*charge
+	for _, a := range admissions {
+		batch = append(batch, l.newCharges(a, now)...)
 	}
-	b.WriteString(req.Name)
-	b.WriteByte(0)
-	b.WriteString(req.Key)
-	for _, k := range req.Keys {
-		b.WriteByte(1)
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
-	}
-	for _, lim := range req.Limits {
-		b.WriteByte(0)
-		b.WriteString(string(algorithmOf(lim)))
-		if lim.Calendar != "" {
-			b.WriteString(" " + lim.Calendar + " " + lim.TZ)
+	for len(batch) > 0 {
+		n := min(len(batch), carryChunk)
+		if !l.sendPrevious(ctx, batch[:n], &res) || !l.sendCharges(ctx, current(batch[:n]), &res) {
+			for _, ch := range batch {
+				if !ch.done {
+					res.Kept = append(res.Kept, guard.Admission{Req: ch.req, Only: slices.Concat(ch.idx, ch.prev), At: time.UnixMicro(ch.at)})
+				}
+			}
+			return res
 		}
-		for _, v := range []int64{int64(lim.Period), lim.Threshold, lim.MaxCost()} {
-			b.WriteByte(' ')
-			b.WriteString(strconv.FormatInt(v, 10))
-		}
+		batch = batch[n:]
 	}
-	return b.String()
-}
-
-// record remembers that the fallback admitted req at now, to charge to
-// its limits in only (nil: all).
-func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
-	units := req.Units()
-	id := callID(req, only)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.calls[id]
-	switch {
-	case e != nil && len(e.at) >= maxCarriedPerCall:
-		last := len(e.at) - 1
-		e.at[last] = max(e.at[last], now)
-		e.units[last] += units
-		return
-	case c.n >= maxCarried:
-		c.dropped.Add(units)
-		return
-	case e == nil:
-		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
-		c.calls[id] = e
-	}
-	e.at = append(e.at, now)
-	e.units = append(e.units, units)
-	c.n++
-	c.held.Store(int64(c.n))
-}
-
-// forget forgets the admissions of name and key (of calls with a key per
-// limit, those with key among their keys).
-func (c *carryBack) forget(name, key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, e := range c.calls {
-		if e.req.Name == name && (e.req.Keys == nil && e.req.Key == key || slices.Contains(e.req.Keys, key)) {
-			c.n -= len(e.at)
-			c.held.Store(int64(c.n))
-			delete(c.calls, id)
-		}
-	}
-}
-
-// size returns how many admissions are remembered.
-func (c *carryBack) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// take returns every admission remembered, and forgets them.
-func (c *carryBack) take() map[string]*carried {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls, c.n = map[string]*carried{}, 0
-	c.held.Store(0)
-	return calls
+	return res
 }
 
 // wallNow returns the time in µs of the limiter's clock, or of the
 // process's wall clock: the time a charge carried back is made at.
-func (l *Limiter) wallNow() int64 {
+func (l *redisBackend) wallNow() int64 {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
 	return time.Now().UnixMicro()
-}
-
-// carrySoon starts a carry-back on a goroutine of its own, unless one is
-// on its way, when Redis has decided a call and the fallback's admissions
-// wait to be carried back while no breaker is open (an open one's probe
-// carries them back, a cluster master's too): when breakers are off (no
-// probe carries them back), or when the fallback decided a few calls that
-// failed without opening a breaker. It costs a decided call one atomic
-// load and never blocks it; Redis may decide calls before the
-// charges arrive (a round trip or so): the excess they cause is what the
-// stated bound counts as admitted by Redis without the fallbacks' charges.
-func (l *Limiter) carrySoon() {
-	c := l.carry
-	if c.held.Load() == 0 || l.CircuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
-		return
-	}
-	l.bg.spawn(func(ctx context.Context) {
-		defer c.scheduled.Store(false)
-		ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
-		defer cancel()
-		l.carryOut(ctx)
-	})
-}
-
-// carryOut charges to Redis what the fallback admitted in windows still
-// open. It runs on a goroutine of a breaker or of [Limiter.carrySoon]
-// (never a caller's): when a probe finds Redis back, before the breaker
-// closes, so that Redis decides no call before it has the fallback's
-// charges, and again once the breaker closed, for what the fallback
-// admitted meanwhile; and after Redis decided a call while admissions
-// wait without an open breaker. One goroutine carries
-// back at a time; a call while it runs makes it go round once more.
-func (l *Limiter) carryOut(ctx context.Context) {
-	c := l.carry
-	if c == nil {
-		return
-	}
-	c.pending.Store(true)
-	for c.pending.Load() {
-		if !c.running.TryLock() {
-			return // the goroutine carrying back goes round again
-		}
-		c.pending.Store(false)
-		if c.size() > 0 {
-			c.carrying.Store(true)
-			l.carryRound(ctx)
-			c.carrying.Store(false)
-		}
-		c.running.Unlock()
-	}
-}
-
-// carryRound charges every admission remembered, and remembers again those
-// that Redis could not be asked about.
-func (l *Limiter) carryRound(ctx context.Context) {
-	calls := l.carry.take()
-	now := l.wallNow()
-	var batch []*charge
-	for _, e := range calls {
-		for i, at := range e.at {
-			batch = append(batch, l.newCharges(e, at, e.units[i], now)...)
-		}
-	}
-	for len(batch) > 0 {
-		n := min(len(batch), carryChunk)
-		if !l.sendPrevious(ctx, batch[:n]) || !l.sendCharges(ctx, current(batch[:n])) {
-			// Redis is away again: keep what was not charged for the next
-			// time it answers (a sliding window's ended window that was
-			// charged may be charged again then: it denies more, never
-			// less).
-			for _, ch := range batch {
-				if !ch.done {
-					l.carry.record(&ch.req, slices.Concat(ch.idx, ch.prev), ch.at)
-				}
-			}
-			return
-		}
-		batch = batch[n:]
-	}
 }
 
 // current returns the charges of chs with limits whose windows are open,
@@ -299,17 +105,18 @@ type charge struct {
 	done  bool
 }
 
-// newCharges returns the charges of units admitted at at to e's limits
+// newCharges returns the charges of a's units admitted at its time to its limits
 // whose windows are still open at now, none when none is: a sliding log's
 // entry still in its period, a window's count in the aligned window
 // running now, a bucket's units not yet drained; and a sliding window's
 // count in the window before the one running now, where it still weighs
 // (previous × (period − elapsed) / period). A call with a key per limit
 // gets one charge per key.
-func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
+func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
+	at, units := a.At.UnixMicro(), a.Req.Cost
 	var chs []*charge
-	for i, lim := range e.req.Limits {
-		if e.only != nil && !slices.Contains(e.only, i) {
+	for i, lim := range a.Req.Limits {
+		if a.Only != nil && !slices.Contains(a.Only, i) {
 			continue
 		}
 		p := lim.Period.Microseconds()
@@ -333,7 +140,7 @@ func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
 		if !open && !prev {
 			continue
 		}
-		key := keyOf(&e.req, i)
+		key := keyOf(&a.Req, i)
 		var ch *charge
 		for _, c := range chs {
 			if c.key == key {
@@ -342,7 +149,7 @@ func (l *Limiter) newCharges(e *carried, at, units, now int64) []*charge {
 			}
 		}
 		if ch == nil {
-			ch = &charge{req: e.req, key: key, at: at}
+			ch = &charge{req: a.Req, key: key, at: at}
 			ch.req.Cost = units
 			chs = append(chs, ch)
 		}
@@ -369,7 +176,7 @@ var (
 // sendPrevious charges the sliding windows in the prev of each of chs, in
 // one pipeline (a script not loaded is sent again alone, loading it). It
 // returns false when Redis could not be asked.
-func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
+func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge, res *guard.CarryResult) bool {
 	type sent struct {
 		cmd  *redis.Cmd
 		key  string
@@ -399,15 +206,15 @@ func (l *Limiter) sendPrevious(ctx context.Context, chs []*charge) bool {
 			return false
 		}
 		units := s.args[2].(int64)
-		l.carry.charged.Add(n)
-		l.carry.dropped.Add(units - n)
+		res.Charged += n
+		res.Dropped += units - n
 	}
 	return true
 }
 
 // args returns the generic decide script's KEYS and ARGV for ch: its
 // limits' own keys, at its time.
-func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
+func (l *redisBackend) chargeArgs(ch *charge) ([]string, []any) {
 	keys := make([]string, 0, len(ch.idx))
 	args := make([]any, 0, 2+4*len(ch.idx))
 	limits := make([]ratelimit.Limit, 0, len(ch.idx))
@@ -427,7 +234,7 @@ func (l *Limiter) chargeArgs(ch *charge) ([]string, []any) {
 // false when Redis could not be asked about some of chs: those it may have
 // charged without answering are dropped (marked done, so never sent
 // twice), the others are kept.
-func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
+func (l *redisBackend) sendCharges(ctx context.Context, chs []*charge, out *guard.CarryResult) bool {
 	for len(chs) > 0 {
 		pipe := l.client.Pipeline()
 		cmds := make([]*redis.Cmd, len(chs))
@@ -448,7 +255,7 @@ func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
 				// Sent without a reply: Redis may have charged it, so it
 				// is not sent again.
 				ch.done = true
-				l.carry.dropped.Add(ch.req.Cost)
+				out.Dropped += ch.req.Cost
 				away = true
 				continue
 			}
@@ -458,23 +265,23 @@ func (l *Limiter) sendCharges(ctx context.Context, chs []*charge) bool {
 					continue
 				}
 				ch.done = true // a key of another type: nothing to charge
-				l.carry.dropped.Add(ch.req.Cost)
+				out.Dropped += ch.req.Cost
 				continue
 			}
 			d, err := parseDecision(res)
 			switch {
 			case err == nil && d.Allowed:
 				ch.done = true
-				l.carry.charged.Add(ch.req.Cost)
+				out.Charged += ch.req.Cost
 			case err == nil && d.Remaining > 0 && d.Remaining < ch.req.Cost && ch.tries < ratelimit.MaxLimits:
 				// Charge what is left; the rest does not fit.
-				l.carry.dropped.Add(ch.req.Cost - d.Remaining)
+				out.Dropped += ch.req.Cost - d.Remaining
 				ch.req.Cost = d.Remaining
 				ch.tries++
 				again = append(again, ch)
 			default:
 				ch.done = true
-				l.carry.dropped.Add(ch.req.Cost)
+				out.Dropped += ch.req.Cost
 			}
 		}
 		if away {

@@ -63,15 +63,15 @@ func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 			clock.Set(w.Add(period + period*3/10))
 			up(t)
 			deadline := time.Now().Add(30 * time.Second)
-			if l.breaker == nil {
+			if l.breakers == nil {
 				r, m := both() // Redis decides, without the charges; starts the carry-back
 				require.True(t, r && m)
 			}
-			for l.carry.charged.Load()+l.carry.dropped.Load() < 5 || l.CircuitOpen() {
-				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped", l.carry.charged.Load(), l.carry.dropped.Load())
+			for charged(l)+dropped(l) < 5 || l.CircuitOpen() {
+				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped", charged(l), dropped(l))
 				time.Sleep(10 * time.Millisecond)
 			}
-			assert.EqualValues(t, 5, l.carry.charged.Load(), "the ended window's admissions are charged")
+			assert.EqualValues(t, 5, charged(l), "the ended window's admissions are charged")
 			// prev 8 weighs ceil(8 × 0.7) = 6: Redis and the twin admit
 			// alike from here.
 			for i := range 2 * limit {
@@ -120,14 +120,14 @@ func TestCarryBackSlidingWindowPreviousServerClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.SourceBackend, a.Decision.Source, "Redis decides, and moves the key to the new window")
 	deadline := time.Now().Add(30 * time.Second)
-	for l.carry.charged.Load()+l.carry.dropped.Load() < 3 {
+	for charged(l)+dropped(l) < 3 {
 		require.True(t, time.Now().Before(deadline), "the carry-back never arrived")
 		time.Sleep(5 * time.Millisecond)
 	}
 	if time.Now().After(w.Add(2 * period)) {
 		t.Skip("the carry-back came after the window it weighs on: too slow a machine to check")
 	}
-	assert.EqualValues(t, 3, l.carry.charged.Load(), "charged to the previous count")
+	assert.EqualValues(t, 3, charged(l), "charged to the previous count")
 	packed, err := adminClient(t, s.Addr).Get(ctx, l.Key("prevserver", "k", 0, ratelimit.SlidingWindow)).Int64()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2+3, packed/prevScale, "the previous window's count: Redis's 2 and the fallback's 3")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // lossyDialer dials a real server, and can refuse to dial, or lose the
@@ -66,7 +67,7 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			defer l.Close()
 			ctx := t.Context()
 			req := ratelimit.Request{Name: "lossy", Key: "k", Limits: []ratelimit.Limit{{Period: 24 * time.Hour, Threshold: 1000, Algorithm: alg}}}
-			const admitted = 40 // more than maxCarriedPerCall: some are merged
+			const admitted = 40 // more than guard.MaxCarriedPerCall: some are merged
 			for range admitted {
 				dec, _, err := l.AllowLocal(ctx, req)
 				require.NoError(t, err)
@@ -74,19 +75,19 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			}
 
 			d.refuse.Store(true)
-			l.carryOut(ctx)
-			assert.Zero(t, l.carry.charged.Load()+l.carry.dropped.Load(), "nothing was sent")
-			require.Equal(t, maxCarriedPerCall, l.carry.size(), "what could not be sent is kept")
+			l.fallback.CarryBack(ctx)
+			assert.Zero(t, charged(l)+dropped(l), "nothing was sent")
+			require.Equal(t, guard.MaxCarriedPerCall, l.fallback.Held(), "what could not be sent is kept")
 
 			d.refuse.Store(false)
 			require.NoError(t, client.Ping(ctx).Err())
 			require.NoError(t, decideScript.Load(ctx, client).Err(), "a NOSCRIPT reply would be lost too")
 			d.lose.Store(true)
-			l.carryOut(ctx)
+			l.fallback.CarryBack(ctx)
 			d.lose.Store(false)
-			assert.EqualValues(t, admitted, l.carry.dropped.Load(), "the charges whose replies were lost are dropped")
-			assert.Zero(t, l.carry.size(), "and not kept to be sent again")
-			l.carryOut(ctx)
+			assert.EqualValues(t, admitted, dropped(l), "the charges whose replies were lost are dropped")
+			assert.Zero(t, l.fallback.Held(), "and not kept to be sent again")
+			l.fallback.CarryBack(ctx)
 
 			p, err := l.Peek(ctx, req)
 			require.NoError(t, err)
@@ -108,4 +109,16 @@ func TestCarryScriptRendersAsGolden(t *testing.T) {
 	if string(want) != previousText {
 		t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 	}
+}
+
+// charged returns the units l's fallback carried back to Redis.
+func charged(l *Limiter) int64 {
+	c, _ := l.fallback.Carried()
+	return c
+}
+
+// dropped returns the units l's fallback admitted but did not carry back.
+func dropped(l *Limiter) int64 {
+	_, d := l.fallback.Carried()
+	return d
 }

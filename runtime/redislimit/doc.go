@@ -28,6 +28,12 @@
 //     enforces under ratelimit.FailLocal among the processes;
 //   - [WithPrefix] sets the prefix of every key.
 //
+// The deny cache, the circuit breakers, the local fallback with its
+// carry-back and the heartbeat are package guard's guards, which wrap any
+// backend that offers what they need; a [Limiter] is those guards around
+// the Redis backend, which offers them Redis's side (its probes, the
+// carry script, the heartbeat's sorted set).
+//
 // # Keys
 //
 // A call's Redis keys are <prefix>{<name>:<key>}:<limit index>:<algorithm>,

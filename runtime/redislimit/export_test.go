@@ -42,11 +42,8 @@ func newTest(client redis.UniversalClient, opts ...Option) *Limiter {
 			o(&k)
 		}
 	}
-	l := newLimiter(client, opts)
+	l := newLimiter(client, opts, !k.quiet)
 	l.genericOnly = k.generic
-	if !k.quiet {
-		l.join()
-	}
 	return l
 }
 

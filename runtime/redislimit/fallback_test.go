@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
@@ -259,7 +260,7 @@ func TestFallbackAgreesWithTheTwin(t *testing.T) {
 					shared := req
 					shared.Limits = make([]ratelimit.Limit, len(limits))
 					for j, l := range limits {
-						shared.Limits[j] = share(l, processes)
+						shared.Limits[j] = guard.Share(l, processes)
 					}
 					want, werr := mem.Allow(ctx, shared)
 					if werr != nil {
@@ -282,26 +283,6 @@ func TestFallbackAgreesWithTheTwin(t *testing.T) {
 				require.NotZero(t, denied, "the sequence should reach the limit")
 			})
 		}
-	}
-}
-
-func TestLimitShare(t *testing.T) {
-	for _, c := range []struct {
-		l    ratelimit.Limit
-		n    int
-		want ratelimit.Limit
-	}{
-		{ratelimit.Limit{Period: time.Second, Threshold: 10}, 1, ratelimit.Limit{Period: time.Second, Threshold: 10}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 10}, 3, ratelimit.Limit{Period: time.Second, Threshold: 3}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 10}, 10, ratelimit.Limit{Period: time.Second, Threshold: 1}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 2}, 3, ratelimit.Limit{Period: time.Second, Threshold: 1}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 10, Algorithm: ratelimit.TokenBucket, Burst: 25}, 4, ratelimit.Limit{Period: time.Second, Threshold: 2, Algorithm: ratelimit.TokenBucket, Burst: 6}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 10, Algorithm: ratelimit.GCRA}, 4, ratelimit.Limit{Period: time.Second, Threshold: 2, Algorithm: ratelimit.GCRA}},
-		{ratelimit.Limit{Period: time.Second, Threshold: 9, Algorithm: ratelimit.LeakyBucket, Capacity: 2}, 4, ratelimit.Limit{Period: time.Second, Threshold: 2, Algorithm: ratelimit.LeakyBucket, Capacity: 1}},
-	} {
-		got := share(c.l, c.n)
-		assert.Equal(t, c.want, got, "%+v / %d", c.l, c.n)
-		assert.NoError(t, got.Validate())
 	}
 }
 

@@ -29,8 +29,8 @@ func fleetOf(t *testing.T, n int) (*redistest.Server, []*Limiter) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, l := range ls {
-		for l.processes() != n {
-			require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.processes(), n)
+		for l.fallback.Processes() != n {
+			require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.fallback.Processes(), n)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -117,11 +117,11 @@ func TestFallbackSizesItself(t *testing.T) {
 		}
 	}
 	assert.Zero(t, byRedis, "Redis has the fallback's charges: the window is full")
-	var charged int64
+	var carried int64
 	for _, l := range ls {
-		charged += l.carry.charged.Load()
+		carried += charged(l)
 	}
-	assert.GreaterOrEqual(t, charged, int64(limit), "the fallback's admissions were charged to Redis")
+	assert.GreaterOrEqual(t, carried, int64(limit), "the fallback's admissions were charged to Redis")
 	t.Logf("outage: %d admitted by the fallbacks of 3 processes, limit %d; after: %d by Redis", byFallback, limit, byRedis)
 }
 
@@ -197,7 +197,7 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 			close(stop)
 			wg.Wait()
 			for i, l := range ls {
-				t.Logf("process %d: %d units carried back, %d dropped, %d left", i, l.carry.charged.Load(), l.carry.dropped.Load(), l.carry.size())
+				t.Logf("process %d: %d units carried back, %d dropped, %d left", i, charged(l), dropped(l), l.fallback.Held())
 			}
 			total := admitted.Load() + before
 			t.Logf("%s: %d admitted in the window of limit %d: %d by Redis before the outage, %d by the fallbacks, %d by Redis during and after",

@@ -21,7 +21,7 @@ const maxClockSkew = time.Minute
 // a clock within a minute of this process's. An error wraps
 // [ratelimit.ErrBackend]; the limiter works on either way, its error
 // policy deciding the calls Redis cannot. Call it at start-up, to say so.
-func (l *Limiter) HealthCheck(ctx context.Context) error {
+func (l *redisBackend) HealthCheck(ctx context.Context) error {
 	var err error
 	if l.cluster != nil {
 		err = l.cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {

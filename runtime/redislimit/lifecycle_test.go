@@ -1,17 +1,16 @@
 package redislimit
 
 import (
-	"errors"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // TestLimitersOnOneClientAreOneProcess: two limiters on one client share
@@ -26,25 +25,23 @@ func TestLimitersOnOneClientAreOneProcess(t *testing.T) {
 	a, b := New(shared), New(shared)
 	defer a.Close()
 	defer b.Close()
-	require.Same(t, a.fleet, b.fleet, "one heartbeat per client and prefix")
-	admin := adminClient(t, s.Addr)
-	awaitBeat(t, admin, a.fleet)
-	awaitBeat(t, admin, a.fleet)
-	assert.Equal(t, 1, a.processes(), "two limiters on one client are one process")
-	assert.Equal(t, 1, b.processes())
+	require.Same(t, a.fallback.Fleet(), b.fallback.Fleet(), "one heartbeat per client and prefix")
+	awaitBeats(t, a.fallback.Fleet(), 2)
+	assert.Equal(t, 1, a.fallback.Processes(), "two limiters on one client are one process")
+	assert.Equal(t, 1, b.fallback.Processes())
 
 	other := New(failFastClient(t, s.Addr))
 	awaitCount(t, a, 2)
 	require.NoError(t, other.Close())
 	awaitCount(t, a, 1)
-	n, err := admin.ZCard(t.Context(), a.fleet.key).Result()
+	n, err := adminClient(t, s.Addr).ZCard(t.Context(), fleetKey(a.prefix)).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "a closed process's member is removed")
 
 	// A prefix of its own is a heartbeat of its own.
 	c := New(shared, WithPrefix("other:"))
 	defer c.Close()
-	assert.NotSame(t, a.fleet, c.fleet)
+	assert.NotSame(t, a.fallback.Fleet(), c.fallback.Fleet())
 }
 
 // TestCloseStopsBackgroundWork: Close ends the heartbeat (once its last
@@ -55,14 +52,13 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
 	client := failFastClient(t, s.Addr)
-	admin := adminClient(t, s.Addr)
-	require.NoError(t, admin.Ping(t.Context()).Err())
 	before := runtime.NumGoroutine()
 
 	a, b := New(client), New(client)
-	awaitBeat(t, admin, a.fleet)
+	awaitBeats(t, a.fallback.Fleet(), 1)
 	require.NoError(t, a.Close())
-	awaitBeat(t, admin, b.fleet) // the heartbeat goes on for b
+	beats := b.fallback.Fleet().Beats()
+	awaitBeats(t, b.fallback.Fleet(), beats+1) // the heartbeat goes on for b
 
 	// b's breaker opens on a dead node's errors, and probes.
 	dead := New(failFastClient(t, stoppedAddr(t)), WithBreaker(1, time.Hour, time.Hour))
@@ -79,46 +75,27 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "goroutines left after Close: %d, before: %d\n%s", runtime.NumGoroutine(), before, stacks())
 		time.Sleep(20 * time.Millisecond)
 	}
-	_, ok := beatScore(t, admin, b.fleet)
-	require.False(t, ok, "the last Close removes the process's member")
-	time.Sleep(2 * heartbeatEvery)
-	_, ok = beatScore(t, admin, b.fleet)
-	assert.False(t, ok, "no heartbeat after the last Close")
+	beats = b.fallback.Fleet().Beats()
+	time.Sleep(2 * guard.HeartbeatEvery)
+	assert.Equal(t, beats, b.fallback.Fleet().Beats(), "no heartbeat after the last Close")
 }
 
-// awaitBeat waits for f's next heartbeat, as Redis sees it: its member
-// appears, or its score (when it stops counting) moves on.
-func awaitBeat(t *testing.T, admin *redis.Client, f *fleet) {
+// awaitBeats waits until f has beaten n times.
+func awaitBeats(t *testing.T, f *guard.Fleet, n int64) {
 	t.Helper()
-	before, _ := beatScore(t, admin, f)
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if score, ok := beatScore(t, admin, f); ok && score > before {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "no heartbeat of %s in 30s", f.id)
+	for f.Beats() < n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat beat %d times, not %d", f.Beats(), n)
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// beatScore returns the score of f's member in Redis, and whether it has
-// one.
-func beatScore(t *testing.T, admin *redis.Client, f *fleet) (float64, bool) {
-	t.Helper()
-	score, err := admin.ZScore(t.Context(), f.key, f.id).Result()
-	if errors.Is(err, redis.Nil) {
-		return 0, false
-	}
-	require.NoError(t, err)
-	return score, true
 }
 
 // awaitCount waits until l counts n processes.
 func awaitCount(t *testing.T, l *Limiter, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for l.processes() != n {
-		require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.processes(), n)
+	for l.fallback.Processes() != n {
+		require.True(t, time.Now().Before(deadline), "the heartbeat counted %d processes, not %d", l.fallback.Processes(), n)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -147,7 +124,7 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			t.Cleanup(s.Stop)
 			l := New(failFastClient(t, s.Addr), WithBreaker(0, 0, 0), WithFallbackProcesses(1))
 			defer l.Close()
-			require.Nil(t, l.breaker)
+			require.Nil(t, l.breakers)
 			down, up := stall(adminClient(t, s.Addr))
 			const limit, before = 10, 2
 			rule := &ratelimit.Rule{Name: "nobreaker", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit, Algorithm: alg}}, OnError: ratelimit.FailLocal}
@@ -170,8 +147,8 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			// meanwhile, without them.
 			byRedisBefore := 0
 			deadline := time.Now().Add(30 * time.Second)
-			for l.carry.charged.Load()+l.carry.dropped.Load() < limit || l.carry.scheduled.Load() {
-				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", l.carry.charged.Load(), l.carry.dropped.Load(), l.carry.size())
+			for charged(l)+dropped(l) < limit || l.fallback.Carrying() {
+				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", charged(l), dropped(l), l.fallback.Held())
 				a, err := rule.Admit(ctx, l, "k", 1)
 				if err == nil && a.Decision.Source == ratelimit.SourceBackend {
 					byRedisBefore++
@@ -188,10 +165,10 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			}
 			total := before + byFallback + byRedisBefore + after
 			t.Logf("%s: %d admitted, limit %d: %d by Redis before the outage, %d by the fallback, %d by Redis before the charges arrived, %d after; %d units charged, %d dropped",
-				alg, total, limit, before, byFallback, byRedisBefore, after, l.carry.charged.Load(), l.carry.dropped.Load())
+				alg, total, limit, before, byFallback, byRedisBefore, after, charged(l), dropped(l))
 			assert.Zero(t, after, "nothing once the charges have arrived")
 			assert.LessOrEqual(t, total, limit+before+byRedisBefore, "the stated bound")
-			assert.Positive(t, l.carry.charged.Load(), "the fallback's admissions were carried back")
+			assert.Positive(t, charged(l), "the fallback's admissions were carried back")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // A call with a key per limit (ratelimit.Request's Keys) keeps limit i's
@@ -54,7 +55,7 @@ func boundKeys(keys []string, bound func(string) string) []string {
 
 // grouped reports whether the limiter's keys may live on several nodes,
 // so that a call whose limits have different keys is decided per group.
-func (l *Limiter) grouped() bool {
+func (l *redisBackend) grouped() bool {
 	if l.cluster != nil {
 		return true
 	}
@@ -67,7 +68,6 @@ func (l *Limiter) grouped() bool {
 type lineGroup struct {
 	idx  []int    // the limits' indices in the request
 	keys []string // their storage keys
-	b    *breaker // the breaker of their master; nil when off
 	d    ratelimit.Decision
 	recs []any // the records of an admitted call, three per limit
 	err  error
@@ -75,7 +75,7 @@ type lineGroup struct {
 
 // groupsOf returns the limits of req grouped by key, in the order of
 // their first limit, or nil when they all share one key.
-func (l *Limiter) groupsOf(req *ratelimit.Request) []*lineGroup {
+func (l *redisBackend) groupsOf(req *ratelimit.Request) []*lineGroup {
 	var groups []*lineGroup
 	for i, lim := range req.Limits {
 		var g *lineGroup
@@ -103,7 +103,7 @@ func (l *Limiter) groupsOf(req *ratelimit.Request) []*lineGroup {
 // with a key per limit is decided by the states of several keys, which
 // calls with other keys change. Batching applies on a single server,
 // whose batches take any keys.
-func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
 	req.Keys = boundKeys(req.Keys, callkey.Bound)
 	req.Key = callkey.Bound(req.Key)
 	var d ratelimit.Decision
@@ -114,18 +114,10 @@ func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (rateli
 	}
 	if groups != nil {
 		d, err = l.decideGroups(ctx, req, groups, false)
+	} else if l.batcher != nil {
+		d, err = l.batcher.allow(ctx, req)
 	} else {
-		var b *breaker
-		if b, err = l.guard(ctx, req); err == nil {
-			if l.batcher != nil {
-				d, err = l.batcher.allow(ctx, req)
-			} else {
-				d, err = l.decide(ctx, req)
-			}
-			if b != nil {
-				b.record(ctx, err)
-			}
-		}
+		d, err = l.decide(ctx, req)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, *req, err)
@@ -139,22 +131,10 @@ func (l *Limiter) allowKeys(ctx context.Context, req *ratelimit.Request) (rateli
 // decideGroups decides req, whose limits are in groups on several hash
 // tags: each group with one run of the script with records, concurrently;
 // when any denies the call or fails, the groups that admitted it are
-// refunded. With peek set, nothing is charged and nothing refunded.
-func (l *Limiter) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
-	if !peek && l.breaker != nil {
-		if !l.breaker.allow() {
-			return ratelimit.Decision{}, ratelimit.ErrCircuitOpen
-		}
-		if l.cluster != nil {
-			for _, g := range groups {
-				b, err := l.guardMaster(ctx, g.keys[0])
-				if err != nil {
-					return ratelimit.Decision{}, err
-				}
-				g.b = b
-			}
-		}
-	}
+// refunded. With peek set, nothing is charged and nothing refunded. When
+// groups fail, the error is a [guard.PartError] saying which, so that a
+// breaker records each group's outcome on the breaker of its master.
+func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
 	now := l.now()
 	var wg sync.WaitGroup
 	for _, g := range groups[1:] {
@@ -168,13 +148,14 @@ func (l *Limiter) decideGroups(ctx context.Context, req *ratelimit.Request, grou
 	wg.Wait()
 
 	var err error
+	var failed map[int]error
 	allowed := true
 	for _, g := range groups {
-		if g.b != nil {
-			g.b.record(ctx, g.err)
-		}
-		if g.err != nil && err == nil {
-			err = g.err
+		if g.err != nil {
+			if err == nil {
+				err, failed = g.err, map[int]error{}
+			}
+			failed[g.idx[0]] = g.err
 		}
 		allowed = allowed && g.err == nil && g.d.Allowed
 	}
@@ -182,14 +163,14 @@ func (l *Limiter) decideGroups(ctx context.Context, req *ratelimit.Request, grou
 		l.refund(context.WithoutCancel(ctx), req, groups)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return ratelimit.Decision{}, &guard.PartError{Err: err, Failed: failed}
 	}
 	return combine(groups), nil
 }
 
 // runGroup runs g's script for req at now (the generic script's time
 // argument), setting g's decision and records, or its error.
-func (l *Limiter) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, peek bool) {
+func (l *redisBackend) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, peek bool) {
 	limits := make([]ratelimit.Limit, len(g.idx))
 	for j, i := range g.idx {
 		limits[j] = req.Limits[i]
@@ -283,7 +264,7 @@ func combine(groups []*lineGroup) ratelimit.Decision {
 // refund takes back the charges of the groups of req that admitted it,
 // each with one run of the refund script, concurrently; best effort: a
 // refund that fails leaves its charge, to lapse with its window.
-func (l *Limiter) refund(ctx context.Context, req *ratelimit.Request, groups []*lineGroup) {
+func (l *redisBackend) refund(ctx context.Context, req *ratelimit.Request, groups []*lineGroup) {
 	now := l.now()
 	var wg sync.WaitGroup
 	for _, g := range groups {
@@ -307,7 +288,7 @@ func (l *Limiter) refund(ctx context.Context, req *ratelimit.Request, groups []*
 }
 
 // peekKeys is Peek for a valid request with a key per limit.
-func (l *Limiter) peekKeys(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	req.Keys = boundKeys(req.Keys, callkey.Named)
 	var groups []*lineGroup
 	if l.grouped() {

@@ -371,9 +371,9 @@ func carryBackLines(t *testing.T, l *Limiter, c redis.Cmdable) {
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 	}
-	require.Equal(t, 3, l.carry.size())
-	l.carryOut(ctx)
-	require.Zero(t, l.carry.size())
+	require.Equal(t, 3, l.fallback.Held())
+	l.fallback.CarryBack(ctx)
+	require.Zero(t, l.fallback.Held())
 	for key, want := range map[string]int64{
 		l.Key("carried", "ann", 0, ""): 2,
 		l.Key("carried", "bob", 0, ""): 1,

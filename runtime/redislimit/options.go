@@ -5,18 +5,21 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // Option configures a [Limiter]: [New] takes the options of package
-// ratelimit, which configure every limiter, and those of this package,
-// which configure only a Limiter (they are not ratelimit.Options, so
-// passing one to another limiter, such as ratelimit.NewMemory, does not
-// compile). Any other option with the method Configure is taken too, and
-// changes what its Configure changes. Option is an alias, so a list of
-// them is a list of any other package that declares its options alike.
+// ratelimit, which configure every limiter, those of this package, which
+// configure only a Limiter (they are not ratelimit.Options, so passing one
+// to another limiter, such as ratelimit.NewMemory, does not compile), and
+// those of package guard, which configure the guards New puts around the
+// Redis backend. Any other option with the method Configure is taken too,
+// and changes what its Configure changes. Option is an alias, so a list of
+// them is a list of any other package that declares its options alike
+// (as package guard does).
 type Option = interface {
 	// Configure sets the part of c that the option sets: nothing, for the
-	// options of this package.
+	// options of this package and package guard.
 	Configure(c *ratelimit.Config)
 }
 
@@ -28,25 +31,25 @@ func (option) Configure(*ratelimit.Config) {}
 
 // settings are what the options of this package set.
 type settings struct {
-	prefix    string
-	breaker   breakerConfig
-	batch     int
-	denyCache int
-	// denyHold bounds how long the deny cache holds a denial.
-	denyHold time.Duration
-	// fallbackProcesses divides the limits of the local fallback.
-	fallbackProcesses int
+	prefix string
+	batch  int
+	// guards are the options of package guard that options of this
+	// package carry (see forGuards).
+	guards []guard.Option
+}
+
+// forGuards returns an option of this package that carries o, an option
+// of package guard, to the guards that [New] puts around the backend.
+func forGuards(o guard.Option) Option {
+	return option(func(s *settings) { s.guards = append(s.guards, o) })
 }
 
 // newSettings returns the settings that the options of this package among
 // opts set, over the defaults.
 func newSettings(opts []Option) settings {
 	s := settings{
-		prefix:    DefaultPrefix,
-		batch:     DefaultBatch,
-		denyCache: DefaultDenyCache,
-		denyHold:  DefaultDenyHold,
-		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+		prefix: DefaultPrefix,
+		batch:  DefaultBatch,
 	}
 	for _, o := range opts {
 		if o, ok := o.(option); ok {
@@ -89,8 +92,9 @@ const DefaultBatch = 64
 // decision may still have been made and charged.
 //
 // Batching is on by default, up to [DefaultBatch] calls per run; max
-// below 2 turns it off. A Limiter with a *redis.ClusterClient or
-// *redis.Ring, whose calls' keys live on different nodes, ignores it.
+// below 2 turns it off. The memory limiter ignores it, and so does a Redis
+// limiter with a *redis.ClusterClient or *redis.Ring, whose calls' keys
+// live on different nodes.
 func WithBatching(max int) Option {
 	return option(func(s *settings) { s.batch = max })
 }
@@ -103,26 +107,77 @@ func WithBatching(max int) Option {
 // calls of cost 1, or of any cost against a fixed window) and holds each
 // at most the deny hold ([WithDenyHold]), so state lost out of band is
 // seen within that bound; see the package doc. On by default
-// ([DefaultDenyCache] entries, a few MiB at most).
-func WithDenyCache(entries int) Option {
-	return option(func(s *settings) { s.denyCache = entries })
-}
+// ([DefaultDenyCache] entries, a few MiB at most). The cache is the deny
+// cache guard of package guard around the Redis backend, to which the
+// option carries [guard.WithDenyCache].
+func WithDenyCache(entries int) Option { return forGuards(guard.WithDenyCache(entries)) }
+
+// DefaultDenyCache is how many denials a Redis limiter remembers unless
+// [WithDenyCache] says otherwise.
+const DefaultDenyCache = guard.DefaultDenyCache
 
 // DefaultDenyHold is how long the deny cache holds a denial at most unless
 // [WithDenyHold] says otherwise.
-const DefaultDenyHold = time.Second
+const DefaultDenyHold = guard.DefaultDenyHold
 
 // WithDenyHold bounds how long the deny cache repeats a denial without
 // asking Redis again (default [DefaultDenyHold]), and so how long every
 // process takes to see state that was lost or reset out of band; d <= 0
-// keeps the default.
-func WithDenyHold(d time.Duration) Option {
-	return option(func(s *settings) {
-		if d > 0 {
-			s.denyHold = d
-		}
-	})
+// keeps the default. It carries [guard.WithDenyHold] to the deny cache.
+func WithDenyHold(d time.Duration) Option { return forGuards(guard.WithDenyHold(d)) }
+
+// WithBreaker tunes the circuit breaker of a [Limiter]: after failures
+// consecutive calls failed because Redis was unreachable or unavailable,
+// the breaker opens, and the limiter stops sending the calls' commands and
+// fails every call at once with a [*ratelimit.BackendError] wrapping
+// [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy] applies without waiting for
+// the client's timeouts. While it is open, one goroutine of the breaker
+// asks Redis whether it is back with a probe (a trivial script, EVAL
+// "return 1", on a connection of its own), backoff after the breaker
+// opened and then backoff after each probe began (or when it ended, if it
+// took longer); each failed probe doubles that wait, up to maxBackoff.
+// The first probe that Redis answers closes the breaker (so does a call
+// sent before it opened that Redis answers late), and the goroutine ends.
+// Calls never probe: an open breaker sends Redis at most one probe per
+// backoff, however many calls it refuses.
+//
+// The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
+// [DefaultBreakerMaxBackoff] (at most about 7 probes a second per breaker,
+// and Redis decides again within 150ms of its return, plus the probe's
+// round trip); failures <= 0 turns the breaker off, and a non-positive
+// duration keeps its default. With
+// a Redis Cluster client each master has a breaker (and a probe) of its
+// own, so a master that is down fails only the calls whose keys it holds.
+// A probe stops when the client or the limiter ([Limiter.Close]) is
+// closed.
+//
+// Only failures of the connection (refused, reset, timed out, pool
+// exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
+// LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
+// context ended counts neither way: the caller gave up, Redis may be fine.
+// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
+// a breaker opens and closes; without one, the opening is logged at Warn
+// and the closing at Info to slog.Default(), so an outage says so once.
+// The breakers are the circuit breaker guard of package guard around the
+// Redis backend, to which the option carries [guard.WithBreaker].
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
+	return forGuards(guard.WithBreaker(failures, backoff, maxBackoff))
 }
+
+// The circuit breaker defaults of [New]; see [WithBreaker].
+const (
+	// DefaultBreakerFailures is how many consecutive failed calls open the
+	// breaker.
+	DefaultBreakerFailures = guard.DefaultBreakerFailures
+	// DefaultBreakerBackoff is how long an open breaker waits before it
+	// first asks Redis whether it is back, and between such probes.
+	DefaultBreakerBackoff = guard.DefaultBreakerBackoff
+	// DefaultBreakerMaxBackoff bounds the wait between probes as it
+	// doubles. It equals [DefaultBreakerBackoff]: by default the wait does
+	// not grow, so Redis decides again within about 150ms of its return
+	// however long it was away.
+	DefaultBreakerMaxBackoff = guard.DefaultBreakerMaxBackoff
+)
 
 // DefaultPrefix starts every Redis key the limiter writes.
 const DefaultPrefix = "ratelimit:"
@@ -151,11 +206,7 @@ func WithPrefix(prefix string) Option {
 // never could): the limiters of one client are one process, which writes
 // its member of the sorted set <prefix>{processes} once a second, expiring
 // after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
-// the heartbeat off.
-func WithFallbackProcesses(n int) Option {
-	return option(func(s *settings) {
-		if n >= 1 {
-			s.fallbackProcesses = n
-		}
-	})
-}
+// the heartbeat off. The memory limiter ignores it. The fallback is the
+// local fallback guard of package guard around the Redis backend, to
+// which the option carries [guard.WithFallbackProcesses].
+func WithFallbackProcesses(n int) Option { return forGuards(guard.WithFallbackProcesses(n)) }

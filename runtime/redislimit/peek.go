@@ -15,7 +15,7 @@ import (
 // server's clock (or the limiter's [ratelimit.WithClock]), so it decides as Allow
 // would. It bypasses the circuit breaker and the batching; an error wraps
 // [ratelimit.ErrBackend]. See [ratelimit.Peeker].
-func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	for _, lim := range req.Limits {
 		if lim.Algorithm == limitfacts.Concurrency {
 			return ratelimit.Peek(ctx, l, req) // by PeekSlot, with the slot's numbers
@@ -33,7 +33,7 @@ func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 
 // peekOne is Peek for a valid request, with its keys named, decided by one
 // script run (two when a calendar period's bounds miss the server's time).
-func (l *Limiter) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
 	stored, args := l.appendCall(nil, nil, req, l.now())
 	res, err := decideScript.Run(ctx, l.client, stored, withPeek(args, len(req.Limits))...).Result()
 	if at, skewed := calendarSkew(err); skewed {
@@ -53,6 +53,19 @@ func (l *Limiter) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimi
 	return d, nil
 }
 
+// Reset resets name and key through the limiter's guards: the backend's
+// Reset; then the local fallback ([ratelimit.FailLocal]) forgets the state
+// it holds for them (and what it admitted that was to be charged to
+// Redis), and the deny cache ([WithDenyCache]) the denials it remembers
+// for name (of every key: theirs are asked of Redis again).
+// Other processes' deny caches are not told: each may keep denying the key
+// for at most the deny hold ([WithDenyHold]), and so may this process for
+// a call in flight during the Reset whose denial it remembers after. See
+// [redisBackend.Reset] and [ratelimit.Resetter].
+func (l *Limiter) Reset(ctx context.Context, name, key string) error {
+	return l.front.Reset(ctx, name, key)
+}
+
 // Reset deletes every Redis key that name and key may hold (of a rule
 // with a key per limit, the state of its limits keyed by key: "" names
 // its limits that count every call as one), its concurrency slots among
@@ -60,26 +73,13 @@ func (l *Limiter) peekOne(ctx context.Context, req *ratelimit.Request) (ratelimi
 // find none) (each limit
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
-// It also forgets the state the local fallback ([ratelimit.FailLocal]) holds for
-// them (and what it admitted that was to be charged to Redis), and the denials this process's deny cache ([WithDenyCache])
-// remembers for name (of every key: theirs are asked of Redis again). An
-// error wraps [ratelimit.ErrBackend]. See [ratelimit.Resetter].
-//
-// Other processes' deny caches are not told: each may keep denying the key
-// for at most the deny hold ([WithDenyHold]), and so may this process for
-// a call in flight during the Reset whose denial it remembers after.
-func (l *Limiter) Reset(ctx context.Context, name, key string) error {
+// An error wraps [ratelimit.ErrBackend].
+func (l *redisBackend) Reset(ctx context.Context, name, key string) error {
 	key = callkey.Named(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
 		return &ratelimit.BackendError{Name: name, Err: err}
 	}
-	if l.denials != nil {
-		l.denials.forget(name)
-	}
-	if l.carry != nil {
-		l.carry.forget(name, key)
-	}
-	return l.local.Reset(ctx, name, key)
+	return nil
 }
 
 // resetKeys returns every storage key of name and key, which is bounded.

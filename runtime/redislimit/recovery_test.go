@@ -59,7 +59,7 @@ type stallOutcome struct {
 // pauseWhileCalling pauses the clients of admin's server for d (CLIENT PAUSE ALL) while four
 // goroutines call l with req, and returns once the stall is over and Redis
 // decided a call again, under a generous deadline.
-func pauseWhileCalling(t *testing.T, l *Limiter, admin *redis.Client, b func() *breaker, req ratelimit.Request, d time.Duration) stallOutcome {
+func pauseWhileCalling(t *testing.T, l *Limiter, admin *redis.Client, open func() bool, req ratelimit.Request, d time.Duration) stallOutcome {
 	t.Helper()
 	ctx := context.Background()
 	start := time.Now()
@@ -89,7 +89,7 @@ func pauseWhileCalling(t *testing.T, l *Limiter, admin *redis.Client, b func() *
 				default:
 					atomic.AddInt64(&out.sent, 1)
 				}
-				if bb := b(); bb != nil && bb.open() {
+				if open() {
 					seenOpen.Store(true)
 				}
 				time.Sleep(100 * time.Microsecond)
@@ -140,10 +140,10 @@ func TestBreakerProbesAStalledServerAndCloses(t *testing.T) {
 	allow(t, l, recoveryReq)
 	require.NoError(t, admin.ConfigResetStat(context.Background()).Err())
 
-	out := pauseWhileCalling(t, l, admin, func() *breaker { return l.breaker }, recoveryReq, 1500*time.Millisecond)
+	out := pauseWhileCalling(t, l, admin, l.breakers.Down, recoveryReq, 1500*time.Millisecond)
 	assertProbesBounded(t, admin, out, backoff)
 	assert.False(t, l.CircuitOpen())
-	assertNoProbe(t, l.breaker)
+	assertNoProbe(t, l)
 }
 
 func TestBreakerProbesAStalledClusterMasterAndCloses(t *testing.T) {
@@ -178,15 +178,12 @@ func TestBreakerProbesAStalledClusterMasterAndCloses(t *testing.T) {
 	admin := adminClient(t, victim)
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 
-	nodeBreaker := func() *breaker {
-		b, _ := l.nodes.Load(victim)
-		return b.(*breaker)
-	}
-	out := pauseWhileCalling(t, l, admin, nodeBreaker, onVictim, 1500*time.Millisecond)
+	nodeOpen := func() bool { return l.breakers.NodeOpen(victim) }
+	out := pauseWhileCalling(t, l, admin, nodeOpen, onVictim, 1500*time.Millisecond)
 	assertProbesBounded(t, admin, out, backoff)
 	assert.True(t, allow(t, l, elsewhere).Allowed, "the other masters decide throughout")
 	assert.False(t, l.CircuitOpen())
-	assertNoProbe(t, nodeBreaker())
+	assertNoProbe(t, l)
 }
 
 func TestProbeNode(t *testing.T) {

@@ -2,14 +2,15 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // Limiter decides calls in Redis with one script round trip each (or
@@ -19,34 +20,47 @@ import (
 // change ([WithDenyCache]). It works with a single server, a failover
 // client and a Redis Cluster. The package doc says what its scripts, keys
 // and failures cost.
+//
+// It is the Redis backend behind the guards of package guard that its
+// options turn on, outermost first: the deny cache ([guard.DenyCache])
+// answers before Redis is asked, the circuit breaker ([guard.Breaker])
+// fails calls at once while Redis is down, and the local fallback
+// ([guard.Fallback]) decides under [ratelimit.FailLocal] what Redis
+// cannot, and carries its admissions back. Its methods
+// that a guard intercepts (Allow, Reserve, Adjust, ReserveSlot, Reset) go
+// through the guards; the others are the backend's.
 type Limiter struct {
+	*redisBackend
+	// front is the outermost guard, or the backend without guards.
+	front front
+	// denials is the deny cache guard; nil when off.
+	denials *guard.DenyCache
+	// breakers is the circuit breaker guard; nil when off.
+	breakers *guard.Breaker
+	// fallback is the local fallback guard, with its carry-back and its
+	// heartbeat.
+	fallback *guard.Fallback
+}
+
+// front is what Limiter calls through its guards.
+type front interface {
+	ratelimit.Reserver
+	ratelimit.SlotHolder
+	ratelimit.Resetter
+}
+
+// redisBackend is the Redis backend: it decides calls in Redis. The
+// guards see it as guarded (or clusterBackend), which offers them what
+// they need.
+type redisBackend struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
 	cluster *redis.ClusterClient
-	// breaker guards every call, or for a cluster finding a call's
-	// master; nil when breakers are off.
-	breaker *breaker
-	// nodes holds the breakers of a cluster's masters: address → *breaker.
-	nodes sync.Map
 	// batcher groups concurrent calls (see [WithBatching]); nil when off.
 	batcher *batcher
-	// denials repeats recent denials (see [WithDenyCache]); nil when off.
-	denials *denyCache
-	// latest is the latest time (ns) of the clock a call was sent at,
-	// with [ratelimit.WithClock].
-	latest atomic.Int64
-	// local decides the calls of FailLocal rules that Redis cannot decide.
-	local *ratelimit.MemoryLimiter
-	// breakerHook is told of the breakers' changes; nil without a hook.
-	breakerHook ratelimit.BreakerHook
-	// fleet is the heartbeat of the limiter's client and prefix, which
-	// counts the processes sharing the Redis, for the fallback.
-	fleet *fleet
-	// carry holds what the fallback admitted, to charge to Redis when it
-	// answers again.
-	carry *carryBack
-	// bg runs the breakers' probes and carry-backs until Close.
-	bg *background
+	// probeKeys holds, for a cluster master, a key it held when its
+	// breaker was made (see ProbeNode): address → string.
+	probeKeys sync.Map
 	// genericOnly makes the limiter decide calls of a single limit with
 	// the generic decide script too; only tests set it, to check that
 	// both scripts decide alike.
@@ -55,104 +69,102 @@ type Limiter struct {
 	settings
 }
 
+// guarded is the Redis backend as the guards of package guard see it: it
+// offers them the capabilities they need ([guard.Probed],
+// [guard.DenySlacker], [guard.Heartbeater], [guard.Carrier]), which a
+// Limiter does not show its users.
+type guarded struct{ *redisBackend }
+
+// clusterBackend is the Redis backend of a cluster client as the guards
+// see it: a [guard.Nodes] backend, whose masters have breakers of their
+// own.
+type clusterBackend struct{ guarded }
+
 // New returns a limiter that keeps its state in client's Redis. Its
 // background work (the heartbeat it shares with the other limiters of
 // client, its breakers' probes) runs until [Limiter.Close] or until client
 // is closed.
 func New(client redis.UniversalClient, opts ...Option) *Limiter {
-	l := newLimiter(client, opts)
-	l.join()
+	return newLimiter(client, opts, true)
+}
+
+// newLimiter returns the limiter New returns, in the heartbeat of its
+// client and prefix when heartbeat is set (tests keep some limiters out).
+func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Limiter {
+	b := newBackend(client, opts)
+	var backend front = guarded{b}
+	if b.cluster != nil {
+		backend = clusterBackend{guarded{b}}
+	}
+	// The guards read the options of package guard: those passed to New,
+	// then those that this package's options carry.
+	opts = append(opts[:len(opts):len(opts)], b.guards...)
+	if !heartbeat || client == nil {
+		// No heartbeat: one process, unless the options say otherwise.
+		opts = append([]Option{guard.WithFallbackProcesses(1)}, opts...)
+	}
+	l := &Limiter{redisBackend: b, fallback: guard.NewFallback(backend, opts...)}
+	l.front = l.fallback
+	if l.breakers = guard.NewBreaker(l.front, opts...); l.breakers != nil {
+		l.fallback.Guarded(l.breakers)
+		l.front = l.breakers
+	}
+	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
+		l.front = l.denials
+	}
 	return l
 }
 
-// join puts l in the heartbeat of its client and prefix, unless
-// [WithFallbackProcesses] fixed the count of processes.
-func (l *Limiter) join() {
-	if l.fallbackProcesses == 0 && l.client != nil {
-		l.joinFleet()
-	}
-}
-
-// newLimiter returns the limiter New returns before it joins the
-// heartbeat, which tests keep some limiters out of.
-func newLimiter(client redis.UniversalClient, opts []Option) *Limiter {
-	l := &Limiter{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts), bg: newBackground()}
-	l.breakerHook, _ = l.cfg.Hook.(ratelimit.BreakerHook)
-	if l.breakerHook == nil {
-		// An outage is logged once, whatever the hook: its start at Warn,
-		// its end at Info.
-		l.breakerHook = ratelimit.NewSlogHook(nil)
-	}
-	l.denials = newDenyCache(l.denyCache)
-	l.local = newFallback(l.cfg)
+// newBackend returns the Redis backend of New.
+func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
+	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
 	l.cluster, _ = client.(*redis.ClusterClient)
-	l.breaker = l.newBreaker(clientAddr(client), l.probe)
-	l.carry = newCarryBack()
 	l.batcher = newBatcher(l, client, l.batch)
-	l.fleet = newFleet(l.prefix)
 	return l
 }
 
 // Config returns the configuration the limiter was made with. See
 // [ratelimit.Configured].
-func (l *Limiter) Config() *ratelimit.Config { return &l.cfg }
+func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
 // least one master), as a health check may want to know.
-func (l *Limiter) CircuitOpen() bool {
-	if l.breaker == nil {
-		return false
-	}
-	open := l.breaker.open()
-	l.nodes.Range(func(_, b any) bool {
-		open = open || b.(*breaker).open()
-		return !open
-	})
-	return open
-}
+func (l *Limiter) CircuitOpen() bool { return l.breakers != nil && l.breakers.CircuitOpen() }
 
 // Circuits returns, for each circuit breaker of the limiter that is open
 // now, its node (the client's address, or a cluster master's) and when it
 // opened: empty while every call goes to Redis.
 func (l *Limiter) Circuits() map[string]time.Time {
-	open := map[string]time.Time{}
-	if l.breaker == nil {
-		return open
+	if l.breakers == nil {
+		return map[string]time.Time{}
 	}
-	add := func(b *breaker) {
-		if since, ok := b.openSince(); ok {
-			open[b.node] = since
-		}
-	}
-	add(l.breaker)
-	l.nodes.Range(func(_, b any) bool {
-		add(b.(*breaker))
-		return true
-	})
-	return open
+	return l.breakers.Circuits()
+}
+
+// AllowLocal decides req with the limiter's local fallback, against each
+// process's share of its limits (see [WithFallbackProcesses]), and
+// remembers an admitted call, to be charged to Redis when it answers again
+// (see the package doc, Outages). See [guard.Fallback.AllowLocal] and
+// [ratelimit.Fallback].
+func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
+	return l.fallback.AllowLocal(ctx, req)
 }
 
 // CachedDenial returns how much longer the limiter's deny cache repeats a
 // denial of req without asking Redis, and whether it holds one.
 func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
-	if l.denials == nil || req.Keys != nil || req.Validate() != nil {
-		return 0, false // calls with a key per limit are not cached
-	}
-	req.Key = callkey.Named(req.Key)
-	now, _ := l.cacheNow()
-	e, ok := l.denials.held(&req, now)
-	if !ok {
+	if l.denials == nil {
 		return 0, false
 	}
-	return time.Duration(e.until-now) * time.Microsecond, true
+	return l.denials.CachedDenial(req)
 }
 
-// clientAddr names the node of client's breaker for a [ratelimit.BreakerHook]: its
+// Node names the client's breaker for a [ratelimit.BreakerHook]: its
 // address, "cluster" for a cluster client (whose masters have breakers of
-// their own), "ring" for a ring.
-func clientAddr(client redis.UniversalClient) string {
-	switch c := client.(type) {
+// their own), "ring" for a ring. See [guard.Probed].
+func (l guarded) Node() string {
+	switch c := l.client.(type) {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
@@ -163,121 +175,85 @@ func clientAddr(client redis.UniversalClient) string {
 	return ""
 }
 
-// probe asks Redis whether the limiter's breaker may close: with a script
+// Probe asks Redis whether the limiter's breaker may close: with a script
 // on a connection of its own (see [probeNode]), or for a cluster client
-// by finding a master, which the breaker guards there.
-func (l *Limiter) probe(ctx context.Context) error {
+// by finding a master, which the breaker guards there. See [guard.Probed].
+func (l guarded) Probe(ctx context.Context) error {
+	var err error
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
-		_, err := c.MasterForKey(ctx, "")
-		return err
+		_, err = c.MasterForKey(ctx, "")
 	case *redis.Client:
-		return probeNode(ctx, c.Options())
+		err = probeNode(ctx, c.Options())
+	default:
+		err = l.client.Ping(ctx).Err()
 	}
-	return l.client.Ping(ctx).Err()
+	return closedError(err)
 }
 
-// guard returns the breaker that guards the call req, or the error that
-// fails the call at once.
-func (l *Limiter) guard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
-	if l.breaker == nil {
-		return nil, nil
-	}
-	if !l.breaker.allow() {
-		return nil, ratelimit.ErrCircuitOpen
-	}
-	if l.cluster == nil {
-		return l.breaker, nil
-	}
-	// Every key of a call has the same hash tag, so the first names the
-	// master of them all.
-	return l.guardMaster(ctx, storageKey(l.prefix, req.Name, keyOf(req, 0), 0, algorithmOf(req.Limits[0])))
-}
+// Unavailable reports whether err means Redis could not be reached or
+// cannot serve, rather than that it rejected this one call (see
+// [redisUnavailable]). See [guard.Probed].
+func (l guarded) Unavailable(err error) bool { return redisUnavailable(err) }
 
-// guardMaster returns the breaker of the cluster master that holds key,
-// or the error that fails the call at once.
-func (l *Limiter) guardMaster(ctx context.Context, key string) (*breaker, error) {
+// NodeOf returns the address of the cluster master that holds the key of
+// req's limit i. Every key of a call with one key has the same hash tag,
+// so the first names the master of them all. See [guard.Nodes].
+func (l clusterBackend) NodeOf(ctx context.Context, req ratelimit.Request, i int) (string, error) {
+	key := l.nodeKey(&req, i)
 	master, err := l.cluster.MasterForKey(ctx, key)
-	l.breaker.record(ctx, err)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	addr := master.Options().Addr
-	b, loaded := l.nodes.Load(addr)
-	if !loaded {
-		b, _ = l.nodes.LoadOrStore(addr, l.newBreaker(addr, l.probeMaster(key)))
+	if _, ok := l.probeKeys.Load(addr); !ok {
+		l.probeKeys.LoadOrStore(addr, key)
 	}
-	nb := b.(*breaker)
-	if !nb.allow() {
-		return nil, ratelimit.ErrCircuitOpen
-	}
-	return nb, nil
+	return addr, nil
 }
 
-// newBreaker returns the limiter's breaker for node, which probe asks,
-// or nil when breakers are off. When a probe finds Redis back, the
-// breaker carries back what the fallback admitted (see [Limiter.carryOut]).
-func (l *Limiter) newBreaker(node string, probe func(context.Context) error) *breaker {
-	b := newBreaker(l.settings.breaker, node, probe, l.breakerHook)
-	if b != nil {
-		b.bg = l.bg
-		b.recover = l.recovered
-		b.holdOpen = func() bool {
-			c := l.carry
-			return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
-		}
+// nodeKey returns the storage key of req's limit i, of its first limit's
+// when it has none (a call of concurrency slots alone, whose key has the
+// same hash tag).
+func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
+	var lim ratelimit.Limit
+	if i < len(req.Limits) {
+		lim = req.Limits[i]
 	}
-	return b
+	key := callkey.Bound(req.Key)
+	if req.Keys != nil {
+		key = callkey.Bound(req.Keys[i])
+	}
+	return storageKey(l.prefix, req.Name, key, i, algorithmOf(lim))
 }
 
-// recovered carries back what the fallback admitted, then, before the
-// breaker closes, waits a longest backoff (and a little more), during which
-// the fallback still decides, so that the other processes' probes find
-// Redis back too and carry back theirs before this one lets Redis decide,
-// and carries back what the fallback admitted meanwhile.
-func (l *Limiter) recovered(ctx context.Context) {
-	c := l.carry
-	// A carry-back on its way (started by a call, see carrySoon) holds
-	// admissions it took: wait for it to charge them or keep them again.
-	for c.carrying.Load() && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
+// ProbeNode asks a cluster master whether it runs scripts: with a script
+// on the master that holds a key it held when its breaker was made.
+// Asking the cluster client for the master each time finds the node's
+// current client, and a master that took over the key's slot. See
+// [guard.Nodes].
+func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
+	key, ok := l.probeKeys.Load(node)
+	if !ok {
+		return errors.New("redislimit: no key of node " + node)
 	}
-	if c.size() == 0 {
-		return
+	master, err := l.cluster.MasterForKey(ctx, key.(string))
+	if err != nil {
+		return closedError(err)
 	}
-	c.settling.Add(1)
-	defer c.settling.Add(-1)
-	l.carryOut(ctx)
-	select {
-	case <-time.After(l.settings.breaker.maxBackoff + stragglerWait):
-	case <-ctx.Done():
-	}
-	for range 2 {
-		if c.size() == 0 || ctx.Err() != nil {
-			return
-		}
-		l.carryOut(ctx)
-	}
+	return closedError(probeNode(ctx, master.Options()))
 }
 
-// probeMaster returns the probe of a cluster master's breaker: a script on
-// the master that holds key, a key it held when the breaker was made. Asking
-// the cluster client for the master each time finds the node's current
-// client, and a master that took over key's slot.
-func (l *Limiter) probeMaster(key string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		master, err := l.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return err
-		}
-		return probeNode(ctx, master.Options())
-	}
+// Allow decides req, through the limiter's guards: the deny cache repeats
+// a recent denial without asking Redis (see [WithDenyCache]). See
+// [ratelimit.Limiter].
+func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return l.front.Allow(ctx, req)
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
-// batching is on (see [WithBatching]), or repeats a recent denial without
-// asking Redis (see [WithDenyCache]). See [ratelimit.Limiter].
-func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+// batching is on (see [WithBatching]). See [ratelimit.Limiter].
+func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -285,38 +261,15 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 		return l.allowKeys(ctx, &req)
 	}
 	req.Key = callkey.Bound(req.Key)
-	var seen denyProbe
-	if l.denials != nil {
-		var d ratelimit.Decision
-		var hit bool
-		now, ok := l.cacheNow()
-		if d, seen, hit = l.denials.lookup(&req, now); hit && ok {
-			if l.cfg.Hook != nil {
-				l.decided(ctx, req, d)
-			}
-			return d, nil
-		}
-	}
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, l.failed(ctx, req, err)
-	}
 	var d ratelimit.Decision
+	var err error
 	if l.batcher != nil {
 		d, err = l.batcher.allow(ctx, &req)
 	} else {
 		d, err = l.decide(ctx, &req)
 	}
-	if b != nil {
-		b.record(ctx, err)
-	}
 	if err != nil {
 		return ratelimit.Decision{}, l.failed(ctx, req, err)
-	}
-	l.carrySoon()
-	if !d.Allowed && l.denials != nil {
-		recv, _ := l.cacheNow()
-		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
 	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
@@ -324,42 +277,14 @@ func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	return d, nil
 }
 
-// monoBase is the origin of the process's monotonic clock, for the deny
-// cache and the memory limiter.
-var monoBase = time.Now()
-
-// cacheNow returns the deny cache's time in µs, and whether the cache may
-// answer at it. Without a clock it is the process's monotonic clock, which
-// steps with neither the wall clock nor the server's, and the cache may
-// always answer. With one, it is the clock's time (at which the scripts
-// decide), and the cache may answer only when no call was sent at a later
-// time: such a call may have dropped state (a log's entries) that counts
-// at an earlier time.
-func (l *Limiter) cacheNow() (int64, bool) {
-	if l.cfg.Clock == nil {
-		return time.Since(monoBase).Microseconds(), true
-	}
-	now := l.cfg.Clock.Now().UnixMicro()
-	for {
-		latest := l.latest.Load()
-		if now <= latest {
-			return now, now == latest
-		}
-		if l.latest.CompareAndSwap(latest, now) {
-			return now, true
-		}
-	}
-}
-
-// cacheSlack is how much shorter than its RetryAfter a denial of req is
-// remembered: a millisecond when a window's script may have told it from
-// the start of the server's millisecond (see denyCache), else nothing.
-func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
-	if l.cfg.Clock != nil {
-		return 0
-	}
-	for _, lim := range req.Limits {
-		if factsOf(lim).WholeMilliseconds {
+// DenySlack is how much shorter than its RetryAfter the deny cache holds
+// a denial of a call of limits (see [guard.DenySlacker]): a millisecond
+// when a window's script may have told it from the start of the server's
+// millisecond, else nothing. The cache asks only without
+// [ratelimit.WithClock], whose clock the scripts read to the µs.
+func (l guarded) DenySlack(limits []ratelimit.Limit) time.Duration {
+	for _, lim := range limits {
+		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
 			return time.Millisecond
 		}
 	}
@@ -368,7 +293,7 @@ func (l *Limiter) cacheSlack(req *ratelimit.Request) time.Duration {
 
 // decided reports d, the decision of req, to the hook. It takes req by
 // value, so that only a limiter with a hook moves a request to the heap.
-func (l *Limiter) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
+func (l *redisBackend) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
 	seen := hookRequest(&req)
 	l.cfg.Hook.Decided(ctx, &seen, d)
 }
@@ -380,7 +305,7 @@ func hookRequest(req *ratelimit.Request) ratelimit.Request {
 }
 
 // failed reports a call the limiter could not decide because of cause.
-func (l *Limiter) failed(ctx context.Context, req ratelimit.Request, cause error) error {
+func (l *redisBackend) failed(ctx context.Context, req ratelimit.Request, cause error) error {
 	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
 	if l.cfg.Hook != nil {
 		seen := hookRequest(&req)
@@ -393,7 +318,7 @@ func (l *Limiter) failed(ctx context.Context, req ratelimit.Request, cause error
 // of the calls named name with per-call key key, for inspecting state with
 // redis-cli. A key whose escaped form is longer than 64 bytes appears as
 // its stand-in (see [ratelimit.LimitError]'s Key).
-func (l *Limiter) Key(name, key string, i int, alg ratelimit.Algorithm) string {
+func (l *redisBackend) Key(name, key string, i int, alg ratelimit.Algorithm) string {
 	return storageKey(l.prefix, name, callkey.Bound(key), i, alg)
 }
 
@@ -406,4 +331,9 @@ var (
 	_ ratelimit.SlotHolder = (*Limiter)(nil)
 	_ ratelimit.Configured = (*Limiter)(nil)
 	_ ratelimit.Fallback   = (*Limiter)(nil)
+	_ guard.DenySlacker    = guarded{}
+	_ guard.Probed         = guarded{}
+	_ guard.Carrier        = guarded{}
+	_ guard.Heartbeater    = guarded{}
+	_ guard.Nodes          = clusterBackend{}
 )

@@ -22,6 +22,26 @@ var (
 	adjustScript  = redis.NewScript(sendable(adjustText))
 )
 
+// Reserve is Allow, through the limiter's guards (the deny cache answers
+// and remembers its denials as Allow's), also returning the time at which
+// an admitted call was charged. See [redisBackend.Reserve] and
+// [ratelimit.Rule.Reserve].
+func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	return l.front.Reserve(ctx, req)
+}
+
+// Adjust changes the charge of req, which [Limiter.Reserve] admitted at
+// the time at, by delta units, through the limiter's guards: it makes the
+// limiter's deny cache forget the name's denials, as a refund may admit
+// what the cache holds denied and a charge on top makes a denial's retry
+// later than the cache would tell. Other processes' caches hold theirs up
+// to their deny hold ([WithDenyHold]), as after a Reset there: a denial
+// repeated after a refund elsewhere, or a retry told too early, which
+// Redis then denies again. See [redisBackend.Adjust].
+func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	return l.front.Adjust(ctx, req, at, delta)
+}
+
 // Reserve is Allow, also returning the time (µs since the Unix epoch, on
 // the server's clock or the limiter's [ratelimit.WithClock]) at which an
 // admitted call was charged, for [Limiter.Adjust]: one EVALSHA of the
@@ -29,38 +49,18 @@ var (
 // not batched (see [WithBatching]): its reply carries the time the
 // settle needs, which a batch's does not, and a reservation's round trip
 // is one per call that a settle ends, not the steady stream of decisions
-// batching is for. The deny cache answers and remembers its denials as
-// Allow's ([WithDenyCache]). See
-// [ratelimit.Rule.Reserve].
-func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+// batching is for. See [ratelimit.Rule.Reserve].
+func (l *redisBackend) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	d, at, err := l.reserve(ctx, req)
 	return d, time.UnixMicro(at), err
 }
 
 // reserve is Reserve, with the time in µs since the Unix epoch.
-func (l *Limiter) reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
+func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, err
 	}
 	req.Key = callkey.Bound(req.Key)
-	var seen denyProbe
-	if l.denials != nil {
-		// A denial the cache holds is Redis's answer to a reservation
-		// too: it charges nothing.
-		now, ok := l.cacheNow()
-		d, probe, hit := l.denials.lookup(&req, now)
-		if hit && ok {
-			if l.cfg.Hook != nil {
-				l.decided(ctx, req, d)
-			}
-			return d, 0, nil
-		}
-		seen = probe
-	}
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
 	res, err := l.reserveRun(ctx, &req, nil)
 	if t, skewed := calendarSkew(err); skewed {
 		res, err = l.reserveRun(ctx, &req, &t)
@@ -70,15 +70,8 @@ func (l *Limiter) reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 	if err == nil {
 		d, at, err = parseReserved(res)
 	}
-	if b != nil {
-		b.record(ctx, err)
-	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
-	if !d.Allowed && l.denials != nil {
-		recv, _ := l.cacheNow()
-		l.denials.remember(&req, seen, d, recv, l.cacheSlack(&req), l.denyHold)
 	}
 	if l.cfg.Hook != nil {
 		l.decided(ctx, req, d)
@@ -89,7 +82,7 @@ func (l *Limiter) reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 // reserveRun runs the reserve script for req, with the bounds of its
 // calendar periods around at (µs), or when at is nil around its time (see
 // [Limiter.boundsTime]).
-func (l *Limiter) reserveRun(ctx context.Context, req *ratelimit.Request, at *int64) (any, error) {
+func (l *redisBackend) reserveRun(ctx context.Context, req *ratelimit.Request, at *int64) (any, error) {
 	now := l.now()
 	keys := make([]string, 0, len(req.Limits))
 	args := make([]any, 0, 2+4*len(req.Limits))
@@ -114,59 +107,36 @@ func parseReserved(res any) (ratelimit.Decision, int64, error) {
 // Adjust changes the charge of req, which [Limiter.Reserve] admitted at
 // the time at, by delta units without deciding anything: one EVALSHA of
 // the adjust script (lua/adjust.lua.tmpl), whose twin is
-// [ratelimit.MemoryLimiter.Adjust]. It is not batched. It makes the
-// limiter's deny cache forget the name's denials; other processes'
-// caches hold theirs up to their deny hold ([WithDenyHold]).
-// See [ratelimit.Reservation] for what it does per algorithm.
-func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+// [ratelimit.MemoryLimiter.Adjust]. It is not batched. See [ratelimit.Reservation] for what it does per algorithm.
+func (l *redisBackend) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
 	return l.adjust(ctx, req, at.UnixMicro(), delta)
 }
 
 // adjust is Adjust, with the time in µs since the Unix epoch.
-func (l *Limiter) adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
+func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
 	if err := req.Validate(); err != nil || delta == 0 {
 		return err
 	}
 	req.Key = callkey.Bound(req.Key)
-	if l.denials != nil {
-		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
-	}
-	b, err := l.guard(ctx, &req)
-	if err != nil {
-		return l.failed(ctx, req, err)
-	}
 	// A refund's calendar bounds are around at, which they always hold; a
 	// charge on top's around now, which a skew may have them miss.
 	now, around := l.now(), at
 	if delta > 0 {
 		around = l.boundsTime(now, nil)
 	}
-	err = l.adjustRun(ctx, &req, now, at, delta, around)
+	err := l.adjustRun(ctx, &req, now, at, delta, around)
 	if t, skewed := calendarSkew(err); skewed {
 		err = l.adjustRun(ctx, &req, now, at, delta, t)
 	}
-	if b != nil {
-		b.record(ctx, err)
-	}
 	if err != nil {
 		return l.failed(ctx, req, err)
-	}
-	if l.denials != nil {
-		// A refund may admit what the cache holds denied, and a charge
-		// on top makes a denial's retry later than the cache would
-		// tell: forget the name's denials, those remembered while the
-		// script ran too. (Other processes' caches hold theirs up to
-		// their deny hold, as after a Reset there: a denial repeated
-		// after a refund elsewhere, or a retry told too early, which
-		// Redis then denies again.)
-		l.denials.forget(req.Name)
 	}
 	return nil
 }
 
 // adjustRun runs the adjust script for req at now (see [Limiter.now]),
 // with the bounds of its calendar periods around the time around (µs).
-func (l *Limiter) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
+func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
 	keys := make([]string, 0, len(req.Limits))
 	for i, lim := range req.Limits {
 		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))

@@ -316,7 +316,7 @@ func planSource(k scriptKey) string { return sendable(planText(k)) }
 // decide runs a decide script for req, which is valid, and returns its
 // decision: for a single limit the script written for it, else the generic
 // one. An error is the client's or a malformed reply (*replyError).
-func (l *Limiter) decide(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
+func (l *redisBackend) decide(ctx context.Context, req *ratelimit.Request) (ratelimit.Decision, error) {
 	var cmd *redis.Cmd
 	if len(req.Limits) == 1 && !l.genericOnly {
 		cmd = l.decidePlanned(ctx, req)
@@ -336,7 +336,7 @@ func (l *Limiter) decide(ctx context.Context, req *ratelimit.Request) (ratelimit
 
 // decideAround decides req with the generic script, with the bounds of its
 // calendar periods around at (µs): the time a calendar skew error told.
-func (l *Limiter) decideAround(ctx context.Context, req *ratelimit.Request, at int64) (ratelimit.Decision, error) {
+func (l *redisBackend) decideAround(ctx context.Context, req *ratelimit.Request, at int64) (ratelimit.Decision, error) {
 	res, err := l.decideGeneric(ctx, req, l.now(), &at).Result()
 	if err != nil {
 		return ratelimit.Decision{}, err
@@ -347,7 +347,7 @@ func (l *Limiter) decideAround(ctx context.Context, req *ratelimit.Request, at i
 // decideGeneric runs the generic decide script for req at now (see
 // [Limiter.now]), with the bounds of its calendar periods around at (µs),
 // or when at is nil around now or the client's clock.
-func (l *Limiter) decideGeneric(ctx context.Context, req *ratelimit.Request, now any, at *int64) *redis.Cmd {
+func (l *redisBackend) decideGeneric(ctx context.Context, req *ratelimit.Request, now any, at *int64) *redis.Cmd {
 	keys := make([]string, 0, len(req.Limits))
 	args := make([]any, 0, 2+4*len(req.Limits))
 	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
@@ -356,7 +356,7 @@ func (l *Limiter) decideGeneric(ctx context.Context, req *ratelimit.Request, now
 
 // decidePlanned runs the script written for req's single limit, or returns
 // nil when there is none.
-func (l *Limiter) decidePlanned(ctx context.Context, req *ratelimit.Request) *redis.Cmd {
+func (l *redisBackend) decidePlanned(ctx context.Context, req *ratelimit.Request) *redis.Cmd {
 	if req.Limits[0].Calendar != "" {
 		return nil // its bounds change: the generic script takes them
 	}
@@ -384,7 +384,7 @@ func planOf(lim ratelimit.Limit) plan {
 
 // now returns the generic decide script's time argument: the clock's time
 // in microseconds, or "" for the script to read the server's clock.
-func (l *Limiter) now() any {
+func (l *redisBackend) now() any {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
@@ -393,13 +393,13 @@ func (l *Limiter) now() any {
 
 // appendCall appends the generic decide script's KEYS and ARGV for req at
 // time now to keys and args.
-func (l *Limiter) appendCall(keys []string, args []any, req *ratelimit.Request, now any) ([]string, []any) {
+func (l *redisBackend) appendCall(keys []string, args []any, req *ratelimit.Request, now any) ([]string, []any) {
 	return l.appendCallAt(keys, args, req, now, l.boundsTime(now, nil))
 }
 
 // appendCallAt is appendCall with the bounds of req's calendar periods
 // around at (µs).
-func (l *Limiter) appendCallAt(keys []string, args []any, req *ratelimit.Request, now any, at int64) ([]string, []any) {
+func (l *redisBackend) appendCallAt(keys []string, args []any, req *ratelimit.Request, now any, at int64) ([]string, []any) {
 	for i, lim := range req.Limits {
 		keys = append(keys, storageKey(l.prefix, req.Name, keyOf(req, i), i, algorithmOf(lim)))
 	}
@@ -491,7 +491,7 @@ func calendarBounds(lim ratelimit.Limit, at int64) ([4]int64, bool) {
 // boundsTime returns the time (µs) around which a call's calendar bounds
 // are computed: at when set (the server's time, after a skew), else the
 // call's time now when it has one (a clock's), else the client's clock.
-func (l *Limiter) boundsTime(now any, at *int64) int64 {
+func (l *redisBackend) boundsTime(now any, at *int64) int64 {
 	switch t, ok := now.(int64); {
 	case at != nil:
 		return *at

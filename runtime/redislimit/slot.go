@@ -23,7 +23,7 @@ var (
 // slotKey returns the Redis key of the concurrency slots of req's name and
 // key: a sorted set beside the rate limits' keys, with their hash tag,
 // such as ratelimit:{svc.Store.Get:alice}:slots.
-func (l *Limiter) slotKey(req *ratelimit.Request) string {
+func (l *redisBackend) slotKey(req *ratelimit.Request) string {
 	return slotKey(l.prefix, req.Name, req.Key)
 }
 
@@ -34,29 +34,29 @@ func slotKey(prefix, name, key string) string {
 }
 
 // ReserveSlot takes a concurrency slot of slot under token and decides
+// req's rate limits, through the limiter's guards (the deny cache notes
+// the call's time, see [guard.DenyCache]). See [redisBackend.ReserveSlot].
+func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	return l.front.ReserveSlot(ctx, req, slot, token)
+}
+
+// ReserveSlot takes a concurrency slot of slot under token and decides
 // req's rate limits (there may be none), all or nothing, in one EVALSHA
 // of the reserve slot script. It is not batched. See
 // [ratelimit.Rule.Reserve]. It tells its hook nothing: the rule does.
-func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+func (l *redisBackend) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
 	d, at, err := l.reserveSlot(ctx, req, slot, token)
 	return d, time.UnixMicro(at), err
 }
 
 // reserveSlot is ReserveSlot, with the time in µs since the Unix epoch.
-func (l *Limiter) reserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
+func (l *redisBackend) reserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, int64, error) {
 	if len(req.Limits) > 0 {
 		if err := req.Validate(); err != nil {
 			return ratelimit.Decision{}, 0, err
 		}
 	}
 	req.Key = callkey.Bound(req.Key)
-	if l.denials != nil {
-		l.cacheNow() // the cache answers at no time before a call's (see cacheNow)
-	}
-	b, err := l.slotGuard(ctx, &req)
-	if err != nil {
-		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
-	}
 	res, err := l.reserveSlotRun(ctx, &req, slot, token, nil)
 	if t, skewed := calendarSkew(err); skewed {
 		res, err = l.reserveSlotRun(ctx, &req, slot, token, &t)
@@ -65,9 +65,6 @@ func (l *Limiter) reserveSlot(ctx context.Context, req ratelimit.Request, slot r
 	var at int64
 	if err == nil {
 		d, at, err = parseReserved(res)
-	}
-	if b != nil {
-		b.record(ctx, err)
 	}
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
@@ -78,7 +75,7 @@ func (l *Limiter) reserveSlot(ctx context.Context, req ratelimit.Request, slot r
 // reserveSlotRun runs the reserve slot script for req, with the bounds of
 // its calendar periods around at (µs), or when at is nil around its time
 // (see [Limiter.boundsTime]).
-func (l *Limiter) reserveSlotRun(ctx context.Context, req *ratelimit.Request, slot ratelimit.Limit, token string, at *int64) (any, error) {
+func (l *redisBackend) reserveSlotRun(ctx context.Context, req *ratelimit.Request, slot ratelimit.Limit, token string, at *int64) (any, error) {
 	now := l.now()
 	keys := []string{l.slotKey(req)}
 	args := []any{slot.Threshold, lease(slot).Microseconds(), token}
@@ -93,7 +90,7 @@ func (l *Limiter) reserveSlotRun(ctx context.Context, req *ratelimit.Request, sl
 // ReleaseSlot gives back the slot held under token: one ZREM. When it
 // fails, the error is told to the hook (Failed) and returned, and the
 // slot frees when its lease ends, as the reservation no longer renews it.
-func (l *Limiter) ReleaseSlot(ctx context.Context, req ratelimit.Request, _ ratelimit.Limit, token string) error {
+func (l *redisBackend) ReleaseSlot(ctx context.Context, req ratelimit.Request, _ ratelimit.Limit, token string) error {
 	req.Key = callkey.Bound(req.Key)
 	if err := l.client.ZRem(ctx, l.slotKey(&req), token).Err(); err != nil {
 		return l.failed(ctx, req, err)
@@ -103,7 +100,7 @@ func (l *Limiter) ReleaseSlot(ctx context.Context, req ratelimit.Request, _ rate
 
 // RenewSlot renews the lease of the slot held under token, and reports
 // whether it still held it: one EVALSHA of the renew slot script.
-func (l *Limiter) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
+func (l *redisBackend) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
 	req.Key = callkey.Bound(req.Key)
 	n, err := renewSlotScript.Run(ctx, l.client, []string{l.slotKey(&req)}, lease(slot).Microseconds(), token, l.now()).Int()
 	if err != nil {
@@ -116,7 +113,7 @@ func (l *Limiter) RenewSlot(ctx context.Context, req ratelimit.Request, slot rat
 // and taking nothing, and how many slots are held now: one EVALSHA of the
 // reserve slot script, asked to peek. It bypasses the circuit breaker and
 // the deny cache, as Peek does. See [ratelimit.Peeker].
-func (l *Limiter) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
+func (l *redisBackend) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
 	if len(req.Limits) > 0 {
 		if err := req.Validate(); err != nil {
 			return ratelimit.Decision{}, 0, err
@@ -149,16 +146,6 @@ func (l *Limiter) PeekSlot(ctx context.Context, req ratelimit.Request, slot rate
 		return ratelimit.Decision{}, 0, &ratelimit.BackendError{Name: req.Name, Err: err}
 	}
 	return d, held, nil
-}
-
-// slotGuard is guard for a call that may have no rate limits.
-func (l *Limiter) slotGuard(ctx context.Context, req *ratelimit.Request) (*breaker, error) {
-	if len(req.Limits) > 0 {
-		return l.guard(ctx, req)
-	}
-	g := *req
-	g.Limits = []ratelimit.Limit{{}}
-	return l.guard(ctx, &g)
 }
 
 // lease returns the lease of a concurrency limit (see ratelimit.Limit).

@@ -1,4 +1,4 @@
-package redislimit
+package guard
 
 import (
 	"hash/maphash"
@@ -11,16 +11,14 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// DefaultDenyCache is how many denials a Redis limiter remembers unless
-// [WithDenyCache] says otherwise.
-const DefaultDenyCache = 1 << 16
-
 // denyNameSlots is how many limit names a deny cache tells apart at once
 // (two per hash bucket); a name pushed out forgets its denials.
 const denyNameSlots = 1 << 12
 
-// denyCache remembers the Redis limiter's recent denials so that it can
-// repeat them without asking Redis (see [WithDenyCache]).
+// denyCache remembers a backend's recent denials so that it can repeat
+// them without asking the backend (see [WithDenyCache]). Its doc speaks of
+// Redis, the backend it was made for; it holds for any backend that
+// decides as the in-process limiter does.
 //
 // Why a repeated denial is Redis's answer. It remembers only a denial that
 // left nothing: Remaining 0 at the limit that denied the call (the one
@@ -44,16 +42,16 @@ const denyNameSlots = 1 << 12
 // repeat equals Redis's answer to the µs). It holds a denial from the
 // moment its call was sent, before Redis decided, for at most r less a
 // 1024th of r (a process clock that runs slow against the server's) and
-// less a millisecond for a window's script on the server's clock (which
-// tells times from the start of the server's millisecond, see
-// lua/fixed_window.lua.tmpl), so it never repeats a denial past Redis's
-// own retry time; and it counts RetryAfter and ResetAfter from the moment
-// the answer came, after Redis decided, so a repeat never tells a client to retry
+// less the backend's slack ([DenySlacker]: a millisecond for a Redis
+// window's script on the server's clock, which tells times from the start
+// of the server's millisecond), so it never repeats a denial past Redis's own retry
+// time; and it counts RetryAfter and ResetAfter from the moment the answer
+// came, after Redis decided, so a repeat never tells a client to retry
 // earlier than Redis would, and later by at most the call's round trip.
 //
 // What it cannot see: state dropped out of band (FLUSHALL, a restart
 // without persistence, a failover to a replica that lagged, an evicted
-// key, a DEL, [Limiter.Reset] in another process), and calls decided
+// key, a DEL, a Reset in another process), and calls decided
 // against other limits for the same keys (an override seen by some
 // processes and not yet by others). So a denial is held at most the
 // limiter's deny hold ([WithDenyHold], a second by default): within that
@@ -62,14 +60,14 @@ const denyNameSlots = 1 << 12
 // With [ratelimit.WithClock] (tests), a call at a later time may drop
 // state (a log's entries) that counts at an earlier one, so the cache
 // answers only at a time no earlier than any call the limiter sent (see
-// cacheNow).
+// DenyCache.now).
 //
 // Entries are keyed by (name, key) and by the limits: each name's current
 // limits have a generation, and a call with other limits than the name's
 // (an override changed them) gives the name a new one, so every denial
 // made under the old limits is forgotten (limits that change back do not
 // bring them back: calls under other limits may have drained the state).
-// [Limiter.Reset] forgets the name's entries (see forget).
+// A Reset forgets the name's entries (see forget).
 //
 // The cache is lock-free: a fixed array of pointers to immutable entries,
 // two ways per hash bucket, so its memory is bounded whatever the number
@@ -91,7 +89,7 @@ type denyName struct {
 
 // denial is a remembered denial of one key under one generation of its
 // name's limits, with Remaining 0. Times are µs on the cache's clock (see
-// Limiter.cacheNow).
+// DenyCache.now).
 type denial struct {
 	gen     uint64
 	key     string
@@ -173,7 +171,7 @@ func (c *denyCache) name(hn uint64, name string) (*denyName, *atomic.Pointer[den
 }
 
 // forget drops every denial remembered for name, of every key (see
-// [Limiter.Reset]): its record goes, so the next denial of the name
+// DenyCache.Reset): its record goes, so the next denial of the name
 // starts a new generation, and a denial of a call looked up under the old
 // record is not remembered (remember finds the record gone).
 func (c *denyCache) forget(name string) {
@@ -300,4 +298,23 @@ func sameLimits(a, b []ratelimit.Limit) bool {
 		}
 	}
 	return true
+}
+
+// algorithmOf returns the algorithm of l: its own, else a calendar
+// period's fixed window, else a sliding log (the default).
+func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
+	switch {
+	case l.Algorithm != "":
+		return l.Algorithm
+	case l.Calendar != "":
+		return ratelimit.FixedWindow
+	}
+	return ratelimit.SlidingLog
+}
+
+// factsOf returns the facts of l's algorithm, which l names validly or
+// leaves to the default.
+func factsOf(l ratelimit.Limit) limitfacts.Algorithm {
+	a, _ := limitfacts.Lookup(string(algorithmOf(l)))
+	return a
 }

@@ -1,0 +1,84 @@
+// Package guard holds the guards every backend gets: limiters that wrap a
+// backend (a [ratelimit.Limiter], such as the Redis limiter or one written
+// outside this module) and make it cheaper or keep it deciding when it
+// fails, without changing any decision it makes. Each guard uses only the
+// backend contract of package ratelimit (its capabilities, found with
+// [ratelimit.As]) and the capability interfaces declared here, which a
+// backend implements to offer what a guard needs to know about it.
+//
+// # Design
+//
+// A guard is a [ratelimit.Wrapper]: it sees every call whose capability it
+// implements, and passes the others on through Unwrap. [Wrap] stacks the
+// guards that its options turn on around a backend, outermost first:
+//
+//	deny cache → circuit breaker → local fallback (+ fleet count) → backend
+//
+// and returns a limiter that offers exactly the capabilities the backend
+// offers (a guard that intercepts Reserve is a [ratelimit.Reserver] only
+// around a backend that is one), so [ratelimit.Rule] finds the same
+// capabilities with or without guards.
+//
+//	guard          calls of the wrapper it intercepts     needs of the backend
+//	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
+//	               Reset                                  DenySlacker (optional)
+//	Breaker        Allow, Reserve, Adjust, ReserveSlot    Probed: a probe, which
+//	                                                      errors are outages; Nodes
+//	                                                      (optional): the node of a
+//	                                                      key, a probe of a node;
+//	                                                      Recoverer (optional; the
+//	                                                      fallback is one)
+//	Fallback       Allow (to start a carry-back), Reset;  Configured (clock, key
+//	               offers AllowLocal (ratelimit.Fallback) bound, hook); Carrier
+//	               and Recover (Recoverer)                (optional): charge
+//	                                                      admissions at their
+//	                                                      times, deciding nothing;
+//	                                                      Heartbeater (optional)
+//	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
+//	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
+//
+// Who calls whom. [ratelimit.Rule] calls the outermost guard. The deny
+// cache answers a denial it holds and reports it to the backend's hook
+// (Source [ratelimit.SourceCache]); otherwise it calls the backend, which
+// decides and reports its own decision, and remembers the backend's
+// denial. It reads the time on the backend's clock: the
+// [ratelimit.WithClock] clock of the backend's [ratelimit.Config] when it
+// has one (then it answers only at a time no earlier than any call it
+// passed on, as a call at a later time may drop state that counts at an
+// earlier one), else the process's monotonic clock; a backend whose
+// denials may tell times from the start of a coarser clock tick than it
+// decides on (Redis's windows tell them from the start of the server's
+// millisecond) says by how much with [DenySlacker], and the cache holds
+// its denials that much less.
+//
+// The breaker fails a call at once, telling the backend's hook, while
+// the breaker of the backend (or, for a [Nodes] backend, of a node that
+// serves the call, found with NodeOf) is open; otherwise it passes the
+// call on and records its outcome, judged by the backend's Unavailable
+// (for a call decided in parts on several nodes, each part's, from a
+// [PartError]). An open breaker's goroutine probes the backend (or the
+// node) until it answers; then it tells the backend's [Recoverer], if any,
+// and closes. A backend reports which parts of a call failed with a
+// PartError, and a [Nodes] backend names the node of each key, so the
+// breaker of a node that is down fails only the calls it serves.
+//
+// Package redislimit's Limiter is this stack around its Redis backend,
+// which offers DenySlacker, Probed (and, for a cluster client, Nodes),
+// Carrier (the carry script) and Heartbeater (a sorted set of members).
+//
+// The fallback is the backend's [ratelimit.Fallback]: [ratelimit.Rule]
+// asks it to decide a call of a [ratelimit.FailLocal] rule that the chain
+// failed (the breaker's refusal among them). It decides in process against
+// each process's share of the limits ([Share]; the processes counted by
+// the fleet heartbeat, [JoinFleet], around a [Heartbeater] backend) and
+// remembers what it admitted. It is the breaker's [Recoverer]: when a
+// probe finds the backend back, before the breaker closes, it hands the
+// admissions to the backend's [Carrier], which charges them at their
+// times; and when the backend decided a call while admissions wait and no
+// breaker is open, it does so on a goroutine of its own.
+//
+// A guard's options are [Option] values that change nothing in a
+// [ratelimit.Config]: [Wrap] and the guards' constructors find them among
+// the options they are given by their type, as a backend finds its own, so
+// one option list configures a backend and its guards.
+package guard

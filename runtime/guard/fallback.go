@@ -1,0 +1,259 @@
+package guard
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Fallback is the local fallback guard: a [ratelimit.Wrapper] that is the
+// [ratelimit.Fallback] of its backend, deciding in process the calls of
+// [ratelimit.FailLocal] rules that the backend could not decide, against
+// each process's share of their limits (see [WithFallbackProcesses]),
+// and, around a [Carrier] backend, charging what it admitted to the
+// backend when it answers again (the carry-back): when a [Breaker]'s probe
+// finds the backend back, before the breaker closes (as the breaker's
+// [Recoverer]), and when the backend decided a call while admissions wait
+// and no breaker is open. It intercepts Allow (to start that carry-back)
+// and Reset (to forget the key's state in process); the backend's other
+// capabilities are found through Unwrap.
+type Fallback struct {
+	next     ratelimit.Limiter
+	reserver ratelimit.Reserver
+	slots    ratelimit.SlotHolder
+	resetter ratelimit.Resetter
+	carrier  Carrier // nil: nothing is carried back
+	// local decides in process: a memory limiter with the backend's clock
+	// and key bound, and no hook (the guard reports its decisions).
+	local *ratelimit.MemoryLimiter
+	hook  ratelimit.Hook
+	clock ratelimit.Clock
+	// processes fixes the number of processes; 0: the fleet's count.
+	processes int
+	fleet     *FleetMember
+	carry     *carryBack
+	// breaker is the breaker guard around the fallback, if any (see
+	// Guarded).
+	breaker atomic.Pointer[Breaker]
+	bg      *background
+}
+
+// NewFallback returns the fallback guard of backend, configured by the
+// options of this package among opts, with the clock, key bound and hook
+// of the backend's [ratelimit.Config] ([ratelimit.Configured]). Unless
+// [WithFallbackProcesses] fixes the number of processes, a [Heartbeater]
+// backend's process joins its fleet ([JoinFleet]), whose count divides
+// the limits. Its background work runs until [Fallback.Close].
+func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
+	s := newSettings(opts)
+	f := &Fallback{next: backend, processes: s.fallbackProcesses, carry: newCarryBack(), bg: newBackground()}
+	f.reserver, _ = ratelimit.As[ratelimit.Reserver](backend)
+	f.slots, _ = ratelimit.As[ratelimit.SlotHolder](backend)
+	f.resetter, _ = ratelimit.As[ratelimit.Resetter](backend)
+	f.carrier, _ = ratelimit.As[Carrier](backend)
+	var cfg ratelimit.Config
+	if c, ok := ratelimit.As[ratelimit.Configured](backend); ok {
+		cfg = *c.Config()
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = ratelimit.DefaultMaxKeys
+	}
+	f.hook, f.clock = cfg.Hook, cfg.Clock
+	f.local = ratelimit.NewMemory(ratelimit.WithClock(cfg.Clock), ratelimit.WithMaxKeys(cfg.MaxKeys))
+	if hb, ok := ratelimit.As[Heartbeater](backend); ok && f.processes == 0 {
+		f.fleet = JoinFleet(hb, f.down)
+	}
+	return f
+}
+
+// Guarded tells f the breaker guard around it: a carry-back that a call
+// starts waits while a breaker of b is open (its probe carries back), and
+// the heartbeat skips beats while b's breaker of the backend as a whole
+// is open (the count read before the outage stands).
+func (f *Fallback) Guarded(b *Breaker) { f.breaker.Store(b) }
+
+// down reports whether the breaker of the backend as a whole is open.
+func (f *Fallback) down() bool {
+	b := f.breaker.Load()
+	return b != nil && b.Down()
+}
+
+// circuitOpen reports whether a breaker around f is open.
+func (f *Fallback) circuitOpen() bool {
+	b := f.breaker.Load()
+	return b != nil && b.CircuitOpen()
+}
+
+// Unwrap returns the backend.
+func (f *Fallback) Unwrap() ratelimit.Limiter { return f.next }
+
+// Close takes f out of its fleet (the last join of a process stops the
+// heartbeat and removes its member) and abandons the carry-back of what
+// it admitted. Close may be called more than once.
+func (f *Fallback) Close() {
+	if f.fleet != nil {
+		f.fleet.Leave()
+	}
+	f.bg.close()
+}
+
+// Processes returns how many processes share the limits in the fallback:
+// WithFallbackProcesses's n, else the count of processes the heartbeat
+// last read, at least 1.
+func (f *Fallback) Processes() int {
+	if f.processes > 0 {
+		return f.processes
+	}
+	if f.fleet == nil {
+		return 1
+	}
+	return f.fleet.Fleet().Processes()
+}
+
+// Fleet returns the heartbeat the fallback takes part in; nil when none.
+func (f *Fallback) Fleet() *Fleet {
+	if f.fleet == nil {
+		return nil
+	}
+	return f.fleet.Fleet()
+}
+
+// AllowLocal decides req in process, against each process's share of its
+// limits (see [WithFallbackProcesses]), reports the decision to the hook
+// as one of [ratelimit.SourceFallback], against the shares, and returns
+// the shares: the limits a denied caller is told. An admitted call is
+// remembered, to be charged to the backend when it answers again. See
+// [ratelimit.Fallback].
+func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
+	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys)
+	}
+	local := req
+	if n := f.Processes(); n > 1 {
+		local.Limits = make([]ratelimit.Limit, len(req.Limits))
+		for i, lim := range req.Limits {
+			local.Limits[i] = Share(lim, n)
+		}
+	}
+	d, err := f.local.Allow(ctx, local)
+	if err != nil {
+		return ratelimit.Decision{}, nil, err
+	}
+	d.Source = ratelimit.SourceFallback
+	if d.Allowed && f.carrier != nil {
+		f.carry.record(&req, nil, f.now())
+	}
+	if f.hook != nil {
+		f.decided(ctx, local, d)
+	}
+	return d, local.Limits, nil
+}
+
+// decided reports d, the decision of req, to the hook. It takes req by
+// value, so that only a guard with a hook moves a request to the heap.
+func (f *Fallback) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
+	seen := ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: req.Cost, Limits: req.Limits}
+	f.hook.Decided(ctx, &seen, d)
+}
+
+// now returns the time in µs of the backend's clock, or of the process's
+// wall clock: the time an admission is carried back at.
+func (f *Fallback) now() int64 {
+	if f.clock != nil {
+		return f.clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// Allow passes req on to the backend; when the backend decided it, a
+// carry-back of what the fallback admitted starts if one is due (see
+// carrySoon).
+func (f *Fallback) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	d, err := f.next.Allow(ctx, req)
+	if err == nil {
+		f.carrySoon()
+	}
+	return d, err
+}
+
+// Reserve passes the call on to the backend.
+func (f *Fallback) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	if f.reserver == nil {
+		return ratelimit.Decision{}, time.Time{}, unsupported(f.next, "reserve")
+	}
+	return f.reserver.Reserve(ctx, req)
+}
+
+// Adjust passes the call on to the backend.
+func (f *Fallback) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	if f.reserver == nil {
+		return unsupported(f.next, "adjust")
+	}
+	return f.reserver.Adjust(ctx, req, at, delta)
+}
+
+// ReserveSlot passes the call on to the backend.
+func (f *Fallback) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	if f.slots == nil {
+		return ratelimit.Decision{}, time.Time{}, unsupported(f.next, "hold concurrency slots")
+	}
+	return f.slots.ReserveSlot(ctx, req, slot, token)
+}
+
+// ReleaseSlot passes the call on to the backend.
+func (f *Fallback) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
+	if f.slots == nil {
+		return unsupported(f.next, "hold concurrency slots")
+	}
+	return f.slots.ReleaseSlot(ctx, req, slot, token)
+}
+
+// RenewSlot passes the call on to the backend.
+func (f *Fallback) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
+	if f.slots == nil {
+		return false, unsupported(f.next, "hold concurrency slots")
+	}
+	return f.slots.RenewSlot(ctx, req, slot, token)
+}
+
+// PeekSlot passes the call on to the backend.
+func (f *Fallback) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
+	if f.slots == nil {
+		return ratelimit.Decision{}, 0, unsupported(f.next, "hold concurrency slots")
+	}
+	return f.slots.PeekSlot(ctx, req, slot)
+}
+
+// Reset resets name and key in the backend and, once it did, forgets the
+// state the fallback holds for them, and what it admitted of them that
+// was to be carried back.
+func (f *Fallback) Reset(ctx context.Context, name, key string) error {
+	if f.resetter == nil {
+		return unsupported(f.next, "reset")
+	}
+	if err := f.resetter.Reset(ctx, name, key); err != nil {
+		return err
+	}
+	key = callkey.Named(key)
+	f.carry.forget(name, key)
+	return f.local.Reset(ctx, name, key)
+}
+
+// Share returns one of n processes' share of l, as the fallback enforces
+// it (see [WithFallbackProcesses]): its threshold, and its burst or
+// capacity when set, divided by n, rounded down but at least 1.
+func Share(l ratelimit.Limit, n int) ratelimit.Limit {
+	div := func(v int64) int64 { return max(v/int64(n), 1) }
+	l.Threshold = div(l.Threshold)
+	if l.Burst > 0 {
+		l.Burst = div(l.Burst)
+	}
+	if l.Capacity > 0 {
+		l.Capacity = div(l.Capacity)
+	}
+	return l
+}

@@ -1,0 +1,192 @@
+package guard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The heartbeat by which the processes sharing a backend count themselves,
+// so that the local fallback gives each its share of a limit without being
+// told how many there are.
+const (
+	// HeartbeatEvery is how often a process says it is alive and reads how
+	// many are.
+	HeartbeatEvery = time.Second
+	// HeartbeatTTL is how long a process is counted after it last said so:
+	// a process that is gone stops counting within it, and clocks may be
+	// skewed by up to HeartbeatTTL-HeartbeatEvery.
+	HeartbeatTTL = 4 * time.Second
+)
+
+// ErrClosed is wrapped by a [Heartbeater]'s error when the backend is
+// closed and nothing will answer: the heartbeat ends.
+var ErrClosed = errors.New("guard: backend closed")
+
+// Heartbeater is a backend that the processes sharing it can count
+// themselves with: each process keeps a member in the backend, renewed by
+// its heartbeat, and counts the members that are live.
+type Heartbeater interface {
+	// FleetName names the heartbeat the backend takes part in, as a
+	// comparable value: the backends of one process with equal names
+	// share one heartbeat and one member, and count as one process.
+	FleetName() any
+	// Beat renews member, to be counted until ttl after now (the
+	// process's clock), drops the members whose time has passed, and
+	// returns how many are left.
+	Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error)
+	// Leave removes member, so that the others stop counting it at their
+	// next beat.
+	Leave(ctx context.Context, member string) error
+}
+
+// Fleet is a process's place in one heartbeat: its member, and the count
+// of members it last read. The backends of one process that share a
+// [Heartbeater.FleetName] share one Fleet, one heartbeat and one member.
+type Fleet struct {
+	name any
+	id   string
+	hb   Heartbeater
+	// count is the number of processes live at the latest beat that the
+	// backend answered; 0 before any.
+	count atomic.Int64
+	// beats counts the beats the backend answered.
+	beats atomic.Int64
+	// members are the joins of the heartbeat; guarded by fleets.mu.
+	members map[*FleetMember]struct{}
+	// cancel stops the heartbeat, which closes done when it has ended.
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// FleetMember is one join of a heartbeat (one limiter's), until Leave.
+type FleetMember struct {
+	fleet  *Fleet
+	paused func() bool
+}
+
+// fleets are the heartbeats running in the process, by name.
+var fleets = struct {
+	mu sync.Mutex
+	m  map[any]*Fleet
+}{m: map[any]*Fleet{}}
+
+// JoinFleet joins the heartbeat of hb's fleet, starting it if it is the
+// first join there. The heartbeat beats every [HeartbeatEvery] until the
+// last join leaves, or hb's backend is closed; it skips beats while paused
+// of any join reports true (a breaker that is open: the count read before
+// the outage stands, and the backend is not asked); paused may be nil.
+func JoinFleet(hb Heartbeater, paused func() bool) *FleetMember {
+	fleets.mu.Lock()
+	defer fleets.mu.Unlock()
+	name := hb.FleetName()
+	f := fleets.m[name]
+	if f == nil {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		f = &Fleet{name: name, id: hex.EncodeToString(b[:]), hb: hb, members: map[*FleetMember]struct{}{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		f.cancel, f.done = cancel, make(chan struct{})
+		fleets.m[name] = f
+		go f.heartbeat(ctx)
+	}
+	m := &FleetMember{fleet: f, paused: paused}
+	f.members[m] = struct{}{}
+	return m
+}
+
+// Fleet returns the heartbeat m joined.
+func (m *FleetMember) Fleet() *Fleet { return m.fleet }
+
+// Leave takes m out of its heartbeat; the last join to leave stops it,
+// waits for it to end and removes the process's member from the backend
+// (bounded by a second). Leave may be called more than once.
+func (m *FleetMember) Leave() {
+	fleets.mu.Lock()
+	f := m.fleet
+	if _, ok := f.members[m]; !ok {
+		fleets.mu.Unlock()
+		return
+	}
+	delete(f.members, m)
+	last := len(f.members) == 0
+	if last && fleets.m[f.name] == f {
+		delete(fleets.m, f.name)
+	}
+	fleets.mu.Unlock()
+	if last {
+		f.cancel()
+		<-f.done
+	}
+}
+
+// Processes returns how many processes the heartbeat last counted, at
+// least 1 (1 before the backend ever answered).
+func (f *Fleet) Processes() int { return int(max(f.count.Load(), 1)) }
+
+// Beats returns how many beats the backend answered.
+func (f *Fleet) Beats() int64 { return f.beats.Load() }
+
+// Member returns the process's member of the heartbeat.
+func (f *Fleet) Member() string { return f.id }
+
+// heartbeat beats every HeartbeatEvery until ctx ends (the last join left),
+// then removes the process's member; or until the backend is closed.
+func (f *Fleet) heartbeat(ctx context.Context) {
+	defer close(f.done)
+	for {
+		if !f.paused() {
+			if err := f.beat(ctx); errors.Is(err, ErrClosed) {
+				fleets.mu.Lock()
+				if fleets.m[f.name] == f {
+					delete(fleets.m, f.name)
+				}
+				fleets.mu.Unlock()
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			f.remove()
+			return
+		case <-time.After(HeartbeatEvery):
+		}
+	}
+}
+
+// paused reports whether a join of the heartbeat is paused.
+func (f *Fleet) paused() bool {
+	fleets.mu.Lock()
+	defer fleets.mu.Unlock()
+	for m := range f.members {
+		if m.paused != nil && m.paused() {
+			return true
+		}
+	}
+	return false
+}
+
+// remove removes the process's member, so that the others stop counting
+// it at their next beat, within a second at most.
+func (f *Fleet) remove() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = f.hb.Leave(ctx, f.id)
+}
+
+// beat renews the process's member and reads how many members are live.
+func (f *Fleet) beat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, HeartbeatTTL)
+	defer cancel()
+	n, err := f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
+	if err != nil {
+		return err
+	}
+	f.count.Store(max(n, 1))
+	f.beats.Add(1)
+	return nil
+}

@@ -1,0 +1,291 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+)
+
+// The tests of this file use only exported API, as a backend written
+// outside this module would: flaky is such a backend, an in-process
+// limiter that fails on demand.
+
+// errDown is flaky's failure while it is down.
+var errDown = errors.New("backend down")
+
+// flaky is a backend that decides in process (ratelimit.NewMemory) and
+// fails every call while down, counting the decisions asked of it.
+type flaky struct {
+	*ratelimit.MemoryLimiter
+	down  atomic.Bool
+	asked atomic.Int64
+}
+
+// Allow decides req, or fails while the backend is down.
+func (f *flaky) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	f.asked.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return f.MemoryLimiter.Allow(ctx, req)
+}
+
+// Reserve reserves req, or fails while the backend is down.
+func (f *flaky) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	f.asked.Add(1)
+	if f.down.Load() {
+		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return f.MemoryLimiter.Reserve(ctx, req)
+}
+
+// Node names the backend for a BreakerHook.
+func (f *flaky) Node() string { return "flaky" }
+
+// Probe fails while the backend is down.
+func (f *flaky) Probe(context.Context) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// Unavailable reports whether err is the backend's being down.
+func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
+
+// Carry charges what a fallback admitted to the in-process state, at the
+// times it was admitted, deciding nothing: a charge on top of a
+// reservation made then (ratelimit.Reserver's Adjust).
+func (f *flaky) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
+	var res guard.CarryResult
+	for _, a := range admissions {
+		if f.down.Load() {
+			res.Kept = append(res.Kept, a)
+			continue
+		}
+		if err := f.MemoryLimiter.Adjust(ctx, a.Req, a.At, a.Req.Cost); err != nil {
+			res.Dropped += a.Req.Cost
+			continue
+		}
+		res.Charged += a.Req.Cost
+	}
+	return res
+}
+
+// manualClock is a clock that moves only when told.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
+
+// Now returns the clock's time.
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// sources counts the decisions a hook is told of, by source.
+type sources struct {
+	mu sync.Mutex
+	n  map[ratelimit.Source]int
+}
+
+func (s *sources) Decided(_ context.Context, _ *ratelimit.Request, d ratelimit.Decision) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[ratelimit.Source]int{}
+	}
+	s.n[d.Source]++
+}
+
+func (s *sources) Failed(context.Context, *ratelimit.Request, error) {}
+
+func (s *sources) count(src ratelimit.Source) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[src]
+}
+
+// TestDenyCacheOfAForeignBackendAnswersAsTheBackend: the deny cache around
+// a backend of another module repeats its denials, with Source
+// SourceCache and told to its hook, deciding every call exactly as a twin
+// of the backend that is asked every call.
+func TestDenyCacheOfAForeignBackendAnswersAsTheBackend(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	hook := &sources{}
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithHook(hook))}
+	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	l := guard.Wrap(backend, guard.WithDenyCache(64))
+	algorithms := []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.LeakyBucket}
+	calls, cached := 0, 0
+	for _, alg := range algorithms {
+		req := ratelimit.Request{Name: "foreign." + string(alg), Key: "k", Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Second, Threshold: 3}}}
+		for i := range 400 {
+			got, err := l.Allow(ctx, req)
+			require.NoError(t, err)
+			want, err := twin.Allow(ctx, req)
+			require.NoError(t, err)
+			calls++
+			if got.Source == ratelimit.SourceCache {
+				cached++
+				got.Source = want.Source
+			}
+			require.Equal(t, want, got, "%s call %d", alg, i)
+			clock.Advance(7 * time.Millisecond)
+		}
+	}
+	t.Logf("%d calls, %d repeated by the cache, %d asked of the backend", calls, cached, backend.asked.Load())
+	assert.Greater(t, cached, calls/4, "denials the cache repeated")
+	assert.Equal(t, int64(calls-cached), backend.asked.Load(), "the backend decides what the cache does not")
+	assert.Equal(t, cached, hook.count(ratelimit.SourceCache), "the hook is told of each repeat")
+	cache, ok := guard.Of[*guard.DenyCache](l)
+	require.True(t, ok)
+	req := ratelimit.Request{Name: "held", Key: "k", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}}
+	require.True(t, allow(t, l, req).Allowed)
+	require.False(t, allow(t, l, req).Allowed)
+	left, ok := cache.CachedDenial(req)
+	require.True(t, ok, "the denial is held")
+	assert.Equal(t, guard.DefaultDenyHold, left, "held for the deny hold, on the backend's clock")
+}
+
+// allow returns l's decision of req.
+func allow(t *testing.T, l ratelimit.Limiter, req ratelimit.Request) ratelimit.Decision {
+	t.Helper()
+	d, err := l.Allow(context.Background(), req)
+	require.NoError(t, err)
+	return d
+}
+
+// TestWrapOffersTheBackendsCapabilities: Wrap's limiter offers a
+// capability the guards intercept only when the backend does, and the
+// backend's others through Unwrap.
+func TestWrapOffersTheBackendsCapabilities(t *testing.T) {
+	mem := ratelimit.NewMemory()
+	l := guard.Wrap(mem)
+	_, ok := ratelimit.As[ratelimit.Reserver](l)
+	assert.True(t, ok, "Reserver")
+	_, ok = ratelimit.As[ratelimit.SlotHolder](l)
+	assert.True(t, ok, "SlotHolder")
+	_, ok = ratelimit.As[ratelimit.Peeker](l)
+	assert.True(t, ok, "Peeker, through Unwrap")
+	_, ok = ratelimit.As[ratelimit.Configured](l)
+	assert.True(t, ok, "Configured, through Unwrap")
+
+	plain := guard.Wrap(allowOnly{mem})
+	_, ok = ratelimit.As[ratelimit.Reserver](plain)
+	assert.False(t, ok, "no Reserver around a backend that is none")
+	_, ok = ratelimit.As[ratelimit.Resetter](plain)
+	assert.False(t, ok, "no Resetter around a backend that is none")
+	_, ok = guard.Of[*guard.DenyCache](plain)
+	assert.True(t, ok, "the deny cache is found")
+	_, ok = ratelimit.As[ratelimit.Fallback](plain)
+	assert.True(t, ok, "the fallback guard is the backend's Fallback")
+	_, ok = guard.Of[*guard.Breaker](plain)
+	assert.False(t, ok, "no breaker around a backend that cannot be probed")
+	guard.Close(plain)
+	guard.Close(l)
+}
+
+// allowOnly is a backend that offers nothing but Allow.
+type allowOnly struct{ l ratelimit.Limiter }
+
+func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return a.l.Allow(ctx, req)
+}
+
+// TestBreakerOfAForeignBackendOpensAndCloses: the breaker around a backend
+// of another module opens after its failures, fails calls at once without
+// asking it, probes it, and closes when it is back.
+func TestBreakerOfAForeignBackendOpensAndCloses(t *testing.T) {
+	ctx := context.Background()
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory()}
+	l := guard.Wrap(backend, guard.WithBreaker(3, 10*time.Millisecond, 10*time.Millisecond))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	req := ratelimit.Request{Name: "flaky", Key: "k", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+
+	backend.down.Store(true)
+	for i := range 3 {
+		_, err := l.Allow(ctx, req)
+		require.ErrorIs(t, err, errDown, "call %d is asked of the backend", i)
+	}
+	require.True(t, breaker.CircuitOpen())
+	asked := backend.asked.Load()
+	_, err := l.Allow(ctx, req)
+	require.ErrorIs(t, err, ratelimit.ErrCircuitOpen)
+	require.ErrorIs(t, err, ratelimit.ErrBackend)
+	assert.Equal(t, asked, backend.asked.Load(), "an open breaker does not ask the backend")
+	assert.Contains(t, breaker.Circuits(), "flaky")
+
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	d, err := l.Allow(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)
+}
+
+// TestFallbackOfAForeignBackendDecidesAndCarriesBack: under FailLocal, the
+// fallback around a backend of another module decides the calls the
+// backend cannot (Source SourceFallback, against the limit), and when the
+// breaker's probe finds the backend back, charges what it admitted to the
+// backend before the breaker closes, so that the backend denies what the
+// fallback used up.
+func TestFallbackOfAForeignBackendDecidesAndCarriesBack(t *testing.T) {
+	ctx := context.Background()
+	hook := &sources{}
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithHook(hook))}
+	l := guard.Wrap(backend, guard.WithBreaker(2, 10*time.Millisecond, 10*time.Millisecond), guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	fallback, ok := guard.Of[*guard.Fallback](l)
+	require.True(t, ok)
+	const limit = 10
+	rule := &ratelimit.Rule{Name: "local", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
+
+	backend.down.Store(true)
+	admitted := 0
+	for range 2 * limit {
+		if rule.Check(ctx, l, "k", 1) == nil {
+			admitted++
+		}
+	}
+	assert.Equal(t, limit, admitted, "the fallback admits the limit")
+	assert.True(t, breaker.CircuitOpen())
+	assert.Equal(t, limit, fallback.Held(), "its admissions wait to be carried back")
+	assert.Positive(t, hook.count(ratelimit.SourceFallback), "its decisions are told to the hook as the fallback's")
+
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	charged, dropped := fallback.Carried()
+	assert.EqualValues(t, limit, charged, "carried back before the breaker closed")
+	assert.Zero(t, dropped)
+	assert.Zero(t, fallback.Held())
+	d, err := l.Allow(ctx, ratelimit.Request{Name: "local", Key: "k", Limits: rule.Limits})
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the backend has the fallback's charges: the window is full")
+	assert.Equal(t, ratelimit.SourceBackend, d.Source)
+}

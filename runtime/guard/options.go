@@ -1,0 +1,147 @@
+package guard
+
+import (
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Option configures the guards made by [Wrap] and the constructors of this
+// package: the options of package ratelimit, which configure every
+// limiter, and those of this package, which are not ratelimit.Options (so
+// passing one to a limiter without guards, such as ratelimit.NewMemory,
+// does not compile). It is an alias, as redislimit.Option is, so one list
+// configures a backend and its guards.
+type Option = interface {
+	// Configure sets the part of c that the option sets: nothing, for
+	// the options of this package.
+	Configure(c *ratelimit.Config)
+}
+
+// option is an Option of this package: it configures the guards made by
+// [Wrap] and the constructors of this package, and changes nothing in a
+// [ratelimit.Config].
+type option func(*settings)
+
+// Configure leaves c as it is: the guards find the option among their
+// options.
+func (option) Configure(*ratelimit.Config) {}
+
+// settings are what the options of this package set.
+type settings struct {
+	// denyCache is the deny cache's size in entries; 0 turns it off.
+	denyCache int
+	// denyHold bounds how long the deny cache holds a denial.
+	denyHold time.Duration
+	// breaker tunes the circuit breakers.
+	breaker breakerConfig
+	// fallbackProcesses divides the limits of the local fallback; 0:
+	// the fleet's count.
+	fallbackProcesses int
+}
+
+// newSettings returns the settings that the options of this package among
+// opts set, over the defaults.
+func newSettings(opts []Option) settings {
+	s := settings{
+		denyCache: DefaultDenyCache,
+		denyHold:  DefaultDenyHold,
+		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
+	}
+	for _, o := range opts {
+		if o, ok := o.(option); ok {
+			o(&s)
+		}
+	}
+	return s
+}
+
+// DefaultDenyCache is how many denials a deny cache remembers unless
+// [WithDenyCache] says otherwise.
+const DefaultDenyCache = 1 << 16
+
+// DefaultDenyHold is how long the deny cache holds a denial at most unless
+// [WithDenyHold] says otherwise.
+const DefaultDenyHold = time.Second
+
+// WithDenyCache sizes the deny cache: it remembers up to about entries
+// recent denials of its backend (rounded up to a power of two; 0 turns the
+// cache off) and repeats them without asking the backend, answering
+// exactly what the backend would answer then, with Source
+// [ratelimit.SourceCache]. It repeats only denials that no call could
+// change until they end (Remaining 0, for calls of cost 1, or of any cost
+// against a fixed window) and holds each at most the deny hold
+// ([WithDenyHold]), so state lost out of band is seen within that bound.
+// On by default ([DefaultDenyCache] entries, a few MiB at most).
+func WithDenyCache(entries int) Option {
+	return option(func(s *settings) { s.denyCache = entries })
+}
+
+// WithDenyHold bounds how long the deny cache repeats a denial without
+// asking the backend again (default [DefaultDenyHold]), and so how long
+// every process takes to see state that was lost or reset out of band;
+// d <= 0 keeps the default.
+func WithDenyHold(d time.Duration) Option {
+	return option(func(s *settings) {
+		if d > 0 {
+			s.denyHold = d
+		}
+	})
+}
+
+// WithBreaker tunes the circuit breaker guard ([Breaker]): after failures
+// consecutive calls failed because the backend was unavailable (see
+// [Probed]), the breaker opens, and the guard stops passing calls on and
+// fails every call at once with a [*ratelimit.BackendError] wrapping
+// [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy]
+// applies without waiting for the backend's timeouts. While it is open,
+// one goroutine of the breaker asks the backend whether it is back with a
+// probe, backoff after the breaker opened and then backoff after each
+// probe began (or when it ended, if it took longer); each failed probe
+// doubles that wait, up to maxBackoff. The first probe that the backend
+// answers closes the breaker (so does a call sent before it opened that
+// the backend answers late), and the goroutine ends. Calls never probe:
+// an open breaker sends at most one probe per backoff, however many calls
+// it refuses.
+//
+// The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
+// [DefaultBreakerMaxBackoff]; failures <= 0 turns the breaker off, and a
+// non-positive duration keeps its default. A [Nodes] backend has a breaker
+// (and a probe) per node. A call whose context ended counts neither way:
+// the caller gave up, the backend may be fine. A [ratelimit.Hook] that
+// implements [ratelimit.BreakerHook] is told when a breaker opens and
+// closes; without one, the opening is logged at Warn and the closing at
+// Info to slog.Default(), so an outage says so once.
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
+	return option(func(s *settings) {
+		s.breaker.failures = failures
+		if backoff > 0 {
+			s.breaker.backoff = backoff
+		}
+		if maxBackoff > 0 {
+			s.breaker.maxBackoff = maxBackoff
+		}
+	})
+}
+
+// WithFallbackProcesses gives each of n processes sharing one backend a
+// share of every limit while the local fallback ([Fallback]) decides
+// ([ratelimit.FailLocal]), so that together they admit about the limit,
+// not n times it, during an outage: the fallback divides each threshold,
+// and each burst and capacity that is set, by n, rounding down but never
+// below 1 (with a threshold below n the processes together admit up to n
+// per period). A call whose cost is above its process's share of a
+// limit's burst or capacity can never be admitted by the fallback.
+//
+// Without it, n is the number of processes sharing the backend, as their
+// heartbeat ([JoinFleet], around a [Heartbeater] backend) last counted
+// them before the outage (1 if it never could, or without a heartbeat).
+// n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns the
+// heartbeat off.
+func WithFallbackProcesses(n int) Option {
+	return option(func(s *settings) {
+		if n >= 1 {
+			s.fallbackProcesses = n
+		}
+	})
+}
