@@ -22,7 +22,7 @@ func isShadow(ctx context.Context) bool {
 
 // routeShadow wraps the hook a limiter is given so that denials decided
 // for shadow rules reach ShadowLimited when h implements [ShadowHook].
-// The router is a [BreakerHook] only when h is one.
+// The router is a guard.BreakerHook only when h is one.
 func routeShadow(h Hook) Hook {
 	switch h.(type) {
 	case *shadowRouter, *breakerRouter:
@@ -30,16 +30,16 @@ func routeShadow(h Hook) Hook {
 	}
 	r := &shadowRouter{Hook: h}
 	r.shadow, _ = h.(ShadowHook)
-	if bh, ok := h.(BreakerHook); ok {
+	if bh, ok := h.(breakerHook); ok {
 		return &breakerRouter{shadowRouter: r, breaker: bh}
 	}
 	return r
 }
 
-// breakerRouter is a shadowRouter of a hook that is a [BreakerHook].
+// breakerRouter is a shadowRouter of a hook that is a guard.BreakerHook.
 type breakerRouter struct {
 	*shadowRouter
-	breaker BreakerHook
+	breaker breakerHook
 }
 
 // BreakerOpened tells the hook.
@@ -92,7 +92,7 @@ func Hooks(hooks ...Hook) Hook {
 	for _, h := range hooks {
 		if h != nil {
 			m = append(m, h)
-			_, bh := h.(BreakerHook)
+			_, bh := h.(breakerHook)
 			breakers = breakers || bh
 		}
 	}
@@ -103,7 +103,7 @@ func Hooks(hooks ...Hook) Hook {
 }
 
 // breakerHooks is a multiHook of which at least one hook is a
-// [BreakerHook].
+// guard.BreakerHook.
 type breakerHooks struct{ multiHook }
 
 type multiHook []Hook
@@ -144,12 +144,9 @@ func (m multiHook) ShadowLimited(ctx context.Context, req *Request, d Decision) 
 	}
 }
 
-// BreakerHook is implemented by a [Hook] that wants to know when a circuit
-// breaker of a limiter (such as redislimit's) opens and closes, to
-// report an outage once rather than once per failed call. Both methods are
-// called once per change of state, in order, on the goroutine that made
-// it, so they must be quick and must not call the limiter.
-type BreakerHook interface {
+// breakerHook is guard.BreakerHook (a hook told when a circuit breaker
+// opens and closes), which a hook router passes on.
+type breakerHook interface {
 	// BreakerOpened is called when the breaker guarding node (the
 	// client's address, or a cluster master's) opens because of err.
 	BreakerOpened(node string, err error)
@@ -158,19 +155,19 @@ type BreakerHook interface {
 	BreakerClosed(node string, open time.Duration)
 }
 
-// BreakerOpened tells each hook that is a [BreakerHook].
+// BreakerOpened tells each hook that is a guard.BreakerHook.
 func (m breakerHooks) BreakerOpened(node string, err error) {
 	for _, h := range m.multiHook {
-		if bh, ok := h.(BreakerHook); ok {
+		if bh, ok := h.(breakerHook); ok {
 			bh.BreakerOpened(node, err)
 		}
 	}
 }
 
-// BreakerClosed tells each hook that is a [BreakerHook].
+// BreakerClosed tells each hook that is a guard.BreakerHook.
 func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
 	for _, h := range m.multiHook {
-		if bh, ok := h.(BreakerHook); ok {
+		if bh, ok := h.(breakerHook); ok {
 			bh.BreakerClosed(node, open)
 		}
 	}

@@ -58,7 +58,7 @@ type Config struct {
 // package's Options or a backend's own option type (see [Option]); a Hook
 // is wrapped so that the would-be denials of shadow rules reach its
 // ShadowLimited method (see [ShadowHook]) and a breaker's changes its
-// [BreakerHook] methods.
+// guard.BreakerHook methods.
 func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
 	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailOpen}
 	for _, o := range opts {

@@ -24,14 +24,6 @@ type Overrides interface {
 	Lookup(ctx context.Context, name string) ([]Limit, bool)
 }
 
-// OverridesFunc adapts a function to [Overrides].
-type OverridesFunc func(ctx context.Context, name string) ([]Limit, bool)
-
-// Lookup calls f.
-func (f OverridesFunc) Lookup(ctx context.Context, name string) ([]Limit, bool) {
-	return f(ctx, name)
-}
-
 // effectiveLimits returns the limits a call of rule r with the given key
 // is decided against: the first usable of the key's override (its own or
 // its tier's, when src is a [KeyOverrides]), the rule's override and the

@@ -13,7 +13,7 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
-// SlogHook is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that logs
+// SlogHook is a [Hook] (and a [ShadowHook] and a guard.BreakerHook) that logs
 // to a [slog.Logger] what an on-call engineer needs: a line when a key
 // begins to be limited, not one per denied call. Make one with
 // [NewSlogHook]. Its levels mean:
@@ -176,7 +176,7 @@ func (h *SlogHook) Failed(ctx context.Context, req *Request, err error) {
 }
 
 // BreakerOpened logs at Warn that the breaker of node opened (at most 5
-// times a minute per node, the others at Debug). See [BreakerHook].
+// times a minute per node, the others at Debug). See guard.BreakerHook.
 func (h *SlogHook) BreakerOpened(node string, err error) {
 	b := h.breaker(node)
 	level, attrs := slog.LevelWarn, []slog.Attr{slog.String("node", node), slog.Any("error", err)}
@@ -191,7 +191,7 @@ func (h *SlogHook) BreakerOpened(node string, err error) {
 }
 
 // BreakerClosed logs at Info that Redis at node decides again, or at
-// Debug when its opening was logged at Debug. See [BreakerHook].
+// Debug when its opening was logged at Debug. See guard.BreakerHook.
 func (h *SlogHook) BreakerClosed(node string, open time.Duration) {
 	level := slog.LevelInfo
 	if !h.breaker(node).logged.Load() {

@@ -296,7 +296,7 @@ func TestTelemetryBreakers(t *testing.T) {
 func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	ctx := context.Background()
 	tel := newSDK(t).tel
-	overrides := ratelimit.OverridesFunc(func(_ context.Context, name string) ([]ratelimit.Limit, bool) {
+	overrides := overridesFunc(func(_ context.Context, name string) ([]ratelimit.Limit, bool) {
 		return []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, name == "get"
 	})
 	limiter := tel.Instrument(ratelimit.NewMemory(ratelimit.WithOverrides(overrides)))
@@ -344,4 +344,12 @@ func TestTelemetryObservesOverrides(t *testing.T) {
 	m = s.metrics(t)
 	metricdatatest.AssertAggregationsEqual(t, metricdata.Gauge[int64]{DataPoints: []metricdata.DataPoint[int64]{point(0)}},
 		m["ratelimit.override.problems"].Data, metricdatatest.IgnoreTimestamp())
+}
+
+// overridesFunc adapts a function to ratelimit.Overrides.
+type overridesFunc func(ctx context.Context, name string) ([]ratelimit.Limit, bool)
+
+// Lookup calls f.
+func (f overridesFunc) Lookup(ctx context.Context, name string) ([]ratelimit.Limit, bool) {
+	return f(ctx, name)
 }

@@ -95,7 +95,7 @@ func TestInstrumentRedis(t *testing.T) {
 // overrides and its error policy.
 func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	ctx := context.Background()
-	overrides := ratelimit.OverridesFunc(func(_ context.Context, name string) ([]ratelimit.Limit, bool) {
+	overrides := overridesFunc(func(_ context.Context, name string) ([]ratelimit.Limit, bool) {
 		return []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, name == "get"
 	})
 	limiter := ratelimitprom.Instrument(ratelimit.NewMemory(ratelimit.WithOverrides(overrides)))
@@ -134,4 +134,12 @@ func assertConsistent(t *testing.T, h *dto.Histogram) {
 	}
 	least += float64(h.GetSampleCount()-prev) * lower
 	assert.GreaterOrEqual(t, h.GetSampleSum(), least)
+}
+
+// overridesFunc adapts a function to ratelimit.Overrides.
+type overridesFunc func(ctx context.Context, name string) ([]ratelimit.Limit, bool)
+
+// Lookup calls f.
+func (f overridesFunc) Lookup(ctx context.Context, name string) ([]ratelimit.Limit, bool) {
+	return f(ctx, name)
 }

@@ -109,7 +109,7 @@ func WithDenyHold(d time.Duration) Option {
 // non-positive duration keeps its default. A [Nodes] backend has a breaker
 // (and a probe) per node. A call whose context ended counts neither way:
 // the caller gave up, the backend may be fine. A [ratelimit.Hook] that
-// implements [ratelimit.BreakerHook] is told when a breaker opens and
+// implements [BreakerHook] is told when a breaker opens and
 // closes; without one, the opening is logged at Warn and the closing at
 // Info to slog.Default(), so an outage says so once.
 func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {

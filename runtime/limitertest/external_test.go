@@ -6,6 +6,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 	"github.com/ratelimitgen/ratelimitgen/runtime/limitertest"
 )
 
@@ -68,6 +69,21 @@ func TestForwardingBackend(t *testing.T) {
 	limitertest.Run(t, limitertest.Backend{
 		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
 			return forwarding{ratelimit.NewMemory(opts...)}
+		},
+		Clock: true,
+	})
+}
+
+// TestGuardedForwardingBackend runs the suite on the forwarding backend
+// behind every guard of package guard (a deny cache that holds denials as
+// long as they last, the breaker and the local fallback): they change no
+// decision of a backend of another package.
+func TestGuardedForwardingBackend(t *testing.T) {
+	limitertest.Run(t, limitertest.Backend{
+		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
+			l := guard.Wrap(forwarding{ratelimit.NewMemory(opts...)}, guard.WithDenyCache(64), guard.WithDenyHold(time.Hour))
+			t.Cleanup(func() { guard.Close(l) })
+			return l
 		},
 		Clock: true,
 	})

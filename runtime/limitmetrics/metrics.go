@@ -7,6 +7,7 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // Counters are the numbers [Metrics] keeps for one limit name.
@@ -40,7 +41,7 @@ type Counters struct {
 	InFlight int64
 }
 
-// Metrics is a [ratelimit.Hook] (and a [ratelimit.ShadowHook] and a [ratelimit.BreakerHook]) that counts
+// Metrics is a [ratelimit.Hook] (and a [ratelimit.ShadowHook] and a [guard.BreakerHook]) that counts
 // decisions and failures per limit name ([ratelimit.Request.Name]), and the state of
 // circuit breakers per node, with atomic counters, for exporting to a
 // monitoring system. Its zero value is ready to use, and it is safe for
@@ -123,14 +124,14 @@ func (m *Metrics) InFlight(_ context.Context, name string, delta int) {
 	m.of(name).inFlight.Add(int64(delta))
 }
 
-// BreakerOpened counts the opening of node's breaker. See [ratelimit.BreakerHook].
+// BreakerOpened counts the opening of node's breaker. See [guard.BreakerHook].
 func (m *Metrics) BreakerOpened(node string, _ error) {
 	b := m.breaker(node)
 	b.opened.Add(1)
 	b.open.Store(true)
 }
 
-// BreakerClosed records that node's breaker closed. See [ratelimit.BreakerHook].
+// BreakerClosed records that node's breaker closed. See [guard.BreakerHook].
 func (m *Metrics) BreakerClosed(node string, _ time.Duration) {
 	m.breaker(node).open.Store(false)
 }
@@ -197,7 +198,7 @@ func (n *Counters) add(s ratelimit.Source, c *sourceCounters) {
 }
 
 // Breakers returns the state of every circuit breaker that has opened so
-// far, by node (see [ratelimit.BreakerHook]).
+// far, by node (see [guard.BreakerHook]).
 func (m *Metrics) Breakers() map[string]BreakerState {
 	out := make(map[string]BreakerState)
 	m.breakers.Range(func(k, v any) bool {
@@ -216,3 +217,10 @@ func nearLimit(req *ratelimit.Request, d ratelimit.Decision) bool {
 	}
 	return d.Remaining <= req.Limits[d.LimitIndex].Threshold/10
 }
+
+// The hooks Metrics is.
+var (
+	_ ratelimit.ShadowHook   = (*Metrics)(nil)
+	_ ratelimit.InFlightHook = (*Metrics)(nil)
+	_ guard.BreakerHook      = (*Metrics)(nil)
+)

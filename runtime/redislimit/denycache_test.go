@@ -190,7 +190,7 @@ func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
 	ctx := context.Background()
 	var threshold atomic.Int64
 	threshold.Store(1)
-	ov := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
+	ov := overridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
 		return perPeriod(threshold.Load(), time.Hour), true
 	})
 	m := &limitmetrics.Metrics{}

@@ -290,7 +290,7 @@ func TestFallbackAgreesWithTheTwin(t *testing.T) {
 // limiter whose Redis is down, with each process's share.
 func TestFallbackShares(t *testing.T) {
 	ctx := context.Background()
-	ov := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
+	ov := overridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) {
 		return []ratelimit.Limit{{Period: time.Hour, Threshold: 8}}, true
 	})
 	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}

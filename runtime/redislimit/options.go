@@ -155,7 +155,7 @@ func WithDenyHold(d time.Duration) Option { return forGuards(guard.WithDenyHold(
 // exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
 // LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
 // context ended counts neither way: the caller gave up, Redis may be fine.
-// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
+// A [ratelimit.Hook] that implements [guard.BreakerHook] is told when
 // a breaker opens and closes; without one, the opening is logged at Warn
 // and the closing at Info to slog.Default(), so an outage says so once.
 // The breakers are the circuit breaker guard of package guard around the

@@ -112,7 +112,7 @@ func TestUnusableOverridesAreIgnored(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			src := ratelimit.OverridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) { return c.ov, c.ov != nil })
+			src := overridesFunc(func(context.Context, string) ([]ratelimit.Limit, bool) { return c.ov, c.ov != nil })
 			assert.Equal(t, c.want, c.rule.EffectiveLimits(context.Background(), ratelimit.NewMemory(ratelimit.WithOverrides(src)), ""))
 		})
 	}
@@ -366,4 +366,12 @@ func TestOverridesExemptAndBlock(t *testing.T) {
 		require.NoError(t, shadow.Check(ctx, l, "mallory", 1), "a shadow rule never denies")
 		assert.Equal(t, limitmetrics.Counters{Allowed: 1, Limited: 3, ShadowLimited: 1, NearLimit: 1}, m.Snapshot()["eb"])
 	})
+}
+
+// overridesFunc adapts a function to ratelimit.Overrides.
+type overridesFunc func(ctx context.Context, name string) ([]ratelimit.Limit, bool)
+
+// Lookup calls f.
+func (f overridesFunc) Lookup(ctx context.Context, name string) ([]ratelimit.Limit, bool) {
+	return f(ctx, name)
 }
