@@ -269,8 +269,12 @@ func abuse(spec string) int {
 
 // testAbuse runs abuseProcesses copies of the test binary abusing one key
 // on the Redis servers (a standalone one, or a cluster's masters) at once,
-// and requires that exactly the threshold was admitted and that Redis ran
-// at most one command per 100 denied calls (INFO commandstats).
+// and requires that exactly the threshold was admitted, that at most one
+// denied call in 100 reached Redis, and that the calls that did cost it a
+// few commands each (INFO commandstats). How many denials reach Redis
+// grows with the run's length (the cache asks again once per deny hold),
+// which a loaded machine or the race detector stretches: it counts
+// against the calls, not against the run's length.
 func testAbuse(t *testing.T, mode string, servers []string) {
 	ctx := context.Background()
 	var clients []*redis.Client
@@ -282,6 +286,7 @@ func testAbuse(t *testing.T, mode string, servers []string) {
 	}
 	var outs [abuseProcesses]bytes.Buffer
 	var cmds []*exec.Cmd
+	start := time.Now()
 	for i := range abuseProcesses {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), abuseEnv+"="+mode+" "+strings.Join(servers, ","))
@@ -310,9 +315,14 @@ func testAbuse(t *testing.T, mode string, servers []string) {
 	}
 	t.Logf("%s: %d admitted, %d denied (%d from the cache); %d Redis commands, %.5f per denied call",
 		mode, allowed, limited, cached, commands, float64(commands)/float64(limited))
+	elapsed := time.Since(start)
 	assert.Equal(t, uint64(abuseLimit.Threshold), allowed)
 	assert.Equal(t, uint64(abuseProcesses*abuseGoroutines*abuseCalls), allowed+limited)
-	assert.LessOrEqual(t, float64(commands)/float64(limited), 0.01)
+	assert.LessOrEqual(t, limited-cached, limited/100, "denied calls that reached Redis")
+	// A decision is a script of a few commands; the heartbeat and a
+	// cluster client's topology refreshes add a few a second per process.
+	reached := allowed + limited - cached
+	assert.LessOrEqual(t, float64(commands), float64(10*reached)+20*abuseProcesses*elapsed.Seconds(), "Redis commands for %d calls that reached it in %s", reached, elapsed)
 }
 
 // commandsRun returns how many commands the server ran since its stats
