@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"reflect"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // The backend contract: a backend is a [Limiter], and offers each further
@@ -109,27 +111,38 @@ func As[T any](limiter Limiter) (capability T, ok bool) {
 // ruleFast is the function of a [RuleDecider] that decides a rule's
 // calls on limiter.
 type ruleFast struct {
-	limiter Limiter
-	limits  []Limit // the rule's limits it decides
+	limiter limiterWords // a pointer's: the words tell it apart
+	limits  []Limit      // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
 }
 
+// limiterWords are the two words of a Limiter: its type's and its value's.
+// For a limiter that is a pointer, they are equal exactly when the
+// limiters are, and comparing them costs no call into the runtime.
+type limiterWords struct{ typ, value unsafe.Pointer }
+
+// wordsOf returns limiter's words.
+func wordsOf(limiter Limiter) limiterWords { return *(*limiterWords)(unsafe.Pointer(&limiter)) }
+
 // fastDecide returns the function that decides r's calls on limiter, or
 // nil when limiter is no RuleDecider: the one kept with r when it was made
-// for limiter, else a new one, kept for the next calls (a limiter whose
-// type is not comparable, which could not be told from the kept one, gets
-// none).
+// for limiter, else a new one, kept for the next calls when limiter is a
+// pointer (as a RuleDecider should be: another is asked on every call).
 func (r *Rule) fastDecide(limiter Limiter) func(ctx context.Context, key string, cost int64) (Decision, error) {
-	if f, _ := r.fast.Load().(*ruleFast); f != nil && f.limiter == limiter && len(f.limits) == len(r.Limits) && &f.limits[0] == &r.Limits[0] {
+	w := wordsOf(limiter)
+	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter.typ == w.typ && f.limiter.value == w.value && len(f.limits) == len(r.Limits) && &f.limits[0] == &r.Limits[0] {
 		return f.decide
 	}
 	rd, ok := limiter.(RuleDecider)
-	if !ok || len(r.Limits) == 0 || !reflect.TypeOf(limiter).Comparable() {
+	if !ok || len(r.Limits) == 0 {
 		return nil
 	}
-	f := &ruleFast{limiter: limiter, limits: r.Limits, decide: rd.DecideRule(r)}
-	r.fast.Store(f)
-	return f.decide
+	decide := rd.DecideRule(r)
+	if reflect.TypeOf(limiter).Kind() != reflect.Pointer {
+		return decide
+	}
+	atomic.StorePointer(&r.fast, unsafe.Pointer(&ruleFast{limiter: w, limits: r.Limits, decide: decide}))
+	return decide
 }
 
 // configOf returns the Config of limiter, found with [As]; nil when no

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
@@ -41,8 +42,8 @@ type Rule struct {
 
 	// prep holds the *rulePrep of Limits, once a call has validated them.
 	prep atomic.Value
-	// fast holds the *ruleFast of the limiter last used.
-	fast atomic.Value
+	// fast is the *ruleFast of the limiter last used (atomic).
+	fast unsafe.Pointer
 }
 
 // ErrorPolicy says what to do with a call when the limiter cannot decide it.

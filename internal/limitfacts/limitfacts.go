@@ -162,9 +162,9 @@ func Names(keep func(Algorithm) bool) []string {
 // Lookup returns the algorithm called name, and whether there is one. The
 // empty name is no algorithm's: a limit's empty algorithm means [Default].
 func Lookup(name string) (Algorithm, bool) {
-	for _, a := range algorithms {
-		if a.Name == name {
-			return a, true
+	for i := range algorithms { // by index: a row is copied once, when found
+		if algorithms[i].Name == name {
+			return algorithms[i], true
 		}
 	}
 	return Algorithm{}, false
