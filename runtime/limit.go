@@ -179,6 +179,11 @@ func (l Limit) algorithm() Algorithm {
 	return Algorithm(l.facts().AlgorithmName())
 }
 
+// AlgorithmOrDefault returns the algorithm that counts l's calls: its
+// Algorithm, or the default when it names none (FixedWindow for a
+// Calendar period, else SlidingLog).
+func (l Limit) AlgorithmOrDefault() Algorithm { return l.algorithm() }
+
 // facts returns the limit as package limitfacts takes it.
 func (l Limit) facts() limitfacts.Limit {
 	return limitfacts.Limit{

@@ -82,15 +82,12 @@ func (e *PartError) Unwrap() error { return e.Err }
 // Peek, a Reset) are not guarded. The backend must be [Probed]; a
 // [Nodes] backend has a breaker per node.
 type Breaker struct {
-	next     ratelimit.Limiter
-	reserver ratelimit.Reserver
-	slots    ratelimit.SlotHolder
-	resetter ratelimit.Resetter
-	probed   Probed
-	nodes    Nodes // nil when the backend is one node
-	hook     ratelimit.Hook
-	bhook    BreakerHook
-	cfg      breakerConfig
+	backend // what it wraps, and the capabilities it offers
+	probed  Probed
+	nodes   Nodes // nil when the backend is one node
+	hook    ratelimit.Hook
+	bhook   BreakerHook
+	cfg     breakerConfig
 	// root guards every call, or the look-ups of a Nodes backend's nodes.
 	root *breaker
 	// byNode holds the breakers of a Nodes backend's nodes: node → *breaker.
@@ -114,10 +111,7 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	if !ok || s.breaker.failures <= 0 {
 		return nil
 	}
-	g := &Breaker{next: backend, probed: probed, cfg: s.breaker, bg: newBackground()}
-	g.reserver, _ = ratelimit.As[ratelimit.Reserver](backend)
-	g.slots, _ = ratelimit.As[ratelimit.SlotHolder](backend)
-	g.resetter, _ = ratelimit.As[ratelimit.Resetter](backend)
+	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
 	g.nodes, _ = ratelimit.As[Nodes](backend)
 	g.recoverer, _ = ratelimit.As[Recoverer](backend)
 	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
@@ -196,38 +190,6 @@ func (g *Breaker) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 	d, at, err := g.slots.ReserveSlot(ctx, req, slot, token)
 	g.leave(ctx, p, err)
 	return d, at, err
-}
-
-// ReleaseSlot passes the call on to the backend, unguarded.
-func (g *Breaker) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	if g.slots == nil {
-		return unsupported(g.next, "hold concurrency slots")
-	}
-	return g.slots.ReleaseSlot(ctx, req, slot, token)
-}
-
-// RenewSlot passes the call on to the backend, unguarded.
-func (g *Breaker) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	if g.slots == nil {
-		return false, unsupported(g.next, "hold concurrency slots")
-	}
-	return g.slots.RenewSlot(ctx, req, slot, token)
-}
-
-// PeekSlot passes the call on to the backend, unguarded.
-func (g *Breaker) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	if g.slots == nil {
-		return ratelimit.Decision{}, 0, unsupported(g.next, "hold concurrency slots")
-	}
-	return g.slots.PeekSlot(ctx, req, slot)
-}
-
-// Reset passes the call on to the backend, unguarded.
-func (g *Breaker) Reset(ctx context.Context, name, key string) error {
-	if g.resetter == nil {
-		return unsupported(g.next, "reset")
-	}
-	return g.resetter.Reset(ctx, name, key)
 }
 
 // CircuitOpen reports whether a breaker of the guard is failing calls

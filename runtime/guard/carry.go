@@ -123,7 +123,7 @@ func callID(req *ratelimit.Request, only []int) string {
 	}
 	for _, lim := range req.Limits {
 		b.WriteByte(0)
-		b.WriteString(string(algorithmOf(lim)))
+		b.WriteString(string(lim.AlgorithmOrDefault()))
 		if lim.Calendar != "" {
 			b.WriteString(" " + lim.Calendar + " " + lim.TZ)
 		}

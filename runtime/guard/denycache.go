@@ -300,21 +300,9 @@ func sameLimits(a, b []ratelimit.Limit) bool {
 	return true
 }
 
-// algorithmOf returns the algorithm of l: its own, else a calendar
-// period's fixed window, else a sliding log (the default).
-func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
-	switch {
-	case l.Algorithm != "":
-		return l.Algorithm
-	case l.Calendar != "":
-		return ratelimit.FixedWindow
-	}
-	return ratelimit.SlidingLog
-}
-
 // factsOf returns the facts of l's algorithm, which l names validly or
 // leaves to the default.
 func factsOf(l ratelimit.Limit) limitfacts.Algorithm {
-	a, _ := limitfacts.Lookup(string(algorithmOf(l)))
+	a, _ := limitfacts.Lookup(string(l.AlgorithmOrDefault()))
 	return a
 }

@@ -27,11 +27,8 @@ type DenySlacker interface {
 // through Unwrap. Use [Wrap] to get it as a limiter that offers exactly
 // the backend's capabilities.
 type DenyCache struct {
-	next     ratelimit.Limiter
-	reserver ratelimit.Reserver   // nil when next is none
-	slots    ratelimit.SlotHolder // nil when next holds no slots
-	resetter ratelimit.Resetter   // nil when next cannot reset
-	slacker  DenySlacker          // nil when next has no slack
+	backend             // what it wraps, and the capabilities it offers
+	slacker DenySlacker // nil when next has no slack
 	// clock is the backend's WithClock clock; nil when it decides on its own.
 	clock ratelimit.Clock
 	// hook is the backend's hook, told of the denials the cache repeats.
@@ -53,10 +50,7 @@ func NewDenyCache(backend ratelimit.Limiter, opts ...Option) *DenyCache {
 	if cache == nil {
 		return nil
 	}
-	c := &DenyCache{next: backend, hold: s.denyHold, cache: cache}
-	c.reserver, _ = ratelimit.As[ratelimit.Reserver](backend)
-	c.slots, _ = ratelimit.As[ratelimit.SlotHolder](backend)
-	c.resetter, _ = ratelimit.As[ratelimit.Resetter](backend)
+	c := &DenyCache{backend: backendOf(backend), hold: s.denyHold, cache: cache}
 	c.slacker, _ = ratelimit.As[DenySlacker](backend)
 	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
 		c.clock, c.hook = cfg.Config().Clock, cfg.Config().Hook
@@ -136,30 +130,6 @@ func (c *DenyCache) ReserveSlot(ctx context.Context, req ratelimit.Request, slot
 	}
 	c.now()
 	return c.slots.ReserveSlot(ctx, req, slot, token)
-}
-
-// ReleaseSlot passes the call on to the backend.
-func (c *DenyCache) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	if c.slots == nil {
-		return c.unsupported("hold concurrency slots")
-	}
-	return c.slots.ReleaseSlot(ctx, req, slot, token)
-}
-
-// RenewSlot passes the call on to the backend.
-func (c *DenyCache) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	if c.slots == nil {
-		return false, c.unsupported("hold concurrency slots")
-	}
-	return c.slots.RenewSlot(ctx, req, slot, token)
-}
-
-// PeekSlot passes the call on to the backend: the cache holds no slots.
-func (c *DenyCache) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	if c.slots == nil {
-		return ratelimit.Decision{}, 0, c.unsupported("hold concurrency slots")
-	}
-	return c.slots.PeekSlot(ctx, req, slot)
 }
 
 // Reset resets name and key in the backend and, once it did, forgets the

@@ -21,11 +21,8 @@ import (
 // and Reset (to forget the key's state in process); the backend's other
 // capabilities are found through Unwrap.
 type Fallback struct {
-	next     ratelimit.Limiter
-	reserver ratelimit.Reserver
-	slots    ratelimit.SlotHolder
-	resetter ratelimit.Resetter
-	carrier  Carrier // nil: nothing is carried back
+	backend         // what it wraps, and the capabilities it offers
+	carrier Carrier // nil: nothing is carried back
 	// local decides in process: a memory limiter with the backend's clock
 	// and key bound, and no hook (the guard reports its decisions).
 	local *ratelimit.MemoryLimiter
@@ -49,10 +46,7 @@ type Fallback struct {
 // the limits. Its background work runs until [Fallback.Close].
 func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
-	f := &Fallback{next: backend, processes: s.fallbackProcesses, carry: newCarryBack(), bg: newBackground()}
-	f.reserver, _ = ratelimit.As[ratelimit.Reserver](backend)
-	f.slots, _ = ratelimit.As[ratelimit.SlotHolder](backend)
-	f.resetter, _ = ratelimit.As[ratelimit.Resetter](backend)
+	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), bg: newBackground()}
 	f.carrier, _ = ratelimit.As[Carrier](backend)
 	var cfg ratelimit.Config
 	if c, ok := ratelimit.As[ratelimit.Configured](backend); ok {
@@ -202,30 +196,6 @@ func (f *Fallback) ReserveSlot(ctx context.Context, req ratelimit.Request, slot 
 		return ratelimit.Decision{}, time.Time{}, unsupported(f.next, "hold concurrency slots")
 	}
 	return f.slots.ReserveSlot(ctx, req, slot, token)
-}
-
-// ReleaseSlot passes the call on to the backend.
-func (f *Fallback) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	if f.slots == nil {
-		return unsupported(f.next, "hold concurrency slots")
-	}
-	return f.slots.ReleaseSlot(ctx, req, slot, token)
-}
-
-// RenewSlot passes the call on to the backend.
-func (f *Fallback) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	if f.slots == nil {
-		return false, unsupported(f.next, "hold concurrency slots")
-	}
-	return f.slots.RenewSlot(ctx, req, slot, token)
-}
-
-// PeekSlot passes the call on to the backend.
-func (f *Fallback) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	if f.slots == nil {
-		return ratelimit.Decision{}, 0, unsupported(f.next, "hold concurrency slots")
-	}
-	return f.slots.PeekSlot(ctx, req, slot)
 }
 
 // Reset resets name and key in the backend and, once it did, forgets the

@@ -253,7 +253,7 @@ func (l *redisBackend) decideBatch(ctx context.Context, calls []*batchCall) {
 	script := l.planBatch(calls)
 	if script != nil {
 		for _, c := range calls {
-			keys = append(keys, storageKey(l.prefix, c.req.Name, keyOf(c.req, 0), 0, algorithmOf(c.req.Limits[0])))
+			keys = append(keys, storageKey(l.prefix, c.req.Name, keyOf(c.req, 0), 0, c.req.Limits[0].AlgorithmOrDefault()))
 			args = append(args, c.req.Units(), now)
 		}
 	} else {

@@ -74,7 +74,7 @@ func benchDecisionVsPing(b *testing.B, lim ratelimit.Limit) {
 	rr := redis_rate.NewLimiter(c)
 	rrLimit := redis_rate.PerSecond(1_000_000)
 	req := ratelimit.Request{Name: "bench", Limits: []ratelimit.Limit{lim}}
-	alg := algorithmOf(lim)
+	alg := lim.AlgorithmOrDefault()
 	for _, s := range []*redis.Script{naiveScript, noopScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)

@@ -220,7 +220,7 @@ func (l *redisBackend) chargeArgs(ch *charge) ([]string, []any) {
 	limits := make([]ratelimit.Limit, 0, len(ch.idx))
 	for _, i := range ch.idx {
 		lim := ch.req.Limits[i]
-		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.key, i, algorithmOf(lim)))
+		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.key, i, lim.AlgorithmOrDefault()))
 		limits = append(limits, lim)
 	}
 	return keys, appendLimits(append(args, ch.at, ch.req.Cost), limits, ch.at)

@@ -144,7 +144,7 @@ func (ct *clusterTest) perKeySeparation(t *testing.T) {
 
 func (ct *clusterTest) multiLimitDenialChargesNothing(t *testing.T) {
 	for _, limits := range mixedLimits() {
-		t.Run(string(algorithmOf(limits[1])), func(t *testing.T) {
+		t.Run(string(limits[1].AlgorithmOrDefault()), func(t *testing.T) {
 			clock := newManualClock()
 			l, c := ct.limiter(t, ratelimit.WithClock(clock))
 			req := ratelimit.Request{Name: "multi", Key: "k", Limits: limits}
@@ -153,7 +153,7 @@ func (ct *clusterTest) multiLimitDenialChargesNothing(t *testing.T) {
 			d := allow(t, l, req) // one script run with both keys: no CROSSSLOT
 			assert.False(t, d.Allowed)
 			assert.Equal(t, 0, d.LimitIndex, "the per-second limit denies")
-			if algorithmOf(limits[1]) == ratelimit.SlidingLog {
+			if limits[1].AlgorithmOrDefault() == ratelimit.SlidingLog {
 				// Both logs hold the two admitted calls only.
 				for i := range limits {
 					n, err := c.LLen(context.Background(), l.Key("multi", "k", i, limits[i].Algorithm)).Result()
@@ -193,7 +193,7 @@ func (ct *clusterTest) sameDecisionsAsSingleServer(t *testing.T) {
 		cases[string(alg)] = []ratelimit.Limit{{Period: 10 * time.Second, Threshold: 3, Algorithm: alg}}
 	}
 	for _, limits := range mixedLimits() {
-		cases["sliding_log+"+string(algorithmOf(limits[1]))] = limits
+		cases["sliding_log+"+string(limits[1].AlgorithmOrDefault())] = limits
 	}
 	for name, limits := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -228,7 +228,7 @@ func (ct *clusterTest) sameDecisionsAsSingleServer(t *testing.T) {
 
 func (ct *clusterTest) keysOfOneCallShareASlot(t *testing.T) {
 	for _, limits := range mixedLimits() {
-		t.Run(string(algorithmOf(limits[1])), func(t *testing.T) {
+		t.Run(string(limits[1].AlgorithmOrDefault()), func(t *testing.T) {
 			l, c := ct.limiter(t, ratelimit.WithClock(newManualClock()))
 			require.True(t, allow(t, l, ratelimit.Request{Name: "svc.Get", Key: "user-7", Limits: limits}).Allowed)
 
@@ -249,7 +249,7 @@ func (ct *clusterTest) keysOfOneCallShareASlot(t *testing.T) {
 				assert.True(t, strings.HasPrefix(k, tag), "key %q", k)
 				assert.Equal(t, want, keySlot(t, c, k), "slot of %q", k)
 			}
-			if algorithmOf(limits[1]) == ratelimit.SlidingLog {
+			if limits[1].AlgorithmOrDefault() == ratelimit.SlidingLog {
 				assert.ElementsMatch(t, []string{l.Key("svc.Get", "user-7", 0, ratelimit.SlidingLog), l.Key("svc.Get", "user-7", 1, ratelimit.SlidingLog)}, keys)
 			}
 		})

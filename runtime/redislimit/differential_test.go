@@ -368,7 +368,7 @@ func (g *realTimeGuard) stalled() bool {
 // entry leaves the window (and for a window, whose key never expires in
 // real time on a pinned clock).
 func stateSpan(lim ratelimit.Limit) time.Duration {
-	switch algorithmOf(lim) {
+	switch lim.AlgorithmOrDefault() {
 	case ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.LeakyBucket:
 		q, _ := muldiv.Rem(lim.MaxCost(), lim.Period.Microseconds(), lim.Threshold)
 		return time.Duration(q+1) * us

@@ -57,21 +57,9 @@ var keyTags = func() map[ratelimit.Algorithm]string {
 	return tags
 }()
 
-// algorithmOf returns the algorithm of l, the default when it names none
-// (limitfacts.CalendarAlgorithm for a calendar period).
-func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
-	switch {
-	case l.Algorithm != "":
-		return l.Algorithm
-	case l.Calendar != "":
-		return limitfacts.CalendarAlgorithm
-	}
-	return limitfacts.Default
-}
-
 // factsOf returns the facts of l's algorithm, which l names validly or
 // leaves to the default.
 func factsOf(l ratelimit.Limit) limitfacts.Algorithm {
-	a, _ := limitfacts.Lookup(string(algorithmOf(l)))
+	a, _ := limitfacts.Lookup(string(l.AlgorithmOrDefault()))
 	return a
 }

@@ -90,7 +90,7 @@ func (l *redisBackend) groupsOf(req *ratelimit.Request) []*lineGroup {
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys = append(g.keys, storageKey(l.prefix, req.Name, req.Keys[i], i, algorithmOf(lim)))
+		g.keys = append(g.keys, storageKey(l.prefix, req.Name, req.Keys[i], i, lim.AlgorithmOrDefault()))
 	}
 	if len(groups) == 1 {
 		return nil
@@ -275,7 +275,7 @@ func (l *redisBackend) refund(ctx context.Context, req *ratelimit.Request, group
 		args = append(args, now, req.Units())
 		for j, i := range g.idx {
 			lim := req.Limits[i]
-			args = append(args, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+			args = append(args, string(lim.AlgorithmOrDefault()), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
 			args = append(args, g.recs[3*j:3*j+3]...)
 		}
 		wg.Add(1)

@@ -528,7 +528,7 @@ func TestRefundOfAWindowAndALog(t *testing.T) {
 	c := rdb(t)
 	l := newTestRedis(t)
 	run := func(lim ratelimit.Limit, key string, now int64, cost int) []any {
-		args := []any{now, cost, string(algorithmOf(lim)), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost()}
+		args := []any{now, cost, string(lim.AlgorithmOrDefault()), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost()}
 		res, err := linesScript.Run(ctx, c, []string{key}, args...).Result()
 		require.NoError(t, err)
 		d, recs, err := parseLines(res, 1)

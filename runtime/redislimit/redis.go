@@ -224,7 +224,7 @@ func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
 	if req.Keys != nil {
 		key = callkey.Bound(req.Keys[i])
 	}
-	return storageKey(l.prefix, req.Name, key, i, algorithmOf(lim))
+	return storageKey(l.prefix, req.Name, key, i, lim.AlgorithmOrDefault())
 }
 
 // ProbeNode asks a cluster master whether it runs scripts: with a script
@@ -284,7 +284,7 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 // [ratelimit.WithClock], whose clock the scripts read to the µs.
 func (l guarded) DenySlack(limits []ratelimit.Limit) time.Duration {
 	for _, lim := range limits {
-		if alg := algorithmOf(lim); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
+		if alg := lim.AlgorithmOrDefault(); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
 			return time.Millisecond
 		}
 	}

@@ -139,7 +139,7 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
 	keys := make([]string, 0, len(req.Limits))
 	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, algorithmOf(lim)))
+		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, lim.AlgorithmOrDefault()))
 	}
 	args := make([]any, 0, 3+4*len(req.Limits))
 	args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))

@@ -379,7 +379,7 @@ func (l *redisBackend) decidePlanned(ctx context.Context, req *ratelimit.Request
 
 // planOf returns the plan of lim, unclocked.
 func planOf(lim ratelimit.Limit) plan {
-	return plan{Algorithm: algorithmOf(lim), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}
+	return plan{Algorithm: lim.AlgorithmOrDefault(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}
 }
 
 // now returns the generic decide script's time argument: the clock's time
@@ -401,7 +401,7 @@ func (l *redisBackend) appendCall(keys []string, args []any, req *ratelimit.Requ
 // around at (µs).
 func (l *redisBackend) appendCallAt(keys []string, args []any, req *ratelimit.Request, now any, at int64) ([]string, []any) {
 	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, keyOf(req, i), i, algorithmOf(lim)))
+		keys = append(keys, storageKey(l.prefix, req.Name, keyOf(req, i), i, lim.AlgorithmOrDefault()))
 	}
 	return keys, appendLimits(append(args, now, req.Units()), req.Limits, at)
 }
@@ -427,7 +427,7 @@ func appendLimitsFrom(args []any, first int, limits []ratelimit.Limit, at int64)
 			period = -(first + 4*len(limits) + 1 + len(bounds))
 			bounds = append(bounds, b[0], b[1], b[2], b[3])
 		}
-		args = append(args, string(algorithmOf(lim)), period, lim.Threshold, lim.MaxCost())
+		args = append(args, string(lim.AlgorithmOrDefault()), period, lim.Threshold, lim.MaxCost())
 	}
 	if bounds != nil {
 		args = append(append(args, ""), bounds...)

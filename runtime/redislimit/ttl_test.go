@@ -22,7 +22,7 @@ import (
 // of rounding. (A window's key expires exactly a second after its state
 // ends: see checkWindowKey.)
 func ttlBound(lim ratelimit.Limit) time.Duration {
-	switch algorithmOf(lim) {
+	switch lim.AlgorithmOrDefault() {
 	case ratelimit.TokenBucket, ratelimit.GCRA, ratelimit.LeakyBucket:
 		// The end of the second the TAT is in, which is at most a full
 		// bucket's drain time ahead.
