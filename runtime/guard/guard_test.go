@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
@@ -81,28 +82,6 @@ func (f *flaky) Carry(ctx context.Context, admissions []guard.Admission) guard.C
 	return res
 }
 
-// manualClock is a clock that moves only when told.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newManualClock() *manualClock { return &manualClock{now: time.Unix(1_700_000_000, 0)} }
-
-// Now returns the clock's time.
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock on by d.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // sources counts the decisions a hook is told of, by source.
 type sources struct {
 	mu sync.Mutex
@@ -132,7 +111,7 @@ func (s *sources) count(src ratelimit.Source) int {
 // of the backend that is asked every call.
 func TestDenyCacheOfAForeignBackendAnswersAsTheBackend(t *testing.T) {
 	ctx := context.Background()
-	clock := newManualClock()
+	clock := clocktest.NewManual()
 	hook := &sources{}
 	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithHook(hook))}
 	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))

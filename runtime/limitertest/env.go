@@ -9,32 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
-// clock is a ratelimit.Clock that moves only when the suite moves it.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// newClock returns a clock in 2100, after any server's clock: a Redis
-// backend's window keys expire at times read from it.
-func newClock() *clock { return &clock{now: time.Date(2100, 3, 1, 0, 0, 0, 0, time.UTC)} }
-
-// Now returns the clock's time.
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// advance moves the clock on by d.
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
+// newClock returns a clock that moves only when the suite moves it, in
+// 2100, after any server's clock: a Redis backend's window keys expire at
+// times read from it.
+func newClock() *clocktest.Manual {
+	c := clocktest.NewManual()
+	c.Set(time.Date(2100, 3, 1, 0, 0, 0, 0, time.UTC))
+	return c
 }
 
 // stallLimit is how much more real time than clock time a cross may take
@@ -47,7 +33,7 @@ const stallLimit = 900 * time.Millisecond
 // honours the clock, its in-process twin on the same clock.
 type env struct {
 	ctx   context.Context
-	clock *clock            // nil without Backend.Clock
+	clock *clocktest.Manual // nil without Backend.Clock
 	got   ratelimit.Limiter // the backend's
 	want  ratelimit.Limiter // the twin, nil without Backend.Clock
 	began time.Time         // real
@@ -90,7 +76,7 @@ func (e *env) check(ok bool, format string, args ...any) {
 // advance moves the clock on by d, when there is one.
 func (e *env) advance(d time.Duration) {
 	if e.clock != nil {
-		e.clock.advance(d)
+		e.clock.Advance(d)
 	}
 }
 
@@ -356,7 +342,7 @@ func (e *env) whileRunning(f func()) {
 			case <-stop:
 				return
 			case now := <-tick.C:
-				e.clock.advance(now.Sub(last))
+				e.clock.Advance(now.Sub(last))
 				last = now
 			}
 		}
