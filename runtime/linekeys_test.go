@@ -22,7 +22,7 @@ func readmeRule() *Rule {
 	}
 }
 
-func TestCheckKeysREADMEExample(t *testing.T) {
+func TestCheckKeysPerUserAndForEveryone(t *testing.T) {
 	clock := newManualClock()
 	l := NewMemory(WithClock(clock))
 	r := readmeRule()

@@ -110,17 +110,17 @@ func TestLinesBackendsAgree(t *testing.T) {
 	}
 }
 
-// TestLinesREADMEExample is the README's example on a single server: 10
+// TestLinesPerUserAndForEveryone is the example of docs/keys-and-costs.md on a single server: 10
 // per second per user and 1000 per hour for everyone, with many users.
-func TestLinesREADMEExample(t *testing.T) {
+func TestLinesPerUserAndForEveryone(t *testing.T) {
 	clock := newManualClock()
-	readmeExample(t, newTestRedis(t, ratelimit.WithClock(clock)), clock)
+	perUserAndForEveryone(t, newTestRedis(t, ratelimit.WithClock(clock)), clock)
 }
 
-// readmeExample checks the README's example on limiter, whose clock is
+// perUserAndForEveryone checks the example of docs/keys-and-costs.md (a key per line) on limiter, whose clock is
 // clock: 150 users calling 12 times a second get 10 each a second, until
 // 1000 have passed in total.
-func readmeExample(t *testing.T, l ratelimit.Limiter, clock *manualClock) {
+func perUserAndForEveryone(t *testing.T, l ratelimit.Limiter, clock *manualClock) {
 	r := &ratelimit.Rule{
 		Name:     "svc.Post",
 		Limits:   []ratelimit.Limit{{Period: time.Second, Threshold: 10}, {Period: time.Hour, Threshold: 1000}},
@@ -326,10 +326,10 @@ func (ct *clusterTest) linesAgree(t *testing.T) {
 	}
 }
 
-func (ct *clusterTest) linesREADMEExample(t *testing.T) {
+func (ct *clusterTest) linesPerUserAndForEveryone(t *testing.T) {
 	clock := newManualClock()
 	l, c := ct.limiter(t, ratelimit.WithClock(clock))
-	readmeExample(t, l, clock)
+	perUserAndForEveryone(t, l, clock)
 	// The users' lines spread over the masters; the global line is on one.
 	masters := 0
 	for _, keys := range keysByMaster(t, c) {
@@ -452,7 +452,7 @@ func TestLinesBehindSentinel(t *testing.T) {
 	client := redis.NewFailoverClient(FailoverOptions(opts))
 	t.Cleanup(func() { client.Close() })
 	clock := newManualClock()
-	readmeExample(t, newTest(client, ratelimit.WithClock(clock), ratelimit.WithErrorPolicy(ratelimit.FailClosed), withoutHeartbeat()), clock)
+	perUserAndForEveryone(t, newTest(client, ratelimit.WithClock(clock), ratelimit.WithErrorPolicy(ratelimit.FailClosed), withoutHeartbeat()), clock)
 }
 
 // BenchmarkLinesRedis compares, on the test server, a call of a user's
