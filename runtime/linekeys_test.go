@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeRule is the README's example: 10 per second per user and 1000 per
+// perUserAndForEveryoneRule is the example of docs/keys-and-costs.md: 10 per second per user and 1000 per
 // hour for everyone.
-func readmeRule() *Rule {
+func perUserAndForEveryoneRule() *Rule {
 	return &Rule{
 		Name:     "svc.Post",
 		Limits:   []Limit{{Period: time.Second, Threshold: 10}, {Period: time.Hour, Threshold: 1000}},
@@ -25,7 +25,7 @@ func readmeRule() *Rule {
 func TestCheckKeysPerUserAndForEveryone(t *testing.T) {
 	clock := newManualClock()
 	l := NewMemory(WithClock(clock))
-	r := readmeRule()
+	r := perUserAndForEveryoneRule()
 	ctx := context.Background()
 	admitted := 0
 	for u := range 150 {
@@ -65,7 +65,7 @@ func TestCheckKeysOverridesPerLine(t *testing.T) {
 	ov.SetKey("svc.Post", "banned", Limit{Algorithm: Block})
 	ov.SetKey("svc.Post", "vip", Limit{Algorithm: Unlimited})
 	l := NewMemory(WithClock(newManualClock()), WithOverrides(ov))
-	r := readmeRule()
+	r := perUserAndForEveryoneRule()
 
 	limits, from := r.ExplainKeys(ctx, l, []string{"gold", ""})
 	assert.Equal(t, []Limit{{Period: time.Second, Threshold: 50}, {Period: time.Hour, Threshold: 1000}}, limits)
@@ -198,7 +198,7 @@ func TestCheckKeysUnderEviction(t *testing.T) {
 // fewest units left.
 func TestAdmitKeysDescribesEveryLine(t *testing.T) {
 	l := NewMemory(WithClock(newManualClock()))
-	r := readmeRule()
+	r := perUserAndForEveryoneRule()
 	a, err := r.AdmitKeys(context.Background(), l, []string{"ann", ""}, 1)
 	require.NoError(t, err)
 	assert.True(t, a.Decided)
@@ -222,7 +222,7 @@ func TestExplainKeysNamesTiers(t *testing.T) {
 	ov.SetTier("svc.Post", "gold", Limit{Period: time.Second, Threshold: 40})
 	ov.SetKeyTier("svc.Post", "acme", "gold")
 	l := NewMemory(WithOverrides(ov))
-	limits, from := readmeRule().ExplainKeys(context.Background(), l, []string{"acme", ""})
+	limits, from := perUserAndForEveryoneRule().ExplainKeys(context.Background(), l, []string{"acme", ""})
 	assert.Equal(t, []string{"tier:gold", "directive"}, from)
 	assert.EqualValues(t, 40, limits[0].Threshold)
 }

@@ -437,7 +437,7 @@ func (ct *clusterTest) linesFailureRefunds(t *testing.T) {
 }
 
 // TestLinesBehindSentinel: behind Sentinel, as on a single server, one
-// script run decides every line of the README's example.
+// script run decides every line of the example of docs/keys-and-costs.md.
 func TestLinesBehindSentinel(t *testing.T) {
 	d, err := redistest.StartSentinel(1, 1)
 	require.NoError(t, err)
