@@ -48,7 +48,13 @@
 // calls than slots), hold_release/lease=30s, and wait/release and
 // wait/deadline: a call of concurrency=1 wait=5s (lease 30 s) made while
 // the slot is held waits for it until its wait is over, whatever the
-// lease, and a slot given back admits it.
+// lease, and a slot given back admits it. The crosses of an outage are
+// outage/onerror=allow, deny and local: with the backend's limiter behind
+// one that fails with ratelimit.ErrBackend, FailOpen lets calls through
+// and FailClosed fails them, charging nothing (the backend, back, admits
+// what the limit had left), and FailLocal has them decided by the
+// backend's ratelimit.Fallback (Source ratelimit.SourceFallback, never
+// more than the limit), or fails them when it has none.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
@@ -122,6 +128,7 @@ func Run(t *testing.T, b Backend) {
 		t.Run(string(alg), func(t *testing.T) { s.algorithm(t, alg) })
 	}
 	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
+	t.Run("outage", func(t *testing.T) { s.outage(t) })
 }
 
 // suite is one Run: the backend and what it can do.
