@@ -77,20 +77,8 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err
 		err = l.decideKeys(ctx, &req, true, &d)
 		return d, err
 	}
-	key, hash, prep, err := l.locate(&req)
-	if err != nil {
-		return d, err
-	}
-	now := l.now()
-	shard := l.shardOf(hash)
-	shard.mu.Lock()
-	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
-	e.decide(&req, prep, now, true, &d)
-	shard.mu.Unlock()
-	if l.cfg.Hook != nil {
-		l.report(ctx, req, key, d)
-	}
-	return d, nil
+	d, _, err = l.reserve(ctx, req, true)
+	return d, err
 }
 
 // report passes d to the hook, with req's key bounded as key. It takes req
@@ -119,13 +107,7 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 			return l.Allow(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}) // which says why not
 		}
 		bound := callkey.Bound(key)
-		hash := l.hashOf(prep.name, bound, prep)
-		now := l.now()
-		shard := l.shardOf(hash)
-		shard.mu.Lock()
-		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
-		e.decidePlans(prep.plans, units, now, true, &d)
-		shard.mu.Unlock()
+		l.decidePair(prep.name, bound, l.hashOf(prep.name, bound, prep), prep.plans, units, &d)
 		if l.cfg.Hook != nil {
 			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits}, bound, d)
 		}
@@ -285,31 +267,38 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 	}
 }
 
-// decide checks every limit and, with charge set, charges them all only
-// if all admit. The decision, in d, describes the denying limit with the
-// longest retry, or when admitted the limit with the fewest remaining
-// units, with the longest delay of all.
-// prep is the validation of req's rule, or nil.
-func (e *memoryEntry) decide(req *Request, prep *rulePrep, now int64, charge bool, d *Decision) {
-	if prep == nil {
-		e.decideUnprepared(req, now, charge, d)
-		return
+// plansOf returns the plans of req's limits: those of its rule, made
+// once, when prep (the rule's validation) covers them, else made now in
+// buf (on the caller's stack for up to 4 limits).
+func plansOf(req *Request, prep *rulePrep, buf *[4]memoryPlan) []memoryPlan {
+	if prep != nil {
+		return prep.plans
 	}
-	e.decidePlans(prep.plans, req.Units(), now, charge, d)
-}
-
-// decideUnprepared is decide for a request that no Rule made, whose plans
-// are made on each call.
-func (e *memoryEntry) decideUnprepared(req *Request, now int64, charge bool, d *Decision) {
-	var made [4]memoryPlan
-	plans := made[:0]
+	plans := buf[:0]
 	for _, lim := range req.Limits {
 		plans = append(plans, memoryPlanOf(lim))
 	}
-	e.decidePlans(plans, req.Units(), now, charge, d)
+	return plans
 }
 
-// decidePlans is decide for limits planned as plans.
+// decidePair decides a call of units against plans for the pair of name
+// and a bounded key, whose hash is hash, under its shard's lock and at the
+// limiter's time, which it returns: the pair is made if it is new, and an
+// admitted call is charged. d describes the decision (see decidePlans).
+func (l *MemoryLimiter) decidePair(name, key string, hash uint64, plans []memoryPlan, units int64, d *Decision) int64 {
+	now := l.now()
+	shard := l.shardOf(hash)
+	shard.mu.Lock()
+	e := shard.entry(name, key, hash, len(plans), now, l.cfg.MaxKeys/shardCount+1)
+	e.decidePlans(plans, units, now, true, d)
+	shard.mu.Unlock()
+	return now
+}
+
+// decidePlans checks every limit of plans and, with charge set, charges
+// them all only if all admit. The decision, in d, describes the denying
+// limit with the longest retry, or when admitted the limit with the fewest
+// remaining units, with the longest delay of all.
 func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
 	if len(plans) == 1 {
 		e.decideOne(&plans[0], cost, now, charge, d)

@@ -72,16 +72,8 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		}
 		set.entries[i] = e
 	}
-	var plans []memoryPlan
-	if prep != nil {
-		plans = prep.plans
-	} else {
-		plans = make([]memoryPlan, 0, n)
-		for _, lim := range req.Limits {
-			plans = append(plans, memoryPlanOf(lim))
-		}
-	}
-	set.decide(plans, req.Units(), now, charge, d)
+	var buf [4]memoryPlan
+	set.decide(plansOf(req, prep, &buf), req.Units(), now, charge, d)
 	for _, s := range set.shards[:set.nShards] {
 		l.shards[s].mu.Unlock()
 	}

@@ -121,7 +121,8 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
 	}
 	var d Decision
-	e.decide(req, prep, now, false, &d)
+	var buf [4]memoryPlan
+	e.decidePlans(plansOf(req, prep, &buf), req.Units(), now, false, &d)
 	shard.mu.Unlock()
 	return d, nil
 }

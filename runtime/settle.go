@@ -21,12 +21,8 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (
 	if err != nil {
 		return d, 0, err
 	}
-	now := l.now()
-	shard := l.shardOf(hash)
-	shard.mu.Lock()
-	e := shard.entry(req.Name, key, hash, len(req.Limits), now, l.cfg.MaxKeys/shardCount+1)
-	e.decide(&req, prep, now, true, &d)
-	shard.mu.Unlock()
+	var buf [4]memoryPlan
+	now := l.decidePair(req.Name, key, hash, plansOf(&req, prep, &buf), req.Units(), &d)
 	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
 	}
