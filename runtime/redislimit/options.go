@@ -16,12 +16,8 @@ import (
 // Redis backend. Any other option with the method Configure is taken too,
 // and changes what its Configure changes. Option is an alias, so a list of
 // them is a list of any other package that declares its options alike
-// (as package guard does).
-type Option = interface {
-	// Configure sets the part of c that the option sets: nothing, for the
-	// options of this package and package guard.
-	Configure(c *ratelimit.Config)
-}
+// (as package guard does: it is guard.Option).
+type Option = guard.Option
 
 // option is an Option of this package; [New] finds it among its options.
 type option func(*settings)
