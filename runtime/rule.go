@@ -216,8 +216,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 	var err error
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.
-	own := keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0]
-	if decide := r.fastDecide(limiter); own && decide != nil {
+	var decide func(ctx context.Context, key string, cost int64) (Decision, error)
+	if keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0] {
+		decide = r.fastDecide(limiter)
+	}
+	if decide != nil {
 		o.d, err = decide(ctx, key, cost)
 	} else {
 		o.d, err = limiter.Allow(ctx, req)
