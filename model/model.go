@@ -200,7 +200,7 @@ func (r *Rule) Keys() []*Key {
 // SharedKey returns the key every limit of r has, nil when none has one,
 // and whether they all have the same: then a call is checked under one
 // key, as before keys were per line, and otherwise under one key per
-// limit (ratelimit.Rule.CheckKeys).
+// limit (ratelimit.Rule.Check with a key per limit).
 func (r *Rule) SharedKey() (*Key, bool) {
 	for _, l := range r.Limits[1:] {
 		if l.Key != r.Limits[0].Key {

@@ -23,7 +23,7 @@ type Admission struct {
 	// fewest units remaining.
 	Limit Limit
 	// Limits and KeyExprs describe every limit of a call with a key per
-	// limit ([Rule.CheckKeys]): the limits it was decided against, and
+	// limit (see Keys in the package doc): the limits it was decided against, and
 	// the rule's KeyExprs. Decision.LimitIndex indexes them. Both are nil
 	// for a call with one key, whose Limit is the one to describe. They
 	// may be the rule's own slices: read them, never change them.

@@ -25,7 +25,7 @@ func TestWithAdmissionRecordsCheckedCalls(t *testing.T) {
 	assert.Equal(t, Admission{}, admission(), "nothing recorded yet")
 
 	type key struct{}
-	require.NoError(t, rule.Check(context.WithValue(ctx, key{}, 1), l, "ada", 1))
+	require.NoError(t, rule.Check(context.WithValue(ctx, key{}, 1), l, 1, "ada"))
 	a := admission()
 	assert.True(t, a.Decided)
 	assert.Equal(t, "post", a.Name)
@@ -34,17 +34,17 @@ func TestWithAdmissionRecordsCheckedCalls(t *testing.T) {
 	assert.True(t, a.Decision.Allowed)
 	assert.Equal(t, time.Second, a.Decision.ResetAfter)
 
-	require.NoError(t, rule.Check(ctx, l, "ada", 1))
+	require.NoError(t, rule.Check(ctx, l, 1, "ada"))
 	assert.Equal(t, int64(0), admission().Decision.Remaining, "the later call has fewer left")
 
-	err := rule.Check(ctx, l, "ada", 1)
+	err := rule.Check(ctx, l, 1, "ada")
 	require.ErrorIs(t, err, ErrLimited)
 	assert.Equal(t, int64(0), admission().Decision.Remaining, "a denial is its error, not recorded")
 	assert.True(t, admission().Decided)
 
 	_, denied := WithAdmission(context.Background())
 	ctx2, admission2 := WithAdmission(context.Background())
-	require.ErrorIs(t, rule.Check(ctx2, l, "ada", 1), ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx2, l, 1, "ada"), ErrLimited)
 	assert.Equal(t, Admission{}, admission2(), "only a denial: nothing recorded")
 	assert.Equal(t, Admission{}, denied(), "another carrier records nothing")
 }
@@ -58,7 +58,7 @@ func TestWithAdmissionKeepsTheTightest(t *testing.T) {
 	for _, order := range [][]*Rule{{wide, narrow}, {narrow, wide}} {
 		ctx, admission := WithAdmission(context.Background())
 		for _, r := range order {
-			require.NoError(t, r.Check(ctx, l, order[0].Name, 1))
+			require.NoError(t, r.Check(ctx, l, 1, order[0].Name))
 		}
 		assert.Equal(t, "narrow", admission().Name)
 		assert.Equal(t, narrow.Limits[0], admission().Limit)
@@ -72,15 +72,15 @@ func TestWithAdmissionRecordsOnlyDecisions(t *testing.T) {
 	ctx, admission := WithAdmission(context.Background())
 
 	shadow := &Rule{Name: "shadow", Limits: limit, Shadow: true}
-	require.NoError(t, shadow.Check(ctx, NewMemory(), "", 1))
+	require.NoError(t, shadow.Check(ctx, NewMemory(), 1, ""))
 	assert.Equal(t, Admission{}, admission(), "shadow limits are not shown")
 
 	open := &Rule{Name: "open", Limits: limit, OnError: FailOpen}
-	require.NoError(t, open.Check(ctx, failingLimiter{}, "", 1))
+	require.NoError(t, open.Check(ctx, failingLimiter{}, 1, ""))
 	assert.Equal(t, Admission{}, admission(), "no decision to show")
 
 	rule := &Rule{Name: "admit", Limits: limit}
-	a, err := rule.Admit(ctx, NewMemory(), "", 1)
+	a, err := rule.Admit(ctx, NewMemory(), 1, "")
 	require.NoError(t, err)
 	assert.Equal(t, "admit", a.Name)
 	assert.Equal(t, int64(4), a.Decision.Remaining)
@@ -96,7 +96,7 @@ func TestWithAdmissionConcurrentCalls(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			assert.NoError(t, rule.Check(ctx, l, "", 1))
+			assert.NoError(t, rule.Check(ctx, l, 1, ""))
 			_ = admission()
 		})
 	}
@@ -138,7 +138,7 @@ func TestRuleClone(t *testing.T) {
 			t.Fatalf("Rule.%s: set it here, and clone it", v.Type().Field(i).Name)
 		}
 	}
-	require.NoError(t, rule.Check(context.Background(), NewMemory(), "", 1), "in use")
+	require.NoError(t, rule.Check(context.Background(), NewMemory(), 1, ""), "in use")
 	c := rule.Clone()
 	assert.NotSame(t, rule, c)
 	for i := range v.NumField() {

@@ -74,8 +74,8 @@ func TestRuleDeciderIsNeverReachedThroughAWrapper(t *testing.T) {
 	direct := NewMemory(WithClock(clock))
 	rule := &Rule{Name: "fast", Limits: []Limit{{Algorithm: TokenBucket, Period: time.Second, Threshold: 3}}}
 	for i := range 10 {
-		a, errA := rule.Admit(ctx, direct, "k", int64(i%2))
-		b, errB := rule.Admit(ctx, wrapped, "k", int64(i%2))
+		a, errA := rule.Admit(ctx, direct, int64(i%2), "k")
+		b, errB := rule.Admit(ctx, wrapped, int64(i%2), "k")
 		assert.Equal(t, errA, errB, "call %d", i)
 		assert.Equal(t, a, b, "call %d", i)
 		clock.Advance(100 * time.Millisecond)
@@ -88,8 +88,8 @@ func TestRuleDeciderIsNeverReachedThroughAWrapper(t *testing.T) {
 func TestRuleDeciderNilFallsBackToAllow(t *testing.T) {
 	l := &declining{}
 	rule := &Rule{Name: "declined", Limits: []Limit{{Period: time.Second, Threshold: 1}}}
-	require.NoError(t, rule.Check(context.Background(), l, "k", 1))
-	require.NoError(t, rule.Check(context.Background(), l, "k", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, "k"))
+	require.NoError(t, rule.Check(context.Background(), l, 1, "k"))
 	assert.Equal(t, 2, l.allow)
 	assert.Equal(t, 1, l.asked, "asked once per rule and limiter")
 }

@@ -106,8 +106,8 @@ func TestCalendarLimitError(t *testing.T) {
 	clock := newManualClock()
 	lim := NewMemory(WithClock(clock))
 	r := &Rule{Name: "svc.Get", Limits: []Limit{{Calendar: "week", TZ: "Asia/Tokyo", Threshold: 1, Algorithm: FixedWindow}}}
-	require.NoError(t, r.Check(context.Background(), lim, "", 1))
-	err := r.Check(context.Background(), lim, "", 1)
+	require.NoError(t, r.Check(context.Background(), lim, 1, ""))
+	err := r.Check(context.Background(), lim, 1, "")
 	var le *LimitError
 	require.True(t, errors.As(err, &le))
 	assert.Contains(t, le.Error(), "exceeded 1 per week Asia/Tokyo; retry after")
@@ -125,7 +125,7 @@ func TestBlockedCalendarRule(t *testing.T) {
 	require.NoError(t, err)
 	clock.Set(time.Date(2028, 3, 25, 23, 0, 0, 0, paris))
 	var le *LimitError
-	require.ErrorAs(t, r.Check(context.Background(), lim, "mallory", 1), &le)
+	require.ErrorAs(t, r.Check(context.Background(), lim, 1, "mallory"), &le)
 	assert.Equal(t, time.Hour, le.RetryAfter)
 	d, err := r.Peek(context.Background(), lim, "mallory")
 	require.NoError(t, err)
@@ -142,27 +142,27 @@ func TestSettleCalendarLimit(t *testing.T) {
 	m, clock, r := reserveOn(Limit{Calendar: "month", TZ: "Europe/Paris", Threshold: 10})
 	first := time.Date(2028, 3, 1, 0, 0, 0, 0, paris)
 	clock.Set(first.Add(-time.Hour))
-	res, err := r.Reserve(ctx, m, "k", 10)
+	res, err := r.Reserve(ctx, m, 10, "k")
 	require.NoError(t, err)
 	clock.Advance(time.Minute)
 	require.NotPanics(t, func() { require.NoError(t, res.Settle(ctx, 4)) })
-	require.NoError(t, r.Check(ctx, m, "k", 6), "six back in February")
-	require.Error(t, r.Check(ctx, m, "k", 1))
+	require.NoError(t, r.Check(ctx, m, 6, "k"), "six back in February")
+	require.Error(t, r.Check(ctx, m, 1, "k"))
 
 	// Reserved in February, settled in March: a refund gives nothing back
 	// (February's count is gone), a debt counts in March.
-	res, err = r.Reserve(ctx, m, "k2", 8)
+	res, err = r.Reserve(ctx, m, 8, "k2")
 	require.NoError(t, err)
 	clock.Set(first.Add(time.Second))
 	require.NoError(t, res.Settle(ctx, 2))
-	require.NoError(t, r.Check(ctx, m, "k2", 10), "March is whole")
+	require.NoError(t, r.Check(ctx, m, 10, "k2"), "March is whole")
 	clock.Set(first.Add(-time.Second))
-	res, err = r.Reserve(ctx, m, "k3", 8)
+	res, err = r.Reserve(ctx, m, 8, "k3")
 	require.NoError(t, err)
 	clock.Set(first)
 	require.NoError(t, res.Settle(ctx, 12)) // 4 more, in March
 	var le *LimitError
-	require.ErrorAs(t, r.Check(ctx, m, "k3", 7), &le)
+	require.ErrorAs(t, r.Check(ctx, m, 7, "k3"), &le)
 	assert.Equal(t, int64(6), le.Remaining, "March holds the debt alone")
 	assert.Equal(t, first.AddDate(0, 1, 0).Sub(first), le.RetryAfter, "until April")
 }

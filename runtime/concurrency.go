@@ -341,7 +341,7 @@ func (l *MemoryLimiter) RenewSlot(_ context.Context, req Request, slot Limit, to
 // reserveWithSlot is Reserve for a rule with a concurrency limit: its rate
 // limits (or their overrides) and the slot are taken together.
 func (r *Rule) reserveWithSlot(ctx context.Context, limiter Limiter, key string, units int64, slot Limit) (*Reservation, error) {
-	rates, _, _, err := splitSlot(r.Name, r.EffectiveLimits(ctx, limiter, key))
+	rates, _, _, err := splitSlot(r.Name, r.oneKeyLimits(ctx, limiter, key))
 	if err != nil {
 		return nil, err
 	}

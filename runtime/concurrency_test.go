@@ -19,20 +19,20 @@ func TestConcurrencyHoldsAtMostItsSlots(t *testing.T) {
 	clock := newManualClock()
 	m := NewMemory(WithClock(clock))
 	r := &Rule{Name: "export", Limits: []Limit{{Algorithm: concurrency, Threshold: 2, Period: time.Minute}}}
-	a, err := r.Reserve(ctx, m, "tenant", 0)
+	a, err := r.Reserve(ctx, m, 0, "tenant")
 	require.NoError(t, err)
-	b, err := r.Reserve(ctx, m, "tenant", 0)
+	b, err := r.Reserve(ctx, m, 0, "tenant")
 	require.NoError(t, err)
-	_, err = r.Reserve(ctx, m, "tenant", 0)
+	_, err = r.Reserve(ctx, m, 0, "tenant")
 	var le *LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, concurrency, le.Limit.Algorithm, "a concurrency denial says so")
 	assert.Equal(t, time.Minute, le.RetryAfter, "the soonest lease's end")
-	_, err = r.Reserve(ctx, m, "other", 0)
+	_, err = r.Reserve(ctx, m, 0, "other")
 	require.NoError(t, err, "slots are per key")
 	require.NoError(t, a.Release(ctx))
 	require.NoError(t, a.Release(ctx), "a second release does nothing")
-	c, err := r.Reserve(ctx, m, "tenant", 0)
+	c, err := r.Reserve(ctx, m, 0, "tenant")
 	require.NoError(t, err, "a released slot is free")
 	require.NoError(t, b.Settle(ctx, 1), "settle releases")
 	require.NoError(t, c.Release(ctx))
@@ -44,14 +44,14 @@ func TestConcurrencySlotOfADeadCallFreesAfterItsLease(t *testing.T) {
 	m := NewMemory(WithClock(clock))
 	slot := Limit{Algorithm: concurrency, Threshold: 1, Period: time.Hour}
 	r := &Rule{Name: "lease", Limits: []Limit{slot}}
-	res, err := r.Reserve(ctx, m, "k", 0)
+	res, err := r.Reserve(ctx, m, 0, "k")
 	require.NoError(t, err)
 	res.slot.renew.Stop() // the process died: nobody renews
 	clock.Advance(time.Hour - time.Microsecond)
-	_, err = r.Reserve(ctx, m, "k", 0)
+	_, err = r.Reserve(ctx, m, 0, "k")
 	require.ErrorIs(t, err, ErrLimited)
 	clock.Advance(time.Microsecond)
-	_, err = r.Reserve(ctx, m, "k", 0)
+	_, err = r.Reserve(ctx, m, 0, "k")
 	require.NoError(t, err, "the lease ended")
 }
 
@@ -61,7 +61,7 @@ func TestConcurrencyRenewsTheLeaseOfALongCall(t *testing.T) {
 	m := NewMemory(WithClock(clock))
 	lease := 30 * time.Millisecond
 	r := &Rule{Name: "renew", Limits: []Limit{{Algorithm: concurrency, Threshold: 1, Period: lease}}}
-	res, err := r.Reserve(ctx, m, "k", 0)
+	res, err := r.Reserve(ctx, m, 0, "k")
 	require.NoError(t, err)
 	end := func() int64 {
 		m.slots.mu.Lock()
@@ -73,10 +73,10 @@ func TestConcurrencyRenewsTheLeaseOfALongCall(t *testing.T) {
 	// The renewal runs every third of a lease of real time: wait for one.
 	require.Eventually(t, func() bool { return end() > first }, time.Minute, time.Millisecond)
 	clock.Advance(lease / 2) // past the first lease's end
-	_, err = r.Reserve(ctx, m, "k", 0)
+	_, err = r.Reserve(ctx, m, 0, "k")
 	require.ErrorIs(t, err, ErrLimited, "the long call holds its slot past its first lease")
 	require.NoError(t, res.Release(ctx))
-	_, err = r.Reserve(ctx, m, "k", 0)
+	_, err = r.Reserve(ctx, m, 0, "k")
 	require.NoError(t, err)
 }
 
@@ -87,26 +87,26 @@ func TestConcurrencyAndRatesAreAllOrNothing(t *testing.T) {
 		{Period: time.Hour, Threshold: 3},
 		{Algorithm: concurrency, Threshold: 1},
 	}}
-	a, err := r.Reserve(ctx, m, "k", 1)
+	a, err := r.Reserve(ctx, m, 1, "k")
 	require.NoError(t, err)
-	_, err = r.Reserve(ctx, m, "k", 1)
+	_, err = r.Reserve(ctx, m, 1, "k")
 	var le *LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, concurrency, le.Limit.Algorithm)
 	require.NoError(t, a.Release(ctx))
 	// The denied call charged no rate: two more fit.
 	for range 2 {
-		res, err := r.Reserve(ctx, m, "k", 1)
+		res, err := r.Reserve(ctx, m, 1, "k")
 		require.NoError(t, err)
 		require.NoError(t, res.Release(ctx))
 	}
-	_, err = r.Reserve(ctx, m, "k", 1)
+	_, err = r.Reserve(ctx, m, 1, "k")
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, Algorithm(""), le.Limit.Algorithm, "the rate denies, and no slot is held")
-	b, err := r.Reserve(ctx, m, "other", 1)
+	b, err := r.Reserve(ctx, m, 1, "other")
 	require.NoError(t, err)
 	require.NoError(t, b.Release(ctx))
-	require.ErrorIs(t, r.Check(ctx, m, "k", 1), ErrInvalidLimit, "a rule with a concurrency limit is reserved, not checked")
+	require.ErrorIs(t, r.Check(ctx, m, 1, "k"), ErrInvalidLimit, "a rule with a concurrency limit is reserved, not checked")
 }
 
 func TestConcurrencyNeverExceedsItsSlotsUnderLoad(t *testing.T) {
@@ -120,7 +120,7 @@ func TestConcurrencyNeverExceedsItsSlotsUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				res, err := r.Reserve(ctx, m, "k", 0)
+				res, err := r.Reserve(ctx, m, 0, "k")
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -167,7 +167,7 @@ func TestConcurrencyPeekAsReserveDecides(t *testing.T) {
 		require.NoError(t, err, key)
 		assert.Equal(t, want, d, key)
 	}
-	res, err := r.Reserve(ctx, m, "vip", 1)
+	res, err := r.Reserve(ctx, m, 1, "vip")
 	require.NoError(t, err)
 	d, err := r.Peek(ctx, m, "vip")
 	require.NoError(t, err)
@@ -197,7 +197,7 @@ func TestConcurrencyWaitOutlastsTheLease(t *testing.T) {
 	var denials atomic.Int64
 	m := NewMemory(WithClock(newManualClock()), WithHook(deniedHook{&denials}))
 	r := &Rule{Name: "slot", Limits: []Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: 5 * time.Second}
-	holder, err := r.Reserve(ctx, m, "tenant", 0)
+	holder, err := r.Reserve(ctx, m, 0, "tenant")
 	require.NoError(t, err)
 	type result struct {
 		res *Reservation
@@ -205,7 +205,7 @@ func TestConcurrencyWaitOutlastsTheLease(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := r.Reserve(ctx, m, "tenant", 0)
+		res, err := r.Reserve(ctx, m, 0, "tenant")
 		done <- result{res, err}
 	}()
 	for denials.Load() < 2 { // denied and asked again: it waits
@@ -221,10 +221,10 @@ func TestConcurrencyWaitOutlastsTheLease(t *testing.T) {
 	require.NoError(t, w.res.Release(ctx))
 
 	short := &Rule{Name: "slot", Limits: r.Limits, Wait: 30 * time.Millisecond}
-	holder, err = short.Reserve(ctx, m, "tenant", 0)
+	holder, err = short.Reserve(ctx, m, 0, "tenant")
 	require.NoError(t, err)
 	began := time.Now()
-	_, err = short.Reserve(ctx, m, "tenant", 0)
+	_, err = short.Reserve(ctx, m, 0, "tenant")
 	var le *LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, concurrency, le.Limit.Algorithm)
@@ -253,9 +253,9 @@ func TestConcurrencyCheckFailsEvenUnderAnOverride(t *testing.T) {
 	m := NewMemory(WithOverrides(ov))
 	r := &Rule{Name: "slot", Limits: []Limit{{Period: time.Second, Threshold: 5}, {Algorithm: concurrency, Threshold: 1}}}
 	for range 2 {
-		require.ErrorIs(t, r.Check(ctx, m, "k", 1), ErrInvalidLimit)
+		require.ErrorIs(t, r.Check(ctx, m, 1, "k"), ErrInvalidLimit)
 	}
-	res, err := r.Reserve(ctx, m, "k", 1)
+	res, err := r.Reserve(ctx, m, 1, "k")
 	require.NoError(t, err, "Reserve takes the slot, under the override's rate limit")
 	require.NoError(t, res.Release(ctx))
 }

@@ -131,12 +131,26 @@
 // the key of every override hold the same stand-in, so what a limiter
 // stores and sends per key is bounded whatever a caller sends.
 //
-// A rule's limits may each have a key of their own ([Rule.KeyExprs],
-// checked with [Rule.CheckKeys]): 10 a second per user and 1000 an hour
-// for everyone is a rule of two limits keyed by the user and by "". Limit
-// i's state belongs to the name, its key and i, so limits that share a key
-// keep what they would keep under one key. The call stays all or nothing
-// on every limiter: a denied call charges no limit.
+// A rule's limits may each have a key of their own ([Rule.KeyExprs]; its
+// calls give [Rule.Check] a key per limit): 10 a second per user and 1000
+// an hour for everyone is a rule of two limits keyed by the user and by
+// "". Limit i's state belongs to the name, its key and i, so limits that
+// share a key keep what they would keep under one key. The call stays all
+// or nothing on every limiter: a denied call charges no limit, and its
+// [*LimitError] names the denying limit (the one with the longest
+// RetryAfter) and its key expression.
+//
+// Overrides apply to such a call per limit, positionally (an override's
+// limit i replaces limit i, as for one key): limit i is decided against
+// limit i of the override of its key (its own or its tier's) when the
+// limit is keyed (KeyExprs[i] != "", or KeyExprs is nil) and that
+// override is usable and has a limit i; else against limit i of the
+// rule's override; else against Limits[i]. A limit that counts every call
+// as one never takes a key's override. A key's override of unlimited or
+// block applies to the whole call: block on any limit's key denies the
+// call, otherwise unlimited on one exempts it from every limit, global
+// ones included. The rule's unlimited or block applies only when no key
+// has an override of its own.
 //
 // # Logs
 //

@@ -39,7 +39,7 @@ func BenchmarkInProcessVsXRate(b *testing.B) {
 		}
 		t1 := time.Now()
 		for range chunk {
-			if err := rule.Check(ctx, l, "user-42", 1); err != nil {
+			if err := rule.Check(ctx, l, 1, "user-42"); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -83,7 +83,7 @@ func BenchmarkInProcessVsXRateParallel(b *testing.B) {
 		return time.Since(start)
 	}
 	theirs := func(g int) bool { return xs[g].Allow() }
-	ours := func(g int) bool { return rule.Check(ctx, l, keys[g], 1) == nil }
+	ours := func(g int) bool { return rule.Check(ctx, l, 1, keys[g]) == nil }
 	rounds := (b.N + round - 1) / round
 	var to, tt []time.Duration
 	b.ReportAllocs()
@@ -149,7 +149,7 @@ func BenchmarkRuleCheckMemory(b *testing.B) {
 	rule := &Rule{Name: "bench", Limits: []Limit{{Period: time.Second, Threshold: 1 << 40}}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := rule.Check(ctx, l, "user-42", 1); err != nil {
+		if err := rule.Check(ctx, l, 1, "user-42"); err != nil {
 			b.Fatal(err)
 		}
 	}

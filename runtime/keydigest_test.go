@@ -24,9 +24,9 @@ func TestKeyDigest(t *testing.T) {
 
 	rule := &ratelimit.Rule{Name: "api.get", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1}}}
 	limiter := ratelimit.NewMemory()
-	require.NoError(t, rule.Check(context.Background(), limiter, digest, 1))
+	require.NoError(t, rule.Check(context.Background(), limiter, 1, digest))
 	var le *ratelimit.LimitError
-	require.True(t, errors.As(rule.Check(context.Background(), limiter, digest, 1), &le))
+	require.True(t, errors.As(rule.Check(context.Background(), limiter, 1, digest), &le))
 	assert.Equal(t, digest, le.Key)
 	assert.NotContains(t, le.Error(), secret)
 }

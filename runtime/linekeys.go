@@ -6,77 +6,13 @@ import (
 	"strings"
 )
 
-// CheckKeys is [Rule.Check] for a rule whose limits each have their own
-// key (see [Rule.KeyExprs]): keys[i] keys Limits[i], "" for a limit that
-// counts every call as one, so len(keys) must be len(r.Limits) (else the
-// error wraps [ErrInvalidLimit]). The call is all or nothing: when any
-// limit denies it, none is charged, and the [*LimitError] names the
-// denying limit (the one with the longest RetryAfter) and its key
-// expression. Wait, Shadow, OnError and admissions are as for Check.
-//
-// Overrides apply per limit, positionally (an override's limit i replaces
-// limit i, as for Check): limit i is decided against limit i of the
-// override of its key (its own or its tier's) when the limit is keyed
-// (KeyExprs[i] != "", or KeyExprs is nil) and that override is usable
-// and has a limit i; else against limit i of the rule's override; else
-// against Limits[i]. A limit that counts every call as one never takes a
-// key's override. A key's override of unlimited or block applies to the
-// whole call, as it does for Check: block on any limit's key denies the
-// call, otherwise unlimited on one exempts it from every limit, global
-// ones included. The rule's unlimited or block applies only when no key
-// has an override of its own.
-func (r *Rule) CheckKeys(ctx context.Context, limiter Limiter, keys []string, cost int64) error {
-	if keys == nil {
-		keys = []string{}
-	}
-	var o outcome
-	err := r.check(ctx, limiter, "", keys, cost, &o)
-	if err == nil {
-		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
-			rec.add(r.admission(&o))
-		}
-	}
-	return err
-}
-
-// AdmitKeys is [Rule.Admit] for a rule whose limits each have their own
-// key; see [Rule.CheckKeys].
-func (r *Rule) AdmitKeys(ctx context.Context, limiter Limiter, keys []string, cost int64) (Admission, error) {
-	if keys == nil {
-		keys = []string{}
-	}
-	var o outcome
-	if err := r.check(ctx, limiter, "", keys, cost, &o); err != nil {
-		return Admission{}, err
-	}
-	return r.admission(&o), nil
-}
-
-// ExplainKeys is [Rule.Explain] for a call with a key per limit (see
-// [Rule.CheckKeys]): the limits it is decided against, one per limit of
-// r, and where each comes from ("key", "tier:<tier>", "rule" or
-// "directive"). When an override exempts or blocks the call, limits is
-// that one [Unlimited] or [Block] limit and from names its source alone.
-func (r *Rule) ExplainKeys(ctx context.Context, limiter Limiter, keys []string) (limits []Limit, from []string) {
-	c := configOf(limiter)
-	if c == nil || c.Overrides == nil || len(keys) != len(r.Limits) {
-		from = make([]string, len(r.Limits))
-		for i := range from {
-			from[i] = "directive"
-		}
-		return r.Limits, from
-	}
-	limits, from, _ = r.explainLines(ctx, c.Overrides, keys, true)
-	return limits, from
-}
-
 // keyed reports whether limit i of r takes its key's overrides.
 func (r *Rule) keyed(i int) bool {
 	return r.KeyExprs == nil || (i < len(r.KeyExprs) && r.KeyExprs[i] != "")
 }
 
 // lineLimits returns the limits a call of r with a key per limit is
-// decided against (see [Rule.CheckKeys]) and, when a key's override
+// decided against (see Keys in the package doc) and, when a key's override
 // exempts or blocks it, the limit of that key (else -1).
 func (r *Rule) lineLimits(ctx context.Context, limiter Limiter, keys []string) ([]Limit, int) {
 	c := configOf(limiter)
@@ -112,7 +48,7 @@ func (r *Rule) explainLines(ctx context.Context, src Overrides, keys []string, e
 	}
 	if byKey == nil && byRule == nil {
 		if explain {
-			return r.Limits, r.fromEach("directive"), -1
+			return r.Limits, r.fromEach(len(r.Limits), "directive"), -1
 		}
 		return r.Limits, nil, -1
 	}
@@ -172,9 +108,9 @@ func (r *Rule) keyOverrides(ctx context.Context, src Overrides, keys []string, b
 	return byKey, verdict, line
 }
 
-// fromEach returns one source per limit of r, each src.
-func (r *Rule) fromEach(src string) []string {
-	from := make([]string, len(r.Limits))
+// fromEach returns n sources, each src.
+func (r *Rule) fromEach(n int, src string) []string {
+	from := make([]string, n)
 	for i := range from {
 		from[i] = src
 	}

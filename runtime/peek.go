@@ -141,23 +141,21 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	return nil
 }
 
-// Peek tells how limiter would decide a call of r with key and cost 1
-// now, without charging it: against r's limits or their overrides, as a
-// call would be (see [Peeker]; an override that exempts or blocks the key
-// answers as the call would be answered). A limit that has all its units
-// has ResetAfter 0.
-func (r *Rule) Peek(ctx context.Context, limiter Limiter, key string) (Decision, error) {
-	return r.peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: r.EffectiveLimits(ctx, limiter, key)})
-}
-
-// PeekKeys is [Rule.Peek] for a call with a key per limit (see
-// [Rule.CheckKeys]): keys[i] keys Limits[i].
-func (r *Rule) PeekKeys(ctx context.Context, limiter Limiter, keys []string) (Decision, error) {
-	if len(keys) != len(r.Limits) {
-		return Decision{}, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
+// Peek tells how limiter would decide a call of r with keys (as for
+// [Rule.Check]) and cost 1 now, without charging it: against r's limits
+// or their overrides, as a call would be (see [Peeker]; an override that
+// exempts or blocks the call answers as the call would be answered). A
+// limit that has all its units has ResetAfter 0.
+func (r *Rule) Peek(ctx context.Context, limiter Limiter, keys ...string) (Decision, error) {
+	key, lines, err := r.split(keys)
+	if err != nil {
+		return Decision{}, err
 	}
-	limits, _ := r.lineLimits(ctx, limiter, keys)
-	return r.peek(ctx, limiter, Request{Name: r.Name, Keys: keys, Limits: limits})
+	if lines == nil {
+		return r.peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: r.oneKeyLimits(ctx, limiter, key)})
+	}
+	limits, _ := r.lineLimits(ctx, limiter, lines)
+	return r.peek(ctx, limiter, Request{Name: r.Name, Keys: lines, Limits: limits})
 }
 
 // peek is Peek of req, whose limits are r's effective ones.

@@ -71,7 +71,7 @@ type Reservation struct {
 }
 
 // Reserve takes units (0 means 1) under r's limits on limiter for a call
-// with the given key, and returns the reservation that [Reservation.Settle]
+// with the given keys, and returns the reservation that [Reservation.Settle]
 // settles once the call's cost is known. It is denied exactly as
 // [Rule.Check] would deny a call of that cost (a [*LimitError]), with the
 // same overrides, shadow mode and error policy: a call that no backend
@@ -83,9 +83,18 @@ type Reservation struct {
 // limit also takes a slot, which the call holds until it gives it back
 // (see Concurrency limits at [Reservation]).
 //
-// The limiter must offer reservations as a [Reserver] (see [As]), else
-// Reserve fails with an error wrapping [ErrInvalidLimit].
-func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units int64) (*Reservation, error) {
+// A reservation is made, settled and given back under one key: keys is
+// no key ("") or one, else Reserve fails with an error wrapping
+// [ErrInvalidLimit], as it does when the limiter does not offer
+// reservations as a [Reserver] (see [As]).
+func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys ...string) (*Reservation, error) {
+	key, lines, err := r.split(keys)
+	if err == nil && lines != nil {
+		err = fmt.Errorf("%w: %s: a reservation is made under one key, not a key per limit", ErrInvalidLimit, r.Name)
+	}
+	if err != nil {
+		return nil, err
+	}
 	if units < 0 {
 		ce := &CostError{Name: r.Name, Cost: units}
 		if len(r.Limits) > 0 {
@@ -103,7 +112,7 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, key string, units i
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
 	}
-	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.EffectiveLimits(ctx, limiter, key), Rule: r}
+	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.oneKeyLimits(ctx, limiter, key), Rule: r}
 	res := &Reservation{rule: r, req: req}
 	if r.Shadow {
 		ctx = withShadow(ctx) // its hook tells would-be denials apart

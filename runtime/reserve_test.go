@@ -19,15 +19,15 @@ func reserveOn(lim Limit) (*MemoryLimiter, *manualClock, *Rule) {
 func TestReserveIsDeniedAsCheckIs(t *testing.T) {
 	ctx := context.Background()
 	m, _, r := reserveOn(Limit{Period: time.Second, Threshold: 10})
-	res, err := r.Reserve(ctx, m, "k", 8)
+	res, err := r.Reserve(ctx, m, 8, "k")
 	require.NoError(t, err)
 	assert.Equal(t, int64(8), res.Units())
-	_, err = r.Reserve(ctx, m, "k", 3)
+	_, err = r.Reserve(ctx, m, 3, "k")
 	var le *LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, int64(2), le.Remaining)
-	assert.Equal(t, r.Check(ctx, m, "k", 3), err, "the same LimitError as Check")
-	_, err = r.Reserve(ctx, m, "k", -1)
+	assert.Equal(t, r.Check(ctx, m, 3, "k"), err, "the same LimitError as Check")
+	_, err = r.Reserve(ctx, m, -1, "k")
 	require.ErrorAs(t, err, new(*CostError))
 }
 
@@ -36,27 +36,27 @@ func TestSettleRefundsAndChargesOnTop(t *testing.T) {
 	for _, alg := range Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			m, clock, r := reserveOn(Limit{Algorithm: alg, Period: time.Second, Threshold: 10})
-			res, err := r.Reserve(ctx, m, "k", 10)
+			res, err := r.Reserve(ctx, m, 10, "k")
 			require.NoError(t, err)
-			require.Error(t, r.Check(ctx, m, "k", 1), "all ten reserved")
+			require.Error(t, r.Check(ctx, m, 1, "k"), "all ten reserved")
 			clock.Advance(time.Millisecond)
 			require.NoError(t, res.Settle(ctx, 4)) // six back
-			require.NoError(t, r.Check(ctx, m, "k", 6), "the refund is there to take")
-			require.Error(t, r.Check(ctx, m, "k", 1))
+			require.NoError(t, r.Check(ctx, m, 6, "k"), "the refund is there to take")
+			require.Error(t, r.Check(ctx, m, 1, "k"))
 
 			// A second Settle charges nothing and says so.
 			err = res.Settle(ctx, 0)
 			require.ErrorIs(t, err, ErrInvalidLimit)
 			assert.True(t, res.Settled())
-			require.Error(t, r.Check(ctx, m, "k", 1), "nothing refunded")
+			require.Error(t, r.Check(ctx, m, 1, "k"), "nothing refunded")
 
 			// A debt: 5 charged on top of a full limit. Later calls are
 			// denied, and their RetryAfter counts the debt.
 			clock.Advance(2*time.Second + time.Millisecond) // a fresh window or bucket
-			res, err = r.Reserve(ctx, m, "k", 10)
+			res, err = r.Reserve(ctx, m, 10, "k")
 			require.NoError(t, err)
 			require.NoError(t, res.Settle(ctx, 15))
-			err = r.Check(ctx, m, "k", 1)
+			err = r.Check(ctx, m, 1, "k")
 			var le *LimitError
 			require.ErrorAs(t, err, &le)
 			assert.Zero(t, le.Remaining)
@@ -66,7 +66,7 @@ func TestSettleRefundsAndChargesOnTop(t *testing.T) {
 				assert.Equal(t, 600*time.Millisecond, le.RetryAfter)
 			}
 			clock.Advance(le.RetryAfter)
-			require.NoError(t, r.Check(ctx, m, "k", 1), "admitted once the debt is paid, when the denial said")
+			require.NoError(t, r.Check(ctx, m, 1, "k"), "admitted once the debt is paid, when the denial said")
 		})
 	}
 }
@@ -77,15 +77,15 @@ func TestRefundOfAnEndedWindowGivesNothingBack(t *testing.T) {
 		t.Run(string(alg), func(t *testing.T) {
 			m, clock, r := reserveOn(Limit{Algorithm: alg, Period: time.Second, Threshold: 10})
 			clock.Set(time.Unix(1000, 900_000_000)) // 0.1s before a window ends
-			res, err := r.Reserve(ctx, m, "k", 10)
+			res, err := r.Reserve(ctx, m, 10, "k")
 			require.NoError(t, err)
 			clock.Advance(200 * time.Millisecond) // the window has ended
 			require.NoError(t, res.Settle(ctx, 0))
 			if alg == SlidingWindow {
 				// The ten still weigh 70% in the next window: 7 of 10.
-				require.Error(t, r.Check(ctx, m, "k", 4), "the ended window's count stays")
+				require.Error(t, r.Check(ctx, m, 4, "k"), "the ended window's count stays")
 			} else if alg == SlidingLog {
-				require.NoError(t, r.Check(ctx, m, "k", 10), "a log's units in its window are refunded")
+				require.NoError(t, r.Check(ctx, m, 10, "k"), "a log's units in its window are refunded")
 			}
 		})
 	}
@@ -94,16 +94,16 @@ func TestRefundOfAnEndedWindowGivesNothingBack(t *testing.T) {
 func TestRefundNeverFillsABucketBeyondFull(t *testing.T) {
 	ctx := context.Background()
 	m, clock, r := reserveOn(Limit{Algorithm: TokenBucket, Period: time.Second, Threshold: 10})
-	res, err := r.Reserve(ctx, m, "k", 5)
+	res, err := r.Reserve(ctx, m, 5, "k")
 	require.NoError(t, err)
 	clock.Advance(400 * time.Millisecond) // 4 of 5 refilled
 	require.NoError(t, res.Settle(ctx, 0))
-	require.NoError(t, r.Check(ctx, m, "k", 10), "full")
-	require.Error(t, r.Check(ctx, m, "k", 1), "and no fuller")
+	require.NoError(t, r.Check(ctx, m, 10, "k"), "full")
+	require.Error(t, r.Check(ctx, m, 1, "k"), "and no fuller")
 }
 
 func TestReserveWithoutABackendThatSettles(t *testing.T) {
-	_, err := (&Rule{Name: "x", Limits: []Limit{{Period: time.Second, Threshold: 1}}}).Reserve(context.Background(), foreign{}, "k", 1)
+	_, err := (&Rule{Name: "x", Limits: []Limit{{Period: time.Second, Threshold: 1}}}).Reserve(context.Background(), foreign{}, 1, "k")
 	require.ErrorIs(t, err, ErrInvalidLimit)
 }
 
@@ -115,11 +115,11 @@ func (foreign) Allow(context.Context, Request) (Decision, error) { return Decisi
 func TestReserveFailOpenSettlesNothing(t *testing.T) {
 	ctx := context.Background()
 	r := &Rule{Name: "x", Limits: []Limit{{Period: time.Second, Threshold: 1}}, OnError: FailOpen}
-	res, err := r.Reserve(ctx, failing{}, "k", 1)
+	res, err := r.Reserve(ctx, failing{}, 1, "k")
 	require.NoError(t, err)
 	require.NoError(t, res.Settle(ctx, 100))
 	r.OnError = FailClosed
-	_, err = r.Reserve(ctx, failing{}, "k", 1)
+	_, err = r.Reserve(ctx, failing{}, 1, "k")
 	require.ErrorIs(t, err, ErrBackend)
 }
 
@@ -137,15 +137,15 @@ func (failing) Adjust(context.Context, Request, time.Time, int64) error {
 func TestReserveOfARuleWithoutLimits(t *testing.T) {
 	ctx := context.Background()
 	r := &Rule{Name: "none"}
-	_, err := r.Reserve(ctx, NewMemory(), "k", -1)
+	_, err := r.Reserve(ctx, NewMemory(), -1, "k")
 	require.ErrorAs(t, err, new(*CostError))
-	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	_, err = r.Reserve(ctx, NewMemory(), 1, "k")
 	require.ErrorIs(t, err, ErrInvalidLimit)
 	r.Limits = []Limit{{Algorithm: "concurrency", Threshold: 1}, {Algorithm: "concurrency", Threshold: 2}}
-	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	_, err = r.Reserve(ctx, NewMemory(), 1, "k")
 	require.ErrorIs(t, err, ErrInvalidLimit, "two concurrency limits")
 	r.Limits = []Limit{{Algorithm: "concurrency", Threshold: 0}}
-	_, err = r.Reserve(ctx, NewMemory(), "k", 1)
+	_, err = r.Reserve(ctx, NewMemory(), 1, "k")
 	require.ErrorIs(t, err, ErrInvalidLimit)
 }
 
@@ -154,9 +154,9 @@ func TestReserveOfAShadowRuleNeverDenies(t *testing.T) {
 	hook := &shadowCounts{}
 	m := NewMemory(WithHook(hook))
 	r := &Rule{Name: "shadow", Limits: []Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
-	a, err := r.Reserve(ctx, m, "k", 1)
+	a, err := r.Reserve(ctx, m, 1, "k")
 	require.NoError(t, err)
-	b, err := r.Reserve(ctx, m, "k", 1)
+	b, err := r.Reserve(ctx, m, 1, "k")
 	require.NoError(t, err, "a shadow rule lets the call through")
 	require.NoError(t, b.Settle(ctx, 5), "nothing was charged: nothing to settle")
 	require.NoError(t, a.Settle(ctx, 0))

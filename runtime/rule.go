@@ -14,8 +14,7 @@ import (
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
 // Generated code keeps one per limited method in a package variable,
-// calls [Rule.Check] (or [Rule.CheckKeys], when its limits have keys of
-// their own) before delegating, and returns [Rule.Clone]s of them
+// calls [Rule.Check] before delegating, and returns [Rule.Clone]s of them
 // from the package's RateLimitRules function. A Rule must not be changed
 // once it is in use: Check validates its limits on its first call only.
 type Rule struct {
@@ -26,9 +25,9 @@ type Rule struct {
 	// KeyExprs, when not nil, gives each of Limits its own key:
 	// KeyExprs[i] is the key expression of Limits[i] as its directive
 	// wrote it, such as "user" or "req.Tenant", or "" for a limit that
-	// counts every call of the rule as one. The calls of such a rule are
-	// checked with [Rule.CheckKeys]. Nil means every limit is keyed by the
-	// one key given to [Rule.Check].
+	// counts every call of the rule as one. [Rule.Check] takes a key per
+	// limit for such a rule. Nil means every limit is keyed by the one key
+	// given to Check.
 	KeyExprs []string
 	// Wait is how long a denied call may wait to be admitted before
 	// Check gives up; zero means no waiting. See [Rule.Check].
@@ -62,16 +61,24 @@ const (
 	FailLocal ErrorPolicy = "local"
 )
 
-// Check asks limiter whether a call with the given per-call key and cost
-// (0 means 1) may proceed, against r's limits or their overrides on
-// limiter. It returns nil when the call was admitted, a [*LimitError] when
-// it was denied, and otherwise an error saying why no decision could be
-// made; r's Wait, Shadow and OnError apply as the package doc describes
-// (Waiting, Failures). An admitted call whose ctx comes from
-// [WithAdmission] records its [Admission] there.
-func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int64) error {
+// Check asks limiter whether a call of the given cost (0 means 1) and
+// keys may proceed, against r's limits or their overrides on limiter. No
+// key means one key, "", for every limit; one key keys every limit of a
+// rule without KeyExprs; a rule with several limits takes a key per limit
+// (keys[i] keys Limits[i], "" for a limit that counts every call as one),
+// and any other number of keys fails with an error wrapping
+// [ErrInvalidLimit]. A call with a key per limit is all or nothing; see
+// Keys in the package doc for how overrides apply to it.
+//
+// Check returns nil when the call was admitted, a [*LimitError] when it
+// was denied (naming the denying limit, and its key expression), and
+// otherwise an error saying why no decision could be made; r's Wait,
+// Shadow and OnError apply as the package doc describes (Waiting,
+// Failures). An admitted call whose ctx comes from [WithAdmission]
+// records its [Admission] there.
+func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...string) error {
 	var o outcome
-	err := r.check(ctx, limiter, key, nil, cost, &o)
+	err := r.check(ctx, limiter, keys, cost, &o)
 	if err == nil {
 		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
 			rec.add(r.admission(&o))
@@ -85,9 +92,9 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, key string, cost int6
 // and for an admitted call (a nil error) the decision that admitted it.
 // It records nothing in a context from [WithAdmission]: its caller has
 // the admission.
-func (r *Rule) Admit(ctx context.Context, limiter Limiter, key string, cost int64) (Admission, error) {
+func (r *Rule) Admit(ctx context.Context, limiter Limiter, cost int64, keys ...string) (Admission, error) {
 	var o outcome
-	if err := r.check(ctx, limiter, key, nil, cost, &o); err != nil {
+	if err := r.check(ctx, limiter, keys, cost, &o); err != nil {
 		return Admission{}, err
 	}
 	return r.admission(&o), nil
@@ -128,26 +135,45 @@ type outcome struct {
 	perLimit bool
 }
 
-// EffectiveLimits returns the limits the calls of r with the given key are
-// decided against on limiter: the overrides of limiter's [Config] (see
-// [WithOverrides]) for the key or the rule, else r.Limits.
-func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, key string) []Limit {
-	if c := configOf(limiter); c != nil && c.Overrides != nil {
-		return effectiveLimits(ctx, c.Overrides, r, key)
+// EffectiveLimits returns the limits the calls of r with the given keys
+// (as for [Rule.Check]) are decided against on limiter: the overrides of
+// limiter's [Config] (see [WithOverrides]) for the keys or the rule, else
+// r.Limits. Keys of a number Check refuses get r.Limits.
+func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, keys ...string) []Limit {
+	key, lines, err := r.split(keys)
+	switch {
+	case err != nil:
+		return r.Limits
+	case lines != nil:
+		limits, _ := r.lineLimits(ctx, limiter, lines)
+		return limits
 	}
-	return r.Limits
+	return r.oneKeyLimits(ctx, limiter, key)
 }
 
-// Explain returns what [Rule.EffectiveLimits] returns, and where the
-// limits come from: "key" (the key's own override), "tier:<tier>" (the
-// override of the key's tier), "rule" (the rule's override) or
+// Explain returns what [Rule.EffectiveLimits] returns, and where each of
+// those limits comes from: "key" (its key's own override), "tier:<tier>"
+// (the override of its key's tier), "rule" (the rule's override) or
 // "directive" (r.Limits), for an operator asking why a key is limited.
-func (r *Rule) Explain(ctx context.Context, limiter Limiter, key string) (limits []Limit, from string) {
+// When an override exempts or blocks the call, limits is that one
+// [Unlimited] or [Block] limit and from names its source alone.
+func (r *Rule) Explain(ctx context.Context, limiter Limiter, keys ...string) (limits []Limit, from []string) {
+	key, lines, err := r.split(keys)
 	c := configOf(limiter)
-	if c == nil || c.Overrides == nil {
-		return r.Limits, "directive"
+	if err != nil || c == nil || c.Overrides == nil {
+		return r.Limits, r.fromEach(len(r.Limits), "directive")
 	}
-	src := c.Overrides
+	if lines != nil {
+		limits, from, _ = r.explainLines(ctx, c.Overrides, lines, true)
+		return limits, from
+	}
+	limits, src := r.explainKey(ctx, c.Overrides, key)
+	return limits, r.fromEach(len(limits), src)
+}
+
+// explainKey returns the limits of a call of r with one key against the
+// overrides src, and where they come from (see [Rule.Explain]).
+func (r *Rule) explainKey(ctx context.Context, src Overrides, key string) ([]Limit, string) {
 	byRule, _ := src.Lookup(ctx, r.Name)
 	if ks, ok := src.(KeyOverrides); ok {
 		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok && (len(byRule) == 0 || len(ov) == 0 || &ov[0] != &byRule[0]) {
@@ -165,10 +191,44 @@ func (r *Rule) Explain(ctx context.Context, limiter Limiter, key string) (limits
 	return r.Limits, "directive"
 }
 
+// oneKeyLimits returns the limits of a call of r with one key on limiter.
+func (r *Rule) oneKeyLimits(ctx context.Context, limiter Limiter, key string) []Limit {
+	if c := configOf(limiter); c != nil && c.Overrides != nil {
+		return effectiveLimits(ctx, c.Overrides, r, key)
+	}
+	return r.Limits
+}
+
+// split returns the one key of a call of r with keys, or, when the call
+// has a key per limit, those keys (lines, a copy of keys, so that keys
+// stays on its caller's stack); see [Rule.Check] for which is which.
+func (r *Rule) split(keys []string) (key string, lines []string, err error) {
+	switch {
+	case len(keys) == 0 && r.KeyExprs == nil:
+		return "", nil, nil
+	case len(keys) == 0:
+		return "", make([]string, len(r.Limits)), nil
+	case len(keys) == 1 && r.KeyExprs == nil:
+		return keys[0], nil, nil
+	case len(keys) == len(r.Limits):
+		return "", slices.Clone(keys), nil
+	}
+	return "", nil, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
+}
+
 // check is [Rule.Check], also telling in o what it learnt of the call.
-// keys, when not nil, gives each limit its own key in place of key (see
-// [Rule.CheckKeys]).
-func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []string, cost int64, o *outcome) error {
+func (r *Rule) check(ctx context.Context, limiter Limiter, keys []string, cost int64, o *outcome) error {
+	key, lines, err := r.split(keys)
+	if err != nil {
+		o.limits = r.Limits
+		return err
+	}
+	return r.checkSplit(ctx, limiter, key, lines, cost, o)
+}
+
+// checkSplit is check of a call with one key or, when keys is not nil,
+// a key per limit.
+func (r *Rule) checkSplit(ctx context.Context, limiter Limiter, key string, keys []string, cost int64, o *outcome) error {
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
 		if len(r.Limits) > 0 {
@@ -186,12 +246,8 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, key string, keys []st
 	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r}
 	line := -1 // the limit whose key's override exempts or blocks the call
 	if keys == nil {
-		req.Limits = r.EffectiveLimits(ctx, limiter, key)
+		req.Limits = r.oneKeyLimits(ctx, limiter, key)
 	} else {
-		if len(keys) != len(r.Limits) {
-			o.limits = r.Limits
-			return fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
-		}
 		req.Limits, line = r.lineLimits(ctx, limiter, keys)
 	}
 	o.limits, o.perLimit = req.Limits, keys != nil

@@ -104,7 +104,7 @@ func TestSlogHookAbusiveClient(t *testing.T) {
 			ctx := context.Background()
 			var allowed, denied int
 			for range 40 * 112 {
-				if err := rule.Check(ctx, l, apiKey, 1); err == nil {
+				if err := rule.Check(ctx, l, 1, apiKey); err == nil {
 					allowed++
 				} else {
 					require.ErrorIs(t, err, ErrLimited)
@@ -123,7 +123,7 @@ func TestSlogHookAbusiveClient(t *testing.T) {
 			// It stops; its next call, two minutes on, is admitted and ends
 			// the episode.
 			clock.Advance(2 * time.Minute)
-			require.NoError(t, rule.Check(ctx, l, apiKey, 1))
+			require.NoError(t, rule.Check(ctx, l, 1, apiKey))
 			lines = buf.lines(slog.LevelInfo)
 			require.Len(t, lines, 2, strings.Join(lines, "\n"))
 			assert.Regexp(t, `^level=INFO msg="ratelimit: no longer limited" name=svc.API.Search key=`+digestOf(apiKey)+
@@ -198,10 +198,10 @@ func TestSlogHookShadowEpisodes(t *testing.T) {
 	l := NewMemory(WithClock(clock), WithHook(h))
 	rule := &Rule{Name: "beta", Limits: []Limit{{Period: time.Minute, Threshold: 1}}, Shadow: true}
 	for range 1000 {
-		require.NoError(t, rule.Check(context.Background(), l, "", 1))
+		require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	}
 	clock.Advance(2 * time.Minute)
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	assert.Equal(t, []string{
 		`level=INFO msg="ratelimit: shadow limited" name=beta cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
 		`level=INFO msg="ratelimit: no longer shadow limited" name=beta denied=999 admitted=0 for=0s`,

@@ -35,12 +35,12 @@ func TestRuleValidatesItsLimitsOnce(t *testing.T) {
 	l := NewMemory(WithHook(hook))
 	{
 		rule := &Rule{Name: "once", Limits: []Limit{{Period: time.Hour, Threshold: 3}, {Algorithm: GCRA, Period: time.Hour, Threshold: 5, Burst: 2}}}
-		require.NoError(t, rule.Check(ctx, l, "k", 2))
+		require.NoError(t, rule.Check(ctx, l, 2, "k"))
 		require.NotNil(t, rule.prepared())
 		assert.Equal(t, []Request{{Name: "once", Key: "k", Cost: 2, Limits: rule.Limits}}, hook.reqs)
 
 		var ce *CostError
-		require.ErrorAs(t, rule.Check(ctx, l, "k", 3), &ce, "above the burst of 2")
+		require.ErrorAs(t, rule.Check(ctx, l, 3, "k"), &ce, "above the burst of 2")
 		assert.Equal(t, rule.Limits[1], ce.Limit)
 
 		bad := append([]Limit(nil), rule.Limits...)
@@ -58,7 +58,7 @@ func TestRuleWithInvalidLimitsFailsEveryCall(t *testing.T) {
 	rule := &Rule{Name: "bad", Limits: []Limit{{Period: time.Hour}}}
 	l := NewMemory()
 	for range 3 {
-		require.ErrorIs(t, rule.Check(context.Background(), l, "", 1), ErrInvalidLimit)
+		require.ErrorIs(t, rule.Check(context.Background(), l, 1, ""), ErrInvalidLimit)
 	}
 	assert.Nil(t, rule.prepared())
 }

@@ -33,16 +33,16 @@ func TestWaitCancelledReturnsPromptly(t *testing.T) {
 	{
 		l := &countingLimiter{Limiter: NewMemory()}
 		rule := &Rule{Name: "cancel", Limits: perPeriod(1, time.Minute), Wait: 2 * time.Minute}
-		require.NoError(t, rule.Check(context.Background(), l, "", 1))
+		require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 
 		// Two waiters: the first at the head of the queue, asleep until the
 		// window frees; the second queued behind it.
 		ctx1, cancel1 := context.WithCancel(context.Background())
 		ctx2, cancel2 := context.WithCancel(context.Background())
 		errs := make(chan error, 2)
-		go func() { errs <- rule.Check(ctx1, l, "", 1) }()
+		go func() { errs <- rule.Check(ctx1, l, 1, "") }()
 		require.Eventually(t, func() bool { return queueMembers(l, "cancel", "") == 1 }, time.Minute, time.Millisecond)
-		go func() { errs <- rule.Check(ctx2, l, "", 1) }()
+		go func() { errs <- rule.Check(ctx2, l, 1, "") }()
 		require.Eventually(t, func() bool { return queueMembers(l, "cancel", "") == 2 }, time.Minute, time.Millisecond)
 		assert.Equal(t, int64(2), l.calls.Load(), "the second waiter joined the queue without asking")
 
@@ -88,7 +88,7 @@ func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
 		for range goroutines {
 			wg.Go(func() {
 				for range calls {
-					if assert.NoError(t, rule.Check(context.Background(), l, "", 1)) {
+					if assert.NoError(t, rule.Check(context.Background(), l, 1, "")) {
 						admitted.Add(1)
 					}
 				}
@@ -121,7 +121,7 @@ func TestWaitNeverPollsInATightLoop(t *testing.T) {
 	l := &denyingLimiter{denials: 20}
 	rule := &Rule{Name: "tight", Limits: perPeriod(1, time.Second), Wait: time.Minute}
 	start := time.Now()
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	elapsed := time.Since(start)
 	assert.Equal(t, int64(21), l.calls.Load())
 	assert.GreaterOrEqual(t, elapsed, 20*minRetrySleep, "20 retries in %s", elapsed)

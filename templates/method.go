@@ -294,7 +294,7 @@ func (mg *methodGen) body() []jen.Code {
 	if mg.m.rule == "" {
 		return []jen.Code{mg.delegate()}
 	}
-	checks, method, key := mg.keys()
+	checks, keys := mg.keys()
 	costChecks, cost := mg.cost()
 	checks = append(checks, costChecks...)
 	var stmts, decls []jen.Code
@@ -310,9 +310,9 @@ func (mg *methodGen) body() []jen.Code {
 	stmts = append(stmts, checks...)
 	err := jen.Id(mg.err)
 	if mg.m.Rule.Settle != nil || concurrent(mg.m.Rule) {
-		return append(stmts, mg.reserveBody(key, cost, decls)...)
+		return append(stmts, mg.reserveBody(keys, cost, decls)...)
 	}
-	check := jen.Id(mg.m.rule).Dot(method).Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
+	check := jen.Id(mg.m.rule).Dot("Check").Call(append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), cost}, keys...)...)
 	stmts = append(stmts,
 		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
 			Block(append(decls, jen.Return(mg.zeroResults(err)...))...),
@@ -360,19 +360,18 @@ func (mg *methodGen) cost() (stmts []jen.Code, cost jen.Code) {
 	return nil, jen.Lit(1)
 }
 
-// keys returns the statements that compute the keys, and the method of
-// the rule that checks the call with its key argument: Check with the key
-// every limit shares ("" when no line has key=), the code of a rule whose
-// lines share their key since before keys were per line, or CheckKeys
-// with one key per limit. Each distinct key is computed once.
-func (mg *methodGen) keys() (stmts []jen.Code, method string, arg jen.Code) {
+// keys returns the statements that compute the keys, and the keys that
+// Check takes after the cost: none when no line has key=, the key every
+// line shares, or one key per line ("" for a line without key=). Each
+// distinct key is computed once.
+func (mg *methodGen) keys() (stmts []jen.Code, keys []jen.Code) {
 	rule := mg.m.Rule
 	if k, ok := rule.SharedKey(); ok {
 		if k == nil {
-			return nil, "Check", jen.Lit("")
+			return nil, nil
 		}
 		stmts, key := mg.key(k, "key", false)
-		return stmts, "Check", key
+		return stmts, []jen.Code{key}
 	}
 	mg.checked = map[string]bool{}
 	uses := map[*model.Key]int{}
@@ -387,14 +386,14 @@ func (mg *methodGen) keys() (stmts []jen.Code, method string, arg jen.Code) {
 		stmts = append(stmts, keyStmts...)
 		exprs[k] = key
 	}
-	items := make([]jen.Code, len(rule.Limits))
+	keys = make([]jen.Code, len(rule.Limits))
 	for i, l := range rule.Limits {
-		items[i] = jen.Lit("")
+		keys[i] = jen.Lit("")
 		if l.Key != nil {
-			items[i] = exprs[l.Key]
+			keys[i] = exprs[l.Key]
 		}
 	}
-	return stmts, "CheckKeys", jen.Index().String().Values(items...)
+	return stmts, keys
 }
 
 // key returns the statements that compute k and its expression: a

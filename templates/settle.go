@@ -18,9 +18,9 @@ import (
 // way, a function that fails), returns its results as they are: the
 // reservation stands. A failed settle is the limiter's hook's to report
 // (it charged as reserved); the call's results are returned all the same.
-func (mg *methodGen) reserveBody(key, cost jen.Code, decls []jen.Code) []jen.Code {
+func (mg *methodGen) reserveBody(keys []jen.Code, cost jen.Code, decls []jen.Code) []jen.Code {
 	res := mg.locals.fresh("reservation")
-	reserve := jen.Id(mg.m.rule).Dot("Reserve").Call(mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), key, cost)
+	reserve := jen.Id(mg.m.rule).Dot("Reserve").Call(append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), cost}, keys...)...)
 	stmts := []jen.Code{
 		jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(reserve),
 		jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(append(decls, jen.Return(mg.zeroResults(jen.Id(mg.err))...))...),

@@ -299,11 +299,11 @@ func (c *config) check(ctx context.Context, method string) (release func(), err 
 	}
 	if holdsSlot(m.rule) {
 		var res *ratelimit.Reservation
-		if res, err = m.rule.Reserve(ctx, m.limiter, key, 1); err == nil {
+		if res, err = m.rule.Reserve(ctx, m.limiter, 1, key); err == nil {
 			release = func() { _ = res.Release(ctx) }
 		}
 	} else {
-		err = m.rule.Check(ctx, m.limiter, key, 1)
+		err = m.rule.Check(ctx, m.limiter, 1, key)
 	}
 	if err == nil {
 		return release, nil

@@ -67,7 +67,7 @@ func (s *healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequ
 		if cost == 0 {
 			cost = 1
 		}
-		if err := s.rule.Check(ctx, s.limiter, req.GetService(), cost); err != nil {
+		if err := s.rule.Check(ctx, s.limiter, cost, req.GetService()); err != nil {
 			return nil, err
 		}
 	}
@@ -79,7 +79,7 @@ func (s *healthService) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serv
 		return s.watchErr
 	}
 	if s.rule != nil {
-		if err := s.rule.Check(stream.Context(), s.limiter, req.GetService(), 1); err != nil {
+		if err := s.rule.Check(stream.Context(), s.limiter, 1, req.GetService()); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ type reply struct {
 func check(t *testing.T, client healthpb.HealthClient, ctx context.Context, service string) reply {
 	t.Helper()
 	var r reply
-	_, r.err = client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.Header(&r.header), grpc.Trailer(&r.trailer))
+	_, r.err = client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.Trailer(&r.trailer), grpc.Header(&r.header))
 	r.status = status.Convert(r.err)
 	return r
 }

@@ -31,7 +31,7 @@ func BenchmarkTelemetry(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := rule.Check(ctx, c.limiter, "user-42", 1); err != nil {
+				if err := rule.Check(ctx, c.limiter, 1, "user-42"); err != nil {
 					b.Fatal(err)
 				}
 			}

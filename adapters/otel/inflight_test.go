@@ -19,9 +19,9 @@ func TestTelemetryCountsTheCallsInFlight(t *testing.T) {
 	limiter := s.tel.Instrument(ratelimit.NewMemory(ratelimit.WithHook(s.tel)))
 	export := &ratelimit.Rule{Name: "export", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 5}}}
 	ctx := context.Background()
-	a, err := export.Reserve(ctx, limiter, secret, 0)
+	a, err := export.Reserve(ctx, limiter, 0, secret)
 	require.NoError(t, err)
-	b, err := export.Reserve(ctx, limiter, secret, 0)
+	b, err := export.Reserve(ctx, limiter, 0, secret)
 	require.NoError(t, err)
 	require.NoError(t, a.Release(ctx))
 	metricdatatest.AssertEqual(t, metricdata.Metrics{

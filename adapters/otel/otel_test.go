@@ -101,11 +101,11 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 	beta := &ratelimit.Rule{Name: "beta", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
 	events := s.inSpan(func(ctx context.Context) {
 		for i := range 3 {
-			err := search.Check(ctx, limiter, secret, 1)
+			err := search.Check(ctx, limiter, 1, secret)
 			assert.Equal(t, i == 2, err != nil, "call %d: %v", i, err)
 		}
 		for range 2 {
-			require.NoError(t, beta.Check(ctx, limiter, secret, 1))
+			require.NoError(t, beta.Check(ctx, limiter, 1, secret))
 		}
 	})
 	require.Len(t, events, 2)
@@ -126,15 +126,15 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 	down := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel)))
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
 	events = s.inSpan(func(ctx context.Context) {
-		require.ErrorIs(t, pay.Check(ctx, down, secret, 1), ratelimit.ErrBackend)
+		require.ErrorIs(t, pay.Check(ctx, down, 1, secret), ratelimit.ErrBackend)
 	})
 	require.Len(t, events, 1)
 	assert.Equal(t, ratelimitotel.EventBackendError, events[0].Name)
 	assert.Contains(t, events[0].Attributes, name("pay"))
 	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
 	events = s.inSpan(func(ctx context.Context) {
-		require.NoError(t, steady.Check(ctx, down, secret, 1))
-		require.ErrorIs(t, steady.Check(ctx, down, secret, 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+		require.NoError(t, steady.Check(ctx, down, 1, secret))
+		require.ErrorIs(t, steady.Check(ctx, down, 1, secret), ratelimit.ErrLimited, "the fallback keeps the limit")
 	})
 	require.Len(t, events, 3, "two backend errors, one denial")
 	assert.Equal(t, ratelimitotel.EventLimited, events[2].Name)
@@ -218,8 +218,8 @@ func TestTelemetryRedis(t *testing.T) {
 	limiter := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel)))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	events := s.inSpan(func(ctx context.Context) {
-		require.NoError(t, rule.Check(ctx, limiter, secret, 1))
-		require.ErrorIs(t, rule.Check(ctx, limiter, secret, 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, limiter, 1, secret))
+		require.ErrorIs(t, rule.Check(ctx, limiter, 1, secret), ratelimit.ErrLimited)
 	})
 	require.Len(t, events, 1)
 	assert.Equal(t, ratelimitotel.EventLimited, events[0].Name)
@@ -251,7 +251,7 @@ func TestTelemetryBreakers(t *testing.T) {
 	limiter := s.tel.Instrument(redislimit.New(client, ratelimit.WithHook(s.tel), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond)))
 	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
 	ctx := context.Background()
-	require.NoError(t, rule.Check(ctx, limiter, secret, 1), "fails open")
+	require.NoError(t, rule.Check(ctx, limiter, 1, secret), "fails open")
 	node := ratelimitotel.AttrNode.String(addr)
 	breakers := func(open int64) {
 		t.Helper()
@@ -288,7 +288,7 @@ func TestTelemetryBreakers(t *testing.T) {
 		return false
 	}, 10*time.Second, 5*time.Millisecond)
 	breakers(0)
-	require.NoError(t, rule.Check(ctx, limiter, secret, 1))
+	require.NoError(t, rule.Check(ctx, limiter, 1, secret))
 }
 
 // TestInstrumentKeepsTheWrappedSettings: wrapping a limiter keeps its
@@ -301,11 +301,11 @@ func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	})
 	limiter := tel.Instrument(ratelimit.NewMemory(ratelimit.WithOverrides(overrides)))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}}
-	require.NoError(t, rule.Check(ctx, limiter, "", 1))
-	assert.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "the override of 1 per hour applies")
+	require.NoError(t, rule.Check(ctx, limiter, 1, ""))
+	assert.ErrorIs(t, rule.Check(ctx, limiter, 1, ""), ratelimit.ErrLimited, "the override of 1 per hour applies")
 
 	closed := tel.Instrument(redislimit.New(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
-	assert.ErrorIs(t, rule.Check(ctx, closed, "", 1), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
+	assert.ErrorIs(t, rule.Check(ctx, closed, 1, ""), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
 	inner := ratelimit.NewMemory()
 	assert.Same(t, inner, tel.Instrument(inner).Unwrap())
 }

@@ -24,7 +24,7 @@ func BenchmarkInstrument(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := rule.Check(ctx, c.limiter, "user-42", 1); err != nil {
+				if err := rule.Check(ctx, c.limiter, 1, "user-42"); err != nil {
 					b.Fatal(err)
 				}
 			}

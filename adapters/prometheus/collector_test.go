@@ -31,23 +31,23 @@ func TestCollectorExportsEveryCounter(t *testing.T) {
 	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
 	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
 	for i := range 11 {
-		err := search.Check(ctx, limiter, "", 1)
+		err := search.Check(ctx, limiter, 1, "")
 		assert.Equal(t, i == 10, err != nil, "call %d: %v", i, err)
 	}
 	beta := &ratelimit.Rule{Name: "beta", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, Shadow: true}
 	for range 3 {
-		require.NoError(t, beta.Check(ctx, limiter, "", 1))
+		require.NoError(t, beta.Check(ctx, limiter, 1, ""))
 	}
 	down := redislimit.New(unreachable(t), ratelimit.WithHook(metrics))
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}, OnError: ratelimit.FailClosed}
-	require.ErrorIs(t, pay.Check(ctx, down, "", 1), ratelimit.ErrBackend)
+	require.ErrorIs(t, pay.Check(ctx, down, 1, ""), ratelimit.ErrBackend)
 	steady := &ratelimit.Rule{Name: "steady", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
-	require.NoError(t, steady.Check(ctx, down, "", 1))
-	require.ErrorIs(t, steady.Check(ctx, down, "", 1), ratelimit.ErrLimited, "the fallback keeps the limit")
+	require.NoError(t, steady.Check(ctx, down, 1, ""))
+	require.ErrorIs(t, steady.Check(ctx, down, 1, ""), ratelimit.ErrLimited, "the fallback keeps the limit")
 	up := redislimit.New(redisServer(t), ratelimit.WithHook(metrics))
 	abuse := &ratelimit.Rule{Name: "abuse", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	for i := range 3 {
-		err := abuse.Check(ctx, up, "", 1)
+		err := abuse.Check(ctx, up, 1, "")
 		assert.Equal(t, i > 0, err != nil, "call %d: %v", i, err)
 	}
 
@@ -154,7 +154,7 @@ ratelimit_near_limit_total{name="steady"} 1
 func TestCollectorExportsEveryField(t *testing.T) {
 	metrics := &limitmetrics.Metrics{}
 	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
-	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), "", 1))
+	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), 1, ""))
 	fields := reflect.TypeFor[limitmetrics.Counters]().NumField()
 	assert.Equal(t, fields-3+10, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
 }
@@ -192,7 +192,7 @@ func TestCollectorExportsBreakers(t *testing.T) {
 	metrics := &limitmetrics.Metrics{}
 	limiter := redislimit.New(client, ratelimit.WithHook(metrics), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond))
 	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
-	require.NoError(t, rule.Check(ctx, limiter, "", 1), "fails open")
+	require.NoError(t, rule.Check(ctx, limiter, 1, ""), "fails open")
 	collector := ratelimitprom.NewCollector(metrics)
 	breakers := func(open int) string {
 		return fmt.Sprintf(`
@@ -212,7 +212,7 @@ ratelimit_breaker_opens_total{node=%[1]q} 1
 	require.Eventually(t, func() bool {
 		return testutil.CollectAndCompare(collector, strings.NewReader(breakers(0)), "ratelimit_breaker_open", "ratelimit_breaker_opens_total") == nil
 	}, 10*time.Second, 5*time.Millisecond)
-	require.NoError(t, rule.Check(ctx, limiter, "", 1))
+	require.NoError(t, rule.Check(ctx, limiter, 1, ""))
 	assert.Equal(t, uint64(1), metrics.Snapshot()["search"].Allowed, "Redis decides again")
 	problems, err := testutil.CollectAndLint(collector)
 	require.NoError(t, err)
@@ -247,7 +247,7 @@ ratelimit_override_rejections_total 3
 	ov.SetKey("blocked", "mallory", ratelimit.Limit{Algorithm: ratelimit.Block})
 	l := ratelimit.NewMemory(ratelimit.WithHook(metrics), ratelimit.WithOverrides(&ov))
 	rule := &ratelimit.Rule{Name: "blocked", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 5}}}
-	require.ErrorIs(t, rule.Check(context.Background(), l, "mallory", 1), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(context.Background(), l, 1, "mallory"), ratelimit.ErrLimited)
 	got, err := testutil.GatherAndCount(collectorRegistry(t, ratelimitprom.NewCollector(metrics)), "ratelimit_decisions_total")
 	require.NoError(t, err)
 	assert.Equal(t, 10, got, "ten decision series per name")
@@ -277,9 +277,9 @@ func TestCollectorExportsTheCallsInFlight(t *testing.T) {
 	metrics := &limitmetrics.Metrics{}
 	limiter := ratelimit.NewMemory(ratelimit.WithHook(metrics))
 	export := &ratelimit.Rule{Name: "export", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 5}}}
-	a, err := export.Reserve(ctx, limiter, "", 0)
+	a, err := export.Reserve(ctx, limiter, 0, "")
 	require.NoError(t, err)
-	b, err := export.Reserve(ctx, limiter, "", 0)
+	b, err := export.Reserve(ctx, limiter, 0, "")
 	require.NoError(t, err)
 	require.NoError(t, a.Release(ctx))
 	collector := ratelimitprom.NewCollector(metrics)

@@ -48,11 +48,11 @@ func TestInstrumentMeasuresEveryCall(t *testing.T) {
 	memory := ratelimitprom.Instrument(ratelimit.NewMemory())
 	search := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}}}
 	for range 5 {
-		_ = search.Check(ctx, memory, "", 1)
+		_ = search.Check(ctx, memory, 1, "")
 	}
 	down := ratelimitprom.Instrument(redislimit.New(unreachable(t)), 0.001, 10)
 	pay := &ratelimit.Rule{Name: "pay", Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 5}}}
-	require.NoError(t, pay.Check(ctx, down, "", 1), "fail open")
+	require.NoError(t, pay.Check(ctx, down, 1, ""), "fail open")
 
 	h := histograms(t, memory)
 	require.Len(t, h, 1)
@@ -82,7 +82,7 @@ func TestInstrumentRedis(t *testing.T) {
 	limiter := ratelimitprom.Instrument(redislimit.New(client))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}}
 	for i := range 3 {
-		err := rule.Check(context.Background(), limiter, "u", 1)
+		err := rule.Check(context.Background(), limiter, 1, "u")
 		assert.Equal(t, i == 2, err != nil, "call %d: %v", i, err)
 	}
 	h := histograms(t, limiter)
@@ -100,11 +100,11 @@ func TestInstrumentKeepsTheWrappedSettings(t *testing.T) {
 	})
 	limiter := ratelimitprom.Instrument(ratelimit.NewMemory(ratelimit.WithOverrides(overrides)))
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}}
-	require.NoError(t, rule.Check(ctx, limiter, "", 1))
-	assert.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "the override of 1 per hour applies")
+	require.NoError(t, rule.Check(ctx, limiter, 1, ""))
+	assert.ErrorIs(t, rule.Check(ctx, limiter, 1, ""), ratelimit.ErrLimited, "the override of 1 per hour applies")
 
 	closed := ratelimitprom.Instrument(redislimit.New(unreachable(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed)))
-	assert.ErrorIs(t, rule.Check(ctx, closed, "", 1), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
+	assert.ErrorIs(t, rule.Check(ctx, closed, 1, ""), ratelimit.ErrBackend, "the limiter's fail-closed policy applies")
 	inner := ratelimit.NewMemory()
 	assert.Same(t, inner, ratelimitprom.Instrument(inner).Unwrap())
 }

@@ -393,7 +393,7 @@ type Limited interface {
 	for _, want := range []string{
 		"\tif req == nil {\n\t\treturn ratelimit.NilKeyError(limitedReserveRateLimit.Name, \"req\")\n\t}\n", // for req.Skus
 		"key := req.GetWarehouse()\n",
-		"limitedReserveRateLimit.Check(ctx, d.limiter, key, int64(len(req.Skus)))",
+		"limitedReserveRateLimit.Check(ctx, d.limiter, int64(len(req.Skus)), key)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the generated file lacks %q:\n%s", want, got)
@@ -419,7 +419,7 @@ func TestCheckReportsCodeFromBeforeKeysPerLine(t *testing.T) {
 	old := filepath.Join(moduleRoot, "analyzer", "testdata", "migrated")
 	src := readFile(t, filepath.Join(old, "migrated.go"))
 	gen := readFile(t, filepath.Join(old, "ratelimit_gen.go"))
-	if !strings.Contains(gen, "feedPostRateLimit.Check(ctx, d.limiter, user, 1)") {
+	if !strings.Contains(gen, "feedPostRateLimit.Check(ctx, d.limiter, 1, user)") {
 		t.Fatalf("testdata/migrated/ratelimit_gen.go is not the old generator's code for the two lines:\n%s", gen)
 	}
 	dir := tempModule(t, map[string]string{
@@ -434,8 +434,8 @@ func TestCheckReportsCodeFromBeforeKeysPerLine(t *testing.T) {
 		t.Errorf("-check: stderr %q, want %q", stderr, why)
 	}
 	for _, want := range []string{
-		"-\tif err := feedPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {",
-		"+\tif err := feedPostRateLimit.CheckKeys(ctx, d.limiter, []string{user, \"\"}, 1); err != nil {",
+		"-\tif err := feedPostRateLimit.Check(ctx, d.limiter, 1, user); err != nil {",
+		"+\tif err := feedPostRateLimit.Check(ctx, d.limiter, 1, user, \"\"); err != nil {",
 		"+\tKeyExprs: []string{\"user\", \"\"},",
 	} {
 		if code != exitError || !strings.Contains(stdout, want) {

@@ -232,5 +232,5 @@ func TestDocsDocumentKeysPerLine(t *testing.T) {
 	requireContains(t, "testdata/linekeys/linekeys.go", example)
 	requireContains(t, guide,
 		"## A key per line", "**What changed.**", "write `key=` on every line",
-		"//ratelimit:period=1h threshold=1000 key=user", "CheckKeys", "KeyExprs")
+		"//ratelimit:period=1h threshold=1000 key=user", "rule.Check(ctx, limiter, 1, user, \"\")", "KeyExprs")
 }

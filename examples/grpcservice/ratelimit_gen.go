@@ -57,7 +57,7 @@ func (d *LimitedQuotesWithRateLimit) Get(ctx context.Context, req *quotepb.GetRe
 	if key == "" {
 		return nil, ratelimit.EmptyKeyError(limitedQuotesGetRateLimit.Name, "principal(ctx)")
 	}
-	if err := limitedQuotesGetRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := limitedQuotesGetRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.LimitedQuotes.Get(ctx, req)
@@ -76,7 +76,7 @@ func (d *LimitedQuotesWithRateLimit) List(req *quotepb.ListRequest, stream grpc.
 	if key == "" {
 		return ratelimit.EmptyKeyError(limitedQuotesListRateLimit.Name, "principal(stream.Context)")
 	}
-	if err := limitedQuotesListRateLimit.Check(stream.Context(), d.limiter, key, 1); err != nil {
+	if err := limitedQuotesListRateLimit.Check(stream.Context(), d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.LimitedQuotes.List(req, stream)

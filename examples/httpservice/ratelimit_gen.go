@@ -61,7 +61,7 @@ func (d *NotesWithRateLimit) Count(ctx context.Context, user string) (int, error
 // Export calls the wrapped Notes's Export if the limiter admits the call under
 // notesExportRateLimit; otherwise it returns the limiter's error.
 func (d *NotesWithRateLimit) Export(ctx context.Context, user string) (string, error) {
-	if err := notesExportRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := notesExportRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return "", err
 	}
 	return d.next.Export(ctx, user)
@@ -70,7 +70,7 @@ func (d *NotesWithRateLimit) Export(ctx context.Context, user string) (string, e
 // Post calls the wrapped Notes's Post if the limiter admits the call under
 // notesPostRateLimit; otherwise it returns the limiter's error.
 func (d *NotesWithRateLimit) Post(ctx context.Context, user string, text string) error {
-	if err := notesPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+	if err := notesPostRateLimit.Check(ctx, d.limiter, 1, user); err != nil {
 		return err
 	}
 	return d.next.Post(ctx, user, text)
@@ -79,7 +79,7 @@ func (d *NotesWithRateLimit) Post(ctx context.Context, user string, text string)
 // Search calls the wrapped Notes's Search if the limiter admits the call under
 // notesSearchRateLimit; otherwise it returns the limiter's error.
 func (d *NotesWithRateLimit) Search(ctx context.Context, user string, query string) ([]string, error) {
-	if err := notesSearchRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+	if err := notesSearchRateLimit.Check(ctx, d.limiter, 1, user); err != nil {
 		return nil, err
 	}
 	return d.next.Search(ctx, user, query)

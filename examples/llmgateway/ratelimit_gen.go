@@ -53,7 +53,7 @@ func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRe
 	if req == nil {
 		return nil, ratelimit.NilKeyError(completerCompleteRateLimit.Name, "req")
 	}
-	reservation, err := completerCompleteRateLimit.Reserve(ctx, d.limiter, key, req.MaxTokens)
+	reservation, err := completerCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ var greeterGreetRateLimit = &ratelimit.Rule{
 // Greet calls the wrapped Greeter's Greet if the limiter admits the call under
 // greeterGreetRateLimit; otherwise it returns the limiter's error.
 func (d *GreeterWithRateLimit) Greet(ctx context.Context, name string) (string, error) {
-	if err := greeterGreetRateLimit.Check(ctx, d.limiter, name, 1); err != nil {
+	if err := greeterGreetRateLimit.Check(ctx, d.limiter, 1, name); err != nil {
 		return "", err
 	}
 	return d.next.Greet(ctx, name)

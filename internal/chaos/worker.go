@@ -228,7 +228,7 @@ func (w *worker) call(ctx context.Context, i int) {
 	c.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	a, err := w.rules[i].Admit(cctx, w.limiter, "k", 1)
+	a, err := w.rules[i].Admit(cctx, w.limiter, 1, "k")
 	switch {
 	case err == nil && !a.Decided:
 		c.undecided.Add(1)
@@ -256,7 +256,7 @@ func awaitRedis(ctx context.Context, l *redislimit.Limiter, deadline time.Time) 
 	rule := &ratelimit.Rule{Name: "chaos.await", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1 << 40}}, OnError: ratelimit.FailLocal}
 	for {
 		if !l.CircuitOpen() {
-			a, err := rule.Admit(ctx, l, "await", 1)
+			a, err := rule.Admit(ctx, l, 1, "await")
 			if err == nil && a.Decision.Source == ratelimit.SourceBackend && !l.CircuitOpen() {
 				return true
 			}

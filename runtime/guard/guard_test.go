@@ -248,7 +248,7 @@ func TestFallbackOfAForeignBackendDecidesAndCarriesBack(t *testing.T) {
 	backend.down.Store(true)
 	admitted := 0
 	for range 2 * limit {
-		if rule.Check(ctx, l, "k", 1) == nil {
+		if rule.Check(ctx, l, 1, "k") == nil {
 			admitted++
 		}
 	}

@@ -190,26 +190,16 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		Next  *int        `json:"next,omitempty"`
 	}{Rules: make([]adminRule, 0, end-offset), Total: len(a.rules)}
 	for _, rule := range a.rules[offset:end] {
-		eff, from := rule.Explain(r.Context(), a.limiter, "")
+		eff, from := rule.Explain(r.Context(), a.limiter)
 		effExprs := rule.KeyExprs
-		if rule.KeyExprs != nil {
-			var froms []string
-			eff, froms = rule.ExplainKeys(r.Context(), a.limiter, make([]string, len(rule.Limits)))
-			from = "directive"
-			for _, f := range froms {
-				if f != "directive" {
-					from = f
-				}
-			}
-			if len(eff) != len(rule.KeyExprs) {
-				effExprs = nil // an override exempts or blocks every call
-			}
+		if len(eff) != len(rule.KeyExprs) {
+			effExprs = nil // an override exempts or blocks every call
 		}
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
 			Limits:     adminLimitsOf(rule.Limits, rule.KeyExprs),
 			Effective:  adminLimitsOf(eff, effExprs),
-			Overridden: from != "directive",
+			Overridden: overridden(from),
 			OnError:    rule.OnError,
 			Shadow:     rule.Shadow,
 		})
@@ -221,6 +211,17 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		page.Next = &end
 	}
 	adminJSON(w, http.StatusOK, page)
+}
+
+// overridden reports whether any of the sources from, as Rule.Explain
+// returns them, is an override.
+func overridden(from []string) bool {
+	for _, f := range from {
+		if f != "directive" {
+			return true
+		}
+	}
+	return false
 }
 
 // target returns the rule and key a request of .../key names, or writes
@@ -276,7 +277,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		From      string        `json:"from"`
 		Decision  adminDecision `json:"decision"`
 		CachedFor string        `json:"cached_for,omitempty"`
-	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from, Decision: adminDecision{
+	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -428,12 +429,12 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		return
 	}
 	ctx := r.Context()
-	limits, from := rule.ExplainKeys(ctx, a.limiter, keys)
+	limits, from := rule.Explain(ctx, a.limiter, keys...)
 	var d ratelimit.Decision
 	var err error
 	verdict := len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block)
 	if cost == 1 || verdict {
-		d, err = rule.PeekKeys(ctx, a.limiter, keys)
+		d, err = rule.Peek(ctx, a.limiter, keys...)
 	} else {
 		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits})
 	}

@@ -33,7 +33,7 @@ func TestAdminExplainsWhereLimitsComeFrom(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "why", Limits: perPeriod(2, time.Minute)}
 		other := &ratelimit.Rule{Name: "plain", Limits: perPeriod(2, time.Minute)}
 		h := AdminHandler(l, []*ratelimit.Rule{rule, other})
-		require.NoError(t, rule.Check(ctx, l, "own", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, "own"))
 		for key, want := range map[string]struct {
 			from      string
 			remaining float64
@@ -64,9 +64,9 @@ func TestAdminTakesStandInsAsErrorsShowThem(t *testing.T) {
 		l := newLimiter()
 		rule := &ratelimit.Rule{Name: "long", Limits: perPeriod(1, time.Hour)}
 		h := AdminHandler(l, []*ratelimit.Rule{rule}, WithAdminReset())
-		require.NoError(t, rule.Check(ctx, l, long, 1))
+		require.NoError(t, rule.Check(ctx, l, 1, long))
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, long, 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, long), &le)
 		require.Equal(t, callkey.Bound(long), le.Key)
 
 		q := url.Values{"name": {"long"}, "key": {le.Key}}
@@ -75,7 +75,7 @@ func TestAdminTakesStandInsAsErrorsShowThem(t *testing.T) {
 		assert.Equal(t, false, body["decision"].(map[string]any)["allowed"], "the stand-in's state is the long key's")
 		code, _ := adminDo(t, h, "POST", "key", q)
 		require.Equal(t, http.StatusOK, code)
-		require.NoError(t, rule.Check(ctx, l, long, 1), "the reset reached the long key")
+		require.NoError(t, rule.Check(ctx, l, 1, long), "the reset reached the long key")
 	})
 }
 
@@ -94,8 +94,8 @@ func TestAdminShowsCachedDenialsCircuitsAndOverrideProblems(t *testing.T) {
 	l := redislimit.New(c, ratelimit.WithOverrides(ov))
 	rule := &ratelimit.Rule{Name: "cached", Limits: perPeriod(1, time.Hour)}
 	h := AdminHandler(wrapped{l}, []*ratelimit.Rule{rule})
-	require.NoError(t, rule.Check(ctx, l, "k", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, l, 1, "k"))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
 	_, body := adminDo(t, h, "GET", "key", url.Values{"name": {"cached"}, "key": {"k"}})
 	left, err := time.ParseDuration(body["cached_for"].(string))
 	require.NoError(t, err, "%v", body)
@@ -109,7 +109,7 @@ func TestAdminShowsCachedDenialsCircuitsAndOverrideProblems(t *testing.T) {
 	assert.Contains(t, problems[0], `"cached|key=k"`)
 
 	down := redislimit.New(newUnreachableClient(t), redislimit.WithBreaker(1, time.Hour, time.Hour))
-	require.NoError(t, rule.Check(ctx, down, "k", 1), "fails open")
+	require.NoError(t, rule.Check(ctx, down, 1, "k"), "fails open")
 	_, body = adminDo(t, AdminHandler(down, nil), "GET", "limiter", nil)
 	circuits := body["open_circuits"].(map[string]any)
 	require.Len(t, circuits, 1)

@@ -64,8 +64,8 @@ func TestAdminHandler(t *testing.T) {
 
 		for _, rule := range []*ratelimit.Rule{get, search} {
 			q := url.Values{"name": {rule.Name}, "key": {"ada"}}
-			require.NoError(t, rule.Check(ctx, l, "ada", 1))
-			require.NoError(t, rule.Check(ctx, l, "ada", 1))
+			require.NoError(t, rule.Check(ctx, l, 1, "ada"))
+			require.NoError(t, rule.Check(ctx, l, 1, "ada"))
 			code, body = adminDo(t, readOnly, "GET", "key", q)
 			require.Equal(t, http.StatusOK, code, "%v", body)
 			require.Equal(t, "ada", body["key"])
@@ -88,15 +88,15 @@ func TestAdminHandler(t *testing.T) {
 				code, _ = adminDo(t, readOnly, method, "key", q)
 				require.Equal(t, http.StatusMethodNotAllowed, code, "read-only")
 			}
-			require.NoError(t, rule.Check(ctx, l, "ada", 1), "the read-only handler reset nothing; a Peek charged nothing")
-			require.ErrorIs(t, rule.Check(ctx, l, "ada", 1), ratelimit.ErrLimited)
+			require.NoError(t, rule.Check(ctx, l, 1, "ada"), "the read-only handler reset nothing; a Peek charged nothing")
+			require.ErrorIs(t, rule.Check(ctx, l, 1, "ada"), ratelimit.ErrLimited)
 
 			code, body = adminDo(t, full, "DELETE", "key", q)
 			require.Equal(t, http.StatusOK, code, "%v", body)
 			require.Equal(t, true, body["reset"])
 			_, body = adminDo(t, full, "GET", "key", q)
 			require.EqualValues(t, 3, body["decision"].(map[string]any)["remaining"], "%v", body)
-			require.NoError(t, rule.Check(ctx, l, "ada", 1))
+			require.NoError(t, rule.Check(ctx, l, 1, "ada"))
 		}
 
 		long := strings.Repeat("k", 500)
@@ -182,7 +182,7 @@ func TestAdminHandlerShowsAKeysOwnLimits(t *testing.T) {
 		_, body := adminDo(t, h, "GET", "rules", nil)
 		require.Equal(t, false, body["rules"].([]any)[0].(map[string]any)["overridden"])
 		for key, threshold := range map[string]int64{"vip": 30, "someone": 3} {
-			require.NoError(t, rule.Check(context.Background(), l, key, 1))
+			require.NoError(t, rule.Check(context.Background(), l, 1, key))
 			_, body = adminDo(t, h, "GET", "key", url.Values{"name": {"tiered"}, "key": {key}})
 			require.EqualValues(t, threshold, body["limits"].([]any)[0].(map[string]any)["threshold"], "%s: %v", key, body)
 			require.EqualValues(t, threshold-1, body["decision"].(map[string]any)["remaining"], "%s: %v", key, body)
@@ -211,8 +211,8 @@ func TestAdminHandlerKeyPerLimit(t *testing.T) {
 		require.Equal(t, "user", limits[0].(map[string]any)["key_expr"])
 		require.Equal(t, "", limits[1].(map[string]any)["key_expr"])
 
-		require.NoError(t, post.CheckKeys(ctx, l, []string{"ada", ""}, 1))
-		require.NoError(t, post.CheckKeys(ctx, l, []string{"gold", ""}, 1))
+		require.NoError(t, post.Check(ctx, l, 1, "ada", ""))
+		require.NoError(t, post.Check(ctx, l, 1, "gold", ""))
 		code, body = adminDo(t, h, "GET", "key", url.Values{"name": {post.Name}, "key": {"ada"}})
 		require.Equal(t, http.StatusOK, code, "%v", body)
 		lines := body["lines"].([]any)
@@ -258,7 +258,7 @@ func TestAdminHandlerShowsSlots(t *testing.T) {
 		require.EqualValues(t, 1, d["limit"], "the slot, the tightest limit")
 		require.EqualValues(t, 2, d["remaining"], "slots free")
 		for range 2 {
-			_, err := rule.Reserve(ctx, l, "acme", 1)
+			_, err := rule.Reserve(ctx, l, 1, "acme")
 			require.NoError(t, err)
 			clock.Advance(time.Second)
 		}
@@ -290,7 +290,7 @@ func TestAdminHandlerShowsTheSlotOfAnOverriddenRule(t *testing.T) {
 		{Algorithm: "concurrency", Threshold: 1, Period: time.Minute},
 	}}
 	h := AdminHandler(l, []*ratelimit.Rule{rule})
-	res, err := rule.Reserve(ctx, l, "acme", 1)
+	res, err := rule.Reserve(ctx, l, 1, "acme")
 	require.NoError(t, err)
 	defer res.Release(ctx)
 	for _, cost := range []string{"1", "5"} {

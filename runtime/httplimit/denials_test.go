@@ -78,9 +78,9 @@ func TestAdminListsTheMostDeniedKeys(t *testing.T) {
 		l := newLimiter(ratelimit.WithHook(denials))
 		rule := &ratelimit.Rule{Name: "abused", Limits: perPeriod(1, time.Hour)}
 		for range 20 {
-			_ = rule.Check(ctx, l, "api-key-of-mallory", 1)
+			_ = rule.Check(ctx, l, 1, "api-key-of-mallory")
 		}
-		_ = rule.Check(ctx, l, "ada", 1)
+		_ = rule.Check(ctx, l, 1, "ada")
 		code, body := adminDo(t, AdminHandler(l, []*ratelimit.Rule{rule}, WithDenials(denials)), "GET", "denied", nil)
 		require.Equal(t, http.StatusOK, code)
 		denied := body["denied"].([]any)

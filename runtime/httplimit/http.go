@@ -29,7 +29,7 @@ const (
 // it writes nothing and returns false, so the caller can answer it its own
 // way:
 //
-//	if err := rule.Check(ctx, limiter, key, 1); err != nil {
+//	if err := rule.Check(ctx, limiter, 1, key); err != nil {
 //		if !ratelimit.WriteError(w, err) {
 //			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 //		}
@@ -103,7 +103,7 @@ func SetHeaders(h http.Header, d ratelimit.Decision, l ratelimit.Limit, name str
 // is a shadow one). Set the fields before the response's header is
 // written.
 //
-// An admission of a call with a key per limit ([ratelimit.Rule.CheckKeys])
+// An admission of a call with a key per limit (see Keys in package ratelimit)
 // lists every limit's policy in RateLimit-Policy, as the draft allows, each
 // named by the rule's name and its key expression, "<name>/<expression>"
 // (a limit that counts every call as one by the name alone; a second limit

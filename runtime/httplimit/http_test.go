@@ -80,10 +80,10 @@ func TestWriteErrorIgnoresOtherErrors(t *testing.T) {
 func TestWriteErrorOfACancelledWait(t *testing.T) {
 	l := ratelimit.NewMemory()
 	rule := &ratelimit.Rule{Name: "w", Limits: perPeriod(1, time.Minute), Wait: time.Hour}
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 70*time.Second) // beyond the retry
 	time.AfterFunc(10*time.Millisecond, cancel)
-	err := rule.Check(ctx, l, "", 1)
+	err := rule.Check(ctx, l, 1, "")
 	require.ErrorIs(t, err, context.Canceled)
 	w := httptest.NewRecorder()
 	require.True(t, WriteError(w, err))
@@ -118,7 +118,7 @@ func TestSetAdmissionHeaders(t *testing.T) {
 	rule := &ratelimit.Rule{Name: "get", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 2}, {Period: time.Hour, Threshold: 50}}}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, admission := ratelimit.WithAdmission(r.Context())
-		if WriteError(w, rule.Check(ctx, l, "k", 1)) {
+		if WriteError(w, rule.Check(ctx, l, 1, "k")) {
 			return
 		}
 		SetAdmissionHeaders(w.Header(), admission())
@@ -313,7 +313,7 @@ func TestSetAdmissionHeadersOfAKeyPerLimit(t *testing.T) {
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, admission := ratelimit.WithAdmission(r.Context())
-		if WriteError(w, rule.CheckKeys(ctx, l, []string{"alice", "", "alice"}, 1)) {
+		if WriteError(w, rule.Check(ctx, l, 1, "alice", "", "alice")) {
 			return
 		}
 		SetAdmissionHeaders(w.Header(), admission())

@@ -58,7 +58,7 @@ func Middleware(limiter ratelimit.Limiter, rule *ratelimit.Rule, key KeyFunc, op
 				}
 			}
 			if holdsSlot(rule) {
-				res, err := rule.Reserve(r.Context(), limiter, k, 1)
+				res, err := rule.Reserve(r.Context(), limiter, 1, k)
 				if err != nil {
 					c.refuse(w, r, err)
 					return
@@ -67,7 +67,7 @@ func Middleware(limiter ratelimit.Limiter, rule *ratelimit.Rule, key KeyFunc, op
 				next.ServeHTTP(w, r)
 				return
 			}
-			a, err := rule.Admit(r.Context(), limiter, k, 1)
+			a, err := rule.Admit(r.Context(), limiter, 1, k)
 			if err != nil {
 				c.refuse(w, r, err)
 				return

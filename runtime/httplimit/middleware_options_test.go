@@ -20,34 +20,34 @@ func TestAdmitDescribesTheAdmission(t *testing.T) {
 	ctx := context.Background()
 	l := ratelimit.NewMemory(ratelimit.WithClock(newManualClock()))
 	rule := &ratelimit.Rule{Name: "two", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 2}, {Period: time.Hour, Threshold: 10}}}
-	a, err := rule.Admit(ctx, l, "k", 1)
+	a, err := rule.Admit(ctx, l, 1, "k")
 	require.NoError(t, err)
 	assert.True(t, a.Decided)
 	assert.True(t, a.Decision.Allowed)
 	assert.Equal(t, int64(1), a.Decision.Remaining)
 	assert.Equal(t, rule.Limits[0], a.Limit, "the limit with the fewest units left")
 	assert.Equal(t, time.Minute, a.Decision.ResetAfter)
-	_, err = rule.Admit(ctx, l, "k", 1)
+	_, err = rule.Admit(ctx, l, 1, "k")
 	require.NoError(t, err)
-	a, err = rule.Admit(ctx, l, "k", 1)
+	a, err = rule.Admit(ctx, l, 1, "k")
 	var le *ratelimit.LimitError
 	require.ErrorAs(t, err, &le)
 	assert.Equal(t, ratelimit.Admission{}, a, "a denial is the error")
 
 	ov := &ratelimit.StaticOverrides{}
 	ov.SetRule("two", ratelimit.Limit{Period: time.Minute, Threshold: 5}, ratelimit.Limit{Period: time.Hour, Threshold: 3})
-	a, err = rule.Admit(ctx, ratelimit.NewMemory(ratelimit.WithOverrides(ov)), "k", 1)
+	a, err = rule.Admit(ctx, ratelimit.NewMemory(ratelimit.WithOverrides(ov)), 1, "k")
 	require.NoError(t, err)
 	assert.Equal(t, ratelimit.Limit{Period: time.Hour, Threshold: 3}, a.Limit, "the override that applied")
 	assert.Equal(t, int64(2), a.Decision.Remaining)
 
 	shadow := &ratelimit.Rule{Name: "sh", Limits: perPeriod(1, time.Minute), Shadow: true}
 	for range 2 {
-		a, err = shadow.Admit(ctx, l, "", 1)
+		a, err = shadow.Admit(ctx, l, 1, "")
 		require.NoError(t, err)
 		assert.False(t, a.Decided, "a shadow rule's call is not described")
 	}
-	a, err = rule.Admit(ctx, redislimit.New(newUnreachableClient(t)), "k", 1)
+	a, err = rule.Admit(ctx, redislimit.New(newUnreachableClient(t)), 1, "k")
 	require.NoError(t, err, "fail open")
 	assert.False(t, a.Decided, "no decision was made")
 }

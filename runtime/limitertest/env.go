@@ -221,24 +221,24 @@ func (e *env) allow(req ratelimit.Request) outcome {
 	})
 }
 
-// admit is Rule.Admit, or Rule.AdmitKeys with keys, of r on both
+// admit is Rule.Admit of key, or of keys when not nil, of r on both
 // limiters.
 func (e *env) admit(r *ratelimit.Rule, key string, keys []string, cost int64) outcome {
 	what := fmt.Sprintf("%s Admit(key %q, keys %q, cost %d)", r.Name, key, keys, cost)
 	return e.same(what, func(l ratelimit.Limiter, _ bool) outcome {
 		if keys != nil {
-			return outcomeOf(r.AdmitKeys(e.ctx, l, keys, cost))
+			return outcomeOf(r.Admit(e.ctx, l, cost, keys...))
 		}
-		return outcomeOf(r.Admit(e.ctx, l, key, cost))
+		return outcomeOf(r.Admit(e.ctx, l, cost, key))
 	})
 }
 
-// peek is Rule.Peek, or Rule.PeekKeys with keys, of r on both limiters.
+// peek is Rule.Peek of key, or of keys when not nil, of r on both limiters.
 func (e *env) peek(r *ratelimit.Rule, key string, keys []string) outcome {
 	what := fmt.Sprintf("%s Peek(key %q, keys %q)", r.Name, key, keys)
 	return e.same(what, func(l ratelimit.Limiter, _ bool) outcome {
 		if keys != nil {
-			return decisionOutcome(r.PeekKeys(e.ctx, l, keys))
+			return decisionOutcome(r.Peek(e.ctx, l, keys...))
 		}
 		return decisionOutcome(r.Peek(e.ctx, l, key))
 	})
@@ -259,7 +259,7 @@ type reservations struct{ got, want *ratelimit.Reservation }
 func (e *env) reserve(r *ratelimit.Rule, key string, units int64) (outcome, reservations) {
 	var res reservations
 	o := e.same(fmt.Sprintf("%s Reserve(key %q, %d units)", r.Name, key, units), func(l ratelimit.Limiter, twin bool) outcome {
-		v, err := r.Reserve(e.ctx, l, key, units)
+		v, err := r.Reserve(e.ctx, l, units, key)
 		if twin {
 			res.want = v
 		} else {

@@ -21,13 +21,13 @@
 //
 //   - one_limit, several_limits (with a sliding log and a fixed window,
 //     all or nothing) and keys_per_line (Rule.KeyExprs: a limit per user
-//     and a sliding log for every call as one, Rule.AdmitKeys and
-//     Rule.PeekKeys), each × cost=1 and cost=3;
+//     and a sliding log for every call as one, Rule.Admit and
+//     Rule.Peek with a key per limit), each × cost=1 and cost=3;
 //   - wait/beyond_budget (a denial whose RetryAfter is beyond Rule.Wait
 //     returns at once) and wait/admitted (one within it waits and is
 //     admitted), and shadow (Rule.Shadow never denies, yet charges what
 //     the limit admits), each through Rule.Check, keys_per_line/ through
-//     Rule.CheckKeys and reserve/ through Rule.Reserve;
+//     Rule.Check with a key per limit and reserve/ through Rule.Reserve;
 //   - reserve/settle=refund_all, refund, exact and debt (Rule.Reserve and
 //     Reservation.Settle);
 //   - peek_reset (ratelimit.Peek before every call tells what it gets;

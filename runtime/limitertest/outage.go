@@ -29,14 +29,14 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	l := &failing{next: s.b.New(t)}
 	const threshold = 3
 	rule := &ratelimit.Rule{Name: "outage/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: p}
-	if err := rule.Check(ctx, l, "k", 1); err != nil {
+	if err := rule.Check(ctx, l, 1, "k"); err != nil {
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	l.down.Store(true)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
 	admitted := 0
 	for i := range 2 * threshold {
-		a, err := rule.Admit(ctx, l, "k", 1)
+		a, err := rule.Admit(ctx, l, 1, "k")
 		switch {
 		case p == ratelimit.FailOpen && err != nil:
 			t.Fatalf("call %d of the outage: FailOpen returned %v, want the call let through", i, err)
@@ -61,11 +61,11 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 		return // what the fallback admitted is carried back when it can be
 	}
 	for i := range threshold - 1 {
-		if err := rule.Check(ctx, l, "k", 1); err != nil {
+		if err := rule.Check(ctx, l, 1, "k"); err != nil {
 			t.Fatalf("call %d after the outage: %v; the outage's calls must have charged nothing", i, err)
 		}
 	}
-	if err := rule.Check(ctx, l, "k", 1); !errors.Is(err, ratelimit.ErrLimited) {
+	if err := rule.Check(ctx, l, 1, "k"); !errors.Is(err, ratelimit.ErrLimited) {
 		t.Fatalf("the call past the limit after the outage: got %v, want a denial", err)
 	}
 }

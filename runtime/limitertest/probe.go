@@ -54,19 +54,19 @@ func probe(t *testing.T, b Backend) capabilities {
 		caps.reset = err.Error()
 	}
 	rate := &ratelimit.Rule{Name: "probe/reserve", Limits: hour(ratelimit.TokenBucket)}
-	if res, err := rate.Reserve(ctx, l, "", 1); err != nil {
+	if res, err := rate.Reserve(ctx, l, 1, ""); err != nil {
 		caps.reserve = err.Error()
 	} else if err := res.Settle(ctx, 0); err != nil {
 		caps.reserve = "Settle: " + err.Error()
 	}
 	slot := &ratelimit.Rule{Name: "probe/slots", Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}}
-	if res, err := slot.Reserve(ctx, l, "", 1); err != nil {
+	if res, err := slot.Reserve(ctx, l, 1, ""); err != nil {
 		caps.slots = err.Error()
 	} else if err := res.Release(ctx); err != nil {
 		caps.slots = "Release: " + err.Error()
 	}
 	block := &ratelimit.Rule{Name: "probe/overrides", Limits: hour(ratelimit.SlidingLog)}
-	if err := block.Check(ctx, l, "", 1); !errors.Is(err, ratelimit.ErrLimited) {
+	if err := block.Check(ctx, l, 1, ""); !errors.Is(err, ratelimit.ErrLimited) {
 		caps.overrides = "a rule that WithOverrides blocks was not denied (is the limiter a ratelimit.Configured, or a ratelimit.Wrapper of one?)"
 	}
 	if metrics.Snapshot()["probe/sliding_log"].Allowed == 0 {

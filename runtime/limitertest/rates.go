@@ -137,7 +137,7 @@ func (s *suite) exhaust(t *testing.T, limits []ratelimit.Limit, cost int64) {
 }
 
 // keysPerLine: a rule of a limit of alg per user and a sliding log for
-// every call as one (Rule.KeyExprs), checked with Rule.AdmitKeys.
+// every call as one (Rule.KeyExprs), checked with Rule.Admit with a key per limit.
 func (s *suite) keysPerLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 	period := 20 * time.Millisecond // short: an admitted leaky bucket call sleeps its Delay
 	if !s.b.Clock {
@@ -156,8 +156,8 @@ func (s *suite) keysPerLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 }
 
 // linesSequence runs calls of r, whose limits have a key each (the
-// user's, and one for every call as one), checked with Rule.AdmitKeys
-// and peeked at with Rule.PeekKeys, while the clock moves by steps of
+// user's, and one for every call as one), checked with Rule.Admit
+// and peeked at with Rule.Peek, each with a key per limit, while the clock moves by steps of
 // about period.
 func (s *suite) linesSequence(t *testing.T, r *ratelimit.Rule, period time.Duration, cost int64) {
 	s.run(t, func(e *env) {

@@ -167,7 +167,7 @@ func (s *suite) slotsHeld(t *testing.T) {
 	s.run(t, func(e *env) {
 		var held []*ratelimit.Reservation
 		for i := range 5 {
-			res, err := r.Reserve(e.ctx, e.got, "tenant", 1)
+			res, err := r.Reserve(e.ctx, e.got, 1, "tenant")
 			if i < 3 {
 				e.check(err == nil, "call %d of 3 slots: %v", i, err)
 				held = append(held, res)
@@ -177,13 +177,13 @@ func (s *suite) slotsHeld(t *testing.T) {
 			e.check(le != nil && le.Limit.Algorithm == concurrency, "call %d of 3 slots: %v", i, err)
 			e.check(le.RetryAfter > 0 && le.RetryAfter <= 30*time.Second, "a slot's RetryAfter %s is not within its lease", le.RetryAfter)
 		}
-		res, err := r.Reserve(e.ctx, e.got, "other", 1)
+		res, err := r.Reserve(e.ctx, e.got, 1, "other")
 		e.check(err == nil, "another key's slot: %v", err)
 		e.check(res.Release(e.ctx) == nil, "Release")
 		e.check(held[1].Release(e.ctx) == nil, "Release")
-		res, err = r.Reserve(e.ctx, e.got, "tenant", 1)
+		res, err = r.Reserve(e.ctx, e.got, 1, "tenant")
 		e.check(err == nil, "a slot given back is free: %v", err)
-		_, err = r.Reserve(e.ctx, e.got, "tenant", 1)
+		_, err = r.Reserve(e.ctx, e.got, 1, "tenant")
 		e.check(limitError(err) != nil, "the slots are full again: %v", err)
 		for _, h := range append(held, res) {
 			e.check(h.Release(e.ctx) == nil, "Release")
@@ -198,7 +198,7 @@ func (s *suite) slotsHeld(t *testing.T) {
 func (s *suite) slotWaitRelease(t *testing.T) {
 	r := &ratelimit.Rule{Name: "slot_wait", Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: 5 * time.Second}
 	s.run(t, func(e *env) {
-		holder, err := r.Reserve(e.ctx, e.got, "tenant", 0)
+		holder, err := r.Reserve(e.ctx, e.got, 0, "tenant")
 		e.check(err == nil, "the first call: %v", err)
 		type result struct {
 			res *ratelimit.Reservation
@@ -206,7 +206,7 @@ func (s *suite) slotWaitRelease(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			res, err := r.Reserve(e.ctx, e.got, "tenant", 0)
+			res, err := r.Reserve(e.ctx, e.got, 0, "tenant")
 			done <- result{res, err}
 		}()
 		select {
@@ -227,10 +227,10 @@ func (s *suite) slotWaitRelease(t *testing.T) {
 func (s *suite) slotWaitDeadline(t *testing.T) {
 	r := &ratelimit.Rule{Name: "slot_deadline", Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: 100 * time.Millisecond}
 	s.run(t, func(e *env) {
-		holder, err := r.Reserve(e.ctx, e.got, "tenant", 0)
+		holder, err := r.Reserve(e.ctx, e.got, 0, "tenant")
 		e.check(err == nil, "the first call: %v", err)
 		began := time.Now()
-		_, err = r.Reserve(e.ctx, e.got, "tenant", 0)
+		_, err = r.Reserve(e.ctx, e.got, 0, "tenant")
 		waited := time.Since(began)
 		le := limitError(err)
 		e.check(le != nil && le.Limit.Algorithm == concurrency, "a call waiting for a held slot: %v", err)

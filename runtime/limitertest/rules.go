@@ -8,7 +8,7 @@ import (
 )
 
 // waitWays are the ways a call of a rule with Wait is made, each a
-// cross: Rule.Check, Rule.CheckKeys of a rule with a key per limit (the
+// cross: Rule.Check of one key and of a key per limit of a rule with KeyExprs (the
 // user's, and one for every call as one), and Rule.Reserve.
 var waitWays = []string{"check", "keys_per_line", "reserve"}
 
@@ -24,7 +24,7 @@ func waitRule(alg ratelimit.Algorithm, period, wait time.Duration, way string) *
 }
 
 // callOf returns the request of a call of r by user of cost units,
-// as Rule.Check or Rule.CheckKeys makes it.
+// as Rule.Check makes it.
 func callOf(r *ratelimit.Rule, user string, cost int64) ratelimit.Request {
 	req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits}
 	if r.KeyExprs != nil {
@@ -37,12 +37,12 @@ func callOf(r *ratelimit.Rule, user string, cost int64) ratelimit.Request {
 func (e *env) wait(r *ratelimit.Rule, l ratelimit.Limiter, user, way string) error {
 	switch way {
 	case "keys_per_line":
-		return r.CheckKeys(e.ctx, l, []string{user, ""}, 1)
+		return r.Check(e.ctx, l, 1, user, "")
 	case "reserve":
-		_, err := r.Reserve(e.ctx, l, user, 1)
+		_, err := r.Reserve(e.ctx, l, 1, user)
 		return err
 	}
-	return r.Check(e.ctx, l, user, 1)
+	return r.Check(e.ctx, l, 1, user)
 }
 
 // waitBeyondBudget: a call of a rule with Wait whose denial's RetryAfter

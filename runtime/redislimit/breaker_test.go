@@ -115,9 +115,9 @@ func TestBreakerOpensAndRecoversWithARealServer(t *testing.T) {
 
 	// The policies apply at once.
 	closed := &ratelimit.Rule{Name: "breaker", Limits: breakerReq.Limits, OnError: ratelimit.FailClosed}
-	assert.ErrorIs(t, closed.Check(ctx, l, "", 1), ratelimit.ErrCircuitOpen)
+	assert.ErrorIs(t, closed.Check(ctx, l, 1, ""), ratelimit.ErrCircuitOpen)
 	open := &ratelimit.Rule{Name: "breaker", Limits: breakerReq.Limits, OnError: ratelimit.FailOpen}
-	assert.NoError(t, open.Check(ctx, l, "", 1))
+	assert.NoError(t, open.Check(ctx, l, 1, ""))
 
 	// A server comes up where the client looks: the background probe
 	// finds it and the breaker closes.
@@ -280,7 +280,7 @@ func BenchmarkBreakerOpenCall(b *testing.B) {
 	rule := &ratelimit.Rule{Name: breakerReq.Name, Limits: breakerReq.Limits, OnError: ratelimit.FailOpen}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := rule.Check(ctx, l, "", 1); err != nil {
+		if err := rule.Check(ctx, l, 1, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -43,8 +43,8 @@ func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 			rule := &ratelimit.Rule{Name: "prev", Limits: []ratelimit.Limit{{Period: period, Threshold: limit, Algorithm: ratelimit.SlidingWindow}}, OnError: ratelimit.FailLocal}
 			ctx := t.Context()
 			both := func() (redis, memory bool) {
-				a, err := rule.Admit(ctx, l, "k", 1)
-				_, terr := rule.Admit(ctx, twin, "k", 1)
+				a, err := rule.Admit(ctx, l, 1, "k")
+				_, terr := rule.Admit(ctx, twin, 1, "k")
 				return err == nil && a.Decided, terr == nil
 			}
 			for range 3 {
@@ -54,10 +54,10 @@ func TestCarryBackSlidingWindowPrevious(t *testing.T) {
 			down(t)
 			clock.Set(w.Add(period * 8 / 10))
 			for range 5 {
-				a, err := rule.Admit(ctx, l, "k", 1)
+				a, err := rule.Admit(ctx, l, 1, "k")
 				require.NoError(t, err)
 				require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
-				_, err = rule.Admit(ctx, twin, "k", 1)
+				_, err = rule.Admit(ctx, twin, 1, "k")
 				require.NoError(t, err)
 			}
 			clock.Set(w.Add(period + period*3/10))
@@ -103,11 +103,11 @@ func TestCarryBackSlidingWindowPreviousServerClock(t *testing.T) {
 	}
 	w := time.Now().Truncate(period)
 	for range 2 {
-		require.NoError(t, rule.Check(ctx, l, "k", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, "k"))
 	}
 	down(t)
 	for range 3 {
-		a, err := rule.Admit(ctx, l, "k", 1)
+		a, err := rule.Admit(ctx, l, 1, "k")
 		require.NoError(t, err)
 		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
 	}
@@ -116,7 +116,7 @@ func TestCarryBackSlidingWindowPreviousServerClock(t *testing.T) {
 	}
 	time.Sleep(time.Until(w.Add(period + 10*time.Millisecond)))
 	up(t)
-	a, err := rule.Admit(ctx, l, "k", 1)
+	a, err := rule.Admit(ctx, l, 1, "k")
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.SourceBackend, a.Decision.Source, "Redis decides, and moves the key to the new window")
 	deadline := time.Now().Add(30 * time.Second)

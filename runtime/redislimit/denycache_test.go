@@ -181,14 +181,14 @@ func TestDenyCacheMultiLimitAndShadow(t *testing.T) {
 	real := &ratelimit.Rule{Name: "multi", Limits: limits}
 	shadow := &ratelimit.Rule{Name: "multi-shadow", Limits: limits, Shadow: true}
 	for i := range 10 {
-		err := real.Check(ctx, l, "k", 1)
+		err := real.Check(ctx, l, 1, "k")
 		require.Equal(t, i >= 3, err != nil, "call %d: %v", i, err)
 		if err != nil {
 			var le *ratelimit.LimitError
 			require.ErrorAs(t, err, &le)
 			assert.Equal(t, limits[1], le.Limit, "the GCRA limit denies")
 		}
-		require.NoError(t, shadow.Check(ctx, l, "k", 1))
+		require.NoError(t, shadow.Check(ctx, l, 1, "k"))
 	}
 	assert.Equal(t, limitmetrics.Counters{Allowed: 3, Limited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi"])
 	assert.Equal(t, limitmetrics.Counters{Allowed: 3, ShadowLimited: 7, Cached: 6, NearLimit: 1}, m.Snapshot()["multi-shadow"])
@@ -207,17 +207,17 @@ func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
 	m := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithOverrides(ov), ratelimit.WithHook(m))
 	rule := &ratelimit.Rule{Name: "ov", Limits: perPeriod(1, time.Hour)}
-	require.NoError(t, rule.Check(ctx, l, "", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, l, 1, ""))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
 	require.Equal(t, uint64(1), m.Snapshot()["ov"].Cached)
 	threshold.Store(2) // the override raises the threshold: one more fits
-	require.NoError(t, rule.Check(ctx, l, "", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, l, 1, ""))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
 	require.Equal(t, uint64(2), m.Snapshot()["ov"].Cached)
 	threshold.Store(1) // and back: the denial under 1 was made before
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
 	assert.Equal(t, limitmetrics.Counters{Allowed: 2, Limited: 5, Cached: 2, NearLimit: 2}, m.Snapshot()["ov"], "Redis decided the call after the change back")
 }
 
@@ -229,9 +229,9 @@ func TestDenyCacheTellsWaitingCallsWhenToRetry(t *testing.T) {
 	l := newCachedRedis(t, ratelimit.WithHook(m))
 	rule := &ratelimit.Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond)}
 	waiting := &ratelimit.Rule{Name: "wait", Limits: rule.Limits, Wait: time.Minute}
-	require.NoError(t, rule.Check(ctx, l, "", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
-	require.NoError(t, waiting.Check(ctx, l, "", 1))
+	require.NoError(t, rule.Check(ctx, l, 1, ""))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
+	require.NoError(t, waiting.Check(ctx, l, 1, ""))
 	c := m.Snapshot()["wait"]
 	assert.Equal(t, uint64(2), c.Allowed)
 	assert.Equal(t, uint64(1), c.Cached, "the waiting call's first attempt")

@@ -50,7 +50,7 @@
 // names the key of a limit for redis-cli.
 //
 // A call with a key per limit (ratelimit.Request's Keys, from
-// ratelimit.Rule.CheckKeys) keeps limit i under Keys[i], so its limits
+// a ratelimit.Rule with KeyExprs) keeps limit i under Keys[i], so its limits
 // with different keys have different hash tags: a global limit lives on
 // one master, each user's on the master of its tag, and the load of a rule
 // without a global limit spreads over the masters. On a single server or

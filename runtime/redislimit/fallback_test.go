@@ -69,7 +69,7 @@ func (h *sourceLog) last() ratelimit.Source {
 func checkSource(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, h *sourceLog, key string) (bool, ratelimit.Source) {
 	t.Helper()
 	before := h.decisions()
-	err := rule.Check(context.Background(), l, key, 1)
+	err := rule.Check(context.Background(), l, 1, key)
 	require.Equal(t, before+1, h.decisions(), "call on %q was not decided (err %v)", key, err)
 	if err != nil {
 		var le *ratelimit.LimitError
@@ -309,12 +309,12 @@ func TestFallbackShares(t *testing.T) {
 	// Cost 3 fits the override's 8 but not a process's share of 2: no
 	// share can ever admit it, so it fails closed.
 	before := log.decisions()
-	err := rule.Check(ctx, l, "big", 3)
+	err := rule.Check(ctx, l, 3, "big")
 	require.ErrorIs(t, err, ratelimit.ErrBackend)
 	require.ErrorIs(t, err, ratelimit.ErrCircuitOpen)
 	require.NotErrorIs(t, err, ratelimit.ErrInvalidLimit)
 	assert.Equal(t, before, log.decisions(), "no decision was made")
-	require.NoError(t, rule.Check(ctx, l, "big", 2), "a cost of the whole share is admitted")
+	require.NoError(t, rule.Check(ctx, l, 2, "big"), "a cost of the whole share is admitted")
 }
 
 // TestFallbackPolicy checks where FailLocal applies: from the rule or the
@@ -326,30 +326,30 @@ func TestFallbackPolicy(t *testing.T) {
 	t.Run("limiter default", func(t *testing.T) {
 		l := downLimiter(t, addr, ratelimit.WithErrorPolicy(ratelimit.FailLocal))
 		rule := &ratelimit.Rule{Name: "default", Limits: lim}
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited, "the fallback denies")
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited, "the fallback denies")
 		open := &ratelimit.Rule{Name: "default", Limits: lim, OnError: ratelimit.FailOpen}
-		require.NoError(t, open.Check(ctx, l, "", 1), "a rule's own policy wins")
+		require.NoError(t, open.Check(ctx, l, 1, ""), "a rule's own policy wins")
 		closed := &ratelimit.Rule{Name: "default", Limits: lim, OnError: ratelimit.FailClosed}
-		require.ErrorIs(t, closed.Check(ctx, l, "", 1), ratelimit.ErrCircuitOpen)
+		require.ErrorIs(t, closed.Check(ctx, l, 1, ""), ratelimit.ErrCircuitOpen)
 	})
 	t.Run("invalid and cancelled calls", func(t *testing.T) {
 		l := downLimiter(t, addr)
 		rule := &ratelimit.Rule{Name: "invalid", Limits: lim, OnError: ratelimit.FailLocal}
-		require.ErrorIs(t, rule.Check(ctx, l, "", 2), ratelimit.ErrInvalidLimit)
+		require.ErrorIs(t, rule.Check(ctx, l, 2, ""), ratelimit.ErrInvalidLimit)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		err := rule.Check(cctx, l, "", 1)
+		err := rule.Check(cctx, l, 1, "")
 		require.ErrorIs(t, err, context.Canceled)
-		require.NoError(t, rule.Check(ctx, l, "", 1), "a cancelled call charged nothing")
+		require.NoError(t, rule.Check(ctx, l, 1, ""), "a cancelled call charged nothing")
 	})
 	t.Run("limiter without a fallback", func(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "nofallback", Limits: lim, OnError: ratelimit.FailLocal}
-		err := rule.Check(ctx, failingLimiter{}, "", 1)
+		err := rule.Check(ctx, failingLimiter{}, 1, "")
 		require.ErrorIs(t, err, ratelimit.ErrBackend, "FailLocal without a fallback fails closed")
 		mem := ratelimit.NewMemory(ratelimit.WithErrorPolicy(ratelimit.FailLocal))
-		require.NoError(t, rule.Check(ctx, mem, "", 1), "the memory limiter decides itself")
-		require.ErrorIs(t, rule.Check(ctx, mem, "", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, mem, 1, ""), "the memory limiter decides itself")
+		require.ErrorIs(t, rule.Check(ctx, mem, 1, ""), ratelimit.ErrLimited)
 	})
 }
 
@@ -370,15 +370,15 @@ func TestFallbackShadowAndWait(t *testing.T) {
 
 	shadow := &ratelimit.Rule{Name: "shadow", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}, OnError: ratelimit.FailLocal, Shadow: true}
 	for range 5 {
-		require.NoError(t, shadow.Check(ctx, l, "", 1))
+		require.NoError(t, shadow.Check(ctx, l, 1, ""))
 	}
 	m := metrics.Snapshot()["shadow"]
 	assert.Equal(t, limitmetrics.Counters{Allowed: 2, ShadowLimited: 3, BackendErrors: 5, NearLimit: 1, Fallback: 5}, m)
 	assert.Equal(t, []ratelimit.Source{ratelimit.SourceFallback, ratelimit.SourceFallback, ratelimit.SourceFallback}, log.shadowed)
 
 	wait := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{{Period: 50 * time.Millisecond, Threshold: 1}}, OnError: ratelimit.FailLocal, Wait: time.Minute}
-	require.NoError(t, wait.Check(ctx, l, "", 1))
-	require.NoError(t, wait.Check(ctx, l, "", 1), "the second call waits for the fallback to admit it")
+	require.NoError(t, wait.Check(ctx, l, 1, ""))
+	require.NoError(t, wait.Check(ctx, l, 1, ""), "the second call waits for the fallback to admit it")
 	m = metrics.Snapshot()["wait"]
 	assert.Equal(t, uint64(2), m.Allowed)
 	assert.Positive(t, m.Limited)
@@ -393,8 +393,8 @@ func TestSlogHookNamesTheFallback(t *testing.T) {
 	buf.Reset()
 	ctx := context.Background()
 	rule := &ratelimit.Rule{Name: "svc.Get", Limits: perPeriod(1, time.Minute), OnError: ratelimit.FailLocal}
-	require.NoError(t, rule.Check(ctx, l, "u1", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "u1", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, l, 1, "u1"))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, "u1"), ratelimit.ErrLimited)
 	var decisions []string
 	for _, line := range logLines(&buf) {
 		if !strings.Contains(line, "backend failure") {
@@ -421,7 +421,7 @@ func BenchmarkFallbackCall(b *testing.B) {
 	rule := &ratelimit.Rule{Name: breakerReq.Name, Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1 << 40}}, OnError: ratelimit.FailLocal}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := rule.Check(ctx, l, "", 1); err != nil {
+		if err := rule.Check(ctx, l, 1, ""); err != nil {
 			b.Fatal(err)
 		}
 	}

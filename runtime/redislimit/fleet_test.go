@@ -44,7 +44,7 @@ func fleetOf(t *testing.T, n int) (*redistest.Server, []*Limiter) {
 func checkFleet(t *testing.T, rule *ratelimit.Rule, l *Limiter, key string, share int64) (admitted, local bool) {
 	t.Helper()
 	open := l.CircuitOpen()
-	a, err := rule.Admit(context.Background(), l, key, 1)
+	a, err := rule.Admit(context.Background(), l, 1, key)
 	if err == nil {
 		require.True(t, a.Decided, "call on %q was not decided", key)
 		if a.Decision.Source == ratelimit.SourceFallback {
@@ -68,7 +68,7 @@ func awaitRedis(t *testing.T, ls []*Limiter) {
 	deadline := time.Now().Add(30 * time.Second)
 	for i, l := range ls {
 		for {
-			a, err := rule.Admit(context.Background(), l, fmt.Sprint("await", i), 1)
+			a, err := rule.Admit(context.Background(), l, 1, fmt.Sprint("await", i))
 			require.NoError(t, err)
 			if a.Decision.Source == ratelimit.SourceBackend {
 				break
@@ -141,7 +141,7 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 			rule := &ratelimit.Rule{Name: "span", Limits: []ratelimit.Limit{lim}, OnError: ratelimit.FailLocal}
 			ctx := context.Background()
 			for i := range before {
-				require.NoError(t, rule.Check(ctx, ls[i%3], "w", 1), "Redis admits before the outage")
+				require.NoError(t, rule.Check(ctx, ls[i%3], 1, "w"), "Redis admits before the outage")
 			}
 			var admitted, byFallback, byRedisAfter atomic.Int64
 			var recovered atomic.Bool
@@ -157,7 +157,7 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 								return
 							default:
 							}
-							a, err := rule.Admit(ctx, l, "w", 1)
+							a, err := rule.Admit(ctx, l, 1, "w")
 							if err == nil {
 								admitted.Add(1)
 								if a.Decision.Source == ratelimit.SourceFallback {

@@ -48,7 +48,7 @@ func TestAnOutageIsLoggedOnceWithoutAHook(t *testing.T) {
 	l := New(failFastClient(t, stoppedAddr(t)), WithBreaker(2, time.Hour, time.Hour))
 	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
 	for range 50 {
-		require.NoError(t, rule.Check(context.Background(), l, "k", 1), "fail open")
+		require.NoError(t, rule.Check(context.Background(), l, 1, "k"), "fail open")
 	}
 	require.True(t, l.CircuitOpen())
 	assert.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), buf.String())

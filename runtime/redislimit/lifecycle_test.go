@@ -130,12 +130,12 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			rule := &ratelimit.Rule{Name: "nobreaker", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit, Algorithm: alg}}, OnError: ratelimit.FailLocal}
 			ctx := t.Context()
 			for range before {
-				require.NoError(t, rule.Check(ctx, l, "k", 1), "Redis admits before the outage")
+				require.NoError(t, rule.Check(ctx, l, 1, "k"), "Redis admits before the outage")
 			}
 			down(t)
 			byFallback := 0
 			for range limit + 2 {
-				a, err := rule.Admit(ctx, l, "k", 1)
+				a, err := rule.Admit(ctx, l, 1, "k")
 				if err == nil {
 					require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
 					byFallback++
@@ -149,7 +149,7 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for charged(l)+dropped(l) < limit || l.fallback.Carrying() {
 				require.True(t, time.Now().Before(deadline), "the carry-back never arrived: %d charged, %d dropped, %d held", charged(l), dropped(l), l.fallback.Held())
-				a, err := rule.Admit(ctx, l, "k", 1)
+				a, err := rule.Admit(ctx, l, 1, "k")
 				if err == nil && a.Decision.Source == ratelimit.SourceBackend {
 					byRedisBefore++
 				}
@@ -157,7 +157,7 @@ func TestCarryBackWithoutBreaker(t *testing.T) {
 			}
 			after := 0
 			for range limit {
-				a, err := rule.Admit(ctx, l, "k", 1)
+				a, err := rule.Admit(ctx, l, 1, "k")
 				if err == nil {
 					after++
 					t.Logf("admitted after the carry-back by %s", a.Decision.Source)

@@ -131,7 +131,7 @@ func perUserAndForEveryone(t *testing.T, l ratelimit.Limiter, clock *manualClock
 	for u := range 150 {
 		user := fmt.Sprint("user", u)
 		for c := range 12 {
-			err := r.CheckKeys(ctx, l, []string{user, ""}, 1)
+			err := r.Check(ctx, l, 1, user, "")
 			if err == nil {
 				admitted++
 				continue
@@ -202,7 +202,7 @@ func (c contention) run(t *testing.T, rule *ratelimit.Rule, limiters []ratelimit
 			defer wg.Done()
 			l := limiters[g%len(limiters)]
 			for u := range calls {
-				err := rule.CheckKeys(context.Background(), l, []string{fmt.Sprint("user", u), ""}, 1)
+				err := rule.Check(context.Background(), l, 1, fmt.Sprint("user", u), "")
 				var le *ratelimit.LimitError
 				switch {
 				case err == nil:
@@ -403,17 +403,17 @@ func (ct *clusterTest) linesPeekAndReset(t *testing.T) {
 	l, _ := ct.limiter(t)
 	r := &ratelimit.Rule{Name: "peeked", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}, {Period: time.Hour, Threshold: 10}}, KeyExprs: []string{"user", ""}}
 	for range 2 {
-		require.NoError(t, r.CheckKeys(ctx, l, []string{"ann", ""}, 1))
+		require.NoError(t, r.Check(ctx, l, 1, "ann", ""))
 	}
 	for range 2 {
-		d, err := r.PeekKeys(ctx, l, []string{"ann", ""})
+		d, err := r.Peek(ctx, l, "ann", "")
 		require.NoError(t, err)
 		assert.True(t, d.Allowed)
 		assert.EqualValues(t, 1, d.Remaining, "ann's line, before the call")
 		assert.Equal(t, 0, d.LimitIndex)
 	}
 	require.NoError(t, l.Reset(ctx, "peeked", "ann"))
-	d, err := r.PeekKeys(ctx, l, []string{"ann", ""})
+	d, err := r.Peek(ctx, l, "ann", "")
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, d.Remaining, "ann's line is reset")
 	d, err = ratelimit.Peek(ctx, l, ratelimit.Request{Name: "peeked", Keys: []string{"nobody", ""}, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 100}, r.Limits[1]}})

@@ -204,8 +204,8 @@ func TestLongKeysAreNamedBoundedly(t *testing.T) {
 			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&raw, &slog.HandlerOptions{Level: slog.LevelDebug}))).WithRawKeys())))
 		rule := &ratelimit.Rule{Name: longName, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 		for descr, v := range longValues() {
-			require.NoError(t, rule.Check(context.Background(), l, v, 1), descr)
-			err := rule.Check(context.Background(), l, v, 1)
+			require.NoError(t, rule.Check(context.Background(), l, 1, v), descr)
+			err := rule.Check(context.Background(), l, 1, v)
 			var le *ratelimit.LimitError
 			require.True(t, errors.As(err, &le), "%s: %v", descr, err)
 			assert.Equal(t, callkey.Bound(v), le.Key)
@@ -244,9 +244,9 @@ func TestTheFallbackBoundsLongKeys(t *testing.T) {
 		rule := &ratelimit.Rule{Name: longName + "/" + string(alg), Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Hour, Threshold: 1}}, OnError: ratelimit.FailLocal}
 		for i, k := range distinctKeys() {
 			log.Reset()
-			require.NoError(t, rule.Check(ctx, l, k, 1), "%s: key %d (%.80q) shares the state of an earlier one", alg, i, k)
+			require.NoError(t, rule.Check(ctx, l, 1, k), "%s: key %d (%.80q) shares the state of an earlier one", alg, i, k)
 			var le *ratelimit.LimitError
-			require.ErrorAs(t, rule.Check(ctx, l, k, 1), &le, "%s: key %d (%.80q) was not counted", alg, i, k)
+			require.ErrorAs(t, rule.Check(ctx, l, 1, k), &le, "%s: key %d (%.80q) was not counted", alg, i, k)
 			assert.Equal(t, callkey.Bound(k), le.Key)
 			fallback := 0
 			for _, line := range logLines(&log) { // and a backend failure a second

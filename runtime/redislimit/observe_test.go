@@ -67,11 +67,11 @@ func TestSlogHook(t *testing.T) {
 		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelDebug))))
 		ctx := context.Background()
 		rule := &ratelimit.Rule{Name: "svc.Get", Limits: perPeriod(1, time.Minute)}
-		require.NoError(t, rule.Check(ctx, l, "u1", 1))
-		require.ErrorIs(t, rule.Check(ctx, l, "u1", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, l, 1, "u1"))
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "u1"), ratelimit.ErrLimited)
 		shadow := &ratelimit.Rule{Name: "svc.Put", Limits: perPeriod(1, time.Minute), Shadow: true}
-		require.NoError(t, shadow.Check(ctx, l, "", 1))
-		require.NoError(t, shadow.Check(ctx, l, "", 1))
+		require.NoError(t, shadow.Check(ctx, l, 1, ""))
+		require.NoError(t, shadow.Check(ctx, l, 1, ""))
 		assert.Equal(t, []string{
 			`level=DEBUG msg="ratelimit: admitted" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 reset_after=1m0s`,
 			`level=WARN msg="ratelimit: limited" name=svc.Get key=sha256:bb82030dbc2b cost=1 limit="1/1m0s (sliding_log)" remaining=0 retry_after=1m0s reset_after=1m0s`,
@@ -85,7 +85,7 @@ func TestSlogHookFailures(t *testing.T) {
 	var buf bytes.Buffer
 	l := New(newUnreachableClient(t), ratelimit.WithHook(ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelWarn))))
 	rule := &ratelimit.Rule{Name: "down", Limits: perPeriod(5, time.Minute)}
-	require.NoError(t, rule.Check(context.Background(), l, "k", 2))
+	require.NoError(t, rule.Check(context.Background(), l, 2, "k"))
 	lines := logLines(&buf)
 	require.Len(t, lines, 1)
 	assert.True(t, strings.HasPrefix(lines[0], `level=ERROR msg="ratelimit: backend failure" name=down key=sha256:8254c329a928 cost=2 error="ratelimit: down: backend failure: `), lines[0])
@@ -96,7 +96,7 @@ func TestSlogHookSkipsDisabledLevels(t *testing.T) {
 	var buf bytes.Buffer
 	l := ratelimit.NewMemory(ratelimit.WithHook(ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))))
 	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	assert.Empty(t, buf.String(), "admissions are Debug")
 }
 
@@ -113,7 +113,7 @@ func TestMetricsUnderConcurrency(t *testing.T) {
 		for g := range goroutines {
 			wg.Go(func() {
 				for i := range calls {
-					err := rules[(g+i)%2].Check(context.Background(), l, "", 1)
+					err := rules[(g+i)%2].Check(context.Background(), l, 1, "")
 					if err != nil {
 						assert.ErrorIs(t, err, ratelimit.ErrLimited)
 					}
@@ -141,7 +141,7 @@ func TestMetricsCountsBackendErrors(t *testing.T) {
 	l := New(newUnreachableClient(t), ratelimit.WithHook(m), WithBreaker(1, time.Hour, time.Hour))
 	rule := &ratelimit.Rule{Name: "err", Limits: perPeriod(1, time.Minute), OnError: ratelimit.FailClosed}
 	for range 3 {
-		require.ErrorIs(t, rule.Check(context.Background(), l, "", 1), ratelimit.ErrBackend)
+		require.ErrorIs(t, rule.Check(context.Background(), l, 1, ""), ratelimit.ErrBackend)
 	}
 	assert.Equal(t, limitmetrics.Counters{BackendErrors: 3}, m.Snapshot()["err"])
 }
@@ -189,10 +189,10 @@ func TestShadowDenialsOnlyFromShadowRules(t *testing.T) {
 	ctx := context.Background()
 	real := &ratelimit.Rule{Name: "real", Limits: perPeriod(1, time.Minute)}
 	shadow := &ratelimit.Rule{Name: "shadow", Limits: perPeriod(1, time.Minute), Shadow: true}
-	require.NoError(t, real.Check(ctx, l, "", 1))
-	require.Error(t, real.Check(ctx, l, "", 1))
-	require.NoError(t, shadow.Check(ctx, l, "", 1))
-	require.NoError(t, shadow.Check(ctx, l, "", 1))
+	require.NoError(t, real.Check(ctx, l, 1, ""))
+	require.Error(t, real.Check(ctx, l, 1, ""))
+	require.NoError(t, shadow.Check(ctx, l, 1, ""))
+	require.NoError(t, shadow.Check(ctx, l, 1, ""))
 	// A direct Allow is never a shadow decision.
 	_, err := l.Allow(ctx, ratelimit.Request{Name: "shadow", Limits: shadow.Limits})
 	require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	rule := &ratelimit.Rule{Name: "flood", Limits: perPeriod(1000, time.Minute)}
 	ctx := context.Background()
 	for range 100 {
-		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
 	}
 	lines := logLines(&buf)
 	require.Len(t, lines, 3, "two failures that opened the breaker and its opening:\n%s", strings.Join(lines, "\n"))
@@ -236,7 +236,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	t.Cleanup(s.Stop)
 	require.Eventually(t, func() bool { return len(logLines(&buf)) == 4 }, 10*time.Second, time.Millisecond)
 	for range 100 {
-		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
 	}
 	lines = logLines(&buf)
 	require.Len(t, lines, 4, strings.Join(lines, "\n"))
@@ -261,7 +261,7 @@ func TestSlogHookAbusiveClientOnRedis(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for time.Now().Before(stop) {
-				if err := rule.Check(context.Background(), l, apiKey, 1); err != nil {
+				if err := rule.Check(context.Background(), l, 1, apiKey); err != nil {
 					assert.ErrorIs(t, err, ratelimit.ErrLimited)
 				}
 			}

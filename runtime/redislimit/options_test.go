@@ -105,6 +105,6 @@ func TestMixedOptionsConfigureTheLimiter(t *testing.T) {
 	down := New(newUnreachableClient(t), WithBatching(8), ratelimit.WithErrorPolicy(ratelimit.FailClosed))
 	t.Cleanup(func() { down.Close() })
 	rule := ratelimit.Rule{Name: "mixed", Limits: []ratelimit.Limit{lim}}
-	err = rule.Check(ctx, down, "k", 1)
+	err = rule.Check(ctx, down, 1, "k")
 	assert.Error(t, err, "the core's error policy of the list fails the call closed")
 }

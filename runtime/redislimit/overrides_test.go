@@ -49,28 +49,28 @@ func TestOverridesChangeDecisionsAndKeepState(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "ov", Limits: perPeriod(5, time.Minute)}
 		ctx := context.Background()
 		for range 3 {
-			require.NoError(t, rule.Check(ctx, l, "", 1))
+			require.NoError(t, rule.Check(ctx, l, 1, ""))
 		}
 
 		ov.set("ov", ratelimit.Limit{Period: time.Minute, Threshold: 4})
-		require.NoError(t, rule.Check(ctx, l, "", 1), "4th of 4: the 3 calls before still count")
+		require.NoError(t, rule.Check(ctx, l, 1, ""), "4th of 4: the 3 calls before still count")
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, ""), &le)
 		assert.Equal(t, int64(4), le.Limit.Threshold, "the error names the limit that applied")
 
 		ov.set("ov") // back to the generated limit
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
 
 		// A shorter period lets the calls made 30s ago leave the window.
 		clock.Advance(30 * time.Second)
-		require.ErrorIs(t, rule.Check(ctx, l, "", 1), ratelimit.ErrLimited)
+		require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
 		ov.set("ov", ratelimit.Limit{Period: 20 * time.Second, Threshold: 5})
-		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
 
 		other := &ratelimit.Rule{Name: "other", Limits: perPeriod(1, time.Minute)}
-		require.NoError(t, other.Check(ctx, l, "", 1))
-		require.ErrorIs(t, other.Check(ctx, l, "", 1), ratelimit.ErrLimited, "other names keep their limits")
+		require.NoError(t, other.Check(ctx, l, 1, ""))
+		require.ErrorIs(t, other.Check(ctx, l, 1, ""), ratelimit.ErrLimited, "other names keep their limits")
 	})
 }
 
@@ -81,10 +81,10 @@ func TestOverridesAddALimit(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "add", Limits: perPeriod(10, time.Minute)}
 		ov.set("add", ratelimit.Limit{Period: time.Minute, Threshold: 10}, ratelimit.Limit{Period: time.Hour, Threshold: 2})
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.NoError(t, rule.Check(ctx, l, "", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, ""), &le)
 		assert.Equal(t, time.Hour, le.Limit.Period)
 	})
 }
@@ -186,8 +186,8 @@ func TestRedisOverrides(t *testing.T) {
 		ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithOverrides(ov)),
 	} {
 		rule := &ratelimit.Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
-		require.NoError(t, rule.Check(ctx, limiter, "", 1))
-		require.ErrorIs(t, rule.Check(ctx, limiter, "", 1), ratelimit.ErrLimited, "threshold 1 from the hash")
+		require.NoError(t, rule.Check(ctx, limiter, 1, ""))
+		require.ErrorIs(t, rule.Check(ctx, limiter, 1, ""), ratelimit.ErrLimited, "threshold 1 from the hash")
 	}
 
 	// An operator raises the threshold; a background refresh picks it up.
@@ -200,8 +200,8 @@ func TestRedisOverrides(t *testing.T) {
 	require.Eventually(t, func() bool { return ov.Err() == nil }, time.Minute, 5*time.Millisecond)
 	rule := &ratelimit.Rule{Name: "ro", Limits: perPeriod(3, time.Minute)}
 	lim := New(c, ratelimit.WithClock(clock), ratelimit.WithOverrides(ov))
-	require.NoError(t, rule.Check(ctx, lim, "", 1), "the call before still counts: 2nd of 2")
-	require.ErrorIs(t, rule.Check(ctx, lim, "", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, lim, 1, ""), "the call before still counts: 2nd of 2")
+	require.ErrorIs(t, rule.Check(ctx, lim, 1, ""), ratelimit.ErrLimited)
 
 	// Deleting the field returns to the generated limits.
 	require.NoError(t, c.Del(ctx, hash).Err())
@@ -209,7 +209,7 @@ func TestRedisOverrides(t *testing.T) {
 		_, ok := ov.Lookup(ctx, "ro")
 		return !ok
 	}, time.Minute, 5*time.Millisecond)
-	require.NoError(t, rule.Check(ctx, lim, "", 1), "3rd of 3")
+	require.NoError(t, rule.Check(ctx, lim, 1, ""), "3rd of 3")
 }
 
 func TestRedisOverridesNeverWaitForRedis(t *testing.T) {
@@ -350,12 +350,12 @@ func TestOverridesExemptAndBlock(t *testing.T) {
 		l := newLimiter(ratelimit.WithOverrides(&s), ratelimit.WithHook(m))
 		rule := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute)}
 		for range 5 {
-			require.NoError(t, rule.Check(ctx, l, "vip", 1), "exempt")
+			require.NoError(t, rule.Check(ctx, l, 1, "vip"), "exempt")
 		}
-		require.NoError(t, rule.Check(ctx, l, "other", 1))
-		require.ErrorIs(t, rule.Check(ctx, l, "other", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, l, 1, "other"))
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "other"), ratelimit.ErrLimited)
 		for _, key := range []string{"mallory", "eve"} {
-			err := rule.Check(ctx, l, key, 1)
+			err := rule.Check(ctx, l, 1, key)
 			var le *ratelimit.LimitError
 			require.ErrorAs(t, err, &le, key)
 			assert.Equal(t, ratelimit.Limit{Algorithm: ratelimit.Block, Period: time.Minute}, le.Limit)
@@ -363,7 +363,7 @@ func TestOverridesExemptAndBlock(t *testing.T) {
 			assert.Contains(t, err.Error(), "is blocked by an override")
 		}
 		shadow := &ratelimit.Rule{Name: "eb", Limits: perPeriod(1, time.Minute), Shadow: true}
-		require.NoError(t, shadow.Check(ctx, l, "mallory", 1), "a shadow rule never denies")
+		require.NoError(t, shadow.Check(ctx, l, 1, "mallory"), "a shadow rule never denies")
 		assert.Equal(t, limitmetrics.Counters{Allowed: 1, Limited: 3, ShadowLimited: 1, NearLimit: 1}, m.Snapshot()["eb"])
 	})
 }

@@ -360,6 +360,6 @@ func TestHooksSeeRequestsAsBuilt(t *testing.T) {
 	hook := &hookRecorder{}
 	l := newTestRedis(t, ratelimit.WithHook(hook))
 	rule := &ratelimit.Rule{Name: "built", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}}}
-	require.NoError(t, rule.Check(context.Background(), l, "k", 2))
+	require.NoError(t, rule.Check(context.Background(), l, 2, "k"))
 	assert.Equal(t, []ratelimit.Request{{Name: "built", Key: "k", Cost: 2, Limits: rule.Limits}}, hook.reqs)
 }

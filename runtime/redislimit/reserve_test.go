@@ -157,12 +157,12 @@ func TestSettleALongKey(t *testing.T) {
 		l := newLimiter()
 		key := strings.Repeat("Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9", 5)
 		r := &ratelimit.Rule{Name: "long", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(1, time.Minute)}}
-		res, err := r.Reserve(ctx, l, key, 10)
+		res, err := r.Reserve(ctx, l, 10, key)
 		require.NoError(t, err)
-		_, err = r.Reserve(ctx, l, key, 1)
+		_, err = r.Reserve(ctx, l, 1, key)
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
 		require.NoError(t, res.Settle(ctx, 4)) // six back, and the slot
-		res, err = r.Reserve(ctx, l, key, 6)
+		res, err = r.Reserve(ctx, l, 6, key)
 		require.NoError(t, err, "the refund and the slot are the key's")
 		require.NoError(t, res.Release(ctx))
 	})

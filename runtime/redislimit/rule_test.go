@@ -47,7 +47,7 @@ func TestCheckNegativeCostIsATypedError(t *testing.T) {
 		l := &countingLimiter{Limiter: newLimiter()}
 		rule := &ratelimit.Rule{Name: "neg", Limits: perPeriod(5, time.Minute), OnError: ratelimit.FailOpen, Shadow: true}
 		var err error
-		require.NotPanics(t, func() { err = rule.Check(context.Background(), l, "", -3) })
+		require.NotPanics(t, func() { err = rule.Check(context.Background(), l, -3, "") })
 		var ce *ratelimit.CostError
 		require.ErrorAs(t, err, &ce)
 		assert.Equal(t, int64(-3), ce.Cost)
@@ -67,7 +67,7 @@ func TestCheckCostAboveThresholdIgnoresPolicyAndShadow(t *testing.T) {
 			{Name: "big", Limits: perPeriod(5, time.Minute), OnError: ratelimit.FailOpen},
 			{Name: "big", Limits: perPeriod(5, time.Minute), Shadow: true},
 		} {
-			err := rule.Check(context.Background(), l, "", 6)
+			err := rule.Check(context.Background(), l, 6, "")
 			var ce *ratelimit.CostError
 			require.ErrorAs(t, err, &ce)
 			assert.ErrorIs(t, err, ratelimit.ErrInvalidLimit)
@@ -80,10 +80,10 @@ func TestCheckCostIsCharged(t *testing.T) {
 		l := newLimiter(ratelimit.WithClock(newManualClock()))
 		rule := &ratelimit.Rule{Name: "cost", Limits: perPeriod(10, time.Minute)}
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "", 7))
-		require.NoError(t, rule.Check(ctx, l, "", 3))
+		require.NoError(t, rule.Check(ctx, l, 7, ""))
+		require.NoError(t, rule.Check(ctx, l, 3, ""))
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "", 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, ""), &le)
 		assert.Zero(t, le.Remaining)
 	})
 }
@@ -96,10 +96,10 @@ func TestCheckSeveralLimitsReportsTheDenyingOne(t *testing.T) {
 			{Period: time.Hour, Threshold: 2},
 		}}
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "k", 1))
-		require.NoError(t, rule.Check(ctx, l, "k", 1))
+		require.NoError(t, rule.Check(ctx, l, 1, "k"))
+		require.NoError(t, rule.Check(ctx, l, 1, "k"))
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "k", 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, "k"), &le)
 		assert.Equal(t, rule.Limits[1], le.Limit)
 		assert.Equal(t, time.Hour, le.RetryAfter)
 	})
@@ -127,8 +127,8 @@ func TestWaitIsAdmittedAfterSleeping(t *testing.T) {
 		l := &countingLimiter{Limiter: &pacedLimiter{Limiter: newLimiter(ratelimit.WithClock(clock)), clock: clock}}
 		rule := &ratelimit.Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond), Wait: 5 * time.Second}
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		require.NoError(t, rule.Check(ctx, l, "", 1), "admitted once the first call left the window")
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		require.NoError(t, rule.Check(ctx, l, 1, ""), "admitted once the first call left the window")
 		assert.Equal(t, int64(3), l.calls.Load(), "admitted, denied, slept, admitted")
 		d, err := l.Allow(ctx, ratelimit.Request{Name: "wait", Limits: rule.Limits})
 		require.NoError(t, err)
@@ -141,8 +141,8 @@ func TestWaitBeyondBudgetReturnsAtOnce(t *testing.T) {
 		l := &countingLimiter{Limiter: newLimiter(ratelimit.WithClock(newManualClock()))}
 		rule := &ratelimit.Rule{Name: "budget", Limits: perPeriod(1, time.Minute), Wait: 50 * time.Millisecond}
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		err := rule.Check(ctx, l, "", 1)
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		err := rule.Check(ctx, l, 1, "")
 		var le *ratelimit.LimitError
 		require.ErrorAs(t, err, &le)
 		assert.Equal(t, time.Minute, le.RetryAfter)
@@ -156,8 +156,8 @@ func TestWaitNeverPastTheContextDeadline(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "deadline", Limits: perPeriod(1, 10*time.Second), Wait: time.Hour}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		require.NoError(t, rule.Check(ctx, l, "", 1))
-		err := rule.Check(ctx, l, "", 1)
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+		err := rule.Check(ctx, l, 1, "")
 		var le *ratelimit.LimitError
 		require.ErrorAs(t, err, &le, "10s is beyond the context's deadline: denied at once")
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
@@ -169,19 +169,19 @@ func TestDelayPacesAnAdmittedCall(t *testing.T) {
 	s := &stubLimiter{d: ratelimit.Decision{Allowed: true, Delay: 30 * time.Millisecond}}
 	rule := &ratelimit.Rule{Name: "paced", Limits: perPeriod(1, time.Second)}
 	start := time.Now()
-	require.NoError(t, rule.Check(context.Background(), s, "", 1))
+	require.NoError(t, rule.Check(context.Background(), s, 1, ""))
 	assert.GreaterOrEqual(t, time.Since(start), 30*time.Millisecond, "slept the delay")
 
 	s.d.Delay = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(10*time.Millisecond, cancel)
-	err := rule.Check(ctx, s, "", 1)
+	err := rule.Check(ctx, s, 1, "")
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.NotErrorIs(t, err, ratelimit.ErrLimited)
 	assert.Contains(t, err.Error(), "ratelimit: paced: admitted, but context canceled while paced for 1h0m0s")
 
 	shadow := &ratelimit.Rule{Name: "paced", Limits: perPeriod(1, time.Second), Shadow: true}
-	assert.NoError(t, shadow.Check(context.Background(), s, "", 1), "a shadow rule does not pace")
+	assert.NoError(t, shadow.Check(context.Background(), s, 1, ""), "a shadow rule does not pace")
 }
 
 func TestShadowNeverDeniesAndReportsWouldBeDenials(t *testing.T) {
@@ -191,14 +191,14 @@ func TestShadowNeverDeniesAndReportsWouldBeDenials(t *testing.T) {
 		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.Hooks(metrics, plain)))
 		rule := &ratelimit.Rule{Name: "shadow", Limits: perPeriod(2, time.Minute), Shadow: true, Wait: time.Minute}
 		for range 5 {
-			require.NoError(t, rule.Check(context.Background(), l, "", 1))
+			require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 		}
 		assert.Equal(t, limitmetrics.Counters{Allowed: 2, ShadowLimited: 3, NearLimit: 1}, metrics.Snapshot()["shadow"])
 		assert.Equal(t, 5, plain.decided, "a plain hook sees would-be denials as denials")
 		assert.False(t, plain.last.Allowed)
 
 		real := &ratelimit.Rule{Name: "shadow", Limits: perPeriod(2, time.Minute)}
-		require.ErrorIs(t, real.Check(context.Background(), l, "", 1), ratelimit.ErrLimited, "the shadow calls were counted")
+		require.ErrorIs(t, real.Check(context.Background(), l, 1, ""), ratelimit.ErrLimited, "the shadow calls were counted")
 		assert.Equal(t, uint64(1), metrics.Snapshot()["shadow"].Limited)
 	})
 }
@@ -224,7 +224,7 @@ func TestErrorPolicyWithUnreachableRedis(t *testing.T) {
 			l := New(newUnreachableClient(t), append(c.opts, ratelimit.WithHook(hook))...)
 			rule := c.rule
 			rule.Name, rule.Limits = "down", limits
-			err := rule.Check(context.Background(), l, "", 1)
+			err := rule.Check(context.Background(), l, 1, "")
 			if c.allowed {
 				assert.NoError(t, err)
 			} else {
@@ -242,14 +242,14 @@ func TestErrorPolicyWithUnreachableRedis(t *testing.T) {
 func TestErrorPolicyOfALimiterWithoutOne(t *testing.T) {
 	s := &stubLimiter{err: &ratelimit.BackendError{Name: "x", Err: errors.New("boom")}}
 	rule := &ratelimit.Rule{Name: "x", Limits: perPeriod(1, time.Second)}
-	assert.NoError(t, rule.Check(context.Background(), s, "", 1), "fail open")
+	assert.NoError(t, rule.Check(context.Background(), s, 1, ""), "fail open")
 	rule.OnError = ratelimit.FailClosed
-	assert.ErrorIs(t, rule.Check(context.Background(), s, "", 1), ratelimit.ErrBackend)
+	assert.ErrorIs(t, rule.Check(context.Background(), s, 1, ""), ratelimit.ErrBackend)
 
 	// An error that is not a backend failure is returned whatever the policy.
 	s.err = errors.New("not a backend failure")
 	rule.OnError = ratelimit.FailOpen
-	assert.ErrorIs(t, rule.Check(context.Background(), s, "", 1), s.err)
+	assert.ErrorIs(t, rule.Check(context.Background(), s, 1, ""), s.err)
 }
 
 func TestErrorPolicyDefaults(t *testing.T) {
@@ -263,7 +263,7 @@ func TestCancelledContextIsNotFailedOpen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	rule := &ratelimit.Rule{Name: "gone", Limits: perPeriod(1, time.Second), OnError: ratelimit.FailOpen}
-	err := rule.Check(ctx, l, "", 1)
+	err := rule.Check(ctx, l, 1, "")
 	assert.ErrorIs(t, err, context.Canceled)
 }
 
@@ -286,7 +286,7 @@ func BenchmarkWaitContended(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if err := rule.Check(context.Background(), l, "", 1); err != nil {
+					if err := rule.Check(context.Background(), l, 1, ""); err != nil {
 						b.Error(err)
 					}
 				}
@@ -306,16 +306,16 @@ func TestWrapperKeepsOverridesAndErrorPolicy(t *testing.T) {
 	ov.set("wrapped", ratelimit.Limit{Period: time.Minute, Threshold: 1})
 	l := wrapped{wrapped{ratelimit.NewMemory(ratelimit.WithOverrides(ov))}}
 	rule := &ratelimit.Rule{Name: "wrapped", Limits: perPeriod(5, time.Minute)}
-	require.NoError(t, rule.Check(context.Background(), l, "", 1))
+	require.NoError(t, rule.Check(context.Background(), l, 1, ""))
 	var le *ratelimit.LimitError
-	require.ErrorAs(t, rule.Check(context.Background(), l, "", 1), &le, "the override of the wrapped limiter applies")
+	require.ErrorAs(t, rule.Check(context.Background(), l, 1, ""), &le, "the override of the wrapped limiter applies")
 	assert.Equal(t, int64(1), le.Limit.Threshold)
 
 	down := wrapped{New(newUnreachableClient(t), ratelimit.WithErrorPolicy(ratelimit.FailClosed))}
-	assert.ErrorIs(t, rule.Check(context.Background(), down, "", 1), ratelimit.ErrBackend, "the wrapped limiter fails closed")
+	assert.ErrorIs(t, rule.Check(context.Background(), down, 1, ""), ratelimit.ErrBackend, "the wrapped limiter fails closed")
 
 	local := wrapped{New(newUnreachableClient(t), ratelimit.WithErrorPolicy(ratelimit.FailLocal))}
 	once := &ratelimit.Rule{Name: "once", Limits: perPeriod(1, time.Minute)}
-	assert.NoError(t, once.Check(context.Background(), local, "", 1))
-	assert.ErrorIs(t, once.Check(context.Background(), local, "", 1), ratelimit.ErrLimited, "the wrapped limiter's fallback decides")
+	assert.NoError(t, once.Check(context.Background(), local, 1, ""))
+	assert.ErrorIs(t, once.Check(context.Background(), local, 1, ""), ratelimit.ErrLimited, "the wrapped limiter's fallback decides")
 }

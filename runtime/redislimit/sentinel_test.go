@@ -253,7 +253,7 @@ func sentinelFailover(t *testing.T, writesPaused bool, failover func(ctx context
 			}()
 			for i := g; !stop.Load(); i++ {
 				c := &failoverCall{rule: i % numRules, start: time.Now()}
-				_, c.err = rules[c.rule].Admit(context.WithValue(context.Background(), failoverCallKey{}, c), l, "", 1)
+				_, c.err = rules[c.rule].Admit(context.WithValue(context.Background(), failoverCallKey{}, c), l, 1, "")
 				c.end = time.Now()
 				calls[g] = append(calls[g], c)
 				if out := c.outcome(); out == outBackend || out == outCache {

@@ -417,9 +417,9 @@ func TestRuleCheckReportsLimitError(t *testing.T) {
 		l := newLimiter(ratelimit.WithClock(newManualClock()))
 		rule := &ratelimit.Rule{Name: "example.com/svc.Store.Get", Limits: []ratelimit.Limit{{Period: 30 * time.Second, Threshold: 2}}}
 		ctx := context.Background()
-		require.NoError(t, rule.Check(ctx, l, "u1", 1))
-		require.NoError(t, rule.Check(ctx, l, "u1", 1))
-		err := rule.Check(ctx, l, "u1", 1)
+		require.NoError(t, rule.Check(ctx, l, 1, "u1"))
+		require.NoError(t, rule.Check(ctx, l, 1, "u1"))
+		err := rule.Check(ctx, l, 1, "u1")
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
 		var le *ratelimit.LimitError
 		require.True(t, errors.As(err, &le))
@@ -429,7 +429,7 @@ func TestRuleCheckReportsLimitError(t *testing.T) {
 		assert.Equal(t, 30*time.Second, le.RetryAfter)
 		assert.Equal(t, int64(0), le.Remaining)
 		assert.Equal(t, `ratelimit: example.com/svc.Store.Get key "u1" exceeded 2 per 30s; retry after 30s`, le.Error())
-		require.NoError(t, rule.Check(ctx, l, "u2", 1), "another key has its own window")
+		require.NoError(t, rule.Check(ctx, l, 1, "u2"), "another key has its own window")
 	})
 }
 

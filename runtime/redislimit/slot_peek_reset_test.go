@@ -28,13 +28,13 @@ func TestPeekOfASlotRule(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ratelimit.Decision{Allowed: true, Remaining: 2, LimitIndex: 1}, d, "all slots free: the slot is the tightest, and has all its units")
 
-		a, err := r.Reserve(ctx, l, "t", 1)
+		a, err := r.Reserve(ctx, l, 1, "t")
 		require.NoError(t, err)
 		clock.Advance(10 * time.Second)
 		d, err = r.Peek(ctx, l, "t")
 		require.NoError(t, err)
 		assert.Equal(t, ratelimit.Decision{Allowed: true, Remaining: 1, ResetAfter: time.Minute, LimitIndex: 1}, d, "one slot of two free")
-		b, err := r.Reserve(ctx, l, "t", 1)
+		b, err := r.Reserve(ctx, l, 1, "t")
 		require.NoError(t, err)
 
 		d, err = r.Peek(ctx, l, "t")
@@ -44,7 +44,7 @@ func TestPeekOfASlotRule(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, d.LimitIndex, "the slot's index among the request's limits")
 		assert.False(t, d.Allowed)
-		_, err = r.Reserve(ctx, l, "t", 1)
+		_, err = r.Reserve(ctx, l, 1, "t")
 		require.ErrorIs(t, err, ratelimit.ErrLimited, "the peek agrees with a reservation")
 
 		require.NoError(t, a.Release(ctx))
@@ -58,9 +58,9 @@ func TestPeekOfASlotRule(t *testing.T) {
 		assert.Equal(t, 0, d.LimitIndex)
 
 		// Nothing was taken or charged by the peeks: one slot and 8 units left.
-		c, err := r.Reserve(ctx, l, "t", 8)
+		c, err := r.Reserve(ctx, l, 8, "t")
 		require.NoError(t, err)
-		_, err = r.Reserve(ctx, l, "u", 1)
+		_, err = r.Reserve(ctx, l, 1, "u")
 		require.NoError(t, err, "slots are per key")
 		require.NoError(t, c.Release(ctx))
 		require.NoError(t, b.Release(ctx))
@@ -84,13 +84,13 @@ func TestResetFreesTheSlots(t *testing.T) {
 		r := &ratelimit.Rule{Name: "reset-slots", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
 		var old []*ratelimit.Reservation
 		for range 2 {
-			res, err := r.Reserve(ctx, l, "t", 1)
+			res, err := r.Reserve(ctx, l, 1, "t")
 			require.NoError(t, err)
 			old = append(old, res)
 		}
-		other, err := r.Reserve(ctx, l, "u", 1)
+		other, err := r.Reserve(ctx, l, 1, "u")
 		require.NoError(t, err)
-		_, err = r.Reserve(ctx, l, "t", 1)
+		_, err = r.Reserve(ctx, l, 1, "t")
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
 
 		require.NoError(t, ratelimit.Reset(ctx, l, r.Name, "t"))
@@ -99,14 +99,14 @@ func TestResetFreesTheSlots(t *testing.T) {
 		assert.Equal(t, ratelimit.Decision{Allowed: true, Remaining: 2, LimitIndex: 1}, d, "a reset key has every slot free")
 		var fresh []*ratelimit.Reservation
 		for range 2 {
-			res, err := r.Reserve(ctx, l, "t", 1)
+			res, err := r.Reserve(ctx, l, 1, "t")
 			require.NoError(t, err, "the reset freed the slots")
 			fresh = append(fresh, res)
 		}
 		for _, res := range old {
 			require.NoError(t, res.Release(ctx), "the old calls give back slots that are gone")
 		}
-		_, err = r.Reserve(ctx, l, "t", 1)
+		_, err = r.Reserve(ctx, l, 1, "t")
 		require.ErrorIs(t, err, ratelimit.ErrLimited, "the old calls' give-back freed none of the new calls' slots")
 		d, err = r.Peek(ctx, l, "u")
 		require.NoError(t, err)
@@ -150,9 +150,9 @@ func TestFailedGiveBackIsReportedOnce(t *testing.T) {
 	c := srv.Client()
 	l := newTest(c, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock), ratelimit.WithHook(hook))
 	r := &ratelimit.Rule{Name: "lost-give-back", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
-	a, err := r.Reserve(ctx, l, "t", 1)
+	a, err := r.Reserve(ctx, l, 1, "t")
 	require.NoError(t, err)
-	b, err := r.Reserve(ctx, l, "t", 1)
+	b, err := r.Reserve(ctx, l, 1, "t")
 	require.NoError(t, err)
 	require.NoError(t, c.Close()) // Redis is out of reach
 
@@ -171,10 +171,10 @@ func TestFailedGiveBackIsReportedOnce(t *testing.T) {
 	// Both slots stay held, unrenewed, until their lease ends.
 	c2 := rdb(t)
 	l2 := newTest(c2, WithDenyCache(0), withoutHeartbeat(), ratelimit.WithClock(clock))
-	_, err = r.Reserve(ctx, l2, "t", 1)
+	_, err = r.Reserve(ctx, l2, 1, "t")
 	require.ErrorIs(t, err, ratelimit.ErrLimited, "a slot not given back is held")
 	clock.Advance(time.Minute)
-	res, err := r.Reserve(ctx, l2, "t", 1)
+	res, err := r.Reserve(ctx, l2, 1, "t")
 	require.NoError(t, err, "its lease ended")
 	require.NoError(t, res.Release(ctx))
 }

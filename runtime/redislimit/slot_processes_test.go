@@ -50,7 +50,7 @@ func slotsProcess(spec string) int {
 	if mode == "hold" {
 		r := slotsRule(2 * time.Second)
 		for range slotsLimit {
-			if _, err := r.Reserve(ctx, l, "held", 0); err != nil {
+			if _, err := r.Reserve(ctx, l, 0, "held"); err != nil {
 				fmt.Println("error:", err)
 				return 1
 			}
@@ -64,7 +64,7 @@ func slotsProcess(spec string) int {
 	for range slotsGoroutines {
 		wg.Go(func() {
 			for range slotsCalls {
-				res, err := r.Reserve(ctx, l, "shared", 0)
+				res, err := r.Reserve(ctx, l, 0, "shared")
 				if err != nil {
 					refused.Add(1)
 					fmt.Fprintln(os.Stderr, err)
@@ -156,7 +156,7 @@ func testKilledProcessSlots(t *testing.T) {
 	r := slotsRule(lease)
 	r.Wait = 0
 	for {
-		res, err := r.Reserve(ctx, l, "held", 0)
+		res, err := r.Reserve(ctx, l, 0, "held")
 		if err == nil {
 			// The slots were taken at started or later, for a lease.
 			assert.GreaterOrEqual(t, time.Since(started), lease, "a slot freed before its lease ended")

@@ -121,11 +121,11 @@ func TestSlotsOnACluster(t *testing.T) {
 	r := &ratelimit.Rule{Name: "cluster-slots", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, concurrencyLimit(2, time.Minute)}}
 	for i := range 20 {
 		key := fmt.Sprint("tenant", i)
-		a, err := r.Reserve(ctx, l, key, 1)
+		a, err := r.Reserve(ctx, l, 1, key)
 		require.NoError(t, err)
-		b, err := r.Reserve(ctx, l, key, 1)
+		b, err := r.Reserve(ctx, l, 1, key)
 		require.NoError(t, err)
-		_, err = r.Reserve(ctx, l, key, 1)
+		_, err = r.Reserve(ctx, l, 1, key)
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
 		d, err := r.Peek(ctx, l, key)
 		require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestSlotsOnACluster(t *testing.T) {
 		}
 		require.NoError(t, a.Settle(ctx, 3))
 		require.NoError(t, b.Release(ctx))
-		c, err := r.Reserve(ctx, l, key, 1)
+		c, err := r.Reserve(ctx, l, 1, key)
 		require.NoError(t, err)
 		require.NoError(t, c.Release(ctx))
 	}

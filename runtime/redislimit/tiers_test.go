@@ -130,7 +130,7 @@ func (o ownKeyOverrides) Tier(name, key string) string { return o.src.Tier(name,
 func admitted(t *testing.T, l ratelimit.Limiter, rule *ratelimit.Rule, key string) int64 {
 	t.Helper()
 	for n := int64(0); n < 20; n++ {
-		if err := rule.Check(context.Background(), l, key, 1); err != nil {
+		if err := rule.Check(context.Background(), l, 1, key); err != nil {
 			require.ErrorIs(t, err, ratelimit.ErrLimited)
 			return n
 		}
@@ -161,31 +161,31 @@ func TestKeyOverrideKeepsState(t *testing.T) {
 		rule := &ratelimit.Rule{Name: "state", Limits: perPeriod(5, time.Minute)}
 		ctx := context.Background()
 		for range 3 {
-			require.NoError(t, rule.Check(ctx, l, "k", 1))
+			require.NoError(t, rule.Check(ctx, l, 1, "k"))
 		}
 
 		ov.SetKey("state", "k", perMinute(4))
-		require.NoError(t, rule.Check(ctx, l, "k", 1), "4th of 4: the 3 calls before still count")
+		require.NoError(t, rule.Check(ctx, l, 1, "k"), "4th of 4: the 3 calls before still count")
 		var le *ratelimit.LimitError
-		require.ErrorAs(t, rule.Check(ctx, l, "k", 1), &le)
+		require.ErrorAs(t, rule.Check(ctx, l, 1, "k"), &le)
 		assert.Equal(t, int64(4), le.Limit.Threshold, "the error names the key's limit")
 
 		ov.SetTier("state", "gold", perMinute(6))
 		ov.SetKeyTier("state", "k", "gold")
-		require.NoError(t, rule.Check(ctx, l, "k", 1), "5th of gold's 6")
-		require.NoError(t, rule.Check(ctx, l, "k", 1), "6th of gold's 6")
-		require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, l, 1, "k"), "5th of gold's 6")
+		require.NoError(t, rule.Check(ctx, l, 1, "k"), "6th of gold's 6")
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
 
 		ov.SetKeyTier("state", "k", "") // back to the rule's 5, with 6 made
-		require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
 		for range 5 {
-			require.NoError(t, rule.Check(ctx, l, "other", 1), "other keys keep the rule's limit")
+			require.NoError(t, rule.Check(ctx, l, 1, "other"), "other keys keep the rule's limit")
 		}
-		require.ErrorIs(t, rule.Check(ctx, l, "other", 1), ratelimit.ErrLimited)
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "other"), ratelimit.ErrLimited)
 
 		ov.SetKey("state", "k", perMinute(7))
-		require.NoError(t, rule.Check(ctx, l, "k", 1), "7th of 7")
-		require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
+		require.NoError(t, rule.Check(ctx, l, 1, "k"), "7th of 7")
+		require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
 	})
 }
 
@@ -322,8 +322,8 @@ func TestKeyOverridesCostNoAllocation(t *testing.T) {
 	m := ratelimit.NewMemory(ratelimit.WithClock(newManualClock()))
 	mo := ratelimit.NewMemory(ratelimit.WithClock(newManualClock()), ratelimit.WithOverrides(s))
 	none := &ratelimit.Rule{Name: "none", Limits: perPeriod(1<<40, time.Minute)}
-	base := fewestAllocs(func() { _ = none.Check(ctx, m, longKey, 1) })
-	with := fewestAllocs(func() { _ = none.Check(ctx, mo, longKey, 1) })
+	base := fewestAllocs(func() { _ = none.Check(ctx, m, 1, longKey) })
+	with := fewestAllocs(func() { _ = none.Check(ctx, mo, 1, longKey) })
 	assert.Equal(t, base, with)
 }
 
@@ -380,21 +380,21 @@ func TestKeyOverridesMeetTheDenyCache(t *testing.T) {
 	rule := &ratelimit.Rule{Name: "dc", Limits: perPeriod(1, time.Minute)}
 	cached := func() uint64 { return metrics.Snapshot()["dc"].Cached }
 
-	require.NoError(t, rule.Check(ctx, l, "k", 1))
-	require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
-	require.ErrorIs(t, rule.Check(ctx, l, "k", 1), ratelimit.ErrLimited)
+	require.NoError(t, rule.Check(ctx, l, 1, "k"))
+	require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, "k"), ratelimit.ErrLimited)
 	require.Equal(t, uint64(1), cached(), "k's second denial is repeated")
 
 	ov.SetKey("dc", "k", perMinute(2)) // k's limit rises: Redis decides again
-	require.NoError(t, rule.Check(ctx, l, "k", 1), "2nd of k's 2")
+	require.NoError(t, rule.Check(ctx, l, 1, "k"), "2nd of k's 2")
 	var le *ratelimit.LimitError
-	require.ErrorAs(t, rule.Check(ctx, l, "k", 1), &le)
+	require.ErrorAs(t, rule.Check(ctx, l, 1, "k"), &le)
 	assert.Equal(t, int64(2), le.Limit.Threshold)
 
 	for range 3 {
-		require.NoError(t, rule.Check(ctx, l, "vip", 1), "vip's 3, whatever k's denials")
+		require.NoError(t, rule.Check(ctx, l, 1, "vip"), "vip's 3, whatever k's denials")
 	}
 	before := cached()
-	require.ErrorIs(t, rule.Check(ctx, l, "vip", 1), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, "vip"), ratelimit.ErrLimited)
 	assert.Equal(t, before, cached(), "vip's first denial comes from Redis")
 }

@@ -108,7 +108,7 @@ var apiWindowRateLimit = &ratelimit.Rule{
 // Bucket calls the wrapped API's Bucket if the limiter admits the call under
 // apiBucketRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Bucket(ctx context.Context) error {
-	if err := apiBucketRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiBucketRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Bucket(ctx)
@@ -117,7 +117,7 @@ func (d *APIWithRateLimit) Bucket(ctx context.Context) error {
 // Cell calls the wrapped API's Cell if the limiter admits the call under
 // apiCellRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Cell(ctx context.Context) error {
-	if err := apiCellRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiCellRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Cell(ctx)
@@ -126,7 +126,7 @@ func (d *APIWithRateLimit) Cell(ctx context.Context) error {
 // Fixed calls the wrapped API's Fixed if the limiter admits the call under
 // apiFixedRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Fixed(ctx context.Context) error {
-	if err := apiFixedRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiFixedRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Fixed(ctx)
@@ -135,7 +135,7 @@ func (d *APIWithRateLimit) Fixed(ctx context.Context) error {
 // Log calls the wrapped API's Log if the limiter admits the call under
 // apiLogRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Log(ctx context.Context) error {
-	if err := apiLogRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiLogRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Log(ctx)
@@ -144,7 +144,7 @@ func (d *APIWithRateLimit) Log(ctx context.Context) error {
 // Mixed calls the wrapped API's Mixed if the limiter admits the call under
 // apiMixedRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Mixed(ctx context.Context, n int) error {
-	if err := apiMixedRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiMixedRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Mixed(ctx, n)
@@ -153,7 +153,7 @@ func (d *APIWithRateLimit) Mixed(ctx context.Context, n int) error {
 // Paced calls the wrapped API's Paced if the limiter admits the call under
 // apiPacedRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Paced(ctx context.Context) error {
-	if err := apiPacedRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiPacedRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Paced(ctx)
@@ -162,7 +162,7 @@ func (d *APIWithRateLimit) Paced(ctx context.Context) error {
 // Patient calls the wrapped API's Patient if the limiter admits the call under
 // apiPatientRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Patient(ctx context.Context) error {
-	if err := apiPatientRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiPatientRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Patient(ctx)
@@ -171,7 +171,7 @@ func (d *APIWithRateLimit) Patient(ctx context.Context) error {
 // Rollout calls the wrapped API's Rollout if the limiter admits the call under
 // apiRolloutRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Rollout(ctx context.Context) error {
-	if err := apiRolloutRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiRolloutRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Rollout(ctx)
@@ -180,7 +180,7 @@ func (d *APIWithRateLimit) Rollout(ctx context.Context) error {
 // Window calls the wrapped API's Window if the limiter admits the call under
 // apiWindowRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Window(ctx context.Context) error {
-	if err := apiWindowRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := apiWindowRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Window(ctx)

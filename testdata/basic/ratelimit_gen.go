@@ -61,7 +61,7 @@ func (d *StoreWithRateLimit) Close() error {
 // storeCountRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *StoreWithRateLimit) Count(prefix string) (int, error) {
-	if err := storeCountRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := storeCountRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Count(prefix)
@@ -70,7 +70,7 @@ func (d *StoreWithRateLimit) Count(prefix string) (int, error) {
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (*Item, error) {
-	if err := storeGetRateLimit.Check(ctx, d.limiter, id, 1); err != nil {
+	if err := storeGetRateLimit.Check(ctx, d.limiter, 1, id); err != nil {
 		return nil, err
 	}
 	return d.next.Get(ctx, id)
@@ -85,7 +85,7 @@ func (d *StoreWithRateLimit) List(ctx context.Context) ([]Item, error) {
 // storePutRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Put(ctx context.Context, item Item) error {
 	key := strconv.FormatInt(item.Owner, 10)
-	if err := storePutRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := storePutRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.Put(ctx, item)

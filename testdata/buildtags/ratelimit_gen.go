@@ -35,7 +35,7 @@ var otherDoRateLimit = &ratelimit.Rule{
 // Do calls the wrapped Other's Do if the limiter admits the call under
 // otherDoRateLimit; otherwise it returns the limiter's error.
 func (d *OtherWithRateLimit) Do() error {
-	if err := otherDoRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := otherDoRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Do()
@@ -68,7 +68,7 @@ var storeGetRateLimit = &ratelimit.Rule{
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Get(ctx context.Context) error {
-	if err := storeGetRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := storeGetRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Get(ctx)

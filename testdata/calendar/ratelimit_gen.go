@@ -78,7 +78,7 @@ var quotasYearlyRateLimit = &ratelimit.Rule{
 // Daily calls the wrapped Quotas's Daily if the limiter admits the call under
 // quotasDailyRateLimit; otherwise it returns the limiter's error.
 func (d *QuotasWithRateLimit) Daily(ctx context.Context) error {
-	if err := quotasDailyRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := quotasDailyRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Daily(ctx)
@@ -87,7 +87,7 @@ func (d *QuotasWithRateLimit) Daily(ctx context.Context) error {
 // Monthly calls the wrapped Quotas's Monthly if the limiter admits the call
 // under quotasMonthlyRateLimit; otherwise it returns the limiter's error.
 func (d *QuotasWithRateLimit) Monthly(ctx context.Context, apiKey string) error {
-	if err := quotasMonthlyRateLimit.Check(ctx, d.limiter, apiKey, 1); err != nil {
+	if err := quotasMonthlyRateLimit.Check(ctx, d.limiter, 1, apiKey); err != nil {
 		return err
 	}
 	return d.next.Monthly(ctx, apiKey)
@@ -98,7 +98,7 @@ func (d *QuotasWithRateLimit) Monthly(ctx context.Context, apiKey string) error 
 // the cost before the call, and settles at used once the call returns no error;
 // a call that fails stays charged as reserved.
 func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxTokens int64) (int64, error) {
-	reservation, err := quotasTokensRateLimit.Reserve(ctx, d.limiter, apiKey, maxTokens)
+	reservation, err := quotasTokensRateLimit.Reserve(ctx, d.limiter, maxTokens, apiKey)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +113,7 @@ func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxToke
 // Weekly calls the wrapped Quotas's Weekly if the limiter admits the call under
 // quotasWeeklyRateLimit; otherwise it returns the limiter's error.
 func (d *QuotasWithRateLimit) Weekly(ctx context.Context) error {
-	if err := quotasWeeklyRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := quotasWeeklyRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Weekly(ctx)
@@ -122,7 +122,7 @@ func (d *QuotasWithRateLimit) Weekly(ctx context.Context) error {
 // Yearly calls the wrapped Quotas's Yearly if the limiter admits the call under
 // quotasYearlyRateLimit; otherwise it returns the limiter's error.
 func (d *QuotasWithRateLimit) Yearly(ctx context.Context) error {
-	if err := quotasYearlyRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := quotasYearlyRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Yearly(ctx)

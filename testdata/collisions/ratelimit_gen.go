@@ -45,7 +45,7 @@ func (d *ChainWithRateLimit) limiter() (int, error) {
 // next calls the wrapped Chain's next if the limiter admits the call under
 // chainNextRateLimit; otherwise it returns the limiter's error.
 func (d *ChainWithRateLimit) next() error {
-	if err := chainNextRateLimit.Check(context.Background(), d.rateLimiter, "", 1); err != nil {
+	if err := chainNextRateLimit.Check(context.Background(), d.rateLimiter, 1); err != nil {
 		return err
 	}
 	return d.wrapped.next()
@@ -79,7 +79,7 @@ var genericGetRateLimit = &ratelimit.Rule{
 // Get calls the wrapped Generic's Get if the limiter admits the call under
 // genericGetRateLimit; otherwise it returns the limiter's error.
 func (d *GenericWithRateLimit[ratelimit2, key]) Get(k key) (ratelimit2, error) {
-	if err := genericGetRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := genericGetRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		var zero ratelimit2
 		return zero, err
 	}
@@ -145,7 +145,7 @@ var storeZeroRateLimit = &ratelimit.Rule{
 // Blank calls the wrapped Store's Blank if the limiter admits the call under
 // storeBlankRateLimit; otherwise it returns the limiter's error.
 func (dec *LimitedStore) Blank(ctx context.Context, p21 string, p2 int) (bool, error) {
-	if err := storeBlankRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
+	if err := storeBlankRateLimit.Check(ctx, dec.limiter, 1); err != nil {
 		return false, err
 	}
 	return dec.next.Blank(ctx, p21, p2)
@@ -156,7 +156,7 @@ func (dec *LimitedStore) Blank(ctx context.Context, p21 string, p2 int) (bool, e
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Code(ctx context1.Context, code errors.Code, err error) (errors.Code, error) {
 	key := strconv1.FormatInt(int64(code), 10)
-	if err1 := storeCodeRateLimit.Check(context.Background(), dec.limiter, key, 1); err1 != nil {
+	if err1 := storeCodeRateLimit.Check(context.Background(), dec.limiter, 1, key); err1 != nil {
 		return 0, err1
 	}
 	return dec.next.Code(ctx, code, err)
@@ -167,7 +167,7 @@ func (dec *LimitedStore) Code(ctx context1.Context, code errors.Code, err error)
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Format(ratelimit string, context2 int, time time.Duration, strconv uint16) (string, error) {
 	key := strconv1.FormatUint(uint64(strconv), 10)
-	if err := storeFormatRateLimit.Check(context.Background(), dec.limiter, key, 1); err != nil {
+	if err := storeFormatRateLimit.Check(context.Background(), dec.limiter, 1, key); err != nil {
 		return "", err
 	}
 	return dec.next.Format(ratelimit, context2, time, strconv)
@@ -177,7 +177,7 @@ func (dec *LimitedStore) Format(ratelimit string, context2 int, time time.Durati
 // storeGetRateLimit1; otherwise it returns the limiter's error.
 func (dec *LimitedStore) Get(next context.Context, limiter string, key int, d ratelimit1.Limiter, w context1.Context) (ratelimit1.Config, error) {
 	key1 := strconv1.FormatInt(int64(key), 10)
-	if err := storeGetRateLimit1.Check(next, dec.limiter, key1, 1); err != nil {
+	if err := storeGetRateLimit1.Check(next, dec.limiter, 1, key1); err != nil {
 		return ratelimit1.Config{}, err
 	}
 	return dec.next.Get(next, limiter, key, d, w)
@@ -186,7 +186,7 @@ func (dec *LimitedStore) Get(next context.Context, limiter string, key int, d ra
 // Unnamed calls the wrapped Store's Unnamed if the limiter admits the call
 // under storeUnnamedRateLimit; otherwise it returns the limiter's error.
 func (dec *LimitedStore) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...byte) (int, error) {
-	if err := storeUnnamedRateLimit.Check(ctx, dec.limiter, "", 1); err != nil {
+	if err := storeUnnamedRateLimit.Check(ctx, dec.limiter, 1); err != nil {
 		return 0, err
 	}
 	return dec.next.Unnamed(ctx, p2, p3, p4...)
@@ -196,7 +196,7 @@ func (dec *LimitedStore) Unnamed(ctx context.Context, p2 string, p3 int, p4 ...b
 // storeZeroRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (dec *LimitedStore) Zero(zero string, zero1 string) ([2]int, error) {
-	if err := storeZeroRateLimit.Check(context.Background(), dec.limiter, "", 1); err != nil {
+	if err := storeZeroRateLimit.Check(context.Background(), dec.limiter, 1); err != nil {
 		var zero2 [2]int
 		return zero2, err
 	}
@@ -229,7 +229,7 @@ var cacheGetRateLimit = &ratelimit.Rule{
 // Get calls the wrapped cache's Get if the limiter admits the call under
 // cacheGetRateLimit; otherwise it returns the limiter's error.
 func (d *cacheWithRateLimit1) Get() error {
-	if err := cacheGetRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := cacheGetRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Get()

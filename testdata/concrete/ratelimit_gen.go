@@ -45,7 +45,7 @@ var counterIncrRateLimit = &ratelimit.Rule{
 // Get calls (*Counter).Get if the limiter admits the call under
 // counterGetRateLimit; otherwise it returns the limiter's error.
 func (d *CounterWithRateLimit) Get() (int, error) {
-	if err := counterGetRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := counterGetRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.Counter.Get()
@@ -54,7 +54,7 @@ func (d *CounterWithRateLimit) Get() (int, error) {
 // Incr calls (*Counter).Incr if the limiter admits the call under
 // counterIncrRateLimit; otherwise it returns the limiter's error.
 func (d *CounterWithRateLimit) Incr() (int, error) {
-	if err := counterIncrRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := counterIncrRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.Counter.Incr()
@@ -110,7 +110,7 @@ func (d *ServerWithRateLimit) Search(ctx context.Context, req *Request) ([]strin
 		return nil, ratelimit.NilKeyError(serverSearchRateLimit.Name, "req.Session.User")
 	}
 	key := strconv.FormatUint(uint64(req.Session.User.ID), 10)
-	if err := serverSearchRateLimit.Check(ctx, d.rateLimiter, key, 1); err != nil {
+	if err := serverSearchRateLimit.Check(ctx, d.rateLimiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.Server.Search(ctx, req)
@@ -125,7 +125,7 @@ func (d *ServerWithRateLimit) Version(tenant *Tenant) (string, error) {
 		return "", ratelimit.NilKeyError(serverVersionRateLimit.Name, "tenant")
 	}
 	key := tenant.String()
-	if err := serverVersionRateLimit.Check(context.Background(), d.rateLimiter, key, 1); err != nil {
+	if err := serverVersionRateLimit.Check(context.Background(), d.rateLimiter, 1, key); err != nil {
 		return "", err
 	}
 	return d.Server.Version(tenant)

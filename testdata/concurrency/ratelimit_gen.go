@@ -62,7 +62,7 @@ var exporterScanRateLimit = &ratelimit.Rule{
 // under exporterExportRateLimit; otherwise it returns the limiter's error. The
 // call holds a slot of its concurrency limit until it returns, panics included.
 func (d *ExporterWithRateLimit) Export(ctx context.Context, tenant string) error {
-	reservation, err := exporterExportRateLimit.Reserve(ctx, d.limiter, tenant, 1)
+	reservation, err := exporterExportRateLimit.Reserve(ctx, d.limiter, 1, tenant)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (d *ExporterWithRateLimit) Export(ctx context.Context, tenant string) error
 // exporterQueryRateLimit; otherwise it returns the limiter's error. The call
 // holds a slot of its concurrency limit until it returns, panics included.
 func (d *ExporterWithRateLimit) Query(ctx context.Context, sql string) (int, error) {
-	reservation, err := exporterQueryRateLimit.Reserve(ctx, d.limiter, "", 1)
+	reservation, err := exporterQueryRateLimit.Reserve(ctx, d.limiter, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -88,7 +88,7 @@ func (d *ExporterWithRateLimit) Query(ctx context.Context, sql string) (int, err
 // reserves the cost before the call, and settles at rows once the call returns
 // no error; a call that fails stays charged as reserved.
 func (d *ExporterWithRateLimit) Scan(ctx context.Context) (int64, error) {
-	reservation, err := exporterScanRateLimit.Reserve(ctx, d.limiter, "", 10)
+	reservation, err := exporterScanRateLimit.Reserve(ctx, d.limiter, 10)
 	if err != nil {
 		return 0, err
 	}

@@ -67,7 +67,7 @@ var clientReadRateLimit = &ratelimit.Rule{
 // clientCloseRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ClientWithRateLimit) Close() error {
-	if err := clientCloseRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := clientCloseRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Close()
@@ -76,7 +76,7 @@ func (d *ClientWithRateLimit) Close() error {
 // Fetch calls the wrapped Client's Fetch if the limiter admits the call under
 // clientFetchRateLimit; otherwise it returns the limiter's error.
 func (d *ClientWithRateLimit) Fetch(ctx context.Context, url string) (remote.Page, error) {
-	if err := clientFetchRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := clientFetchRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return remote.Page{}, err
 	}
 	return d.next.Fetch(ctx, url)
@@ -85,7 +85,7 @@ func (d *ClientWithRateLimit) Fetch(ctx context.Context, url string) (remote.Pag
 // Get calls the wrapped Client's Get if the limiter admits the call under
 // clientGetRateLimit; otherwise it returns the limiter's error.
 func (d *ClientWithRateLimit) Get(ctx context.Context, id string) (string, error) {
-	if err := clientGetRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := clientGetRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return "", err
 	}
 	return d.next.Get(ctx, id)
@@ -94,7 +94,7 @@ func (d *ClientWithRateLimit) Get(ctx context.Context, id string) (string, error
 // Ping calls the wrapped Client's Ping if the limiter admits the call under
 // clientPingRateLimit; otherwise it returns the limiter's error.
 func (d *ClientWithRateLimit) Ping(ctx context.Context) error {
-	if err := clientPingRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := clientPingRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Ping(ctx)
@@ -104,7 +104,7 @@ func (d *ClientWithRateLimit) Ping(ctx context.Context) error {
 // clientReadRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ClientWithRateLimit) Read(p []byte) (int, error) {
-	if err := clientReadRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := clientReadRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Read(p)
@@ -136,7 +136,7 @@ var readerReadRateLimit = &ratelimit.Rule{
 // Read calls the wrapped Reader's Read if the limiter admits the call under
 // readerReadRateLimit; otherwise it returns the limiter's error.
 func (d *ReaderWithRateLimit) Read(p []byte) (int, error) {
-	if err := readerReadRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := readerReadRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Read(p)

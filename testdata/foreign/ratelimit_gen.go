@@ -47,7 +47,7 @@ func (d *LimitedClientWithRateLimit) Ping(ctx context.Context, in *pb.HelloReque
 // call under limitedClientSayHelloRateLimit; otherwise it returns the limiter's
 // error.
 func (d *LimitedClientWithRateLimit) SayHello(ctx context.Context, in *pb.HelloRequest, opts ...pb.CallOption) (*pb.HelloReply, error) {
-	if err := limitedClientSayHelloRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := limitedClientSayHelloRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return nil, err
 	}
 	return d.next.SayHello(ctx, in, opts...)
@@ -100,7 +100,7 @@ func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *pb.Hell
 		return nil, ratelimit.NilKeyError(limitedGreeterSayHelloRateLimit.Name, "req")
 	}
 	key := req.Name
-	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.LimitedGreeter.SayHello(ctx, req)
@@ -110,7 +110,7 @@ func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *pb.Hell
 // admits the call under limitedGreeterStreamHellosRateLimit; otherwise it
 // returns the limiter's error.
 func (d *LimitedGreeterWithRateLimit) StreamHellos(req *pb.HelloRequest, stream pb.ServerStreamingServer[pb.HelloReply]) error {
-	if err := limitedGreeterStreamHellosRateLimit.Check(stream.Context(), d.limiter, "", 1); err != nil {
+	if err := limitedGreeterStreamHellosRateLimit.Check(stream.Context(), d.limiter, 1); err != nil {
 		return err
 	}
 	return d.LimitedGreeter.StreamHellos(req, stream)

@@ -40,7 +40,7 @@ var cacheLoadRateLimit = &ratelimit.Rule{
 // Load calls (*Cache).Load if the limiter admits the call under
 // cacheLoadRateLimit; otherwise it returns the limiter's error.
 func (d *CacheWithRateLimit[K, V]) Load(k K) (V, bool, error) {
-	if err := cacheLoadRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := cacheLoadRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		var zero V
 		return zero, false, err
 	}
@@ -77,7 +77,7 @@ var labelerLabelRateLimit = &ratelimit.Rule{
 // labelerLabelRateLimit; otherwise it returns the limiter's error.
 func (d *LabelerWithRateLimit[L, M]) Label(label L, m M) ([]M, error) {
 	key := label.String()
-	if err := labelerLabelRateLimit.Check(context.Background(), d.limiter, key, 1); err != nil {
+	if err := labelerLabelRateLimit.Check(context.Background(), d.limiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.next.Label(label, m)
@@ -118,7 +118,7 @@ var repoPutRateLimit = &ratelimit.Rule{
 // Get calls the wrapped Repo's Get if the limiter admits the call under
 // repoGetRateLimit; otherwise it returns the limiter's error.
 func (d *RepoWithRateLimit[K, V]) Get(ctx context.Context, tenant string, key K) (V, error) {
-	if err := repoGetRateLimit.Check(ctx, d.limiter, tenant, 1); err != nil {
+	if err := repoGetRateLimit.Check(ctx, d.limiter, 1, tenant); err != nil {
 		var zero V
 		return zero, err
 	}
@@ -133,7 +133,7 @@ func (d *RepoWithRateLimit[K, V]) Keys(ctx context.Context) ([]K, error) {
 // Put calls the wrapped Repo's Put if the limiter admits the call under
 // repoPutRateLimit; otherwise it returns the limiter's error.
 func (d *RepoWithRateLimit[K, V]) Put(ctx context.Context, key K, values ...V) (int, error) {
-	if err := repoPutRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := repoPutRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Put(ctx, key, values...)
@@ -176,7 +176,7 @@ var summerSumRateLimit = &ratelimit.Rule{
 // Sum calls the wrapped Summer's Sum if the limiter admits the call under
 // summerSumRateLimit; otherwise it returns the limiter's error.
 func (d *SummerWithRateLimit[T, S]) Sum(s S) (T, error) {
-	if err := summerSumRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := summerSumRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		var zero T
 		return zero, err
 	}

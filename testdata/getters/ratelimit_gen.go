@@ -101,7 +101,7 @@ var apiWeightedRateLimit = &ratelimit.Rule{
 // apiBookRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Book(ctx context.Context, slots [3]string) error {
 	key := strconv.FormatInt(int64(len(slots)), 10)
-	if err := apiBookRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiBookRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.Book(ctx, slots)
@@ -110,7 +110,7 @@ func (d *APIWithRateLimit) Book(ctx context.Context, slots [3]string) error {
 // ByCaller calls the wrapped API's ByCaller if the limiter admits the call
 // under apiByCallerRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) ByCaller(ctx context.Context) error {
-	if err := apiByCallerRateLimit.Check(ctx, d.limiter, tenancy.Of(ctx), 1); err != nil {
+	if err := apiByCallerRateLimit.Check(ctx, d.limiter, 1, tenancy.Of(ctx)); err != nil {
 		return err
 	}
 	return d.next.ByCaller(ctx)
@@ -124,7 +124,7 @@ func (d *APIWithRateLimit) ByPlain(ctx context.Context, p *Plain) error {
 		return ratelimit.NilKeyError(apiByPlainRateLimit.Name, "p")
 	}
 	key := p.GetName()
-	if err := apiByPlainRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByPlainRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByPlain(ctx, p)
@@ -139,7 +139,7 @@ func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Request) error {
 	if key == "" {
 		return ratelimit.EmptyKeyError(apiByTenantRateLimit.Name, "req.GetOrder().GetTenant()")
 	}
-	if err := apiByTenantRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByTenantRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByTenant(ctx, req)
@@ -149,7 +149,7 @@ func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Request) error {
 // call under apiByWarehouseRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) ByWarehouse(ctx context.Context, req *Request) error {
 	key := req.GetWarehouse()
-	if err := apiByWarehouseRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByWarehouseRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByWarehouse(ctx, req)
@@ -158,7 +158,7 @@ func (d *APIWithRateLimit) ByWarehouse(ctx context.Context, req *Request) error 
 // Label calls the wrapped API's Label if the limiter admits the call under
 // apiLabelRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Label(ctx context.Context, labels map[string]string) error {
-	if err := apiLabelRateLimit.Check(ctx, d.limiter, "", int64(len(labels))); err != nil {
+	if err := apiLabelRateLimit.Check(ctx, d.limiter, int64(len(labels))); err != nil {
 		return err
 	}
 	return d.next.Label(ctx, labels)
@@ -167,7 +167,7 @@ func (d *APIWithRateLimit) Label(ctx context.Context, labels map[string]string) 
 // Note calls the wrapped API's Note if the limiter admits the call under
 // apiNoteRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Note(ctx context.Context, note string) error {
-	if err := apiNoteRateLimit.Check(ctx, d.limiter, "", int64(len(note))); err != nil {
+	if err := apiNoteRateLimit.Check(ctx, d.limiter, int64(len(note))); err != nil {
 		return err
 	}
 	return d.next.Note(ctx, note)
@@ -180,7 +180,7 @@ func (d *APIWithRateLimit) Reserve(ctx context.Context, req *Request) error {
 	if req == nil {
 		return ratelimit.NilKeyError(apiReserveRateLimit.Name, "req")
 	}
-	if err := apiReserveRateLimit.Check(ctx, d.limiter, "", int64(len(req.Skus))); err != nil {
+	if err := apiReserveRateLimit.Check(ctx, d.limiter, int64(len(req.Skus))); err != nil {
 		return err
 	}
 	return d.next.Reserve(ctx, req)
@@ -191,7 +191,7 @@ func (d *APIWithRateLimit) Reserve(ctx context.Context, req *Request) error {
 // limiter's error.
 func (d *APIWithRateLimit) ReserveByPriority(ctx context.Context, req *Request) error {
 	key := strconv.FormatInt(int64(req.GetOrder().GetPriority()), 10)
-	if err := apiReserveByPriorityRateLimit.Check(ctx, d.limiter, key, int64(len(req.GetSkus()))); err != nil {
+	if err := apiReserveByPriorityRateLimit.Check(ctx, d.limiter, int64(len(req.GetSkus())), key); err != nil {
 		return err
 	}
 	return d.next.ReserveByPriority(ctx, req)
@@ -200,7 +200,7 @@ func (d *APIWithRateLimit) ReserveByPriority(ctx context.Context, req *Request) 
 // Weighted calls the wrapped API's Weighted if the limiter admits the call
 // under apiWeightedRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) Weighted(ctx context.Context, req *Request) error {
-	if err := apiWeightedRateLimit.Check(ctx, d.limiter, "", tenancy.Weight(req.GetOrder().GetTenant(), len(req.GetSkus()))); err != nil {
+	if err := apiWeightedRateLimit.Check(ctx, d.limiter, tenancy.Weight(req.GetOrder().GetTenant(), len(req.GetSkus()))); err != nil {
 		return err
 	}
 	return d.next.Weighted(ctx, req)

@@ -101,7 +101,7 @@ func (d *APIWithRateLimit) ByAuth(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", ratelimit.CallError(apiByAuthRateLimit.Name, "auth.Principal(ctx)", err)
 	}
-	if err := apiByAuthRateLimit.Check(ctx, d.limiter, principal, 1); err != nil {
+	if err := apiByAuthRateLimit.Check(ctx, d.limiter, 1, principal); err != nil {
 		return "", err
 	}
 	return d.next.ByAuth(ctx)
@@ -115,7 +115,7 @@ func (d *APIWithRateLimit) ByID(ctx context.Context, id *string) error {
 		return ratelimit.NilKeyError(apiByIDRateLimit.Name, "id")
 	}
 	key := *id
-	if err := apiByIDRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByIDRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByID(ctx, id)
@@ -129,7 +129,7 @@ func (d *APIWithRateLimit) ByNumber(ctx context.Context, n *int64) error {
 		return ratelimit.NilKeyError(apiByNumberRateLimit.Name, "n")
 	}
 	key := strconv.FormatInt(*n, 10)
-	if err := apiByNumberRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByNumberRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByNumber(ctx, n)
@@ -138,7 +138,7 @@ func (d *APIWithRateLimit) ByNumber(ctx context.Context, n *int64) error {
 // ByPrincipal calls the wrapped API's ByPrincipal if the limiter admits the
 // call under apiByPrincipalRateLimit; otherwise it returns the limiter's error.
 func (d *APIWithRateLimit) ByPrincipal(ctx context.Context) error {
-	if err := apiByPrincipalRateLimit.Check(ctx, d.limiter, principal(ctx), 1); err != nil {
+	if err := apiByPrincipalRateLimit.Check(ctx, d.limiter, 1, principal(ctx)); err != nil {
 		return err
 	}
 	return d.next.ByPrincipal(ctx)
@@ -153,7 +153,7 @@ func (d *APIWithRateLimit) BySecret(ctx context.Context, apiKey string) error {
 	if apiKey == "" {
 		return ratelimit.EmptyKeyError(apiBySecretRateLimit.Name, "apiKey")
 	}
-	if err := apiBySecretRateLimit.Check(ctx, d.limiter, ratelimit.KeyDigest(apiKey), 1); err != nil {
+	if err := apiBySecretRateLimit.Check(ctx, d.limiter, 1, ratelimit.KeyDigest(apiKey)); err != nil {
 		return err
 	}
 	return d.next.BySecret(ctx, apiKey)
@@ -167,7 +167,7 @@ func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Req) error {
 		return ratelimit.NilKeyError(apiByTenantRateLimit.Name, "req")
 	}
 	key := tenant(ctx, req.Org).String()
-	if err := apiByTenantRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiByTenantRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByTenant(ctx, req)
@@ -182,7 +182,7 @@ func (d *APIWithRateLimit) Strict(ctx context.Context) error {
 	if key == "" {
 		return ratelimit.EmptyKeyError(apiStrictRateLimit.Name, "principal(ctx)")
 	}
-	if err := apiStrictRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := apiStrictRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.Strict(ctx)
@@ -195,7 +195,7 @@ func (d *APIWithRateLimit) Upload(ctx context.Context, req *Req) error {
 	if req == nil {
 		return ratelimit.NilKeyError(apiUploadRateLimit.Name, "req")
 	}
-	if err := apiUploadRateLimit.Check(ctx, d.limiter, "", int64(req.Size)); err != nil {
+	if err := apiUploadRateLimit.Check(ctx, d.limiter, int64(req.Size)); err != nil {
 		return err
 	}
 	return d.next.Upload(ctx, req)
@@ -209,7 +209,7 @@ func (d *APIWithRateLimit) Weigh(ctx context.Context, req *Req) error {
 	if err != nil {
 		return ratelimit.CallError(apiWeighRateLimit.Name, "weight(req)", err)
 	}
-	if err := apiWeighRateLimit.Check(ctx, d.limiter, "", int64(weight1)); err != nil {
+	if err := apiWeighRateLimit.Check(ctx, d.limiter, int64(weight1)); err != nil {
 		return err
 	}
 	return d.next.Weigh(ctx, req)
@@ -252,7 +252,7 @@ var genericByStringRateLimit = &ratelimit.Rule{
 // under genericByNumberRateLimit; otherwise it returns the limiter's error.
 func (d *GenericWithRateLimit[S, N]) ByNumber(n N) error {
 	key := strconv.FormatInt(int64(n), 10)
-	if err := genericByNumberRateLimit.Check(context.Background(), d.limiter, key, 1); err != nil {
+	if err := genericByNumberRateLimit.Check(context.Background(), d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByNumber(n)
@@ -262,7 +262,7 @@ func (d *GenericWithRateLimit[S, N]) ByNumber(n N) error {
 // under genericByStringRateLimit; otherwise it returns the limiter's error.
 func (d *GenericWithRateLimit[S, N]) ByString(s S) error {
 	key := string(s)
-	if err := genericByStringRateLimit.Check(context.Background(), d.limiter, key, 1); err != nil {
+	if err := genericByStringRateLimit.Check(context.Background(), d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.ByString(s)

@@ -277,7 +277,7 @@ func TestRulesNameEachLinesKey(t *testing.T) {
 }
 
 // BenchmarkDecorator compares, on the memory limiter, a method whose two
-// lines have a key each (Post: CheckKeys) with one whose two lines share
+// lines have a key each (Post: a key per line) with one whose two lines share
 // the key (Follow: Check), for admitted calls: the clock moves an hour
 // between calls.
 func BenchmarkDecorator(b *testing.B) {

@@ -54,7 +54,7 @@ var adminUnbanRateLimit = &ratelimit.Rule{
 // Ban calls the wrapped Admin's Ban if the limiter admits the call under
 // adminBanRateLimit; otherwise it returns the limiter's error.
 func (d *AdminWithRateLimit) Ban(ctx context.Context, caller string, who string) error {
-	if err := adminBanRateLimit.CheckKeys(ctx, d.limiter, []string{caller, ""}, 1); err != nil {
+	if err := adminBanRateLimit.Check(ctx, d.limiter, 1, caller, ""); err != nil {
 		return err
 	}
 	return d.next.Ban(ctx, caller, who)
@@ -63,7 +63,7 @@ func (d *AdminWithRateLimit) Ban(ctx context.Context, caller string, who string)
 // Unban calls the wrapped Admin's Unban if the limiter admits the call under
 // adminUnbanRateLimit; otherwise it returns the limiter's error.
 func (d *AdminWithRateLimit) Unban(ctx context.Context, caller string, who string) error {
-	if err := adminUnbanRateLimit.CheckKeys(ctx, d.limiter, []string{caller, ""}, 1); err != nil {
+	if err := adminUnbanRateLimit.Check(ctx, d.limiter, 1, caller, ""); err != nil {
 		return err
 	}
 	return d.next.Unban(ctx, caller, who)
@@ -188,7 +188,7 @@ func (d *FeedWithRateLimit) Create(ctx context.Context, req *Req) error {
 		return ratelimit.NilKeyError(feedCreateRateLimit.Name, "req.Org")
 	}
 	idKey := req.Org.ID
-	if err := feedCreateRateLimit.CheckKeys(ctx, d.limiter, []string{userKey, idKey, ""}, 1); err != nil {
+	if err := feedCreateRateLimit.Check(ctx, d.limiter, 1, userKey, idKey, ""); err != nil {
 		return err
 	}
 	return d.next.Create(ctx, req)
@@ -197,7 +197,7 @@ func (d *FeedWithRateLimit) Create(ctx context.Context, req *Req) error {
 // Follow calls the wrapped Feed's Follow if the limiter admits the call under
 // feedFollowRateLimit; otherwise it returns the limiter's error.
 func (d *FeedWithRateLimit) Follow(ctx context.Context, user string) error {
-	if err := feedFollowRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+	if err := feedFollowRateLimit.Check(ctx, d.limiter, 1, user); err != nil {
 		return err
 	}
 	return d.next.Follow(ctx, user)
@@ -207,7 +207,7 @@ func (d *FeedWithRateLimit) Follow(ctx context.Context, user string) error {
 // feedLikeRateLimit; otherwise it returns the limiter's error.
 func (d *FeedWithRateLimit) Like(ctx context.Context, user string) error {
 	regionKey := region(ctx)
-	if err := feedLikeRateLimit.CheckKeys(ctx, d.limiter, []string{regionKey, regionKey, user}, 1); err != nil {
+	if err := feedLikeRateLimit.Check(ctx, d.limiter, 1, regionKey, regionKey, user); err != nil {
 		return err
 	}
 	return d.next.Like(ctx, user)
@@ -216,7 +216,7 @@ func (d *FeedWithRateLimit) Like(ctx context.Context, user string) error {
 // Post calls the wrapped Feed's Post if the limiter admits the call under
 // feedPostRateLimit; otherwise it returns the limiter's error.
 func (d *FeedWithRateLimit) Post(ctx context.Context, user string, text string) error {
-	if err := feedPostRateLimit.CheckKeys(ctx, d.limiter, []string{user, ""}, 1); err != nil {
+	if err := feedPostRateLimit.Check(ctx, d.limiter, 1, user, ""); err != nil {
 		return err
 	}
 	return d.next.Post(ctx, user, text)
@@ -227,7 +227,7 @@ func (d *FeedWithRateLimit) Post(ctx context.Context, user string, text string) 
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *FeedWithRateLimit) Put(item Item) error {
 	ownerKey := strconv.FormatInt(item.Owner, 10)
-	if err := feedPutRateLimit.CheckKeys(context.Background(), d.limiter, []string{ownerKey, ownerKey, ""}, 2); err != nil {
+	if err := feedPutRateLimit.Check(context.Background(), d.limiter, 2, ownerKey, ownerKey, ""); err != nil {
 		return err
 	}
 	return d.next.Put(item)
@@ -248,7 +248,7 @@ func (d *FeedWithRateLimit) Search(ctx context.Context, apiKey string, query str
 	if err != nil {
 		return nil, ratelimit.CallError(feedSearchRateLimit.Name, "principal(ctx)", err)
 	}
-	if err := feedSearchRateLimit.CheckKeys(ctx, d.limiter, []string{apiKeyDigest, apiKeyDigest, principal1}, 1); err != nil {
+	if err := feedSearchRateLimit.Check(ctx, d.limiter, 1, apiKeyDigest, apiKeyDigest, principal1); err != nil {
 		return nil, err
 	}
 	return d.next.Search(ctx, apiKey, query)
@@ -257,7 +257,7 @@ func (d *FeedWithRateLimit) Search(ctx context.Context, apiKey string, query str
 // Stats calls the wrapped Feed's Stats if the limiter admits the call under
 // feedStatsRateLimit; otherwise it returns the limiter's error.
 func (d *FeedWithRateLimit) Stats(ctx context.Context) (int, error) {
-	if err := feedStatsRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := feedStatsRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Stats(ctx)

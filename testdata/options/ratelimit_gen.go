@@ -118,7 +118,7 @@ var jobsSubmitRateLimit = &ratelimit.Rule{
 // jobsBatchRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Batch(ctx context.Context, id int64) error {
 	key := strconv.FormatInt(id, 10)
-	if err := jobsBatchRateLimit.Check(ctx, d.limiter, key, 4); err != nil {
+	if err := jobsBatchRateLimit.Check(ctx, d.limiter, 4, key); err != nil {
 		return err
 	}
 	return d.next.Batch(ctx, id)
@@ -138,7 +138,7 @@ func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ 
 		return zero, ratelimit.NilKeyError(jobsChargeRateLimit.Name, "acct.Owner()")
 	}
 	key := strconv.FormatInt(int64(owner.ID), 10)
-	if err := jobsChargeRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := jobsChargeRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return zero, err
 	}
 	return d.next.Charge(ctx, acct)
@@ -148,7 +148,7 @@ func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ 
 // jobsNanosRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Nanos() error {
-	if err := jobsNanosRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := jobsNanosRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Nanos()
@@ -157,7 +157,7 @@ func (d *JobsWithRateLimit) Nanos() error {
 // Observe calls the wrapped Jobs's Observe if the limiter admits the call under
 // jobsObserveRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Observe(ctx context.Context) error {
-	if err := jobsObserveRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := jobsObserveRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Observe(ctx)
@@ -166,7 +166,7 @@ func (d *JobsWithRateLimit) Observe(ctx context.Context) error {
 // Queue calls the wrapped Jobs's Queue if the limiter admits the call under
 // jobsQueueRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Queue(ctx context.Context) error {
-	if err := jobsQueueRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := jobsQueueRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Queue(ctx)
@@ -177,7 +177,7 @@ func (d *JobsWithRateLimit) Queue(ctx context.Context) error {
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Route(shard uint64, n uint16) error {
 	key := strconv.FormatUint(shard, 10)
-	if err := jobsRouteRateLimit.Check(context.Background(), d.limiter, key, int64(n)); err != nil {
+	if err := jobsRouteRateLimit.Check(context.Background(), d.limiter, int64(n), key); err != nil {
 		return err
 	}
 	return d.next.Route(shard, n)
@@ -186,7 +186,7 @@ func (d *JobsWithRateLimit) Route(shard uint64, n uint16) error {
 // Smooth calls the wrapped Jobs's Smooth if the limiter admits the call under
 // jobsSmoothRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Smooth(ctx context.Context) error {
-	if err := jobsSmoothRateLimit.Check(ctx, d.limiter, "", 1); err != nil {
+	if err := jobsSmoothRateLimit.Check(ctx, d.limiter, 1); err != nil {
 		return err
 	}
 	return d.next.Smooth(ctx)
@@ -197,7 +197,7 @@ func (d *JobsWithRateLimit) Smooth(ctx context.Context) error {
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *JobsWithRateLimit) Spread(s Shard) error {
 	key := strconv.FormatUint(uint64(s), 10)
-	if err := jobsSpreadRateLimit.Check(context.Background(), d.limiter, key, 1); err != nil {
+	if err := jobsSpreadRateLimit.Check(context.Background(), d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.next.Spread(s)
@@ -206,7 +206,7 @@ func (d *JobsWithRateLimit) Spread(s Shard) error {
 // Steady calls the wrapped Jobs's Steady if the limiter admits the call under
 // jobsSteadyRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Steady(ctx context.Context, user string) error {
-	if err := jobsSteadyRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+	if err := jobsSteadyRateLimit.Check(ctx, d.limiter, 1, user); err != nil {
 		return err
 	}
 	return d.next.Steady(ctx, user)
@@ -216,7 +216,7 @@ func (d *JobsWithRateLimit) Steady(ctx context.Context, user string) error {
 // jobsSubmitRateLimit; otherwise it returns the limiter's error.
 func (d *JobsWithRateLimit) Submit(ctx context.Context, region Region, jobs int) error {
 	key := string(region)
-	if err := jobsSubmitRateLimit.Check(ctx, d.limiter, key, int64(jobs)); err != nil {
+	if err := jobsSubmitRateLimit.Check(ctx, d.limiter, int64(jobs), key); err != nil {
 		return err
 	}
 	return d.next.Submit(ctx, region, jobs)

@@ -64,7 +64,7 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 	if req == nil {
 		return nil, ratelimit.NilKeyError(modelCompleteRateLimit.Name, "req")
 	}
-	reservation, err := modelCompleteRateLimit.Reserve(ctx, d.limiter, key, req.MaxTokens)
+	reservation, err := modelCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 // the cost before the call, and settles at billed(n,err) once the call returns
 // no error; a call that fails stays charged as reserved.
 func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
-	reservation, err := modelCountRateLimit.Reserve(ctx, d.limiter, "", 10)
+	reservation, err := modelCountRateLimit.Reserve(ctx, d.limiter, 10)
 	if err != nil {
 		return 0, err
 	}
@@ -104,7 +104,7 @@ func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
 // the cost before the call, and settles at len(vectors) once the call returns
 // no error; a call that fails stays charged as reserved.
 func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	reservation, err := modelEmbedRateLimit.Reserve(ctx, d.limiter, "", 1)
+	reservation, err := modelEmbedRateLimit.Reserve(ctx, d.limiter, 1)
 	if err != nil {
 		return nil, err
 	}

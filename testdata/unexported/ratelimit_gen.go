@@ -37,7 +37,7 @@ var httpClientDoRateLimit = &ratelimit.Rule{
 // Do calls the wrapped HTTPClient's Do if the limiter admits the call under
 // httpClientDoRateLimit; otherwise it returns the limiter's error.
 func (d *HTTPClientWithRateLimit) Do(url string) (int, error) {
-	if err := httpClientDoRateLimit.Check(context.Background(), d.limiter, "", 1); err != nil {
+	if err := httpClientDoRateLimit.Check(context.Background(), d.limiter, 1); err != nil {
 		return 0, err
 	}
 	return d.next.Do(url)
@@ -71,7 +71,7 @@ var storeGetRateLimit = &ratelimit.Rule{
 // storeGetRateLimit; otherwise it returns the limiter's error.
 func (d *storeWithRateLimit) get(ctx context.Context, id int64) (string, error) {
 	key := strconv.FormatInt(id, 10)
-	if err := storeGetRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := storeGetRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return "", err
 	}
 	return d.next.get(ctx, id)

@@ -41,7 +41,7 @@ var feedPostRateLimit = &ratelimit.Rule{
 // Post calls the wrapped Feed's Post if the limiter admits the call under
 // feedPostRateLimit; otherwise it returns the limiter's error.
 func (d *FeedWithRateLimit) Post(ctx context.Context, user string, text string) error {
-	if err := feedPostRateLimit.Check(ctx, d.limiter, user, 1); err != nil {
+	if err := feedPostRateLimit.Check(ctx, d.limiter, 1, user); err != nil {
 		return err
 	}
 	return d.next.Post(ctx, user, text)

@@ -37,7 +37,7 @@ var storeGetRateLimit = &ratelimit.Rule{
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error) {
-	if err := storeGetRateLimit.Check(ctx, d.limiter, id, 1); err != nil {
+	if err := storeGetRateLimit.Check(ctx, d.limiter, 1, id); err != nil {
 		return "", err
 	}
 	return d.next.Get(ctx, id)

@@ -48,7 +48,7 @@ func (d *StoreWithRateLimit) Close() error {
 // Get calls the wrapped Store's Get if the limiter admits the call under
 // storeGetRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error) {
-	if err := storeGetRateLimit.Check(ctx, d.limiter, id, 1); err != nil {
+	if err := storeGetRateLimit.Check(ctx, d.limiter, 1, id); err != nil {
 		return "", err
 	}
 	return d.next.Get(ctx, id)
@@ -57,7 +57,7 @@ func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error)
 // Put calls the wrapped Store's Put if the limiter admits the call under
 // storePutRateLimit; otherwise it returns the limiter's error.
 func (d *StoreWithRateLimit) Put(ctx context.Context, id string) error {
-	if err := storePutRateLimit.Check(ctx, d.limiter, id, 1); err != nil {
+	if err := storePutRateLimit.Check(ctx, d.limiter, 1, id); err != nil {
 		return err
 	}
 	return d.next.Put(ctx, id)

@@ -60,7 +60,7 @@ func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *greeter
 	if key == "" {
 		return nil, ratelimit.EmptyKeyError(limitedGreeterSayHelloRateLimit.Name, "principal(ctx)")
 	}
-	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.LimitedGreeter.SayHello(ctx, req)
@@ -74,7 +74,7 @@ func (d *LimitedGreeterWithRateLimit) StreamHellos(req *greeterpb.HelloRequest, 
 	if stream == nil {
 		return ratelimit.NilKeyError(limitedGreeterStreamHellosRateLimit.Name, "stream")
 	}
-	if err := limitedGreeterStreamHellosRateLimit.Check(stream.Context(), d.limiter, principal(stream.Context()), 1); err != nil {
+	if err := limitedGreeterStreamHellosRateLimit.Check(stream.Context(), d.limiter, 1, principal(stream.Context())); err != nil {
 		return err
 	}
 	return d.LimitedGreeter.StreamHellos(req, stream)

@@ -74,7 +74,7 @@ func (d *LimitedInventoryWithRateLimit) Get(ctx context.Context, req *inventoryp
 	if key == "" {
 		return nil, ratelimit.EmptyKeyError(limitedInventoryGetRateLimit.Name, "principal(ctx)")
 	}
-	if err := limitedInventoryGetRateLimit.Check(ctx, d.limiter, key, 1); err != nil {
+	if err := limitedInventoryGetRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
 	}
 	return d.LimitedInventory.Get(ctx, req)
@@ -89,7 +89,7 @@ func (d *LimitedInventoryWithRateLimit) Lookup(ctx context.Context, req *invento
 	if err != nil {
 		return nil, ratelimit.CallError(limitedInventoryLookupRateLimit.Name, "auth.Principal(ctx)", err)
 	}
-	if err := limitedInventoryLookupRateLimit.Check(ctx, d.limiter, principal, 1); err != nil {
+	if err := limitedInventoryLookupRateLimit.Check(ctx, d.limiter, 1, principal); err != nil {
 		return nil, err
 	}
 	return d.LimitedInventory.Lookup(ctx, req)
@@ -99,7 +99,7 @@ func (d *LimitedInventoryWithRateLimit) Lookup(ctx context.Context, req *invento
 // the call under limitedInventoryReserveRateLimit; otherwise it returns the
 // limiter's error.
 func (d *LimitedInventoryWithRateLimit) Reserve(ctx context.Context, req *inventorypb.ReserveRequest) (*inventorypb.Reservation, error) {
-	if err := limitedInventoryReserveRateLimit.Check(ctx, d.limiter, "", skuCount(req)); err != nil {
+	if err := limitedInventoryReserveRateLimit.Check(ctx, d.limiter, skuCount(req)); err != nil {
 		return nil, err
 	}
 	return d.LimitedInventory.Reserve(ctx, req)
@@ -117,7 +117,7 @@ func (d *LimitedInventoryWithRateLimit) Watch(req *inventorypb.WatchRequest, str
 		return ratelimit.NilKeyError(limitedInventoryWatchRateLimit.Name, "req.Tenant")
 	}
 	key := *req.Tenant
-	if err := limitedInventoryWatchRateLimit.Check(stream.Context(), d.limiter, key, 1); err != nil {
+	if err := limitedInventoryWatchRateLimit.Check(stream.Context(), d.limiter, 1, key); err != nil {
 		return err
 	}
 	return d.LimitedInventory.Watch(req, stream)
