@@ -218,6 +218,13 @@ func (r *Rule) split(keys []string) (key string, lines []string, err error) {
 
 // check is [Rule.Check], also telling in o what it learnt of the call.
 func (r *Rule) check(ctx context.Context, limiter Limiter, keys []string, cost int64, o *outcome) error {
+	if r.KeyExprs == nil && len(keys) <= 1 { // one key: split's first cases, inline
+		key := ""
+		if len(keys) == 1 {
+			key = keys[0]
+		}
+		return r.checkSplit(ctx, limiter, key, nil, cost, o)
+	}
 	key, lines, err := r.split(keys)
 	if err != nil {
 		o.limits = r.Limits

@@ -163,3 +163,29 @@ func trackedFiles(t *testing.T, root string) []modzip.File {
 	}
 	return files
 }
+
+// TestOnItsOwnReportsAnOlderVersionsFile: a generated file of an older
+// version, which calls Rule.Check with the key before the cost and so no
+// longer compiles, is reported stale with the fix by ratelimitvet run on
+// its own (the analyzer runs despite the type errors of the generated
+// file), after the type errors; go vet stops at the type errors.
+func TestOnItsOwnReportsAnOlderVersionsFile(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ratelimitvet")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	run := exec.Command(bin, "./_olderversion")
+	run.Dir = filepath.Join("..", "..", "analyzer", "testdata")
+	out, err := run.CombinedOutput()
+	if err == nil {
+		t.Fatalf("ratelimitvet succeeded on an older version's generated file:\n%s", out)
+	}
+	for _, want := range []string{
+		"_olderversion/ratelimit_gen.go:40:52: cannot use id (variable of type string) as int64 value in argument to storeGetRateLimit.Check",
+		"_olderversion/olderversion.go:12:2: ratelimit_gen.go is stale: its code for Store.Get differs from this directive; run go generate (ratelimitgen)",
+	} {
+		if !strings.Contains(string(out), filepath.FromSlash(want)) {
+			t.Errorf("ratelimitvet output lacks %q:\n%s", want, out)
+		}
+	}
+}

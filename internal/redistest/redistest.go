@@ -272,6 +272,6 @@ func Main(m *testing.M, s **Server) {
 	}
 	*s = srv
 	code := m.Run()
-	srv.Stop()
+	(*s).Stop() // the server the tests left there: one may have replaced it
 	os.Exit(code)
 }

@@ -557,6 +557,7 @@ func (b *breaker) probe(ctx context.Context, stop chan struct{}) {
 	b.probes.Add(1)
 	defer b.probes.Add(-1)
 	interval, wait := b.cfg.backoff, b.cfg.backoff
+	var back time.Time // when a probe first found the node back
 	for {
 		select {
 		case <-stop:
@@ -571,17 +572,34 @@ func (b *breaker) probe(ctx context.Context, stop chan struct{}) {
 			return // nothing will answer: the breaker stays open
 		}
 		if err == nil || !b.unavailable(err) {
-			if b.recover != nil {
-				rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
-				b.recover(rctx)
-				cancel()
+			if back.IsZero() {
+				back = began
 			}
-			b.closeFor(stop)
-			return
+			if b.recovered(ctx, back) {
+				b.closeFor(stop)
+				return
+			}
 		}
 		interval = min(2*interval, b.cfg.maxBackoff)
 		wait = max(interval-b.now().Sub(began), 0)
 	}
+}
+
+// recovered runs the Recoverer's recovery, when there is one, after a
+// probe found the node back (first at back), and reports whether the
+// breaker may close: once the recovery left nothing to carry back, or
+// when it could not for recoverTimeout (the node answers the probe but
+// not yet the calls that carry back, such as while a client's pool still
+// holds the errors of the outage), after which the fallback's carry-back
+// goes on with the breaker closed.
+func (b *breaker) recovered(ctx context.Context, back time.Time) bool {
+	if b.recover == nil {
+		return true
+	}
+	rctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+	b.recover(rctx)
+	cancel()
+	return b.holdOpen == nil || !b.holdOpen() || b.now().Sub(back) >= recoverTimeout
 }
 
 // closeFor closes the breaker if it is still in the opening whose probe

@@ -29,6 +29,11 @@ type flaky struct {
 	*ratelimit.MemoryLimiter
 	down  atomic.Bool
 	asked atomic.Int64
+	// carryDown keeps Carry from reaching the backend while Probe does,
+	// as a client's pool that still holds an outage's errors does;
+	// carries counts the calls of Carry.
+	carryDown atomic.Bool
+	carries   atomic.Int64
 }
 
 // Allow decides req, or fails while the backend is down.
@@ -68,8 +73,9 @@ func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
 // reservation made then (ratelimit.Reserver's Adjust).
 func (f *flaky) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
+	f.carries.Add(1)
 	for _, a := range admissions {
-		if f.down.Load() {
+		if f.down.Load() || f.carryDown.Load() {
 			res.Kept = append(res.Kept, a)
 			continue
 		}
@@ -267,4 +273,46 @@ func TestFallbackOfAForeignBackendDecidesAndCarriesBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "the backend has the fallback's charges: the window is full")
 	assert.Equal(t, ratelimit.SourceBackend, d.Source)
+}
+
+// TestBreakerStaysOpenUntilCarriedBack: when the probe finds the backend
+// back but the fallback cannot carry its admissions back yet (the backend
+// answers the probe, not the carry-back), the breaker stays open, so the
+// backend decides no call without the fallback's charges; it closes once
+// they are carried back.
+func TestBreakerStaysOpenUntilCarriedBack(t *testing.T) {
+	ctx := context.Background()
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory()}
+	l := guard.Wrap(backend, guard.WithBreaker(2, 5*time.Millisecond, 5*time.Millisecond), guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	breaker, _ := guard.Of[*guard.Breaker](l)
+	fallback, _ := guard.Of[*guard.Fallback](l)
+	const limit = 4
+	rule := &ratelimit.Rule{Name: "held", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
+
+	backend.down.Store(true)
+	for range 2 * limit {
+		rule.Check(ctx, l, 1, "k")
+	}
+	require.True(t, breaker.CircuitOpen())
+	require.Equal(t, limit, fallback.Held())
+
+	backend.carryDown.Store(true)
+	backend.down.Store(false) // the probe finds it back; the carry-back fails
+	tried := backend.carries.Load()
+	require.Eventually(t, func() bool { return backend.carries.Load() >= tried+3 }, time.Minute, time.Millisecond, "the probes try to carry back")
+	assert.True(t, breaker.CircuitOpen(), "open while the fallback's admissions are not carried back")
+	asked := backend.asked.Load()
+	for range limit {
+		rule.Check(ctx, l, 1, "k")
+	}
+	assert.Equal(t, asked, backend.asked.Load(), "the backend decided no call")
+
+	backend.carryDown.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe carries back, then closes the breaker")
+	charged, _ := fallback.Carried()
+	assert.EqualValues(t, limit, charged, "carried back before the breaker closed")
+	d, err := l.Allow(ctx, ratelimit.Request{Name: rule.Name, Key: "k", Limits: rule.Limits})
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "the backend has the fallback's charges: the window is full")
 }

@@ -233,6 +233,26 @@ func (e *env) admit(r *ratelimit.Rule, key string, keys []string, cost int64) ou
 	})
 }
 
+// admitKeys is Rule.Admit of keys (one, or one per limit) of r on both
+// limiters.
+func (e *env) admitKeys(r *ratelimit.Rule, keys []string, cost int64) outcome {
+	return e.same(fmt.Sprintf("%s Admit(keys %q, cost %d)", r.Name, keys, cost), func(l ratelimit.Limiter, _ bool) outcome {
+		return outcomeOf(r.Admit(e.ctx, l, cost, keys...))
+	})
+}
+
+// explain requires Rule.Explain of keys of r to tell the same limits and
+// sources on both limiters.
+func (e *env) explain(r *ratelimit.Rule, keys []string) {
+	e.step++
+	limits, from := r.Explain(e.ctx, e.got, keys...)
+	e.check(len(limits) > 0 && len(from) == len(limits), "%s Explain(%q): %d limits, %d sources", r.Name, keys, len(limits), len(from))
+	if e.differential() {
+		wantLimits, wantFrom := r.Explain(e.ctx, e.want, keys...)
+		e.check(fmt.Sprint(limits, from) == fmt.Sprint(wantLimits, wantFrom), "%s Explain(%q):\n backend %v %q\n    twin %v %q", r.Name, keys, limits, from, wantLimits, wantFrom)
+	}
+}
+
 // peek is Rule.Peek of key, or of keys when not nil, of r on both limiters.
 func (e *env) peek(r *ratelimit.Rule, key string, keys []string) outcome {
 	what := fmt.Sprintf("%s Peek(key %q, keys %q)", r.Name, key, keys)

@@ -2,6 +2,8 @@ package limitertest_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,18 +76,84 @@ func TestForwardingBackend(t *testing.T) {
 	})
 }
 
+// errDown is the failure of an outage of an outage-prone backend.
+var errDown = errors.New("limitertest_test: the backend is down")
+
+// outageProne is the forwarding backend with what package guard's breaker
+// and fallback need of it (guard.Probed, guard.Carrier), failing every
+// call while down, as a backend out of reach does; it keeps its state.
+type outageProne struct {
+	forwarding
+	down *atomic.Bool
+}
+
+func (o outageProne) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if o.down.Load() {
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Allow(ctx, req)
+}
+
+func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	if o.down.Load() {
+		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Reserve(ctx, req)
+}
+
+func (o outageProne) Node() string { return "outage-prone" }
+
+func (o outageProne) Probe(context.Context) error {
+	if o.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown) }
+
+// Carry charges what a fallback admitted on top of a reservation made at
+// its time (ratelimit.Reserver's Adjust), deciding nothing.
+func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
+	var res guard.CarryResult
+	for _, a := range admissions {
+		switch {
+		case o.down.Load():
+			res.Kept = append(res.Kept, a)
+		case o.forwarding.Adjust(ctx, a.Req, a.At, a.Req.Cost) != nil:
+			res.Dropped += a.Req.Cost
+		default:
+			res.Charged += a.Req.Cost
+		}
+	}
+	return res
+}
+
+var (
+	_ guard.Probed  = outageProne{}
+	_ guard.Carrier = outageProne{}
+)
+
 // TestGuardedForwardingBackend runs the suite on the forwarding backend
 // behind every guard of package guard (a deny cache that holds denials as
 // long as they last, the breaker and the local fallback): they change no
-// decision of a backend of another package.
+// decision of a backend of another package. Its real outages take every
+// limiter of the run down; they come back with their state.
 func TestGuardedForwardingBackend(t *testing.T) {
+	var down atomic.Bool
 	limitertest.Run(t, limitertest.Backend{
 		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
-			l := guard.Wrap(forwarding{ratelimit.NewMemory(opts...)}, guard.WithDenyCache(64), guard.WithDenyHold(time.Hour))
+			backend := outageProne{forwarding{ratelimit.NewMemory(opts...)}, &down}
+			l := guard.Wrap(backend, guard.WithDenyCache(64), guard.WithDenyHold(time.Hour), guard.WithFallbackProcesses(1))
 			t.Cleanup(func() { guard.Close(l) })
 			return l
 		},
 		Clock: true,
+		Outage: func(t *testing.T) func() {
+			down.Store(true)
+			t.Cleanup(func() { down.Store(false) })
+			return func() { down.Store(false) }
+		},
 	})
 }
 

@@ -41,20 +41,35 @@
 //   - hooks: a limitmetrics.Metrics given with WithHook counts what the
 //     twin's counts (admissions, denials, shadow denials, near-limit
 //     admissions, calls in flight) after every call;
+//   - with_admission: Rule.Check with a context of ratelimit.WithAdmission
+//     records the same Admission as the twin's, of one key and of a key
+//     per limit;
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
-// Europe/Paris, each × cost, × keys_per_line × cost and × reserve/settle.
-// The crosses of concurrency limits alone are concurrency/held (never more
-// calls than slots), hold_release/lease=30s, and wait/release and
-// wait/deadline: a call of concurrency=1 wait=5s (lease 30 s) made while
+// Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
+// cost, × peek_reset, × overrides (and keys_per_line/overrides) in
+// calendar terms, × reserve/settle, and × wait/beyond_budget and
+// wait/at_period_end (a call denied 30ms before its period ends waits
+// for the end) made each way a call waits (Check, a key per limit,
+// Reserve). Overrides crosses also compare Rule.Explain's limits and
+// sources. The crosses of concurrency limits alone are concurrency/held
+// (never more calls than slots), hold_release/lease=30s, wait/release and
+// wait/deadline (a call of concurrency=1 wait=5s, lease 30 s, made while
 // the slot is held waits for it until its wait is over, whatever the
-// lease, and a slot given back admits it. The crosses of an outage are
+// lease, and a slot given back admits it), and keys_per_line (a slot is
+// held under one key: a rule of a slot and a key per limit fails every
+// call with ErrInvalidLimit and takes no slot). The crosses of an outage are
 // outage/onerror=allow, deny and local: with the backend's limiter behind
 // one that fails with ratelimit.ErrBackend, FailOpen lets calls through
 // and FailClosed fails them, charging nothing (the backend, back, admits
 // what the limit had left), and FailLocal has them decided by the
 // backend's ratelimit.Fallback (Source ratelimit.SourceFallback, never
-// more than the limit), or fails them when it has none.
+// more than the limit), or fails them when it has none. With
+// Backend.Outage, outage/real/onerror=allow, deny and local cross the
+// same policies with a real outage: the backend's guards see it fail and
+// see it back, and within a minute of its return the backend decides
+// again; then the limit holds exactly what the outage left it, the units
+// a fallback carried back (package guard) included.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
@@ -113,6 +128,14 @@ type Backend struct {
 	// compares its decisions with the in-process twin's; else it checks
 	// invariants only.
 	Clock bool
+	// Outage, when not nil, takes the backend down for real for the
+	// limiters New made (a Redis backend: its server stopped), and
+	// returns the function that brings it back, with or without the state
+	// it had. Run then crosses the error policies, and the guards in
+	// front of the backend (breaker, fallback and its carry-back), with
+	// that outage; without it, they are crossed with a wrapper's
+	// simulated failures only.
+	Outage func(t *testing.T) (restore func())
 }
 
 // Run checks that the limiters b makes decide as package ratelimit
@@ -167,6 +190,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		t.Run("concurrency/overrides/"+o.name, func(t *testing.T) { s.slotWithRate(t, alg, &o) })
 	}
 	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
+	t.Run("with_admission", func(t *testing.T) { s.withAdmission(t, alg) })
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
 	}

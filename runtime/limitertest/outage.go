@@ -3,11 +3,13 @@ package limitertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // outage crosses each error policy with a backend that cannot decide:
@@ -16,12 +18,20 @@ import (
 // FailOpen lets the calls through and FailClosed fails them, charging
 // nothing either way (the backend, back, admits what the limit had left);
 // FailLocal has them decided by the backend's ratelimit.Fallback, never
-// more than the limit, or fails them when it has none.
+// more than the limit, or fails them when it has none. With
+// Backend.Outage, the same policies are crossed with a real outage (see
+// realOutageOf).
 func (s *suite) outage(t *testing.T) {
-	for _, p := range []ratelimit.ErrorPolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal} {
+	for _, p := range policies {
 		t.Run("onerror="+string(p), func(t *testing.T) { s.outageOf(t, p) })
 	}
+	for _, p := range policies {
+		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p) })
+	}
 }
+
+// policies are the error policies an outage is crossed with.
+var policies = []ratelimit.ErrorPolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal}
 
 // outageOf is outage's cross of the policy p.
 func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
@@ -34,9 +44,32 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 	l.down.Store(true)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
+	admitted := duringOutage(t, rule, l, p, local, 2*threshold)
+	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
+		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
+	}
+	l.down.Store(false)
+	if p == ratelimit.FailLocal && local {
+		return // what the fallback admitted is carried back when it can be
+	}
+	for i := range threshold - 1 {
+		if err := rule.Check(ctx, l, 1, "k"); err != nil {
+			t.Fatalf("call %d after the outage: %v; the outage's calls must have charged nothing", i, err)
+		}
+	}
+	if err := rule.Check(ctx, l, 1, "k"); !errors.Is(err, ratelimit.ErrLimited) {
+		t.Fatalf("the call past the limit after the outage: got %v, want a denial", err)
+	}
+}
+
+// duringOutage makes calls calls of rule of key "k" on l, whose backend
+// is down, and checks that each ends as the policy p says (local: l has a
+// fallback); it returns how many the fallback admitted.
+func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int) int {
+	t.Helper()
 	admitted := 0
-	for i := range 2 * threshold {
-		a, err := rule.Admit(ctx, l, 1, "k")
+	for i := range calls {
+		a, err := rule.Admit(context.Background(), l, 1, "k")
 		switch {
 		case p == ratelimit.FailOpen && err != nil:
 			t.Fatalf("call %d of the outage: FailOpen returned %v, want the call let through", i, err)
@@ -53,20 +86,106 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 			t.Fatalf("call %d of the outage: the fallback returned %v, want an admission or a LimitError", i, err)
 		}
 	}
-	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
-		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
+	return admitted
+}
+
+// realOutageOf is outage's cross of the policy p with a real outage
+// (Backend.Outage), on the backend's own clock: a limit of an hour admits
+// a call, the backend goes down and the calls of the outage end as p
+// says; once it is back, its guards let it decide again within a minute,
+// and the limit then admits what it has left: its units less the call
+// before the outage (when the backend kept its state) and less what a
+// fallback carried back to it (guard.Fallback's Carried), never more.
+func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
+	if s.b.Outage == nil {
+		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
-	l.down.Store(false)
-	if p == ratelimit.FailLocal && local {
-		return // what the fallback admitted is carried back when it can be
+	ctx := context.Background()
+	l := s.b.New(t)
+	const threshold = 4
+	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: p}
+	if err := rule.Check(ctx, l, 1, "k"); err != nil {
+		t.Fatalf("the first call, before the outage: %v", err)
 	}
-	for i := range threshold - 1 {
-		if err := rule.Check(ctx, l, 1, "k"); err != nil {
-			t.Fatalf("call %d after the outage: %v; the outage's calls must have charged nothing", i, err)
+	restore := s.b.Outage(t)
+	_, local := ratelimit.As[ratelimit.Fallback](l)
+	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold))
+	if admitted > threshold {
+		t.Fatalf("the fallback admitted %d calls of a limit of %d", admitted, threshold)
+	}
+	restore()
+	backAgain(t, rule, l)
+	carried := int64(0)
+	if f, ok := carrier(l); ok {
+		// A guard.Breaker lets the backend decide once its probe has
+		// carried back what the fallback admitted (see guard.Recoverer).
+		if _, breaker := guard.Of[*guard.Breaker](l); breaker && (f.Held() > 0 || f.Recovering()) {
+			t.Fatalf("the backend decided a call before the fallback carried back what it admitted (%d admissions held, recovering %v)", f.Held(), f.Recovering())
+		}
+		carried = carriedBack(t, f, admitted)
+	}
+	left := int64(0)
+	for range threshold + 1 {
+		a, err := rule.Admit(ctx, l, 1, "k")
+		switch {
+		case err == nil && a.Decided && a.Decision.Source == ratelimit.SourceBackend:
+			left++
+		case !errors.Is(err, ratelimit.ErrLimited):
+			t.Fatalf("a call after the outage: %+v, %v; want the backend's decision", a, err)
 		}
 	}
-	if err := rule.Check(ctx, l, 1, "k"); !errors.Is(err, ratelimit.ErrLimited) {
-		t.Fatalf("the call past the limit after the outage: got %v, want a denial", err)
+	if most := threshold - carried; left > most || left < most-1 {
+		t.Fatalf("after the outage, the limit of %d admitted %d calls with %d units carried back: want %d (the backend lost its state) or %d (it kept it)", threshold, left, carried, most, most-1)
+	}
+}
+
+// carrier returns the guard.Fallback in front of l, when it carries its
+// admissions back to the backend (a guard.Carrier).
+func carrier(l ratelimit.Limiter) (*guard.Fallback, bool) {
+	f, ok := guard.Of[*guard.Fallback](l)
+	if !ok {
+		return nil, false
+	}
+	_, carries := ratelimit.As[guard.Carrier](f)
+	return f, carries
+}
+
+// carriedBack waits, for at most a minute, for f to carry back the units
+// its fallback admitted during an outage (every one of them charged, or
+// dropped for want of room), and returns the units charged.
+func carriedBack(t *testing.T, f *guard.Fallback, admitted int64) int64 {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); f.Recovering() || f.Carrying(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the backend decided again, the fallback still holds %d admissions to carry back", f.Held())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	charged, dropped := f.Carried()
+	t.Logf("the fallback admitted %d units in the outage: %d carried back, %d dropped", admitted, charged, dropped)
+	if charged+dropped != admitted {
+		t.Fatalf("the fallback admitted %d units in the outage, and carried back %d and dropped %d", admitted, charged, dropped)
+	}
+	return charged
+}
+
+// backAgain waits, for at most a minute, for the backend of l to decide
+// calls of rule's limits again once it is back (its breaker closed), asking
+// with calls of a rule that fails rather than fall back, each of a fresh
+// key.
+func backAgain(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter) {
+	t.Helper()
+	probe := &ratelimit.Rule{Name: rule.Name + "/probe", Limits: rule.Limits, OnError: ratelimit.FailClosed}
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; ; i++ {
+		a, err := probe.Admit(context.Background(), l, 0, fmt.Sprint("back-again-", i))
+		if err == nil && a.Decided && a.Decision.Source == ratelimit.SourceBackend {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the backend came back, it does not decide: %+v, %v", a, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

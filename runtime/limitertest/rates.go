@@ -231,6 +231,7 @@ func (s *suite) calendars(t *testing.T) {
 					s.linesSequence(t, r, spans[cal], cost)
 				})
 			}
+			s.calendarCrosses(t, cal, tz, spans[cal])
 			for _, settle := range settles {
 				t.Run(fmt.Sprintf("calendar=%s/tz=%s/reserve/settle=%s", cal, tz, settle.name), func(t *testing.T) {
 					need(t, "decide calendar periods", s.caps.calendar)

@@ -158,6 +158,33 @@ func (s *suite) concurrency(t *testing.T) {
 	t.Run("held", func(t *testing.T) { s.slotsHeld(t) })
 	t.Run("wait/release", func(t *testing.T) { s.slotWaitRelease(t) })
 	t.Run("wait/deadline", func(t *testing.T) { s.slotWaitDeadline(t) })
+	t.Run("keys_per_line", func(t *testing.T) { s.slotKeysPerLine(t) })
+}
+
+// slotKeysPerLine: a slot is taken, held and given back under one key, so
+// a rule with a concurrency limit and a key per limit fails every call
+// with ErrInvalidLimit, Reserve's and Check's alike, on both limiters, and
+// takes no slot: the rule's lines under one key still hold theirs.
+func (s *suite) slotKeysPerLine(t *testing.T) {
+	r := &ratelimit.Rule{Name: "slots/lines", Limits: []ratelimit.Limit{
+		{Algorithm: concurrency, Threshold: 1},
+		{Algorithm: ratelimit.SlidingLog, Period: day, Threshold: 100},
+	}, KeyExprs: []string{"user", ""}}
+	s.run(t, func(e *env) {
+		for range 3 {
+			o := e.same("Reserve with a key per limit", func(l ratelimit.Limiter, _ bool) outcome {
+				_, err := r.Reserve(e.ctx, l, 1, "ada", "")
+				return outcomeOf(ratelimit.Admission{}, err)
+			})
+			e.check(o.Err == "invalid", "Reserve of a rule with a concurrency limit, with a key per limit: %+v", o)
+			o = e.admitKeys(r, []string{"ada", ""}, 1)
+			e.check(o.Err == "invalid", "Check of a rule with a concurrency limit, with a key per limit: %+v", o)
+		}
+		one := &ratelimit.Rule{Name: r.Name, Limits: r.Limits}
+		o, res := e.reserve(one, "ada", 1)
+		e.check(o.Err == "", "the slot, under one key, after the refused calls: %+v", o)
+		e.release(res)
+	})
 }
 
 // slotsHeld checks that no more calls than a concurrency limit's slots

@@ -15,7 +15,13 @@ var waitWays = []string{"check", "keys_per_line", "reserve"}
 // waitRule returns a rule of a limit of alg per period with wait, made
 // the way way.
 func waitRule(alg ratelimit.Algorithm, period, wait time.Duration, way string) *ratelimit.Rule {
-	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{limit(alg, period)}, Wait: wait}
+	return waitRuleOf(limit(alg, period), period, wait, way)
+}
+
+// waitRuleOf returns a rule of lim with wait, made the way way; its
+// limit for every call as one (keys_per_line) has period period.
+func waitRuleOf(lim ratelimit.Limit, period, wait time.Duration, way string) *ratelimit.Rule {
+	r := &ratelimit.Rule{Name: "wait", Limits: []ratelimit.Limit{lim}, Wait: wait}
 	if way == "keys_per_line" {
 		r.Limits = append(r.Limits, ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: period, Threshold: 100})
 		r.KeyExprs = []string{"user", ""}
@@ -48,10 +54,15 @@ func (e *env) wait(r *ratelimit.Rule, l ratelimit.Limiter, user, way string) err
 // waitBeyondBudget: a call of a rule with Wait whose denial's RetryAfter
 // is beyond the wait is denied at once, as a call without Wait.
 func (s *suite) waitBeyondBudget(t *testing.T, alg ratelimit.Algorithm, way string) {
+	s.waitBeyondBudgetOf(t, waitRule(alg, time.Hour, 50*time.Millisecond, way), way)
+}
+
+// waitBeyondBudgetOf is waitBeyondBudget of r, made the way way, whose
+// first limit's denial has a RetryAfter beyond r.Wait.
+func (s *suite) waitBeyondBudgetOf(t *testing.T, r *ratelimit.Rule, way string) {
 	if way == "reserve" {
 		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
 	}
-	r := waitRule(alg, time.Hour, 50*time.Millisecond, way)
 	s.run(t, func(e *env) {
 		// Allow charges without pacing (a leaky bucket's Delay would make
 		// the rule's call sleep).
@@ -171,7 +182,12 @@ func (s *suite) peekReset(t *testing.T, alg ratelimit.Algorithm) {
 	if !s.b.Clock {
 		period = day
 	}
-	r := &ratelimit.Rule{Name: "peek", Limits: []ratelimit.Limit{limit(alg, period)}}
+	s.peekSequence(t, &ratelimit.Rule{Name: "peek", Limits: []ratelimit.Limit{limit(alg, period)}}, period)
+}
+
+// peekSequence is peekReset of r, whose one limit holds 5 units, the
+// clock moving by steps of about period.
+func (s *suite) peekSequence(t *testing.T, r *ratelimit.Rule, period time.Duration) {
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
@@ -226,9 +242,18 @@ var overrideCases = []overrideCase{
 func (s *suite) overrides(t *testing.T, alg ratelimit.Algorithm, oc overrideCase, lines bool) {
 	need(t, "apply overrides (ratelimit.WithOverrides)", s.caps.overrides)
 	s.needClock(t)
-	r := &ratelimit.Rule{Name: "overrides", Limits: []ratelimit.Limit{limit(alg, 20*time.Millisecond)}}
+	s.overridesOf(t, limit(alg, 20*time.Millisecond), 20*time.Millisecond, oc, lines)
+}
+
+// overridesOf is overrides of a rule of lim, the clock moving by steps of
+// about period. Rule.Explain and Rule.Admit of each call tell the same on
+// both limiters.
+func (s *suite) overridesOf(t *testing.T, lim ratelimit.Limit, period time.Duration, oc overrideCase, lines bool) {
+	need(t, "apply overrides (ratelimit.WithOverrides)", s.caps.overrides)
+	s.needClock(t)
+	r := &ratelimit.Rule{Name: "overrides", Limits: []ratelimit.Limit{lim}}
 	if lines {
-		r.Limits = append(r.Limits, ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 40 * time.Millisecond, Threshold: 12})
+		r.Limits = append(r.Limits, ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 12})
 		r.KeyExprs = []string{"user", ""}
 	}
 	src := parseOverrides(t, r.Name, oc)
@@ -236,16 +261,15 @@ func (s *suite) overrides(t *testing.T, alg ratelimit.Algorithm, oc overrideCase
 		rng := rng(t)
 		var c tally
 		for range calls {
-			e.advance(step(rng, 20*time.Millisecond))
-			key := keys[rng.IntN(len(keys))]
-			var o outcome
+			e.advance(step(rng, period))
+			keys := []string{keys[rng.IntN(len(keys))]}
 			if lines {
-				o = e.admit(r, "", []string{key, ""}, 2)
-			} else {
-				o = e.admit(r, key, nil, 2)
+				keys = append(keys, "")
 			}
+			e.explain(r, keys)
+			o := e.admitKeys(r, keys, 2)
 			c.add(o)
-			checkVerdict(e, oc, key, o)
+			checkVerdict(e, oc, keys[0], o)
 		}
 		e.both(c)
 	}, ratelimit.WithOverrides(src))

@@ -127,6 +127,25 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 // [ratelimit.Configured].
 func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
+// Guards returns the limiter's guards, outermost first: its deny cache,
+// its breaker and its fallback, those that are on; [guard.Of] finds them
+// through it (see [guard.Holder]).
+func (l *Limiter) Guards() []ratelimit.Limiter {
+	var guards []ratelimit.Limiter
+	if l.denials != nil {
+		guards = append(guards, l.denials)
+	}
+	if l.breakers != nil {
+		guards = append(guards, l.breakers)
+	}
+	if l.fallback != nil {
+		guards = append(guards, l.fallback)
+	}
+	return guards
+}
+
+var _ guard.Holder = (*Limiter)(nil)
+
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
 // least one master), as a health check may want to know.
