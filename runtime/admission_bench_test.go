@@ -29,7 +29,7 @@ func BenchmarkRuleCheckAdmission(b *testing.B) {
 		name string
 		call func() error
 	}{
-		{"bare-ns/op", func() error { var o outcome; return rule.checkSplit(request, l, "user-42", nil, 1, &o) }},
+		{"bare-ns/op", func() error { var o outcome; return rule.check(request, l, []string{"user-42"}, 1, &o) }},
 		{"background-ns/op", func() error { return rule.Check(context.Background(), l, 1, "user-42") }},
 		{"request-ns/op", func() error { return rule.Check(request, l, 1, "user-42") }},
 		{"carrier-ns/op", func() error { return rule.Check(carrier, l, 1, "user-42") }},

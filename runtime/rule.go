@@ -203,39 +203,44 @@ func (r *Rule) oneKeyLimits(ctx context.Context, limiter Limiter, key string) []
 // has a key per limit, those keys (lines, a copy of keys, so that keys
 // stays on its caller's stack); see [Rule.Check] for which is which.
 func (r *Rule) split(keys []string) (key string, lines []string, err error) {
+	if key, ok := r.oneKey(keys); ok {
+		return key, nil, nil
+	}
 	switch {
-	case len(keys) == 0 && r.KeyExprs == nil:
-		return "", nil, nil
 	case len(keys) == 0:
 		return "", make([]string, len(r.Limits)), nil
-	case len(keys) == 1 && r.KeyExprs == nil:
-		return keys[0], nil, nil
 	case len(keys) == len(r.Limits):
 		return "", slices.Clone(keys), nil
 	}
 	return "", nil, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
 }
 
-// check is [Rule.Check], also telling in o what it learnt of the call.
-func (r *Rule) check(ctx context.Context, limiter Limiter, keys []string, cost int64, o *outcome) error {
-	if r.KeyExprs == nil && len(keys) <= 1 { // one key: split's first cases, inline
-		key := ""
-		if len(keys) == 1 {
-			key = keys[0]
-		}
-		return r.checkSplit(ctx, limiter, key, nil, cost, o)
+// oneKey returns the one key of a call of r with keys (no key is ""),
+// and whether the call has one key rather than a key per limit. It is
+// small enough to inline, so a call of one key pays no call of split.
+func (r *Rule) oneKey(keys []string) (key string, ok bool) {
+	if r.KeyExprs != nil || len(keys) > 1 {
+		return "", false
 	}
-	key, lines, err := r.split(keys)
-	if err != nil {
-		o.limits = r.Limits
-		return err
+	if len(keys) == 1 {
+		key = keys[0]
 	}
-	return r.checkSplit(ctx, limiter, key, lines, cost, o)
+	return key, true
 }
 
-// checkSplit is check of a call with one key or, when keys is not nil,
-// a key per limit.
-func (r *Rule) checkSplit(ctx context.Context, limiter Limiter, key string, keys []string, cost int64, o *outcome) error {
+// check is [Rule.Check], also telling in o what it learnt of the call.
+// given are Check's keys; keys, below, are the call's key per limit, or
+// nil for a call of one key.
+func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
+	key, ok := r.oneKey(given)
+	var keys []string
+	if !ok {
+		var err error
+		if key, keys, err = r.split(given); err != nil {
+			o.limits = r.Limits
+			return err
+		}
+	}
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
 		if len(r.Limits) > 0 {
