@@ -152,7 +152,8 @@ func (r *Rule) ValidateOverride(limits []Limit, forKey bool) error {
 // and deletes the field to return to the generated limits.
 //
 // A field name holding '|' is read up to its first '|' as the rule's
-// name (no name that ratelimitgen generates holds one), and then:
+// name (no name that ratelimitgen generates holds one; a rule of your own
+// whose name does cannot be overridden by a field), and then:
 //
 //   - name|key=<key>: the limits of the calls of that key, or tier=<tier>
 //     to put the key in that tier. <key> is the rest of the field, any
