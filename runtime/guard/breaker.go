@@ -21,7 +21,10 @@ type Probed interface {
 	Node() string
 	// Probe asks the backend whether it can serve again: nil when it
 	// can, or an error that Unavailable judges; an error wrapping
-	// [ErrClosed] ends the probing (the breaker stays open).
+	// [ErrClosed] ends the probing (the breaker stays open). nil closes
+	// the breaker, so it must mean the calls will be served: a probe
+	// asks the way they go (through a client's pool, whose stale errors
+	// would open the breaker again), not only whether the node is up.
 	Probe(ctx context.Context) error
 	// Unavailable reports whether err, the error of a call or of a probe,
 	// means that the backend (or the node) could not be reached or cannot
