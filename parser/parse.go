@@ -298,54 +298,93 @@ func checkLookalike(pos token.Position, text string) ErrorList {
 	switch {
 	case strings.HasPrefix(text, "/*"):
 		body := strings.TrimLeft(text[2:], " \t\r\n")
-		if n := lookalikeLen(body); n > 0 {
-			written := text[:len(text)-len(body)+n]
+		n, nearMiss := lookalikeLen(body)
+		if n == 0 {
+			break
+		}
+		written := text[:len(text)-len(body)+n]
+		if nearMiss {
+			errs.Add(pos, "%s is not a directive: did you mean %s?", quote(written), Prefix)
+		} else {
 			errs.Add(pos, "%s is not a directive: write %q as a line comment", quote(written), Prefix)
 		}
 	case strings.HasPrefix(text, "//"):
 		body := strings.TrimLeft(text[2:], " \t")
-		n := lookalikeLen(body)
+		n, nearMiss := lookalikeLen(body)
 		if n == 0 {
+			break
+		}
+		written := text[:len(text)-len(body)+n]
+		if nearMiss {
+			errs.Add(pos, "%s is not a directive: did you mean %s?", quote(written), Prefix)
 			break
 		}
 		var fixes []string
 		if len(body) != len(text)-2 {
 			fixes = append(fixes, `with no space after "//"`)
 		}
-		if body[:len("ratelimit")] != "ratelimit" {
+		if body[:len(directiveWord)] != directiveWord {
 			fixes = append(fixes, "in lower case")
 		}
 		if body[n-1] != ':' {
 			fixes = append(fixes, `with a colon after "ratelimit"`)
 		}
-		written := text[:len(text)-len(body)+n]
 		errs.Add(pos, "%s is not a directive: write %q %s", quote(written), Prefix, strings.Join(fixes, " and "))
 	}
 	return errs
 }
 
-// lookalikeLen returns how many bytes of s look like a directive's
-// "ratelimit:": 10 when s starts with "ratelimit:" in any case, then
-// optional spaces, then a name=; 9 when it starts with "ratelimit" in any
-// case, then spaces, then a name=; and 0 when s does not look like a
-// directive. Requiring the name= keeps prose such as the HTTP header
-// "RateLimit: "api";r=5" an ordinary comment.
-func lookalikeLen(s string) int {
-	const word = "ratelimit"
-	if len(s) <= len(word) || !strings.EqualFold(s[:len(word)], word) {
-		return 0
+// directiveWord is the word of Prefix, before its colon.
+const directiveWord = "ratelimit"
+
+// maxWordEdits is how far a word may be from directiveWord and still be
+// taken for a misspelling of it: two edits (see editDistance), such as
+// "ratelimt", "ratelimits", "rate-limit" or "rtaelimit".
+const maxWordEdits = 2
+
+// lookalikeLen returns how many bytes of s, the text of a comment after
+// its "//" or "/*" and white space, look like a directive's "ratelimit:",
+// and whether it is a near miss rather than the word itself in another
+// case or without its colon; 0 when s does not look like a directive.
+//
+// s looks like a directive when it starts with a word (ASCII letters,
+// digits, '-' and '_') that is "ratelimit" in any case or within
+// maxWordEdits of it (ignoring case), followed by a separator (':' or '=',
+// then optional spaces; or spaces) and a name=. The word "ratelimit" with
+// a colon or spaces is the lookalike of an older rule; any other word or
+// separator is a near miss. Requiring the name= keeps prose such as the
+// HTTP header "RateLimit: "api";r=5" or "rate limits: see below" an
+// ordinary comment.
+func lookalikeLen(s string) (n int, nearMiss bool) {
+	w := 0
+	for w < len(s) && isWordByte(s[w]) {
+		w++
 	}
-	rest := s[len(word):]
-	if rest[0] == ':' {
+	word, rest := s[:w], s[w:]
+	if rest == "" {
+		return 0, false
+	}
+	exact := strings.EqualFold(word, directiveWord)
+	if !exact && (abs(len(word)-len(directiveWord)) > maxWordEdits ||
+		editDistance(strings.ToLower(word), directiveWord) > maxWordEdits) {
+		return 0, false
+	}
+	switch {
+	case rest[0] == ':' || rest[0] == '=':
 		if startsWithNameEquals(skipSpaceString(rest[1:])) {
-			return len(word) + 1
+			return w + 1, !exact || rest[0] == '='
 		}
-		return 0
+	case isSpace(rest[0]):
+		if startsWithNameEquals(skipSpaceString(rest)) {
+			return w, !exact
+		}
 	}
-	if isSpace(rest[0]) && startsWithNameEquals(skipSpaceString(rest)) {
-		return len(word)
-	}
-	return 0
+	return 0, false
+}
+
+// isWordByte reports whether c may be part of the word lookalikeLen reads.
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 // startsWithNameEquals reports whether s starts with ASCII letters or '_'

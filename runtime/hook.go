@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -171,4 +172,25 @@ func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
 			bh.BreakerClosed(node, open)
 		}
 	}
+}
+
+// LogsBreakers reports whether hook logs the openings and closings of
+// circuit breakers: whether it is a [*SlogHook], or a hook of [Hooks]
+// holding one. A breaker whose limiter's hook does not (such as a metrics
+// hook alone) also logs them to slog.Default(), so that an outage is
+// never silent (see guard.WithBreaker).
+func LogsBreakers(hook Hook) bool {
+	switch h := hook.(type) {
+	case *SlogHook:
+		return h != nil
+	case *shadowRouter:
+		return LogsBreakers(h.Hook)
+	case *breakerRouter:
+		return LogsBreakers(h.Hook)
+	case multiHook:
+		return slices.ContainsFunc(h, LogsBreakers)
+	case breakerHooks:
+		return slices.ContainsFunc(h.multiHook, LogsBreakers)
+	}
+	return false
 }

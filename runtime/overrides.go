@@ -84,6 +84,42 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 	return ov, true
 }
 
+// ValidateOverride returns why limits, an override of r's limits, would
+// be ignored by r's calls, or nil when they apply: an override applies
+// when it has 1 to [MaxLimits] valid limits and its limit i has the
+// algorithm of r's limit i (or none); and, for the override of a key or
+// a tier (forKey) of a rule whose limits each have their own key
+// ([Rule.KeyExprs]), when it has one limit per limit of r, since its limit
+// i replaces limit i where the key keys it, and fewer would leave a line
+// as it was. [Unlimited] and [Block] always apply. The error wraps
+// [ErrInvalidLimit].
+func (r *Rule) ValidateOverride(limits []Limit, forKey bool) error {
+	if verdictOf(limits) != "" {
+		return nil
+	}
+	if len(limits) == 0 || len(limits) > MaxLimits {
+		return fmt.Errorf("%w: %d limits: want 1 to %d", ErrInvalidLimit, len(limits), MaxLimits)
+	}
+	for i, l := range limits {
+		if err := l.validate(); err != nil {
+			return fmt.Errorf("limit %d: %w", i+1, err)
+		}
+		if i < len(r.Limits) && l.Algorithm != "" && l.algorithm() != r.Limits[i].algorithm() {
+			return fmt.Errorf("%w: limit %d is %s, but limit %d of rule %s is %s: an override keeps each limit's algorithm, whose state it reads",
+				ErrInvalidLimit, i+1, l.algorithm(), i+1, r.Name, r.Limits[i].algorithm())
+		}
+	}
+	if forKey && r.KeyExprs != nil && len(limits) != len(r.Limits) {
+		return fmt.Errorf("%w: %d limits for rule %s, whose %d limits each have their own key: "+
+			"a key's override replaces limit i with its limit i, so give it %d (one at a line without key= is not used, but holds its place)",
+			ErrInvalidLimit, len(limits), r.Name, len(r.Limits), len(r.Limits))
+	}
+	if _, ok := usable(limits, r); !ok {
+		return fmt.Errorf("%w: cannot replace the limits of rule %s", ErrInvalidLimit, r.Name)
+	}
+	return nil
+}
+
 // ParseOverrides returns the overrides that fields set, as a Redis hash
 // of overrides holds them (see package redislimit): each maps a field
 // naming a rule, a key of a rule or a tier of its keys to a value.
@@ -116,7 +152,8 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 // and deletes the field to return to the generated limits.
 //
 // A field name holding '|' is read up to its first '|' as the rule's
-// name (no name that ratelimitgen generates holds one), and then:
+// name (no name that ratelimitgen generates holds one; a rule of your own
+// whose name does cannot be overridden by a field), and then:
 //
 //   - name|key=<key>: the limits of the calls of that key, or tier=<tier>
 //     to put the key in that tier. <key> is the rest of the field, any
@@ -125,7 +162,9 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 //     the package doc), which addresses the same calls as the key itself;
 //   - name|tier=<tier>: the limits of the keys put in the tier, where
 //     <tier> is 1 to 64 ASCII letters, digits, '_', '-' and '.';
-//   - anything else: a rule's name, as a field without '|'.
+//   - anything else is a mistake (a typo such as name|tire=gold,
+//     name|Key=abc or name|key:abc): the field sets nothing, and the error
+//     names its qualifier and the one it probably misspells.
 //
 // For example, after
 //
@@ -136,7 +175,8 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 //
 // acme may make 1000 calls a minute, initech 10 and every other key 100;
 // see [KeyOverrides] for the precedence. A value that does not parse, a
-// field that names no valid tier and a key put in a tier that the hash
+// field with an unknown qualifier, a field that names no valid tier and a
+// key put in a tier that the hash
 // does not set are skipped (the rule, the tier or the key keeps the
 // limits it would have without them) and reported in the error, which
 // joins one [*FieldError] per field.

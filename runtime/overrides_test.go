@@ -46,3 +46,65 @@ func TestStaticOverrides(t *testing.T) {
 	assert.False(t, ok)
 	assert.Empty(t, s.table.Load().rules, "a rule without overrides leaves the table")
 }
+
+// TestParseOverridesRejectsUnknownQualifiers: a field whose text after
+// '|' is neither key= nor tier= was the name of a rule that nothing
+// calls; it is an error now, suggesting the qualifier it misspells, and
+// sets nothing.
+func TestParseOverridesRejectsUnknownQualifiers(t *testing.T) {
+	for field, want := range map[string]string{
+		"r|tire=gold": `unknown qualifier "tire" after '|': want key=<key> or tier=<tier>; did you mean tier=?`,
+		"r|kye=abc":   `unknown qualifier "kye" after '|': want key=<key> or tier=<tier>; did you mean key=?`,
+		"r|key:abc":   `unknown qualifier "key" after '|': want key=<key> or tier=<tier>; did you mean key=?`,
+		"r|Key=abc":   `unknown qualifier "Key" after '|': want key=<key> or tier=<tier>; did you mean key=?`,
+		"r|TIER=gold": `unknown qualifier "TIER" after '|': want key=<key> or tier=<tier>; did you mean tier=?`,
+		"r|user=abc":  `unknown qualifier "user" after '|': want key=<key> or tier=<tier>`,
+		"r|":          `unknown qualifier "" after '|': want key=<key> or tier=<tier>`,
+	} {
+		s, err := ParseOverrides(map[string]string{field: "period=1m threshold=5"})
+		assert.ErrorIs(t, err, ErrInvalidLimit, field)
+		assert.ErrorContains(t, err, want, field)
+		var fe *FieldError
+		if assert.ErrorAs(t, err, &fe) {
+			assert.NotContains(t, fe.Err.Error(), "abc", "the reason does not quote a key")
+		}
+		assert.Empty(t, s.table.Load().rules, "%s sets nothing", field)
+	}
+}
+
+// TestValidateOverride: what an override must be for a rule's calls to
+// use it, which Rule.Check otherwise ignores silently.
+func TestValidateOverride(t *testing.T) {
+	plain := &Rule{Name: "p", Limits: []Limit{perMinute(5)}}
+	lines := &Rule{Name: "l", Limits: []Limit{perMinute(100), perMinute(5)}, KeyExprs: []string{"", "tenant"}}
+	gcra := Limit{Period: time.Minute, Threshold: 5, Algorithm: GCRA}
+	for _, tt := range []struct {
+		rule   *Rule
+		limits []Limit
+		forKey bool
+		want   string // "" when it applies
+	}{
+		{plain, []Limit{perMinute(9)}, false, ""},
+		{plain, []Limit{perMinute(9)}, true, ""},
+		{plain, []Limit{perMinute(9), perMinute(99)}, true, ""}, // adds a limit
+		{plain, []Limit{gcra}, false, "limit 1 is gcra, but limit 1 of rule p is sliding_log"},
+		{plain, nil, false, "0 limits: want 1 to 16"},
+		{plain, []Limit{{Period: time.Minute}}, false, "threshold"},
+		{lines, []Limit{perMinute(100), perMinute(9)}, true, ""},
+		{lines, []Limit{perMinute(9)}, false, ""}, // the rule's: limit 1 replaced
+		{lines, []Limit{perMinute(9)}, true, "1 limits for rule l, whose 2 limits each have their own key"},
+		{lines, []Limit{perMinute(1), perMinute(2), perMinute(3)}, true, "3 limits for rule l"},
+		{lines, []Limit{{Algorithm: Unlimited}}, true, ""},
+		{lines, []Limit{{Algorithm: Block}}, true, ""},
+	} {
+		err := tt.rule.ValidateOverride(tt.limits, tt.forKey)
+		if tt.want == "" {
+			assert.NoError(t, err, "%s %v", tt.rule.Name, tt.limits)
+			_, ok := usable(tt.limits, tt.rule)
+			assert.True(t, ok, "what applies is usable")
+			continue
+		}
+		assert.ErrorIs(t, err, ErrInvalidLimit)
+		assert.ErrorContains(t, err, tt.want)
+	}
+}

@@ -133,12 +133,61 @@ func (t ruleTable) setField(field, value string) error {
 		t.entry(name).setTier(tier, l)
 		return nil
 	}
+	if ok {
+		return unknownQualifier(rest)
+	}
 	l, err := ParseOverride(value)
 	if err != nil {
 		return err
 	}
 	t.entry(field).limits = l
 	return nil
+}
+
+// unknownQualifier returns the error of a field whose text after its '|',
+// rest, is neither key=<key> nor tier=<tier>, suggesting the one it
+// probably misspells. It quotes only the qualifier's leading letters:
+// what follows may be a key.
+func unknownQualifier(rest string) error {
+	n := 0
+	for n < len(rest) && ('a' <= rest[n] && rest[n] <= 'z' || 'A' <= rest[n] && rest[n] <= 'Z') {
+		n++
+	}
+	word, hint := rest[:n], ""
+	for _, q := range []string{"key", "tier"} {
+		if w := strings.ToLower(word); w == q || editDistance(w, q) == 1 {
+			hint = "; did you mean " + q + "=?"
+			break
+		}
+	}
+	return fmt.Errorf("%w: unknown qualifier %q after '|': want key=<key> or tier=<tier>%s", ErrInvalidLimit, word, hint)
+}
+
+// editDistance returns the optimal string alignment distance between a and
+// b: the number of single-byte insertions, deletions, substitutions and
+// transpositions of adjacent bytes that turn a into b.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // setKeyField sets what the field name|key=<key> says, value being its

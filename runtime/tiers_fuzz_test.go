@@ -16,7 +16,8 @@ import (
 // limits only from the field name|key=<key> (or =<key's stand-in>) and the
 // rule's only from the field name. mode builds the field from name and
 // key: 0 takes field as it is, 1 name|key=<key>, 2 name|key=<bounded key>,
-// 3 name, 4 name|tier=<key>.
+// 3 name, 4 name|tier=<key>. A field whose text after its first '|' is
+// neither key= nor tier= sets nothing.
 func FuzzOverrideField(f *testing.F) {
 	for _, seed := range []struct {
 		mode                    uint8
@@ -35,6 +36,9 @@ func FuzzOverrideField(f *testing.F) {
 		{0, "svc|key=", "tier=", "svc", ""},
 		{0, "svc|tier=gold|key=a", "period=1m threshold=5", "svc", "a"},
 		{0, "|key=a", "period=1m", "", "a"},
+		{0, "svc|tire=gold", "period=1m threshold=5", "svc", ""},
+		{0, "svc|Key=a", "period=1m threshold=5", "svc", "a"},
+		{0, "svc|key:a", "period=1m threshold=5", "svc", "a"},
 		{1, "", "period=month tz=Europe/Paris threshold=10000", "svc.Get", "acme"},
 		{3, "", `{"period": "day", "tz": "Asia/Tokyo", "threshold": 2}`, "svc", ""},
 	} {
@@ -85,10 +89,8 @@ func FuzzOverrideField(f *testing.F) {
 // fieldOf reports whether field names the rule name and whether it names
 // key of that rule.
 func fieldOf(field, name, key string) (ruleField, keyField bool) {
-	_, rest, cut := strings.Cut(field, "|")
-	special := cut && (strings.HasPrefix(rest, "key=") || strings.HasPrefix(rest, "tier="))
 	if field == name {
-		return !special, false
+		return !strings.Contains(field, "|"), false // a '|' must qualify a key or a tier
 	}
 	if strings.Contains(name, "|") {
 		return false, false

@@ -257,14 +257,27 @@ func (r *renderer) constructor(g *jen.Group, p *decoratorPlan) {
 		nextType = jen.Op("*").Add(nextType)
 	}
 	doc(g, p.ctor+" returns a "+p.name+" that calls "+next+" after "+limiter+
-		" admits each call of a limited method of "+typeName+".")
+		" admits each call of a limited method of "+typeName+". It panics if "+
+		next+" or "+limiter+" is nil.")
+	// A nil is a mistake in the program, found where it is made: a
+	// panic here, naming the argument, as http.Handle panics on a nil
+	// handler, rather than a nil dereference at the first call (after
+	// the limiter charged it, for a nil next). An error result would
+	// change the constructor every caller writes.
+	refuse := func(arg, want string) jen.Code {
+		return jen.If(jen.Id(arg).Op("==").Nil()).Block(
+			jen.Panic(jen.Lit(r.f.PkgName + "." + p.ctor + ": " + arg + " is nil: want " + want)))
+	}
 	g.Func().Id(p.ctor).Types(r.typeParamList(p)...).
 		Params(jen.Id(next).Add(nextType), jen.Id(limiter).Add(r.rt("Limiter"))).
 		Op("*").Add(p.selfType()).
-		Block(jen.Return(jen.Op("&").Add(p.selfType()).Values(
-			jen.Id(p.next).Op(":").Id(next),
-			jen.Id(p.limiter).Op(":").Id(limiter),
-		)))
+		Block(
+			refuse(next, "the "+typeName+" whose calls it limits"),
+			refuse(limiter, "a ratelimit.Limiter, such as ratelimit.NewMemory()"),
+			jen.Return(jen.Op("&").Add(p.selfType()).Values(
+				jen.Id(p.next).Op(":").Id(next),
+				jen.Id(p.limiter).Op(":").Id(limiter),
+			)))
 }
 
 // assertion proves at compile time that the decorator implements the

@@ -2,48 +2,61 @@ package ratelimitotel
 
 import (
 	"context"
-	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
-// Limiter is a [ratelimit.Limiter] that records how long the limiter it
-// wraps takes to answer each call in the histogram
+// Limiter is a [ratelimit.Limiter] that measures every call it passes on
+// to the limiter it wraps (see [limitmetrics.Measured]) and records
 //
-//	ratelimit.decision.duration  seconds  {ratelimit.name, ratelimit.source}
+//	ratelimit.decision.duration  s       {ratelimit.name, ratelimit.call, ratelimit.source}
+//	ratelimit.calls              {call}  {ratelimit.name, ratelimit.call, ratelimit.outcome}
+//	ratelimit.units              {unit}  {ratelimit.name, ratelimit.line, ratelimit.outcome}
 //
-// where the source is the Source of the [ratelimit.Decision] the wrapped
-// limiter returned ("backend", or "cache" for a denial answered from a
-// deny cache) or "error" for a call it could not decide. Each attempt of a
-// waiting call is one call; the time a call waits or is paced is not
-// counted, nor the decisions the local fallback makes after an error under
-// onerror=local (the hook counts those, with source "fallback").
+// The call is the call of the backend contract ([AttrCall]: allow for a
+// plain check, reserve and adjust for a settle= rule's charge and
+// settlement, reserve_slot, release_slot and renew_slot for a
+// concurrency= rule's slot, peek and peek_slot); the source is the Source
+// of the [ratelimit.Decision] ("backend", or "cache" for a denial answered
+// from a deny cache), "backend" for a call that decides nothing, and
+// "error" for a call the wrapped limiter could not answer. The units are
+// the calls' costs each line moved ([AttrLine], the index of the rule's
+// limit; a concurrency slot is the line after the rate limits, one unit a
+// slot): an admission's on every line, a denial's on the line that denied
+// it, a settlement's refund or addition. No attribute holds a key. Each
+// attempt of a waiting call is one call; the time a call waits or is
+// paced is not counted, nor the decisions the local fallback makes after
+// an error under onerror=local (the hook counts those, with source
+// "fallback").
 //
 // It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
 // and error policy of the wrapped limiter, so wrapping changes no decision.
 type Limiter struct {
-	next ratelimit.Limiter
-	t    *Telemetry
+	*limitmetrics.Measured
+	t *Telemetry
 }
 
 // Instrument returns limiter wrapped in a [Limiter] that records to t.
 func (t *Telemetry) Instrument(limiter ratelimit.Limiter) *Limiter {
-	return &Limiter{next: limiter, t: t}
+	l := &Limiter{t: t}
+	l.Measured = limitmetrics.Measure(limiter, l.record)
+	return l
 }
 
-// Allow asks the wrapped limiter and records how long it took.
-func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	start := time.Now()
-	d, err := l.next.Allow(ctx, req)
-	source := "error"
-	if err == nil {
-		source = d.Source.String()
-	}
-	l.t.duration.Record(ctx, time.Since(start).Seconds(), l.t.attributes(attrKey{name: req.Name, source: source}).record...)
-	return d, err
+// record records one measurement.
+func (l *Limiter) record(ctx context.Context, m limitmetrics.Measurement) {
+	t := l.t
+	t.duration.Record(ctx, m.Duration.Seconds(), t.attributes(attrKey{name: m.Name, call: string(m.Call), source: m.Source}).record...)
+	t.calls.Add(ctx, 1, t.attributes(attrKey{name: m.Name, call: string(m.Call), outcome: string(m.Outcome)}).add...)
+	m.EachLine(func(line int, units int64) {
+		t.units.Add(ctx, units, t.attributes(attrKey{name: m.Name, line: line + 1, outcome: string(m.Outcome)}).add...)
+	})
 }
 
-// Unwrap returns the wrapped limiter.
-func (l *Limiter) Unwrap() ratelimit.Limiter { return l.next }
-
-var _ ratelimit.Wrapper = (*Limiter)(nil)
+var (
+	_ ratelimit.Wrapper    = (*Limiter)(nil)
+	_ ratelimit.Reserver   = (*Limiter)(nil)
+	_ ratelimit.SlotHolder = (*Limiter)(nil)
+	_ ratelimit.Peeker     = (*Limiter)(nil)
+)

@@ -46,6 +46,17 @@ const (
 	// AttrNode is the node of a circuit breaker: the address of a Redis
 	// server, or of a cluster master (see [guard.BreakerHook]).
 	AttrNode = attribute.Key("ratelimit.node")
+	// AttrCall is the call of the backend contract that [Limiter]
+	// measured: allow, reserve, adjust, reserve_slot, release_slot,
+	// renew_slot, peek or peek_slot ([limitmetrics.Call]).
+	AttrCall = attribute.Key("ratelimit.call")
+	// AttrOutcome is what a measured call did: allowed, limited, error,
+	// refunded, added, released... ([limitmetrics.Outcome]).
+	AttrOutcome = attribute.Key("ratelimit.outcome")
+	// AttrLine is the line of a rule whose units ratelimit.units counts:
+	// the index of its limit, a concurrency slot the one after the rate
+	// limits.
+	AttrLine = attribute.Key("ratelimit.line")
 )
 
 // The names of the span events.
@@ -90,6 +101,8 @@ type Telemetry struct {
 	breakerOpens  metric.Int64Counter
 	inFlight      metric.Int64UpDownCounter
 	duration      metric.Float64Histogram
+	calls         metric.Int64Counter
+	units         metric.Int64Counter
 	meter         metric.Meter
 
 	mu    sync.RWMutex
@@ -106,7 +119,8 @@ type measurement struct {
 // attrKey identifies an attribute set the Telemetry has built; empty
 // fields are left out of it.
 type attrKey struct {
-	name, decision, source, node string
+	name, decision, source, node, call, outcome string
+	line                                        int // +1: 0 when absent
 }
 
 // Option configures [New].
@@ -173,8 +187,18 @@ func New(opts ...Option) (*Telemetry, error) {
 		metric.WithUnit("{call}")); err != nil {
 		return nil, err
 	}
+	if t.calls, err = meter.Int64Counter("ratelimit.calls",
+		metric.WithDescription("Calls the rate limiter answered, by limit name, call and outcome."),
+		metric.WithUnit("{call}")); err != nil {
+		return nil, err
+	}
+	if t.units, err = meter.Int64Counter("ratelimit.units",
+		metric.WithDescription("Units (costs) the rate limiter's calls charged, denied, refunded or added, by limit name, line and outcome."),
+		metric.WithUnit("{unit}")); err != nil {
+		return nil, err
+	}
 	if t.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
-		metric.WithDescription("How long the rate limiter took to answer a call, by limit name and decision source."),
+		metric.WithDescription("How long the rate limiter took to answer a call, by limit name, call and decision source."),
 		metric.WithUnit("s"),
 		metric.WithExplicitBucketBoundaries(c.buckets...)); err != nil {
 		return nil, err
@@ -280,6 +304,15 @@ func (t *Telemetry) attributes(k attrKey) measurement {
 	}
 	if k.source != "" {
 		attrs = append(attrs, AttrSource.String(k.source))
+	}
+	if k.call != "" {
+		attrs = append(attrs, AttrCall.String(k.call))
+	}
+	if k.outcome != "" {
+		attrs = append(attrs, AttrOutcome.String(k.outcome))
+	}
+	if k.line > 0 {
+		attrs = append(attrs, AttrLine.Int(k.line-1))
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
 	o = measurement{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}

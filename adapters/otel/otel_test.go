@@ -87,6 +87,7 @@ var (
 	name     = ratelimitotel.AttrName.String
 	decision = ratelimitotel.AttrDecision.String
 	source   = ratelimitotel.AttrSource.String
+	call     = ratelimitotel.AttrCall.String
 )
 
 // TestTelemetryCountsAndTraces: decisions are counted per name, decision
@@ -188,10 +189,10 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 		return s.Equivalent()
 	}
 	assert.Equal(t, map[attribute.Distinct]uint64{
-		set(name("search"), source("backend")): 3,
-		set(name("beta"), source("backend")):   2,
-		set(name("pay"), source("error")):      1,
-		set(name("steady"), source("error")):   2,
+		set(name("search"), call("allow"), source("backend")): 3,
+		set(name("beta"), call("allow"), source("backend")):   2,
+		set(name("pay"), call("allow"), source("error")):      1,
+		set(name("steady"), call("allow"), source("error")):   2,
 	}, counts)
 
 	for _, span := range s.spans.Ended() {

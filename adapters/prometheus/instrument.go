@@ -2,11 +2,12 @@ package ratelimitprom
 
 import (
 	"context"
-	"time"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // DefaultBuckets are the upper bounds, in seconds, of the buckets of the
@@ -14,67 +15,104 @@ import (
 // cached denial) to 1 s (a Redis call that times out).
 var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 
-// Limiter is a [ratelimit.Limiter] that measures how long the limiter it
-// wraps takes to answer each call, and a [prometheus.Collector] of the
-// measurements:
+// Limiter is a [ratelimit.Limiter] that measures every call it passes on
+// to the limiter it wraps (see [limitmetrics.Measured]), and a
+// [prometheus.Collector] of the measurements:
 //
-//	ratelimit_decision_duration_seconds{name, source}
+//	ratelimit_decision_duration_seconds{name, call, source}  histogram
+//	ratelimit_calls_total{name, call, outcome}               counter
+//	ratelimit_units_total{name, line, outcome}               counter
 //
-// a histogram per limit name and source: the Source of the
-// [ratelimit.Decision] the wrapped limiter returned ("backend", or "cache"
-// for a denial answered from a deny cache) and "error" for a call it could
-// not decide. Its count is the number of calls, so it also counts the
-// decisions per source. Each attempt of a waiting call is one call; the
-// time a call waits or is paced is not counted, nor the decisions that the
-// local fallback makes after an error under onerror=local (the Metrics
-// hook counts those).
+// call is the call of the backend contract (allow for a plain check,
+// reserve and adjust for a settle= rule's charge and settlement,
+// reserve_slot, release_slot and renew_slot for a concurrency= rule's
+// slot, peek and peek_slot: see [limitmetrics.Call]); source is the Source
+// of the [ratelimit.Decision] ("backend", or "cache" for a denial answered
+// from a deny cache), "backend" for a call that decides nothing, and
+// "error" for a call the wrapped limiter could not answer; outcome is
+// allowed, limited, error, refunded, added, released, renewed... (see
+// [limitmetrics.Outcome]). The units counter counts the units (the calls'
+// costs) each line moved, where line is the index of the rule's limit
+// ("0" for its first line; a concurrency slot is the line after the rate
+// limits, one unit a slot): an admission's on every line, a denial's on
+// the line that denied it, a settlement's refund or addition. No label
+// holds a key. Each attempt of a waiting call is one call; the time a
+// call waits or is paced is not counted, nor the decisions that the local
+// fallback makes after an error under onerror=local (the Metrics hook
+// counts those).
 //
 // It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
 // and error policy of the wrapped limiter, so wrapping changes no decision.
 type Limiter struct {
-	next     ratelimit.Limiter
+	*limitmetrics.Measured
 	duration *prometheus.HistogramVec
+	calls    *prometheus.CounterVec
+	units    *prometheus.CounterVec
 }
 
 // Instrument returns limiter wrapped in a [Limiter] whose histogram has
 // buckets (in seconds), or [DefaultBuckets] when none are given. Register
-// it with a prometheus.Registerer to export the histogram.
+// it with a prometheus.Registerer to export its metrics.
 func Instrument(limiter ratelimit.Limiter, buckets ...float64) *Limiter {
 	if len(buckets) == 0 {
 		buckets = DefaultBuckets
 	}
-	return &Limiter{
-		next: limiter,
+	l := &Limiter{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_decision_duration_seconds",
-			Help:    "How long the rate limiter took to answer a call, by limit name and decision source.",
+			Help:    "How long the rate limiter took to answer a call, by limit name, call and decision source.",
 			Buckets: buckets,
-		}, []string{"name", "source"}),
+		}, []string{"name", "call", "source"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_calls_total",
+			Help: "Calls the rate limiter answered, by limit name, call and outcome.",
+		}, []string{"name", "call", "outcome"}),
+		units: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_units_total",
+			Help: "Units (costs) the rate limiter's calls charged, denied, refunded or added, by limit name, line (the limit's index) and outcome.",
+		}, []string{"name", "line", "outcome"}),
 	}
+	l.Measured = limitmetrics.Measure(limiter, l.record)
+	return l
 }
 
-// Allow asks the wrapped limiter and records how long it took.
-func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	start := time.Now()
-	d, err := l.next.Allow(ctx, req)
-	source := "error"
-	if err == nil {
-		source = d.Source.String()
+// lineLabels are the line label's values of the first lines.
+var lineLabels = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16"}
+
+func lineLabel(i int) string {
+	if i < len(lineLabels) {
+		return lineLabels[i]
 	}
-	l.duration.WithLabelValues(req.Name, source).Observe(time.Since(start).Seconds())
-	return d, err
+	return strconv.Itoa(i)
 }
 
-// Unwrap returns the wrapped limiter.
-func (l *Limiter) Unwrap() ratelimit.Limiter { return l.next }
+// record exports one measurement.
+func (l *Limiter) record(_ context.Context, m limitmetrics.Measurement) {
+	l.duration.WithLabelValues(m.Name, string(m.Call), m.Source).Observe(m.Duration.Seconds())
+	l.calls.WithLabelValues(m.Name, string(m.Call), string(m.Outcome)).Inc()
+	m.EachLine(func(line int, units int64) {
+		l.units.WithLabelValues(m.Name, lineLabel(line), string(m.Outcome)).Add(float64(units))
+	})
+}
 
-// Describe sends the histogram's descriptor.
-func (l *Limiter) Describe(ch chan<- *prometheus.Desc) { l.duration.Describe(ch) }
+// Describe sends the descriptors of the metrics.
+func (l *Limiter) Describe(ch chan<- *prometheus.Desc) {
+	l.duration.Describe(ch)
+	l.calls.Describe(ch)
+	l.units.Describe(ch)
+}
 
-// Collect sends the histogram of every limit name and source seen so far.
-func (l *Limiter) Collect(ch chan<- prometheus.Metric) { l.duration.Collect(ch) }
+// Collect sends the series of every limit name seen so far.
+func (l *Limiter) Collect(ch chan<- prometheus.Metric) {
+	l.duration.Collect(ch)
+	l.calls.Collect(ch)
+	l.units.Collect(ch)
+}
 
 var (
 	_ ratelimit.Wrapper    = (*Limiter)(nil)
+	_ ratelimit.Reserver   = (*Limiter)(nil)
+	_ ratelimit.SlotHolder = (*Limiter)(nil)
+	_ ratelimit.Peeker     = (*Limiter)(nil)
 	_ prometheus.Collector = (*Limiter)(nil)
 )

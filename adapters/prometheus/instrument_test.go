@@ -2,6 +2,7 @@ package ratelimitprom_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,25 +18,59 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
-// histograms gathers the histogram of c into a map from "name/source" to
-// its series.
-func histograms(t *testing.T, c prometheus.Collector) map[string]*dto.Histogram {
+// gather returns the families c exports, by name.
+func gather(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(c))
 	families, err := reg.Gather()
 	require.NoError(t, err)
-	require.Len(t, families, 1)
-	f := families[0]
-	assert.Equal(t, "ratelimit_decision_duration_seconds", f.GetName())
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// labelValues returns the values of m's labels named names, joined by '/'.
+func labelValues(m *dto.Metric, names ...string) string {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	var vals []string
+	for _, n := range names {
+		vals = append(vals, labels[n])
+	}
+	return strings.Join(vals, "/")
+}
+
+// histograms gathers the duration histogram of c into a map from
+// "name/source" to its series, for the calls of Allow.
+func histograms(t *testing.T, c prometheus.Collector) map[string]*dto.Histogram {
+	t.Helper()
+	f := gather(t, c)["ratelimit_decision_duration_seconds"]
+	require.NotNil(t, f)
 	assert.Equal(t, dto.MetricType_HISTOGRAM, f.GetType())
 	out := map[string]*dto.Histogram{}
 	for _, m := range f.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
+		if labelValues(m, "call") == "allow" {
+			out[labelValues(m, "name", "source")] = m.GetHistogram()
 		}
-		out[labels["name"]+"/"+labels["source"]] = m.GetHistogram()
+	}
+	return out
+}
+
+// counters gathers the counter family name of c into a map from its
+// labels' values, joined by '/', to its value.
+func counters(t *testing.T, c prometheus.Collector, name string, labels ...string) map[string]float64 {
+	t.Helper()
+	f := gather(t, c)[name]
+	require.NotNil(t, f, name)
+	assert.Equal(t, dto.MetricType_COUNTER, f.GetType())
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		out[labelValues(m, labels...)] = m.GetCounter().GetValue()
 	}
 	return out
 }
@@ -142,4 +177,61 @@ type overridesFunc func(ctx context.Context, name string) ([]ratelimit.Limit, bo
 // Lookup calls f.
 func (f overridesFunc) Lookup(ctx context.Context, name string) ([]ratelimit.Limit, bool) {
 	return f(ctx, name)
+}
+
+// TestInstrumentMeasuresEveryPath: plain checks, settle= (Reserve, then
+// Adjust), concurrency= (slots), Peek are timed, by call, and counted in
+// calls and in units per rule and line, as a Prometheus registry exports
+// them, with no key among the labels.
+func TestInstrumentMeasuresEveryPath(t *testing.T) {
+	ctx := context.Background()
+	l := ratelimitprom.Instrument(ratelimit.NewMemory())
+	plain := &ratelimit.Rule{Name: "plain", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}, {Period: time.Hour, Threshold: 7}}}
+	require.NoError(t, plain.Check(ctx, l, 3, "secret-key"))
+	require.NoError(t, plain.Check(ctx, l, 3, "secret-key"))
+	require.ErrorIs(t, plain.Check(ctx, l, 3, "secret-key"), ratelimit.ErrLimited)
+	_, err := plain.Peek(ctx, l, "secret-key")
+	require.NoError(t, err)
+	settle := &ratelimit.Rule{Name: "tokens", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+	res, err := settle.Reserve(ctx, l, 500, "secret-key")
+	require.NoError(t, err)
+	require.NoError(t, res.Settle(ctx, 120))
+	conc := &ratelimit.Rule{Name: "exports", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 1, Period: time.Minute}}}
+	held, err := conc.Reserve(ctx, l, 1, "secret-key")
+	require.NoError(t, err)
+	require.NoError(t, held.Release(ctx))
+
+	f := gather(t, l)["ratelimit_decision_duration_seconds"]
+	require.NotNil(t, f)
+	timed := map[string]uint64{}
+	for _, m := range f.GetMetric() {
+		timed[labelValues(m, "name", "call", "source")] = m.GetHistogram().GetSampleCount()
+		assertConsistent(t, m.GetHistogram())
+	}
+	assert.Equal(t, map[string]uint64{
+		"plain/allow/backend": 3, "plain/peek/backend": 1,
+		"tokens/reserve/backend": 1, "tokens/adjust/backend": 1,
+		"exports/reserve_slot/backend": 1, "exports/release_slot/backend": 1,
+	}, timed)
+	assert.Equal(t, map[string]float64{
+		"plain/allow/allowed": 2, "plain/allow/limited": 1, "plain/peek/allowed": 1,
+		"tokens/reserve/allowed": 1, "tokens/adjust/refunded": 1,
+		"exports/reserve_slot/allowed": 1, "exports/release_slot/released": 1,
+	}, counters(t, l, "ratelimit_calls_total", "name", "call", "outcome"))
+	assert.Equal(t, map[string]float64{
+		"plain/0/allowed": 6, "plain/1/allowed": 6, "plain/1/limited": 3,
+		"tokens/0/allowed": 500, "tokens/0/refunded": 380,
+		"exports/0/allowed": 1, "exports/0/released": 1,
+	}, counters(t, l, "ratelimit_units_total", "name", "line", "outcome"))
+
+	for _, f := range gather(t, l) {
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				assert.NotContains(t, lp.GetValue(), "secret-key", "no key label")
+			}
+		}
+	}
+	problems, err := testutil.CollectAndLint(l)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
 }

@@ -26,8 +26,15 @@ type LimitedQuotesWithRateLimit struct {
 }
 
 // NewLimitedQuotesWithRateLimit returns a LimitedQuotesWithRateLimit that calls
-// next after limiter admits each call of a limited method of LimitedQuotes.
+// next after limiter admits each call of a limited method of LimitedQuotes. It
+// panics if next or limiter is nil.
 func NewLimitedQuotesWithRateLimit(next LimitedQuotes, limiter ratelimit.Limiter) *LimitedQuotesWithRateLimit {
+	if next == nil {
+		panic("main.NewLimitedQuotesWithRateLimit: next is nil: want the LimitedQuotes whose calls it limits")
+	}
+	if limiter == nil {
+		panic("main.NewLimitedQuotesWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedQuotesWithRateLimit{LimitedQuotes: next, limiter: limiter}
 }
 

@@ -22,8 +22,15 @@ type NotesWithRateLimit struct {
 }
 
 // NewNotesWithRateLimit returns a NotesWithRateLimit that calls next after
-// limiter admits each call of a limited method of Notes.
+// limiter admits each call of a limited method of Notes. It panics if next or
+// limiter is nil.
 func NewNotesWithRateLimit(next Notes, limiter ratelimit.Limiter) *NotesWithRateLimit {
+	if next == nil {
+		panic("main.NewNotesWithRateLimit: next is nil: want the Notes whose calls it limits")
+	}
+	if limiter == nil {
+		panic("main.NewNotesWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &NotesWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -21,8 +21,15 @@ type CompleterWithRateLimit struct {
 }
 
 // NewCompleterWithRateLimit returns a CompleterWithRateLimit that calls next
-// after limiter admits each call of a limited method of Completer.
+// after limiter admits each call of a limited method of Completer. It panics if
+// next or limiter is nil.
 func NewCompleterWithRateLimit(next Completer, limiter ratelimit.Limiter) *CompleterWithRateLimit {
+	if next == nil {
+		panic("main.NewCompleterWithRateLimit: next is nil: want the Completer whose calls it limits")
+	}
+	if limiter == nil {
+		panic("main.NewCompleterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &CompleterWithRateLimit{next: next, limiter: limiter}
 }
 

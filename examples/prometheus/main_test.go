@@ -115,8 +115,10 @@ func TestServiceCountsWhatItServes(t *testing.T) {
 		`ratelimit_decisions_total{decision="limited",name="hello",source="backend"} 1`,
 		`ratelimit_decisions_total{decision="allowed",name="beta",source="backend"} 2`,
 		`ratelimit_decisions_total{decision="shadow_limited",name="beta",source="backend"} 1`,
-		`ratelimit_decision_duration_seconds_count{name="hello",source="backend"} 6`,
-		`ratelimit_decision_duration_seconds_count{name="beta",source="backend"} 3`,
+		`ratelimit_decision_duration_seconds_count{call="allow",name="hello",source="backend"} 6`,
+		`ratelimit_decision_duration_seconds_count{call="allow",name="beta",source="backend"} 3`,
+		`ratelimit_units_total{line="0",name="hello",outcome="allowed"} 5`,
+		`ratelimit_units_total{line="0",name="hello",outcome="limited"} 1`,
 	} {
 		assert.Contains(t, string(body), line+"\n")
 	}

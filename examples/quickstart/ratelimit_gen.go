@@ -21,8 +21,15 @@ type GreeterWithRateLimit struct {
 }
 
 // NewGreeterWithRateLimit returns a GreeterWithRateLimit that calls next after
-// limiter admits each call of a limited method of Greeter.
+// limiter admits each call of a limited method of Greeter. It panics if next or
+// limiter is nil.
 func NewGreeterWithRateLimit(next Greeter, limiter ratelimit.Limiter) *GreeterWithRateLimit {
+	if next == nil {
+		panic("main.NewGreeterWithRateLimit: next is nil: want the Greeter whose calls it limits")
+	}
+	if limiter == nil {
+		panic("main.NewGreeterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &GreeterWithRateLimit{next: next, limiter: limiter}
 }
 

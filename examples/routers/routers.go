@@ -6,10 +6,7 @@
 package routers
 
 import (
-	"encoding/json"
-	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -46,23 +43,14 @@ func Echo(limiter ratelimit.Limiter) http.Handler {
 }
 
 // GinEngine serves GET /search, limited per client IP with the
-// X-RateLimit fields, and answers a denial in JSON with WithDenyHandler.
+// X-RateLimit fields, and answers a denial in JSON (httplimit.JSON) with
+// the same status and fields as the others.
 func GinEngine(limiter ratelimit.Limiter) http.Handler {
 	r := gin.New()
 	limit := Gin(httplimit.Middleware(limiter, searchRule, httplimit.ClientIP(),
-		httplimit.WithXRateLimit(), httplimit.WithDenyHandler(denyJSON)))
+		httplimit.WithXRateLimit(), httplimit.WithErrorFormat(httplimit.JSON)))
 	r.GET("/search", limit, func(c *gin.Context) { c.String(http.StatusOK, "results\n") })
 	return r
-}
-
-// denyJSON answers a denied request with 429, Retry-After and a JSON body
-// that names the limit.
-func denyJSON(w http.ResponseWriter, _ *http.Request, err *ratelimit.LimitError) {
-	retry := int64(math.Ceil(err.RetryAfter.Seconds()))
-	w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusTooManyRequests)
-	json.NewEncoder(w).Encode(map[string]any{"error": "rate limited", "limit": err.Name, "retry_after": retry})
 }
 
 // Gin turns a net/http middleware such as httplimit.Middleware into a gin

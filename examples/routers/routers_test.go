@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/httplimit"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
@@ -119,14 +120,10 @@ func TestEcho(t *testing.T) {
 func TestGin(t *testing.T) {
 	eachBackend(t, func(t *testing.T, limiter ratelimit.Limiter) {
 		body := requireLimited(t, serve(t, GinEngine(limiter)))
-		var denial struct {
-			Error      string `json:"error"`
-			Limit      string `json:"limit"`
-			RetryAfter int    `json:"retry_after"`
-		}
+		var denial httplimit.ErrorBody
 		require.NoError(t, json.Unmarshal([]byte(body), &denial), body)
-		assert.Equal(t, "rate limited", denial.Error)
-		assert.Equal(t, "search", denial.Limit)
+		assert.Equal(t, "rate_limited", denial.Error)
+		assert.Equal(t, "search", denial.Policy)
 		assert.Positive(t, denial.RetryAfter)
 	})
 }

@@ -21,7 +21,10 @@ type Probed interface {
 	Node() string
 	// Probe asks the backend whether it can serve again: nil when it
 	// can, or an error that Unavailable judges; an error wrapping
-	// [ErrClosed] ends the probing (the breaker stays open).
+	// [ErrClosed] ends the probing (the breaker stays open). nil closes
+	// the breaker, so it must mean the calls will be served: a probe
+	// asks the way they go (through a client's pool, whose stale errors
+	// would open the breaker again), not only whether the node is up.
 	Probe(ctx context.Context) error
 	// Unavailable reports whether err, the error of a call or of a probe,
 	// means that the backend (or the node) could not be reached or cannot
@@ -102,7 +105,8 @@ type Breaker struct {
 // options of this package among opts, or nil when they turn it off or
 // backend is not [Probed]. It tells the [BreakerHook] of the
 // backend's hook (from its [ratelimit.Configured] Config) when a breaker
-// opens and closes, else logs it to slog.Default(); and when a probe finds
+// opens and closes, and logs it to slog.Default() unless that hook logs it
+// ([ratelimit.LogsBreakers]); and when a probe finds
 // the backend back, it tells the backend's [Recoverer], if any, before
 // the breaker closes. Its probes run until [Breaker.Close].
 func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
@@ -118,10 +122,14 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 		g.hook = cfg.Config().Hook
 		g.bhook, _ = g.hook.(BreakerHook)
 	}
-	if g.bhook == nil {
+	if !ratelimit.LogsBreakers(g.hook) {
 		// An outage is logged once, whatever the hook: its start at Warn,
-		// its end at Info.
-		g.bhook = ratelimit.NewSlogHook(nil)
+		// its end at Info. A hook that does not log (metrics) is told too.
+		logged := BreakerHook(ratelimit.NewSlogHook(nil))
+		if g.bhook != nil {
+			logged = breakerHooks{g.bhook, logged}
+		}
+		g.bhook = logged
 	}
 	g.root = g.newBreaker(probed.Node(), probed.Probe)
 	return g
@@ -625,6 +633,23 @@ func (b *breaker) record(ctx context.Context, err error) {
 		b.failed(err)
 	default: // the node answered, with an error about this call only
 		b.succeeded()
+	}
+}
+
+// breakerHooks tells each of its hooks, in order.
+type breakerHooks []BreakerHook
+
+// BreakerOpened tells each hook.
+func (hs breakerHooks) BreakerOpened(node string, err error) {
+	for _, h := range hs {
+		h.BreakerOpened(node, err)
+	}
+}
+
+// BreakerClosed tells each hook.
+func (hs breakerHooks) BreakerClosed(node string, open time.Duration) {
+	for _, h := range hs {
+		h.BreakerClosed(node, open)
 	}
 }
 

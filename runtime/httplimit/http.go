@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,7 +37,8 @@ const (
 //		return
 //	}
 //
-// The response is 429 Too Many Requests with a short text/plain body and
+// The response is 429 Too Many Requests with a short text/plain body
+// ([Text]) and
 //
 //	Retry-After: <seconds>
 //	RateLimit-Policy: "<name>";q=<threshold>;w=<period seconds>
@@ -49,23 +51,97 @@ const (
 // key's value. The fields
 // follow draft-ietf-httpapi-ratelimit-headers-11; the RateLimit fields are
 // added to any already set (one item per policy), Retry-After is replaced.
+// [WriteErrorAs] writes the body in another format, such as [JSON];
+// [SetErrorHeaders] sets the fields alone.
 func WriteError(w http.ResponseWriter, err error) bool {
+	return WriteErrorAs(w, err, Text)
+}
+
+// ErrorFormat renders the body of the 429 response to a denial: its
+// Content-Type and its bytes. [Text] and [JSON] are ErrorFormats; a
+// function of the API's own error format is one too.
+type ErrorFormat func(le *ratelimit.LimitError) (contentType string, body []byte)
+
+// WriteErrorAs is [WriteError] with the body that format renders: the same
+// status and header fields, the Content-Type format returns and
+// X-Content-Type-Options: nosniff. It returns false, writing nothing, when
+// err is not a denial.
+func WriteErrorAs(w http.ResponseWriter, err error, format ErrorFormat) bool {
 	var le *ratelimit.LimitError
 	if !errors.As(err, &le) {
 		return false
 	}
-	retry := max(ceilSeconds(le.RetryAfter), 1)
 	h := w.Header()
+	setErrorHeaders(h, le)
+	contentType, body := format(le)
+	h.Set("Content-Type", contentType)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
+	return true
+}
+
+// SetErrorHeaders adds to h the fields [WriteError] sets for a denial
+// (Retry-After, RateLimit-Policy and RateLimit; not Content-Type), and
+// returns true, when err is (or wraps) a [*ratelimit.LimitError]; for any
+// other error it sets nothing and returns false. It is for a handler that
+// writes the status and body of its own response.
+func SetErrorHeaders(h http.Header, err error) bool {
+	var le *ratelimit.LimitError
+	if !errors.As(err, &le) {
+		return false
+	}
+	setErrorHeaders(h, le)
+	return true
+}
+
+// setErrorHeaders sets the fields of the denial le on h.
+func setErrorHeaders(h http.Header, le *ratelimit.LimitError) {
+	retry := retrySeconds(le)
 	h.Set("Retry-After", strconv.FormatInt(retry, 10))
 	name := policyName(le.Name, le.KeyExpr)
 	addPolicy(h, name, le.Limit)
 	h.Add(HeaderRateLimit, fmt.Sprintf("%s;r=%d;t=%d", sfString(name), max(le.Remaining, 0), retry))
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Del("Content-Length")
-	w.WriteHeader(http.StatusTooManyRequests)
-	fmt.Fprintf(w, "Too Many Requests: retry after %d s\n", retry)
-	return true
+}
+
+// retrySeconds returns the Retry-After of le: its RetryAfter in seconds,
+// rounded up, at least 1.
+func retrySeconds(le *ratelimit.LimitError) int64 { return max(ceilSeconds(le.RetryAfter), 1) }
+
+// Text is the [ErrorFormat] of [WriteError]: text/plain, as
+//
+//	Too Many Requests: retry after 2 s
+func Text(le *ratelimit.LimitError) (string, []byte) {
+	return "text/plain; charset=utf-8", fmt.Appendf(nil, "Too Many Requests: retry after %d s\n", retrySeconds(le))
+}
+
+// ErrorBody is the body that [JSON] writes.
+type ErrorBody struct {
+	// Error is "rate_limited".
+	Error string `json:"error"`
+	// Message is Text's line, without its newline.
+	Message string `json:"message"`
+	// Policy names the limit that denied the call, as the RateLimit field
+	// does: the rule's name, "/<key expression>" for a rule with a key
+	// per limit; never the key's value.
+	Policy string `json:"policy"`
+	// RetryAfter is Retry-After's seconds.
+	RetryAfter int64 `json:"retry_after"`
+	// Remaining is what the limit has left, at least 0.
+	Remaining int64 `json:"remaining"`
+}
+
+// JSON is an [ErrorFormat] that writes an [ErrorBody] as application/json:
+//
+//	{"error":"rate_limited","message":"Too Many Requests: retry after 2 s","policy":"svc.Get","retry_after":2,"remaining":0}
+func JSON(le *ratelimit.LimitError) (string, []byte) {
+	retry := retrySeconds(le)
+	body, _ := json.Marshal(ErrorBody{
+		Error: "rate_limited", Message: fmt.Sprintf("Too Many Requests: retry after %d s", retry),
+		Policy: policyName(le.Name, le.KeyExpr), RetryAfter: retry, Remaining: max(le.Remaining, 0),
+	})
+	return "application/json", append(body, '\n')
 }
 
 // SetHeaders adds to h the RateLimit-Policy and RateLimit fields that

@@ -94,13 +94,25 @@ type middlewareConfig struct {
 
 // WithDenyHandler makes [Middleware] answer a denied request with deny,
 // given the denial, instead of [WriteError]'s 429 Too Many Requests, such
-// as to write a JSON body in the API's own error format. deny writes the
-// whole response: call [WriteError] from it to keep the default status
-// and fields and only add to them.
+// as to answer with another status. deny writes the whole response: call
+// [SetErrorHeaders] from it to keep the default fields, or [WriteErrorAs]
+// to keep the status too. [WithErrorFormat] changes the body alone.
 func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, err *ratelimit.LimitError)) MiddlewareOption {
 	return func(c *middlewareConfig) {
 		if deny != nil {
 			c.deny = deny
+		}
+	}
+}
+
+// WithErrorFormat makes [Middleware] answer a denied request with
+// [WriteErrorAs] in format, such as [JSON]: the same status and fields as
+// [WriteError]'s, the body in the API's format. [WithDenyHandler] replaces
+// the whole response instead.
+func WithErrorFormat(format ErrorFormat) MiddlewareOption {
+	return func(c *middlewareConfig) {
+		if format != nil {
+			c.deny = func(w http.ResponseWriter, _ *http.Request, err *ratelimit.LimitError) { WriteErrorAs(w, err, format) }
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // TestHealthCheck: a reachable server passes, after SCRIPT FLUSH too (and
@@ -53,4 +54,38 @@ func TestAnOutageIsLoggedOnceWithoutAHook(t *testing.T) {
 	require.True(t, l.CircuitOpen())
 	assert.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), buf.String())
 	assert.Contains(t, buf.String(), "ratelimit: circuit open")
+}
+
+// TestAnOutageIsLoggedWithAMetricsHook: a metrics hook counts the
+// breaker's openings, and the outage is still logged once at Warn: a
+// hook that does not log never silences the warning. A hook that logs
+// (a SlogHook among Hooks) logs it, once, to its own logger.
+func TestAnOutageIsLoggedWithAMetricsHook(t *testing.T) {
+	var def bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&def, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
+	outage := func(hook ratelimit.Hook) *Limiter {
+		l := New(failFastClient(t, stoppedAddr(t)), WithBreaker(2, time.Hour, time.Hour), ratelimit.WithHook(hook))
+		for range 50 {
+			require.NoError(t, rule.Check(context.Background(), l, 1, "k"), "fail open")
+		}
+		require.True(t, l.CircuitOpen())
+		return l
+	}
+
+	m := &limitmetrics.Metrics{}
+	outage(m)
+	assert.Equal(t, 1, strings.Count(def.String(), "ratelimit: circuit open"), def.String())
+	assert.Equal(t, 1, strings.Count(def.String(), "level=WARN"), def.String())
+	for _, b := range m.Breakers() {
+		assert.Equal(t, uint64(1), b.Opened, "the metrics count it too")
+	}
+
+	def.Reset()
+	var own bytes.Buffer
+	outage(ratelimit.Hooks(&limitmetrics.Metrics{}, ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&own, nil)))))
+	assert.Equal(t, 1, strings.Count(own.String(), "ratelimit: circuit open"), own.String())
+	assert.NotContains(t, def.String(), "circuit open", "logged once, by the hook that logs")
 }

@@ -45,7 +45,11 @@ import (
 //
 // Mistakes are loud and safe: a field whose value does not parse, that
 // names no valid tier, that puts a key in a tier the hash does not set, or
-// (with [OverridesRules]) that names a rule the service does not have,
+// (with [OverridesRules]) that names a rule the service does not have or
+// sets limits its calls would ignore (see [ratelimit.Rule.ValidateOverride]:
+// another algorithm, or for a rule whose lines have their own keys, a key
+// or tier override without one limit per line), or whose qualifier after
+// '|' is neither key= nor tier= (a typo such as |tire=gold or |Key=abc),
 // keeps the last value of that field that could be used (none, if it never
 // had one), so a typo never lifts a limit. Each such field is logged once
 // per value at Warn ([OverridesLogger]), counted ([Overrides.Rejected]),
@@ -55,7 +59,7 @@ type Overrides struct {
 	key     string
 	refresh time.Duration
 	logger  *slog.Logger
-	rules   map[string]bool // the rules the hash may name; nil: any
+	rules   map[string]*ratelimit.Rule // the rules the hash may name; nil: any
 
 	table    atomic.Pointer[ratelimit.StaticOverrides] // nil before the first read
 	rejected atomic.Uint64
@@ -92,14 +96,15 @@ func OverridesLogger(logger *slog.Logger) OverridesOption {
 }
 
 // OverridesRules names the rules the hash may override, such as a
-// package's generated rules: a field naming any other is reported like a
-// malformed one. Without it any name is taken (a hash may serve several
-// services).
+// package's generated rules: a field naming any other, or setting limits
+// that the rule's calls would ignore, is reported like a malformed one.
+// Without it any name is taken (a hash may serve several services), and
+// the limits are checked on their own only.
 func OverridesRules(rules ...*ratelimit.Rule) OverridesOption {
 	return func(o *Overrides) {
-		o.rules = make(map[string]bool, len(rules))
+		o.rules = make(map[string]*ratelimit.Rule, len(rules))
 		for _, r := range rules {
-			o.rules[r.Name] = true
+			o.rules[r.Name] = r
 		}
 	}
 }
@@ -204,10 +209,14 @@ func (o *Overrides) Refresh(ctx context.Context) error {
 func (o *Overrides) resolve(fields map[string]string) (*ratelimit.StaticOverrides, map[string]string, []*ratelimit.FieldError) {
 	used := maps.Clone(fields)
 	var problems []*ratelimit.FieldError
-	for field := range fields {
-		if name, _, _ := strings.Cut(field, "|"); o.rules != nil && !o.rules[name] {
-			problems = append(problems, &ratelimit.FieldError{Field: field, Err: fmt.Errorf("%w: no rule is named %q", ratelimit.ErrInvalidLimit, name)})
-			delete(used, field)
+	for field, value := range fields {
+		if err := o.applies(field, value); err != nil {
+			problems = append(problems, &ratelimit.FieldError{Field: field, Err: err})
+			if good, ok := o.good[field]; ok && o.applies(field, good) == nil {
+				used[field] = good
+			} else {
+				delete(used, field)
+			}
 		}
 	}
 	reported := map[string]bool{}
@@ -231,6 +240,30 @@ func (o *Overrides) resolve(fields map[string]string) (*ratelimit.StaticOverride
 			}
 		}
 	}
+}
+
+// applies returns why field, set to value, cannot apply to the rules of
+// [OverridesRules]: it names no such rule, or sets limits the rule's calls
+// would ignore (see [ratelimit.Rule.ValidateOverride]); nil when it
+// applies, when there are no such rules, and when value does not parse
+// (which ParseOverrides reports).
+func (o *Overrides) applies(field, value string) error {
+	if o.rules == nil {
+		return nil
+	}
+	name, rest, qualified := strings.Cut(field, "|")
+	r := o.rules[name]
+	if r == nil {
+		return fmt.Errorf("%w: no rule is named %q", ratelimit.ErrInvalidLimit, name)
+	}
+	if _, isMember := strings.CutPrefix(strings.TrimSpace(value), "tier="); isMember && strings.HasPrefix(rest, "key=") {
+		return nil
+	}
+	limits, err := ratelimit.ParseOverride(value)
+	if err != nil {
+		return nil
+	}
+	return r.ValidateOverride(limits, qualified)
 }
 
 // fieldErrors returns the *FieldErrors that err joins.
@@ -275,7 +308,15 @@ func redactField(field string) string {
 	if name, key, ok := strings.Cut(field, "|key="); ok {
 		return name + "|key=" + callkey.Redact(key)
 	}
-	return field
+	name, rest, ok := strings.Cut(field, "|")
+	if !ok || strings.HasPrefix(rest, "tier=") {
+		return field
+	}
+	// A mistyped qualifier (|Key=abc, |key:abc) may be followed by a key.
+	if i := strings.IndexAny(rest, "=:"); i >= 0 {
+		return name + "|" + rest[:i+1] + callkey.Redact(rest[i+1:])
+	}
+	return name + "|" + callkey.Redact(rest)
 }
 
 // redactError returns the reason of p as logs show it: without the key of

@@ -375,3 +375,105 @@ type overridesFunc func(ctx context.Context, name string) ([]ratelimit.Limit, bo
 func (f overridesFunc) Lookup(ctx context.Context, name string) ([]ratelimit.Limit, bool) {
 	return f(ctx, name)
 }
+
+// TestOverrideQualifierTyposAreLoudAndSafe: a field whose qualifier after
+// '|' is neither key= nor tier= (a typo of either) was taken for the name
+// of a rule that does not exist, even with OverridesRules: nothing in
+// Problems, no log line. Each is now a problem, logged once (its key
+// redacted), counted, and leaves the limits in force as they were.
+func TestOverrideQualifierTyposAreLoudAndSafe(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	c := rdb(t)
+	const hash = "ratelimit:qualifiers"
+	logs := &logRecords{}
+	rule := &ratelimit.Rule{Name: "svc.Get", Limits: perPeriod(3, time.Minute)}
+	ov := NewOverrides(c, hash, time.Hour, OverridesLogger(slog.New(logs)), OverridesRules(rule))
+	t.Cleanup(func() { ov.Close() })
+	<-ov.first
+	threshold := func(key string) int64 {
+		return rule.EffectiveLimits(ctx, ratelimit.NewMemory(ratelimit.WithOverrides(ov)), key)[0].Threshold
+	}
+	require.NoError(t, c.HSet(ctx, hash, "svc.Get|tier=gold", "period=1m threshold=9", "svc.Get|key=abc", "tier=gold").Err())
+	require.NoError(t, ov.Refresh(ctx))
+	require.Equal(t, []int64{9, 3}, []int64{threshold("abc"), threshold("x")})
+
+	typos := map[string]string{
+		"svc.Get|tire=gold": "period=1m threshold=100",
+		"svc.Get|kye=abc":   "period=1m threshold=100",
+		"svc.Get|key:abc":   "period=1m threshold=100",
+		"svc.Get|Key=abc":   "period=1m threshold=100",
+	}
+	for field, value := range typos {
+		require.NoError(t, c.HSet(ctx, hash, field, value).Err())
+	}
+	for range 2 {
+		err := ov.Refresh(ctx)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidLimit)
+		assert.Equal(t, []int64{9, 3}, []int64{threshold("abc"), threshold("x")}, "the limits in force stay")
+	}
+	var fields []string
+	for _, p := range ov.Problems() {
+		fields = append(fields, p.Field)
+		assert.ErrorContains(t, p, "did you mean", p.Field)
+	}
+	assert.Equal(t, []string{"svc.Get|Key=abc", "svc.Get|key:abc", "svc.Get|kye=abc", "svc.Get|tire=gold"}, fields)
+	assert.Len(t, logs.warnings(), 4, "each logged once, for two reads")
+	for _, w := range logs.warnings() {
+		assert.NotContains(t, w, "abc", "a key in a mistyped field is redacted")
+	}
+	assert.Equal(t, uint64(4), ov.Rejected())
+}
+
+// TestKeyOverrideOfWrongLengthIsLoudAndSafe: limit i of a key's override
+// replaces line i of a rule whose lines have their own keys, so an
+// override with fewer limits than the rule has lines left the key's line
+// as it was, silently. With OverridesRules such a field is a problem like
+// a bad value, as is one whose algorithm differs from the line's.
+func TestKeyOverrideOfWrongLengthIsLoudAndSafe(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	c := rdb(t)
+	const hash = "ratelimit:keylength"
+	logs := &logRecords{}
+	rule := &ratelimit.Rule{Name: "svc.Put", Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 100}, {Period: time.Minute, Threshold: 5},
+	}, KeyExprs: []string{"", "tenant"}}
+	ov := NewOverrides(c, hash, time.Hour, OverridesLogger(slog.New(logs)), OverridesRules(rule))
+	t.Cleanup(func() { ov.Close() })
+	<-ov.first
+	limits := func(tenant string) []int64 {
+		l, _ := rule.Explain(ctx, ratelimit.NewMemory(ratelimit.WithOverrides(ov)), "", tenant)
+		var out []int64
+		for _, x := range l {
+			out = append(out, x.Threshold)
+		}
+		return out
+	}
+	require.NoError(t, c.HSet(ctx, hash, "svc.Put|key=acme", "period=1m threshold=100; period=1m threshold=50").Err())
+	require.NoError(t, ov.Refresh(ctx))
+	require.Equal(t, []int64{100, 50}, limits("acme"))
+
+	for _, value := range []string{
+		"period=1m threshold=500", // one limit for two lines
+		"period=1m threshold=100; period=1m threshold=50; period=1h threshold=900", // three
+		"period=1m threshold=100; period=1m threshold=50 algorithm=gcra",           // another algorithm
+	} {
+		require.NoError(t, c.HSet(ctx, hash, "svc.Put|key=acme", value).Err())
+		err := ov.Refresh(ctx)
+		require.ErrorIs(t, err, ratelimit.ErrInvalidLimit, value)
+		assert.Equal(t, []int64{100, 50}, limits("acme"), "the last good value stays: %s", value)
+		require.Len(t, ov.Problems(), 1, value)
+		assert.Equal(t, "svc.Put|key=acme", ov.Problems()[0].Field)
+	}
+	assert.Len(t, logs.warnings(), 3)
+	assert.Equal(t, uint64(3), ov.Rejected())
+
+	// A tier's limits are a key's: the same rule holds.
+	require.NoError(t, c.HSet(ctx, hash, "svc.Put|key=acme", "tier=gold", "svc.Put|tier=gold", "period=1m threshold=7").Err())
+	require.ErrorIs(t, ov.Refresh(ctx), ratelimit.ErrInvalidLimit)
+	// unlimited and block apply to the whole call, whatever the lines.
+	require.NoError(t, c.HSet(ctx, hash, "svc.Put|tier=gold", "unlimited").Err())
+	require.NoError(t, ov.Refresh(ctx))
+	assert.Empty(t, ov.Problems())
+}

@@ -195,7 +195,8 @@ func (l guarded) Node() string {
 }
 
 // Probe asks Redis whether the limiter's breaker may close: with a script
-// on a connection of its own (see [probeNode]), or for a cluster client
+// on a connection of its own, then through the client's pool (see
+// [probeClient]), or for a cluster client
 // by finding a master, which the breaker guards there. See [guard.Probed].
 func (l guarded) Probe(ctx context.Context) error {
 	var err error
@@ -203,7 +204,7 @@ func (l guarded) Probe(ctx context.Context) error {
 	case *redis.ClusterClient:
 		_, err = c.MasterForKey(ctx, "")
 	case *redis.Client:
-		err = probeNode(ctx, c.Options())
+		err = probeClient(ctx, c)
 	default:
 		err = l.client.Ping(ctx).Err()
 	}
@@ -260,7 +261,7 @@ func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
 	if err != nil {
 		return closedError(err)
 	}
-	return closedError(probeNode(ctx, master.Options()))
+	return closedError(probeClient(ctx, master))
 }
 
 // Allow decides req, through the limiter's guards: the deny cache repeats

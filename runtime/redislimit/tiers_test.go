@@ -258,7 +258,7 @@ func TestRedisOverridesFields(t *testing.T) {
 	const hash = "ratelimit:fields"
 	require.NoError(t, rc.Del(ctx, hash).Err())
 	require.NoError(t, rc.HSet(ctx, hash,
-		"a|b", "period=1m threshold=1", // a rule named a|b
+		"a|b", "period=1m threshold=1", // not a rule: '|' must qualify a key or a tier
 		"r|tier=", "period=1m threshold=2",
 		"r|tier=gold silver", "period=1m threshold=2",
 		"r|tier=gold", "period=1m",
@@ -277,12 +277,13 @@ func TestRedisOverridesFields(t *testing.T) {
 		`"r|key=k": ratelimit: invalid limit: tier ""`,
 		`"r|key=j": `,
 		`is set by another field too`,
+		`"a|b": ratelimit: invalid limit: unknown qualifier "b" after '|'`,
 	} {
 		assert.Contains(t, err.Error(), want)
 	}
-	got, ok := ov.Lookup(ctx, "a|b")
-	assert.True(t, ok && got[0].Threshold == 1, "a rule whose name holds '|' keeps its field")
-	got, ok = ov.LookupKey(ctx, "r", longKey)
+	_, ok := ov.Lookup(ctx, "a|b")
+	assert.False(t, ok, "a field whose '|' qualifies neither a key nor a tier sets nothing")
+	got, ok := ov.LookupKey(ctx, "r", longKey)
 	if assert.True(t, ok) {
 		assert.Equal(t, int64(4), got[0].Threshold, "of two fields of one key, the first in order (the stand-in's) applies")
 	}

@@ -180,3 +180,23 @@ func TestDecoratedCallsRecordTheirAdmission(t *testing.T) {
 		require.False(t, admission().Decided, "Count has no context; List is not limited")
 	})
 }
+
+// TestConstructorRefusesNil: the constructor given a nil next or a nil
+// limiter panics at once, naming the argument, as http.Handle does with a
+// nil handler; a decorator that would fail at its first call (a nil
+// limiter), or after the limiter charged it (a nil next), is never made.
+func TestConstructorRefusesNil(t *testing.T) {
+	limiter := ratelimit.NewMemory()
+	require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits", func() {
+		NewStoreWithRateLimit(nil, limiter)
+	})
+	require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()", func() {
+		NewStoreWithRateLimit(newFake(), nil)
+	})
+	// Nothing was charged: the rule's first calls are all admitted.
+	d := NewStoreWithRateLimit(newFake(), limiter)
+	for range 2 {
+		_, err := d.Get(context.Background(), "x")
+		require.NoError(t, err)
+	}
+}

@@ -23,8 +23,15 @@ type StoreWithRateLimit struct {
 }
 
 // NewStoreWithRateLimit returns a StoreWithRateLimit that calls next after
-// limiter admits each call of a limited method of Store.
+// limiter admits each call of a limited method of Store. It panics if next or
+// limiter is nil.
 func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit {
+	if next == nil {
+		panic("basic.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits")
+	}
+	if limiter == nil {
+		panic("basic.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &StoreWithRateLimit{next: next, limiter: limiter}
 }
 

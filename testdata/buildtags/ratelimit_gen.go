@@ -19,8 +19,15 @@ type OtherWithRateLimit struct {
 }
 
 // NewOtherWithRateLimit returns a OtherWithRateLimit that calls next after
-// limiter admits each call of a limited method of Other.
+// limiter admits each call of a limited method of Other. It panics if next or
+// limiter is nil.
 func NewOtherWithRateLimit(next Other, limiter ratelimit.Limiter) *OtherWithRateLimit {
+	if next == nil {
+		panic("buildtags.NewOtherWithRateLimit: next is nil: want the Other whose calls it limits")
+	}
+	if limiter == nil {
+		panic("buildtags.NewOtherWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &OtherWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -52,8 +59,15 @@ type StoreWithRateLimit struct {
 }
 
 // NewStoreWithRateLimit returns a StoreWithRateLimit that calls next after
-// limiter admits each call of a limited method of Store.
+// limiter admits each call of a limited method of Store. It panics if next or
+// limiter is nil.
 func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit {
+	if next == nil {
+		panic("buildtags.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits")
+	}
+	if limiter == nil {
+		panic("buildtags.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &StoreWithRateLimit{next: next, limiter: limiter}
 }
 

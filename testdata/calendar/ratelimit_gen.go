@@ -22,8 +22,15 @@ type QuotasWithRateLimit struct {
 }
 
 // NewQuotasWithRateLimit returns a QuotasWithRateLimit that calls next after
-// limiter admits each call of a limited method of Quotas.
+// limiter admits each call of a limited method of Quotas. It panics if next or
+// limiter is nil.
 func NewQuotasWithRateLimit(next Quotas, limiter ratelimit.Limiter) *QuotasWithRateLimit {
+	if next == nil {
+		panic("calendar.NewQuotasWithRateLimit: next is nil: want the Quotas whose calls it limits")
+	}
+	if limiter == nil {
+		panic("calendar.NewQuotasWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &QuotasWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -24,8 +24,15 @@ type ChainWithRateLimit struct {
 }
 
 // NewChainWithRateLimit returns a ChainWithRateLimit that calls next after
-// limiter admits each call of a limited method of Chain.
+// limiter admits each call of a limited method of Chain. It panics if next or
+// limiter is nil.
 func NewChainWithRateLimit(next Chain, limiter ratelimit.Limiter) *ChainWithRateLimit {
+	if next == nil {
+		panic("collisions.NewChainWithRateLimit: next is nil: want the Chain whose calls it limits")
+	}
+	if limiter == nil {
+		panic("collisions.NewChainWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ChainWithRateLimit{wrapped: next, rateLimiter: limiter}
 }
 
@@ -61,8 +68,15 @@ type GenericWithRateLimit[ratelimit2 any, key comparable] struct {
 }
 
 // NewGenericWithRateLimit returns a GenericWithRateLimit that calls next after
-// limiter admits each call of a limited method of Generic.
+// limiter admits each call of a limited method of Generic. It panics if next or
+// limiter is nil.
 func NewGenericWithRateLimit[ratelimit2 any, key comparable](next Generic[ratelimit2, key], limiter ratelimit.Limiter) *GenericWithRateLimit[ratelimit2, key] {
+	if next == nil {
+		panic("collisions.NewGenericWithRateLimit: next is nil: want the Generic whose calls it limits")
+	}
+	if limiter == nil {
+		panic("collisions.NewGenericWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &GenericWithRateLimit[ratelimit2, key]{next: next, limiter: limiter}
 }
 
@@ -97,8 +111,14 @@ type LimitedStore struct {
 }
 
 // NewLimitedStore returns a LimitedStore that calls next after limiter admits
-// each call of a limited method of Store.
+// each call of a limited method of Store. It panics if next or limiter is nil.
 func NewLimitedStore(next Store, limiter ratelimit.Limiter) *LimitedStore {
+	if next == nil {
+		panic("collisions.NewLimitedStore: next is nil: want the Store whose calls it limits")
+	}
+	if limiter == nil {
+		panic("collisions.NewLimitedStore: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedStore{next: next, limiter: limiter}
 }
 
@@ -213,8 +233,15 @@ type cacheWithRateLimit1 struct {
 }
 
 // newCacheWithRateLimit1 returns a cacheWithRateLimit1 that calls next after
-// limiter admits each call of a limited method of cache.
+// limiter admits each call of a limited method of cache. It panics if next or
+// limiter is nil.
 func newCacheWithRateLimit1(next cache, limiter ratelimit.Limiter) *cacheWithRateLimit1 {
+	if next == nil {
+		panic("collisions.newCacheWithRateLimit1: next is nil: want the cache whose calls it limits")
+	}
+	if limiter == nil {
+		panic("collisions.newCacheWithRateLimit1: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &cacheWithRateLimit1{next: next, limiter: limiter}
 }
 

@@ -25,8 +25,15 @@ type CounterWithRateLimit struct {
 }
 
 // NewCounterWithRateLimit returns a CounterWithRateLimit that calls next after
-// limiter admits each call of a limited method of Counter.
+// limiter admits each call of a limited method of Counter. It panics if next or
+// limiter is nil.
 func NewCounterWithRateLimit(next *Counter, limiter ratelimit.Limiter) *CounterWithRateLimit {
+	if next == nil {
+		panic("concrete.NewCounterWithRateLimit: next is nil: want the Counter whose calls it limits")
+	}
+	if limiter == nil {
+		panic("concrete.NewCounterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &CounterWithRateLimit{Counter: next, limiter: limiter}
 }
 
@@ -76,8 +83,15 @@ type ServerWithRateLimit struct {
 }
 
 // NewServerWithRateLimit returns a ServerWithRateLimit that calls next after
-// limiter admits each call of a limited method of Server.
+// limiter admits each call of a limited method of Server. It panics if next or
+// limiter is nil.
 func NewServerWithRateLimit(next *Server, limiter ratelimit.Limiter) *ServerWithRateLimit {
+	if next == nil {
+		panic("concrete.NewServerWithRateLimit: next is nil: want the Server whose calls it limits")
+	}
+	if limiter == nil {
+		panic("concrete.NewServerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ServerWithRateLimit{Server: next, rateLimiter: limiter}
 }
 

@@ -21,8 +21,15 @@ type ExporterWithRateLimit struct {
 }
 
 // NewExporterWithRateLimit returns a ExporterWithRateLimit that calls next
-// after limiter admits each call of a limited method of Exporter.
+// after limiter admits each call of a limited method of Exporter. It panics if
+// next or limiter is nil.
 func NewExporterWithRateLimit(next Exporter, limiter ratelimit.Limiter) *ExporterWithRateLimit {
+	if next == nil {
+		panic("concurrency.NewExporterWithRateLimit: next is nil: want the Exporter whose calls it limits")
+	}
+	if limiter == nil {
+		panic("concurrency.NewExporterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ExporterWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -23,8 +23,15 @@ type ClientWithRateLimit struct {
 }
 
 // NewClientWithRateLimit returns a ClientWithRateLimit that calls next after
-// limiter admits each call of a limited method of Client.
+// limiter admits each call of a limited method of Client. It panics if next or
+// limiter is nil.
 func NewClientWithRateLimit(next Client, limiter ratelimit.Limiter) *ClientWithRateLimit {
+	if next == nil {
+		panic("embedded.NewClientWithRateLimit: next is nil: want the Client whose calls it limits")
+	}
+	if limiter == nil {
+		panic("embedded.NewClientWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ClientWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -120,8 +127,15 @@ type ReaderWithRateLimit struct {
 }
 
 // NewReaderWithRateLimit returns a ReaderWithRateLimit that calls next after
-// limiter admits each call of a limited method of Reader.
+// limiter admits each call of a limited method of Reader. It panics if next or
+// limiter is nil.
 func NewReaderWithRateLimit(next Reader, limiter ratelimit.Limiter) *ReaderWithRateLimit {
+	if next == nil {
+		panic("embedded.NewReaderWithRateLimit: next is nil: want the Reader whose calls it limits")
+	}
+	if limiter == nil {
+		panic("embedded.NewReaderWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ReaderWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -37,7 +37,7 @@ func (greeter) Ping(context.Context, *pb.HelloRequest) (*pb.HelloReply, error) {
 }
 
 // The decorator is a pb.GreeterServer, so it can be registered.
-var _ pb.GreeterServer = NewLimitedGreeterWithRateLimit(greeter{}, nil)
+var _ pb.GreeterServer = (*LimitedGreeterWithRateLimit)(nil)
 
 func TestServerInterfaceWithAnUnexportedMethod(t *testing.T) {
 	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {

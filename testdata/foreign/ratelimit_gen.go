@@ -23,8 +23,15 @@ type LimitedClientWithRateLimit struct {
 }
 
 // NewLimitedClientWithRateLimit returns a LimitedClientWithRateLimit that calls
-// next after limiter admits each call of a limited method of LimitedClient.
+// next after limiter admits each call of a limited method of LimitedClient. It
+// panics if next or limiter is nil.
 func NewLimitedClientWithRateLimit(next LimitedClient, limiter ratelimit.Limiter) *LimitedClientWithRateLimit {
+	if next == nil {
+		panic("foreign.NewLimitedClientWithRateLimit: next is nil: want the LimitedClient whose calls it limits")
+	}
+	if limiter == nil {
+		panic("foreign.NewLimitedClientWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedClientWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -68,8 +75,14 @@ type LimitedGreeterWithRateLimit struct {
 
 // NewLimitedGreeterWithRateLimit returns a LimitedGreeterWithRateLimit that
 // calls next after limiter admits each call of a limited method of
-// LimitedGreeter.
+// LimitedGreeter. It panics if next or limiter is nil.
 func NewLimitedGreeterWithRateLimit(next LimitedGreeter, limiter ratelimit.Limiter) *LimitedGreeterWithRateLimit {
+	if next == nil {
+		panic("foreign.NewLimitedGreeterWithRateLimit: next is nil: want the LimitedGreeter whose calls it limits")
+	}
+	if limiter == nil {
+		panic("foreign.NewLimitedGreeterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedGreeterWithRateLimit{LimitedGreeter: next, limiter: limiter}
 }
 

@@ -26,8 +26,15 @@ type CacheWithRateLimit[K comparable, V any] struct {
 }
 
 // NewCacheWithRateLimit returns a CacheWithRateLimit that calls next after
-// limiter admits each call of a limited method of Cache.
+// limiter admits each call of a limited method of Cache. It panics if next or
+// limiter is nil.
 func NewCacheWithRateLimit[K comparable, V any](next *Cache[K, V], limiter ratelimit.Limiter) *CacheWithRateLimit[K, V] {
+	if next == nil {
+		panic("generics.NewCacheWithRateLimit: next is nil: want the Cache whose calls it limits")
+	}
+	if limiter == nil {
+		panic("generics.NewCacheWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &CacheWithRateLimit[K, V]{Cache: next, limiter: limiter}
 }
 
@@ -57,8 +64,15 @@ type LabelerWithRateLimit[L fmt.Stringer, M ~int | ~string] struct {
 }
 
 // NewLabelerWithRateLimit returns a LabelerWithRateLimit that calls next after
-// limiter admits each call of a limited method of Labeler.
+// limiter admits each call of a limited method of Labeler. It panics if next or
+// limiter is nil.
 func NewLabelerWithRateLimit[L fmt.Stringer, M ~int | ~string](next Labeler[L, M], limiter ratelimit.Limiter) *LabelerWithRateLimit[L, M] {
+	if next == nil {
+		panic("generics.NewLabelerWithRateLimit: next is nil: want the Labeler whose calls it limits")
+	}
+	if limiter == nil {
+		panic("generics.NewLabelerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LabelerWithRateLimit[L, M]{next: next, limiter: limiter}
 }
 
@@ -94,8 +108,15 @@ type RepoWithRateLimit[K comparable, V any] struct {
 }
 
 // NewRepoWithRateLimit returns a RepoWithRateLimit that calls next after
-// limiter admits each call of a limited method of Repo.
+// limiter admits each call of a limited method of Repo. It panics if next or
+// limiter is nil.
 func NewRepoWithRateLimit[K comparable, V any](next Repo[K, V], limiter ratelimit.Limiter) *RepoWithRateLimit[K, V] {
+	if next == nil {
+		panic("generics.NewRepoWithRateLimit: next is nil: want the Repo whose calls it limits")
+	}
+	if limiter == nil {
+		panic("generics.NewRepoWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &RepoWithRateLimit[K, V]{next: next, limiter: limiter}
 }
 
@@ -152,11 +173,18 @@ type SummerWithRateLimit[T Number, S interface {
 }
 
 // NewSummerWithRateLimit returns a SummerWithRateLimit that calls next after
-// limiter admits each call of a limited method of Summer.
+// limiter admits each call of a limited method of Summer. It panics if next or
+// limiter is nil.
 func NewSummerWithRateLimit[T Number, S interface {
 	~[]T
 	Len() int
 }](next Summer[T, S], limiter ratelimit.Limiter) *SummerWithRateLimit[T, S] {
+	if next == nil {
+		panic("generics.NewSummerWithRateLimit: next is nil: want the Summer whose calls it limits")
+	}
+	if limiter == nil {
+		panic("generics.NewSummerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &SummerWithRateLimit[T, S]{next: next, limiter: limiter}
 }
 

@@ -24,8 +24,15 @@ type APIWithRateLimit struct {
 }
 
 // NewAPIWithRateLimit returns a APIWithRateLimit that calls next after limiter
-// admits each call of a limited method of API.
+// admits each call of a limited method of API. It panics if next or limiter is
+// nil.
 func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit {
+	if next == nil {
+		panic("getters.NewAPIWithRateLimit: next is nil: want the API whose calls it limits")
+	}
+	if limiter == nil {
+		panic("getters.NewAPIWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &APIWithRateLimit{next: next, limiter: limiter}
 }
 

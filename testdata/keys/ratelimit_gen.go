@@ -24,8 +24,15 @@ type APIWithRateLimit struct {
 }
 
 // NewAPIWithRateLimit returns a APIWithRateLimit that calls next after limiter
-// admits each call of a limited method of API.
+// admits each call of a limited method of API. It panics if next or limiter is
+// nil.
 func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit {
+	if next == nil {
+		panic("keys.NewAPIWithRateLimit: next is nil: want the API whose calls it limits")
+	}
+	if limiter == nil {
+		panic("keys.NewAPIWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &APIWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -225,8 +232,15 @@ type GenericWithRateLimit[S Str, N Num] struct {
 }
 
 // NewGenericWithRateLimit returns a GenericWithRateLimit that calls next after
-// limiter admits each call of a limited method of Generic.
+// limiter admits each call of a limited method of Generic. It panics if next or
+// limiter is nil.
 func NewGenericWithRateLimit[S Str, N Num](next Generic[S, N], limiter ratelimit.Limiter) *GenericWithRateLimit[S, N] {
+	if next == nil {
+		panic("keys.NewGenericWithRateLimit: next is nil: want the Generic whose calls it limits")
+	}
+	if limiter == nil {
+		panic("keys.NewGenericWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &GenericWithRateLimit[S, N]{next: next, limiter: limiter}
 }
 

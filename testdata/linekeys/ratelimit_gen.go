@@ -22,8 +22,15 @@ type AdminWithRateLimit struct {
 }
 
 // NewAdminWithRateLimit returns a AdminWithRateLimit that calls next after
-// limiter admits each call of a limited method of Admin.
+// limiter admits each call of a limited method of Admin. It panics if next or
+// limiter is nil.
 func NewAdminWithRateLimit(next Admin, limiter ratelimit.Limiter) *AdminWithRateLimit {
+	if next == nil {
+		panic("linekeys.NewAdminWithRateLimit: next is nil: want the Admin whose calls it limits")
+	}
+	if limiter == nil {
+		panic("linekeys.NewAdminWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &AdminWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -80,8 +87,15 @@ type FeedWithRateLimit struct {
 }
 
 // NewFeedWithRateLimit returns a FeedWithRateLimit that calls next after
-// limiter admits each call of a limited method of Feed.
+// limiter admits each call of a limited method of Feed. It panics if next or
+// limiter is nil.
 func NewFeedWithRateLimit(next Feed, limiter ratelimit.Limiter) *FeedWithRateLimit {
+	if next == nil {
+		panic("linekeys.NewFeedWithRateLimit: next is nil: want the Feed whose calls it limits")
+	}
+	if limiter == nil {
+		panic("linekeys.NewFeedWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &FeedWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -23,8 +23,15 @@ type JobsWithRateLimit struct {
 }
 
 // NewJobsWithRateLimit returns a JobsWithRateLimit that calls next after
-// limiter admits each call of a limited method of Jobs.
+// limiter admits each call of a limited method of Jobs. It panics if next or
+// limiter is nil.
 func NewJobsWithRateLimit(next Jobs, limiter ratelimit.Limiter) *JobsWithRateLimit {
+	if next == nil {
+		panic("options.NewJobsWithRateLimit: next is nil: want the Jobs whose calls it limits")
+	}
+	if limiter == nil {
+		panic("options.NewJobsWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &JobsWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -21,8 +21,15 @@ type ModelWithRateLimit struct {
 }
 
 // NewModelWithRateLimit returns a ModelWithRateLimit that calls next after
-// limiter admits each call of a limited method of Model.
+// limiter admits each call of a limited method of Model. It panics if next or
+// limiter is nil.
 func NewModelWithRateLimit(next Model, limiter ratelimit.Limiter) *ModelWithRateLimit {
+	if next == nil {
+		panic("settle.NewModelWithRateLimit: next is nil: want the Model whose calls it limits")
+	}
+	if limiter == nil {
+		panic("settle.NewModelWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &ModelWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -21,8 +21,15 @@ type HTTPClientWithRateLimit struct {
 }
 
 // NewHTTPClientWithRateLimit returns a HTTPClientWithRateLimit that calls next
-// after limiter admits each call of a limited method of HTTPClient.
+// after limiter admits each call of a limited method of HTTPClient. It panics
+// if next or limiter is nil.
 func NewHTTPClientWithRateLimit(next HTTPClient, limiter ratelimit.Limiter) *HTTPClientWithRateLimit {
+	if next == nil {
+		panic("unexported.NewHTTPClientWithRateLimit: next is nil: want the HTTPClient whose calls it limits")
+	}
+	if limiter == nil {
+		panic("unexported.NewHTTPClientWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &HTTPClientWithRateLimit{next: next, limiter: limiter}
 }
 
@@ -54,8 +61,15 @@ type storeWithRateLimit struct {
 }
 
 // newStoreWithRateLimit returns a storeWithRateLimit that calls next after
-// limiter admits each call of a limited method of store.
+// limiter admits each call of a limited method of store. It panics if next or
+// limiter is nil.
 func newStoreWithRateLimit(next store, limiter ratelimit.Limiter) *storeWithRateLimit {
+	if next == nil {
+		panic("unexported.newStoreWithRateLimit: next is nil: want the store whose calls it limits")
+	}
+	if limiter == nil {
+		panic("unexported.newStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &storeWithRateLimit{next: next, limiter: limiter}
 }
 

@@ -26,6 +26,12 @@ type Store interface {
 	//ratelimit:period=1 threshold=1 key=user keyhash=true
 	//ratelimit:period=1h threshold=100 key=user
 	Set(ctx context.Context, user string) error
+	// want +1 `"//ratelimt:" is not a directive: did you mean //ratelimit:\?`
+	//ratelimt:period=1 threshold=1
+	Typo(ctx context.Context) error
+	// want +1 `"//rate-limit:" is not a directive: did you mean //ratelimit:\?`
+	//rate-limit:period=1 threshold=1
+	Dash(ctx context.Context) error
 	// want +1 `settle=count: Store.Len has no result count \(its results are n, err\)`
 	//ratelimit:period=1 threshold=10 settle=count
 	Len(ctx context.Context) (n int, err error)

@@ -21,8 +21,15 @@ type FeedWithRateLimit struct {
 }
 
 // NewFeedWithRateLimit returns a FeedWithRateLimit that calls next after
-// limiter admits each call of a limited method of Feed.
+// limiter admits each call of a limited method of Feed. It panics if next or
+// limiter is nil.
 func NewFeedWithRateLimit(next Feed, limiter ratelimit.Limiter) *FeedWithRateLimit {
+	if next == nil {
+		panic("migrated.NewFeedWithRateLimit: next is nil: want the Feed whose calls it limits")
+	}
+	if limiter == nil {
+		panic("migrated.NewFeedWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &FeedWithRateLimit{next: next, limiter: limiter}
 }
 

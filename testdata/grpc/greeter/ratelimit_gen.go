@@ -27,8 +27,14 @@ type LimitedGreeterWithRateLimit struct {
 
 // NewLimitedGreeterWithRateLimit returns a LimitedGreeterWithRateLimit that
 // calls next after limiter admits each call of a limited method of
-// LimitedGreeter.
+// LimitedGreeter. It panics if next or limiter is nil.
 func NewLimitedGreeterWithRateLimit(next LimitedGreeter, limiter ratelimit.Limiter) *LimitedGreeterWithRateLimit {
+	if next == nil {
+		panic("greeter.NewLimitedGreeterWithRateLimit: next is nil: want the LimitedGreeter whose calls it limits")
+	}
+	if limiter == nil {
+		panic("greeter.NewLimitedGreeterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedGreeterWithRateLimit{LimitedGreeter: next, limiter: limiter}
 }
 

@@ -29,8 +29,14 @@ type LimitedInventoryWithRateLimit struct {
 
 // NewLimitedInventoryWithRateLimit returns a LimitedInventoryWithRateLimit that
 // calls next after limiter admits each call of a limited method of
-// LimitedInventory.
+// LimitedInventory. It panics if next or limiter is nil.
 func NewLimitedInventoryWithRateLimit(next LimitedInventory, limiter ratelimit.Limiter) *LimitedInventoryWithRateLimit {
+	if next == nil {
+		panic("inventory.NewLimitedInventoryWithRateLimit: next is nil: want the LimitedInventory whose calls it limits")
+	}
+	if limiter == nil {
+		panic("inventory.NewLimitedInventoryWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
 	return &LimitedInventoryWithRateLimit{LimitedInventory: next, limiter: limiter}
 }
 
