@@ -147,6 +147,14 @@ type Limit struct {
 	// Capacity bounds the queue of LeakyBucket, in units; zero means
 	// Threshold. Other algorithms reject it.
 	Capacity int64
+	// Prefetch, when positive, lets a process admit the limit's calls from
+	// leases (see guard.Leases): units of the limit charged ahead in one
+	// round trip, used in process for at most Prefetch, and given back
+	// unused when the lease ends, never admitting a call the limit would
+	// deny. A limiter without the lease guard decides such a limit exactly,
+	// as it decides one without Prefetch. Every algorithm but LeakyBucket
+	// and concurrency takes it; zero means no leases.
+	Prefetch time.Duration
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s
@@ -221,6 +229,21 @@ func (l Limit) MaxCost() int64 {
 func (l Limit) validate() error {
 	if err := l.facts().Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidLimit, err)
+	}
+	return l.validatePrefetch()
+}
+
+// validatePrefetch reports a Prefetch that no lease can honour: a
+// negative one, or one of a LeakyBucket (whose calls are each told their
+// own delay) or a concurrency limit (whose slots are held, not charged).
+func (l Limit) validatePrefetch() error {
+	switch {
+	case l.Prefetch == 0:
+		return nil
+	case l.Prefetch < 0:
+		return fmt.Errorf("%w: negative prefetch %s", ErrInvalidLimit, l.Prefetch)
+	case l.algorithm() == LeakyBucket || isConcurrency(l):
+		return fmt.Errorf("%w: prefetch of a %s limit: its calls cannot be admitted from a lease", ErrInvalidLimit, l.algorithm())
 	}
 	return nil
 }

@@ -1,0 +1,609 @@
+package guard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Leases is the lease guard: a [ratelimit.Wrapper] that admits the calls
+// of a limit with a [ratelimit.Limit.Prefetch] from leases, so that a hot
+// key costs its backend a round trip per lease rather than per call, and
+// never admits a call the limit would deny. It needs a backend that is a
+// [ratelimit.Reserver]; around another, it decides every call exactly, as
+// the backend does.
+//
+// # Leases
+//
+// A line of a call (limit i of its request, keyed by Keys[i] or Key) whose
+// limit has a Prefetch is leased: the guard charges N units of that line
+// alone in one Reserve (the lease, whose request keeps the line's state,
+// see lineRequest), admits the line's calls from it in process while it
+// lasts, and, when it ends, gives back with Adjust what the calls did not
+// use (see below per algorithm). A lease ends when its units are used, at
+// its deadline (at most Prefetch after it was taken), when the call's limit
+// for the line is not the one it was taken under (an override changed),
+// on [Leases.Reset] of its name and key, on a backend error, and on
+// [Leases.Close]. A lease whose give-back fails stays charged in full.
+//
+// A call with other lines is all or nothing: it takes its units from the
+// lease of each leased line, then asks the backend to decide its other
+// lines alone (the leased ones masked, see lineRequest); if they deny it,
+// the units go back to the leases, so the call uses nothing from them.
+// When a leased line cannot serve the call (no lease would hold more than
+// the call, or the backend denied the lease), the whole call is decided by
+// the backend exactly, as without leases; so a denial is always the
+// backend's. Reservations ([ratelimit.Rule.Reserve]) are decided exactly
+// too.
+//
+// # Size
+//
+// A lease holds N units: the units the process asked of the line over the
+// last lease's span, times Prefetch over that span (its recent rate over
+// one Prefetch), at most half of what the line had left when last charged
+// (its Remaining, plus what this process gives back) divided by the
+// processes sharing the backend (the fleet count of the [Fallback] in the
+// chain, 1 without one), and at most the limit's MaxCost. A line is leased
+// only when N exceeds the call's units.
+//
+// # Never over-admits
+//
+// Every call admitted from a lease is covered by the lease's charge,
+// which the backend admitted before the call was, and which weighs in
+// every window or interval where the call's own charge would have weighed.
+// Times are on the backend's clock: the guard reads its own clock (the
+// backend's WithClock one when it has one) when it sends the lease's
+// Reserve (start), and the backend tells the time it charged (at); a call
+// admitted at local time t is at backend time at most at + (t − start) and
+// at least at, the clocks running at one rate.
+//
+//   - FixedWindow (calendar periods too) and SlidingWindow: a window's
+//     count is all that weighs, wherever in the window a unit was charged.
+//     A lease admits only calls in the window it was charged in (its
+//     deadline is before start + (window end − at)), so its units count
+//     where the calls' would. The unused ones are refunded; a refund after
+//     the window ended gives nothing back (under-admission only).
+//   - SlidingLog: a unit counts for a period after its time. The lease's N
+//     units, logged at at, cover the calls until at + Period; a call at t
+//     would count until t + Period. So the lease lasts at most a quarter
+//     Period, and its end first charges on top the used units (logged at
+//     the end's time, after every call it admitted), then refunds the N
+//     units logged at at. That is exact when the backend applies the end
+//     before at + Period (three quarters of a period after the lease's
+//     last call at the latest); a backend that stalls longer than that
+//     (Redis frozen for most of a period) lets the used units weigh only
+//     from the end's time, which the guard cannot prevent.
+//   - TokenBucket and GCRA: the bucket's state is its theoretical arrival
+//     time TAT, and a unit taken at at rather than at a later t may find
+//     refill that the call's own charge would have wasted on a full
+//     bucket. The lease's Remaining bounds the backlog x the bucket had
+//     at at (x > (MaxCost − Remaining − 1 − N) emission intervals), and a
+//     call at t can only gain max(0, (t − at) − x) of refill. So the lease
+//     keeps a pad of ⌈(t − start)×Threshold/Period⌉ − backlog units that it
+//     never admits (pad(t)), and its end keeps charged the used units and
+//     the pad of its last call, refunding the rest: the TAT it leaves is
+//     never before the one the calls would have left, and a refund only
+//     moves it back by what no call used.
+//
+// LeakyBucket and concurrency limits take no Prefetch (their calls are
+// each told their own delay, or hold a slot).
+//
+// # Under-admission
+//
+// Units a lease holds unused are charged in the backend and no other
+// process can use them: per process and leased line, at most half of what
+// the line had left divided by the fleet count, for at most Prefetch
+// (fixed and sliding windows: until the window ends at the latest; the
+// sliding log: a quarter period). A bucket's pad is at most
+// ⌈Prefetch×Threshold/Period⌉ units per lease, charged only while the
+// bucket is fuller than Prefetch of refill.
+type Leases struct {
+	backend
+	clock     ratelimit.Clock
+	processes func() int
+	mu        sync.Mutex
+	lines     map[lineID]*leaseLine
+	closed    bool
+}
+
+// lineID is a leased line: limit index of the calls of name keyed by key.
+type lineID struct {
+	name, key string
+	index     int
+}
+
+// leaseLine is the lease state of one leased line.
+type leaseLine struct {
+	id lineID
+	mu sync.Mutex
+	// cur is the line's lease, or nil.
+	cur *lease
+	// limit is the limit the line's lease was taken under.
+	limit ratelimit.Limit
+	// asked counts the units the process asked of the line since since (µs).
+	asked int64
+	since int64
+	// rate is the line's recent rate, in units per second.
+	rate float64
+	// left is the line's Remaining when last charged; -1 when unknown.
+	left int64
+}
+
+// lease is units of one line charged ahead.
+type lease struct {
+	req      ratelimit.Request // what was charged: units of the line
+	at       time.Time         // when the backend charged them
+	start    int64             // local µs, before the Reserve was sent
+	deadline int64             // local µs: the lease admits calls before it
+	units    int64             // charged
+	used     int64             // admitted
+	last     int64             // local µs of the latest admission
+	backlog  int64             // buckets: emission intervals of backlog at at, at least
+	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
+	log      bool              // SlidingLog: its end re-logs the used units
+	ended    bool
+	timer    *time.Timer
+}
+
+// NewLeases returns the lease guard of backend. It reads the backend's
+// clock from its [ratelimit.Config] ([ratelimit.Configured]), and the
+// number of processes sharing the backend from the [Fallback] in its
+// chain (found with [Of]), 1 without one. Close it when done with it.
+func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
+	g := &Leases{backend: backendOf(backend), lines: map[lineID]*leaseLine{}, processes: func() int { return 1 }}
+	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
+		g.clock = cfg.Config().Clock
+	}
+	if f, ok := Of[*Fallback](backend); ok {
+		g.processes = f.Processes
+	}
+	return g
+}
+
+// Unwrap returns the backend.
+func (g *Leases) Unwrap() ratelimit.Limiter { return g.next }
+
+// now returns the local time in µs.
+func (g *Leases) now() int64 {
+	if g.clock != nil {
+		return g.clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// leased reports whether req has a leased line and the guard can lease.
+func (g *Leases) leased(req *ratelimit.Request) bool {
+	if g.reserver == nil {
+		return false
+	}
+	for i := range req.Limits {
+		if req.Limits[i].Prefetch > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Allow admits req from the leases of its leased lines and decides its
+// other lines in the backend, all or nothing; a call with no leased line,
+// or one a lease cannot serve, is the backend's to decide. See [Leases].
+func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if !g.leased(&req) {
+		return g.next.Allow(ctx, req)
+	}
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	units := req.Units()
+	var taken [ratelimit.MaxLimits]*lease
+	var lines [ratelimit.MaxLimits]*leaseLine
+	best := ratelimit.Decision{Allowed: true, Remaining: -1}
+	exact := false
+	for i := range req.Limits {
+		if req.Limits[i].Prefetch <= 0 {
+			exact = true
+			continue
+		}
+		ln := g.line(lineID{req.Name, keyOf(&req, i), i})
+		lines[i] = ln
+		l, left, err := ln.take(ctx, g, &req, i, units)
+		if err != nil || l == nil {
+			g.untake(&req, &lines, &taken, units)
+			if err != nil {
+				return ratelimit.Decision{}, err
+			}
+			return g.exact(ctx, &req, &lines)
+		}
+		taken[i] = l
+		if best.Remaining < 0 || left < best.Remaining {
+			best.Remaining, best.LimitIndex = left, i
+		}
+	}
+	if !exact {
+		return best, nil
+	}
+	d, err := g.next.Allow(ctx, masked(&req, func(i int) bool { return req.Limits[i].Prefetch <= 0 }))
+	if err != nil || !d.Allowed {
+		g.untake(&req, &lines, &taken, units)
+		return d, err
+	}
+	if d.Remaining > best.Remaining {
+		d.Remaining, d.LimitIndex = best.Remaining, best.LimitIndex
+	}
+	return d, nil
+}
+
+// exact has the backend decide req as it is, learning the leased lines'
+// Remaining from its decision.
+func (g *Leases) exact(ctx context.Context, req *ratelimit.Request, lines *[ratelimit.MaxLimits]*leaseLine) (ratelimit.Decision, error) {
+	d, err := g.next.Allow(ctx, *req)
+	if err == nil && lines[d.LimitIndex] != nil {
+		ln := lines[d.LimitIndex]
+		ln.mu.Lock()
+		ln.left = d.Remaining
+		ln.mu.Unlock()
+	}
+	return d, err
+}
+
+// untake gives back to each lease in taken the units a call took from it.
+func (g *Leases) untake(req *ratelimit.Request, lines *[ratelimit.MaxLimits]*leaseLine, taken *[ratelimit.MaxLimits]*lease, units int64) {
+	for i, l := range taken {
+		if l == nil {
+			continue
+		}
+		ln := lines[i]
+		ln.mu.Lock()
+		if !l.ended {
+			l.used -= units
+		}
+		ln.mu.Unlock()
+		taken[i] = nil
+	}
+}
+
+// line returns the lease state of id, made on first use.
+func (g *Leases) line(id lineID) *leaseLine {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ln := g.lines[id]
+	if ln == nil {
+		ln = &leaseLine{id: id, left: -1, since: g.now()}
+		g.lines[id] = ln
+	}
+	return ln
+}
+
+// take takes units for a call of req from line i's lease, taking a new
+// lease when the current one cannot serve it. It returns the lease and
+// the units it has left for calls, or a nil lease when no lease can serve
+// the call (the backend then decides it exactly).
+func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, i int, units int64) (*lease, int64, error) {
+	limit := req.Limits[i]
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.asked += units
+	now := g.now()
+	if l := ln.cur; l != nil && ln.limit == limit {
+		if l.admit(units, now) {
+			return l, l.free(now), nil
+		}
+	}
+	// The lease cannot serve the call: end it, and take the next.
+	ln.end(g)
+	ln.limit = limit
+	n := ln.size(g, limit, units, now)
+	if n <= units {
+		return nil, 0, nil
+	}
+	l, left, err := g.reserve(ctx, req, i, n, now)
+	if err != nil || l == nil {
+		return nil, 0, err
+	}
+	ln.cur, ln.left = l, left
+	if g.clock == nil {
+		l.timer = time.AfterFunc(time.Duration(l.deadline-now)*time.Microsecond, func() { ln.expire(g, l) })
+	}
+	if !l.admit(units, now) {
+		return nil, 0, nil
+	}
+	return l, l.free(now), nil
+}
+
+// size returns the units of the next lease of the line, at now, for a
+// call of units: see Size at [Leases].
+func (ln *leaseLine) size(g *Leases, limit ratelimit.Limit, units, now int64) int64 {
+	if span := now - ln.since; span > 0 {
+		inst := float64(ln.asked) * 1e6 / float64(span)
+		if ln.rate == 0 || span >= limit.Prefetch.Microseconds() {
+			ln.rate = inst
+		} else {
+			ln.rate = max(inst, ln.rate/2)
+		}
+		ln.asked, ln.since = 0, now
+	}
+	n := int64(ln.rate*limit.Prefetch.Seconds()) + 1
+	left := ln.left
+	if left < 0 {
+		left = limit.MaxCost()
+	}
+	share := left / (2 * int64(max(g.processes(), 1)))
+	return min(n, max(share, units), limit.MaxCost())
+}
+
+// admit admits a call of units at now (local µs) from the lease, if it
+// holds them: the lease has not ended, its deadline is ahead, and the
+// units fit beside those used (and a bucket's pad).
+func (l *lease) admit(units, now int64) bool {
+	if l.ended || now >= l.deadline || now < l.start {
+		return false
+	}
+	if l.used+units+l.pad(now) > l.units {
+		return false
+	}
+	l.used += units
+	l.last = max(l.last, now)
+	return true
+}
+
+// free returns the units the lease holds for calls at now.
+func (l *lease) free(now int64) int64 {
+	return max(l.units-l.used-l.pad(now), 0)
+}
+
+// pad returns the units a bucket's lease keeps for a call at now (local
+// µs): ⌈(now − start)×Threshold/Period⌉ minus its backlog, at least 0; 0
+// for other algorithms. See Never over-admits at [Leases].
+func (l *lease) pad(now int64) int64 {
+	if !l.bucket || now <= l.start {
+		return 0
+	}
+	lim := l.req.Limits[len(l.req.Limits)-1]
+	q, r := muldiv.Rem(now-l.start, lim.Threshold, lim.Period.Microseconds())
+	if r > 0 {
+		q++
+	}
+	return max(q-l.backlog, 0)
+}
+
+// kept returns the units the lease keeps charged when it ends: the used
+// ones, and a bucket's pad at its last call.
+func (l *lease) kept() int64 {
+	if l.used == 0 {
+		return 0
+	}
+	return min(l.used+l.pad(l.last), l.units)
+}
+
+// end ends the line's lease, if any, giving back what it did not use.
+func (ln *leaseLine) end(g *Leases) {
+	l := ln.cur
+	if l == nil {
+		return
+	}
+	ln.cur = nil
+	if l.ended {
+		return
+	}
+	l.ended = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	ln.left += l.units - l.kept()
+	g.giveBack(l)
+}
+
+// expire ends l, when it is still the line's lease and its deadline passed.
+func (ln *leaseLine) expire(g *Leases, l *lease) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if ln.cur == l {
+		ln.end(g)
+	}
+}
+
+// giveBack gives back what l did not use, as its algorithm needs (see
+// Never over-admits at [Leases]), on the caller's goroutine: the line's
+// next lease is taken after it, in order. It reports a failure nowhere:
+// the units stay charged.
+func (g *Leases) giveBack(l *lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
+	defer cancel()
+	if l.log {
+		if l.used > 0 && g.reserver.Adjust(ctx, l.req, l.at, l.used) != nil {
+			return // the lease's units stay logged at at: never fewer
+		}
+		_ = g.reserver.Adjust(ctx, l.req, l.at, -l.units)
+		return
+	}
+	if back := l.units - l.kept(); back > 0 {
+		_ = g.reserver.Adjust(ctx, l.req, l.at, -back)
+	}
+}
+
+// giveBackTimeout bounds a lease's give-back.
+const giveBackTimeout = 5 * time.Second
+
+// reserve takes a lease of n units of line i of req at now, and returns
+// it with the line's Remaining after the charge, or a nil lease when the
+// backend denies it.
+func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, i int, n, now int64) (*lease, int64, error) {
+	lr := lineRequest(req, i, n)
+	d, at, err := g.reserver.Reserve(ctx, lr)
+	if err != nil || !d.Allowed {
+		return nil, d.Remaining, err
+	}
+	limit := req.Limits[i]
+	l := &lease{req: lr, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds()}
+	remaining := d.Remaining
+	if d.LimitIndex != len(lr.Limits)-1 {
+		remaining = 0 // a pad's: tells nothing of the line
+	}
+	switch limit.AlgorithmOrDefault() {
+	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+		end := windowEnd(limit, at.UnixMicro())
+		l.deadline = min(l.deadline, now+end-at.UnixMicro())
+	case ratelimit.SlidingLog:
+		l.log = true
+		l.deadline = min(l.deadline, now+limit.Period.Microseconds()/4)
+	case ratelimit.TokenBucket, ratelimit.GCRA:
+		l.bucket = true
+		l.backlog = max(limit.MaxCost()-remaining-1-n, 0)
+	}
+	return l, remaining, nil
+}
+
+// windowEnd returns the end (µs) of the window of a FixedWindow or
+// SlidingWindow limit that holds the time at (µs).
+func windowEnd(limit ratelimit.Limit, at int64) int64 {
+	f := limitfacts.Limit{Period: limit.Period, Calendar: limit.Calendar, TZ: limit.TZ, Threshold: limit.Threshold, Algorithm: string(limit.Algorithm)}
+	if cal, ok := f.CalendarOf(); ok {
+		return cal.End(at)
+	}
+	p := limit.Period.Microseconds()
+	return at - at%p + p
+}
+
+// padKey keys the stand-in lines of lineRequest: no call's key is it, as a
+// key of generated code never holds a NUL.
+const padKey = "\x00lease"
+
+// padLimit is the stand-in limit of lineRequest: it admits any lease, and
+// its state ends within a millisecond.
+var padLimit = ratelimit.Limit{Period: time.Millisecond, Threshold: 1<<50 - 1, Algorithm: ratelimit.FixedWindow}
+
+// lineRequest returns the request that charges n units of line i of req
+// alone, keeping the line's state (its name, key and index): for line 0,
+// a request of that one limit; for line i > 0, limits 0..i whose first i
+// are stand-ins (padLimit under padKey, which admit any lease and keep no
+// state of a call's lines).
+func lineRequest(req *ratelimit.Request, i int, n int64) ratelimit.Request {
+	return masked(&ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: n, Limits: req.Limits[:i+1]}, func(j int) bool { return j == i })
+}
+
+// masked returns req with only the lines keep keeps: the others are
+// stand-ins (see lineRequest), and those after the last kept one dropped.
+func masked(req *ratelimit.Request, keep func(i int) bool) ratelimit.Request {
+	last := -1
+	for i := range req.Limits {
+		if keep(i) {
+			last = i
+		}
+	}
+	out := ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost}
+	if last == 0 && req.Keys == nil {
+		out.Limits = req.Limits[:1:1]
+		return out
+	}
+	out.Key = ""
+	out.Limits = make([]ratelimit.Limit, last+1)
+	out.Keys = make([]string, last+1)
+	for i := range out.Limits {
+		if keep(i) {
+			out.Limits[i], out.Keys[i] = req.Limits[i], keyOf(req, i)
+		} else {
+			out.Limits[i], out.Keys[i] = padLimit, padKey
+		}
+	}
+	return out
+}
+
+// keyOf returns the key of line i of req.
+func keyOf(req *ratelimit.Request, i int) string {
+	if req.Keys != nil {
+		return req.Keys[i]
+	}
+	return req.Key
+}
+
+// Reserve passes the call on to the backend: reservations are exact.
+func (g *Leases) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	if g.reserver == nil {
+		return ratelimit.Decision{}, time.Time{}, g.unsupported("reserve")
+	}
+	return g.reserver.Reserve(ctx, req)
+}
+
+// Adjust passes the call on to the backend.
+func (g *Leases) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	if g.reserver == nil {
+		return g.unsupported("adjust")
+	}
+	return g.reserver.Adjust(ctx, req, at, delta)
+}
+
+// ReserveSlot passes the call on to the backend.
+func (g *Leases) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	if g.slots == nil {
+		return ratelimit.Decision{}, time.Time{}, g.unsupported("hold concurrency slots")
+	}
+	return g.slots.ReserveSlot(ctx, req, slot, token)
+}
+
+// Reset ends the leases of name and key, giving back what they did not
+// use, then resets name and key in the backend.
+func (g *Leases) Reset(ctx context.Context, name, key string) error {
+	if g.resetter == nil {
+		return g.unsupported("reset")
+	}
+	g.endWhere(func(id lineID, _ *lease) bool { return id.name == name && id.key == key })
+	return g.resetter.Reset(ctx, name, key)
+}
+
+// Held returns the units this process holds unused in the lease of limit
+// index of the calls of name keyed by key: charged in the backend (so a
+// Peek's Remaining does not count them) but admitted here until the lease
+// ends. The admin view and Peek's callers add them to tell a line's
+// leased units apart.
+func (g *Leases) Held(name, key string, index int) int64 {
+	g.mu.Lock()
+	ln := g.lines[lineID{name, key, index}]
+	g.mu.Unlock()
+	if ln == nil {
+		return 0
+	}
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if l := ln.cur; l != nil && !l.ended && g.now() < l.deadline {
+		return l.free(g.now())
+	}
+	return 0
+}
+
+// EndExpired ends the leases whose deadline passed on the guard's clock.
+// Timers do it on the process's clock; a guard whose backend has a
+// WithClock clock (in tests) ends them on its next call of the line, or
+// when EndExpired is called.
+func (g *Leases) EndExpired() {
+	now := g.now()
+	g.endWhere(func(_ lineID, l *lease) bool { return l.deadline <= now })
+}
+
+// Close ends every lease, giving back what it did not use.
+func (g *Leases) Close() {
+	g.endWhere(func(lineID, *lease) bool { return true })
+}
+
+// endWhere ends the leases that match matches.
+func (g *Leases) endWhere(match func(lineID, *lease) bool) {
+	g.mu.Lock()
+	lines := make([]*leaseLine, 0, len(g.lines))
+	for _, ln := range g.lines {
+		lines = append(lines, ln)
+	}
+	g.mu.Unlock()
+	for _, ln := range lines {
+		ln.mu.Lock()
+		if ln.cur != nil && match(ln.id, ln.cur) {
+			ln.end(g)
+		}
+		ln.mu.Unlock()
+	}
+}
+
+// unsupported returns the error of a call the backend does not offer.
+func (g *Leases) unsupported(what string) error { return unsupported(g.next, what) }
