@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
@@ -107,7 +108,8 @@ type Leases struct {
 	processes func() int
 	mu        sync.Mutex
 	lines     map[lineID]*leaseLine
-	closed    bool
+	// taken counts the leases taken, served the calls admitted from them.
+	taken, served atomic.Int64
 }
 
 // lineID is a leased line: limit index of the calls of name keyed by key.
@@ -224,6 +226,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		}
 	}
 	if !exact {
+		g.served.Add(1)
 		return best, nil
 	}
 	d, err := g.next.Allow(ctx, masked(&req, func(i int) bool { return req.Limits[i].Prefetch <= 0 }))
@@ -234,6 +237,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if d.Remaining > best.Remaining {
 		d.Remaining, d.LimitIndex = best.Remaining, best.LimitIndex
 	}
+	g.served.Add(1)
 	return d, nil
 }
 
@@ -305,6 +309,7 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 		return nil, 0, err
 	}
 	ln.cur, ln.left = l, left
+	g.taken.Add(1)
 	if g.clock == nil {
 		l.timer = time.AfterFunc(time.Duration(l.deadline-now)*time.Microsecond, func() { ln.expire(g, l) })
 	}
@@ -573,6 +578,10 @@ func (g *Leases) Held(name, key string, index int) int64 {
 	}
 	return 0
 }
+
+// Stats returns how many leases the guard took, and how many calls it
+// admitted from them.
+func (g *Leases) Stats() (leases, served int64) { return g.taken.Load(), g.served.Load() }
 
 // EndExpired ends the leases whose deadline passed on the guard's clock.
 // Timers do it on the process's clock; a guard whose backend has a

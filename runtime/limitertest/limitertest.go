@@ -191,6 +191,17 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
 	t.Run("with_admission", func(t *testing.T) { s.withAdmission(t, alg) })
+	if alg != ratelimit.LeakyBucket {
+		crosses := leaseCases
+		if alg == ratelimit.FixedWindow {
+			crosses = append(crosses[:len(crosses):len(crosses)], "calendar")
+		}
+		for _, cross := range crosses {
+			for _, cost := range costs {
+				t.Run(name("leases/"+cross, cost), func(t *testing.T) { s.leases(t, alg, cross, cost) })
+			}
+		}
+	}
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
 	}

@@ -40,6 +40,9 @@ type Limiter struct {
 	// fallback is the local fallback guard, with its carry-back and its
 	// heartbeat.
 	fallback *guard.Fallback
+	// leases is the lease guard: it admits the calls of a limit with a
+	// Prefetch from leases (see guard.Leases).
+	leases *guard.Leases
 }
 
 // front is what Limiter calls through its guards.
@@ -112,8 +115,14 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
 		l.front = l.denials
 	}
+	l.leases = guard.NewLeases(l.front, opts...)
+	l.front = l.leases
 	return l
 }
+
+// Leases returns the limiter's lease guard: what it holds in leases, and
+// how many calls it admitted from them.
+func (l *Limiter) Leases() *guard.Leases { return l.leases }
 
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
