@@ -111,7 +111,7 @@ func limit(d *parser.Directive) model.Limit {
 	l := model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm,
-		Burst: d.Burst, Capacity: d.Capacity,
+		Burst: d.Burst, Capacity: d.Capacity, Prefetch: d.Prefetch,
 	}
 	if l.Calendar != "" && l.Algorithm == "" {
 		l.Algorithm = limitfacts.CalendarAlgorithm

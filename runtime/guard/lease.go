@@ -2,6 +2,8 @@ package guard
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,26 +22,30 @@ import (
 //
 // # Leases
 //
-// A line of a call (limit i of its request, keyed by Keys[i] or Key) whose
-// limit has a Prefetch is leased: the guard charges N units of that line
-// alone in one Reserve (the lease, whose request keeps the line's state,
-// see lineRequest), admits the line's calls from it in process while it
-// lasts, and, when it ends, gives back with Adjust what the calls did not
-// use (see below per algorithm). A lease ends when its units are used, at
-// its deadline (at most Prefetch after it was taken), when the call's limit
-// for the line is not the one it was taken under (an override changed),
-// on [Leases.Reset] of its name and key, on a backend error, and on
+// The first line of a call (limit 0 of its request, keyed by Keys[0] or
+// Key) is leased when its limit has a Prefetch: the guard charges N units
+// of that line alone in one Reserve of a request of that one limit and
+// key, whose state is the line's own (a line's state is its name, key and
+// index; index 0 is the same alone or beside other limits), admits the
+// line's calls from the lease in process while it lasts, and, when it
+// ends, gives back with Adjust what the calls did not use (see below, per
+// algorithm). A Prefetch on another line is decided exactly: only the
+// first line can be charged alone under its own state (the generator
+// accepts prefetch= on a method's first line only). A lease ends when its
+// units are used, at its deadline (at most Prefetch after it was taken),
+// when the call's limit for the line is not the one it was taken under
+// (an override changed it), on [Leases.Reset] of its name and key, when
+// the backend fails (the lease's units stay charged), and on
 // [Leases.Close]. A lease whose give-back fails stays charged in full.
 //
 // A call with other lines is all or nothing: it takes its units from the
-// lease of each leased line, then asks the backend to decide its other
-// lines alone (the leased ones masked, see lineRequest); if they deny it,
-// the units go back to the leases, so the call uses nothing from them.
-// When a leased line cannot serve the call (no lease would hold more than
-// the call, or the backend denied the lease), the whole call is decided by
-// the backend exactly, as without leases; so a denial is always the
-// backend's. Reservations ([ratelimit.Rule.Reserve]) are decided exactly
-// too.
+// lease, then asks the backend to decide its other lines alone (line 0
+// stood in for, see exactLines); if they deny it, the units go back to
+// the lease, so the call uses nothing from it. When the lease cannot
+// serve the call (no lease would hold more than the call, or the backend
+// denied the lease), the whole call is decided by the backend exactly, as
+// without leases, so a denial is always the backend's. Reservations
+// ([ratelimit.Rule.Reserve]) are decided exactly too.
 //
 // # Size
 //
@@ -48,8 +54,8 @@ import (
 // one Prefetch), at most half of what the line had left when last charged
 // (its Remaining, plus what this process gives back) divided by the
 // processes sharing the backend (the fleet count of the [Fallback] in the
-// chain, 1 without one), and at most the limit's MaxCost. A line is leased
-// only when N exceeds the call's units.
+// chain, 1 without one), and at most the limit's MaxCost. The line is
+// leased only when N exceeds the call's units.
 //
 // # Never over-admits
 //
@@ -96,7 +102,7 @@ import (
 // # Under-admission
 //
 // Units a lease holds unused are charged in the backend and no other
-// process can use them: per process and leased line, at most half of what
+// process can use them: per process and leased key, at most half of what
 // the line had left divided by the fleet count, for at most Prefetch
 // (fixed and sliding windows: until the window ends at the latest; the
 // sliding log: a quarter period). A bucket's pad is at most
@@ -112,11 +118,9 @@ type Leases struct {
 	taken, served atomic.Int64
 }
 
-// lineID is a leased line: limit index of the calls of name keyed by key.
-type lineID struct {
-	name, key string
-	index     int
-}
+// lineID is a leased line: the first line of the calls of name whose
+// first key is key.
+type lineID struct{ name, key string }
 
 // leaseLine is the lease state of one leased line.
 type leaseLine struct {
@@ -146,6 +150,7 @@ type lease struct {
 	last     int64             // local µs of the latest admission
 	backlog  int64             // buckets: emission intervals of backlog at at, at least
 	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
+	lim      ratelimit.Limit   // a bucket's limit
 	log      bool              // SlidingLog: its end re-logs the used units
 	ended    bool
 	timer    *time.Timer
@@ -177,22 +182,16 @@ func (g *Leases) now() int64 {
 	return time.Now().UnixMicro()
 }
 
-// leased reports whether req has a leased line and the guard can lease.
+// leased reports whether req's first line is leased: it has a Prefetch
+// and the backend takes reservations.
 func (g *Leases) leased(req *ratelimit.Request) bool {
-	if g.reserver == nil {
-		return false
-	}
-	for i := range req.Limits {
-		if req.Limits[i].Prefetch > 0 {
-			return true
-		}
-	}
-	return false
+	return g.reserver != nil && len(req.Limits) > 0 && req.Limits[0].Prefetch > 0
 }
 
-// Allow admits req from the leases of its leased lines and decides its
-// other lines in the backend, all or nothing; a call with no leased line,
-// or one a lease cannot serve, is the backend's to decide. See [Leases].
+// Allow admits req from the lease of its first line and has the backend
+// decide its other lines, all or nothing; a call whose first line is not
+// leased, or which no lease can serve, is the backend's to decide. See
+// [Leases].
 func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if !g.leased(&req) {
 		return g.next.Allow(ctx, req)
@@ -200,74 +199,52 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, err
 	}
+	if len(req.Limits) > 1 && strings.HasPrefix(keyOf(&req, 0), padKey) {
+		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
+	}
 	units := req.Units()
-	var taken [ratelimit.MaxLimits]*lease
-	var lines [ratelimit.MaxLimits]*leaseLine
-	best := ratelimit.Decision{Allowed: true, Remaining: -1}
-	exact := false
-	for i := range req.Limits {
-		if req.Limits[i].Prefetch <= 0 {
-			exact = true
-			continue
-		}
-		ln := g.line(lineID{req.Name, keyOf(&req, i), i})
-		lines[i] = ln
-		l, left, err := ln.take(ctx, g, &req, i, units)
-		if err != nil || l == nil {
-			g.untake(&req, &lines, &taken, units)
-			if err != nil {
-				return ratelimit.Decision{}, err
-			}
-			return g.exact(ctx, &req, &lines)
-		}
-		taken[i] = l
-		if best.Remaining < 0 || left < best.Remaining {
-			best.Remaining, best.LimitIndex = left, i
-		}
+	ln := g.line(lineID{req.Name, keyOf(&req, 0)})
+	l, left, err := ln.take(ctx, g, &req, units)
+	if err != nil {
+		return ratelimit.Decision{}, err
 	}
-	if !exact {
-		g.served.Add(1)
-		return best, nil
-	}
-	d, err := g.next.Allow(ctx, masked(&req, func(i int) bool { return req.Limits[i].Prefetch <= 0 }))
-	if err != nil || !d.Allowed {
-		g.untake(&req, &lines, &taken, units)
+	if l == nil {
+		d, err := g.next.Allow(ctx, req)
+		if err == nil && d.LimitIndex == 0 {
+			ln.learn(d.Remaining)
+		}
 		return d, err
 	}
-	if d.Remaining > best.Remaining {
-		d.Remaining, d.LimitIndex = best.Remaining, best.LimitIndex
+	if len(req.Limits) == 1 {
+		g.served.Add(1)
+		return ratelimit.Decision{Allowed: true, Remaining: left}, nil
+	}
+	d, err := g.next.Allow(ctx, exactLines(&req))
+	if err != nil || !d.Allowed {
+		ln.untake(l, units)
+		return d, err
+	}
+	if left < d.Remaining {
+		d.Remaining, d.LimitIndex = left, 0
 	}
 	g.served.Add(1)
 	return d, nil
 }
 
-// exact has the backend decide req as it is, learning the leased lines'
-// Remaining from its decision.
-func (g *Leases) exact(ctx context.Context, req *ratelimit.Request, lines *[ratelimit.MaxLimits]*leaseLine) (ratelimit.Decision, error) {
-	d, err := g.next.Allow(ctx, *req)
-	if err == nil && lines[d.LimitIndex] != nil {
-		ln := lines[d.LimitIndex]
-		ln.mu.Lock()
-		ln.left = d.Remaining
-		ln.mu.Unlock()
-	}
-	return d, err
+// learn notes the line's Remaining, which a decision of the backend told.
+func (ln *leaseLine) learn(remaining int64) {
+	ln.mu.Lock()
+	ln.left = remaining
+	ln.mu.Unlock()
 }
 
-// untake gives back to each lease in taken the units a call took from it.
-func (g *Leases) untake(req *ratelimit.Request, lines *[ratelimit.MaxLimits]*leaseLine, taken *[ratelimit.MaxLimits]*lease, units int64) {
-	for i, l := range taken {
-		if l == nil {
-			continue
-		}
-		ln := lines[i]
-		ln.mu.Lock()
-		if !l.ended {
-			l.used -= units
-		}
-		ln.mu.Unlock()
-		taken[i] = nil
+// untake gives back to l, unless it ended, the units a call took from it.
+func (ln *leaseLine) untake(l *lease, units int64) {
+	ln.mu.Lock()
+	if !l.ended {
+		l.used -= units
 	}
+	ln.mu.Unlock()
 }
 
 // line returns the lease state of id, made on first use.
@@ -282,12 +259,12 @@ func (g *Leases) line(id lineID) *leaseLine {
 	return ln
 }
 
-// take takes units for a call of req from line i's lease, taking a new
+// take takes units for a call of req from the lease of its first line, taking a new
 // lease when the current one cannot serve it. It returns the lease and
 // the units it has left for calls, or a nil lease when no lease can serve
 // the call (the backend then decides it exactly).
-func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, i int, units int64) (*lease, int64, error) {
-	limit := req.Limits[i]
+func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, units int64) (*lease, int64, error) {
+	limit := req.Limits[0]
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	ln.asked += units
@@ -304,8 +281,11 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 	if n <= units {
 		return nil, 0, nil
 	}
-	l, left, err := g.reserve(ctx, req, i, n, now)
+	l, left, err := g.reserve(ctx, req, n, now)
 	if err != nil || l == nil {
+		if err == nil {
+			ln.left = left
+		}
 		return nil, 0, err
 	}
 	ln.cur, ln.left = l, left
@@ -367,8 +347,7 @@ func (l *lease) pad(now int64) int64 {
 	if !l.bucket || now <= l.start {
 		return 0
 	}
-	lim := l.req.Limits[len(l.req.Limits)-1]
-	q, r := muldiv.Rem(now-l.start, lim.Threshold, lim.Period.Microseconds())
+	q, r := muldiv.Rem(now-l.start, l.lim.Threshold, l.lim.Period.Microseconds())
 	if r > 0 {
 		q++
 	}
@@ -433,21 +412,20 @@ func (g *Leases) giveBack(l *lease) {
 // giveBackTimeout bounds a lease's give-back.
 const giveBackTimeout = 5 * time.Second
 
-// reserve takes a lease of n units of line i of req at now, and returns
-// it with the line's Remaining after the charge, or a nil lease when the
-// backend denies it.
-func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, i int, n, now int64) (*lease, int64, error) {
-	lr := lineRequest(req, i, n)
+// reserve takes a lease of n units of the first line of req at now, and
+// returns it with the line's Remaining after the charge, or a nil lease
+// when the backend denies it.
+func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int64) (*lease, int64, error) {
+	limit := req.Limits[0]
+	lr := ratelimit.Request{Name: req.Name, Key: keyOf(req, 0), Cost: n, Limits: req.Limits[:1:1]}
 	d, at, err := g.reserver.Reserve(ctx, lr)
 	if err != nil || !d.Allowed {
-		return nil, d.Remaining, err
+		if err != nil {
+			return nil, -1, err
+		}
+		return nil, d.Remaining, nil
 	}
-	limit := req.Limits[i]
 	l := &lease{req: lr, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds()}
-	remaining := d.Remaining
-	if d.LimitIndex != len(lr.Limits)-1 {
-		remaining = 0 // a pad's: tells nothing of the line
-	}
 	switch limit.AlgorithmOrDefault() {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
 		end := windowEnd(limit, at.UnixMicro())
@@ -457,9 +435,10 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, i int, n, 
 		l.deadline = min(l.deadline, now+limit.Period.Microseconds()/4)
 	case ratelimit.TokenBucket, ratelimit.GCRA:
 		l.bucket = true
-		l.backlog = max(limit.MaxCost()-remaining-1-n, 0)
+		l.lim = limit
+		l.backlog = max(limit.MaxCost()-d.Remaining-1-n, 0)
 	}
-	return l, remaining, nil
+	return l, d.Remaining, nil
 }
 
 // windowEnd returns the end (µs) of the window of a FixedWindow or
@@ -473,47 +452,26 @@ func windowEnd(limit ratelimit.Limit, at int64) int64 {
 	return at - at%p + p
 }
 
-// padKey keys the stand-in lines of lineRequest: no call's key is it, as a
-// key of generated code never holds a NUL.
-const padKey = "\x00lease"
+// padKey begins the key of exactLines' stand-in for line 0. A call whose
+// first key begins with it fails (see Allow): no call's line 0 keeps its
+// state under a stand-in's key.
+const padKey = "\x00lease stand-in "
 
-// padLimit is the stand-in limit of lineRequest: it admits any lease, and
+// padLimit is exactLines' stand-in for line 0: it admits any call, and
 // its state ends within a millisecond.
 var padLimit = ratelimit.Limit{Period: time.Millisecond, Threshold: 1<<50 - 1, Algorithm: ratelimit.FixedWindow}
 
-// lineRequest returns the request that charges n units of line i of req
-// alone, keeping the line's state (its name, key and index): for line 0,
-// a request of that one limit; for line i > 0, limits 0..i whose first i
-// are stand-ins (padLimit under padKey, which admit any lease and keep no
-// state of a call's lines).
-func lineRequest(req *ratelimit.Request, i int, n int64) ratelimit.Request {
-	return masked(&ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: n, Limits: req.Limits[:i+1]}, func(j int) bool { return j == i })
-}
-
-// masked returns req with only the lines keep keeps: the others are
-// stand-ins (see lineRequest), and those after the last kept one dropped.
-func masked(req *ratelimit.Request, keep func(i int) bool) ratelimit.Request {
-	last := -1
+// exactLines returns the request of req's lines but the first, each
+// keeping its state (its name, key and index): line 0 is a stand-in,
+// padLimit under padKey and the key of line 1 (so that on a Redis
+// Cluster the stand-ins of different keys spread over the masters), which
+// admits the call and keeps no state of any call's lines.
+func exactLines(req *ratelimit.Request) ratelimit.Request {
+	out := ratelimit.Request{Name: req.Name, Cost: req.Cost, Limits: make([]ratelimit.Limit, len(req.Limits)), Keys: make([]string, len(req.Limits))}
 	for i := range req.Limits {
-		if keep(i) {
-			last = i
-		}
+		out.Limits[i], out.Keys[i] = req.Limits[i], keyOf(req, i)
 	}
-	out := ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost}
-	if last == 0 && req.Keys == nil {
-		out.Limits = req.Limits[:1:1]
-		return out
-	}
-	out.Key = ""
-	out.Limits = make([]ratelimit.Limit, last+1)
-	out.Keys = make([]string, last+1)
-	for i := range out.Limits {
-		if keep(i) {
-			out.Limits[i], out.Keys[i] = req.Limits[i], keyOf(req, i)
-		} else {
-			out.Limits[i], out.Keys[i] = padLimit, padKey
-		}
-	}
+	out.Limits[0], out.Keys[0] = padLimit, padKey+keyOf(req, 1)
 	return out
 }
 
@@ -559,14 +517,13 @@ func (g *Leases) Reset(ctx context.Context, name, key string) error {
 	return g.resetter.Reset(ctx, name, key)
 }
 
-// Held returns the units this process holds unused in the lease of limit
-// index of the calls of name keyed by key: charged in the backend (so a
-// Peek's Remaining does not count them) but admitted here until the lease
-// ends. The admin view and Peek's callers add them to tell a line's
-// leased units apart.
-func (g *Leases) Held(name, key string, index int) int64 {
+// Held returns the units this process holds unused in the lease of the
+// first line of the calls of name whose first key is key: charged in the
+// backend (so a Peek's Remaining does not count them) but admitted here
+// until the lease ends.
+func (g *Leases) Held(name, key string) int64 {
 	g.mu.Lock()
-	ln := g.lines[lineID{name, key, index}]
+	ln := g.lines[lineID{name, key}]
 	g.mu.Unlock()
 	if ln == nil {
 		return 0

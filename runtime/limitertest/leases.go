@@ -11,8 +11,8 @@ import (
 )
 
 // leaseCases are the crosses of leases (Limit.Prefetch, guard.Leases): a
-// leased line alone, a leased line of every call as one beside an exact
-// line per user (all or nothing), and a calendar day.
+// leased line alone, and a leased line of every call as one beside an
+// exact line per user (all or nothing); fixed_window adds a calendar day.
 var leaseCases = []string{"one_line", "keys_per_line"}
 
 // leaseProcesses is how many processes (lease guards) share the backend.
@@ -43,8 +43,8 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 	}
 	r := &ratelimit.Rule{Name: "leases", Limits: []ratelimit.Limit{lim}}
 	if cross == "keys_per_line" {
-		r.Limits = []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}, lim}
-		r.KeyExprs = []string{"user", ""}
+		r.Limits = []ratelimit.Limit{lim, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}}
+		r.KeyExprs = []string{"", "user"}
 	}
 	step := lim.Period / 100
 	if lim.Calendar != "" {
@@ -70,7 +70,7 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 			user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
 			req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits}
 			if r.KeyExprs != nil {
-				req.Key, req.Keys = "", []string{user, ""}
+				req.Key, req.Keys = "", []string{"", user}
 			}
 			asked = append(asked, admitted{at: e.clock.Now(), req: req, step: i})
 			d, err := procs[rnd.IntN(len(procs))].Allow(e.ctx, req)
