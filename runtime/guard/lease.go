@@ -302,7 +302,8 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 // size returns the units of the next lease of the line, at now, for a
 // call of units: see Size at [Leases].
 func (ln *leaseLine) size(g *Leases, limit ratelimit.Limit, units, now int64) int64 {
-	if span := now - ln.since; span > 0 {
+	if ln.asked > 0 {
+		span := max(now-ln.since, 1) // a clock that stands still: a µs
 		inst := float64(ln.asked) * 1e6 / float64(span)
 		if ln.rate == 0 || span >= limit.Prefetch.Microseconds() {
 			ln.rate = inst
