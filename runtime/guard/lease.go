@@ -194,6 +194,9 @@ func (g *Leases) leased(req *ratelimit.Request) bool {
 // [Leases].
 func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if !g.leased(&req) {
+		if r := req.Rule; r != nil && len(r.Limits) > 0 && r.Limits[0].Prefetch > 0 && g.reserver != nil {
+			g.endLine(lineID{req.Name, keyOf(&req, 0)}) // an override changed the leased limit
+		}
 		return g.next.Allow(ctx, req)
 	}
 	if err := req.Validate(); err != nil {
@@ -206,7 +209,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	ln := g.line(lineID{req.Name, keyOf(&req, 0)})
 	l, left, err := ln.take(ctx, g, &req, units)
 	if err != nil {
-		return ratelimit.Decision{}, err
+		return ratelimit.Decision{}, err // take ended the lease
 	}
 	if l == nil {
 		d, err := g.next.Allow(ctx, req)
@@ -222,6 +225,9 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	d, err := g.next.Allow(ctx, exactLines(&req))
 	if err != nil || !d.Allowed {
 		ln.untake(l, units)
+		if err != nil {
+			g.endLine(ln.id) // an outage ends the lease
+		}
 		return d, err
 	}
 	if left < d.Remaining {
@@ -229,6 +235,18 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	}
 	g.served.Add(1)
 	return d, nil
+}
+
+// endLine ends the lease of id, if any.
+func (g *Leases) endLine(id lineID) {
+	g.mu.Lock()
+	ln := g.lines[id]
+	g.mu.Unlock()
+	if ln != nil {
+		ln.mu.Lock()
+		ln.end(g)
+		ln.mu.Unlock()
+	}
 }
 
 // learn notes the line's Remaining, which a decision of the backend told.

@@ -2,9 +2,13 @@ package guard_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
@@ -33,4 +37,113 @@ func TestLeasesServeAHotLine(t *testing.T) {
 		t.Errorf("%d leases served %d calls", leases, served)
 	}
 	t.Logf("%d leases served %d calls", leases, served)
+}
+
+// leasedLimit is a limit of alg of threshold a second, leased by 100ms.
+func leasedLimit(alg ratelimit.Algorithm, threshold int64) ratelimit.Limit {
+	return ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: threshold, Prefetch: 100 * time.Millisecond}
+}
+
+// TestLeasesDecideAsTheLimitAlone: one process's calls of a leased window
+// limit, on a clock that moves, get the decisions the limit alone gives
+// them: its own unused units go back before a call it cannot serve is
+// decided.
+func TestLeasesDecideAsTheLimitAlone(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+		for _, cost := range []int64{1, 3} {
+			clock, alone := clocktest.NewManual(), clocktest.NewManual()
+			g := guard.NewLeases(ratelimit.NewMemory(ratelimit.WithClock(clock)))
+			m := ratelimit.NewMemory(ratelimit.WithClock(alone))
+			req := ratelimit.Request{Name: "hot", Cost: cost, Limits: []ratelimit.Limit{leasedLimit(alg, 100)}}
+			rnd := rand.New(rand.NewPCG(1, uint64(cost)))
+			for i := range 3000 {
+				step := time.Duration(rnd.Int64N(int64(2 * time.Millisecond)))
+				clock.Advance(step)
+				alone.Advance(step)
+				got, err := g.Allow(context.Background(), req)
+				require.NoError(t, err)
+				want, err := m.Allow(context.Background(), req)
+				require.NoError(t, err)
+				require.Equal(t, want.Allowed, got.Allowed, "%s cost %d, call %d", alg, cost, i)
+			}
+			_, served := g.Stats()
+			require.Positive(t, served, "%s: calls admitted from leases", alg)
+		}
+	}
+}
+
+// TestLeasesAllOrNothing: a call that its exact line per user denies
+// takes nothing from the lease of the line of every call as one.
+func TestLeasesAllOrNothing(t *testing.T) {
+	clock := clocktest.NewManual()
+	m := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	g := guard.NewLeases(m)
+	limits := []ratelimit.Limit{leasedLimit(ratelimit.FixedWindow, 1000), {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 2}}
+	call := func(user string) bool {
+		d, err := g.Allow(context.Background(), ratelimit.Request{Name: "hot", Keys: []string{"", user}, Limits: limits})
+		require.NoError(t, err)
+		return d.Allowed
+	}
+	require.True(t, call("ann"))
+	held := g.Held("hot", "")
+	require.Positive(t, held)
+	require.True(t, call("ann"))
+	require.Equal(t, held-1, g.Held("hot", ""))
+	for range 5 {
+		require.False(t, call("ann"), "ann's line holds 2")
+	}
+	require.Equal(t, held-1, g.Held("hot", ""), "a denied call takes nothing from the lease")
+	g.Close()
+	d, err := ratelimit.Peek(context.Background(), m, ratelimit.Request{Name: "hot", Limits: limits[:1]})
+	require.NoError(t, err)
+	require.Equal(t, int64(1000-2), d.Remaining, "the lease gave back what no call used")
+}
+
+// TestLeasesEndWhenAnOverrideChangesTheLimit: an override of the leased
+// line ends its lease, which gives back what it did not use.
+func TestLeasesEndWhenAnOverrideChangesTheLimit(t *testing.T) {
+	clock := clocktest.NewManual()
+	overrides := &ratelimit.StaticOverrides{}
+	m := ratelimit.NewMemory(ratelimit.WithClock(clock), ratelimit.WithOverrides(overrides))
+	g := guard.NewLeases(m)
+	r := &ratelimit.Rule{Name: "hot", Limits: []ratelimit.Limit{leasedLimit(ratelimit.FixedWindow, 1000)}}
+	for range 3 {
+		require.NoError(t, r.Check(context.Background(), g, 1, ""))
+	}
+	require.Positive(t, g.Held("hot", ""))
+	overrides.SetRule("hot", ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 5})
+	require.NoError(t, r.Check(context.Background(), g, 1, ""))
+	require.Zero(t, g.Held("hot", ""), "the override ended the lease")
+	d, err := ratelimit.Peek(context.Background(), m, ratelimit.Request{Name: "hot", Limits: r.Limits})
+	require.NoError(t, err)
+	// The override's fixed window counts in the line's state too: 4 calls.
+	require.Equal(t, int64(1000-4), d.Remaining, "the lease gave back what no call used")
+}
+
+// TestLeasesResetEndsThem: Reset ends the leases of its name and key.
+func TestLeasesResetEndsThem(t *testing.T) {
+	g := guard.NewLeases(ratelimit.NewMemory(ratelimit.WithClock(clocktest.NewManual())))
+	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{leasedLimit(ratelimit.GCRA, 1000)}}
+	for range 3 {
+		allow(t, g, req)
+	}
+	require.Positive(t, g.Held("hot", "k"))
+	require.NoError(t, g.Reset(context.Background(), "hot", "k"))
+	require.Zero(t, g.Held("hot", "k"))
+}
+
+// TestLeasesEndOnAnOutage: once the backend fails a call of the line, its
+// lease has ended and the call fails with the backend's error; its units
+// stay charged.
+func TestLeasesEndOnAnOutage(t *testing.T) {
+	f := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithClock(clocktest.NewManual()))}
+	g := guard.NewLeases(f)
+	limits := []ratelimit.Limit{leasedLimit(ratelimit.FixedWindow, 1000), {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 100}}
+	req := ratelimit.Request{Name: "hot", Keys: []string{"", "ann"}, Limits: limits}
+	allow(t, g, req)
+	require.Positive(t, g.Held("hot", ""))
+	f.down.Store(true)
+	_, err := g.Allow(context.Background(), req)
+	require.ErrorIs(t, err, ratelimit.ErrBackend)
+	require.Zero(t, g.Held("hot", ""), "the outage ended the lease")
 }
