@@ -124,6 +124,11 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 // how many calls it admitted from them.
 func (l *Limiter) Leases() *guard.Leases { return l.leases }
 
+// Held returns the units this process holds unused in the lease of the
+// first line of the calls of name whose first key is key (see
+// [guard.Leases.Held]): charged in Redis, so not in a Peek's Remaining.
+func (l *Limiter) Held(name, key string) int64 { return l.leases.Held(name, key) }
+
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
