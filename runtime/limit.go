@@ -368,8 +368,8 @@ type Decision struct {
 	// remaining units.
 	LimitIndex int
 	// Source says what made the decision: the limiter's backend (the zero
-	// value), its local deny cache, its in-process fallback, or an
-	// override that blocks the key.
+	// value), its local deny cache, its in-process fallback, an override
+	// that blocks the key, or a lease of the limit's units.
 	Source Source
 }
 
@@ -389,11 +389,16 @@ const (
 	// SourceOverride is a denial of a call that an override blocks
 	// ([Block]), made without asking the limiter.
 	SourceOverride
+	// SourceLease is an admission from a lease: units of a limit with a
+	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases).
+	SourceLease
 )
 
-// String returns "backend", "cache", "fallback" or "override".
+// String returns "backend", "cache", "fallback", "override" or "lease".
 func (s Source) String() string {
 	switch s {
+	case SourceLease:
+		return "lease"
 	case SourceOverride:
 		return "override"
 	case SourceCache:

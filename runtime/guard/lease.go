@@ -111,6 +111,7 @@ import (
 type Leases struct {
 	backend
 	clock     ratelimit.Clock
+	hook      ratelimit.Hook // the backend's, told of the calls leases admit
 	processes func() int
 	mu        sync.Mutex
 	lines     map[lineID]*leaseLine
@@ -157,13 +158,19 @@ type lease struct {
 }
 
 // NewLeases returns the lease guard of backend. It reads the backend's
-// clock from its [ratelimit.Config] ([ratelimit.Configured]), and the
-// number of processes sharing the backend from the [Fallback] in its
+// clock and hook from its [ratelimit.Config] ([ratelimit.Configured]), and
+// the number of processes sharing the backend from the [Fallback] in its
 // chain (found with [Of]), 1 without one. Close it when done with it.
+//
+// The hook is told of each call a lease admits alone, with Source
+// [ratelimit.SourceLease]; the backend tells it of the rest as without
+// leases (a call's other lines, with line 0 stood in for), and of each
+// lease's charge as a decision of its name (the lease's units, through
+// Reserve); a give-back tells it nothing.
 func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 	g := &Leases{backend: backendOf(backend), lines: map[lineID]*leaseLine{}, processes: func() int { return 1 }}
 	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
-		g.clock = cfg.Config().Clock
+		g.clock, g.hook = cfg.Config().Clock, cfg.Config().Hook
 	}
 	if f, ok := Of[*Fallback](backend); ok {
 		g.processes = f.Processes
@@ -220,7 +227,11 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	}
 	if len(req.Limits) == 1 {
 		g.served.Add(1)
-		return ratelimit.Decision{Allowed: true, Remaining: left}, nil
+		d := ratelimit.Decision{Allowed: true, Remaining: left, Source: ratelimit.SourceLease}
+		if g.hook != nil {
+			g.hook.Decided(ctx, &req, d)
+		}
+		return d, nil
 	}
 	d, err := g.next.Allow(ctx, exactLines(&req))
 	if err != nil || !d.Allowed {

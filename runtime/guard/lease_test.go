@@ -11,12 +11,15 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/clocktest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+	"github.com/ratelimitgen/ratelimitgen/runtime/limitmetrics"
 )
 
 // TestLeasesServeAHotLine: sequential calls of a leased line are admitted
-// from leases, up to the limit and no more.
+// from leases, up to the limit and no more, and the backend's hook is
+// told of each with Source SourceLease.
 func TestLeasesServeAHotLine(t *testing.T) {
-	g := guard.NewLeases(ratelimit.NewMemory())
+	metrics := &limitmetrics.Metrics{}
+	g := guard.NewLeases(ratelimit.NewMemory(ratelimit.WithHook(metrics)))
 	defer g.Close()
 	req := ratelimit.Request{Name: "hot", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 500, Prefetch: time.Minute}}}
 	admitted := 0
@@ -35,6 +38,9 @@ func TestLeasesServeAHotLine(t *testing.T) {
 	}
 	if leases == 0 || served < 400 {
 		t.Errorf("%d leases served %d calls", leases, served)
+	}
+	if got := metrics.SnapshotSource(ratelimit.SourceLease)["hot"].Allowed; got != uint64(served) {
+		t.Errorf("the hook was told of %d admissions from leases, not %d", got, served)
 	}
 	t.Logf("%d leases served %d calls", leases, served)
 }
