@@ -153,3 +153,29 @@ func TestLeasesEndOnAnOutage(t *testing.T) {
 	require.ErrorIs(t, err, ratelimit.ErrBackend)
 	require.Zero(t, g.Held("hot", ""), "the outage ended the lease")
 }
+
+// TestLeasesWithWaitAndShadow: a rule whose leased line denies waits for
+// it as without leases (each call admitted, over at least three windows of
+// 5), and a shadow rule's calls all go ahead while its hook is told
+// of what the limit would deny.
+func TestLeasesWithWaitAndShadow(t *testing.T) {
+	ctx := context.Background()
+	g := guard.NewLeases(ratelimit.NewMemory())
+	waits := &ratelimit.Rule{Name: "waits", Wait: time.Second, Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: 100 * time.Millisecond, Threshold: 5, Prefetch: 50 * time.Millisecond}}}
+	windows := map[int64]bool{}
+	for range 12 {
+		require.NoError(t, waits.Check(ctx, g, 1, ""))
+		now := time.Now().UnixMicro() / 100_000
+		windows[now] = true
+	}
+	require.GreaterOrEqual(t, len(windows), 3, "the calls waited for later windows: 5 a window")
+
+	metrics := &limitmetrics.Metrics{}
+	gs := guard.NewLeases(ratelimit.NewMemory(ratelimit.WithHook(metrics)))
+	shadow := &ratelimit.Rule{Name: "shadow", Shadow: true, Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 5, Prefetch: time.Minute}}}
+	for range 10 {
+		require.NoError(t, shadow.Check(ctx, gs, 1, ""))
+	}
+	c := metrics.Snapshot()["shadow"]
+	require.Equal(t, uint64(5), c.ShadowLimited, "the limit would deny 5 of 10")
+}
