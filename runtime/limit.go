@@ -158,7 +158,8 @@ type Limit struct {
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s
-// (sliding_log)" or "10000/month Europe/Paris (fixed_window)", or
+// (sliding_log)", "10000/month Europe/Paris (fixed_window)" or "1000/1s
+// (fixed_window, prefetch 100ms)", or
 // "unlimited" or "block", or for a concurrency limit "10 in flight
 // (concurrency, lease 30s)".
 func (l Limit) String() string {
@@ -167,6 +168,9 @@ func (l Limit) String() string {
 	}
 	if isConcurrency(l) {
 		return fmt.Sprintf("%d in flight (concurrency, lease %s)", l.Threshold, l.lease())
+	}
+	if l.Prefetch > 0 {
+		return fmt.Sprintf("%d/%s (%s, prefetch %s)", l.Threshold, l.per(), l.algorithm(), l.Prefetch)
 	}
 	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.per(), l.algorithm())
 }
