@@ -179,3 +179,55 @@ func TestLeasesWithWaitAndShadow(t *testing.T) {
 	c := metrics.Snapshot()["shadow"]
 	require.Equal(t, uint64(5), c.ShadowLimited, "the limit would deny 5 of 10")
 }
+
+// TestLeasesBesideTheFallback: in an outage, the lease of a FailLocal
+// rule ends once the backend fails it (its units stay charged there), the
+// fallback decides the calls, and once the backend is back it holds both
+// the lease's charge and the fallback's: the window is full.
+func TestLeasesBesideTheFallback(t *testing.T) {
+	ctx := context.Background()
+	hook := &sources{}
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory(ratelimit.WithHook(hook))}
+	l := guard.Wrap(backend, guard.WithBreaker(2, 10*time.Millisecond, 10*time.Millisecond), guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	leases, ok := guard.Of[*guard.Leases](l)
+	require.True(t, ok)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	rule := &ratelimit.Rule{Name: "local", OnError: ratelimit.FailLocal, Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100, Prefetch: time.Minute}}}
+	for range 20 {
+		require.NoError(t, rule.Check(ctx, l, 1, ""))
+	}
+	require.Positive(t, leases.Held("local", ""))
+
+	backend.down.Store(true)
+	for range 300 {
+		_ = rule.Check(ctx, l, 1, "")
+	}
+	require.Zero(t, leases.Held("local", ""), "the outage ended the lease")
+	require.Positive(t, hook.count(ratelimit.SourceFallback), "the fallback decided")
+
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	d, err := backend.MemoryLimiter.Allow(ctx, ratelimit.Request{Name: "local", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100}}})
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "the backend holds the lease's and the fallback's charges")
+}
+
+// TestLeasesBesideTheDenyCache: once the leased limit is full, the calls
+// no lease can serve are decided exactly, and the deny cache answers
+// their repeated denials: the backend is asked a few times, not per call.
+func TestLeasesBesideTheDenyCache(t *testing.T) {
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory()}
+	l := guard.Wrap(backend, guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	req := ratelimit.Request{Name: "full", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 50, Prefetch: time.Minute}}}
+	admitted := 0
+	for range 1000 {
+		if allow(t, l, req).Allowed {
+			admitted++
+		}
+	}
+	require.Equal(t, 50, admitted)
+	require.Less(t, backend.asked.Load(), int64(40), "the backend decided leases and a few denials, no more")
+}
