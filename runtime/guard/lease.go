@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -120,7 +121,7 @@ type Leases struct {
 }
 
 // lineID is a leased line: the first line of the calls of name whose
-// first key is key.
+// first key, bounded (callkey.Bound), is key.
 type lineID struct{ name, key string }
 
 // leaseLine is the lease state of one leased line.
@@ -202,7 +203,7 @@ func (g *Leases) leased(req *ratelimit.Request) bool {
 func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if !g.leased(&req) {
 		if r := req.Rule; r != nil && len(r.Limits) > 0 && r.Limits[0].Prefetch > 0 && g.reserver != nil {
-			g.endLine(lineID{req.Name, keyOf(&req, 0)}) // an override changed the leased limit
+			g.endLine(lineID{req.Name, callkey.Bound(keyOf(&req, 0))}) // an override changed the leased limit
 		}
 		return g.next.Allow(ctx, req)
 	}
@@ -213,7 +214,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
 	}
 	units := req.Units()
-	ln := g.line(lineID{req.Name, keyOf(&req, 0)})
+	ln := g.line(lineID{req.Name, callkey.Bound(keyOf(&req, 0))})
 	l, left, err := ln.take(ctx, g, &req, units)
 	if err != nil {
 		return ratelimit.Decision{}, err // take ended the lease
@@ -276,17 +277,32 @@ func (ln *leaseLine) untake(l *lease, units int64) {
 	ln.mu.Unlock()
 }
 
-// line returns the lease state of id, made on first use.
+// line returns the lease state of id, made on first use. Past maxLines
+// lines, it first forgets those without a lease.
 func (g *Leases) line(id lineID) *leaseLine {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ln := g.lines[id]
 	if ln == nil {
+		if len(g.lines) >= maxLines {
+			for k, o := range g.lines {
+				if o.mu.TryLock() {
+					if o.cur == nil {
+						delete(g.lines, k)
+					}
+					o.mu.Unlock()
+				}
+			}
+		}
 		ln = &leaseLine{id: id, left: -1, since: g.now()}
 		g.lines[id] = ln
 	}
 	return ln
 }
+
+// maxLines is how many lines a guard keeps before it forgets those
+// without a lease (a line with a lease is forgotten when it ends idle).
+const maxLines = 1 << 16
 
 // take takes units for a call of req from the lease of its first line, taking a new
 // lease when the current one cannot serve it. It returns the lease and
@@ -411,12 +427,24 @@ func (ln *leaseLine) end(g *Leases) {
 	g.giveBack(l)
 }
 
-// expire ends l, when it is still the line's lease and its deadline passed.
+// expire ends l, when it is still the line's lease and its deadline
+// passed, and forgets the line, which no call renewed: the guard keeps
+// the lines leased within a Prefetch. A call that holds the line still
+// may take a lease on it; the next call makes a new one. Either lease is
+// charged on its own, so two leases of one line are exact too.
 func (ln *leaseLine) expire(g *Leases, l *lease) {
 	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	if ln.cur == l {
+	ended := ln.cur == l
+	if ended {
 		ln.end(g)
+	}
+	ln.mu.Unlock()
+	if ended {
+		g.mu.Lock()
+		if g.lines[ln.id] == ln {
+			delete(g.lines, ln.id)
+		}
+		g.mu.Unlock()
 	}
 }
 
@@ -543,7 +571,8 @@ func (g *Leases) Reset(ctx context.Context, name, key string) error {
 	if g.resetter == nil {
 		return g.unsupported("reset")
 	}
-	g.endWhere(func(id lineID, _ *lease) bool { return id.name == name && id.key == key })
+	named := callkey.Named(key)
+	g.endWhere(func(id lineID, _ *lease) bool { return id.name == name && id.key == named })
 	return g.resetter.Reset(ctx, name, key)
 }
 
@@ -553,7 +582,7 @@ func (g *Leases) Reset(ctx context.Context, name, key string) error {
 // until the lease ends.
 func (g *Leases) Held(name, key string) int64 {
 	g.mu.Lock()
-	ln := g.lines[lineID{name, key}]
+	ln := g.lines[lineID{name, callkey.Named(key)}]
 	g.mu.Unlock()
 	if ln == nil {
 		return 0
@@ -564,6 +593,14 @@ func (g *Leases) Held(name, key string) int64 {
 		return l.free(g.now())
 	}
 	return 0
+}
+
+// Lines returns how many lines the guard keeps: those with a lease, or
+// leased within a Prefetch.
+func (g *Leases) Lines() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.lines)
 }
 
 // Stats returns how many leases the guard took, and how many calls it

@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -230,4 +231,19 @@ func TestLeasesBesideTheDenyCache(t *testing.T) {
 	}
 	require.Equal(t, 50, admitted)
 	require.Less(t, backend.asked.Load(), int64(40), "the backend decided leases and a few denials, no more")
+}
+
+// TestLeasesForgetIdleLines: the guard forgets a line once its lease
+// ended at its deadline with no call to renew it, so keys that come and
+// go leave nothing behind.
+func TestLeasesForgetIdleLines(t *testing.T) {
+	g := guard.NewLeases(ratelimit.NewMemory())
+	defer g.Close()
+	for k := range 50 {
+		req := ratelimit.Request{Name: "idle", Key: fmt.Sprint("k", k), Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 100, Prefetch: 5 * time.Millisecond}}}
+		for range 3 {
+			allow(t, g, req)
+		}
+	}
+	require.Eventually(t, func() bool { return g.Lines() == 0 }, time.Minute, time.Millisecond, "the lines left once their leases ended")
 }
