@@ -21,16 +21,17 @@ import (
 )
 
 // hotKeyEnv makes the test binary a process of BenchmarkRedisHotKey (see
-// TestMain): "CONTENDER ADDR START DURATION THRESHOLD", START in Unix ns.
+// TestMain): "CONTENDER ADDR START DURATION THRESHOLD ALGORITHM", START in
+// Unix ns.
 const hotKeyEnv = "RATELIMIT_TEST_HOTKEY"
 
 // The hot key: processes × goroutines calling on one key without pause.
 const hotKeyProcesses, hotKeyGoroutines = 4, 64
 
-// hotKeyLimit is the hot key's limit: a fixed window of a second, leased
+// hotKeyLimit is the hot key's limit: a window of a second of alg, leased
 // by 100ms at most when leases is set.
-func hotKeyLimit(threshold int64, leases bool) ratelimit.Limit {
-	l := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: threshold}
+func hotKeyLimit(alg ratelimit.Algorithm, threshold int64, leases bool) ratelimit.Limit {
+	l := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: threshold}
 	if leases {
 		l.Prefetch = 100 * time.Millisecond
 	}
@@ -49,10 +50,12 @@ func hotKey(spec string) int {
 	start, _ := strconv.ParseInt(f[2], 10, 64)
 	dur, _ := time.ParseDuration(f[3])
 	threshold, _ := strconv.ParseInt(f[4], 10, 64)
+	alg := ratelimit.Algorithm(f[5])
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: hotKeyGoroutines})
 	defer client.Close()
 	ctx := context.Background()
 	var allow func() (bool, error)
+	served := func() int64 { return 0 }
 	switch contender {
 	case "redis_rate":
 		rr := redis_rate.NewLimiter(client)
@@ -64,7 +67,8 @@ func hotKey(spec string) int {
 	default:
 		l := New(client)
 		defer l.Close()
-		req := ratelimit.Request{Name: "hot", Limits: []ratelimit.Limit{hotKeyLimit(threshold, contender == "leases")}}
+		served = func() int64 { _, n := l.Leases().Stats(); return n }
+		req := ratelimit.Request{Name: "hot", Limits: []ratelimit.Limit{hotKeyLimit(alg, threshold, contender == "leases")}}
 		allow = func() (bool, error) {
 			d, err := l.Allow(ctx, req)
 			return d.Allowed, err
@@ -102,7 +106,7 @@ func hotKey(spec string) int {
 		})
 	}
 	wg.Wait()
-	fmt.Printf("hotkey: %d %d %d\n", decisions.Load(), admitted.Load(), failed.Load())
+	fmt.Printf("hotkey: %d %d %d %d\n", decisions.Load(), admitted.Load(), failed.Load(), served())
 	sure, straddle := map[int64]int64{}, map[int64]int64{}
 	for _, t := range tallies {
 		for w, n := range t.sure {
@@ -123,13 +127,14 @@ func hotKey(spec string) int {
 // window (surely in it, and straddling its end).
 type hotKeyRun struct {
 	decisions, admitted, commands int64
+	served                        int64 // admitted from leases
 	took                          time.Duration
 	sure, straddle                map[int64]int64
 }
 
 // runHotKey runs hotKeyProcesses processes of contender against the
-// package's server for dur, the limit's threshold per second.
-func runHotKey(b *testing.B, admin *redis.Client, contender string, dur time.Duration, threshold int64) hotKeyRun {
+// package's server for dur, the limit's threshold per second, of alg.
+func runHotKey(b testing.TB, admin *redis.Client, contender string, alg ratelimit.Algorithm, dur time.Duration, threshold int64) hotKeyRun {
 	b.Helper()
 	ctx := context.Background()
 	if err := admin.FlushAll(ctx).Err(); err != nil {
@@ -143,7 +148,7 @@ func runHotKey(b *testing.B, admin *redis.Client, contender string, dur time.Dur
 	var cmds []*exec.Cmd
 	for i := range hotKeyProcesses {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %s %d", hotKeyEnv, contender, srv.Addr, start.UnixNano(), dur, threshold))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %d %s %d %s", hotKeyEnv, contender, srv.Addr, start.UnixNano(), dur, threshold, alg))
 		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -157,12 +162,12 @@ func runHotKey(b *testing.B, admin *redis.Client, contender string, dur time.Dur
 		}
 		sc := bufio.NewScanner(&outs[i])
 		for sc.Scan() {
-			var d, a, failed, w, sure, straddle int64
-			if _, err := fmt.Sscanf(sc.Text(), "hotkey: %d %d %d", &d, &a, &failed); err == nil {
+			var d, a, failed, served, w, sure, straddle int64
+			if _, err := fmt.Sscanf(sc.Text(), "hotkey: %d %d %d %d", &d, &a, &failed, &served); err == nil {
 				if failed > 0 {
 					b.Errorf("%s: process %d: %d calls failed", contender, i, failed)
 				}
-				r.decisions, r.admitted = r.decisions+d, r.admitted+a
+				r.decisions, r.admitted, r.served = r.decisions+d, r.admitted+a, r.served+served
 			}
 			if _, err := fmt.Sscanf(sc.Text(), "window: %d %d %d", &w, &sure, &straddle); err == nil {
 				r.sure[w] += sure
@@ -192,7 +197,7 @@ func BenchmarkRedisHotKey(b *testing.B) {
 		for range b.N {
 			runs := map[string]hotKeyRun{}
 			for _, c := range []string{"leases", "exact", "redis_rate"} {
-				runs[c] = runHotKey(b, admin, c, time.Second, threshold)
+				runs[c] = runHotKey(b, admin, c, ratelimit.FixedWindow, time.Second, threshold)
 			}
 			for c, r := range runs {
 				b.ReportMetric(float64(r.decisions)/r.took.Seconds(), c+"/s")
@@ -205,7 +210,7 @@ func BenchmarkRedisHotKey(b *testing.B) {
 	b.Run("filled", func(b *testing.B) {
 		const threshold = 300_000
 		for range b.N {
-			r := runHotKey(b, admin, "leases", 3*time.Second, threshold)
+			r := runHotKey(b, admin, "leases", ratelimit.FixedWindow, 3*time.Second, threshold)
 			least := 1.0
 			first, last := int64(-1), int64(-1)
 			for w := range r.sure {
@@ -227,4 +232,28 @@ func BenchmarkRedisHotKey(b *testing.B) {
 			b.ReportMetric(float64(r.commands)/float64(max(r.admitted, 1)), "cmds/admitted")
 		}
 	})
+}
+
+// TestHotKeyLeasesFromProcesses: 4 processes × 64 goroutines on one hot
+// key whose limit (20,000 per second) they fill, for two seconds, with
+// leases: no window admits more than the limit (counting the calls surely
+// in it), for a fixed and a sliding window, and leases served calls.
+func TestHotKeyLeasesFromProcesses(t *testing.T) {
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer admin.Close()
+	const threshold = 20_000
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindow} {
+		t.Run(string(alg), func(t *testing.T) {
+			r := runHotKey(t, admin, "leases", alg, 2*time.Second, threshold)
+			for w, n := range r.sure {
+				if n > threshold {
+					t.Errorf("window %d admitted %d calls surely in it, over the limit of %d", w, n, threshold)
+				}
+			}
+			if r.served == 0 {
+				t.Errorf("no call of %d admitted was admitted from a lease", r.admitted)
+			}
+			t.Logf("%d decisions, %d admitted (%d from leases), %d Redis commands", r.decisions, r.admitted, r.served, r.commands)
+		})
+	}
 }
