@@ -114,8 +114,13 @@ type Leases struct {
 	clock     ratelimit.Clock
 	hook      ratelimit.Hook // the backend's, told of the calls leases admit
 	processes func() int
-	mu        sync.Mutex
-	lines     map[lineID]*leaseLine
+	// lines holds the lines (lineID → *leaseLine), count how many; mu
+	// orders their making and forgetting.
+	lines sync.Map
+	count atomic.Int64
+	// hot is the line last looked up: a hot key's, found without hashing.
+	hot atomic.Pointer[leaseLine]
+	mu  sync.Mutex
 	// taken counts the leases taken, served the calls admitted from them.
 	taken, served atomic.Int64
 }
@@ -127,13 +132,15 @@ type lineID struct{ name, key string }
 // leaseLine is the lease state of one leased line.
 type leaseLine struct {
 	id lineID
+	// mu orders the taking and ending of the line's leases; a call takes
+	// units from a lease without it (see lease.admit).
 	mu sync.Mutex
-	// cur is the line's lease, or nil.
-	cur *lease
-	// limit is the limit the line's lease was taken under.
-	limit ratelimit.Limit
+	// cur is the line's lease, or nil; set under mu.
+	cur atomic.Pointer[lease]
+	// gone is set once the guard forgot the line.
+	gone atomic.Bool
 	// asked counts the units the process asked of the line since since (µs).
-	asked int64
+	asked atomic.Int64
 	since int64
 	// rate is the line's recent rate, in units per second.
 	rate float64
@@ -144,19 +151,26 @@ type leaseLine struct {
 // lease is units of one line charged ahead.
 type lease struct {
 	req      ratelimit.Request // what was charged: units of the line
+	limit    ratelimit.Limit   // the line's limit it was taken under
 	at       time.Time         // when the backend charged them
 	start    int64             // local µs, before the Reserve was sent
 	deadline int64             // local µs: the lease admits calls before it
 	units    int64             // charged
-	used     int64             // admitted
-	last     int64             // local µs of the latest admission
 	backlog  int64             // buckets: emission intervals of backlog at at, at least
 	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
-	lim      ratelimit.Limit   // a bucket's limit
 	log      bool              // SlidingLog: its end re-logs the used units
-	ended    bool
-	timer    *time.Timer
+	timer    *time.Timer       // ends it at its deadline; set and stopped under the line's mu
+	// used is the units admitted, or ended once the lease ended: calls
+	// add to it with a compare-and-swap, and the end swaps it for ended,
+	// so that no call is admitted after the end read what was used.
+	used atomic.Int64
+	// last is the local µs of the latest admission (buckets), set before
+	// the admission counts in used.
+	last atomic.Int64
 }
+
+// ended is a lease's used once it ended.
+const ended = -1 << 62
 
 // NewLeases returns the lease guard of backend. It reads the backend's
 // clock and hook from its [ratelimit.Config] ([ratelimit.Configured]), and
@@ -169,7 +183,7 @@ type lease struct {
 // lease's charge as a decision of its name (the lease's units, through
 // Reserve); a give-back tells it nothing.
 func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
-	g := &Leases{backend: backendOf(backend), lines: map[lineID]*leaseLine{}, processes: func() int { return 1 }}
+	g := &Leases{backend: backendOf(backend), processes: func() int { return 1 }}
 	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
 		g.clock, g.hook = cfg.Config().Clock, cfg.Config().Hook
 	}
@@ -207,9 +221,12 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		}
 		return g.next.Allow(ctx, req)
 	}
-	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, err
+	if req.Cost < 0 || len(req.Limits) > ratelimit.MaxLimits || req.Keys != nil && len(req.Keys) != len(req.Limits) {
+		return g.next.Allow(ctx, req) // invalid: the backend says why
 	}
+	// The rest of req is valid when the backend admits the lease (line 0,
+	// of more units than the call's) or decides the call (its other lines,
+	// or all of it).
 	if len(req.Limits) > 1 && strings.HasPrefix(keyOf(&req, 0), padKey) {
 		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
 	}
@@ -230,13 +247,13 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		g.served.Add(1)
 		d := ratelimit.Decision{Allowed: true, Remaining: left, Source: ratelimit.SourceLease}
 		if g.hook != nil {
-			g.hook.Decided(ctx, &req, d)
+			g.decided(ctx, req, d)
 		}
 		return d, nil
 	}
 	d, err := g.next.Allow(ctx, exactLines(&req))
 	if err != nil || !d.Allowed {
-		ln.untake(l, units)
+		l.untake(units)
 		if err != nil {
 			g.endLine(ln.id) // an outage ends the lease
 		}
@@ -249,12 +266,15 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	return d, nil
 }
 
+// decided tells the hook of d, a decision of req. It takes req by value,
+// so that only a guard with a hook moves a request to the heap.
+func (g *Leases) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
+	g.hook.Decided(ctx, &req, d)
+}
+
 // endLine ends the lease of id, if any.
 func (g *Leases) endLine(id lineID) {
-	g.mu.Lock()
-	ln := g.lines[id]
-	g.mu.Unlock()
-	if ln != nil {
+	if ln := g.lookup(id); ln != nil {
 		ln.mu.Lock()
 		ln.end(g)
 		ln.mu.Unlock()
@@ -269,35 +289,53 @@ func (ln *leaseLine) learn(remaining int64) {
 }
 
 // untake gives back to l, unless it ended, the units a call took from it.
-func (ln *leaseLine) untake(l *lease, units int64) {
-	ln.mu.Lock()
-	if !l.ended {
-		l.used -= units
+func (l *lease) untake(units int64) {
+	for {
+		old := l.used.Load()
+		if old < 0 || l.used.CompareAndSwap(old, old-units) {
+			return
+		}
 	}
-	ln.mu.Unlock()
+}
+
+// lookup returns the lease state of id, or nil.
+func (g *Leases) lookup(id lineID) *leaseLine {
+	if h := g.hot.Load(); h != nil && h.id == id && !h.gone.Load() {
+		return h
+	}
+	if v, ok := g.lines.Load(id); ok {
+		ln := v.(*leaseLine)
+		g.hot.Store(ln)
+		return ln
+	}
+	return nil
 }
 
 // line returns the lease state of id, made on first use. Past maxLines
 // lines, it first forgets those without a lease.
 func (g *Leases) line(id lineID) *leaseLine {
+	if ln := g.lookup(id); ln != nil {
+		return ln
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ln := g.lines[id]
-	if ln == nil {
-		if len(g.lines) >= maxLines {
-			for k, o := range g.lines {
-				if o.mu.TryLock() {
-					if o.cur == nil {
-						delete(g.lines, k)
-					}
-					o.mu.Unlock()
+	if g.count.Load() >= maxLines {
+		g.lines.Range(func(k, v any) bool {
+			if o := v.(*leaseLine); o.mu.TryLock() {
+				if o.cur.Load() == nil && g.lines.CompareAndDelete(k, o) {
+					o.gone.Store(true)
+					g.count.Add(-1)
 				}
+				o.mu.Unlock()
 			}
-		}
-		ln = &leaseLine{id: id, left: -1, since: g.now()}
-		g.lines[id] = ln
+			return true
+		})
 	}
-	return ln
+	v, loaded := g.lines.LoadOrStore(id, &leaseLine{id: id, left: -1, since: g.now()})
+	if !loaded {
+		g.count.Add(1)
+	}
+	return v.(*leaseLine)
 }
 
 // maxLines is how many lines a guard keeps before it forgets those
@@ -310,18 +348,18 @@ const maxLines = 1 << 16
 // the call (the backend then decides it exactly).
 func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, units int64) (*lease, int64, error) {
 	limit := req.Limits[0]
+	ln.asked.Add(units)
+	now := g.now()
+	if l := ln.cur.Load(); l != nil && l.limit == limit && l.admit(units, now) {
+		return l, l.free(now), nil
+	}
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	ln.asked += units
-	now := g.now()
-	if l := ln.cur; l != nil && ln.limit == limit {
-		if l.admit(units, now) {
-			return l, l.free(now), nil
-		}
+	if l := ln.cur.Load(); l != nil && l.limit == limit && l.admit(units, now) {
+		return l, l.free(now), nil // another call took it meanwhile
 	}
 	// The lease cannot serve the call: end it, and take the next.
 	ln.end(g)
-	ln.limit = limit
 	n := ln.size(g, limit, units, now)
 	if n <= units {
 		return nil, 0, nil
@@ -333,11 +371,12 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 		}
 		return nil, 0, err
 	}
-	ln.cur, ln.left = l, left
+	ln.left = left
 	g.taken.Add(1)
 	if g.clock == nil {
 		l.timer = time.AfterFunc(time.Duration(l.deadline-now)*time.Microsecond, func() { ln.expire(g, l) })
 	}
+	ln.cur.Store(l)
 	if !l.admit(units, now) {
 		return nil, 0, nil
 	}
@@ -347,15 +386,15 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 // size returns the units of the next lease of the line, at now, for a
 // call of units: see Size at [Leases].
 func (ln *leaseLine) size(g *Leases, limit ratelimit.Limit, units, now int64) int64 {
-	if ln.asked > 0 {
+	if asked := ln.asked.Swap(0); asked > 0 {
 		span := max(now-ln.since, 1) // a clock that stands still: a µs
-		inst := float64(ln.asked) * 1e6 / float64(span)
+		inst := float64(asked) * 1e6 / float64(span)
 		if ln.rate == 0 || span >= limit.Prefetch.Microseconds() {
 			ln.rate = inst
 		} else {
 			ln.rate = max(inst, ln.rate/2)
 		}
-		ln.asked, ln.since = 0, now
+		ln.since = now
 	}
 	n := int64(ln.rate*limit.Prefetch.Seconds()) + 1
 	left := ln.left
@@ -370,20 +409,31 @@ func (ln *leaseLine) size(g *Leases, limit ratelimit.Limit, units, now int64) in
 // holds them: the lease has not ended, its deadline is ahead, and the
 // units fit beside those used (and a bucket's pad).
 func (l *lease) admit(units, now int64) bool {
-	if l.ended || now >= l.deadline || now < l.start {
+	if now >= l.deadline || now < l.start {
 		return false
 	}
-	if l.used+units+l.pad(now) > l.units {
-		return false
+	if l.bucket {
+		for last := l.last.Load(); now > last && !l.last.CompareAndSwap(last, now); last = l.last.Load() {
+		}
 	}
-	l.used += units
-	l.last = max(l.last, now)
-	return true
+	for {
+		old := l.used.Load()
+		if old < 0 || old+units+l.pad(now) > l.units {
+			return false
+		}
+		if l.used.CompareAndSwap(old, old+units) {
+			return true
+		}
+	}
 }
 
 // free returns the units the lease holds for calls at now.
 func (l *lease) free(now int64) int64 {
-	return max(l.units-l.used-l.pad(now), 0)
+	used := l.used.Load()
+	if used < 0 {
+		return 0
+	}
+	return max(l.units-used-l.pad(now), 0)
 }
 
 // pad returns the units a bucket's lease keeps for a call at now (local
@@ -393,38 +443,37 @@ func (l *lease) pad(now int64) int64 {
 	if !l.bucket || now <= l.start {
 		return 0
 	}
-	q, r := muldiv.Rem(now-l.start, l.lim.Threshold, l.lim.Period.Microseconds())
+	q, r := muldiv.Rem(now-l.start, l.limit.Threshold, l.limit.Period.Microseconds())
 	if r > 0 {
 		q++
 	}
 	return max(q-l.backlog, 0)
 }
 
-// kept returns the units the lease keeps charged when it ends: the used
-// ones, and a bucket's pad at its last call.
-func (l *lease) kept() int64 {
-	if l.used == 0 {
+// kept returns the units the lease keeps charged when it ends, used
+// having been used: those, and a bucket's pad at its last call.
+func (l *lease) kept(used int64) int64 {
+	if used == 0 {
 		return 0
 	}
-	return min(l.used+l.pad(l.last), l.units)
+	return min(used+l.pad(l.last.Load()), l.units)
 }
 
 // end ends the line's lease, if any, giving back what it did not use.
 func (ln *leaseLine) end(g *Leases) {
-	l := ln.cur
+	l := ln.cur.Swap(nil)
 	if l == nil {
 		return
 	}
-	ln.cur = nil
-	if l.ended {
+	used := l.used.Swap(ended)
+	if used < 0 {
 		return
 	}
-	l.ended = true
 	if l.timer != nil {
 		l.timer.Stop()
 	}
-	ln.left += l.units - l.kept()
-	g.giveBack(l)
+	ln.left += l.units - l.kept(used)
+	g.giveBack(l, used)
 }
 
 // expire ends l, when it is still the line's lease and its deadline
@@ -434,17 +483,16 @@ func (ln *leaseLine) end(g *Leases) {
 // charged on its own, so two leases of one line are exact too.
 func (ln *leaseLine) expire(g *Leases, l *lease) {
 	ln.mu.Lock()
-	ended := ln.cur == l
-	if ended {
+	current := ln.cur.Load() == l
+	if current {
 		ln.end(g)
 	}
 	ln.mu.Unlock()
-	if ended {
-		g.mu.Lock()
-		if g.lines[ln.id] == ln {
-			delete(g.lines, ln.id)
+	if current {
+		if g.lines.CompareAndDelete(ln.id, ln) {
+			ln.gone.Store(true)
+			g.count.Add(-1)
 		}
-		g.mu.Unlock()
 	}
 }
 
@@ -452,17 +500,17 @@ func (ln *leaseLine) expire(g *Leases, l *lease) {
 // Never over-admits at [Leases]), on the caller's goroutine: the line's
 // next lease is taken after it, in order. It reports a failure nowhere:
 // the units stay charged.
-func (g *Leases) giveBack(l *lease) {
+func (g *Leases) giveBack(l *lease, used int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
 	if l.log {
-		if l.used > 0 && g.reserver.Adjust(ctx, l.req, l.at, l.used) != nil {
+		if used > 0 && g.reserver.Adjust(ctx, l.req, l.at, used) != nil {
 			return // the lease's units stay logged at at: never fewer
 		}
 		_ = g.reserver.Adjust(ctx, l.req, l.at, -l.units)
 		return
 	}
-	if back := l.units - l.kept(); back > 0 {
+	if back := l.units - l.kept(used); back > 0 {
 		_ = g.reserver.Adjust(ctx, l.req, l.at, -back)
 	}
 }
@@ -483,7 +531,7 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int
 		}
 		return nil, d.Remaining, nil
 	}
-	l := &lease{req: lr, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds()}
+	l := &lease{req: lr, limit: limit, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds()}
 	switch limit.AlgorithmOrDefault() {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
 		end := windowEnd(limit, at.UnixMicro())
@@ -493,7 +541,6 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int
 		l.deadline = min(l.deadline, now+limit.Period.Microseconds()/4)
 	case ratelimit.TokenBucket, ratelimit.GCRA:
 		l.bucket = true
-		l.lim = limit
 		l.backlog = max(limit.MaxCost()-d.Remaining-1-n, 0)
 	}
 	return l, d.Remaining, nil
@@ -581,15 +628,13 @@ func (g *Leases) Reset(ctx context.Context, name, key string) error {
 // backend (so a Peek's Remaining does not count them) but admitted here
 // until the lease ends.
 func (g *Leases) Held(name, key string) int64 {
-	g.mu.Lock()
-	ln := g.lines[lineID{name, callkey.Named(key)}]
-	g.mu.Unlock()
+	ln := g.lookup(lineID{name, callkey.Named(key)})
 	if ln == nil {
 		return 0
 	}
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
-	if l := ln.cur; l != nil && !l.ended && g.now() < l.deadline {
+	if l := ln.cur.Load(); l != nil && g.now() < l.deadline {
 		return l.free(g.now())
 	}
 	return 0
@@ -598,9 +643,7 @@ func (g *Leases) Held(name, key string) int64 {
 // Lines returns how many lines the guard keeps: those with a lease, or
 // leased within a Prefetch.
 func (g *Leases) Lines() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.lines)
+	return int(g.count.Load())
 }
 
 // Stats returns how many leases the guard took, and how many calls it
@@ -623,15 +666,14 @@ func (g *Leases) Close() {
 
 // endWhere ends the leases that match matches.
 func (g *Leases) endWhere(match func(lineID, *lease) bool) {
-	g.mu.Lock()
-	lines := make([]*leaseLine, 0, len(g.lines))
-	for _, ln := range g.lines {
-		lines = append(lines, ln)
-	}
-	g.mu.Unlock()
+	var lines []*leaseLine
+	g.lines.Range(func(_, v any) bool {
+		lines = append(lines, v.(*leaseLine))
+		return true
+	})
 	for _, ln := range lines {
 		ln.mu.Lock()
-		if ln.cur != nil && match(ln.id, ln.cur) {
+		if l := ln.cur.Load(); l != nil && match(ln.id, l) {
 			ln.end(g)
 		}
 		ln.mu.Unlock()
