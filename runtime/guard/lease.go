@@ -36,12 +36,15 @@ import (
 // units are used, at its deadline (at most Prefetch after it was taken),
 // when the call's limit for the line is not the one it was taken under
 // (an override changed it), on [Leases.Reset] of its name and key, when
-// the backend fails (the lease's units stay charged), and on
+// the backend fails a call of the line (an outage: until the guard asks
+// the backend, the lease admits what it holds, which is charged), and on
 // [Leases.Close]. A lease whose give-back fails stays charged in full.
 //
 // A call with other lines is all or nothing: it takes its units from the
 // lease, then asks the backend to decide its other lines alone (line 0
-// stood in for, see exactLines); if they deny it, the units go back to
+// stood in for, see exactLines; a call whose first key begins with the
+// stand-in's, a NUL then "lease stand-in ", fails as invalid, so that no
+// call's state is a stand-in's); if they deny it, the units go back to
 // the lease, so the call uses nothing from it. When the lease cannot
 // serve the call (no lease would hold more than the call, or the backend
 // denied the lease), the whole call is decided by the backend exactly, as
