@@ -44,7 +44,7 @@ import (
 // lease, then asks the backend to decide its other lines alone (line 0
 // stood in for, see exactLines; a call whose first key begins with the
 // stand-in's, a NUL then "lease stand-in ", fails as invalid, so that no
-// call's state is a stand-in's); if they deny it, the units go back to
+// leased line's state is a stand-in's); if they deny it, the units go back to
 // the lease, so the call uses nothing from it. When the lease cannot
 // serve the call (no lease would hold more than the call, or the backend
 // denied the lease), the whole call is decided by the backend exactly, as
@@ -230,7 +230,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	// The rest of req is valid when the backend admits the lease (line 0,
 	// of more units than the call's) or decides the call (its other lines,
 	// or all of it).
-	if len(req.Limits) > 1 && strings.HasPrefix(keyOf(&req, 0), padKey) {
+	if strings.HasPrefix(keyOf(&req, 0), padKey) {
 		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
 	}
 	units := req.Units()

@@ -247,3 +247,11 @@ func TestLeasesForgetIdleLines(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return g.Lines() == 0 }, time.Minute, time.Millisecond, "the lines left once their leases ended")
 }
+
+// TestLeasesRefuseTheStandInKey: a leased call whose first key begins
+// with the key of the guard's stand-in lines fails as invalid.
+func TestLeasesRefuseTheStandInKey(t *testing.T) {
+	g := guard.NewLeases(ratelimit.NewMemory())
+	_, err := g.Allow(context.Background(), ratelimit.Request{Name: "hot", Key: "\x00lease stand-in bob", Limits: []ratelimit.Limit{leasedLimit(ratelimit.FixedWindow, 10)}})
+	require.ErrorIs(t, err, ratelimit.ErrInvalidLimit)
+}
