@@ -22,8 +22,9 @@ import (
 // and failures cost.
 //
 // It is the Redis backend behind the guards of package guard that its
-// options turn on, outermost first: the deny cache ([guard.DenyCache])
-// answers before Redis is asked, the circuit breaker ([guard.Breaker])
+// options turn on, outermost first: the lease guard ([guard.Leases])
+// admits the calls of a limit with a Prefetch from leases charged ahead,
+// the deny cache ([guard.DenyCache]) answers before Redis is asked, the circuit breaker ([guard.Breaker])
 // fails calls at once while Redis is down, and the local fallback
 // ([guard.Fallback]) decides under [ratelimit.FailLocal] what Redis
 // cannot, and carries its admissions back. Its methods
@@ -141,11 +142,14 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 // [ratelimit.Configured].
 func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
-// Guards returns the limiter's guards, outermost first: its deny cache,
-// its breaker and its fallback, those that are on; [guard.Of] finds them
-// through it (see [guard.Holder]).
+// Guards returns the limiter's guards, outermost first: its lease guard,
+// deny cache, breaker and fallback, those that are on; [guard.Of] finds
+// them through it (see [guard.Holder]).
 func (l *Limiter) Guards() []ratelimit.Limiter {
 	var guards []ratelimit.Limiter
+	if l.leases != nil {
+		guards = append(guards, l.leases)
+	}
 	if l.denials != nil {
 		guards = append(guards, l.denials)
 	}
