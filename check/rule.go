@@ -51,6 +51,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 		r.Limits = append(r.Limits, limit(d))
 	}
 	rc.checkConcurrency()
+	rc.checkPrefetch()
 	if n := len(rc.dirs); n > limitfacts.MaxLimits {
 		rc.errorf(rc.dirs[limitfacts.MaxLimits].Pos, "%s has %d limits; a method may have at most %d", rc.where, n, limitfacts.MaxLimits)
 	}
@@ -67,6 +68,17 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 		return nil
 	}
 	return r
+}
+
+// checkPrefetch reports prefetch= on a line other than a method's first:
+// a lease charges its line alone, which only the first line's state can
+// be (see guard.Leases).
+func (rc *ruleChecker) checkPrefetch() {
+	for _, d := range rc.dirs[1:] {
+		if a, ok := d.Arg("prefetch"); ok {
+			rc.errorf(a.NamePos, "prefetch= goes on the first line of %s: a lease charges its line alone, which only the first line can be; move this line up", rc.where)
+		}
+	}
 }
 
 // applyOptions sets the per-call options of r, checking cost= against
@@ -111,7 +123,7 @@ func limit(d *parser.Directive) model.Limit {
 	l := model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm,
-		Burst: d.Burst, Capacity: d.Capacity,
+		Burst: d.Burst, Capacity: d.Capacity, Prefetch: d.Prefetch,
 	}
 	if l.Calendar != "" && l.Algorithm == "" {
 		l.Algorithm = limitfacts.CalendarAlgorithm

@@ -225,6 +225,9 @@ type Limit struct {
 	Algorithm string
 	Burst     int64
 	Capacity  int64
+	// Prefetch is how long a lease of the limit lasts at most (its calls
+	// are admitted from leases); zero: no leases.
+	Prefetch time.Duration
 	// Key is the line's key (key=), or nil for one limit that every call
 	// of the method shares. Lines with the same key expression share one
 	// *Key.

@@ -6,7 +6,7 @@ import (
 
 // notWithConcurrency are the names a concurrency line does not take: they
 // describe a limit per period.
-var notWithConcurrency = []string{"period", "threshold", "algorithm", "burst", "capacity"}
+var notWithConcurrency = []string{"period", "threshold", "algorithm", "burst", "capacity", "prefetch"}
 
 // checkConcurrency checks a concurrency line (concurrency=), and lease=
 // on a line without it, and reports whether the line is a concurrency

@@ -85,6 +85,9 @@ type Directive struct {
 	Burst int64
 	// Capacity bounds the leaky bucket's queue (capacity=); zero when absent.
 	Capacity int64
+	// Prefetch is how long a lease of the line's limit lasts at most
+	// (prefetch=): its calls are admitted from leases; zero when absent.
+	Prefetch time.Duration
 	// Wait is how long a call may wait to be admitted (wait=); zero when absent.
 	Wait time.Duration
 	// OnError is "allow", "deny" or "local" (onerror=); empty when absent.
@@ -185,6 +188,9 @@ func (d *Directive) String() string {
 	}
 	if d.Capacity != 0 {
 		add("capacity", strconv.FormatInt(d.Capacity, 10))
+	}
+	if d.Prefetch != 0 {
+		add("prefetch", formatDuration(d.Prefetch))
 	}
 	if d.Wait != 0 {
 		add("wait", formatDuration(d.Wait))

@@ -40,6 +40,7 @@ var options = []option{
 	{"algorithm", setAlgorithm},
 	{"burst", setBurst},
 	{"capacity", setCapacity},
+	{"prefetch", setPrefetch},
 	{"wait", setWait},
 	{"onerror", setOnError},
 	{"shadow", setShadow},
@@ -195,6 +196,18 @@ func setCapacity(d *Directive, s string) error {
 	n, err := parseCount(s)
 	d.Capacity = n
 	return err
+}
+
+func setPrefetch(d *Directive, s string) error {
+	v, err := limitfacts.ParseDuration(s)
+	switch {
+	case err != nil:
+		return err
+	case v <= 0:
+		return errors.New("must be positive")
+	}
+	d.Prefetch = v
+	return nil
 }
 
 func setWait(d *Directive, s string) error {

@@ -147,10 +147,19 @@ type Limit struct {
 	// Capacity bounds the queue of LeakyBucket, in units; zero means
 	// Threshold. Other algorithms reject it.
 	Capacity int64
+	// Prefetch, when positive, lets a process admit the limit's calls from
+	// leases (see guard.Leases): units of the limit charged ahead in one
+	// round trip, used in process for at most Prefetch, and given back
+	// unused when the lease ends, never admitting a call the limit would
+	// deny. A limiter without the lease guard decides such a limit exactly,
+	// as it decides one without Prefetch. Every algorithm but LeakyBucket
+	// and concurrency takes it; zero means no leases.
+	Prefetch time.Duration
 }
 
 // String returns the limit in the directive's form, e.g. "2/30s
-// (sliding_log)" or "10000/month Europe/Paris (fixed_window)", or
+// (sliding_log)", "10000/month Europe/Paris (fixed_window)" or "1000/1s
+// (fixed_window, prefetch 100ms)", or
 // "unlimited" or "block", or for a concurrency limit "10 in flight
 // (concurrency, lease 30s)".
 func (l Limit) String() string {
@@ -159,6 +168,9 @@ func (l Limit) String() string {
 	}
 	if isConcurrency(l) {
 		return fmt.Sprintf("%d in flight (concurrency, lease %s)", l.Threshold, l.lease())
+	}
+	if l.Prefetch > 0 {
+		return fmt.Sprintf("%d/%s (%s, prefetch %s)", l.Threshold, l.per(), l.algorithm(), l.Prefetch)
 	}
 	return fmt.Sprintf("%d/%s (%s)", l.Threshold, l.per(), l.algorithm())
 }
@@ -221,6 +233,21 @@ func (l Limit) MaxCost() int64 {
 func (l Limit) validate() error {
 	if err := l.facts().Check(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidLimit, err)
+	}
+	return l.validatePrefetch()
+}
+
+// validatePrefetch reports a Prefetch that no lease can honour: a
+// negative one, or one of a LeakyBucket (whose calls are each told their
+// own delay) or a concurrency limit (whose slots are held, not charged).
+func (l Limit) validatePrefetch() error {
+	switch {
+	case l.Prefetch == 0:
+		return nil
+	case l.Prefetch < 0:
+		return fmt.Errorf("%w: negative prefetch %s", ErrInvalidLimit, l.Prefetch)
+	case l.algorithm() == LeakyBucket || isConcurrency(l):
+		return fmt.Errorf("%w: prefetch of a %s limit: its calls cannot be admitted from a lease", ErrInvalidLimit, l.algorithm())
 	}
 	return nil
 }
@@ -345,8 +372,8 @@ type Decision struct {
 	// remaining units.
 	LimitIndex int
 	// Source says what made the decision: the limiter's backend (the zero
-	// value), its local deny cache, its in-process fallback, or an
-	// override that blocks the key.
+	// value), its local deny cache, its in-process fallback, an override
+	// that blocks the key, or a lease of the limit's units.
 	Source Source
 }
 
@@ -366,11 +393,16 @@ const (
 	// SourceOverride is a denial of a call that an override blocks
 	// ([Block]), made without asking the limiter.
 	SourceOverride
+	// SourceLease is an admission from a lease: units of a limit with a
+	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases).
+	SourceLease
 )
 
-// String returns "backend", "cache", "fallback" or "override".
+// String returns "backend", "cache", "fallback", "override" or "lease".
 func (s Source) String() string {
 	switch s {
+	case SourceLease:
+		return "lease"
 	case SourceOverride:
 		return "override"
 	case SourceCache:

@@ -62,3 +62,20 @@ func TestRuleWithInvalidLimitsFailsEveryCall(t *testing.T) {
 	}
 	assert.Nil(t, rule.prepared())
 }
+
+// TestLimitValidatesItsPrefetch: a Prefetch is positive, and no lease can
+// honour one of a leaky bucket or a concurrency limit.
+func TestLimitValidatesItsPrefetch(t *testing.T) {
+	for _, l := range []Limit{
+		{Period: time.Second, Threshold: 5, Prefetch: -time.Millisecond},
+		{Algorithm: LeakyBucket, Period: time.Second, Threshold: 5, Prefetch: time.Millisecond},
+	} {
+		req := Request{Name: "p", Limits: []Limit{l}}
+		assert.ErrorIs(t, req.Validate(), ErrInvalidLimit, "%v", l)
+	}
+	for _, alg := range []Algorithm{SlidingLog, FixedWindow, SlidingWindow, TokenBucket, GCRA} {
+		req := Request{Name: "p", Limits: []Limit{{Algorithm: alg, Period: time.Second, Threshold: 5, Prefetch: time.Millisecond}}}
+		assert.NoError(t, req.Validate(), "%s", alg)
+	}
+	assert.Equal(t, "5/1s (fixed_window, prefetch 1ms)", Limit{Algorithm: FixedWindow, Period: time.Second, Threshold: 5, Prefetch: time.Millisecond}.String())
+}

@@ -118,6 +118,9 @@ func limitValue(l model.Limit) *jen.Statement {
 	if l.Capacity != 0 {
 		fields = append(fields, jen.Id("Capacity").Op(":").Lit(int(l.Capacity)))
 	}
+	if l.Prefetch != 0 {
+		fields = append(fields, jen.Id("Prefetch").Op(":").Add(duration(l.Prefetch)))
+	}
 	return jen.Values(fields...)
 }
 

@@ -35,8 +35,8 @@ const (
 	AttrName = attribute.Key("ratelimit.name")
 	// AttrDecision is "allowed", "limited" or "shadow_limited".
 	AttrDecision = attribute.Key("ratelimit.decision")
-	// AttrSource is what made the decision: "backend", "cache" or
-	// "fallback" ([ratelimit.Source]); on the duration histogram, "error"
+	// AttrSource is what made the decision: "backend", "cache",
+	// "fallback", "override" or "lease" ([ratelimit.Source]); on the duration histogram, "error"
 	// for a call the wrapped limiter could not decide.
 	AttrSource = attribute.Key("ratelimit.source")
 	// AttrRetryAfter is a denial's RetryAfter in seconds.

@@ -34,8 +34,9 @@ import (
 // name is the limit's name (the method's, or a directive's name=); source
 // is what made the decisions: "backend" (Redis, or the process for the
 // memory limiter), "cache" (the Redis limiter's deny cache: denials only),
-// "fallback" (onerror=local) or "override" (an override that blocks a key:
-// denials only), so a name has 10 decision series, and
+// "fallback" (onerror=local), "override" (an override that blocks a key:
+// denials only) or "lease" (admissions from a lease, prefetch=: admissions
+// only), so a name has 11 decision series, and
 // sum without (source) gives the decisions by name and decision. node is
 // the address of a Redis server (or cluster master) whose breaker has
 // opened at least once since the process started: alert on
@@ -53,7 +54,7 @@ func NewCollector(metrics *limitmetrics.Metrics) *Collector {
 
 var (
 	decisionsDesc = prometheus.NewDesc("ratelimit_decisions_total",
-		"Rate limit decisions, by limit name, decision and source (backend, cache, fallback or override).", []string{"name", "decision", "source"}, nil)
+		"Rate limit decisions, by limit name, decision and source (backend, cache, fallback, override or lease).", []string{"name", "decision", "source"}, nil)
 	nearLimitDesc = prometheus.NewDesc("ratelimit_near_limit_total",
 		"Admissions that left at most 10% of the limit's threshold.", []string{"name"}, nil)
 	backendErrorsDesc = prometheus.NewDesc("ratelimit_backend_errors_total",
@@ -83,7 +84,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // sources are the sources of decisions, in the order Collect sends them.
-var sources = []ratelimit.Source{ratelimit.SourceBackend, ratelimit.SourceCache, ratelimit.SourceFallback, ratelimit.SourceOverride}
+var sources = []ratelimit.Source{ratelimit.SourceBackend, ratelimit.SourceCache, ratelimit.SourceFallback, ratelimit.SourceOverride, ratelimit.SourceLease}
 
 // Collect sends the counters of every limit name and breaker seen so far.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -91,7 +92,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
 	}
 	snapshot := c.metrics.Snapshot()
-	var bySource [4]map[string]limitmetrics.Counters
+	var bySource [5]map[string]limitmetrics.Counters
 	for i, s := range sources {
 		bySource[i] = c.metrics.SnapshotSource(s)
 	}
@@ -102,8 +103,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if s != ratelimit.SourceCache && s != ratelimit.SourceOverride { // these only deny
 				counter(decisionsDesc, d.Allowed, name, "allowed", source)
 			}
-			counter(decisionsDesc, d.Limited, name, "limited", source)
-			counter(decisionsDesc, d.ShadowLimited, name, "shadow_limited", source)
+			if s != ratelimit.SourceLease { // this only admits
+				counter(decisionsDesc, d.Limited, name, "limited", source)
+				counter(decisionsDesc, d.ShadowLimited, name, "shadow_limited", source)
+			}
 		}
 		counter(nearLimitDesc, n.NearLimit, name)
 		counter(backendErrorsDesc, n.BackendErrors, name)

@@ -66,18 +66,23 @@ ratelimit_cached_denials_total{name="beta"} 0
 ratelimit_cached_denials_total{name="pay"} 0
 ratelimit_cached_denials_total{name="search"} 0
 ratelimit_cached_denials_total{name="steady"} 0
-# HELP ratelimit_decisions_total Rate limit decisions, by limit name, decision and source (backend, cache, fallback or override).
+# HELP ratelimit_decisions_total Rate limit decisions, by limit name, decision and source (backend, cache, fallback, override or lease).
 # TYPE ratelimit_decisions_total counter
 ratelimit_decisions_total{decision="allowed",name="abuse",source="backend"} 1
 ratelimit_decisions_total{decision="allowed",name="abuse",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="abuse",source="lease"} 0
 ratelimit_decisions_total{decision="allowed",name="beta",source="backend"} 1
 ratelimit_decisions_total{decision="allowed",name="beta",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="beta",source="lease"} 0
 ratelimit_decisions_total{decision="allowed",name="pay",source="backend"} 0
 ratelimit_decisions_total{decision="allowed",name="pay",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="pay",source="lease"} 0
 ratelimit_decisions_total{decision="allowed",name="search",source="backend"} 10
 ratelimit_decisions_total{decision="allowed",name="search",source="fallback"} 0
+ratelimit_decisions_total{decision="allowed",name="search",source="lease"} 0
 ratelimit_decisions_total{decision="allowed",name="steady",source="backend"} 0
 ratelimit_decisions_total{decision="allowed",name="steady",source="fallback"} 1
+ratelimit_decisions_total{decision="allowed",name="steady",source="lease"} 0
 ratelimit_decisions_total{decision="limited",name="abuse",source="backend"} 1
 ratelimit_decisions_total{decision="limited",name="abuse",source="cache"} 1
 ratelimit_decisions_total{decision="limited",name="abuse",source="fallback"} 0
@@ -149,14 +154,14 @@ ratelimit_near_limit_total{name="steady"} 1
 
 // TestCollectorExportsEveryField: the collector sends one series per field
 // of limitmetrics.Counters for each name (the decisions' three split by
-// source into ten), so a counter added to the runtime is not left
+// source into eleven), so a counter added to the runtime is not left
 // unexported.
 func TestCollectorExportsEveryField(t *testing.T) {
 	metrics := &limitmetrics.Metrics{}
 	rule := &ratelimit.Rule{Name: "one", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 	require.NoError(t, rule.Check(context.Background(), ratelimit.NewMemory(ratelimit.WithHook(metrics)), 1, ""))
 	fields := reflect.TypeFor[limitmetrics.Counters]().NumField()
-	assert.Equal(t, fields-3+10, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
+	assert.Equal(t, fields-3+11, testutil.CollectAndCount(ratelimitprom.NewCollector(metrics)))
 }
 
 // redisServer returns a client of a real Redis server of the test's own.
@@ -250,7 +255,7 @@ ratelimit_override_rejections_total 3
 	require.ErrorIs(t, rule.Check(context.Background(), l, 1, "mallory"), ratelimit.ErrLimited)
 	got, err := testutil.GatherAndCount(collectorRegistry(t, ratelimitprom.NewCollector(metrics)), "ratelimit_decisions_total")
 	require.NoError(t, err)
-	assert.Equal(t, 10, got, "ten decision series per name")
+	assert.Equal(t, 11, got, "eleven decision series per name")
 	assert.Equal(t, 1.0, testutil.ToFloat64(onlyOverride(t, metrics)))
 }
 

@@ -37,7 +37,7 @@ func TestGolden(t *testing.T) {
 
 // errorCases are the packages under testdata/errors, each with the
 // diagnostics it must produce in diagnostics.golden.
-var errorCases = []string{"calendar", "concurrency", "constraints", "keys", "names", "nearmiss", "placement", "settle", "signature", "syntax", "typeerror"}
+var errorCases = []string{"calendar", "concurrency", "constraints", "keys", "names", "nearmiss", "placement", "prefetch", "settle", "signature", "syntax", "typeerror"}
 
 func TestDiagnostics(t *testing.T) {
 	for _, name := range errorCases {

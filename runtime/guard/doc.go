@@ -12,7 +12,7 @@
 // implements, and passes the others on through Unwrap. [Wrap] stacks the
 // guards that its options turn on around a backend, outermost first:
 //
-//	deny cache → circuit breaker → local fallback (+ fleet count) → backend
+//	leases → deny cache → circuit breaker → local fallback (+ fleet count) → backend
 //
 // and returns a limiter that offers exactly the capabilities the backend
 // offers (a guard that intercepts Reserve is a [ratelimit.Reserver] only
@@ -20,6 +20,10 @@
 // capabilities with or without guards.
 //
 //	guard          calls of the wrapper it intercepts     needs of the backend
+//	Leases         Allow (of a limit with a Prefetch),    Reserver: charge a lease,
+//	               Reset                                  give back what it did not
+//	                                                      use; Configured (clock);
+//	                                                      the Fallback's fleet count
 //	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
 //	               Reset                                  DenySlacker (optional)
 //	Breaker        Allow, Reserve, Adjust, ReserveSlot    Probed: a probe, which

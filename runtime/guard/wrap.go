@@ -8,7 +8,8 @@ import (
 )
 
 // Wrap returns backend behind the guards of this package, as the options
-// of this package among opts configure them, outermost first: the deny
+// of this package among opts configure them, outermost first: the lease
+// guard ([Leases], which leases only limits with a Prefetch), the deny
 // cache ([DenyCache], unless WithDenyCache(0)), the circuit breaker
 // ([Breaker], around a [Probed] backend, unless WithBreaker(0, 0, 0)) and
 // the local fallback ([Fallback], which carries back around a [Carrier]
@@ -30,13 +31,17 @@ func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {
 	if c := NewDenyCache(l, opts...); c != nil {
 		l = offer(c, backend)
 	}
-	return l
+	return offer(NewLeases(l, opts...), backend)
 }
 
 // Close stops the background work of the guards of limiter, a limiter
-// that [Wrap] returned: the probes of its breakers, the carry-back and
+// that [Wrap] returned: it ends the leases (giving back what they did
+// not use), the probes of its breakers, the carry-back and
 // the heartbeat of its fallback. It does not close the backend.
 func Close(limiter ratelimit.Limiter) {
+	if g, ok := Of[*Leases](limiter); ok {
+		g.Close()
+	}
 	if b, ok := Of[*Breaker](limiter); ok {
 		b.Close()
 	}

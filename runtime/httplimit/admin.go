@@ -38,7 +38,10 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             directive; see [ratelimit.Rule.Explain]), what a call of
 //	                             cost C (default 1) would be told now, charging nothing
 //	                             ([ratelimit.Rule.Peek]), and how much longer a denial of
-//	                             it is repeated from a deny cache (cached_for), if one is
+//	                             it is repeated from a deny cache (cached_for), if one is,
+//	                             and the units of its first line this process holds
+//	                             unused in a lease (leased; charged, so not in remaining:
+//	                             see Limit.Prefetch)
 //	                             (of a rule with a concurrency limit, the decision counts
 //	                             its slots: see [ratelimit.Peeker]);
 //	                             for a rule with a key per limit, key=K keys each of its
@@ -277,6 +280,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		From      string        `json:"from"`
 		Decision  adminDecision `json:"decision"`
 		CachedFor string        `json:"cached_for,omitempty"`
+		Leased    int64         `json:"leased,omitempty"`
 	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
@@ -292,6 +296,9 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		if left, held := c.CachedDenial(ratelimit.Request{Name: rule.Name, Key: key, Limits: limits}); held {
 			view.CachedFor = left.String()
 		}
+	}
+	if h, ok := ratelimit.As[interface{ Held(name, key string) int64 }](a.limiter); ok && len(rule.Limits) > 0 && rule.Limits[0].Prefetch > 0 {
+		view.Leased = h.Held(rule.Name, key) // charged, so not in remaining
 	}
 	adminJSON(w, http.StatusOK, view)
 }

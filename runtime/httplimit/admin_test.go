@@ -305,3 +305,24 @@ func TestAdminHandlerShowsTheSlotOfAnOverriddenRule(t *testing.T) {
 		require.EqualValues(t, 1, d["limit"])
 	}
 }
+
+// TestAdminHandlerShowsLeasedUnits: the key view of a rule whose first
+// line is leased shows the units this process holds in its lease
+// (leased), which the decision's remaining counts as charged.
+func TestAdminHandlerShowsLeasedUnits(t *testing.T) {
+	srv.Flush(t)
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	l := redislimit.New(c)
+	t.Cleanup(func() { l.Close() })
+	hot := &ratelimit.Rule{Name: "admin.Hot", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1000, Algorithm: ratelimit.FixedWindow, Prefetch: time.Minute}}}
+	for range 3 {
+		require.NoError(t, hot.Check(context.Background(), l, 1, ""))
+	}
+	code, body := adminDo(t, AdminHandler(l, []*ratelimit.Rule{hot}), "GET", "key", url.Values{"name": {"admin.Hot"}, "key": {""}})
+	require.Equal(t, http.StatusOK, code)
+	leased := int64(body["leased"].(float64))
+	require.Positive(t, leased)
+	remaining := int64(body["decision"].(map[string]any)["remaining"].(float64))
+	require.Equal(t, int64(1000-3), remaining+leased, "the remaining units and those leased unused are the limit's less the calls'")
+}

@@ -44,6 +44,17 @@
 //   - with_admission: Rule.Check with a context of ratelimit.WithAdmission
 //     records the same Admission as the twin's, of one key and of a key
 //     per limit;
+//   - leases/one_line, leases/keys_per_line (a leased line for every call
+//     as one, then an exact line per user) and, for fixed_window,
+//     leases/calendar (a day in Europe/Paris, across its midnight), each ×
+//     cost: three guard.Leases over one limiter of the backend (three
+//     processes) call on a limit with a Prefetch, filling it many times
+//     on the suite's clock; an oracle replays every admitted call at its
+//     time on a fresh in-process limiter without leases, which must admit
+//     them all, and the leases must have served calls and admitted at
+//     least 70% of what the limit alone admits of the same calls (all
+//     algorithms but leaky_bucket, which takes no Prefetch; with
+//     Backend.Clock only);
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
@@ -191,6 +202,17 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
 	t.Run("with_admission", func(t *testing.T) { s.withAdmission(t, alg) })
+	if alg != ratelimit.LeakyBucket {
+		crosses := leaseCases
+		if alg == ratelimit.FixedWindow {
+			crosses = append(crosses[:len(crosses):len(crosses)], "calendar")
+		}
+		for _, cross := range crosses {
+			for _, cost := range costs {
+				t.Run(name("leases/"+cross, cost), func(t *testing.T) { s.leases(t, alg, cross, cost) })
+			}
+		}
+	}
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
 	}

@@ -53,7 +53,7 @@ type Metrics struct {
 }
 
 // numSources is how many Sources there are.
-const numSources = int(ratelimit.SourceOverride) + 1
+const numSources = int(ratelimit.SourceLease) + 1
 
 type counters struct {
 	by            [numSources]sourceCounters // by the decisions' ratelimit.Source

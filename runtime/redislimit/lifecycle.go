@@ -1,6 +1,7 @@
 package redislimit
 
 // Close stops the limiter's background work and waits for it to end: it
+// ends its leases (giving back what they did not use),
 // takes the limiter out of the heartbeat (the last limiter of a client and
 // prefix to leave stops it and removes the process from the count, with
 // one ZREM bounded by a second), stops its breakers' probes and abandons
@@ -10,6 +11,7 @@ package redislimit
 // limiter still decides calls after Close, but a breaker that opens then
 // stays open: nothing probes it. Close may be called more than once.
 func (l *Limiter) Close() error {
+	l.leases.Close()
 	l.fallback.Close()
 	if l.breakers != nil {
 		l.breakers.Close()

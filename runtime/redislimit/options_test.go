@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // TestOwnOptionsDoNotCompileWithOtherLimiters type-checks programs that
@@ -107,4 +108,25 @@ func TestMixedOptionsConfigureTheLimiter(t *testing.T) {
 	rule := ratelimit.Rule{Name: "mixed", Limits: []ratelimit.Limit{lim}}
 	err = rule.Check(ctx, down, 1, "k")
 	assert.Error(t, err, "the core's error policy of the list fails the call closed")
+}
+
+// TestGuardsOfEveryOption: the guards the options turn on are the
+// Limiter's Guards, the lease guard outermost, and guard.Of finds each of
+// them through the Limiter.
+func TestGuardsOfEveryOption(t *testing.T) {
+	l := New(nil, WithDenyCache(8), WithBreaker(2, time.Second, time.Second))
+	defer l.Close()
+	require.Equal(t, []ratelimit.Limiter{l.leases, l.denials, l.breakers, l.fallback}, l.Guards())
+	leases, ok := guard.Of[*guard.Leases](l)
+	require.True(t, ok)
+	require.Same(t, l.Leases(), leases)
+	denials, ok := guard.Of[*guard.DenyCache](l)
+	require.True(t, ok)
+	require.Same(t, l.denials, denials)
+	breakers, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	require.Same(t, l.breakers, breakers)
+	fallback, ok := guard.Of[*guard.Fallback](l)
+	require.True(t, ok)
+	require.Same(t, l.fallback, fallback)
 }

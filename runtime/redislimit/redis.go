@@ -22,8 +22,9 @@ import (
 // and failures cost.
 //
 // It is the Redis backend behind the guards of package guard that its
-// options turn on, outermost first: the deny cache ([guard.DenyCache])
-// answers before Redis is asked, the circuit breaker ([guard.Breaker])
+// options turn on, outermost first: the lease guard ([guard.Leases])
+// admits the calls of a limit with a Prefetch from leases charged ahead,
+// the deny cache ([guard.DenyCache]) answers before Redis is asked, the circuit breaker ([guard.Breaker])
 // fails calls at once while Redis is down, and the local fallback
 // ([guard.Fallback]) decides under [ratelimit.FailLocal] what Redis
 // cannot, and carries its admissions back. Its methods
@@ -40,6 +41,9 @@ type Limiter struct {
 	// fallback is the local fallback guard, with its carry-back and its
 	// heartbeat.
 	fallback *guard.Fallback
+	// leases is the lease guard: it admits the calls of a limit with a
+	// Prefetch from leases (see guard.Leases).
+	leases *guard.Leases
 }
 
 // front is what Limiter calls through its guards.
@@ -112,8 +116,19 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
 		l.front = l.denials
 	}
+	l.leases = guard.NewLeases(l.front, opts...)
+	l.front = l.leases
 	return l
 }
+
+// Leases returns the limiter's lease guard: what it holds in leases, and
+// how many calls it admitted from them.
+func (l *Limiter) Leases() *guard.Leases { return l.leases }
+
+// Held returns the units this process holds unused in the lease of the
+// first line of the calls of name whose first key is key (see
+// [guard.Leases.Held]): charged in Redis, so not in a Peek's Remaining.
+func (l *Limiter) Held(name, key string) int64 { return l.leases.Held(name, key) }
 
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
@@ -127,11 +142,14 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 // [ratelimit.Configured].
 func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
-// Guards returns the limiter's guards, outermost first: its deny cache,
-// its breaker and its fallback, those that are on; [guard.Of] finds them
-// through it (see [guard.Holder]).
+// Guards returns the limiter's guards, outermost first: its lease guard,
+// deny cache, breaker and fallback, those that are on; [guard.Of] finds
+// them through it (see [guard.Holder]).
 func (l *Limiter) Guards() []ratelimit.Limiter {
 	var guards []ratelimit.Limiter
+	if l.leases != nil {
+		guards = append(guards, l.leases)
+	}
 	if l.denials != nil {
 		guards = append(guards, l.denials)
 	}

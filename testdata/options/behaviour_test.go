@@ -33,6 +33,7 @@ func (*jobs) Smooth(context.Context) error       { return nil }
 func (*jobs) Queue(context.Context) error        { return nil }
 func (*jobs) Observe(context.Context) error      { return nil }
 func (*jobs) Nanos() error                       { return nil }
+func (*jobs) Hot(context.Context, string) error  { return nil }
 
 func (j *jobs) Steady(context.Context, string) error {
 	j.steady++
@@ -146,5 +147,30 @@ func TestLocalWhileTheLimiterDecides(t *testing.T) {
 			require.NoError(t, d.Steady(context.Background(), "dan"))
 		}
 		require.ErrorIs(t, d.Steady(context.Background(), "dan"), ratelimit.ErrLimited)
+	})
+}
+
+// TestHotLeasesBesideAUserLine calls Hot, whose every-call line is leased,
+// from many users: each user's line still admits exactly its 10 a minute
+// (all or nothing: its denials take nothing from the lease), and on Redis
+// the leased line's calls come from leases.
+func TestHotLeasesBesideAUserLine(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		d := NewJobsWithRateLimit(&jobs{}, limiter)
+		ctx := context.Background()
+		for u := range 20 {
+			user := fmt.Sprint("user", u)
+			for range 10 {
+				require.NoError(t, d.Hot(ctx, user))
+			}
+			var le *ratelimit.LimitError
+			require.ErrorAs(t, d.Hot(ctx, user), &le, "the user's line denies the 11th call")
+			require.Equal(t, int64(10), le.Limit.Threshold)
+		}
+		if r, ok := limiter.(*redislimit.Limiter); ok {
+			leases, served := r.Leases().Stats()
+			require.Positive(t, leases)
+			require.Positive(t, served, "calls admitted from leases")
+		}
 	})
 }

@@ -58,4 +58,9 @@ type Jobs interface {
 	//ratelimit:period=1us threshold=1 wait=1ns
 	//ratelimit:period=2h threshold=7200
 	Nanos() error
+	// Hot admits its every-call line from leases (prefetch=), beside an
+	// exact line per user.
+	//ratelimit:period=1s threshold=1000 algorithm=fixed_window prefetch=100ms
+	//ratelimit:period=1m threshold=10 key=user
+	Hot(ctx context.Context, user string) error
 }

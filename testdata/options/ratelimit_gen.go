@@ -12,11 +12,11 @@ import (
 )
 
 // JobsWithRateLimit is a Jobs that asks a ratelimit.Limiter to admit each call
-// of its limited methods (Batch, Charge, Nanos, Observe, Queue, Route, Smooth,
-// Spread, Steady, Submit) before calling the wrapped Jobs. A denied call
-// returns the limiter's error, a *ratelimit.LimitError, without calling it. An
-// admitted call whose context comes from ratelimit.WithAdmission records its
-// admission there.
+// of its limited methods (Batch, Charge, Hot, Nanos, Observe, Queue, Route,
+// Smooth, Spread, Steady, Submit) before calling the wrapped Jobs. A denied
+// call returns the limiter's error, a *ratelimit.LimitError, without calling
+// it. An admitted call whose context comes from ratelimit.WithAdmission records
+// its admission there.
 type JobsWithRateLimit struct {
 	next    Jobs
 	limiter ratelimit.Limiter
@@ -49,6 +49,17 @@ var jobsBatchRateLimit = &ratelimit.Rule{
 var jobsChargeRateLimit = &ratelimit.Rule{
 	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Charge",
 	Limits: []ratelimit.Limit{{Period: time.Second, Threshold: 1}},
+}
+
+// jobsHotRateLimit is the rule of Jobs.Hot: 1000 calls per second
+// (fixed_window) in total and 10 calls per minute for each user.
+var jobsHotRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.Hot",
+	Limits: []ratelimit.Limit{
+		{Period: time.Second, Threshold: 1000, Algorithm: ratelimit.FixedWindow, Prefetch: 100 * time.Millisecond},
+		{Period: time.Minute, Threshold: 10},
+	},
+	KeyExprs: []string{"", "user"},
 }
 
 // jobsNanosRateLimit is the rule of Jobs.Nanos: 1 call per microsecond and 7200
@@ -151,6 +162,15 @@ func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ 
 	return d.next.Charge(ctx, acct)
 }
 
+// Hot calls the wrapped Jobs's Hot if the limiter admits the call under
+// jobsHotRateLimit; otherwise it returns the limiter's error.
+func (d *JobsWithRateLimit) Hot(ctx context.Context, user string) error {
+	if err := jobsHotRateLimit.Check(ctx, d.limiter, 1, "", user); err != nil {
+		return err
+	}
+	return d.next.Hot(ctx, user)
+}
+
 // Nanos calls the wrapped Jobs's Nanos if the limiter admits the call under
 // jobsNanosRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
@@ -237,6 +257,7 @@ func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
 		jobsBatchRateLimit.Clone(),
 		jobsChargeRateLimit.Clone(),
+		jobsHotRateLimit.Clone(),
 		jobsNanosRateLimit.Clone(),
 		jobsObserveRateLimit.Clone(),
 		jobsQueueRateLimit.Clone(),
