@@ -225,6 +225,10 @@ type Limit struct {
 	Algorithm string
 	Burst     int64
 	Capacity  int64
+	// PerCall makes the line count calls, 1 per call, when another line
+	// of the method takes the call's cost (cost=, settle=): the runtime
+	// Limit's PerCall.
+	PerCall bool
 	// Key is the line's key (key=), or nil for one limit that every call
 	// of the method shares. Lines with the same key expression share one
 	// *Key.

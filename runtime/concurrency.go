@@ -424,7 +424,7 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 	case len(rates) == 0 || free-1 < d.Remaining:
 		d.Remaining, d.ResetAfter, d.LimitIndex = free, slot.lease(), slotAt
 	default:
-		d.Remaining += req.Units()
+		d.Remaining += req.UnitsOf(d.LimitIndex)
 		d.LimitIndex = at[d.LimitIndex]
 	}
 	return d, nil

@@ -118,6 +118,9 @@ func limitValue(l model.Limit) *jen.Statement {
 	if l.Capacity != 0 {
 		fields = append(fields, jen.Id("Capacity").Op(":").Lit(int(l.Capacity)))
 	}
+	if l.PerCall {
+		fields = append(fields, jen.Id("PerCall").Op(":").True())
+	}
 	return jen.Values(fields...)
 }
 
@@ -195,6 +198,9 @@ func summary(rule *model.Rule) string {
 			continue
 		}
 		u := unit
+		if l.PerCall {
+			u = "calls"
+		}
 		if l.Threshold == 1 {
 			u = strings.TrimSuffix(unit, "s")
 		}

@@ -34,6 +34,10 @@ func (m *model) Complete(_ context.Context, req *Request) (*Completion, error) {
 	return c, nil
 }
 
+func (m *model) Chat(ctx context.Context, req *Request) (*Completion, error) {
+	return m.Complete(ctx, req)
+}
+
 func (m *model) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	return make([][]float32, len(texts)), m.err
 }
@@ -109,5 +113,39 @@ func TestSettleAtALengthAndAFunction(t *testing.T) {
 		require.NoError(t, err)
 		_, err = d.Embed(ctx, nil)
 		require.ErrorIs(t, err, ratelimit.ErrLimited, "100 tokens of the bucket used")
+	})
+}
+
+func TestRequestsAndTokensInOneDecision(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{tokens: 100, usage: true}
+		d := NewModelWithRateLimit(m, limiter)
+		// A call of 502 tokens takes 1 of the 3 requests and 502 of the
+		// 1000 tokens, settled at 100.
+		for range 3 {
+			_, err := d.Chat(ctx, &Request{APIKey: "erin", MaxTokens: 502})
+			require.NoError(t, err)
+		}
+		_, err := d.Chat(ctx, &Request{APIKey: "erin", MaxTokens: 1})
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le, "3 requests a minute")
+		require.Equal(t, int64(3), le.Limit.Threshold)
+
+		// The token line denies a call the request line admits, and the
+		// denied call charges neither: frank keeps his 3 requests.
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 1000})
+		require.NoError(t, err) // settled at 100: 900 left
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 901})
+		require.ErrorAs(t, err, &le, "901 of 900 tokens")
+		require.Equal(t, int64(1000), le.Limit.Threshold)
+		require.Equal(t, int64(900), le.Remaining)
+		for range 2 {
+			_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 400})
+			require.NoError(t, err, "the denied call took no request")
+		}
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 1})
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, int64(3), le.Limit.Threshold)
 	})
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // ModelWithRateLimit is a Model that asks a ratelimit.Limiter to admit each
-// call of its limited methods (Complete, Count, Embed) before calling the
+// call of its limited methods (Chat, Complete, Count, Embed) before calling the
 // wrapped Model. A denied call returns the limiter's error, a
 // *ratelimit.LimitError, without calling it. An admitted call whose context
 // comes from ratelimit.WithAdmission records its admission there.
@@ -27,6 +27,16 @@ func NewModelWithRateLimit(next Model, limiter ratelimit.Limiter) *ModelWithRate
 }
 
 var _ Model = (*ModelWithRateLimit)(nil)
+
+// modelChatRateLimit is the rule of Model.Chat: 3 calls per minute and 1000
+// units per minute for each req.APIKey.
+var modelChatRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Chat",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 3, PerCall: true},
+		{Period: time.Minute, Threshold: 1000},
+	},
+}
 
 // modelCompleteRateLimit is the rule of Model.Complete: 1000 units per minute
 // for each req.APIKey.
@@ -48,6 +58,38 @@ var modelEmbedRateLimit = &ratelimit.Rule{
 	Limits: []ratelimit.Limit{
 		{Period: time.Second, Threshold: 100, Algorithm: ratelimit.TokenBucket},
 	},
+}
+
+// Chat calls the wrapped Model's Chat if the limiter admits the call under
+// modelChatRateLimit; otherwise it returns the limiter's error. If req or req
+// is nil, it returns an error wrapping ratelimit.ErrNilKey instead. It reserves
+// the cost before the call, and settles at resp.Usage.TotalTokens once the call
+// returns no error; a call that fails, or whose resp.Usage.TotalTokens cannot
+// be read, stays charged as reserved.
+func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completion, error) {
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+	}
+	key := req.APIKey
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+	}
+	reservation, err := modelChatRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.next.Chat(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	if resp == nil {
+		return resp, nil
+	}
+	if resp.Usage == nil {
+		return resp, nil
+	}
+	_ = reservation.Settle(ctx, int64(resp.Usage.TotalTokens))
+	return resp, nil
 }
 
 // Complete calls the wrapped Model's Complete if the limiter admits the call
@@ -122,6 +164,7 @@ func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]flo
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
+		modelChatRateLimit.Clone(),
 		modelCompleteRateLimit.Clone(),
 		modelCountRateLimit.Clone(),
 		modelEmbedRateLimit.Clone(),

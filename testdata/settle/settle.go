@@ -28,6 +28,13 @@ type Model interface {
 	// Embed reserves one unit and settles at the number of vectors.
 	//ratelimit:period=1 threshold=100 algorithm=token_bucket settle=len(vectors)
 	Embed(ctx context.Context, texts []string) (vectors [][]float32, err error)
+	// Chat makes at most 3 requests a minute per API key, and reserves
+	// the request's MaxTokens of 1000 tokens a minute, settled at the
+	// tokens used: the request line costs 1 per call, the token line the
+	// call's cost, in one decision.
+	//ratelimit:period=1m threshold=3 key=req.APIKey
+	//ratelimit:period=1m threshold=1000 key=req.APIKey cost=req.MaxTokens settle=resp.Usage.TotalTokens
+	Chat(ctx context.Context, req *Request) (resp *Completion, err error)
 	// Count settles at a function of its results.
 	//ratelimit:period=1 threshold=100 cost=10 settle=billed(n,err)
 	Count(ctx context.Context) (n int64, err error)
