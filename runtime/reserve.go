@@ -164,9 +164,15 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 // Settle charges nothing and returns an error wrapping [ErrInvalidLimit]
 // ([Reservation.Settled] tells it apart); so does an actual that is
 // negative or 2^50 or more, which settles nothing. An error of the backend
-// wraps [ErrBackend]: the reservation then stays charged as reserved, and
-// settled. Settle also gives back the reservation's concurrency slot, if
-// any (see [Reservation.Release]).
+// wraps [ErrBackend] (the backend tells its hook, as it tells a failed
+// Allow): the reservation then stays charged as reserved, and settled.
+// Settle also gives back the reservation's concurrency slot, if any (see
+// [Reservation.Release]).
+//
+// Settle asks the backend on a context detached from ctx's cancellation
+// and deadline (its values kept), bounded by [GiveBackTimeout]: a caller
+// that gave up as the answer arrived (a client that disconnected) still
+// gets its refund, on every backend alike.
 func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if actual < 0 || actual > maxLimitValue {
 		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)
@@ -174,6 +180,8 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if !res.settled.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
 	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	delta := actual - res.req.Units()
 	var err error
 	if res.backend != nil && delta != 0 {
@@ -183,6 +191,18 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 		err = rerr
 	}
 	return err
+}
+
+// GiveBackTimeout bounds what [Reservation.Settle] and
+// [Reservation.Release] ask of the backend: they run on a context
+// detached from the caller's cancellation, so that what a call gives back
+// is given back even when its caller has gone, within this time.
+const GiveBackTimeout = 5 * time.Second
+
+// detached returns ctx without its cancellation and deadline, bounded by
+// GiveBackTimeout instead, and the function that releases it.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
 }
 
 // errSettled is wrapped by the error of a second [Reservation.Settle].
