@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -192,6 +193,54 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	}
 	return err
 }
+
+// Refund gives back all the reservation took, as if its call had not
+// been made: its units of the limits that take its cost, and its 1 of
+// those that count calls ([Limit.PerCall]), which a Settle leaves as
+// they are; and its concurrency slot. A refund takes back only what still
+// counts (see [Reservation] per algorithm). It settles the reservation:
+// a later Settle or Refund fails as a second Settle does. Like Settle, it
+// asks the backend on a context detached from ctx's cancellation, and an
+// error of the backend wraps [ErrBackend]. The limits that take the cost
+// and those that count calls are given back by one Adjust each.
+func (res *Reservation) Refund(ctx context.Context) error {
+	if !res.settled.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	var err error
+	if res.backend != nil {
+		err = res.backend.Adjust(ctx, res.req, res.at, -res.req.Units())
+		if calls, ok := callsOf(res.req); ok && err == nil {
+			err = res.backend.Adjust(ctx, calls, res.at, -1)
+		}
+	}
+	if rerr := res.Release(ctx); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// callsOf returns req as a request of cost 1 whose limits that count
+// calls take it and whose others do not: what Adjust changes of it is
+// what req's limits that count calls took. ok is false when req has none.
+func callsOf(req Request) (Request, bool) {
+	ok := false
+	limits := make([]Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		ok = ok || l.PerCall
+		l.PerCall = !l.PerCall
+		limits[i] = l
+	}
+	req.Cost, req.Limits, req.Rule = 1, limits, nil
+	return req, ok
+}
+
+// IsLimited reports whether err is, or wraps, a denial ([ErrLimited]):
+// generated code gives back the reservation of a call that a limit
+// further in denied (another decorator, or the wrapped method's own).
+func IsLimited(err error) bool { return errors.Is(err, ErrLimited) }
 
 // GiveBackTimeout bounds what [Reservation.Settle] and
 // [Reservation.Release] ask of the backend: they run on a context

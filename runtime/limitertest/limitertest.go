@@ -181,6 +181,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		t.Run("reserve/settle="+settle.name, func(t *testing.T) { s.reserveSettle(t, alg, settle.delta) })
 	}
 	t.Run("reserve/settle_cancelled", func(t *testing.T) { s.settleCancelled(t, alg) })
+	t.Run("reserve/refund", func(t *testing.T) { s.refund(t, alg) })
 	t.Run("per_call", func(t *testing.T) { s.perCall(t, alg) })
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
 	for _, o := range overrideCases {

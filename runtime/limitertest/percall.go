@@ -1,6 +1,7 @@
 package limitertest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -92,5 +93,32 @@ func (s *suite) perCallInvariants(t *testing.T, alg ratelimit.Algorithm, reserve
 		}
 		allow(4, true, 0) // 3 calls, 9 units
 		allow(1, false, 0)
+	})
+}
+
+// refund: Reservation.Refund gives back all a reservation took, on the
+// limit that counts calls as on the one that takes the cost, on a
+// context already cancelled: a fresh key then admits its 3 calls of 3
+// units, as if the refunded call had not been made.
+func (s *suite) refund(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	r := &ratelimit.Rule{Name: "refund", Limits: perCallLimits(alg, day)}
+	s.run(t, func(e *env) {
+		_, res := e.reserve(r, "ada", 6)
+		e.check(res.got != nil, "a fresh key's reservation of 6 units was denied")
+		cancelled, cancel := context.WithCancel(e.ctx)
+		cancel()
+		for _, v := range []*ratelimit.Reservation{res.got, res.want} {
+			if v != nil {
+				err := v.Refund(cancelled)
+				e.check(err == nil, "Refund with a cancelled context: %v", err)
+				e.check(v.Refund(e.ctx) != nil, "a second Refund succeeded")
+			}
+		}
+		for i := range 4 {
+			o := e.allow(ratelimit.Request{Name: r.Name, Key: "ada", Cost: 3, Limits: r.Limits})
+			want := i < 3
+			e.check(o.Err == "" && o.Decision.Allowed == want, "call %d of 3 units after a refund: allowed %v, want %v: %+v", i, o.Decision.Allowed, want, o)
+		}
 	})
 }
