@@ -20,14 +20,17 @@ type ruleChecker struct {
 	dirs  []*parser.Directive
 	ok    bool
 	// results makes the identifiers of an expression name the method's
-	// results instead of its parameters (settle=).
+	// results instead of its parameters (settle=, refund=).
 	results bool
+	// errAlias makes err name the method's error result when no result is
+	// called err (refund=retryable(err) of a method returning error).
+	errAlias bool
 }
 
 // perCallOptions may be written on any line of a method but must agree.
 // The key (key=, emptykey=, keyhash=) is each line's own, and so are
 // cost= and settle= (see costOptions).
-var perCallOptions = []string{"name", "wait", "onerror", "shadow"}
+var perCallOptions = []string{"name", "wait", "onerror", "shadow", "refund"}
 
 // costOptions are the options of a line that takes the call's cost: a
 // line that writes neither counts 1 per call, when another line writes
@@ -102,6 +105,9 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	}
 	if o, ok := opts["shadow"]; ok {
 		r.Shadow = o.d.Shadow
+	}
+	if o, ok := opts["refund"]; ok {
+		rc.refund(r, o)
 	}
 }
 
@@ -234,7 +240,15 @@ func optionValue(d *parser.Directive, name string) string {
 		}
 		return strconv.FormatInt(d.Cost, 10)
 	case "settle":
+		if d.SettleUnits != nil {
+			return strconv.FormatInt(*d.SettleUnits, 10)
+		}
 		return d.Settle.String()
+	case "refund":
+		if d.RefundExpr != nil {
+			return d.RefundExpr.String()
+		}
+		return d.Refund
 	case "wait":
 		return d.Wait.String()
 	case "onerror":
@@ -253,6 +267,9 @@ func (rc *ruleChecker) param(name string) int {
 		if params.At(i).Name() == name {
 			return i
 		}
+	}
+	if rc.errAlias && name == "err" {
+		return params.Len() - 1
 	}
 	return -1
 }

@@ -44,4 +44,13 @@ type S interface {
 	//ratelimit:period=1m threshold=100000 cost=tokens settle=n
 	//ratelimit:period=24h threshold=1000000 cost=tokens
 	SettleOnOneLine(ctx context.Context, tokens int) (n int, err error)
+	//ratelimit:period=1m threshold=5 refund=sometimes
+	RefundWhat(ctx context.Context) error
+	//ratelimit:period=1m threshold=5 refund=score(err)
+	RefundNotBool(ctx context.Context) error
+	//ratelimit:period=1m threshold=5 settle=-1
+	SettleNegative(ctx context.Context) error
 }
+
+// score is not a bool.
+func score(err error) int { return 1 }
