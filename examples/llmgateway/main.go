@@ -82,7 +82,9 @@ type Completer interface {
 // ProviderError is a provider's refusal, with its HTTP status.
 type ProviderError struct{ Status int }
 
-func (e *ProviderError) Error() string { return fmt.Sprintf("provider: %d %s", e.Status, http.StatusText(e.Status)) }
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("provider: %d %s", e.Status, http.StatusText(e.Status))
+}
 
 // retryable reports whether err is a provider's refusal worth retrying (a
 // 429 or a 5xx), whose request the gateway gives back.
