@@ -13,10 +13,17 @@ import (
 // takes their cost (10 units a period), as "requests and tokens per
 // minute" are.
 func perCallLimits(alg ratelimit.Algorithm, period time.Duration) []ratelimit.Limit {
-	return []ratelimit.Limit{
-		{Algorithm: alg, Period: period, Threshold: 3, PerCall: true},
-		{Algorithm: alg, Period: period, Threshold: 10},
-	}
+	return perCallOf(ratelimit.Limit{Algorithm: alg, Period: period})
+}
+
+// perCallOf returns lim twice: as a limit that counts calls (3 a period,
+// ratelimit.Limit.PerCall) and as one that takes their cost (10 units a
+// period).
+func perCallOf(lim ratelimit.Limit) []ratelimit.Limit {
+	calls, units := lim, lim
+	calls.Threshold, calls.PerCall = 3, true
+	units.Threshold, units.PerCall = 10, false
+	return []ratelimit.Limit{calls, units}
 }
 
 // perCall: a rule of a limit of alg that counts calls and one that takes
@@ -31,7 +38,14 @@ func (s *suite) perCall(t *testing.T, alg ratelimit.Algorithm) {
 		return
 	}
 	const period = 100 * time.Millisecond
-	r := &ratelimit.Rule{Name: "per_call", Limits: perCallLimits(alg, period)}
+	s.perCallSequence(t, perCallLimits(alg, period), period, reserve)
+}
+
+// perCallSequence is perCall's sequence of a rule of limits (as
+// perCallOf makes them), the clock moving by steps of about period;
+// reserve tells whether some calls are made by Rule.Reserve and settled.
+func (s *suite) perCallSequence(t *testing.T, limits []ratelimit.Limit, period time.Duration, reserve bool) {
+	r := &ratelimit.Rule{Name: "per_call", Limits: limits}
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
