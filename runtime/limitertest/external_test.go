@@ -101,6 +101,15 @@ func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (rateli
 	return o.forwarding.Reserve(ctx, req)
 }
 
+// Adjust fails while down, so a settle or a refund then fails with
+// ratelimit.ErrBackend, giving nothing back.
+func (o outageProne) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	if o.down.Load() {
+		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Adjust(ctx, req, at, delta)
+}
+
 func (o outageProne) Node() string { return "outage-prone" }
 
 func (o outageProne) Probe(context.Context) error {

@@ -77,7 +77,9 @@
 // again; then the limit holds exactly what the outage left it, the units
 // a fallback carried back (package guard) included; outage/real/per_call/
 // onerror=local does so for a limit that counts calls, to which the
-// fallback carries back 1 call per admission, whatever its cost.
+// fallback carries back 1 call per admission, whatever its cost, and
+// outage/real/settle requires a settle and a refund made during the
+// outage to fail with ErrBackend and give nothing back.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the

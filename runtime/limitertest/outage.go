@@ -29,6 +29,7 @@ func (s *suite) outage(t *testing.T) {
 		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p, 1) })
 	}
 	t.Run("real/per_call/onerror=local", func(t *testing.T) { s.realOutageOf(t, ratelimit.FailLocal, perCallCost) })
+	t.Run("real/settle", func(t *testing.T) { s.settleOutage(t) })
 }
 
 // perCallCost is the cost of the calls of the real outage of a limit that
@@ -222,3 +223,53 @@ func (f *failing) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 }
 
 func (f *failing) Unwrap() ratelimit.Limiter { return f.next }
+
+// settleOutage: with a real outage (Backend.Outage), a reservation made
+// before it and settled at 0 during it, and one refunded during it, fail
+// with an error wrapping ratelimit.ErrBackend and stay charged as
+// reserved: once the backend is back, the limit admits what the calls
+// before the outage left it (or all of it, when the backend lost its
+// state), not what a settle would have given back.
+func (s *suite) settleOutage(t *testing.T) {
+	if s.b.Outage == nil {
+		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
+	}
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	ctx := context.Background()
+	l := s.b.New(t)
+	const threshold, reserved = 6, 2
+	rule := &ratelimit.Rule{Name: "real_outage/settle", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: ratelimit.FailClosed}
+	settled, err := rule.Reserve(ctx, l, reserved, "k")
+	if err != nil {
+		t.Fatalf("the reservation to settle, before the outage: %v", err)
+	}
+	refunded, err := rule.Reserve(ctx, l, reserved, "k")
+	if err != nil {
+		t.Fatalf("the reservation to refund, before the outage: %v", err)
+	}
+	if err := rule.Check(ctx, l, 1, "k"); err != nil {
+		t.Fatalf("the call before the outage: %v", err)
+	}
+	restore := s.b.Outage(t)
+	if err := settled.Settle(ctx, 0); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("Settle while the backend is down: got %v, want an error wrapping ErrBackend", err)
+	}
+	if err := refunded.Refund(ctx); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("Refund while the backend is down: got %v, want an error wrapping ErrBackend", err)
+	}
+	restore()
+	backAgain(t, rule, l)
+	left := 0
+	for range threshold + 1 {
+		err := rule.Check(ctx, l, 1, "k")
+		switch {
+		case err == nil:
+			left++
+		case !errors.Is(err, ratelimit.ErrLimited):
+			t.Fatalf("a call after the outage: %v; want the backend's decision", err)
+		}
+	}
+	if kept := threshold - 2*reserved - 1; left != kept && left != threshold {
+		t.Fatalf("after a settle and a refund failed in the outage, the limit of %d admitted %d calls: want %d (the backend kept its state, the reservations charged as reserved) or %d (it lost it)", threshold, left, kept, threshold)
+	}
+}
