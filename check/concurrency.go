@@ -30,10 +30,15 @@ func (rc *ruleChecker) checkReservedKeys(r *model.Rule) {
 		return
 	}
 	for _, d := range rc.dirs {
-		name := "settle"
+		name := ""
+		for _, n := range []string{"settle", "refund"} {
+			if _, ok := d.Arg(n); ok && name == "" {
+				name = n
+			}
+		}
 		if d.Concurrency != 0 {
 			name = "concurrency"
-		} else if d.Settle == nil {
+		} else if name == "" {
 			continue
 		}
 		a, _ := d.Arg(name)

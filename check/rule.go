@@ -20,13 +20,22 @@ type ruleChecker struct {
 	dirs  []*parser.Directive
 	ok    bool
 	// results makes the identifiers of an expression name the method's
-	// results instead of its parameters (settle=).
+	// results instead of its parameters (settle=, refund=).
 	results bool
+	// errAlias makes err name the method's error result when no result is
+	// called err (refund=retryable(err) of a method returning error).
+	errAlias bool
 }
 
 // perCallOptions may be written on any line of a method but must agree.
-// The key (key=, emptykey=, keyhash=) is each line's own.
-var perCallOptions = []string{"name", "cost", "settle", "wait", "onerror", "shadow"}
+// The key (key=, emptykey=, keyhash=) is each line's own, and so are
+// cost= and settle= (see costOptions).
+var perCallOptions = []string{"name", "wait", "onerror", "shadow", "refund"}
+
+// costOptions are the options of a line that takes the call's cost: a
+// line that writes neither counts 1 per call, when another line writes
+// them. A call has one cost, so the lines that write them must agree.
+var costOptions = []string{"cost", "settle"}
 
 // option is the first use of a per-call option.
 type option struct {
@@ -46,9 +55,12 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	rc.ok = true
 	rc.checkResults()
 	opts := rc.options()
+	costLine := rc.costLine(opts)
 	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
-		r.Limits = append(r.Limits, limit(d))
+		l := limit(d)
+		l.PerCall = costLine != nil && !takesCost(d) && d.Concurrency == 0
+		r.Limits = append(r.Limits, l)
 	}
 	rc.checkConcurrency()
 	rc.checkPrefetch()
@@ -105,6 +117,9 @@ func (rc *ruleChecker) applyOptions(r *model.Rule, opts map[string]option) {
 	}
 	if o, ok := opts["shadow"]; ok {
 		r.Shadow = o.d.Shadow
+	}
+	if o, ok := opts["refund"]; ok {
+		rc.refund(r, o)
 	}
 }
 
@@ -163,6 +178,68 @@ func (rc *ruleChecker) options() map[string]option {
 	return out
 }
 
+// takesCost reports whether line d takes the call's cost: it writes
+// cost= or settle=.
+func takesCost(d *parser.Directive) bool {
+	for _, name := range costOptions {
+		if _, ok := d.Arg(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// costLine returns the first line that takes the call's cost, or nil,
+// adding its cost= and settle= to opts, and reports each later line
+// whose cost= and settle= differ from its own: every line that takes the
+// cost takes the same one. (Two lines with two costs, such as the tokens
+// of a prompt and the bytes of a body, would need a cost per line in one
+// request; a method takes one cost, and a second cost is a second
+// method or rule.)
+func (rc *ruleChecker) costLine(opts map[string]option) *parser.Directive {
+	var first *parser.Directive
+	for _, d := range rc.dirs {
+		if !takesCost(d) {
+			continue
+		}
+		if first == nil {
+			first = d
+			for _, name := range costOptions {
+				if a, ok := d.Arg(name); ok {
+					opts[name] = option{d, a}
+				}
+			}
+			continue
+		}
+		if mine, theirs := costText(d), costText(first); mine != theirs {
+			rc.errorf(costArg(d).NamePos, "%s disagrees with %s: the lines of a method that write cost= or settle= take the call's one cost, reserved and settled together, so they must write the same cost= and settle= (a line without either counts 1 per call)",
+				mine, theirs).AddNote(costArg(first).NamePos, "first line with %s", theirs)
+		}
+	}
+	return first
+}
+
+// costArg returns the first of line d's cost= and settle=.
+func costArg(d *parser.Directive) parser.Arg {
+	a, ok := d.Arg(costOptions[0])
+	if !ok {
+		a, _ = d.Arg(costOptions[1])
+	}
+	return a
+}
+
+// costText writes line d's cost= and settle= as parsed, for messages and
+// to compare lines.
+func costText(d *parser.Directive) string {
+	var parts []string
+	for _, name := range costOptions {
+		if _, ok := d.Arg(name); ok {
+			parts = append(parts, name+"="+optionValue(d, name))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
 // optionValue returns the parsed value of a per-call option, so that
 // equivalent spellings (wait=60 and wait=1m) agree.
 func optionValue(d *parser.Directive, name string) string {
@@ -175,7 +252,15 @@ func optionValue(d *parser.Directive, name string) string {
 		}
 		return strconv.FormatInt(d.Cost, 10)
 	case "settle":
+		if d.SettleUnits != nil {
+			return strconv.FormatInt(*d.SettleUnits, 10)
+		}
 		return d.Settle.String()
+	case "refund":
+		if d.RefundExpr != nil {
+			return d.RefundExpr.String()
+		}
+		return d.Refund
 	case "wait":
 		return d.Wait.String()
 	case "onerror":
@@ -194,6 +279,9 @@ func (rc *ruleChecker) param(name string) int {
 		if params.At(i).Name() == name {
 			return i
 		}
+	}
+	if rc.errAlias && name == "err" {
+		return params.Len() - 1
 	}
 	return -1
 }

@@ -183,6 +183,30 @@ type Rule struct {
 	// SettleConvert says whether it must be converted to int64.
 	Settle        *Value
 	SettleConvert bool
+	// SettleUnits is a fixed final cost (settle=0), or nil.
+	SettleUnits *int64
+	// Refund is "error" or "success" (refund=): give the reservation back
+	// when the method returns an error, or when it returns none; empty
+	// when absent or RefundValue is set.
+	Refund string
+	// RefundValue is a bool computed from the method's results (its Param
+	// indexes them; the last is the error) that tells whether to give the
+	// reservation back, or nil.
+	RefundValue *Value
+}
+
+// Reserves reports whether r's calls reserve (ratelimit.Rule.Reserve)
+// rather than check: with settle=, refund= or a concurrency line.
+func (r *Rule) Reserves() bool {
+	if r.Settle != nil || r.SettleUnits != nil || r.Refund != "" || r.RefundValue != nil {
+		return true
+	}
+	for _, l := range r.Limits {
+		if l.Algorithm == "concurrency" {
+			return true
+		}
+	}
+	return false
 }
 
 // Keys returns the distinct keys of r's limits, in the order of their
@@ -228,6 +252,10 @@ type Limit struct {
 	// Prefetch is how long a lease of the limit lasts at most (its calls
 	// are admitted from leases); zero: no leases.
 	Prefetch time.Duration
+	// PerCall makes the line count calls, 1 per call, when another line
+	// of the method takes the call's cost (cost=, settle=): the runtime
+	// Limit's PerCall.
+	PerCall bool
 	// Key is the line's key (key=), or nil for one limit that every call
 	// of the method shares. Lines with the same key expression share one
 	// *Key.

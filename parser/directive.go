@@ -70,8 +70,19 @@ type Directive struct {
 	// CostExpr gives the cost of each call (cost=<path or call>).
 	CostExpr *Expr
 	// Settle gives the final cost of each call from its results
-	// (settle=<path or call>); nil when absent.
+	// (settle=<path or call>); nil when absent or a number.
 	Settle *Expr
+	// SettleUnits is a fixed final cost (settle=<int>, such as settle=0);
+	// nil when absent or an expression.
+	SettleUnits *int64
+	// Refund is "error" or "success" (refund=): give the reservation back
+	// when the method returns an error, or when it returns none; empty
+	// when absent or a function of the error (RefundExpr).
+	Refund string
+	// RefundExpr is refund=<call>: a function of the method's results
+	// (its error) that tells whether to give the reservation back; nil
+	// when absent.
+	RefundExpr *Expr
 	// Concurrency is how many calls may be in flight at once
 	// (concurrency=): a line that sets it declares a concurrency limit,
 	// without Period and Threshold; zero when absent.
@@ -179,6 +190,15 @@ func (d *Directive) String() string {
 	}
 	if d.Settle != nil {
 		add("settle", d.Settle.String())
+	}
+	if d.SettleUnits != nil {
+		add("settle", strconv.FormatInt(*d.SettleUnits, 10))
+	}
+	if d.Refund != "" {
+		add("refund", d.Refund)
+	}
+	if d.RefundExpr != nil {
+		add("refund", d.RefundExpr.String())
 	}
 	if d.Algorithm != "" {
 		add("algorithm", d.Algorithm)

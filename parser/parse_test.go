@@ -232,7 +232,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
 			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
@@ -435,7 +435,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
 			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},

@@ -35,6 +35,7 @@ var options = []option{
 	{"name", setName},
 	{"cost", setCost},
 	{"settle", setSettle},
+	{"refund", setRefund},
 	{"concurrency", setConcurrency},
 	{"lease", setLease},
 	{"algorithm", setAlgorithm},
@@ -146,15 +147,41 @@ func setCost(d *Directive, s string) error {
 	return err
 }
 
-// setSettle accepts a path or a call (Settle); not a number, which would
-// be a static cost (cost=).
+// setSettle accepts a path or a call (Settle), or a whole number
+// (SettleUnits: settle=0 charges nothing once the call returns).
 func setSettle(d *Directive, s string) error {
 	if s[0] == '+' || s[0] == '-' || isDigit(s[0]) {
-		return errors.New("want a result, a path of fields and methods from one, a function call or len(x); a fixed cost is cost=")
+		n, err := strconv.ParseInt(s, 10, 64)
+		switch {
+		case err != nil || s[0] == '+':
+			return errors.New("want a result, a path of fields and methods from one, a function call, len(x) or a whole number")
+		case n < 0 || n > limitfacts.MaxValue:
+			return fmt.Errorf("want a whole number from 0 to %d", int64(limitfacts.MaxValue))
+		}
+		d.SettleUnits = &n
+		return nil
 	}
 	e, err := parseExpr(s)
 	d.Settle = e
 	return err
+}
+
+// setRefund accepts error, success (Refund) or a function call
+// (RefundExpr), such as retryable(err) or errs.Retryable(err).
+func setRefund(d *Directive, s string) error {
+	if s == "error" || s == "success" {
+		d.Refund = s
+		return nil
+	}
+	e, err := parseExpr(s)
+	if err != nil {
+		return err
+	}
+	if last := e.Parts[len(e.Parts)-1]; !last.Call || len(e.Parts) > 2 || (len(e.Parts) == 2 && e.Parts[0].Call) {
+		return errors.New("want error, success or a function of the error, such as retryable(err) or errs.Retryable(err)")
+	}
+	d.RefundExpr = e
+	return nil
 }
 
 func setConcurrency(d *Directive, s string) error {

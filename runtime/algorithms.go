@@ -89,11 +89,20 @@ type memoryPlan struct {
 	counter          counter
 	depth, depthFrac int64 // capacity × period / threshold
 	unit, unitFrac   int64 // period / threshold
+	perCall          bool  // the limit counts calls: each takes 1 unit (Limit.PerCall)
+}
+
+// units returns the units a call of cost takes of the plan's limit.
+func (p *memoryPlan) units(cost int64) int64 {
+	if p.perCall {
+		return 1
+	}
+	return cost
 }
 
 func memoryPlanOf(lim Limit) memoryPlan {
 	p := memoryPlan{plan: plan{Algorithm: lim.algorithm(), Period: lim.Period.Microseconds(), Threshold: lim.Threshold, Capacity: lim.MaxCost()}}
-	p.counter = counterOf(p.Algorithm)
+	p.counter, p.perCall = counterOf(p.Algorithm), lim.PerCall
 	if lim.Calendar != "" {
 		p.calendar = calendarOf(lim)
 	}

@@ -53,7 +53,8 @@ type Reserver interface {
 	// at, by delta units without deciding: a refund of -delta units when
 	// delta is negative, a charge on top when it is positive (see
 	// [Reservation] for what either does per algorithm). It tells the hook
-	// nothing.
+	// of a failure only (Failed), as Allow does. [Reservation.Settle] calls
+	// it on a context detached from its caller's cancellation.
 	Adjust(ctx context.Context, req Request, at time.Time, delta int64) error
 }
 

@@ -197,14 +197,17 @@ func (h *heldSlot) release(ctx context.Context) error {
 	if h.hook != nil {
 		h.hook.InFlight(ctx, h.req.Name, -1)
 	}
-	return h.backend.ReleaseSlot(context.WithoutCancel(ctx), h.req, h.limit, h.token)
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	return h.backend.ReleaseSlot(ctx, h.req, h.limit, h.token)
 }
 
 // Release gives back the concurrency slot the reservation holds, if any,
 // and stops renewing its lease; later calls do nothing. It charges and
 // refunds nothing: [Reservation.Settle] does that, and releases the slot
 // too. Call it in a defer, so that a panic gives the slot back. It asks
-// the backend once, even when ctx is done.
+// the backend once, even when ctx is done: on a context detached from
+// ctx's cancellation, bounded by [GiveBackTimeout].
 func (res *Reservation) Release(ctx context.Context) error {
 	return res.slot.release(ctx)
 }
@@ -424,7 +427,7 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 	case len(rates) == 0 || free-1 < d.Remaining:
 		d.Remaining, d.ResetAfter, d.LimitIndex = free, slot.lease(), slotAt
 	default:
-		d.Remaining += req.Units()
+		d.Remaining += req.UnitsOf(d.LimitIndex)
 		d.LimitIndex = at[d.LimitIndex]
 	}
 	return d, nil

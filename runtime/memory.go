@@ -329,7 +329,7 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, 
 		if entries != nil {
 			e = entries[i]
 		}
-		ok := e.limits[i].check(&plans[i], now, cost, &r)
+		ok := e.limits[i].check(&plans[i], now, plans[i].units(cost), &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
 			*d = r
@@ -353,7 +353,7 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, 
 		if entries != nil {
 			e = entries[i]
 		}
-		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+		if exp := e.limits[i].charge(&plans[i], now, plans[i].units(cost)); exp > e.expiry {
 			e.expiry = exp
 		}
 	}
@@ -362,6 +362,7 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, 
 // decideOne is decidePlans for a single limit, the common case.
 func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *Decision) {
 	s := &e.limits[0]
+	cost = p.units(cost)
 	d.Allowed = s.check(p, now, cost, d)
 	if !d.Allowed {
 		d.Delay = 0

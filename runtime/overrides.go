@@ -47,7 +47,9 @@ func effectiveLimits(ctx context.Context, src Overrides, r *Rule, key string) []
 // usable returns the overriding limits ov as rule r's calls are decided
 // against them, and whether they can be: there is at least one and at
 // most [MaxLimits], each is valid, and limit i has the algorithm of the
-// rule's limit i (whose state it reads), empty meaning the rule's.
+// rule's limit i (whose state it reads), empty meaning the rule's. Limit
+// i counts calls when the rule's limit i does ([Limit.PerCall]): an
+// override changes a line's numbers, not what it counts.
 func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 	if verdictOf(ov) != "" {
 		return ov, true
@@ -61,6 +63,9 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 			return nil, false
 		}
 		if i < len(r.Limits) {
+			if l.PerCall != r.Limits[i].PerCall {
+				fill = true
+			}
 			if l.Algorithm == "" && r.Limits[i].Algorithm != "" {
 				fill = true // the rule's algorithm, which it may spell out
 			} else if l.algorithm() != r.Limits[i].algorithm() {
@@ -73,6 +78,9 @@ func usable(ov []Limit, r *Rule) ([]Limit, bool) {
 		for i := range ov {
 			if i < len(r.Limits) && ov[i].Algorithm == "" {
 				ov[i].Algorithm = r.Limits[i].Algorithm
+			}
+			if i < len(r.Limits) {
+				ov[i].PerCall = r.Limits[i].PerCall
 			}
 		}
 		for _, l := range ov {

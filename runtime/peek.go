@@ -77,7 +77,7 @@ func Reset(ctx context.Context, limiter Limiter, name, key string) error {
 // admitted call's Remaining counts its cost too.
 func peeked(req *Request, d Decision) Decision {
 	if d.Allowed {
-		d.Remaining += req.Units()
+		d.Remaining += req.UnitsOf(d.LimitIndex)
 	}
 	return d
 }

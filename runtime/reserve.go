@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -164,9 +165,15 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 // Settle charges nothing and returns an error wrapping [ErrInvalidLimit]
 // ([Reservation.Settled] tells it apart); so does an actual that is
 // negative or 2^50 or more, which settles nothing. An error of the backend
-// wraps [ErrBackend]: the reservation then stays charged as reserved, and
-// settled. Settle also gives back the reservation's concurrency slot, if
-// any (see [Reservation.Release]).
+// wraps [ErrBackend] (the backend tells its hook, as it tells a failed
+// Allow): the reservation then stays charged as reserved, and settled.
+// Settle also gives back the reservation's concurrency slot, if any (see
+// [Reservation.Release]).
+//
+// Settle asks the backend on a context detached from ctx's cancellation
+// and deadline (its values kept), bounded by [GiveBackTimeout]: a caller
+// that gave up as the answer arrived (a client that disconnected) still
+// gets its refund, on every backend alike.
 func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if actual < 0 || actual > maxLimitValue {
 		return fmt.Errorf("%w: %s: settle of %d units, not in [0, 2^50)", ErrInvalidLimit, res.rule.Name, actual)
@@ -174,6 +181,8 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	if !res.settled.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
 	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	delta := actual - res.req.Units()
 	var err error
 	if res.backend != nil && delta != 0 {
@@ -183,6 +192,66 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 		err = rerr
 	}
 	return err
+}
+
+// Refund gives back all the reservation took, as if its call had not
+// been made: its units of the limits that take its cost, and its 1 of
+// those that count calls ([Limit.PerCall]), which a Settle leaves as
+// they are; and its concurrency slot. A refund takes back only what still
+// counts (see [Reservation] per algorithm). It settles the reservation:
+// a later Settle or Refund fails as a second Settle does. Like Settle, it
+// asks the backend on a context detached from ctx's cancellation, and an
+// error of the backend wraps [ErrBackend]. The limits that take the cost
+// and those that count calls are given back by one Adjust each.
+func (res *Reservation) Refund(ctx context.Context) error {
+	if !res.settled.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: %s: reservation settled already", errSettled, res.rule.Name)
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	var err error
+	if res.backend != nil {
+		err = res.backend.Adjust(ctx, res.req, res.at, -res.req.Units())
+		if calls, ok := callsOf(res.req); ok && err == nil {
+			err = res.backend.Adjust(ctx, calls, res.at, -1)
+		}
+	}
+	if rerr := res.Release(ctx); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// callsOf returns req as a request of cost 1 whose limits that count
+// calls take it and whose others do not: what Adjust changes of it is
+// what req's limits that count calls took. ok is false when req has none.
+func callsOf(req Request) (Request, bool) {
+	ok := false
+	limits := make([]Limit, len(req.Limits))
+	for i, l := range req.Limits {
+		ok = ok || l.PerCall
+		l.PerCall = !l.PerCall
+		limits[i] = l
+	}
+	req.Cost, req.Limits, req.Rule = 1, limits, nil
+	return req, ok
+}
+
+// IsLimited reports whether err is, or wraps, a denial ([ErrLimited]):
+// generated code gives back the reservation of a call that a limit
+// further in denied (another decorator, or the wrapped method's own).
+func IsLimited(err error) bool { return errors.Is(err, ErrLimited) }
+
+// GiveBackTimeout bounds what [Reservation.Settle] and
+// [Reservation.Release] ask of the backend: they run on a context
+// detached from the caller's cancellation, so that what a call gives back
+// is given back even when its caller has gone, within this time.
+const GiveBackTimeout = 5 * time.Second
+
+// detached returns ctx without its cancellation and deadline, bounded by
+// GiveBackTimeout instead, and the function that releases it.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), GiveBackTimeout)
 }
 
 // errSettled is wrapped by the error of a second [Reservation.Settle].

@@ -55,6 +55,9 @@ func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Tim
 		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
 	}
 	for i, lim := range req.Limits {
+		if lim.PerCall {
+			continue // a settle changes what the call cost, not that it was made
+		}
 		p := memoryPlanOf(lim)
 		s := &e.limits[i]
 		if s.counter != p.counter {

@@ -16,7 +16,7 @@ type rulePrep struct {
 	limits   []Limit      // the limits validated, valid, with a name
 	name     string       // the name validated with them
 	nameHash uint64       // the name's hash with nameSeed
-	capacity int64        // the least capacity among them: the most a call may cost
+	capacity int64        // the least capacity among those that take the cost: the most a call may cost
 	plans    []memoryPlan // the limits' plans, for the memory limiter
 }
 
@@ -35,9 +35,11 @@ func (r *Rule) prepared() *rulePrep {
 	if req.Validate() != nil {
 		return nil
 	}
-	p := &rulePrep{limits: r.Limits, capacity: r.Limits[0].MaxCost(), name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
+	p := &rulePrep{limits: r.Limits, capacity: maxLimitValue, name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
 	for _, l := range r.Limits {
-		p.capacity = min(p.capacity, l.MaxCost())
+		if !l.PerCall {
+			p.capacity = min(p.capacity, l.MaxCost())
+		}
 		p.plans = append(p.plans, memoryPlanOf(l))
 	}
 	r.prep.Store(p)

@@ -166,6 +166,12 @@ func (mg *methodGen) bodyIdents() []string {
 			ids = append(ids, "int64")
 		}
 	}
+	if v := rule.RefundValue; v != nil {
+		ids = append(ids, mg.r.valueIdents(v)...)
+	}
+	if rule.Reserves() {
+		ids = append(ids, imports[RuntimePath])
+	}
 	for _, k := range rule.Keys() {
 		ids = append(ids, mg.r.keyIdents(k)...)
 		if k.DenyEmpty || k.Hash {
@@ -309,7 +315,7 @@ func (mg *methodGen) body() []jen.Code {
 	}
 	stmts = append(stmts, checks...)
 	err := jen.Id(mg.err)
-	if mg.m.Rule.Settle != nil || concurrent(mg.m.Rule) {
+	if mg.m.Rule.Reserves() {
 		return append(stmts, mg.reserveBody(keys, cost, decls)...)
 	}
 	check := jen.Id(mg.m.rule).Dot("Check").Call(append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), cost}, keys...)...)
@@ -597,13 +603,29 @@ func (mg *methodGen) doc() string {
 	if concurrent(mg.m.Rule) {
 		s += " The call holds a slot of its concurrency limit until it returns, panics included."
 	}
-	if v := mg.m.Rule.Settle; v != nil {
+	rule := mg.m.Rule
+	if v := rule.Settle; v != nil {
 		s += " It reserves the cost before the call, and settles at " + v.Source +
 			" once the call returns no error; a call that fails"
 		if canFail(v) {
 			s += ", or whose " + v.Source + " cannot be read,"
 		}
 		s += " stays charged as reserved."
+	}
+	if n := rule.SettleUnits; n != nil {
+		s += " It reserves the cost before the call, and settles at " + strconv.FormatInt(*n, 10) +
+			" once the call returns no error; a call that fails stays charged as reserved."
+	}
+	switch {
+	case rule.Refund == "error":
+		s += " A call that returns an error is given back all it took (ratelimit.Reservation.Refund)."
+	case rule.Refund == "success":
+		s += " A call that returns no error is given back all it took (ratelimit.Reservation.Refund): only failures count."
+	case rule.RefundValue != nil:
+		s += " A call whose error makes " + rule.RefundValue.Source + " true is given back all it took (ratelimit.Reservation.Refund)."
+	}
+	if rule.Reserves() {
+		s += " A call that a limit further in denies (an error wrapping ratelimit.ErrLimited) is given back all it took."
 	}
 	return s
 }

@@ -121,6 +121,9 @@ func limitValue(l model.Limit) *jen.Statement {
 	if l.Prefetch != 0 {
 		fields = append(fields, jen.Id("Prefetch").Op(":").Add(duration(l.Prefetch)))
 	}
+	if l.PerCall {
+		fields = append(fields, jen.Id("PerCall").Op(":").True())
+	}
 	return jen.Values(fields...)
 }
 
@@ -198,6 +201,9 @@ func summary(rule *model.Rule) string {
 			continue
 		}
 		u := unit
+		if l.PerCall {
+			u = "calls"
+		}
 		if l.Threshold == 1 {
 			u = strings.TrimSuffix(unit, "s")
 		}

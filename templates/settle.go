@@ -9,44 +9,68 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/model"
 )
 
-// reserveBody returns the statements of a method with settle= or a
-// concurrency line after its key and cost are computed: reserve the cost
-// (and a slot, given back by a deferred Release, panics included), call
-// the wrapped method, and with settle=, when it returns no error, settle
-// at the value settle= reads from its results. A call that returns an
-// error, or whose settle value cannot be computed (a nil pointer on the
-// way, a function that fails), returns its results as they are: the
-// reservation stands. A failed settle is the limiter's hook's to report
-// (it charged as reserved); the call's results are returned all the same.
+// reserveBody returns the statements of a method that reserves (settle=,
+// refund= or a concurrency line) after its key and cost are computed:
+// reserve the cost (and a slot, given back by a deferred Release, panics
+// included), call the wrapped method, and then: when it returns an error,
+// give the reservation back (Refund) if a limit further in denied the
+// call (ratelimit.IsLimited), or refund= says so, else let it stand; when
+// it returns none, give it back with refund=success, else settle at the
+// value settle= reads from its results (or its number). A call whose
+// settle value cannot be computed (a nil pointer on the way, a function
+// that fails) returns its results as they are: the reservation stands. A
+// failed settle or refund is the limiter's hook's to report (it charged as
+// reserved); the call's results are returned all the same.
 func (mg *methodGen) reserveBody(keys []jen.Code, cost jen.Code, decls []jen.Code) []jen.Code {
+	rule := mg.m.Rule
 	res := mg.locals.fresh("reservation")
 	reserve := jen.Id(mg.m.rule).Dot("Reserve").Call(append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), cost}, keys...)...)
 	stmts := []jen.Code{
 		jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(reserve),
 		jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(append(decls, jen.Return(mg.zeroResults(jen.Id(mg.err))...))...),
 	}
-	if concurrent(mg.m.Rule) {
+	if concurrent(rule) {
 		stmts = append(stmts, jen.Defer().Id(res).Dot("Release").Call(mg.ctx()))
 	}
-	if mg.m.Rule.Settle == nil {
-		return append(stmts, mg.delegate())
-	}
 	mg.planResults()
+	refund := jen.Id("_").Op("=").Id(res).Dot("Refund").Call(mg.ctx())
 	call := jen.Id(mg.p.recv).Dot(mg.p.next).Dot(mg.m.Name).Call(mg.args()...)
-	stmts = append(stmts,
-		jen.List(mg.resultIDs(jen.Id(mg.err))...).Op(":=").Add(call),
-		jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(jen.Return(mg.resultIDs(jen.Id(mg.err))...)))
-	mg.settling = true
-	valueStmts, v := mg.value(mg.m.Rule.Settle)
-	mg.settling = false
-	stmts = append(stmts, valueStmts...)
-	actual := v()
-	if mg.m.Rule.SettleConvert {
-		actual = jen.Int64().Call(actual)
+	assign := ":="
+	if len(mg.resultVars) == 1 {
+		assign = "=" // the error alone, declared by the reservation's line
 	}
-	return append(stmts,
-		jen.Id("_").Op("=").Id(res).Dot("Settle").Call(mg.ctx(), actual),
-		jen.Return(mg.resultIDs(jen.Nil())...))
+	stmts = append(stmts, jen.List(mg.resultIDs(jen.Id(mg.err))...).Op(assign).Add(call))
+	onError := []jen.Code{refund}
+	if rule.Refund != "error" {
+		denied := jen.Qual(RuntimePath, "IsLimited").Call(jen.Id(mg.err))
+		var valueStmts []jen.Code
+		if v := rule.RefundValue; v != nil {
+			mg.settling = true
+			var x func() *jen.Statement
+			valueStmts, x = mg.value(v)
+			mg.settling = false
+			denied = denied.Op("||").Add(x())
+		}
+		onError = append(valueStmts, jen.If(denied).Block(refund))
+	}
+	stmts = append(stmts, jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(append(onError, jen.Return(mg.resultIDs(jen.Id(mg.err))...))...))
+	switch {
+	case rule.Refund == "success":
+		stmts = append(stmts, refund)
+	case rule.SettleUnits != nil:
+		stmts = append(stmts, jen.Id("_").Op("=").Id(res).Dot("Settle").Call(mg.ctx(), jen.Lit(int(*rule.SettleUnits))))
+	case rule.Settle != nil:
+		mg.settling = true
+		valueStmts, v := mg.value(rule.Settle)
+		mg.settling = false
+		stmts = append(stmts, valueStmts...)
+		actual := v()
+		if rule.SettleConvert {
+			actual = jen.Int64().Call(actual)
+		}
+		stmts = append(stmts, jen.Id("_").Op("=").Id(res).Dot("Settle").Call(mg.ctx(), actual))
+	}
+	return append(stmts, jen.Return(mg.resultIDs(jen.Nil())...))
 }
 
 // planResults names the result variables of a method with settle=: as

@@ -19,7 +19,7 @@ calendar.go:14:2  Quotas.Daily    github.com/ratelimitgen/ratelimitgen/testdata/
 calendar.go:15:2  Quotas.Daily    github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Daily    1s      2          -       1          sliding_log   -
 calendar.go:18:2  Quotas.Weekly   github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Weekly   week    5          -       1          fixed_window  tz=America/New_York
 calendar.go:21:2  Quotas.Yearly   github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Yearly   year    2          -       1          fixed_window  tz=Asia/Tokyo
-calendar.go:25:2  Quotas.Tokens   github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Tokens   month   1000       apiKey  maxTokens  fixed_window  tz=Europe/Paris
+calendar.go:25:2  Quotas.Tokens   github.com/ratelimitgen/ratelimitgen/testdata/calendar.Quotas.Tokens   month   1000       apiKey  maxTokens  fixed_window  tz=Europe/Paris settle=used
 `
 	if stdout != want {
 		t.Errorf("-list printed\n%s\nwant\n%s", stdout, want)

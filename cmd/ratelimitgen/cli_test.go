@@ -256,7 +256,9 @@ store.go:23:2  Store.Count  github.com/ratelimitgen/ratelimitgen/testdata/basic.
 // TestListShowsNameCostAndOptions: each row of -list shows the limit's
 // name, its key, its cost and its other options, as -list -json does
 // (issue 19 item 4). The key and what qualifies it (emptykey=) are the
-// line's own: the second line of Put has none (issue 21 item 2).
+// line's own: the second line of Put has none (issue 21 item 2), and so
+// are its cost and settle: the second line counts 1 per call, and the
+// third method's lines show their own cost and settle (issue 28 item 1).
 func TestListShowsNameCostAndOptions(t *testing.T) {
 	dir := tempModule(t, map[string]string{"p/p.go": `package p
 
@@ -268,23 +270,28 @@ type API interface {
 	Put(ctx context.Context, user string, items []string) error
 	//ratelimit:period=1 threshold=5 cost=2 shadow=true
 	Get(ctx context.Context) error
+	//ratelimit:period=1m threshold=60
+	//ratelimit:period=1m threshold=1000 cost=max settle=used
+	Chat(ctx context.Context, max int) (used int, err error)
 }
 `})
 	code, stdout, stderr := cli(t, "-C", dir, "-list", "./...")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	want := `POSITION    METHOD   NAME                     PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
-p/p.go:6:2  API.Put  api/put                  1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
-p/p.go:7:2  API.Put  api/put                  1s      10         -     len(items)  token_bucket  burst=20 wait=250ms onerror=deny
-p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2           sliding_log   shadow=true
+	want := `POSITION     METHOD    NAME                      PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
+p/p.go:6:2   API.Put   api/put                   1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
+p/p.go:7:2   API.Put   api/put                   1s      10         -     1           token_bucket  burst=20 wait=250ms onerror=deny
+p/p.go:9:2   API.Get   example.com/m/p.API.Get   1s      5          -     2           sliding_log   shadow=true
+p/p.go:11:2  API.Chat  example.com/m/p.API.Chat  1m      60         -     1           sliding_log   -
+p/p.go:12:2  API.Chat  example.com/m/p.API.Chat  1m      1000       -     max         sliding_log   settle=used
 `
 	if stdout != want {
 		t.Errorf("-list printed\n%s\nwant\n%s", stdout, want)
 	}
 	code, stdout, _ = cli(t, "-C", dir, "-list", "-json", "./...")
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 3 {
+	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 5 {
 		t.Fatalf("-list -json: exit %d, %v\n%s", code, err, stdout)
 	}
 	for k, v := range map[string]any{"name": "api/put", "key": "user", "cost": "len(items)", "wait": "250ms", "onerror": "deny", "emptykey": "deny"} {
@@ -294,6 +301,15 @@ p/p.go:9:2  API.Get  example.com/m/p.API.Get  1s      5          -     2        
 	}
 	if _, keyed := rows[1]["key"]; keyed || rows[1]["emptykey"] != nil {
 		t.Errorf("-list -json: the second line of Put has a key: %v", rows[1])
+	}
+	if _, costed := rows[1]["cost"]; costed {
+		t.Errorf("-list -json: the second line of Put, which counts calls, has a cost: %v", rows[1])
+	}
+	if _, costed := rows[3]["cost"]; costed || rows[3]["settle"] != nil {
+		t.Errorf("-list -json: the request line of Chat has a cost or a settle: %v", rows[3])
+	}
+	if rows[4]["cost"] != "max" || rows[4]["settle"] != "used" {
+		t.Errorf("-list -json: the token line of Chat: cost %v settle %v, want max and used", rows[4]["cost"], rows[4]["settle"])
 	}
 }
 

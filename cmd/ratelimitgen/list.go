@@ -29,6 +29,7 @@ type listRow struct {
 	Threshold int64  `json:"threshold"`
 	Key       string `json:"key,omitempty"`
 	Cost      string `json:"cost,omitempty"`
+	Settle    string `json:"settle,omitempty"`
 	Algorithm string `json:"algorithm"`
 	Burst     int64  `json:"burst,omitempty"`
 	Capacity  int64  `json:"capacity,omitempty"`
@@ -72,10 +73,15 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 			}
 		}
 		switch {
+		case l.PerCall || l.Algorithm == limitfacts.Concurrency:
+			// 1 per call (a concurrency line holds a slot per call)
 		case rule.CostValue != nil:
 			row.Cost = rule.CostValue.Source
 		case rule.Cost != 0:
 			row.Cost = strconv.FormatInt(rule.Cost, 10)
+		}
+		if rule.Settle != nil && !l.PerCall && l.Algorithm != limitfacts.Concurrency {
+			row.Settle = rule.Settle.Source
 		}
 		if rule.Wait != 0 {
 			row.Wait = compactDuration(rule.Wait)
@@ -124,6 +130,7 @@ func (r *listRow) options() string {
 		}
 	}
 	add("tz", r.TZ)
+	add("settle", r.Settle)
 	if r.Burst != 0 {
 		add("burst", strconv.FormatInt(r.Burst, 10))
 	}

@@ -1,10 +1,13 @@
 // Llmgateway is a small HTTP gateway in front of a completion backend (a
 // fake one here, with deterministic token counts), limiting each API key
-// to 1000 tokens a minute and 2 requests in flight. The tokens a
+// to 5 requests and 1000 tokens a minute, 20,000 tokens a month and 2
+// requests in flight, all in one decision per request. The tokens a
 // completion takes are known only once it returns, so each request
 // reserves its max_tokens and settles at the tokens it used
 // (settle=resp.Usage.TotalTokens): what it did not use goes back to the
-// key's budget.
+// key's budgets. A request the provider refused with a retryable error
+// (a 429 or a 5xx) is given back whole (refund=retryable(err)): its
+// request and its tokens.
 //
 //	go run ./examples/llmgateway
 //
@@ -63,18 +66,37 @@ type Completion struct {
 
 // Completer completes prompts.
 type Completer interface {
-	// Complete reserves the request's max_tokens under its API key's
-	// budget of 1000 tokens a minute, settles at the tokens the completion
-	// used, and runs at most 2 completions per key at once.
+	// Complete takes one of its API key's 5 requests a minute, reserves
+	// the request's max_tokens of its 1000 tokens a minute and 20,000 a
+	// month, settles at the tokens the completion used, and runs at most
+	// 2 completions per key at once; a completion the provider refused
+	// with a retryable error takes nothing.
 	//
+	//ratelimit:period=1m threshold=5 key=req.APIKey refund=retryable(err)
 	//ratelimit:period=1m threshold=1000 key=req.APIKey cost=req.MaxTokens settle=resp.Usage.TotalTokens
+	//ratelimit:period=month threshold=20000 key=req.APIKey cost=req.MaxTokens settle=resp.Usage.TotalTokens
 	//ratelimit:concurrency=2 key=req.APIKey lease=30s
 	Complete(ctx context.Context, req *CompletionRequest) (resp *Completion, err error)
 }
 
+// ProviderError is a provider's refusal, with its HTTP status.
+type ProviderError struct{ Status int }
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("provider: %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// retryable reports whether err is a provider's refusal worth retrying (a
+// 429 or a 5xx), whose request the gateway gives back.
+func retryable(err error) bool {
+	var pe *ProviderError
+	return errors.As(err, &pe) && (pe.Status == http.StatusTooManyRequests || pe.Status >= 500)
+}
+
 // fakeBackend completes a prompt with deterministic token counts: a prompt
 // token per word, and three completion tokens per prompt word, at most
-// max_tokens. A prompt that starts with "slow" waits until hold is closed.
+// max_tokens. A prompt that starts with "slow" waits until hold is closed;
+// one that starts with "busy" is refused with a 429.
 type fakeBackend struct {
 	hold    chan struct{}
 	started chan string // told the prompt of each slow completion
@@ -82,6 +104,9 @@ type fakeBackend struct {
 
 func (b *fakeBackend) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {
 	words := strings.Fields(req.Prompt)
+	if len(words) > 0 && words[0] == "busy" {
+		return nil, &ProviderError{Status: http.StatusTooManyRequests}
+	}
 	if len(words) > 0 && words[0] == "slow" && b.hold != nil {
 		if b.started != nil {
 			b.started <- req.Prompt
@@ -175,7 +200,7 @@ func demo(ctx context.Context, w io.Writer, limiter ratelimit.Limiter) error {
 	run := fmt.Sprint(time.Now().UnixNano())
 	g := &gateway{url: "http://" + ln.Addr().String() + "/v1/completions", run: run, w: w}
 
-	fmt.Fprintln(w, "-- alice: 1000 tokens a minute; each request reserves its max_tokens and settles at what it used")
+	fmt.Fprintln(w, "-- alice: 5 requests and 1000 tokens a minute; each request reserves its max_tokens and settles at what it used")
 	for _, r := range []struct {
 		prompt    string
 		maxTokens int64
@@ -187,6 +212,12 @@ func demo(ctx context.Context, w io.Writer, limiter ratelimit.Limiter) error {
 		{"a shorter essay then", 900},
 	} {
 		if err := g.print(g.complete("alice", r.prompt, r.maxTokens)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w, "-- carol: a provider's 429 is given back whole; the sixth request a minute is denied")
+	for _, prompt := range []string{"busy provider", "busy provider", "busy provider", "hello", "hello", "hello", "hello", "hello", "hello"} {
+		if err := g.print(g.complete("carol", prompt, 100)); err != nil {
 			return err
 		}
 	}
@@ -254,6 +285,8 @@ func (g *gateway) complete(key, prompt string, maxTokens int64) (string, error) 
 	case http.StatusTooManyRequests:
 		msg, _ := io.ReadAll(resp.Body)
 		return line + fmt.Sprintf("429, Retry-After %ss: %s", resp.Header.Get("Retry-After"), shorten(string(msg), g.run)), nil
+	case http.StatusBadGateway:
+		return line + "502, the provider refused it", nil
 	}
 	msg, _ := io.ReadAll(resp.Body)
 	return "", errors.New(resp.Status + ": " + string(msg))

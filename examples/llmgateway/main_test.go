@@ -30,12 +30,22 @@ func TestDemo(t *testing.T) {
 			if err := demo(context.Background(), &out, limiter); err != nil {
 				t.Fatal(err)
 			}
-			want := `-- alice: 1000 tokens a minute; each request reserves its max_tokens and settles at what it used
+			want := `-- alice: 5 requests and 1000 tokens a minute; each request reserves its max_tokens and settles at what it used
 alice "write a haiku about rate limits" max_tokens=400: 200, used 24 tokens (376 of the reservation given back)
 alice "now one about Redis" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
 alice "and one about Go" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
 alice "a long essay please" max_tokens=960: 429, Retry-After 60s: Too Many Requests: retry after 60 s
 alice "a shorter essay then" max_tokens=900: 200, used 16 tokens (884 of the reservation given back)
+-- carol: a provider's 429 is given back whole; the sixth request a minute is denied
+carol "busy provider" max_tokens=100: 502, the provider refused it
+carol "busy provider" max_tokens=100: 502, the provider refused it
+carol "busy provider" max_tokens=100: 502, the provider refused it
+carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
+carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
+carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
+carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
+carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
+carol "hello" max_tokens=100: 429, Retry-After 60s: Too Many Requests: retry after 60 s
 -- bob: at most 2 requests in flight
 bob "a third at once" max_tokens=50: 429, Retry-After 30s: Too Many Requests: retry after 30 s
 bob "slow first question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)

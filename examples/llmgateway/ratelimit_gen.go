@@ -35,12 +35,15 @@ func NewCompleterWithRateLimit(next Completer, limiter ratelimit.Limiter) *Compl
 
 var _ Completer = (*CompleterWithRateLimit)(nil)
 
-// completerCompleteRateLimit is the rule of Completer.Complete: 1000 units per
-// minute and 2 calls in flight (lease 30s) for each req.APIKey.
+// completerCompleteRateLimit is the rule of Completer.Complete: 5 calls per
+// minute, 1000 units per minute, 20000 units per month (fixed_window) and 2
+// calls in flight (lease 30s) for each req.APIKey.
 var completerCompleteRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/examples/llmgateway.Completer.Complete",
 	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 5, PerCall: true},
 		{Period: time.Minute, Threshold: 1000},
+		{Calendar: "month", Threshold: 20000, Algorithm: ratelimit.FixedWindow},
 		{Period: 30 * time.Second, Threshold: 2, Algorithm: ratelimit.Algorithm("concurrency")},
 	},
 }
@@ -51,7 +54,10 @@ var completerCompleteRateLimit = &ratelimit.Rule{
 // instead. The call holds a slot of its concurrency limit until it returns,
 // panics included. It reserves the cost before the call, and settles at
 // resp.Usage.TotalTokens once the call returns no error; a call that fails, or
-// whose resp.Usage.TotalTokens cannot be read, stays charged as reserved.
+// whose resp.Usage.TotalTokens cannot be read, stays charged as reserved. A
+// call whose error makes retryable(err) true is given back all it took
+// (ratelimit.Reservation.Refund). A call that a limit further in denies (an
+// error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {
 	if req == nil {
 		return nil, ratelimit.NilKeyError(completerCompleteRateLimit.Name, "req")
@@ -67,6 +73,9 @@ func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRe
 	defer reservation.Release(ctx)
 	resp, err := d.next.Complete(ctx, req)
 	if err != nil {
+		if ratelimit.IsLimited(err) || retryable(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return resp, err
 	}
 	if resp == nil {

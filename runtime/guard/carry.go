@@ -20,7 +20,9 @@ type Carrier interface {
 	// Carry charges each admission to the backend, to the limits of its
 	// request whose windows are still open (or, as a sliding window's
 	// previous window, still weigh), at its time, as much of it as fits
-	// (a window is then full); what does not fit is dropped. It returns
+	// (a window is then full); what does not fit is dropped. A limit that
+	// counts calls (ratelimit.Limit.PerCall) takes 1 of each admission,
+	// whatever its cost. It returns
 	// what it charged and dropped, in units, and the admissions it could
 	// not ask the backend about, which the fallback keeps for the next
 	// time (an admission that may have been charged without a reply is
@@ -58,7 +60,9 @@ const (
 	// MaxCarriedPerCall bounds the admissions remembered per name, key
 	// and limits: beyond it, an admission is added to the call's latest
 	// one, whose time becomes its own, so the units are charged later
-	// than they were admitted (which denies more, never less).
+	// than they were admitted (which denies more, never less). The
+	// admissions of a call with a limit that counts calls
+	// (ratelimit.Limit.PerCall) are kept apart, within MaxCarried.
 	MaxCarriedPerCall = 32
 )
 
@@ -144,7 +148,7 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	defer c.mu.Unlock()
 	e := c.calls[id]
 	switch {
-	case e != nil && len(e.at) >= MaxCarriedPerCall:
+	case e != nil && len(e.at) >= MaxCarriedPerCall && !countsCalls(e.req.Limits):
 		last := len(e.at) - 1
 		e.at[last] = max(e.at[last], now)
 		e.units[last] += units
@@ -160,6 +164,19 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	e.units = append(e.units, units)
 	c.n++
 	c.held.Store(int64(c.n))
+}
+
+// countsCalls reports whether one of limits counts calls
+// (ratelimit.Limit.PerCall): admissions of its calls are never merged,
+// since such a limit takes 1 of each admission carried back, whatever its
+// units.
+func countsCalls(limits []ratelimit.Limit) bool {
+	for _, l := range limits {
+		if l.PerCall {
+			return true
+		}
+	}
+	return false
 }
 
 // forget forgets the admissions of name and key (of calls with a key per

@@ -38,7 +38,10 @@ import (
 // (an override changed it), on [Leases.Reset] of its name and key, when
 // the backend fails a call of the line (an outage: until the guard asks
 // the backend, the lease admits what it holds, which is charged), and on
-// [Leases.Close]. A lease whose give-back fails stays charged in full.
+// [Leases.Close]. A lease whose give-back fails stays charged in full. A
+// line that counts calls ([ratelimit.Limit.PerCall]) is leased in calls:
+// each call takes 1 unit of its lease whatever its cost, and the lease's
+// N units are charged, and given back, as N calls.
 //
 // A call with other lines is all or nothing: it takes its units from the
 // lease, then asks the backend to decide its other lines alone (line 0
@@ -233,7 +236,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	if strings.HasPrefix(keyOf(&req, 0), padKey) {
 		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
 	}
-	units := req.Units()
+	units := req.UnitsOf(0)
 	ln := g.line(lineID{req.Name, callkey.Bound(keyOf(&req, 0))})
 	l, left, err := ln.take(ctx, g, &req, units)
 	if err != nil {
@@ -526,7 +529,12 @@ const giveBackTimeout = 5 * time.Second
 // when the backend denies it.
 func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int64) (*lease, int64, error) {
 	limit := req.Limits[0]
-	lr := ratelimit.Request{Name: req.Name, Key: keyOf(req, 0), Cost: n, Limits: req.Limits[:1:1]}
+	// A lease's n units are n calls of a line that counts calls
+	// (PerCall): the backend charges them as units, and Adjust gives back
+	// the unused.
+	units := limit
+	units.PerCall = false
+	lr := ratelimit.Request{Name: req.Name, Key: keyOf(req, 0), Cost: n, Limits: []ratelimit.Limit{units}}
 	d, at, err := g.reserver.Reserve(ctx, lr)
 	if err != nil || !d.Allowed {
 		if err != nil {

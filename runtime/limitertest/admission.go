@@ -9,10 +9,12 @@ import (
 )
 
 // withAdmission: the calls of a sequence, made by Rule.Check with a
-// context from ratelimit.WithAdmission, one of one key and one of a key
-// per limit in turn, record the same Admission on both limiters (the
-// limits a call of a key per limit was decided against included), and
-// the record keeps the admission with the fewest units remaining.
+// context from ratelimit.WithAdmission, one of one key, one of a key per
+// limit and one of a limit that counts calls beside one that takes their
+// cost (ratelimit.Limit.PerCall) in turn, record the same Admission on
+// both limiters (the limits a call of a key per limit was decided against
+// included), and the record keeps the admission with the fewest units
+// remaining.
 func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 	s.needClock(t)
 	const period = 20 * time.Millisecond
@@ -22,14 +24,18 @@ func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 		Limits:   []ratelimit.Limit{limit(alg, period), {Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 12}},
 		KeyExprs: []string{"user", ""},
 	}
+	perCall := &ratelimit.Rule{Name: "admission/per_call", Limits: perCallLimits(alg, period)}
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
 		for i := range calls {
 			e.advance(step(rng, period))
 			r, keys := one, []string{keys[rng.IntN(2)]}
-			if i%2 == 1 {
+			switch i % 3 {
+			case 1:
 				r, keys = lines, append(keys, "")
+			case 2:
+				r = perCall
 			}
 			var gotLimits, wantLimits string
 			o := e.same(fmt.Sprintf("%s Check(keys %q) with an admission record", r.Name, keys), func(l ratelimit.Limiter, twin bool) outcome {

@@ -10,7 +10,8 @@ import (
 
 // calendarCrosses runs the crosses of a fixed window of calendar period
 // cal in zone tz beyond its sequences: several limits (all or nothing
-// with a sliding log and a fixed window of rolling periods), Peek and
+// with a sliding log and a fixed window of rolling periods), a limit
+// that counts calls beside one that takes their cost (per_call), Peek and
 // Reset, overrides in calendar terms, and waits, each the way of
 // waitWays: a denial retried at the period's end is beyond a wait of
 // 50ms and returns at once; one 30ms before the period's end waits and is
@@ -32,6 +33,10 @@ func (s *suite) calendarCrosses(t *testing.T, cal, tz string, span time.Duration
 			}, span, cost)
 		})
 	}
+	t.Run(cross+"/per_call", func(t *testing.T) {
+		needCalendar(t)
+		s.perCallSequence(t, perCallOf(lim), span, s.caps.reserve == "")
+	})
 	t.Run(cross+"/peek_reset", func(t *testing.T) {
 		needCalendar(t)
 		need(t, "peek (ratelimit.Peek)", s.caps.peek)

@@ -101,6 +101,15 @@ func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (rateli
 	return o.forwarding.Reserve(ctx, req)
 }
 
+// Adjust fails while down, so a settle or a refund then fails with
+// ratelimit.ErrBackend, giving nothing back.
+func (o outageProne) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	if o.down.Load() {
+		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Adjust(ctx, req, at, delta)
+}
+
 func (o outageProne) Node() string { return "outage-prone" }
 
 func (o outageProne) Probe(context.Context) error {
@@ -113,20 +122,42 @@ func (o outageProne) Probe(context.Context) error {
 func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
 // Carry charges what a fallback admitted on top of a reservation made at
-// its time (ratelimit.Reserver's Adjust), deciding nothing.
+// its time (ratelimit.Reserver's Adjust), deciding nothing: its cost to
+// the limits that take it, and 1 call to those that count calls
+// (ratelimit.Limit.PerCall), which an Adjust of its cost leaves as they
+// are.
 func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	for _, a := range admissions {
 		switch {
 		case o.down.Load():
 			res.Kept = append(res.Kept, a)
-		case o.forwarding.Adjust(ctx, a.Req, a.At, a.Req.Cost) != nil:
+		case o.carry(ctx, a) != nil:
 			res.Dropped += a.Req.Cost
 		default:
 			res.Charged += a.Req.Cost
 		}
 	}
 	return res
+}
+
+// carry charges a's cost, and its call to the limits that count calls.
+func (o outageProne) carry(ctx context.Context, a guard.Admission) error {
+	if err := o.forwarding.Adjust(ctx, a.Req, a.At, a.Req.Cost); err != nil {
+		return err
+	}
+	calls, perCall := a.Req, false
+	calls.Limits = make([]ratelimit.Limit, len(a.Req.Limits))
+	for i, lim := range a.Req.Limits {
+		perCall = perCall || lim.PerCall
+		lim.PerCall = !lim.PerCall // an Adjust of 1 then charges the calls' limits only
+		calls.Limits[i] = lim
+	}
+	if !perCall {
+		return nil
+	}
+	calls.Cost, calls.Rule = 1, nil
+	return o.forwarding.Adjust(ctx, calls, a.At, 1)
 }
 
 var (

@@ -11,9 +11,11 @@ import (
 )
 
 // leaseCases are the crosses of leases (Limit.Prefetch, guard.Leases): a
-// leased line alone, and a leased line of every call as one beside an
-// exact line per user (all or nothing); fixed_window adds a calendar day.
-var leaseCases = []string{"one_line", "keys_per_line"}
+// leased line alone, a leased line of every call as one beside an exact
+// line per user (all or nothing), and a leased line that counts calls
+// (Limit.PerCall) beside an exact line that takes the cost; fixed_window
+// adds a calendar day.
+var leaseCases = []string{"one_line", "keys_per_line", "per_call"}
 
 // leaseProcesses is how many processes (lease guards) share the backend.
 const leaseProcesses = 3
@@ -45,6 +47,11 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 	if cross == "keys_per_line" {
 		r.Limits = []ratelimit.Limit{lim, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}}
 		r.KeyExprs = []string{"", "user"}
+	}
+	if cross == "per_call" { // the lease holds calls, whatever their cost
+		calls := lim
+		calls.PerCall = true
+		r.Limits = []ratelimit.Limit{calls, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 80 * cost}}
 	}
 	step := lim.Period / 100
 	if lim.Calendar != "" {

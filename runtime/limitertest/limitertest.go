@@ -29,7 +29,13 @@
 //     the limit admits), each through Rule.Check, keys_per_line/ through
 //     Rule.Check with a key per limit and reserve/ through Rule.Reserve;
 //   - reserve/settle=refund_all, refund, exact and debt (Rule.Reserve and
-//     Reservation.Settle);
+//     Reservation.Settle), reserve/settle_cancelled (a settle and a slot's
+//     give-back on a cancelled context still give back) and reserve/refund
+//     (Reservation.Refund gives back all a reservation took);
+//   - per_call: a limit that counts calls (ratelimit.Limit.PerCall) beside
+//     one that takes their cost, decided all or nothing by Allow with one
+//     key and with a key per limit and by Reserve, whose Settle leaves
+//     the calls' limit as it is;
 //   - peek_reset (ratelimit.Peek before every call tells what it gets;
 //     ratelimit.Reset starts afresh);
 //   - overrides/rule, key, tier, unlimited and block (WithOverrides of
@@ -42,10 +48,12 @@
 //     twin's counts (admissions, denials, shadow denials, near-limit
 //     admissions, calls in flight) after every call;
 //   - with_admission: Rule.Check with a context of ratelimit.WithAdmission
-//     records the same Admission as the twin's, of one key and of a key
-//     per limit;
+//     records the same Admission as the twin's, of one key, of a key per
+//     limit and of a limit that counts calls;
 //   - leases/one_line, leases/keys_per_line (a leased line for every call
-//     as one, then an exact line per user) and, for fixed_window,
+//     as one, then an exact line per user), leases/per_call (a leased line
+//     that counts calls, then an exact line that takes the cost) and, for
+//     fixed_window,
 //     leases/calendar (a day in Europe/Paris, across its midnight), each ×
 //     cost: three guard.Leases over one limiter of the backend (three
 //     processes) call on a limit with a Prefetch, filling it many times
@@ -58,7 +66,7 @@
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
-// cost, × peek_reset, × overrides (and keys_per_line/overrides) in
+// cost, × per_call, × peek_reset, × overrides (and keys_per_line/overrides) in
 // calendar terms, × reserve/settle, and × wait/beyond_budget and
 // wait/at_period_end (a call denied 30ms before its period ends waits
 // for the end) made each way a call waits (Check, a key per limit,
@@ -80,7 +88,11 @@
 // same policies with a real outage: the backend's guards see it fail and
 // see it back, and within a minute of its return the backend decides
 // again; then the limit holds exactly what the outage left it, the units
-// a fallback carried back (package guard) included.
+// a fallback carried back (package guard) included; outage/real/per_call/
+// onerror=local does so for a limit that counts calls, to which the
+// fallback carries back 1 call per admission, whatever its cost, and
+// outage/real/settle requires a settle and a refund made during the
+// outage to fail with ErrBackend and give nothing back.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
@@ -191,6 +203,9 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	for _, settle := range settles {
 		t.Run("reserve/settle="+settle.name, func(t *testing.T) { s.reserveSettle(t, alg, settle.delta) })
 	}
+	t.Run("reserve/settle_cancelled", func(t *testing.T) { s.settleCancelled(t, alg) })
+	t.Run("reserve/refund", func(t *testing.T) { s.refund(t, alg) })
+	t.Run("per_call", func(t *testing.T) { s.perCall(t, alg) })
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
 	for _, o := range overrideCases {
 		t.Run("overrides/"+o.name, func(t *testing.T) { s.overrides(t, alg, o, false) })

@@ -26,9 +26,15 @@ func (s *suite) outage(t *testing.T) {
 		t.Run("onerror="+string(p), func(t *testing.T) { s.outageOf(t, p) })
 	}
 	for _, p := range policies {
-		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p) })
+		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p, 1) })
 	}
+	t.Run("real/per_call/onerror=local", func(t *testing.T) { s.realOutageOf(t, ratelimit.FailLocal, perCallCost) })
+	t.Run("real/settle", func(t *testing.T) { s.settleOutage(t) })
 }
+
+// perCallCost is the cost of the calls of the real outage of a limit that
+// counts calls.
+const perCallCost = 3
 
 // policies are the error policies an outage is crossed with.
 var policies = []ratelimit.ErrorPolicy{ratelimit.FailOpen, ratelimit.FailClosed, ratelimit.FailLocal}
@@ -44,7 +50,7 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 	l.down.Store(true)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := duringOutage(t, rule, l, p, local, 2*threshold)
+	admitted := duringOutage(t, rule, l, p, local, 2*threshold, 1)
 	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
 	}
@@ -62,14 +68,14 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 }
 
-// duringOutage makes calls calls of rule of key "k" on l, whose backend
-// is down, and checks that each ends as the policy p says (local: l has a
-// fallback); it returns how many the fallback admitted.
-func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int) int {
+// duringOutage makes calls calls of cost units of rule of key "k" on l,
+// whose backend is down, and checks that each ends as the policy p says
+// (local: l has a fallback); it returns how many the fallback admitted.
+func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int, cost int64) int {
 	t.Helper()
 	admitted := 0
 	for i := range calls {
-		a, err := rule.Admit(context.Background(), l, 1, "k")
+		a, err := rule.Admit(context.Background(), l, cost, "k")
 		switch {
 		case p == ratelimit.FailOpen && err != nil:
 			t.Fatalf("call %d of the outage: FailOpen returned %v, want the call let through", i, err)
@@ -96,7 +102,11 @@ func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p rat
 // and the limit then admits what it has left: its units less the call
 // before the outage (when the backend kept its state) and less what a
 // fallback carried back to it (guard.Fallback's Carried), never more.
-func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
+// Calls of cost above 1 are limited by a limit that counts calls
+// (ratelimit.Limit.PerCall) beside one of units that never binds: what the
+// fallback admitted is carried back as 1 call each to the first and its
+// cost to the second.
+func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64) {
 	if s.b.Outage == nil {
 		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
@@ -104,12 +114,16 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	l := s.b.New(t)
 	const threshold = 4
 	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: p}
-	if err := rule.Check(ctx, l, 1, "k"); err != nil {
+	if cost > 1 {
+		rule.Name += "/per_call"
+		rule.Limits = []ratelimit.Limit{{Period: time.Hour, Threshold: threshold, PerCall: true}, {Period: time.Hour, Threshold: 100 * threshold * cost}}
+	}
+	if err := rule.Check(ctx, l, cost, "k"); err != nil {
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	restore := s.b.Outage(t)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold))
+	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold, cost))
 	if admitted > threshold {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d", admitted, threshold)
 	}
@@ -122,11 +136,15 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 		if _, breaker := guard.Of[*guard.Breaker](l); breaker && (f.Held() > 0 || f.Recovering()) {
 			t.Fatalf("the backend decided a call before the fallback carried back what it admitted (%d admissions held, recovering %v)", f.Held(), f.Recovering())
 		}
-		carried = carriedBack(t, f, admitted)
+		units := carriedBack(t, f, admitted*cost)
+		if units%cost != 0 {
+			t.Fatalf("the fallback carried back %d units of calls of %d units each", units, cost)
+		}
+		carried = units / cost
 	}
 	left := int64(0)
 	for range threshold + 1 {
-		a, err := rule.Admit(ctx, l, 1, "k")
+		a, err := rule.Admit(ctx, l, cost, "k")
 		switch {
 		case err == nil && a.Decided && a.Decision.Source == ratelimit.SourceBackend:
 			left++
@@ -135,7 +153,7 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 		}
 	}
 	if most := threshold - carried; left > most || left < most-1 {
-		t.Fatalf("after the outage, the limit of %d admitted %d calls with %d units carried back: want %d (the backend lost its state) or %d (it kept it)", threshold, left, carried, most, most-1)
+		t.Fatalf("after the outage, the limit of %d admitted %d calls with %d calls carried back: want %d (the backend lost its state) or %d (it kept it)", threshold, left, carried, most, most-1)
 	}
 }
 
@@ -205,3 +223,53 @@ func (f *failing) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 }
 
 func (f *failing) Unwrap() ratelimit.Limiter { return f.next }
+
+// settleOutage: with a real outage (Backend.Outage), a reservation made
+// before it and settled at 0 during it, and one refunded during it, fail
+// with an error wrapping ratelimit.ErrBackend and stay charged as
+// reserved: once the backend is back, the limit admits what the calls
+// before the outage left it (or all of it, when the backend lost its
+// state), not what a settle would have given back.
+func (s *suite) settleOutage(t *testing.T) {
+	if s.b.Outage == nil {
+		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
+	}
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	ctx := context.Background()
+	l := s.b.New(t)
+	const threshold, reserved = 6, 2
+	rule := &ratelimit.Rule{Name: "real_outage/settle", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: ratelimit.FailClosed}
+	settled, err := rule.Reserve(ctx, l, reserved, "k")
+	if err != nil {
+		t.Fatalf("the reservation to settle, before the outage: %v", err)
+	}
+	refunded, err := rule.Reserve(ctx, l, reserved, "k")
+	if err != nil {
+		t.Fatalf("the reservation to refund, before the outage: %v", err)
+	}
+	if err := rule.Check(ctx, l, 1, "k"); err != nil {
+		t.Fatalf("the call before the outage: %v", err)
+	}
+	restore := s.b.Outage(t)
+	if err := settled.Settle(ctx, 0); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("Settle while the backend is down: got %v, want an error wrapping ErrBackend", err)
+	}
+	if err := refunded.Refund(ctx); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("Refund while the backend is down: got %v, want an error wrapping ErrBackend", err)
+	}
+	restore()
+	backAgain(t, rule, l)
+	left := 0
+	for range threshold + 1 {
+		err := rule.Check(ctx, l, 1, "k")
+		switch {
+		case err == nil:
+			left++
+		case !errors.Is(err, ratelimit.ErrLimited):
+			t.Fatalf("a call after the outage: %v; want the backend's decision", err)
+		}
+	}
+	if kept := threshold - 2*reserved - 1; left != kept && left != threshold {
+		t.Fatalf("after a settle and a refund failed in the outage, the limit of %d admitted %d calls: want %d (the backend kept its state, the reservations charged as reserved) or %d (it lost it)", threshold, left, kept, threshold)
+	}
+}

@@ -1,6 +1,7 @@
 package limitertest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -264,4 +265,46 @@ func (s *suite) slotWaitDeadline(t *testing.T) {
 		e.check(waited >= r.Wait, "the call was denied after %s, before its wait of %s was over", waited, r.Wait)
 		e.check(holder.Release(e.ctx) == nil, "Release")
 	})
+}
+
+// settleCancelled: a reservation settled, and a slot given back, by a
+// caller whose context is cancelled (a client that disconnected as the
+// answer arrived) is refunded and freed all the same: Settle and Release
+// run on a context detached from the caller's cancellation.
+func (s *suite) settleCancelled(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	lim := ratelimit.Limit{Algorithm: alg, Period: day, Threshold: 6}
+	rules := []*ratelimit.Rule{{Name: "settle_cancelled", Limits: []ratelimit.Limit{lim}}}
+	if s.caps.slots == "" {
+		rules = append(rules, &ratelimit.Rule{Name: "settle_cancelled_slot", Limits: []ratelimit.Limit{lim, {Algorithm: concurrency, Threshold: 1}}})
+	}
+	for _, r := range rules {
+		s.run(t, func(e *env) {
+			_, res := e.reserve(r, "ada", reserveUnits)
+			e.check(res.got != nil, "%s: a fresh key's reservation of %d units was denied", r.Name, reserveUnits)
+			cancelled, cancel := context.WithCancel(e.ctx)
+			cancel()
+			for _, v := range []*ratelimit.Reservation{res.got, res.want} {
+				if v != nil {
+					err := v.Settle(cancelled, 0)
+					e.check(err == nil, "%s: Settle(0) with a cancelled context: %v", r.Name, err)
+				}
+			}
+			// A leaky bucket paces: its calls are checked by Allow, which
+			// does not wait for their turn.
+			unit := ratelimit.Request{Name: r.Name, Key: "ada", Limits: []ratelimit.Limit{lim}}
+			admitted := int64(0)
+			for range lim.Threshold + 1 {
+				if o := e.allow(unit); o.Decision.Allowed {
+					admitted++
+				}
+			}
+			e.check(admitted == lim.Threshold, "%s: after a settle at 0 on a cancelled context, %d unit calls admitted, want %d (the refund was lost)", r.Name, admitted, lim.Threshold)
+			if len(r.Limits) == 2 {
+				o, again := e.reserve(&ratelimit.Rule{Name: r.Name, Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}}, "ada", 1)
+				e.check(again.got != nil, "%s: the slot given back on a cancelled context is still held: %+v", r.Name, o)
+				e.release(again)
+			}
+		})
+	}
 }

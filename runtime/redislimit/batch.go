@@ -254,7 +254,7 @@ func (l *redisBackend) decideBatch(ctx context.Context, calls []*batchCall) {
 	if script != nil {
 		for _, c := range calls {
 			keys = append(keys, storageKey(l.prefix, c.req.Name, keyOf(c.req, 0), 0, c.req.Limits[0].AlgorithmOrDefault()))
-			args = append(args, c.req.Units(), now)
+			args = append(args, c.req.UnitsOf(0), now)
 		}
 	} else {
 		script = batchScript

@@ -189,7 +189,7 @@ func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge, res *gua
 			lim := ch.req.Limits[i]
 			p := lim.Period.Milliseconds()
 			key := storageKey(l.prefix, ch.req.Name, ch.key, i, ratelimit.SlidingWindow)
-			args := []any{ch.at / 1000 / p * p, p, ch.req.Cost, lim.Threshold}
+			args := []any{ch.at / 1000 / p * p, p, lim.Units(ch.req.Cost), lim.Threshold}
 			all = append(all, sent{previousScript.EvalSha(ctx, pipe, []string{key}, args...), key, args})
 		}
 	}

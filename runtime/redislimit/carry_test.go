@@ -96,6 +96,37 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 	}
 }
 
+// TestCarryBackCountsCalls: beyond guard.MaxCarriedPerCall admissions of
+// one call, those of a rule with a limit that counts calls are not merged
+// (a merged admission would take 1 call of that limit for several), so
+// the carry-back charges every call to it, and their units to the other.
+func TestCarryBackCountsCalls(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	client := redis.NewClient(ClientOptions(&redis.Options{Addr: s.Addr}))
+	t.Cleanup(func() { client.Close() })
+	l := New(client, WithBreaker(0, 0, 0), WithFallbackProcesses(1))
+	defer l.Close()
+	ctx := t.Context()
+	req := ratelimit.Request{Name: "calls", Key: "k", Cost: 3, Limits: []ratelimit.Limit{
+		{Period: 24 * time.Hour, Threshold: 1000, PerCall: true},
+		{Period: 24 * time.Hour, Threshold: 100000},
+	}}
+	const admitted = 2 * guard.MaxCarriedPerCall
+	for range admitted {
+		dec, _, err := l.AllowLocal(ctx, req)
+		require.NoError(t, err)
+		require.True(t, dec.Allowed)
+	}
+	require.Equal(t, admitted, l.fallback.Held(), "every admission is kept apart")
+	l.fallback.CarryBack(ctx)
+	assert.EqualValues(t, admitted*req.Cost, charged(l))
+	p, err := l.Peek(ctx, ratelimit.Request{Name: req.Name, Key: req.Key, Cost: 1, Limits: req.Limits})
+	require.NoError(t, err)
+	assert.EqualValues(t, admitted, req.Limits[0].Threshold-p.Remaining, "the limit that counts calls was charged each call")
+}
+
 // TestCarryScriptRendersAsGolden compares the carry-back script with its
 // text under testdata/scripts (rewritten with -update); the carry tests
 // run it.

@@ -275,7 +275,7 @@ func (l *redisBackend) refund(ctx context.Context, req *ratelimit.Request, group
 		args = append(args, now, req.Units())
 		for j, i := range g.idx {
 			lim := req.Limits[i]
-			args = append(args, string(lim.AlgorithmOrDefault()), lim.Period.Microseconds(), lim.Threshold, lim.MaxCost())
+			args = append(args, string(lim.AlgorithmOrDefault()), lim.Period.Microseconds(), thresholdArg(lim), lim.MaxCost())
 			args = append(args, g.recs[3*j:3*j+3]...)
 		}
 		wg.Add(1)
@@ -302,7 +302,7 @@ func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (rat
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
 	}
 	if d.Allowed {
-		d.Remaining += req.Units()
+		d.Remaining += req.UnitsOf(d.LimitIndex)
 	}
 	return d, nil
 }

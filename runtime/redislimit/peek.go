@@ -48,7 +48,7 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
 	}
 	if d.Allowed {
-		d.Remaining += req.Units() // Remaining before the call, as [ratelimit.Peeker] says
+		d.Remaining += req.UnitsOf(d.LimitIndex) // Remaining before the call, as [ratelimit.Peeker] says
 	}
 	return d, nil
 }

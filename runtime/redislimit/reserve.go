@@ -135,14 +135,23 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 }
 
 // adjustRun runs the adjust script for req at now (see [Limiter.now]),
-// with the bounds of its calendar periods around the time around (µs).
+// with the bounds of its calendar periods around the time around (µs). A
+// limit that counts calls ([ratelimit.Limit.PerCall]) is left as it is:
+// a settle changes what the call cost, not that it was made.
 func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
 	keys := make([]string, 0, len(req.Limits))
+	limits := make([]ratelimit.Limit, 0, len(req.Limits))
 	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, lim.AlgorithmOrDefault()))
+		if !lim.PerCall {
+			keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, lim.AlgorithmOrDefault()))
+			limits = append(limits, lim)
+		}
 	}
-	args := make([]any, 0, 3+4*len(req.Limits))
+	if len(limits) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 3+4*len(limits))
 	args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
-	args = appendLimitsFrom(args, 4, req.Limits, around)
+	args = appendLimitsFrom(args, 4, limits, around)
 	return adjustScript.Run(ctx, l.client, keys, args...).Err()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -166,4 +167,26 @@ func TestSettleALongKey(t *testing.T) {
 		require.NoError(t, err, "the refund and the slot are the key's")
 		require.NoError(t, res.Release(ctx))
 	})
+}
+
+// TestAFailedSettleReachesTheHook: a settle whose backend is out of reach
+// fails with ErrBackend and tells the limiter's hook (Failed), as the
+// generated code, which returns the call's results all the same, relies
+// on (issue 28 item 2).
+func TestAFailedSettleReachesTheHook(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	c := failFastClient(t, s.Addr)
+	hook := &recordingHook{}
+	l := New(c, ratelimit.WithHook(hook))
+	r := &ratelimit.Rule{Name: "settle_fails", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 10}}}
+	res, err := r.Reserve(context.Background(), l, 5, "ada")
+	require.NoError(t, err)
+	s.Stop()
+	err = res.Settle(context.Background(), 1)
+	require.ErrorIs(t, err, ratelimit.ErrBackend)
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	require.Equal(t, 1, hook.failed, "the failed settle was told to the hook once")
 }

@@ -368,7 +368,7 @@ func (l *redisBackend) decidePlanned(ctx context.Context, req *ratelimit.Request
 	}
 	keys := []string{storageKey(l.prefix, req.Name, keyOf(req, 0), 0, p.Algorithm)}
 	var args []any
-	switch cost := req.Units(); {
+	switch cost := req.UnitsOf(0); {
 	case p.Clocked:
 		args = []any{cost, l.cfg.Clock.Now().UnixMicro()}
 	case cost != 1:
@@ -427,12 +427,22 @@ func appendLimitsFrom(args []any, first int, limits []ratelimit.Limit, at int64)
 			period = -(first + 4*len(limits) + 1 + len(bounds))
 			bounds = append(bounds, b[0], b[1], b[2], b[3])
 		}
-		args = append(args, string(lim.AlgorithmOrDefault()), period, lim.Threshold, lim.MaxCost())
+		args = append(args, string(lim.AlgorithmOrDefault()), period, thresholdArg(lim), lim.MaxCost())
 	}
 	if bounds != nil {
 		args = append(append(args, ""), bounds...)
 	}
 	return args
+}
+
+// thresholdArg returns lim's threshold as the generic script takes it:
+// negated when the limit counts calls ([ratelimit.Limit.PerCall]), so
+// that the call takes 1 unit of it whatever its cost.
+func thresholdArg(lim ratelimit.Limit) int64 {
+	if lim.PerCall {
+		return -lim.Threshold
+	}
+	return lim.Threshold
 }
 
 // withPeek returns the generic script's ARGV for a call of n limits, args,

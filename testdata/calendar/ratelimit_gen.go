@@ -103,7 +103,8 @@ func (d *QuotasWithRateLimit) Monthly(ctx context.Context, apiKey string) error 
 // Tokens calls the wrapped Quotas's Tokens if the limiter admits the call under
 // quotasTokensRateLimit; otherwise it returns the limiter's error. It reserves
 // the cost before the call, and settles at used once the call returns no error;
-// a call that fails stays charged as reserved.
+// a call that fails stays charged as reserved. A call that a limit further in
+// denies (an error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxTokens int64) (int64, error) {
 	reservation, err := quotasTokensRateLimit.Reserve(ctx, d.limiter, maxTokens, apiKey)
 	if err != nil {
@@ -111,6 +112,9 @@ func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxToke
 	}
 	used, err := d.next.Tokens(ctx, apiKey, maxTokens)
 	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return used, err
 	}
 	_ = reservation.Settle(ctx, used)

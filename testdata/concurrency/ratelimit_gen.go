@@ -68,32 +68,52 @@ var exporterScanRateLimit = &ratelimit.Rule{
 // Export calls the wrapped Exporter's Export if the limiter admits the call
 // under exporterExportRateLimit; otherwise it returns the limiter's error. The
 // call holds a slot of its concurrency limit until it returns, panics included.
+// A call that a limit further in denies (an error wrapping
+// ratelimit.ErrLimited) is given back all it took.
 func (d *ExporterWithRateLimit) Export(ctx context.Context, tenant string) error {
 	reservation, err := exporterExportRateLimit.Reserve(ctx, d.limiter, 1, tenant)
 	if err != nil {
 		return err
 	}
 	defer reservation.Release(ctx)
-	return d.next.Export(ctx, tenant)
+	err = d.next.Export(ctx, tenant)
+	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return err
+	}
+	return nil
 }
 
 // Query calls the wrapped Exporter's Query if the limiter admits the call under
 // exporterQueryRateLimit; otherwise it returns the limiter's error. The call
-// holds a slot of its concurrency limit until it returns, panics included.
+// holds a slot of its concurrency limit until it returns, panics included. A
+// call that a limit further in denies (an error wrapping ratelimit.ErrLimited)
+// is given back all it took.
 func (d *ExporterWithRateLimit) Query(ctx context.Context, sql string) (int, error) {
 	reservation, err := exporterQueryRateLimit.Reserve(ctx, d.limiter, 1)
 	if err != nil {
 		return 0, err
 	}
 	defer reservation.Release(ctx)
-	return d.next.Query(ctx, sql)
+	rows, err := d.next.Query(ctx, sql)
+	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return rows, err
+	}
+	return rows, nil
 }
 
 // Scan calls the wrapped Exporter's Scan if the limiter admits the call under
 // exporterScanRateLimit; otherwise it returns the limiter's error. The call
 // holds a slot of its concurrency limit until it returns, panics included. It
 // reserves the cost before the call, and settles at rows once the call returns
-// no error; a call that fails stays charged as reserved.
+// no error; a call that fails stays charged as reserved. A call that a limit
+// further in denies (an error wrapping ratelimit.ErrLimited) is given back all
+// it took.
 func (d *ExporterWithRateLimit) Scan(ctx context.Context) (int64, error) {
 	reservation, err := exporterScanRateLimit.Reserve(ctx, d.limiter, 10)
 	if err != nil {
@@ -102,6 +122,9 @@ func (d *ExporterWithRateLimit) Scan(ctx context.Context) (int64, error) {
 	defer reservation.Release(ctx)
 	rows, err := d.next.Scan(ctx)
 	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return rows, err
 	}
 	_ = reservation.Settle(ctx, rows)

@@ -71,9 +71,10 @@ type Feed interface {
 	Search(ctx context.Context, apiKey, query string) ([]string, error)
 
 	// An integer key on two lines, formatted once, and every call; the
-	// cost and the wait are the call's, on every line.
+	// wait is the call's, on every line, and the cost is each line's that
+	// writes it (a line without cost= counts 1 per call).
 	//ratelimit:period=1 threshold=6 key=item.Owner cost=2 wait=10ms
-	//ratelimit:period=1m threshold=60 key=item.Owner
+	//ratelimit:period=1m threshold=60 key=item.Owner cost=2
 	//ratelimit:period=1m threshold=100
 	Put(item Item) error
 

@@ -149,14 +149,14 @@ var feedPostRateLimit = &ratelimit.Rule{
 }
 
 // feedPutRateLimit is the rule of Feed.Put: 6 units per second for each
-// item.Owner, 60 units per minute for each item.Owner and 100 units per minute
+// item.Owner, 60 units per minute for each item.Owner and 100 calls per minute
 // in total.
 var feedPutRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/testdata/linekeys.Feed.Put",
 	Limits: []ratelimit.Limit{
 		{Period: time.Second, Threshold: 6},
 		{Period: time.Minute, Threshold: 60},
-		{Period: time.Minute, Threshold: 100},
+		{Period: time.Minute, Threshold: 100, PerCall: true},
 	},
 	KeyExprs: []string{"item.Owner", "item.Owner", ""},
 	Wait:     10 * time.Millisecond,

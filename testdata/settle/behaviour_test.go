@@ -3,6 +3,7 @@ package settle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,18 @@ func (m *model) Complete(_ context.Context, req *Request) (*Completion, error) {
 		c.Usage = &Usage{TotalTokens: m.tokens}
 	}
 	return c, nil
+}
+
+func (m *model) Chat(ctx context.Context, req *Request) (*Completion, error) {
+	return m.Complete(ctx, req)
+}
+
+func (m *model) Login(context.Context, string, string) error { return m.err }
+
+func (m *model) Probe(context.Context, string) error { return m.err }
+
+func (m *model) Ask(ctx context.Context, req *Request) (*Completion, error) {
+	return m.Complete(ctx, req)
 }
 
 func (m *model) Embed(_ context.Context, texts []string) ([][]float32, error) {
@@ -109,5 +122,102 @@ func TestSettleAtALengthAndAFunction(t *testing.T) {
 		require.NoError(t, err)
 		_, err = d.Embed(ctx, nil)
 		require.ErrorIs(t, err, ratelimit.ErrLimited, "100 tokens of the bucket used")
+	})
+}
+
+func TestRequestsAndTokensInOneDecision(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{tokens: 100, usage: true}
+		d := NewModelWithRateLimit(m, limiter)
+		// A call of 502 tokens takes 1 of the 3 requests and 502 of the
+		// 1000 tokens, settled at 100.
+		for range 3 {
+			_, err := d.Chat(ctx, &Request{APIKey: "erin", MaxTokens: 502})
+			require.NoError(t, err)
+		}
+		_, err := d.Chat(ctx, &Request{APIKey: "erin", MaxTokens: 1})
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le, "3 requests a minute")
+		require.Equal(t, int64(3), le.Limit.Threshold)
+
+		// The token line denies a call the request line admits, and the
+		// denied call charges neither: frank keeps his 3 requests.
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 1000})
+		require.NoError(t, err) // settled at 100: 900 left
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 901})
+		require.ErrorAs(t, err, &le, "901 of 900 tokens")
+		require.Equal(t, int64(1000), le.Limit.Threshold)
+		require.Equal(t, int64(900), le.Remaining)
+		for range 2 {
+			_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 400})
+			require.NoError(t, err, "the denied call took no request")
+		}
+		_, err = d.Chat(ctx, &Request{APIKey: "frank", MaxTokens: 1})
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, int64(3), le.Limit.Threshold)
+	})
+}
+
+func TestRefundSuccessCountsOnlyFailures(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{}
+		d := NewModelWithRateLimit(m, limiter)
+		wrong := errors.New("wrong password")
+		for range 10 {
+			require.NoError(t, d.Login(ctx, "mallory", "right"), "successes are given back")
+			require.NoError(t, d.Probe(ctx, "mallory"), "settled at 0")
+		}
+		m.err = wrong
+		for range 3 {
+			require.ErrorIs(t, d.Login(ctx, "mallory", "guess"), wrong)
+		}
+		require.ErrorIs(t, d.Login(ctx, "mallory", "guess"), ratelimit.ErrLimited, "3 failures")
+		m.err = nil
+		require.ErrorIs(t, d.Login(ctx, "mallory", "right"), ratelimit.ErrLimited, "a success is checked too")
+		m.err = wrong
+		for range 2 {
+			require.ErrorIs(t, d.Probe(ctx, "mallory"), wrong)
+		}
+		require.ErrorIs(t, d.Probe(ctx, "mallory"), ratelimit.ErrLimited, "2 failures")
+	})
+}
+
+func TestRefundOnARetryableErrorAndADenialFurtherIn(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		m := &model{tokens: 100, usage: true}
+		d := NewModelWithRateLimit(m, limiter)
+		req := &Request{APIKey: "grace", MaxTokens: 400}
+		// Busy, and denied further in: given back, requests and tokens.
+		m.err = errBusy
+		for range 5 {
+			_, err := d.Ask(ctx, req)
+			require.ErrorIs(t, err, errBusy)
+		}
+		m.err = fmt.Errorf("inner decorator: %w", ratelimit.ErrLimited)
+		for range 5 {
+			_, err := d.Ask(ctx, req)
+			require.ErrorIs(t, err, ratelimit.ErrLimited)
+			_, err = d.Chat(ctx, req)
+			require.ErrorIs(t, err, ratelimit.ErrLimited)
+		}
+		// Another error stands: 1 request and 400 tokens.
+		m.err = errors.New("bad request")
+		_, err := d.Ask(ctx, req)
+		require.ErrorIs(t, err, m.err)
+		m.err = nil
+		_, err = d.Ask(ctx, req)
+		require.NoError(t, err, "2 requests, 800 tokens")
+		_, err = d.Ask(ctx, req)
+		var le *ratelimit.LimitError
+		require.ErrorAs(t, err, &le, "1200 tokens")
+		require.Equal(t, int64(1000), le.Limit.Threshold)
+		// Chat's reservations denied further in were given back.
+		for range 3 {
+			_, err = d.Chat(ctx, &Request{APIKey: "grace", MaxTokens: 300})
+			require.NoError(t, err)
+		}
 	})
 }

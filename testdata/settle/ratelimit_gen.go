@@ -11,9 +11,9 @@ import (
 )
 
 // ModelWithRateLimit is a Model that asks a ratelimit.Limiter to admit each
-// call of its limited methods (Complete, Count, Embed) before calling the
-// wrapped Model. A denied call returns the limiter's error, a
-// *ratelimit.LimitError, without calling it. An admitted call whose context
+// call of its limited methods (Ask, Chat, Complete, Count, Embed, Login, Probe)
+// before calling the wrapped Model. A denied call returns the limiter's error,
+// a *ratelimit.LimitError, without calling it. An admitted call whose context
 // comes from ratelimit.WithAdmission records its admission there.
 type ModelWithRateLimit struct {
 	next    Model
@@ -34,6 +34,26 @@ func NewModelWithRateLimit(next Model, limiter ratelimit.Limiter) *ModelWithRate
 }
 
 var _ Model = (*ModelWithRateLimit)(nil)
+
+// modelAskRateLimit is the rule of Model.Ask: 3 calls per minute and 1000 units
+// per minute for each req.APIKey.
+var modelAskRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Ask",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 3, PerCall: true},
+		{Period: time.Minute, Threshold: 1000},
+	},
+}
+
+// modelChatRateLimit is the rule of Model.Chat: 3 calls per minute and 1000
+// units per minute for each req.APIKey.
+var modelChatRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Chat",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 3, PerCall: true},
+		{Period: time.Minute, Threshold: 1000},
+	},
+}
 
 // modelCompleteRateLimit is the rule of Model.Complete: 1000 units per minute
 // for each req.APIKey.
@@ -57,12 +77,92 @@ var modelEmbedRateLimit = &ratelimit.Rule{
 	},
 }
 
+// modelLoginRateLimit is the rule of Model.Login: 3 calls per 15m for each
+// user.
+var modelLoginRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Login",
+	Limits: []ratelimit.Limit{{Period: 15 * time.Minute, Threshold: 3}},
+}
+
+// modelProbeRateLimit is the rule of Model.Probe: 2 calls per minute for each
+// user.
+var modelProbeRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Probe",
+	Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 2}},
+}
+
+// Ask calls the wrapped Model's Ask if the limiter admits the call under
+// modelAskRateLimit; otherwise it returns the limiter's error. If req or req is
+// nil, it returns an error wrapping ratelimit.ErrNilKey instead. A call whose
+// error makes retryable(err) true is given back all it took
+// (ratelimit.Reservation.Refund). A call that a limit further in denies (an
+// error wrapping ratelimit.ErrLimited) is given back all it took.
+func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion, error) {
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelAskRateLimit.Name, "req")
+	}
+	key := req.APIKey
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelAskRateLimit.Name, "req")
+	}
+	reservation, err := modelAskRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
+	if err != nil {
+		return nil, err
+	}
+	r1, err := d.next.Ask(ctx, req)
+	if err != nil {
+		if ratelimit.IsLimited(err) || retryable(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return r1, err
+	}
+	return r1, nil
+}
+
+// Chat calls the wrapped Model's Chat if the limiter admits the call under
+// modelChatRateLimit; otherwise it returns the limiter's error. If req or req
+// is nil, it returns an error wrapping ratelimit.ErrNilKey instead. It reserves
+// the cost before the call, and settles at resp.Usage.TotalTokens once the call
+// returns no error; a call that fails, or whose resp.Usage.TotalTokens cannot
+// be read, stays charged as reserved. A call that a limit further in denies (an
+// error wrapping ratelimit.ErrLimited) is given back all it took.
+func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completion, error) {
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+	}
+	key := req.APIKey
+	if req == nil {
+		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+	}
+	reservation, err := modelChatRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := d.next.Chat(ctx, req)
+	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return resp, err
+	}
+	if resp == nil {
+		return resp, nil
+	}
+	if resp.Usage == nil {
+		return resp, nil
+	}
+	_ = reservation.Settle(ctx, int64(resp.Usage.TotalTokens))
+	return resp, nil
+}
+
 // Complete calls the wrapped Model's Complete if the limiter admits the call
 // under modelCompleteRateLimit; otherwise it returns the limiter's error. If
 // req or req is nil, it returns an error wrapping ratelimit.ErrNilKey instead.
 // It reserves the cost before the call, and settles at resp.Usage.TotalTokens
 // once the call returns no error; a call that fails, or whose
-// resp.Usage.TotalTokens cannot be read, stays charged as reserved.
+// resp.Usage.TotalTokens cannot be read, stays charged as reserved. A call that
+// a limit further in denies (an error wrapping ratelimit.ErrLimited) is given
+// back all it took.
 func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Completion, error) {
 	if req == nil {
 		return nil, ratelimit.NilKeyError(modelCompleteRateLimit.Name, "req")
@@ -77,6 +177,9 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 	}
 	resp, err := d.next.Complete(ctx, req)
 	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return resp, err
 	}
 	if resp == nil {
@@ -92,7 +195,9 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 // Count calls the wrapped Model's Count if the limiter admits the call under
 // modelCountRateLimit; otherwise it returns the limiter's error. It reserves
 // the cost before the call, and settles at billed(n,err) once the call returns
-// no error; a call that fails stays charged as reserved.
+// no error; a call that fails stays charged as reserved. A call that a limit
+// further in denies (an error wrapping ratelimit.ErrLimited) is given back all
+// it took.
 func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
 	reservation, err := modelCountRateLimit.Reserve(ctx, d.limiter, 10)
 	if err != nil {
@@ -100,6 +205,9 @@ func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
 	}
 	n, err := d.next.Count(ctx)
 	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return n, err
 	}
 	_ = reservation.Settle(ctx, billed(n, err))
@@ -109,7 +217,9 @@ func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
 // Embed calls the wrapped Model's Embed if the limiter admits the call under
 // modelEmbedRateLimit; otherwise it returns the limiter's error. It reserves
 // the cost before the call, and settles at len(vectors) once the call returns
-// no error; a call that fails stays charged as reserved.
+// no error; a call that fails stays charged as reserved. A call that a limit
+// further in denies (an error wrapping ratelimit.ErrLimited) is given back all
+// it took.
 func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	reservation, err := modelEmbedRateLimit.Reserve(ctx, d.limiter, 1)
 	if err != nil {
@@ -117,10 +227,55 @@ func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]flo
 	}
 	vectors, err := d.next.Embed(ctx, texts)
 	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
 		return vectors, err
 	}
 	_ = reservation.Settle(ctx, int64(len(vectors)))
 	return vectors, nil
+}
+
+// Login calls the wrapped Model's Login if the limiter admits the call under
+// modelLoginRateLimit; otherwise it returns the limiter's error. A call that
+// returns no error is given back all it took (ratelimit.Reservation.Refund):
+// only failures count. A call that a limit further in denies (an error wrapping
+// ratelimit.ErrLimited) is given back all it took.
+func (d *ModelWithRateLimit) Login(ctx context.Context, user string, password string) error {
+	reservation, err := modelLoginRateLimit.Reserve(ctx, d.limiter, 1, user)
+	if err != nil {
+		return err
+	}
+	err = d.next.Login(ctx, user, password)
+	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return err
+	}
+	_ = reservation.Refund(ctx)
+	return nil
+}
+
+// Probe calls the wrapped Model's Probe if the limiter admits the call under
+// modelProbeRateLimit; otherwise it returns the limiter's error. It reserves
+// the cost before the call, and settles at 0 once the call returns no error; a
+// call that fails stays charged as reserved. A call that a limit further in
+// denies (an error wrapping ratelimit.ErrLimited) is given back all it took.
+func (d *ModelWithRateLimit) Probe(ctx context.Context, user string) error {
+	reservation, err := modelProbeRateLimit.Reserve(ctx, d.limiter, 1, user)
+	if err != nil {
+		return err
+	}
+	err = d.next.Probe(ctx, user)
+	if err != nil {
+		if ratelimit.IsLimited(err) {
+			_ = reservation.Refund(ctx)
+		}
+		return err
+	}
+	_ = reservation.Settle(ctx, 0)
+	return nil
 }
 
 // RateLimitRules returns the rules of the package's rate-limited methods, one
@@ -129,8 +284,12 @@ func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]flo
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
+		modelAskRateLimit.Clone(),
+		modelChatRateLimit.Clone(),
 		modelCompleteRateLimit.Clone(),
 		modelCountRateLimit.Clone(),
 		modelEmbedRateLimit.Clone(),
+		modelLoginRateLimit.Clone(),
+		modelProbeRateLimit.Clone(),
 	}
 }

@@ -38,4 +38,19 @@ type S interface {
 	//ratelimit:period=1 threshold=10 key=user settle=n
 	//ratelimit:period=1h threshold=1000
 	KeyPerLine(ctx context.Context, user string) (n int, err error)
+	//ratelimit:period=1m threshold=100000 cost=tokens
+	//ratelimit:period=1m threshold=1000000 cost=bytes
+	TwoCosts(ctx context.Context, tokens, bytes int) (n int, err error)
+	//ratelimit:period=1m threshold=100000 cost=tokens settle=n
+	//ratelimit:period=24h threshold=1000000 cost=tokens
+	SettleOnOneLine(ctx context.Context, tokens int) (n int, err error)
+	//ratelimit:period=1m threshold=5 refund=sometimes
+	RefundWhat(ctx context.Context) error
+	//ratelimit:period=1m threshold=5 refund=score(err)
+	RefundNotBool(ctx context.Context) error
+	//ratelimit:period=1m threshold=5 settle=-1
+	SettleNegative(ctx context.Context) error
 }
+
+// score is not a bool.
+func score(err error) int { return 1 }

@@ -6,9 +6,10 @@
 -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
 -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
 -- ARGV[2]  the call's cost in units.
--- ARGV[3+4(i-1) .. 6+4(i-1)]  limit i: algorithm, period (µs), threshold,
---          capacity (the burst of token_bucket and gcra, the queue bound
---          of leaky_bucket, else the threshold).
+-- ARGV[3+4(i-1) .. 6+4(i-1)]  limit i: algorithm, period (µs), threshold
+--          (negated when the limit counts calls: the call takes 1 unit of
+--          it, whatever ARGV[2]), capacity (the burst of token_bucket and
+--          gcra, the queue bound of leaky_bucket, else the threshold).
 -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
 --          admitting check is rolled back as when another limit denies.
 -- ARGV[4+4n ...]  the bounds of calendar periods, four per fixed_window
@@ -98,7 +99,7 @@ if ARGV[1] == "" then
 else
   now = ARGV[1] + 0
 end
-local cost, costArg = ARGV[2] + 0, ARGV[2]
+local callCost, callCostArg = ARGV[2] + 0, ARGV[2]
 local n = #KEYS
 
 -- Check every limit. ok, rem, ret, res, del: whether the limit admits the
@@ -113,6 +114,8 @@ local olds = {} -- the buckets' TATs as stored before the call
 for i = 1, n do
   local key, algo = KEYS[i], ARGV[4 * i - 1]
   local period, threshold, capacity = ARGV[4 * i] + 0, ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0
+  local cost, costArg = callCost, callCostArg
+  if threshold < 0 then threshold, cost, costArg = -threshold, 1, "1" end -- the limit counts calls
   local ok, rem, ret, res, del = false, 0, 0, 0, 0
   rec1, rec2, rec3 = nil, nil, nil
 
@@ -453,6 +456,8 @@ for i = 1, n do
     if u then rec1, rec2, rec3 = u[1], u[2], u[3] else rec1 = nil end
   end
   local key, algo, period = KEYS[i], ARGV[4 * i - 1], ARGV[4 * i] + 0
+  local cost, costArg = callCost, callCostArg
+  if ARGV[4 * i + 1] + 0 < 0 then cost, costArg = 1, "1" end
   if rec1 == nil then
     -- limit i did not admit the call (or was not checked): nothing to do
   elseif commit then

@@ -9,8 +9,9 @@
 -- KEYS[i]  the state of limit i of the group.
 -- ARGV[1]  the time in microseconds, or "" to read the server's clock (TIME).
 -- ARGV[2]  the call's cost in units.
--- ARGV[3+7(i-1) .. 9+7(i-1)]  limit i: algorithm, period (µs), threshold,
---          capacity, and its record as the decide script replied it (a, b,
+-- ARGV[3+7(i-1) .. 9+7(i-1)]  limit i: algorithm, period (µs), threshold
+--          (negated when the limit counts calls: it took 1 unit of the
+--          call, whatever ARGV[2]), capacity, and its record as the decide script replied it (a, b,
 --          old).
 --
 -- Returns the number of limits refunded (whose charge was still there).
@@ -41,11 +42,13 @@ if ARGV[1] == "" then
 else
   now = ARGV[1] + 0
 end
-local cost, costArg = ARGV[2] + 0, ARGV[2]
+local callCost, callCostArg = ARGV[2] + 0, ARGV[2]
 local refunded = 0
 for i = 1, #KEYS do
   local key, algo = KEYS[i], ARGV[7 * i - 4]
   local period, threshold = ARGV[7 * i - 3] + 0, ARGV[7 * i - 2] + 0
+  local cost, costArg = callCost, callCostArg
+  if threshold < 0 then threshold, cost, costArg = -threshold, 1, "1" end
   local a, b, old = ARGV[7 * i] + 0, ARGV[7 * i + 1] + 0, ARGV[7 * i + 2]
   if algo == "sliding_log" then
     -- a: the time the call's entries were logged at; b: 1 when they were
