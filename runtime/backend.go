@@ -25,6 +25,8 @@ import (
 //	SlotHolder      Rule.Reserve of a rule with a concurrency limit, Peek of one
 //	Configured      overrides, error policy and hook of Rule's calls
 //	Fallback        the FailLocal error policy
+//	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
+//	DenialCounter   the fleet's top denied keys (httplimit's admin view)
 //
 // runtime/limitertest checks that a backend honours what it offers.
 
@@ -40,6 +42,19 @@ type RuleDecider interface {
 	// cost exactly as Allow decides Request{Name: r.Name, Key: key, Cost:
 	// cost, Limits: r.Limits, Rule: r}, or nil to have Allow decide them.
 	DecideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error)
+}
+
+// LineSharer is a [Limiter] that decides requests with shared lines
+// ([Request.Shared]): it keeps limit i's state where [Request.Line] says,
+// so that the rules sharing a line share its state, and decides every
+// limit of the request all or nothing, as for any request with a key per
+// limit. [Rule.Check] refuses to decide a rule with shared lines on a
+// limiter that does not offer it (found with [As]), since another would
+// keep each rule's line apart and admit more than the line allows.
+type LineSharer interface {
+	Limiter
+	// SharesLines marks the capability; it does nothing.
+	SharesLines()
 }
 
 // Reserver is a [Limiter] whose charges can be changed once made, as

@@ -312,24 +312,24 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 		e.decideOne(&plans[0], cost, now, charge, d)
 		return
 	}
-	decideLimits(plans, nil, e, cost, now, charge, d)
+	decideLimits(plans, nil, nil, e, cost, now, charge, d)
 }
 
-// decideLimits decides a call against plans, limit i's state being that of
-// entries[i], or of one when entries is nil: every limit must admit it,
+// decideLimits decides a call against plans, limit i's state being that
+// of entries[i] at index[i], or of one at i when entries is nil: every limit must admit it,
 // and d describes the denying limit with the longest RetryAfter, or the
 // admitting one with the fewest units left. When charge is set, an
 // admitted call is charged to every limit.
-func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
+func decideLimits(plans []memoryPlan, entries []*memoryEntry, index []int, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
 	*d = Decision{Allowed: true}
 	var delay time.Duration
 	var r Decision
 	for i := range plans {
-		e := one
+		e, j := one, i
 		if entries != nil {
-			e = entries[i]
+			e, j = entries[i], index[i]
 		}
-		ok := e.limits[i].check(&plans[i], now, cost, &r)
+		ok := e.limits[j].check(&plans[i], now, cost, &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
 			*d = r
@@ -349,11 +349,11 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, 
 		return
 	}
 	for i := range plans {
-		e := one
+		e, j := one, i
 		if entries != nil {
-			e = entries[i]
+			e, j = entries[i], index[i]
 		}
-		if exp := e.limits[i].charge(&plans[i], now, cost); exp > e.expiry {
+		if exp := e.limits[j].charge(&plans[i], now, cost); exp > e.expiry {
 			e.expiry = exp
 		}
 	}

@@ -121,6 +121,12 @@ func callID(req *ratelimit.Request, only []int) string {
 		b.WriteByte(':')
 		b.WriteString(k)
 	}
+	for _, name := range req.Shared {
+		b.WriteByte(2)
+		b.WriteString(strconv.Itoa(len(name)))
+		b.WriteByte(':')
+		b.WriteString(name)
+	}
 	for _, lim := range req.Limits {
 		b.WriteByte(0)
 		b.WriteString(string(lim.AlgorithmOrDefault()))
@@ -153,7 +159,7 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 		c.dropped.Add(units)
 		return
 	case e == nil:
-		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
+		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
 		c.calls[id] = e
 	}
 	e.at = append(e.at, now)

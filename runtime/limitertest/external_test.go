@@ -56,10 +56,15 @@ func (f forwarding) PeekSlot(ctx context.Context, req ratelimit.Request, slot ra
 	return f.m.PeekSlot(ctx, req, slot)
 }
 
+// SharesLines: Allow forwards Request.Shared to the memory limiter,
+// which keeps each line's state where Request.Line says.
+func (f forwarding) SharesLines() {}
+
 // The capabilities forwarding offers, which the compiler checks.
 var (
 	_ ratelimit.Configured = forwarding{}
 	_ ratelimit.Peeker     = forwarding{}
+	_ ratelimit.LineSharer = forwarding{}
 	_ ratelimit.Resetter   = forwarding{}
 	_ ratelimit.Reserver   = forwarding{}
 	_ ratelimit.SlotHolder = forwarding{}

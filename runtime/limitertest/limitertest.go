@@ -167,6 +167,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		t.Run(name("one_limit", cost), func(t *testing.T) { s.oneLimit(t, alg, cost) })
 		t.Run(name("several_limits", cost), func(t *testing.T) { s.severalLimits(t, alg, cost) })
 		t.Run(name("keys_per_line", cost), func(t *testing.T) { s.keysPerLine(t, alg, cost) })
+		t.Run(name("shared_line", cost), func(t *testing.T) { s.sharedLine(t, alg, cost) })
 	}
 	for _, way := range waitWays {
 		prefix := ""

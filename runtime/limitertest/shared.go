@@ -1,0 +1,70 @@
+package limitertest
+
+import (
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// sharedRules returns two rules that share the line "shared/line" (a
+// sliding log of 8 calls per 2×period that counts every call as one), each
+// with its own line of alg per period keyed by the user: in the first the
+// shared line is limit 1, in the second limit 2, after a second own line,
+// so its state must not depend on its index.
+func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b *ratelimit.Rule) {
+	line := ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 8}
+	a = &ratelimit.Rule{
+		Name:     "shared/a",
+		Limits:   []ratelimit.Limit{limit(alg, period), line},
+		KeyExprs: []string{"user", ""},
+		Shared:   []string{"", "shared/line"},
+	}
+	b = &ratelimit.Rule{
+		Name:     "shared/b",
+		Limits:   []ratelimit.Limit{limit(alg, period), {Algorithm: ratelimit.SlidingLog, Period: period, Threshold: 100}, line},
+		KeyExprs: []string{"user", "", ""},
+		Shared:   []string{"", "", "shared/line"},
+	}
+	return a, b
+}
+
+// sharedLine: two rules with a shared line spend one budget, all or
+// nothing: together they admit exactly the shared line's threshold (the
+// users' own lines admitting more), a denied call charges no line, and
+// each user's own line stays its rule's.
+func (s *suite) sharedLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
+	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+	period := 20 * time.Millisecond
+	if !s.b.Clock {
+		period = day
+	}
+	a, b := sharedRules(alg, period)
+	s.run(t, func(e *env) {
+		shared := a.Limits[1].Threshold / cost * cost
+		admitted := int64(0)
+		for i, user := range []string{"ada", "grace", "edsger", "barbara", "alan", "ada", "grace"} {
+			for _, r := range []*ratelimit.Rule{a, b} {
+				keys := make([]string, len(r.Limits))
+				keys[0] = user
+				var o outcome
+				if s.b.Clock {
+					o = e.admit(r, "", keys, cost)
+				} else {
+					o = outcomeOf(r.Admit(e.ctx, e.got, cost, keys...))
+				}
+				e.check(o.Err == "" || o.Err == "limited", "%s by %s: %s", r.Name, user, o.Err)
+				if o.Err == "" {
+					admitted += cost
+				}
+				if s.b.Clock && s.caps.peek == "" && i%2 == 0 {
+					e.peek(r, "", keys)
+				}
+			}
+		}
+		e.check(admitted == shared, "two rules sharing a line of %d units admitted %d", shared, admitted)
+		// The line is spent: a fresh user is denied by it, in either rule.
+		o := outcomeOf(b.Admit(e.ctx, e.got, cost, "fresh", "", ""))
+		e.check(o.Err == "limited" && o.Denial.Limit == b.Limits[2], "a fresh user on a spent shared line: %+v", o)
+	})
+}
