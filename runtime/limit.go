@@ -264,7 +264,8 @@ type Request struct {
 	// else nil. A Rule's Limits never change once in use, so a backend may
 	// keep what it derives from them (as [Request.Validate] keeps their
 	// validation) with the rule, for requests whose Limits are the rule's
-	// own: the same slice, not an override's.
+	// own: the same slice, not an override's. Hooks see it too, so that
+	// they show keys as [Request.RedactedKey] does.
 	Rule *Rule
 }
 

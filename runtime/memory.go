@@ -85,8 +85,7 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err
 // by value so that only calls with a hook pay for the copy the hook's
 // pointer makes escape.
 func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d Decision) {
-	req.Key = key
-	req.Rule = nil // the hook sees the request as a caller builds it
+	req.Key = key // the hook sees the rule too, for Request.RedactedKey
 	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
@@ -117,7 +116,7 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 		e.decidePlans(prep.plans, units, now, true, &d)
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
-			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits}, bound, d)
+			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}, bound, d)
 		}
 		return d, nil
 	}

@@ -29,6 +29,11 @@ type Rule struct {
 	// limit for such a rule. Nil means every limit is keyed by the one key
 	// given to Check.
 	KeyExprs []string
+	// KeyHash, when not nil, says which limits are keyed by the digest of
+	// the caller's key (ratelimit.KeyDigest, the directive's keyhash=true):
+	// KeyHash[i] for Limits[i]. Logs and the admin view then show such a
+	// key as the caller's key's redacted form (see [Request.RedactedKey]).
+	KeyHash []bool
 	// Shared, when not nil, names the shared lines among Limits: Shared[i],
 	// when not empty, is the name of the line Limits[i] is, declared once
 	// for a type or a group of methods and added to the limits of each of
@@ -128,7 +133,7 @@ func (r *Rule) Clone() *Rule {
 	if r == nil {
 		return nil
 	}
-	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
+	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), KeyHash: slices.Clone(r.KeyHash), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
 }
 
 // outcome is what check learnt about one call.
@@ -467,7 +472,7 @@ func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Alg
 		}
 	}
 	if c := configOf(limiter); c != nil && c.Hook != nil {
-		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits}
+		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits, Rule: req.Rule}
 		c.Hook.Decided(ctx, &seen, d)
 	}
 	if r.Shadow {

@@ -353,7 +353,7 @@ func (g *Breaker) refuse(ctx context.Context, req *ratelimit.Request) error {
 func (g *Breaker) failed(ctx context.Context, req ratelimit.Request, cause error) error {
 	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
 	if g.hook != nil {
-		seen := ratelimit.Request{Name: req.Name, Key: callkey.Bound(req.Key), Keys: boundKeys(req.Keys), Shared: req.Shared, Cost: req.Cost, Limits: req.Limits}
+		seen := ratelimit.Request{Name: req.Name, Key: callkey.Bound(req.Key), Keys: boundKeys(req.Keys), Shared: req.Shared, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 		g.hook.Failed(ctx, &seen, err)
 	}
 	return err

@@ -7,12 +7,13 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// sharedRules returns two rules that share the line "shared/line" (a
-// sliding log of 8 calls per 2×period that counts every call as one), each
-// with its own line of alg per period keyed by the user: in the first the
-// shared line is limit 1, in the second limit 2, after a second own line,
-// so its state must not depend on its index.
-func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b *ratelimit.Rule) {
+// sharedRules returns three rules that share the line "shared/line" (a
+// sliding log of 8 calls per 2×period that counts every call as one): two
+// with their own line of alg per period keyed by the user, the shared line
+// being limit 1 of the first, and limit 2 of the second, after a second
+// own line, so its state must not depend on its index; and one whose only
+// limit is the shared line.
+func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b, c *ratelimit.Rule) {
 	line := ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 8}
 	a = &ratelimit.Rule{
 		Name:     "shared/a",
@@ -26,10 +27,11 @@ func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b *ratelimit
 		KeyExprs: []string{"user", "", ""},
 		Shared:   []string{"", "", "shared/line"},
 	}
-	return a, b
+	c = &ratelimit.Rule{Name: "shared/c", Limits: []ratelimit.Limit{line}, KeyExprs: []string{""}, Shared: []string{"shared/line"}}
+	return a, b, c
 }
 
-// sharedLine: two rules with a shared line spend one budget, all or
+// sharedLine: three rules with a shared line spend one budget, all or
 // nothing: together they admit exactly the shared line's threshold (the
 // users' own lines admitting more), a denied call charges no line, and
 // each user's own line stays its rule's.
@@ -39,14 +41,16 @@ func (s *suite) sharedLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 	if !s.b.Clock {
 		period = day
 	}
-	a, b := sharedRules(alg, period)
+	a, b, c := sharedRules(alg, period)
 	s.run(t, func(e *env) {
 		shared := a.Limits[1].Threshold / cost * cost
 		admitted := int64(0)
 		for i, user := range []string{"ada", "grace", "edsger", "barbara", "alan", "ada", "grace"} {
-			for _, r := range []*ratelimit.Rule{a, b} {
+			for _, r := range []*ratelimit.Rule{a, b, c} {
 				keys := make([]string, len(r.Limits))
-				keys[0] = user
+				if r != c {
+					keys[0] = user
+				}
 				var o outcome
 				if s.b.Clock {
 					o = e.admit(r, "", keys, cost)
@@ -62,7 +66,7 @@ func (s *suite) sharedLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 				}
 			}
 		}
-		e.check(admitted == shared, "two rules sharing a line of %d units admitted %d", shared, admitted)
+		e.check(admitted == shared, "three rules sharing a line of %d units admitted %d", shared, admitted)
 		// The line is spent: a fresh user is denied by it, in either rule.
 		o := outcomeOf(b.Admit(e.ctx, e.got, cost, "fresh", "", ""))
 		e.check(o.Err == "limited" && o.Denial.Limit == b.Limits[2], "a fresh user on a spent shared line: %+v", o)

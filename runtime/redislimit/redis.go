@@ -319,9 +319,9 @@ func (l *redisBackend) decided(ctx context.Context, req ratelimit.Request, d rat
 }
 
 // hookRequest returns req as a hook sees it: as its caller could build it,
-// without what Rule.Check keeps in it.
+// and its rule, without what Rule.Check keeps in it.
 func hookRequest(req *ratelimit.Request) ratelimit.Request {
-	return ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Cost: req.Cost, Limits: req.Limits}
+	return ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 }
 
 // failed reports a call the limiter could not decide because of cause.

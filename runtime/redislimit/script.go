@@ -366,7 +366,8 @@ func (l *redisBackend) decidePlanned(ctx context.Context, req *ratelimit.Request
 	if s == nil {
 		return nil
 	}
-	keys := []string{storageKey(l.prefix, req.Name, keyOf(req, 0), 0, p.Algorithm)}
+	name, _ := req.Line(0)
+	keys := []string{storageKey(l.prefix, name, keyOf(req, 0), 0, p.Algorithm)}
 	var args []any
 	switch cost := req.Units(); {
 	case p.Clocked:
