@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -67,10 +68,11 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 // mounts the view of package store's (append the rules of several
 // packages, and those of [Middleware], into one slice).
 func AdminHandler(limiter ratelimit.Limiter, rules []*ratelimit.Rule, opts ...AdminOption) http.Handler {
-	a := &admin{limiter: limiter, rules: rules, byName: make(map[string]*ratelimit.Rule, len(rules))}
+	a := &admin{limiter: limiter, byName: make(map[string]*ratelimit.Rule, len(rules))}
 	for _, r := range rules {
-		if _, ok := a.byName[r.Name]; !ok {
+		if _, ok := a.byName[r.Name]; !ok { // methods sharing a name= are one rule
 			a.byName[r.Name] = r
+			a.rules = append(a.rules, r)
 		}
 	}
 	for _, o := range opts {
@@ -101,13 +103,32 @@ type adminLimit struct {
 	// limit ("" for a limit that counts every call as one); absent in a
 	// rule whose limits share the call's key.
 	KeyExpr *string `json:"key_expr,omitempty"`
+	// Shared is the name of the shared line the limit is, if it is one
+	// (see [ratelimit.Rule.Shared]).
+	Shared string `json:"shared,omitempty"`
 }
 
-// adminLine is a limit of a call with a key per limit, as .../key shows it.
+// adminState is what one limit holds for its key now, read without
+// charging anything: the units left for a call (remaining, counting the
+// call's cost as unspent), the units used of its budget (the limit's
+// MaxCost: its burst, capacity or threshold), when it is whole again
+// (reset_after) and how long a call of the cost shown would wait.
+type adminState struct {
+	Budget     int64  `json:"budget"`
+	Used       int64  `json:"used"`
+	Remaining  int64  `json:"remaining"`
+	ResetAfter string `json:"reset_after"`
+	Allowed    bool   `json:"allowed"`
+	RetryAfter string `json:"retry_after"`
+}
+
+// adminLine is a limit of a call, as .../key shows it: with its key, the
+// source of its limit and its state for that key.
 type adminLine struct {
 	adminLimit
-	Key  string `json:"key"`
-	From string `json:"from"`
+	Key   string      `json:"key"`
+	From  string      `json:"from"`
+	State *adminState `json:"state,omitempty"`
 }
 
 type adminRule struct {
@@ -195,10 +216,14 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		if len(eff) != len(rule.KeyExprs) {
 			effExprs = nil // an override exempts or blocks every call
 		}
+		effShared := rule.Shared
+		if len(eff) != len(rule.Shared) {
+			effShared = nil
+		}
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
-			Limits:     adminLimitsOf(rule.Limits, rule.KeyExprs),
-			Effective:  adminLimitsOf(eff, effExprs),
+			Limits:     withShared(adminLimitsOf(rule.Limits, rule.KeyExprs), rule.Shared),
+			Effective:  withShared(adminLimitsOf(eff, effExprs), effShared),
 			Overridden: overridden(from),
 			OnError:    rule.OnError,
 			Shadow:     rule.Shadow,
@@ -233,7 +258,27 @@ func (a *admin) target(w http.ResponseWriter, r *http.Request) (*ratelimit.Rule,
 		adminError(w, http.StatusNotFound, "no rule of that name")
 		return nil, "", false
 	}
-	return rule, q.Get("key"), true
+	key := q.Get("key")
+	if rule.KeyExprs == nil && allHashed(rule) {
+		key = ratelimit.KeyDigest(key) // the limiter knows the key by its digest
+	}
+	return rule, key, true
+}
+
+// allHashed reports whether every limit of rule is keyed by the digest of
+// the caller's key (keyhash=true): its .../key takes the raw key.
+func allHashed(rule *ratelimit.Rule) bool {
+	for i := range rule.Limits {
+		if !hashedLimit(rule, i) {
+			return false
+		}
+	}
+	return len(rule.Limits) > 0
+}
+
+// hashedLimit reports whether limit i of rule is keyed by a digest.
+func hashedLimit(rule *ratelimit.Rule, i int) bool {
+	return i < len(rule.KeyHash) && rule.KeyHash[i]
 }
 
 // peek writes the state of a rule's key.
@@ -275,9 +320,10 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		Cost      int64         `json:"cost"`
 		Limits    []adminLimit  `json:"limits"`
 		From      string        `json:"from"`
+		Lines     []adminLine   `json:"lines"`
 		Decision  adminDecision `json:"decision"`
 		CachedFor string        `json:"cached_for,omitempty"`
-	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Decision: adminDecision{
+	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -286,6 +332,17 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		Limit:      d.LimitIndex,
 		Source:     d.Source.String(),
 	}}
+	if !isVerdict(limits) {
+		keys := make([]string, len(limits))
+		for i := range keys {
+			keys[i] = key
+		}
+		for i, l := range adminLimits(limits) {
+			line := adminLine{adminLimit: l, Key: callkey.Named(key), From: from[0]}
+			line.State = a.lineState(ctx, rule, limits, keys, i, cost)
+			view.Lines = append(view.Lines, line)
+		}
+	}
 	if c, ok := ratelimit.As[interface {
 		CachedDenial(ratelimit.Request) (time.Duration, bool)
 	}](a.limiter); ok {
@@ -383,6 +440,68 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 
 func adminLimits(limits []ratelimit.Limit) []adminLimit { return adminLimitsOf(limits, nil) }
 
+// withShared returns limits with the shared line names of shared, when
+// there is one per limit.
+func withShared(limits []adminLimit, shared []string) []adminLimit {
+	if len(shared) == len(limits) {
+		for i := range limits {
+			limits[i].Shared = shared[i]
+		}
+	}
+	return limits
+}
+
+// isVerdict reports whether limits are an override's verdict: one
+// Unlimited or Block limit.
+func isVerdict(limits []ratelimit.Limit) bool {
+	return len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block)
+}
+
+// probeKey keys the stand-in limits of lineState: no call has it.
+const probeKey = "\x00httplimit admin probe"
+
+// lineState returns the state of limit i of limits, the effective limits
+// of a call of rule with keys (one per limit), for a call of cost: it
+// peeks a request of limits 0 to i whose limit i is the line, under its
+// key, name and index, and whose limits before it are stand-ins that
+// hold far more than any line (a fixed window of 2^50-1 a day) under a
+// key no call has, so the decision ([ratelimit.Peek]) describes line i
+// alone. Nil for a concurrency limit (the decision counts its slots) or
+// when the limiter cannot peek.
+func (a *admin) lineState(ctx context.Context, rule *ratelimit.Rule, limits []ratelimit.Limit, keys []string, i int, cost int64) *adminState {
+	l := limits[i]
+	if l.Algorithm == "concurrency" {
+		return nil
+	}
+	req := ratelimit.Request{Name: rule.Name, Keys: make([]string, i+1), Limits: make([]ratelimit.Limit, i+1), Cost: min(cost, l.MaxCost())}
+	for j := range i {
+		req.Keys[j] = probeKey
+		req.Limits[j] = ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: 24 * time.Hour, Threshold: 1<<50 - 1}
+	}
+	req.Keys[i], req.Limits[i] = keys[i], l
+	if len(rule.Shared) == len(limits) && rule.Shared[i] != "" {
+		req.Shared = make([]string, i+1)
+		req.Shared[i] = rule.Shared[i]
+	}
+	d, err := ratelimit.Peek(ctx, a.limiter, req)
+	if err != nil {
+		return nil
+	}
+	budget := l.MaxCost()
+	left := d.Remaining
+	if !d.Allowed {
+		left = max(d.Remaining, 0)
+	}
+	return &adminState{
+		Budget:     budget,
+		Used:       max(budget-left, 0),
+		Remaining:  left,
+		ResetAfter: d.ResetAfter.String(),
+		Allowed:    d.Allowed,
+		RetryAfter: d.RetryAfter.String(),
+	}
+}
+
 // adminLimitsOf returns limits with their key expressions exprs, when
 // there is one per limit.
 func adminLimitsOf(limits []ratelimit.Limit, exprs []string) []adminLimit {
@@ -428,6 +547,11 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		adminError(w, http.StatusBadRequest, "key: want one key, or one per keyed limit ("+strconv.Itoa(n)+")")
 		return
 	}
+	for i := range keys {
+		if hashedLimit(rule, i) {
+			keys[i] = ratelimit.KeyDigest(keys[i]) // the limiter knows the key by its digest
+		}
+	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, keys...)
 	var d ratelimit.Decision
@@ -462,10 +586,13 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		view.Verdict, view.From = string(limits[0].Algorithm), from[0]
 		limits, from = rule.Limits, nil
 	}
-	for i, l := range adminLimitsOf(limits, rule.KeyExprs) {
+	for i, l := range withShared(adminLimitsOf(limits, rule.KeyExprs), rule.Shared) {
 		line := adminLine{adminLimit: l, Key: callkey.Named(keys[i]), From: "directive"}
 		if i < len(from) {
 			line.From = from[i]
+		}
+		if !verdict {
+			line.State = a.lineState(ctx, rule, limits, keys, i, cost)
 		}
 		view.Lines = append(view.Lines, line)
 	}
