@@ -27,7 +27,14 @@ func KeyDigest(key string) string {
 // directive's keyhash=true), that is the digest's own first 12 digits,
 // not a digest of the digest, so one recipe finds every key.
 func (r *Request) RedactedKey(key string, i int) string {
-	if r != nil && r.Rule != nil && isDigest(key) && hashed(r.Rule.KeyHash, i) {
+	return RedactKey(key, r != nil && r.Rule != nil && hashed(r.Rule.KeyHash, i))
+}
+
+// RedactKey returns the redacted form of key (see [Request.RedactedKey]):
+// digest says key is a [KeyDigest] of the caller's key, whose own first
+// 12 hex digits are then the redacted form.
+func RedactKey(key string, digest bool) string {
+	if digest && isDigest(key) {
 		return "sha256:" + key[:12]
 	}
 	return callkey.Redact(key)

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type MemoryLimiter struct {
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
 	slots  slotTable // concurrency slots (concurrency.go)
+	// denials counts the denials of the process's rules (see
+	// [DenialCounter]).
+	denials denied.Summary
 }
 
 type memoryShard struct {
@@ -398,3 +402,33 @@ var (
 	_ SlotHolder  = (*MemoryLimiter)(nil)
 	_ Configured  = (*MemoryLimiter)(nil)
 )
+
+// CountDenial counts a denial for TopDenied. See [DenialCounter].
+func (l *MemoryLimiter) CountDenial(name, key string, hashed bool) {
+	l.denials.Add(name, key, hashed, 1, 0, l.wallNow())
+}
+
+// TopDenied returns the most-denied keys of the limiter's process. See
+// [DenialCounter].
+func (l *MemoryLimiter) TopDenied(_ context.Context, n int) ([]DeniedKey, error) {
+	return deniedKeys(l.denials.Top(n, l.wallNow())), nil
+}
+
+// wallNow returns the time on the limiter's clock.
+func (l *MemoryLimiter) wallNow() time.Time {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// deniedKeys returns entries as TopDenied lists them, keys redacted.
+func deniedKeys(entries []denied.Entry) []DeniedKey {
+	out := make([]DeniedKey, len(entries))
+	for i, e := range entries {
+		out[i] = DeniedKey{Name: e.Name, Key: RedactKey(e.Key, e.Hashed), Denials: e.Count, Error: e.Error}
+	}
+	return out
+}
+
+var _ DenialCounter = (*MemoryLimiter)(nil)

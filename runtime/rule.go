@@ -328,9 +328,9 @@ func (r *Rule) checkSplit(ctx context.Context, limiter Limiter, key string, keys
 		if fellBack {
 			decided := req
 			decided.Limits = o.limits
-			return r.limitError(&decided, *d)
+			return r.denied(limiter, r.limitError(&decided, *d), d.LimitIndex)
 		}
-		return r.limitError(&req, *d)
+		return r.denied(limiter, r.limitError(&req, *d), d.LimitIndex)
 	}
 	k := queueKeyOf(limiter, &req)
 	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
@@ -439,6 +439,15 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	return e
 }
 
+// denied tells limiter's [DenialCounter], if it offers one (see [As]),
+// of the denial e by r's limit i, and returns e.
+func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
+	if c, ok := As[DenialCounter](limiter); ok {
+		c.CountDenial(r.Name, e.Key, hashed(r.KeyHash, i))
+	}
+	return e
+}
+
 // NilKeyError returns the error a decorator of the method named name
 // returns when the key expression path (such as "req.User") is a nil
 // pointer: a [*KeyError] wrapping [ErrNilKey].
@@ -482,5 +491,5 @@ func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Alg
 	if line >= 0 && line < len(r.KeyExprs) {
 		e.KeyExpr = r.KeyExprs[line]
 	}
-	return e
+	return r.denied(limiter, e, line)
 }

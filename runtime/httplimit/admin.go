@@ -48,8 +48,10 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             its key and where it comes from (lines)
 //	GET .../limiter              the limiter's open circuit breakers, by node, and since
 //	                             when; and the fields of its overrides that cannot be used
-//	GET .../denied               the most-denied keys of the last five minutes, redacted,
-//	                             with [WithDenials]
+//	GET .../denied               the most-denied keys of the last five minutes, redacted
+//	                             (see [ratelimit.Request.RedactedKey]): the fleet's, as the
+//	                             limiter's [ratelimit.DenialCounter] keeps them (the memory
+//	                             and Redis limiters do), else this process's, with [WithDenials]
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
 //
@@ -400,25 +402,59 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 	adminJSON(w, http.StatusOK, view)
 }
 
-// listDenied writes the most-denied keys of the last minutes.
-func (a *admin) listDenied(w http.ResponseWriter, _ *http.Request) {
+// deniedView is the JSON form of the most-denied keys.
+type deniedView struct {
+	// Source says who counted them: "limiter" (the limiter's
+	// ratelimit.DenialCounter: for a shared backend such as Redis, every
+	// process of the fleet) or "hook" (a [Denials] of this process).
+	Source string        `json:"source"`
+	Denied []deniedEntry `json:"denied"`
+}
+
+type deniedEntry struct {
+	Name    string `json:"name"`
+	Key     string `json:"key"`
+	Denials int64  `json:"denials"`
+	Error   int64  `json:"error"`
+}
+
+// topDenied returns the most-denied keys of the last minutes: the
+// limiter's, when it is a [ratelimit.DenialCounter], else those of the
+// Denials of [WithDenials]; ok is false when neither counts them.
+func (a *admin) topDenied(ctx context.Context) (deniedView, bool, error) {
+	view := deniedView{Denied: []deniedEntry{}}
+	if c, ok := ratelimit.As[ratelimit.DenialCounter](a.limiter); ok {
+		top, err := c.TopDenied(ctx, adminPage)
+		if err != nil {
+			return view, true, err
+		}
+		view.Source = "limiter"
+		for _, k := range top {
+			view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Denials, k.Error})
+		}
+		return view, true, nil
+	}
 	if a.denials == nil {
-		adminError(w, http.StatusNotFound, "no denials are counted: see httplimit.WithDenials")
-		return
+		return view, false, nil
 	}
-	type denied struct {
-		Name    string `json:"name"`
-		Key     string `json:"key"`
-		Denials int64  `json:"denials"`
-		Error   int64  `json:"error"`
-	}
-	view := struct {
-		Denied []denied `json:"denied"`
-	}{Denied: []denied{}}
+	view.Source = "hook"
 	for _, k := range a.denials.top(adminPage) {
-		view.Denied = append(view.Denied, denied{k.name, k.key, k.count, k.error})
+		view.Denied = append(view.Denied, deniedEntry{k.name, k.key, k.count, k.error})
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, true, nil
+}
+
+// listDenied writes the most-denied keys of the last minutes.
+func (a *admin) listDenied(w http.ResponseWriter, r *http.Request) {
+	view, ok, err := a.topDenied(r.Context())
+	switch {
+	case err != nil:
+		adminFailure(w, err)
+	case !ok:
+		adminError(w, http.StatusNotFound, "no denials are counted: the limiter is no ratelimit.DenialCounter; see httplimit.WithDenials")
+	default:
+		adminJSON(w, http.StatusOK, view)
+	}
 }
 
 // resetKey resets a rule's key.

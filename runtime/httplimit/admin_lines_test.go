@@ -45,7 +45,7 @@ func TestAdminShowsEveryLinesUsage(t *testing.T) {
 		l := newLimiter()
 		tokens := &ratelimit.Rule{Name: "tokens", Limits: []ratelimit.Limit{
 			{Period: time.Second, Threshold: 4},
-			{Algorithm: ratelimit.TokenBucket, Period: time.Minute, Threshold: 100000, Burst: 10000},
+			{Algorithm: ratelimit.TokenBucket, Period: time.Hour, Threshold: 1000, Burst: 10000},
 		}}
 		require.NoError(t, tokens.Check(ctx, l, 2, "acme")) // 4 of each line's units
 		require.NoError(t, tokens.Check(ctx, l, 2, "acme"))

@@ -56,18 +56,26 @@ func (f forwarding) PeekSlot(ctx context.Context, req ratelimit.Request, slot ra
 	return f.m.PeekSlot(ctx, req, slot)
 }
 
+// CountDenial and TopDenied forward to the memory limiter's summary.
+func (f forwarding) CountDenial(name, key string, hashed bool) { f.m.CountDenial(name, key, hashed) }
+
+func (f forwarding) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
+	return f.m.TopDenied(ctx, n)
+}
+
 // SharesLines: Allow forwards Request.Shared to the memory limiter,
 // which keeps each line's state where Request.Line says.
 func (f forwarding) SharesLines() {}
 
 // The capabilities forwarding offers, which the compiler checks.
 var (
-	_ ratelimit.Configured = forwarding{}
-	_ ratelimit.Peeker     = forwarding{}
-	_ ratelimit.LineSharer = forwarding{}
-	_ ratelimit.Resetter   = forwarding{}
-	_ ratelimit.Reserver   = forwarding{}
-	_ ratelimit.SlotHolder = forwarding{}
+	_ ratelimit.Configured    = forwarding{}
+	_ ratelimit.Peeker        = forwarding{}
+	_ ratelimit.LineSharer    = forwarding{}
+	_ ratelimit.DenialCounter = forwarding{}
+	_ ratelimit.Resetter      = forwarding{}
+	_ ratelimit.Reserver      = forwarding{}
+	_ ratelimit.SlotHolder    = forwarding{}
 )
 
 // TestForwardingBackend runs the suite on a backend of another package

@@ -65,7 +65,9 @@ type redisBackend struct {
 	// the generic decide script too; only tests set it, to check that
 	// both scripts decide alike.
 	genericOnly bool
-	cfg         ratelimit.Config
+	// denials are the process's denials not yet merged into Redis.
+	denials denialLog
+	cfg     ratelimit.Config
 	settings
 }
 
