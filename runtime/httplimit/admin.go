@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
@@ -55,8 +56,14 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
 //
+//	GET .../                     the page for on-call: HTML, no script, no external asset:
+//	                             the rules and their lines, open breakers, override
+//	                             problems, the most-denied keys, and a form (?name=N&key=K
+//	                             [&cost=C]) that explains in a sentence why a key is limited
+//
 // The handler answers on any path ending in /rules, /key, /limiter or
-// /denied, so it can be mounted under any prefix. Only the names of rules
+// /denied, and on any path ending in / with the page, so it can be
+// mounted under any prefix. Only the names of rules
 // are looked up; a key is shown bounded, as the limiters keep it (see
 // [ratelimit.Request.Key]), and may be given as its stand-in, as errors
 // show it. It reveals
@@ -143,6 +150,28 @@ type adminRule struct {
 	Shadow     bool                  `json:"shadow,omitempty"`
 }
 
+// keyView is .../key's answer for a rule of one key.
+type keyView struct {
+	Name      string        `json:"name"`
+	Key       string        `json:"key"`
+	Cost      int64         `json:"cost"`
+	Limits    []adminLimit  `json:"limits"`
+	From      string        `json:"from"`
+	Lines     []adminLine   `json:"lines"`
+	Decision  adminDecision `json:"decision"`
+	CachedFor string        `json:"cached_for,omitempty"`
+}
+
+// linesView is .../key's answer for a rule with a key per limit.
+type linesView struct {
+	Name     string        `json:"name"`
+	Cost     int64         `json:"cost"`
+	Lines    []adminLine   `json:"lines"`
+	Verdict  string        `json:"verdict,omitempty"`
+	From     string        `json:"from,omitempty"`
+	Decision adminDecision `json:"decision"`
+}
+
 type adminDecision struct {
 	Allowed    bool   `json:"allowed"`
 	Remaining  int64  `json:"remaining"`
@@ -154,6 +183,14 @@ type adminDecision struct {
 }
 
 func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			adminMethods(w, "GET, HEAD")
+			return
+		}
+		a.page(w, r)
+		return
+	}
 	switch path.Base(r.URL.Path) {
 	case "rules":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -251,20 +288,19 @@ func overridden(from []string) bool {
 	return false
 }
 
-// target returns the rule and key a request of .../key names, or writes
-// the error.
-func (a *admin) target(w http.ResponseWriter, r *http.Request) (*ratelimit.Rule, string, bool) {
+// target returns the rule and key a request of .../key names, or why
+// there is none.
+func (a *admin) target(r *http.Request) (*ratelimit.Rule, string, error) {
 	q := r.URL.Query()
 	rule, ok := a.byName[q.Get("name")]
 	if !ok {
-		adminError(w, http.StatusNotFound, "no rule of that name")
-		return nil, "", false
+		return nil, "", &lookupError{http.StatusNotFound, "no rule of that name"}
 	}
 	key := q.Get("key")
 	if rule.KeyExprs == nil && allHashed(rule) {
 		key = ratelimit.KeyDigest(key) // the limiter knows the key by its digest
 	}
-	return rule, key, true
+	return rule, key, nil
 }
 
 // allHashed reports whether every limit of rule is keyed by the digest of
@@ -285,47 +321,54 @@ func hashedLimit(rule *ratelimit.Rule, i int) bool {
 
 // peek writes the state of a rule's key.
 func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
-	rule, key, ok := a.target(w, r)
-	if !ok {
+	view, err := a.lookup(r)
+	if err != nil {
+		adminFailure(w, err)
 		return
+	}
+	adminJSON(w, http.StatusOK, view)
+}
+
+// lookupError is a request of .../key that cannot be answered, with its
+// HTTP status.
+type lookupError struct {
+	status int
+	msg    string
+}
+
+func (e *lookupError) Error() string { return e.msg }
+
+// lookup returns the state of the rule and key r names: a keyView or a
+// linesView.
+func (a *admin) lookup(r *http.Request) (any, error) {
+	rule, key, err := a.target(r)
+	if err != nil {
+		return nil, err
 	}
 	cost := int64(1)
 	if v := r.URL.Query().Get("cost"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			adminError(w, http.StatusBadRequest, "cost: want a positive whole number")
-			return
+			return nil, &lookupError{http.StatusBadRequest, "cost: want a positive whole number"}
 		}
 		cost = n
 	}
 	if rule.KeyExprs != nil {
-		a.peekLines(w, r, rule, cost)
-		return
+		return a.peekLines(r, rule, cost)
 	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, key)
 	limits = keepSlot(rule, limits)
 	var d ratelimit.Decision
-	var err error
 	if cost == 1 || len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block) {
 		d, err = rule.Peek(ctx, a.limiter, key)
 	} else {
 		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Key: key, Cost: cost, Limits: limits})
 	}
 	if err != nil {
-		adminFailure(w, err)
-		return
+		return nil, err
 	}
-	view := struct {
-		Name      string        `json:"name"`
-		Key       string        `json:"key"`
-		Cost      int64         `json:"cost"`
-		Limits    []adminLimit  `json:"limits"`
-		From      string        `json:"from"`
-		Lines     []adminLine   `json:"lines"`
-		Decision  adminDecision `json:"decision"`
-		CachedFor string        `json:"cached_for,omitempty"`
-	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
+	view := keyView{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -352,7 +395,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 			view.CachedFor = left.String()
 		}
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, nil
 }
 
 // keepSlot returns limits, the effective limits of rule, with rule's
@@ -390,15 +433,7 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 			view.OpenCircuits[node] = since.UTC().Format(time.RFC3339Nano)
 		}
 	}
-	if c, ok := ratelimit.As[ratelimit.Configured](a.limiter); ok && c.Config().Overrides != nil {
-		if p, ok := c.Config().Overrides.(interface {
-			Problems() []*ratelimit.FieldError
-		}); ok {
-			for _, fe := range p.Problems() {
-				view.Overrides = append(view.Overrides, fe.Error())
-			}
-		}
-	}
+	view.Overrides = a.overrideProblems()
 	adminJSON(w, http.StatusOK, view)
 }
 
@@ -459,8 +494,9 @@ func (a *admin) listDenied(w http.ResponseWriter, r *http.Request) {
 
 // resetKey resets a rule's key.
 func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
-	rule, key, ok := a.target(w, r)
-	if !ok {
+	rule, key, err := a.target(r)
+	if err != nil {
+		adminFailure(w, err)
 		return
 	}
 	if err := ratelimit.Reset(r.Context(), a.limiter, rule.Name, key); err != nil {
@@ -564,7 +600,7 @@ func adminLimitsOf(limits []ratelimit.Limit, exprs []string) []adminLimit {
 // peekLines writes the state of the keys of a rule with a key per limit:
 // the key parameters key its keyed limits in order (one key keys them
 // all); its other limits count every call as one.
-func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimit.Rule, cost int64) {
+func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (any, error) {
 	given := r.URL.Query()["key"]
 	keys := make([]string, len(rule.Limits))
 	n := 0
@@ -580,8 +616,7 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		}
 	}
 	if len(given) > 1 && len(given) != n {
-		adminError(w, http.StatusBadRequest, "key: want one key, or one per keyed limit ("+strconv.Itoa(n)+")")
-		return
+		return nil, &lookupError{http.StatusBadRequest, "key: want one key, or one per keyed limit (" + strconv.Itoa(n) + ")"}
 	}
 	for i := range keys {
 		if hashedLimit(rule, i) {
@@ -596,20 +631,12 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 	if cost == 1 || verdict {
 		d, err = rule.Peek(ctx, a.limiter, keys...)
 	} else {
-		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits})
+		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits, Shared: rule.Shared})
 	}
 	if err != nil {
-		adminFailure(w, err)
-		return
+		return nil, err
 	}
-	view := struct {
-		Name     string        `json:"name"`
-		Cost     int64         `json:"cost"`
-		Lines    []adminLine   `json:"lines"`
-		Verdict  string        `json:"verdict,omitempty"`
-		From     string        `json:"from,omitempty"`
-		Decision adminDecision `json:"decision"`
-	}{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
+	view := linesView{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -632,20 +659,27 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		}
 		view.Lines = append(view.Lines, line)
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, nil
 }
 
 // adminFailure writes err: 400 for a request no limiter could decide, 501
 // for a limiter that cannot peek or reset, else (the backend failed) 503.
 func adminFailure(w http.ResponseWriter, err error) {
+	adminError(w, failureStatus(err), err.Error())
+}
+
+// failureStatus returns the HTTP status of err (see adminFailure).
+func failureStatus(err error) int {
+	var le *lookupError
 	switch {
+	case errors.As(err, &le):
+		return le.status
 	case errors.Is(err, ratelimit.ErrInvalidLimit):
-		adminError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest
 	case errors.Is(err, errors.ErrUnsupported):
-		adminError(w, http.StatusNotImplemented, err.Error())
-	default:
-		adminError(w, http.StatusServiceUnavailable, err.Error())
+		return http.StatusNotImplemented
 	}
+	return http.StatusServiceUnavailable
 }
 
 func adminMethods(w http.ResponseWriter, allow string) {
