@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // SlogHook is a [Hook] (and a [ShadowHook] and a guard.BreakerHook) that logs
