@@ -41,6 +41,7 @@ type Summary struct {
 type minute struct {
 	start int64 // minutes since the Unix epoch
 	slots []Entry
+	index map[[2]string]int // slot of each (name, key)
 }
 
 // Add counts n denials of (name, key) at now, with error err (what the
@@ -50,18 +51,22 @@ func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := &s.minutes[at%Minutes]
+	if m.index == nil {
+		m.index = map[[2]string]int{}
+	}
 	if m.start != at {
-		*m = minute{start: at, slots: m.slots[:0]}
+		clear(m.index)
+		*m = minute{start: at, slots: m.slots[:0], index: m.index}
 	}
-	for i := range m.slots {
-		if m.slots[i].Name == name && m.slots[i].Key == key {
-			m.slots[i].Count += n
-			m.slots[i].Error += err
-			return
-		}
+	if i, ok := m.index[[2]string{name, key}]; ok {
+		m.slots[i].Count += n
+		m.slots[i].Error += err
+		return
 	}
+	key = strings.Clone(key)
 	if len(m.slots) < Slots {
-		m.slots = append(m.slots, Entry{Name: name, Key: strings.Clone(key), Hashed: hashed, Count: n, Error: err})
+		m.index[[2]string{name, key}] = len(m.slots)
+		m.slots = append(m.slots, Entry{Name: name, Key: key, Hashed: hashed, Count: n, Error: err})
 		return
 	}
 	// Space-Saving: the new key takes the place of the least counted one,
@@ -73,7 +78,9 @@ func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time
 		}
 	}
 	c := m.slots[least].Count
-	m.slots[least] = Entry{Name: name, Key: strings.Clone(key), Hashed: hashed, Count: c + n, Error: c + err}
+	delete(m.index, m.slots[least].id())
+	m.index[[2]string{name, key}] = least
+	m.slots[least] = Entry{Name: name, Key: key, Hashed: hashed, Count: c + n, Error: c + err}
 }
 
 // Top returns the n most-denied entries of the last Minutes at now, most
@@ -141,6 +148,7 @@ func (p *Pending) Drain() map[int64][]Entry {
 			out[m.start] = slices.Clone(m.slots)
 		}
 		m.slots = m.slots[:0]
+		clear(m.index)
 	}
 	return out
 }
