@@ -9,8 +9,9 @@ import (
 )
 
 // withAdmission: the calls of a sequence, made by Rule.Check with a
-// context from ratelimit.WithAdmission, one of one key and one of a key
-// per limit in turn, record the same Admission on both limiters (the
+// context from ratelimit.WithAdmission, one of one key, one of a key per
+// limit and, on a backend that decides shared lines, one of a rule with a
+// shared line in turn, record the same Admission on both limiters (the
 // limits a call of a key per limit was decided against included), and
 // the record keeps the admission with the fewest units remaining.
 func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
@@ -22,14 +23,21 @@ func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 		Limits:   []ratelimit.Limit{limit(alg, period), {Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 12}},
 		KeyExprs: []string{"user", ""},
 	}
+	var shared *ratelimit.Rule
+	if s.caps.shared == "" {
+		shared, _, _ = sharedRules(alg, period)
+	}
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
 		for i := range calls {
 			e.advance(step(rng, period))
 			r, keys := one, []string{keys[rng.IntN(2)]}
-			if i%2 == 1 {
+			switch {
+			case i%3 == 1:
 				r, keys = lines, append(keys, "")
+			case i%3 == 2 && shared != nil:
+				r, keys = shared, append(keys, "")
 			}
 			var gotLimits, wantLimits string
 			o := e.same(fmt.Sprintf("%s Check(keys %q) with an admission record", r.Name, keys), func(l ratelimit.Limiter, twin bool) outcome {

@@ -10,8 +10,9 @@ import (
 
 // calendarCrosses runs the crosses of a fixed window of calendar period
 // cal in zone tz beyond its sequences: several limits (all or nothing
-// with a sliding log and a fixed window of rolling periods), Peek and
-// Reset, overrides in calendar terms, and waits, each the way of
+// with a sliding log and a fixed window of rolling periods), shared
+// lines (a calendar line of each user beside a line shared by three
+// rules), Peek and Reset, overrides in calendar terms, and waits, each the way of
 // waitWays: a denial retried at the period's end is beyond a wait of
 // 50ms and returns at once; one 30ms before the period's end waits and is
 // admitted. span is about a third of the period.
@@ -30,6 +31,12 @@ func (s *suite) calendarCrosses(t *testing.T, cal, tz string, span time.Duration
 				{Algorithm: ratelimit.SlidingLog, Period: 2 * span, Threshold: 12},
 				{Algorithm: ratelimit.FixedWindow, Period: span / 2, Threshold: 4},
 			}, span, cost)
+		})
+	}
+	for _, cost := range costs {
+		t.Run(name(cross+"/shared_line", cost), func(t *testing.T) {
+			needCalendar(t)
+			s.sharedLineOf(t, lim, span, cost)
 		})
 	}
 	t.Run(cross+"/peek_reset", func(t *testing.T) {

@@ -2,7 +2,9 @@ package limitertest
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -42,6 +44,39 @@ func (s *suite) topDenied(t *testing.T) {
 	for i := range want {
 		if top[i].Name != want[i].Name || top[i].Key != want[i].Key || top[i].Denials < want[i].Denials || top[i].Denials-top[i].Error > want[i].Denials {
 			t.Errorf("TopDenied[%d] = %+v, want %+v (Denials at least the true count, and within Error of it)", i, top[i], want[i])
+		}
+	}
+}
+
+// topDeniedOutage: with a real outage (Backend.Outage), a backend that
+// counts denials fails TopDenied with an error wrapping
+// ratelimit.ErrBackend while it is down, and answers again within a
+// minute of its return.
+func (s *suite) topDeniedOutage(t *testing.T) {
+	if s.b.Outage == nil {
+		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
+	}
+	l := s.b.New(t)
+	c, ok := ratelimit.As[ratelimit.DenialCounter](l)
+	if !ok {
+		t.Skip("the backend counts no denials (it is no ratelimit.DenialCounter)")
+	}
+	ctx := context.Background()
+	if _, err := c.TopDenied(ctx, 10); err != nil {
+		t.Fatalf("TopDenied before the outage: %v", err)
+	}
+	restore := s.b.Outage(t)
+	if top, err := c.TopDenied(ctx, 10); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("TopDenied while the backend is down: %+v, %v; want an error wrapping ErrBackend", top, err)
+	}
+	restore()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		_, err := c.TopDenied(ctx, 10)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the backend came back, TopDenied still fails: %v", err)
 		}
 	}
 }

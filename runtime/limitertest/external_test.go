@@ -126,13 +126,23 @@ func (o outageProne) Probe(context.Context) error {
 func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
 // Carry charges what a fallback admitted on top of a reservation made at
-// its time (ratelimit.Reserver's Adjust), deciding nothing.
+// its time (ratelimit.Reserver's Adjust), deciding nothing. Adjust keeps
+// the state of a request's one key and name, so an admission with a key
+// per limit (shared lines among them: ratelimit.Request.Line) is charged
+// by deciding it anew instead, all its lines at once, and dropped when
+// they have no room left for it.
 func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	for _, a := range admissions {
 		switch {
 		case o.down.Load():
 			res.Kept = append(res.Kept, a)
+		case a.Req.Keys != nil:
+			if d, err := o.forwarding.Allow(ctx, a.Req); err == nil && d.Allowed {
+				res.Charged += a.Req.Cost
+			} else {
+				res.Dropped += a.Req.Cost
+			}
 		case o.forwarding.Adjust(ctx, a.Req, a.At, a.Req.Cost) != nil:
 			res.Dropped += a.Req.Cost
 		default:
@@ -142,9 +152,21 @@ func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) gu
 	return res
 }
 
+// TopDenied fails as every call does while the backend is down; the
+// denials counted meanwhile (CountDenial never blocks) are listed once
+// it is back.
+func (o outageProne) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
+	if o.down.Load() {
+		return nil, &ratelimit.BackendError{Name: "top denied", Err: errDown}
+	}
+	return o.forwarding.TopDenied(ctx, n)
+}
+
 var (
-	_ guard.Probed  = outageProne{}
-	_ guard.Carrier = outageProne{}
+	_ guard.Probed            = outageProne{}
+	_ guard.Carrier           = outageProne{}
+	_ ratelimit.LineSharer    = outageProne{}
+	_ ratelimit.DenialCounter = outageProne{}
 )
 
 // TestGuardedForwardingBackend runs the suite on the forwarding backend

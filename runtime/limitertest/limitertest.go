@@ -20,9 +20,11 @@
 // "concurrency/wait/release". For each algorithm (ratelimit.Algorithms):
 //
 //   - one_limit, several_limits (with a sliding log and a fixed window,
-//     all or nothing) and keys_per_line (Rule.KeyExprs: a limit per user
+//     all or nothing), keys_per_line (Rule.KeyExprs: a limit per user
 //     and a sliding log for every call as one, Rule.Admit and
-//     Rule.Peek with a key per limit), each × cost=1 and cost=3;
+//     Rule.Peek with a key per limit), and shared_line (three rules that
+//     share a line, Rule.Shared, spend one budget, all or nothing with
+//     each user's own line), each × cost=1 and cost=3;
 //   - wait/beyond_budget (a denial whose RetryAfter is beyond Rule.Wait
 //     returns at once) and wait/admitted (one within it waits and is
 //     admitted), and shadow (Rule.Shadow never denies, yet charges what
@@ -42,12 +44,12 @@
 //     twin's counts (admissions, denials, shadow denials, near-limit
 //     admissions, calls in flight) after every call;
 //   - with_admission: Rule.Check with a context of ratelimit.WithAdmission
-//     records the same Admission as the twin's, of one key and of a key
-//     per limit;
+//     records the same Admission as the twin's, of one key, of a key per
+//     limit and of a rule with a shared line;
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
-// cost, × peek_reset, × overrides (and keys_per_line/overrides) in
+// cost, × shared_line × cost, × peek_reset, × overrides (and keys_per_line/overrides) in
 // calendar terms, × reserve/settle, and × wait/beyond_budget and
 // wait/at_period_end (a call denied 30ms before its period ends waits
 // for the end) made each way a call waits (Check, a key per limit,
@@ -69,7 +71,13 @@
 // same policies with a real outage: the backend's guards see it fail and
 // see it back, and within a minute of its return the backend decides
 // again; then the limit holds exactly what the outage left it, the units
-// a fallback carried back (package guard) included.
+// a fallback carried back (package guard) included; outage/real/
+// shared_line/onerror=local does so for a line shared by two rules, to
+// whose own state the fallback carries back, and outage/real/top_denied
+// requires TopDenied of a ratelimit.DenialCounter to fail with
+// ErrBackend while the backend is down and to answer once it is back.
+// top_denied checks that a DenialCounter lists the keys its rules denied,
+// most first, redacted.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the

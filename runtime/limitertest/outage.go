@@ -26,8 +26,13 @@ func (s *suite) outage(t *testing.T) {
 		t.Run("onerror="+string(p), func(t *testing.T) { s.outageOf(t, p) })
 	}
 	for _, p := range policies {
-		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p) })
+		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p, false) })
 	}
+	t.Run("real/shared_line/onerror=local", func(t *testing.T) {
+		need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+		s.realOutageOf(t, ratelimit.FailLocal, true)
+	})
+	t.Run("real/top_denied", func(t *testing.T) { s.topDeniedOutage(t) })
 }
 
 // policies are the error policies an outage is crossed with.
@@ -44,7 +49,7 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 	l.down.Store(true)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := duringOutage(t, rule, l, p, local, 2*threshold)
+	admitted := duringOutage(t, rule, l, p, local, 2*threshold, "k")
 	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
 	}
@@ -62,14 +67,14 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 }
 
-// duringOutage makes calls calls of rule of key "k" on l, whose backend
-// is down, and checks that each ends as the policy p says (local: l has a
+// duringOutage makes calls calls of rule of keys on l, whose backend is
+// down, and checks that each ends as the policy p says (local: l has a
 // fallback); it returns how many the fallback admitted.
-func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int) int {
+func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int, keys ...string) int {
 	t.Helper()
 	admitted := 0
 	for i := range calls {
-		a, err := rule.Admit(context.Background(), l, 1, "k")
+		a, err := rule.Admit(context.Background(), l, 1, keys...)
 		switch {
 		case p == ratelimit.FailOpen && err != nil:
 			t.Fatalf("call %d of the outage: FailOpen returned %v, want the call let through", i, err)
@@ -96,25 +101,44 @@ func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p rat
 // and the limit then admits what it has left: its units less the call
 // before the outage (when the backend kept its state) and less what a
 // fallback carried back to it (guard.Fallback's Carried), never more.
-func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
+// With shared, the limit is a line shared by two rules (Rule.Shared): the
+// calls before and during the outage are of one, whose only line it is,
+// and those after it of the other, which has a line of its own per user
+// beside it; what the fallback admitted is carried back to the line's
+// own state.
+func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, shared bool) {
 	if s.b.Outage == nil {
 		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
 	ctx := context.Background()
 	l := s.b.New(t)
 	const threshold = 4
-	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: p}
-	if err := rule.Check(ctx, l, 1, "k"); err != nil {
+	lim := ratelimit.Limit{Period: time.Hour, Threshold: threshold}
+	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{lim}, OnError: p}
+	after, keys, afterKeys := rule, []string{"k"}, []string{"k"}
+	if shared {
+		line := "real_outage/line"
+		rule = &ratelimit.Rule{Name: rule.Name + "/shared", Limits: rule.Limits, KeyExprs: []string{""}, Shared: []string{line}, OnError: p}
+		after = &ratelimit.Rule{
+			Name:     rule.Name + "/after",
+			Limits:   []ratelimit.Limit{{Period: time.Hour, Threshold: 100}, lim},
+			KeyExprs: []string{"user", ""},
+			Shared:   []string{"", line},
+			OnError:  p,
+		}
+		keys, afterKeys = []string{""}, []string{"k", ""}
+	}
+	if err := rule.Check(ctx, l, 1, keys...); err != nil {
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	restore := s.b.Outage(t)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold))
+	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold, keys...))
 	if admitted > threshold {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d", admitted, threshold)
 	}
 	restore()
-	backAgain(t, rule, l)
+	backAgain(t, after, l)
 	carried := int64(0)
 	if f, ok := carrier(l); ok {
 		// A guard.Breaker lets the backend decide once its probe has
@@ -126,7 +150,7 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 	left := int64(0)
 	for range threshold + 1 {
-		a, err := rule.Admit(ctx, l, 1, "k")
+		a, err := after.Admit(ctx, l, 1, afterKeys...)
 		switch {
 		case err == nil && a.Decided && a.Decision.Source == ratelimit.SourceBackend:
 			left++

@@ -14,16 +14,22 @@ import (
 // own line, so its state must not depend on its index; and one whose only
 // limit is the shared line.
 func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b, c *ratelimit.Rule) {
+	return sharedRulesOf(limit(alg, period), period)
+}
+
+// sharedRulesOf is sharedRules with own, of about period, as the users'
+// own lines.
+func sharedRulesOf(own ratelimit.Limit, period time.Duration) (a, b, c *ratelimit.Rule) {
 	line := ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Period: 2 * period, Threshold: 8}
 	a = &ratelimit.Rule{
 		Name:     "shared/a",
-		Limits:   []ratelimit.Limit{limit(alg, period), line},
+		Limits:   []ratelimit.Limit{own, line},
 		KeyExprs: []string{"user", ""},
 		Shared:   []string{"", "shared/line"},
 	}
 	b = &ratelimit.Rule{
 		Name:     "shared/b",
-		Limits:   []ratelimit.Limit{limit(alg, period), {Algorithm: ratelimit.SlidingLog, Period: period, Threshold: 100}, line},
+		Limits:   []ratelimit.Limit{own, {Algorithm: ratelimit.SlidingLog, Period: period, Threshold: 100}, line},
 		KeyExprs: []string{"user", "", ""},
 		Shared:   []string{"", "", "shared/line"},
 	}
@@ -36,12 +42,18 @@ func sharedRules(alg ratelimit.Algorithm, period time.Duration) (a, b, c *rateli
 // users' own lines admitting more), a denied call charges no line, and
 // each user's own line stays its rule's.
 func (s *suite) sharedLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
-	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
 	period := 20 * time.Millisecond
 	if !s.b.Clock {
 		period = day
 	}
-	a, b, c := sharedRules(alg, period)
+	s.sharedLineOf(t, limit(alg, period), period, cost)
+}
+
+// sharedLineOf is sharedLine with own, of about period, as the users' own
+// lines.
+func (s *suite) sharedLineOf(t *testing.T, own ratelimit.Limit, period time.Duration, cost int64) {
+	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+	a, b, c := sharedRulesOf(own, period)
 	s.run(t, func(e *env) {
 		shared := a.Limits[1].Threshold / cost * cost
 		admitted := int64(0)
