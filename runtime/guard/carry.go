@@ -20,7 +20,9 @@ type Carrier interface {
 	// Carry charges each admission to the backend, to the limits of its
 	// request whose windows are still open (or, as a sliding window's
 	// previous window, still weigh), at its time, as much of it as fits
-	// (a window is then full); what does not fit is dropped. It returns
+	// (a window is then full); what does not fit is dropped. Each limit
+	// is charged where the backend keeps its state (a shared line's under
+	// its own name: ratelimit.Request.Line). It returns
 	// what it charged and dropped, in units, and the admissions it could
 	// not ask the backend about, which the fallback keeps for the next
 	// time (an admission that may have been charged without a reply is
