@@ -13,11 +13,13 @@ import (
 // decorators to f.
 func (c *collector) build(f *model.File) {
 	slices.SortFunc(c.targets, func(a, b *target) int { return cmp.Compare(a.obj.Name(), b.obj.Name()) })
+	c.registerShared()
 	for _, t := range c.targets {
 		if d := c.decorator(t); d != nil {
 			f.Decorators = append(f.Decorators, d)
 		}
 	}
+	c.checkSharedUsed()
 	c.checkSharedNames(f)
 	c.nameDecorators(f)
 	f.Constraint = c.constraint(f)
@@ -26,6 +28,9 @@ func (c *collector) build(f *model.File) {
 // decorator returns the decorator of t, or nil after reporting why there
 // cannot be one.
 func (c *collector) decorator(t *target) *model.Decorator {
+	if !t.limited && t.naming == nil {
+		return nil // shared lines alone: checkSharedUsed reports them
+	}
 	if !t.limited {
 		c.errorf(t.naming.Pos, "decorator=%s: %s has no limits to decorate it with; write them in the doc comment of %s or of its methods", t.naming.Decorator, t.obj.Name(), t.obj.Name())
 		return nil
@@ -159,8 +164,17 @@ func (c *collector) method(t *target, fn *types.Func) *model.Method {
 	if owner == t.obj && c.methods[fn.Origin()] == nil {
 		t.typeDirsUsed = true
 	}
-	rc := &ruleChecker{c: c, where: t.obj.Name() + "." + fn.Name(), sig: m.Sig, dirs: dirs}
+	own, shared := c.sharedLines(t, fn, dirs)
+	if len(own)+len(shared) == 0 {
+		return m
+	}
+	rc := &ruleChecker{c: c, where: t.obj.Name() + "." + fn.Name(), sig: m.Sig, dirs: append(own, shared...), pos: dirs[0].Pos}
 	m.Rule = rc.rule(c.pkg.Path + "." + owner.Name() + "." + fn.Name())
+	if m.Rule != nil {
+		for i := len(own); i < len(m.Rule.Limits); i++ {
+			m.Rule.Limits[i].Shared = model.SharedLineName(c.pkg.Path, rc.dirs[i].Shared)
+		}
+	}
 	return m
 }
 

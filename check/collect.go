@@ -30,6 +30,10 @@ type collector struct {
 	constraints map[string]string
 	// bodies are the function bodies, to explain directives inside them.
 	bodies []funcBody
+	// shared holds the package's shared line declarations by name, and
+	// sharedUsed those that a method takes.
+	shared     map[string]*parser.Directive
+	sharedUsed map[*parser.Directive]bool
 }
 
 // target is a named type that gets a decorator.
@@ -38,6 +42,9 @@ type target struct {
 	typeDirs []*parser.Directive
 	// naming is the type's decorator= directive, or nil.
 	naming *parser.Directive
+	// sharedDirs are the shared lines the type declares (shared= with a
+	// limit), which add to each limited method's lines.
+	sharedDirs []*parser.Directive
 	// limited says a directive of the type or of one of its methods
 	// declares a limit.
 	limited bool
@@ -204,6 +211,10 @@ func (c *collector) methodDecl(decl *ast.FuncDecl, file string) {
 func (c *collector) addTypeDirs(t *target, dirs []*parser.Directive) {
 	for _, d := range dirs {
 		switch {
+		case d.JoinsShared():
+			c.errorf(d.Pos, "shared=%s alone on type %s declares nothing: declare a shared line with its limit (period=, threshold=), or write shared=%s alone on a method to have the method take it", d.Shared, t.obj.Name(), d.Shared)
+		case d.Shared != "":
+			t.sharedDirs = append(t.sharedDirs, d)
 		case d.Decorator == "":
 			t.typeDirs = append(t.typeDirs, d)
 			t.limited = true
@@ -222,6 +233,10 @@ func (c *collector) attachMethod(owner *types.TypeName, fn *types.Func, doc *ast
 	for _, d := range c.take(doc) {
 		if d.Decorator != "" && !c.broken[d] {
 			c.errorf(d.Pos, "decorator=%s on method %s: decorator= names the decorator of a type; put it in the doc comment of type %s", d.Decorator, fn.Name(), owner.Name())
+			continue
+		}
+		if d.Shared != "" && !d.JoinsShared() && !c.broken[d] {
+			c.errorf(d.Pos, "shared line %s declared on method %s: a shared line is declared once, in the doc comment of a type, whose limited methods all take it; a method of another type takes it with shared=%s alone", d.Shared, fn.Name(), d.Shared)
 			continue
 		}
 		dirs = append(dirs, d)

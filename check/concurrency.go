@@ -26,8 +26,8 @@ func (rc *ruleChecker) checkConcurrency() {
 // reservation is made, settled and given back under one key (see
 // ratelimit.Rule.Reserve), so its lines must share their key=.
 func (rc *ruleChecker) checkReservedKeys(r *model.Rule) {
-	if _, shared := r.SharedKey(); shared {
-		return
+	if _, shared := r.SharedKey(); shared || rc.takesShared() != nil {
+		return // one key; or shared lines, which checkSharedReserved reports
 	}
 	for _, d := range rc.dirs {
 		name := ""

@@ -18,7 +18,10 @@ type ruleChecker struct {
 	where string // Type.Method, for messages
 	sig   *types.Signature
 	dirs  []*parser.Directive
-	ok    bool
+	// pos is the position of the method's first directive (dirs may
+	// start with a shared line of its type's).
+	pos token.Position
+	ok  bool
 	// results makes the identifiers of an expression name the method's
 	// results instead of its parameters (settle=, refund=).
 	results bool
@@ -56,7 +59,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	rc.checkResults()
 	opts := rc.options()
 	costLine := rc.costLine(opts)
-	r := &model.Rule{Pos: rc.dirs[0].Pos, Name: defaultName, Context: -1}
+	r := &model.Rule{Pos: rc.at(), Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
 		l := limit(d)
 		l.PerCall = costLine != nil && !takesCost(d) && d.Concurrency == 0
@@ -75,6 +78,7 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	}
 	rc.applyOptions(r, opts)
 	rc.keys(r)
+	rc.checkSharedReserved(r)
 	rc.checkReservedKeys(r)
 	if !rc.ok {
 		return nil
@@ -87,9 +91,55 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 // be (see guard.Leases).
 func (rc *ruleChecker) checkPrefetch() {
 	for _, d := range rc.dirs[1:] {
-		if a, ok := d.Arg("prefetch"); ok {
+		if a, ok := d.Arg("prefetch"); ok && d.Shared == "" { // a shared line's is reported where declared
 			rc.errorf(a.NamePos, "prefetch= goes on the first line of %s: a lease charges its line alone, which only the first line can be; move this line up", rc.where)
 		}
+	}
+}
+
+// at returns the position of the method's first directive.
+func (rc *ruleChecker) at() token.Position {
+	if rc.pos.IsValid() {
+		return rc.pos
+	}
+	return rc.dirs[0].Pos
+}
+
+// takesShared returns the first shared line among the method's lines, or
+// nil.
+func (rc *ruleChecker) takesShared() *parser.Directive {
+	for _, d := range rc.dirs {
+		if d.Shared != "" {
+			return d
+		}
+	}
+	return nil
+}
+
+// checkSharedReserved reports a method whose calls are reserved (settle=,
+// refund= or a concurrency line) and that takes a shared line: a reservation is
+// made under one key, and a shared line is checked with a key per limit.
+func (rc *ruleChecker) checkSharedReserved(r *model.Rule) {
+	shared := rc.takesShared()
+	if shared == nil {
+		return
+	}
+	for _, d := range rc.dirs {
+		var name string
+		switch {
+		case d.Concurrency != 0:
+			name = "concurrency"
+		case d.Settle != nil:
+			name = "settle"
+		case d.Refund != "" || d.RefundExpr != nil:
+			name = "refund"
+		default:
+			continue
+		}
+		a, _ := d.Arg(name)
+		rc.errorf(a.NamePos, "%s= does not go with shared line %s on %s: its calls are reserved under one key, and a shared line is decided with a key per line; limit this method without the shared line", name, shared.Shared, rc.where).
+			AddNote(shared.Pos, "shared line %s", shared.Shared)
+		return
 	}
 }
 
@@ -132,6 +182,7 @@ func (rc *ruleChecker) errorf(pos token.Position, format string, args ...any) *p
 // that the runtime can decide it. A calendar period's algorithm, which it
 // need not name, is written out: fixed_window.
 func limit(d *parser.Directive) model.Limit {
+	// A shared line's Shared is set by the caller, who knows the package.
 	if d.Concurrency != 0 {
 		return model.Limit{Pos: d.Pos, Period: d.Lease, Threshold: d.Concurrency, Algorithm: limitfacts.Concurrency}
 	}
@@ -150,7 +201,7 @@ func limit(d *parser.Directive) model.Limit {
 func (rc *ruleChecker) checkResults() {
 	res := rc.sig.Results()
 	if res.Len() == 0 || !types.Identical(res.At(res.Len()-1).Type(), errorType) {
-		rc.errorf(rc.dirs[0].Pos, "%s cannot be limited: a limited method must return error as its last result", rc.where)
+		rc.errorf(rc.at(), "%s cannot be limited: a limited method must return error as its last result", rc.where)
 	}
 }
 

@@ -222,16 +222,37 @@ func (r *Rule) Keys() []*Key {
 }
 
 // SharedKey returns the key every limit of r has, nil when none has one,
-// and whether they all have the same: then a call is checked under one
+// and whether they all have the same (never with a shared line): then a call is checked under one
 // key, as before keys were per line, and otherwise under one key per
 // limit (ratelimit.Rule.Check with a key per limit).
 func (r *Rule) SharedKey() (*Key, bool) {
+	if r.HasShared() {
+		return nil, false // a shared line is checked with a key per limit
+	}
 	for _, l := range r.Limits[1:] {
 		if l.Key != r.Limits[0].Key {
 			return nil, false
 		}
 	}
 	return r.Limits[0].Key, true
+}
+
+// HasShared reports whether a limit of r is a shared line: r is then
+// checked with a key per limit, as SharedKey says.
+func (r *Rule) HasShared() bool {
+	for _, l := range r.Limits {
+		if l.Shared != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// SharedLineName returns the name of the shared line declared as name
+// (shared=name) in the package at pkgPath: the identity of its state,
+// which every method that has the line shares.
+func SharedLineName(pkgPath, name string) string {
+	return pkgPath + "#" + name
 }
 
 // Limit is one directive line's limit. Pos is the position of its
@@ -260,6 +281,10 @@ type Limit struct {
 	// of the method shares. Lines with the same key expression share one
 	// *Key.
 	Key *Key
+	// Shared is the name of the shared line this limit is
+	// (ratelimit.Rule.Shared), its state's identity: the package path,
+	// "#" and the line's shared= name; empty for a method's own line.
+	Shared string
 }
 
 // Key says how a call's key is computed for the limits of the lines that

@@ -64,6 +64,12 @@ type Directive struct {
 	Key *Expr
 	// Name overrides the limit identity (name=); empty when absent.
 	Name string
+	// Shared names a shared line (shared=): in a type's doc comment, with
+	// a limit, the directive declares the line, which adds to the lines of
+	// each method the type's decorator limits; alone on a method's line,
+	// it has the method take the line declared under that name in the
+	// package. Empty when absent.
+	Shared string
 	// Cost is the static cost (cost=<int>); zero when absent or when
 	// CostExpr is set.
 	Cost int64
@@ -145,7 +151,13 @@ func (d *Directive) Arg(name string) (Arg, bool) {
 	return Arg{}, false
 }
 
-// String renders d as a canonical directive line: its decorator= alone, or
+// JoinsShared reports whether d is shared= alone: a method's line that
+// takes a shared line declared elsewhere, declaring no limit of its own.
+func (d *Directive) JoinsShared() bool {
+	return d.Shared != "" && len(d.Args) == 1
+}
+
+// String renders d as a canonical directive line: its decorator= or shared= alone, or
 // period and threshold (concurrency and lease on a concurrency line), then
 // the optional names that are set, in the order of the table of names in
 // docs/directives.md.
@@ -154,6 +166,9 @@ func (d *Directive) Arg(name string) (Arg, bool) {
 func (d *Directive) String() string {
 	if d.Decorator != "" {
 		return Prefix + "decorator=" + d.Decorator
+	}
+	if d.JoinsShared() {
+		return Prefix + "shared=" + d.Shared
 	}
 	var b strings.Builder
 	b.WriteString(Prefix)
@@ -181,6 +196,9 @@ func (d *Directive) String() string {
 	}
 	if d.Name != "" {
 		add("name", d.Name)
+	}
+	if d.Shared != "" {
+		add("shared", d.Shared)
 	}
 	if d.Cost != 0 {
 		add("cost", strconv.FormatInt(d.Cost, 10))

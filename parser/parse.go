@@ -227,6 +227,9 @@ func (p *lineParser) checkArgs() {
 		}
 		return
 	}
+	if p.checkShared() {
+		return
+	}
 	if p.checkConcurrency() {
 		return
 	}
@@ -281,6 +284,28 @@ func (p *lineParser) needAlgorithm(name string, algorithms []string) {
 		}
 	}
 	p.errs.Add(pos, "%s needs algorithm=%s", name, strings.Join(algorithms, " or algorithm="))
+}
+
+// notWithShared are the names a shared line does not take: they are
+// options of a method's calls, which each method sharing the line writes
+// on its own lines, or they declare something else than a rate limit.
+var notWithShared = []string{"name", "cost", "settle", "concurrency", "lease", "wait", "onerror", "shadow"}
+
+// checkShared checks a line with shared=, and reports whether it is
+// shared= alone (a method joining a shared line), which needs no limit.
+func (p *lineParser) checkShared() bool {
+	if _, ok := p.first["shared"]; !ok && !p.mentioned["shared"] {
+		return false
+	}
+	if len(p.mentioned) == 1 {
+		return true
+	}
+	for _, name := range notWithShared {
+		if at, ok := p.first[name]; ok {
+			p.errs.Add(at, "%s= does not go with shared=: a shared line is a rate limit (period=, threshold= and its key=); each method that takes it writes its %s= on its own lines", name, name)
+		}
+	}
+	return false
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }

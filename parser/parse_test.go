@@ -232,7 +232,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
 			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
@@ -431,11 +431,23 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=30 threshold=2 onerror=alow", []string{`x.go:5:44: onerror "alow": unknown policy; did you mean allow?`}},
 		{"//ratelimit:period=30 threshold=2 shadow=1", []string{`x.go:5:43: shadow "1": want true or false`}},
 		{"//ratelimit:period=30 threshold=2 shadow=TRUE", []string{`x.go:5:43: shadow "TRUE": want true or false`}},
+		// shared=: a rate limit, or alone.
+		{"//ratelimit:shared=global period=1 threshold=5 cost=2 wait=1s", []string{
+			"x.go:5:49: cost= does not go with shared=: a shared line is a rate limit (period=, threshold= and its key=); each method that takes it writes its cost= on its own lines",
+			"x.go:5:56: wait= does not go with shared=: a shared line is a rate limit (period=, threshold= and its key=); each method that takes it writes its wait= on its own lines",
+		}},
+		{"//ratelimit:shared=global concurrency=3", []string{
+			"x.go:5:28: concurrency= does not go with shared=: a shared line is a rate limit (period=, threshold= and its key=); each method that takes it writes its concurrency= on its own lines",
+		}},
+		{"//ratelimit:shared=global key=tenant", []string{"x.go:5:2: missing required period", "x.go:5:2: missing required threshold"}},
+		{"//ratelimit:shared=9lives period=1 threshold=5", []string{
+			`x.go:5:21: shared "9lives": want letters, digits, '_', '.', '-' and '/', starting with a letter or '_'`,
+		}},
 		// Every error of a line is reported.
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
 			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
@@ -671,6 +683,9 @@ func TestString(t *testing.T) {
 		{`//ratelimit:shadow=true onerror=deny wait=1ms burst=3 algorithm=gcra cost=n name="a" key=req.ID period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=req.ID name=a cost=n algorithm=gcra burst=3 wait=1ms onerror=deny shadow=true"},
 		{`//ratelimit:decorator="Limited"`, "//ratelimit:decorator=Limited"},
+		{"//ratelimit:shared=global", "//ratelimit:shared=global"},
+		{"//ratelimit:key=tenant threshold=100 period=month shared=tenant-quota algorithm=fixed_window",
+			"//ratelimit:period=month threshold=100 key=tenant shared=tenant-quota algorithm=fixed_window"},
 		{`//ratelimit:emptykey=deny key="f(a, b.C)" cost="g( n )" period=1 threshold=5`,
 			"//ratelimit:period=1 threshold=5 key=f(a,b.C) cost=g(n) emptykey=deny"},
 		{"//ratelimit:onerror=local period=1 threshold=5", "//ratelimit:period=1 threshold=5 onerror=local"},

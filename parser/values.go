@@ -33,6 +33,7 @@ var options = []option{
 	{"tz", setTZ},
 	{"key", setKey},
 	{"name", setName},
+	{"shared", setShared},
 	{"cost", setCost},
 	{"settle", setSettle},
 	{"refund", setRefund},
@@ -128,6 +129,15 @@ func setName(d *Directive, s string) error {
 		return errors.New("want letters, digits, '_', '.', '-' and '/', starting with a letter or '_'")
 	}
 	d.Name = s
+	return nil
+}
+
+// setShared accepts the name of a shared line, spelled as a limit name.
+func setShared(d *Directive, s string) error {
+	if !validName(s) {
+		return errors.New("want letters, digits, '_', '.', '-' and '/', starting with a letter or '_'")
+	}
+	d.Shared = s
 	return nil
 }
 

@@ -133,6 +133,10 @@ func TestRuleClone(t *testing.T) {
 				f.Set(reflect.ValueOf([]string{"user"}))
 				break
 			}
+			if f.Type() == reflect.TypeOf([]bool(nil)) {
+				f.Set(reflect.ValueOf([]bool{true}))
+				break
+			}
 			f.Set(reflect.ValueOf([]Limit{{Period: time.Second, Threshold: 3}}))
 		default:
 			t.Fatalf("Rule.%s: set it here, and clone it", v.Type().Field(i).Name)
@@ -150,5 +154,8 @@ func TestRuleClone(t *testing.T) {
 	assert.Equal(t, int64(3), rule.Limits[0].Threshold, "the limits are copied")
 	c.KeyExprs[0] = "tenant"
 	assert.Equal(t, "user", rule.KeyExprs[0], "the key expressions are copied")
+	c.Shared[0], c.KeyHash[0] = "other", false
+	assert.Equal(t, "user", rule.Shared[0], "the shared names are copied")
+	assert.True(t, rule.KeyHash[0], "the key hashes are copied")
 	assert.Nil(t, (*Rule)(nil).Clone())
 }

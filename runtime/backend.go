@@ -25,6 +25,8 @@ import (
 //	SlotHolder      Rule.Reserve of a rule with a concurrency limit, Peek of one
 //	Configured      overrides, error policy and hook of Rule's calls
 //	Fallback        the FailLocal error policy
+//	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
+//	DenialCounter   the fleet's top denied keys (httplimit's admin view)
 //
 // runtime/limitertest checks that a backend honours what it offers.
 
@@ -40,6 +42,51 @@ type RuleDecider interface {
 	// cost exactly as Allow decides Request{Name: r.Name, Key: key, Cost:
 	// cost, Limits: r.Limits, Rule: r}, or nil to have Allow decide them.
 	DecideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error)
+}
+
+// LineSharer is a [Limiter] that decides requests with shared lines
+// ([Request.Shared]): it keeps limit i's state where [Request.Line] says,
+// so that the rules sharing a line share its state, and decides every
+// limit of the request all or nothing, as for any request with a key per
+// limit. [Rule.Check] refuses to decide a rule with shared lines on a
+// limiter that does not offer it (found with [As]), since another would
+// keep each rule's line apart and admit more than the line allows.
+type LineSharer interface {
+	Limiter
+	// SharesLines marks the capability; it does nothing.
+	SharesLines()
+}
+
+// DenialCounter is a [Limiter] that counts the calls its rules deny, per
+// name and key, for every process that shares its state, so that any
+// process can list the fleet's most-denied keys (httplimit's admin view
+// does): the memory limiter counts those of its process; the Redis
+// limiter merges each process's counts into a small summary in Redis.
+// Counts are those of a bounded summary (Space-Saving) per minute over
+// the last five minutes: a listed count exceeds the key's true count by
+// at most its Error, and a key denied more than a 1/256th of a minute's
+// denials is always listed.
+type DenialCounter interface {
+	Limiter
+	// CountDenial counts one denial by a limit keyed by key (as the
+	// limiter keeps it: bounded) of the rule called name; hashed says key
+	// is a digest of the caller's key ([Rule.KeyHash]). [Rule.Check] calls
+	// it on every denial, so it must be cheap and never block.
+	CountDenial(name, key string, hashed bool)
+	// TopDenied returns the n most-denied (name, key)s of the last five
+	// minutes, most first, each key in its redacted form
+	// ([Request.RedactedKey]).
+	TopDenied(ctx context.Context, n int) ([]DeniedKey, error)
+}
+
+// DeniedKey is one of [DenialCounter.TopDenied]'s most-denied keys.
+type DeniedKey struct {
+	Name string
+	// Key is the key's redacted form ([Request.RedactedKey]).
+	Key string
+	// Denials counts its denials; it exceeds the true count by at most
+	// Error.
+	Denials, Error int64
 }
 
 // Reserver is a [Limiter] whose charges can be changed once made, as

@@ -163,7 +163,7 @@ func (r *Rule) reportSlot(ctx context.Context, limiter Limiter, all *Request, d 
 	if c == nil || c.Hook == nil {
 		return
 	}
-	seen := Request{Name: all.Name, Key: callkey.Bound(all.Key), Cost: all.Cost, Limits: all.Limits}
+	seen := Request{Name: all.Name, Key: callkey.Bound(all.Key), Cost: all.Cost, Limits: all.Limits, Rule: all.Rule}
 	c.Hook.Decided(ctx, &seen, d)
 }
 

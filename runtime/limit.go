@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
@@ -293,12 +294,22 @@ type Request struct {
 	// Limits must all admit the call. If any denies it, none is charged.
 	// At most [MaxLimits].
 	Limits []Limit
+	// Shared, when not nil, names the shared lines among Limits (see
+	// [Rule.Shared]): Shared[i], when not empty, is the name of the line
+	// limit i is, whose state is that of limit 0 of (Shared[i], Keys[i])
+	// whatever the request's Name and i (see [Request.Line]), so every
+	// request with the line shares it. A request with Shared has a key
+	// per limit (Keys), len(Shared) is len(Limits), and no two of its
+	// limits name the same line. Only a limiter that offers [LineSharer]
+	// may be given one.
+	Shared []string
 
 	// Rule is the rule whose call this is, when a [Rule] made the request,
 	// else nil. A Rule's Limits never change once in use, so a backend may
 	// keep what it derives from them (as [Request.Validate] keeps their
 	// validation) with the rule, for requests whose Limits are the rule's
-	// own: the same slice, not an override's.
+	// own: the same slice, not an override's. Hooks see it too, so that
+	// they show keys as [Request.RedactedKey] does.
 	Rule *Rule
 }
 
@@ -318,6 +329,17 @@ func (r *Request) prepared() *rulePrep {
 	return nil
 }
 
+// Line returns where limit i's state belongs: the name and the index of
+// the limit under that name and the limit's key. That is Name and i,
+// except for a shared line: Shared[i] and 0. Every backend keys limit i's
+// state by Line(i) and the limit's key.
+func (r *Request) Line(i int) (name string, index int) {
+	if i < len(r.Shared) && r.Shared[i] != "" {
+		return r.Shared[i], 0
+	}
+	return r.Name, i
+}
+
 // Units returns the units the call takes of a limit that does not count
 // calls: Cost, or 1 when Cost is zero. [Request.UnitsOf] tells a limit's.
 func (r *Request) Units() int64 {
@@ -334,7 +356,9 @@ func (r *Request) UnitsOf(i int) int64 { return r.Limits[i].Units(r.Cost) }
 // Validate reports a request that no limiter could decide: an empty name,
 // no limits or more than [MaxLimits], an invalid limit, a negative cost
 // or one a limit can never admit ([*CostError]), Keys of another length
-// than Limits. The error wraps
+// than Limits, Shared without Keys, of another length than Limits or naming a line
+// twice.
+// The error wraps
 // [ErrInvalidLimit].
 func (r *Request) Validate() error {
 	return r.validate(r.prepared())
@@ -345,6 +369,14 @@ func (r *Request) Validate() error {
 func (r *Request) validate(prep *rulePrep) error {
 	if r.Keys != nil && len(r.Keys) != len(r.Limits) {
 		return fmt.Errorf("%w: %d keys for %d limits", ErrInvalidLimit, len(r.Keys), len(r.Limits))
+	}
+	if r.Shared != nil && (r.Keys == nil || len(r.Shared) != len(r.Limits)) {
+		return fmt.Errorf("%w: %d shared names for %d limits (and a key per limit)", ErrInvalidLimit, len(r.Shared), len(r.Limits))
+	}
+	for i, name := range r.Shared {
+		if name != "" && slices.Contains(r.Shared[:i], name) {
+			return fmt.Errorf("%w: shared line %q twice", ErrInvalidLimit, name)
+		}
 	}
 	if prep != nil && r.Cost >= 0 && r.Units() <= prep.capacity {
 		return nil

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"hash/maphash"
 	"strings"
 	"sync"
@@ -39,6 +40,9 @@ type MemoryLimiter struct {
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
 	slots  slotTable // concurrency slots (concurrency.go)
+	// denials counts the denials of the process's rules (see
+	// [DenialCounter]).
+	denials denied.Summary
 }
 
 type memoryShard struct {
@@ -85,8 +89,7 @@ func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err
 // by value so that only calls with a hook pay for the copy the hook's
 // pointer makes escape.
 func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d Decision) {
-	req.Key = key
-	req.Rule = nil // the hook sees the request as a caller builds it
+	req.Key = key // the hook sees the rule too, for Request.RedactedKey
 	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
@@ -117,7 +120,7 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 		e.decidePlans(prep.plans, units, now, true, &d)
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
-			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits}, bound, d)
+			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}, bound, d)
 		}
 		return d, nil
 	}
@@ -312,24 +315,24 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 		e.decideOne(&plans[0], cost, now, charge, d)
 		return
 	}
-	decideLimits(plans, nil, e, cost, now, charge, d)
+	decideLimits(plans, nil, nil, e, cost, now, charge, d)
 }
 
-// decideLimits decides a call against plans, limit i's state being that of
-// entries[i], or of one when entries is nil: every limit must admit it,
+// decideLimits decides a call against plans, limit i's state being that
+// of entries[i] at index[i], or of one at i when entries is nil: every limit must admit it,
 // and d describes the denying limit with the longest RetryAfter, or the
 // admitting one with the fewest units left. When charge is set, an
 // admitted call is charged to every limit.
-func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
+func decideLimits(plans []memoryPlan, entries []*memoryEntry, index []int, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
 	*d = Decision{Allowed: true}
 	var delay time.Duration
 	var r Decision
 	for i := range plans {
-		e := one
+		e, j := one, i
 		if entries != nil {
-			e = entries[i]
+			e, j = entries[i], index[i]
 		}
-		ok := e.limits[i].check(&plans[i], now, plans[i].units(cost), &r)
+		ok := e.limits[j].check(&plans[i], now, plans[i].units(cost), &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
 			*d = r
@@ -349,11 +352,11 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, one *memoryEntry, 
 		return
 	}
 	for i := range plans {
-		e := one
+		e, j := one, i
 		if entries != nil {
-			e = entries[i]
+			e, j = entries[i], index[i]
 		}
-		if exp := e.limits[i].charge(&plans[i], now, plans[i].units(cost)); exp > e.expiry {
+		if exp := e.limits[j].charge(&plans[i], now, plans[i].units(cost)); exp > e.expiry {
 			e.expiry = exp
 		}
 	}
@@ -400,3 +403,33 @@ var (
 	_ SlotHolder  = (*MemoryLimiter)(nil)
 	_ Configured  = (*MemoryLimiter)(nil)
 )
+
+// CountDenial counts a denial for TopDenied. See [DenialCounter].
+func (l *MemoryLimiter) CountDenial(name, key string, hashed bool) {
+	l.denials.Add(name, key, hashed, 1, 0, l.wallNow())
+}
+
+// TopDenied returns the most-denied keys of the limiter's process. See
+// [DenialCounter].
+func (l *MemoryLimiter) TopDenied(_ context.Context, n int) ([]DeniedKey, error) {
+	return deniedKeys(l.denials.Top(n, l.wallNow())), nil
+}
+
+// wallNow returns the time on the limiter's clock.
+func (l *MemoryLimiter) wallNow() time.Time {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now()
+	}
+	return time.Now()
+}
+
+// deniedKeys returns entries as TopDenied lists them, keys redacted.
+func deniedKeys(entries []denied.Entry) []DeniedKey {
+	out := make([]DeniedKey, len(entries))
+	for i, e := range entries {
+		out[i] = DeniedKey{Name: e.Name, Key: RedactKey(e.Key, e.Hashed), Denials: e.Count, Error: e.Error}
+	}
+	return out
+}
+
+var _ DenialCounter = (*MemoryLimiter)(nil)

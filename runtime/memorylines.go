@@ -12,6 +12,8 @@ import (
 // pair (name, Keys[i]).
 type lineSet struct {
 	keys    [MaxLimits]string       // the bounded keys
+	names   [MaxLimits]string       // the names their states belong to
+	index   [MaxLimits]int          // the index of each state there (see Request.Line)
 	hashes  [MaxLimits]uint64       // their pairs' hashes
 	entries [MaxLimits]*memoryEntry // their pairs' states
 	shards  [MaxLimits]uint8        // the shards holding them, sorted, each once
@@ -35,7 +37,8 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		} else {
 			set.keys[i] = callkey.Named(k)
 		}
-		set.hashes[i] = l.hashOf(req.Name, set.keys[i], prep)
+		set.names[i], set.index[i] = req.Line(i)
+		set.hashes[i] = l.hashOf(set.names[i], set.keys[i], prep)
 		set.addShard(uint8(set.hashes[i] % shardCount))
 	}
 	for _, s := range set.shards[:set.nShards] {
@@ -49,7 +52,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		var pending [shardCount]int
 		for i := range n {
 			shard := l.shardOf(set.hashes[i])
-			if set.repeats(i) || shard.find(req.Name, set.keys[i], set.hashes[i]) != nil {
+			if set.repeats(i) || shard.find(set.names[i], set.keys[i], set.hashes[i]) != nil {
 				continue
 			}
 			p := &pending[set.hashes[i]%shardCount]
@@ -59,15 +62,15 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 	}
 	for i := range n {
 		shard := l.shardOf(set.hashes[i])
-		e := shard.find(req.Name, set.keys[i], set.hashes[i])
+		e := shard.find(set.names[i], set.keys[i], set.hashes[i])
 		switch {
 		case e == nil && charge:
-			e = &memoryEntry{name: req.Name, key: strings.Clone(set.keys[i]), next: shard.entries[set.hashes[i]]}
+			e = &memoryEntry{name: set.names[i], key: strings.Clone(set.keys[i]), next: shard.entries[set.hashes[i]]}
 			shard.entries[set.hashes[i]] = e
 		case e == nil:
 			e = &memoryEntry{} // a new pair's state, not kept
 		}
-		if len(e.limits) < n {
+		if len(e.limits) < n { // n > set.index[i]
 			e.limits = append(e.limits, make([]limitState, n-len(e.limits))...)
 		}
 		set.entries[i] = e
@@ -85,10 +88,10 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 	return nil
 }
 
-// repeats reports whether the key of limit i is that of an earlier limit.
+// repeats reports whether the pair of limit i is that of an earlier limit.
 func (set *lineSet) repeats(i int) bool {
 	for j := range i {
-		if set.hashes[j] == set.hashes[i] && set.keys[j] == set.keys[i] {
+		if set.hashes[j] == set.hashes[i] && set.keys[j] == set.keys[i] && set.names[j] == set.names[i] {
 			return true
 		}
 	}
@@ -110,7 +113,13 @@ func (set *lineSet) addShard(s uint8) {
 }
 
 // decide is memoryEntry.decidePlans with limit i's state that of
-// set.entries[i].
+// set.entries[i], at set.index[i].
 func (set *lineSet) decide(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
-	decideLimits(plans, set.entries[:len(plans)], nil, cost, now, charge, d)
+	decideLimits(plans, set.entries[:len(plans)], set.index[:len(plans)], nil, cost, now, charge, d)
 }
+
+// SharesLines marks the memory limiter a [LineSharer]: decideKeys keeps
+// limit i's state where [Request.Line] says.
+func (l *MemoryLimiter) SharesLines() {}
+
+var _ LineSharer = (*MemoryLimiter)(nil)

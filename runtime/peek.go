@@ -154,8 +154,11 @@ func (r *Rule) Peek(ctx context.Context, limiter Limiter, keys ...string) (Decis
 	if lines == nil {
 		return r.peek(ctx, limiter, Request{Name: r.Name, Key: key, Limits: r.oneKeyLimits(ctx, limiter, key)})
 	}
+	if err := r.canShare(limiter, lines); err != nil {
+		return Decision{}, err
+	}
 	limits, _ := r.lineLimits(ctx, limiter, lines)
-	return r.peek(ctx, limiter, Request{Name: r.Name, Keys: lines, Limits: limits})
+	return r.peek(ctx, limiter, Request{Name: r.Name, Keys: lines, Limits: limits, Shared: r.Shared})
 }
 
 // peek is Peek of req, whose limits are r's effective ones.

@@ -29,6 +29,20 @@ type Rule struct {
 	// limit for such a rule. Nil means every limit is keyed by the one key
 	// given to Check.
 	KeyExprs []string
+	// KeyHash, when not nil, says which limits are keyed by the digest of
+	// the caller's key (ratelimit.KeyDigest, the directive's keyhash=true):
+	// KeyHash[i] for Limits[i]. Logs and the admin view then show such a
+	// key as the caller's key's redacted form (see [Request.RedactedKey]).
+	KeyHash []bool
+	// Shared, when not nil, names the shared lines among Limits: Shared[i],
+	// when not empty, is the name of the line Limits[i] is, declared once
+	// for a type or a group of methods and added to the limits of each of
+	// their rules. The line's state belongs to that name (and Limits[i]'s
+	// key and index), not to the rule's: every rule with the line shares
+	// it, and a call is decided against its rule's own limits and the
+	// shared lines all or nothing. A rule with Shared has KeyExprs and is
+	// checked with a key per limit, on a limiter that offers [LineSharer].
+	Shared []string
 	// Wait is how long a denied call may wait to be admitted before
 	// Check gives up; zero means no waiting. See [Rule.Check].
 	Wait time.Duration
@@ -119,7 +133,7 @@ func (r *Rule) Clone() *Rule {
 	if r == nil {
 		return nil
 	}
-	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
+	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), KeyHash: slices.Clone(r.KeyHash), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
 }
 
 // outcome is what check learnt about one call.
@@ -255,7 +269,11 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 		o.limits = r.Limits
 		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
 	}
-	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r}
+	if err := r.canShare(limiter, keys); err != nil {
+		o.limits = r.Limits
+		return err
+	}
+	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r, Shared: r.Shared}
 	line := -1 // the limit whose key's override exempts or blocks the call
 	if keys == nil {
 		req.Limits = r.oneKeyLimits(ctx, limiter, key)
@@ -315,12 +333,28 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 		if fellBack {
 			decided := req
 			decided.Limits = o.limits
-			return r.limitError(&decided, *d)
+			return r.denied(limiter, r.limitError(&decided, *d), d.LimitIndex)
 		}
-		return r.limitError(&req, *d)
+		return r.denied(limiter, r.limitError(&req, *d), d.LimitIndex)
 	}
 	k := queueKeyOf(limiter, &req)
 	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
+}
+
+// canShare returns nil unless r has shared lines and the call cannot be
+// decided with them: keys is nil (one key for every limit), or limiter
+// offers no [LineSharer]. The error wraps [ErrInvalidLimit].
+func (r *Rule) canShare(limiter Limiter, keys []string) error {
+	if r.Shared == nil {
+		return nil
+	}
+	if keys == nil || len(r.Shared) != len(r.Limits) {
+		return fmt.Errorf("%w: %s: a rule with shared lines takes a key per limit, and a shared name per limit", ErrInvalidLimit, r.Name)
+	}
+	if _, ok := As[LineSharer](limiter); !ok {
+		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (it is no ratelimit.LineSharer)", ErrInvalidLimit, r.Name, limiter)
+	}
+	return nil
 }
 
 // waitFor is wait, telling in o what it learnt of the call.
@@ -410,6 +444,15 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	return e
 }
 
+// denied tells limiter's [DenialCounter], if it offers one (see [As]),
+// of the denial e by r's limit i, and returns e.
+func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
+	if c, ok := As[DenialCounter](limiter); ok {
+		c.CountDenial(r.Name, e.Key, hashed(r.KeyHash, i))
+	}
+	return e
+}
+
 // NilKeyError returns the error a decorator of the method named name
 // returns when the key expression path (such as "req.User") is a nil
 // pointer: a [*KeyError] wrapping [ErrNilKey].
@@ -443,7 +486,7 @@ func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Alg
 		}
 	}
 	if c := configOf(limiter); c != nil && c.Hook != nil {
-		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits}
+		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits, Rule: req.Rule}
 		c.Hook.Decided(ctx, &seen, d)
 	}
 	if r.Shadow {
@@ -453,5 +496,5 @@ func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Alg
 	if line >= 0 && line < len(r.KeyExprs) {
 		e.KeyExpr = r.KeyExprs[line]
 	}
-	return e
+	return r.denied(limiter, e, line)
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // SlogHook is a [Hook] (and a [ShadowHook] and a guard.BreakerHook) that logs
@@ -84,6 +82,7 @@ const (
 // episode is a denial episode of one (name, key).
 type episode struct {
 	name, key string
+	shown     string // the key as logged (see SlogHook.keyAttr)
 	shadow    bool
 	first     int64        // when it began
 	last      atomic.Int64 // when the pair was last denied
@@ -254,7 +253,7 @@ func (h *SlogHook) denied(ctx context.Context, req *Request, d Decision, shadow 
 	if e == nil {
 		slot, old = h.victim(set)
 	}
-	n := &episode{name: req.Name, key: req.Key, shadow: shadow, first: now}
+	n := &episode{name: req.Name, key: req.Key, shown: h.shownKey(req, req.Key, d.LimitIndex), shadow: shadow, first: now}
 	n.last.Store(now)
 	n.reported.Store(now)
 	n.denied.Store(1)
@@ -330,7 +329,7 @@ func (h *SlogHook) end(ctx context.Context, e *episode, now int64) {
 	attrs := make([]slog.Attr, 0, 5)
 	attrs = append(attrs, slog.String("name", e.name))
 	if e.key != "" {
-		attrs = append(attrs, h.keyAttr(e.key))
+		attrs = append(attrs, slog.String("key", e.shown))
 	}
 	attrs = append(attrs, h.summary(e, e.last.Load())...)
 	h.logger.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
@@ -408,7 +407,7 @@ func (h *SlogHook) request(req *Request, i int) []slog.Attr {
 	attrs := make([]slog.Attr, 0, 12)
 	attrs = append(attrs, slog.String("name", req.Name))
 	if req.Key != "" {
-		attrs = append(attrs, h.keyAttr(req.Key))
+		attrs = append(attrs, slog.String("key", h.shownKey(req, req.Key, i)))
 	}
 	attrs = append(attrs, slog.Int64("cost", req.Units()))
 	if i >= 0 && i < len(req.Limits) {
@@ -417,13 +416,14 @@ func (h *SlogHook) request(req *Request, i int) []slog.Attr {
 	return attrs
 }
 
-// keyAttr returns the attribute that shows key: its digest, or with
-// WithRawKeys the key itself.
-func (h *SlogHook) keyAttr(key string) slog.Attr {
+// shownKey returns key, the key of req's limit i, as logged: its
+// redacted form (see [Request.RedactedKey]), or with WithRawKeys the key
+// itself.
+func (h *SlogHook) shownKey(req *Request, key string, i int) string {
 	if h.rawKeys {
-		return slog.String("key", key)
+		return key
 	}
-	return slog.String("key", callkey.Redact(key))
+	return req.RedactedKey(key, i)
 }
 
 // lineBudget bounds how many lines of a kind are logged per budgetWindow.

@@ -25,8 +25,8 @@ func (h *requestsHook) Decided(_ context.Context, req *Request, _ Decision) {
 func (h *requestsHook) Failed(context.Context, *Request, error) {}
 
 // TestRuleValidatesItsLimitsOnce: a Rule's calls skip validating its
-// limits after the first, hooks see the request as a caller would build
-// it, and a request that no Rule made, with the same limits or other ones,
+// limits after the first, hooks see the request as Rule.Check builds it
+// (its rule included, for Request.RedactedKey), and a request that no Rule made, with the same limits or other ones,
 // is validated in full. (redislimit's TestHooksSeeRequestsAsBuilt checks
 // the same of the Redis limiter.)
 func TestRuleValidatesItsLimitsOnce(t *testing.T) {
@@ -37,7 +37,7 @@ func TestRuleValidatesItsLimitsOnce(t *testing.T) {
 		rule := &Rule{Name: "once", Limits: []Limit{{Period: time.Hour, Threshold: 3}, {Algorithm: GCRA, Period: time.Hour, Threshold: 5, Burst: 2}}}
 		require.NoError(t, rule.Check(ctx, l, 2, "k"))
 		require.NotNil(t, rule.prepared())
-		assert.Equal(t, []Request{{Name: "once", Key: "k", Cost: 2, Limits: rule.Limits}}, hook.reqs)
+		assert.Equal(t, []Request{{Name: "once", Key: "k", Cost: 2, Limits: rule.Limits, Rule: rule}}, hook.reqs)
 
 		var ce *CostError
 		require.ErrorAs(t, rule.Check(ctx, l, 3, "k"), &ce, "above the burst of 2")

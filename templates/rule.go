@@ -34,6 +34,16 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 		}
 		fields = append(fields, jen.Id("KeyExprs").Op(":").Index().String().Values(exprs...))
 	}
+	if hashed := keyHashes(rule); hashed != nil {
+		fields = append(fields, jen.Id("KeyHash").Op(":").Index().Bool().Values(hashed...))
+	}
+	if rule.HasShared() {
+		names := make([]jen.Code, len(rule.Limits))
+		for i, l := range rule.Limits {
+			names[i] = jen.Lit(l.Shared)
+		}
+		fields = append(fields, jen.Id("Shared").Op(":").Index().String().Values(names...))
+	}
 	if rule.Wait != 0 {
 		fields = append(fields, jen.Id("Wait").Op(":").Add(duration(rule.Wait)))
 	}
@@ -49,6 +59,22 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 		fields = append(fields, jen.Id("Shadow").Op(":").True())
 	}
 	g.Var().Id(m.rule).Op("=").Op("&").Add(r.rt("Rule")).Add(multiline(fields...))
+}
+
+// keyHashes returns, when a limit of rule is keyed by a digest
+// (keyhash=true), whether each is; else nil.
+func keyHashes(rule *model.Rule) []jen.Code {
+	some := false
+	out := make([]jen.Code, len(rule.Limits))
+	for i, l := range rule.Limits {
+		h := l.Key != nil && l.Key.Hash
+		some = some || h
+		out[i] = jen.Lit(h)
+	}
+	if !some {
+		return nil
+	}
+	return out
 }
 
 // rulesFunc declares the function that returns the package's rules, in
@@ -229,6 +255,11 @@ func summary(rule *model.Rule) string {
 		parts[len(parts)-1] += " for each " + k.Source + ", known by its digest"
 	case k != nil:
 		parts[len(parts)-1] += " for each " + k.Source
+	}
+	for i, l := range rule.Limits {
+		if l.Shared != "" {
+			parts[i] += " on the shared line " + l.Shared[strings.LastIndexByte(l.Shared, '#')+1:]
+		}
 	}
 	return andList(parts)
 }

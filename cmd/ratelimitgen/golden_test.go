@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite the generated files and diagnos
 
 // goldenCases are the packages under testdata whose committed
 // ratelimit_gen.go is the expected output.
-var goldenCases = []string{"algorithms", "basic", "buildtags", "calendar", "collisions", "concrete", "concurrency", "embedded", "foreign", "generics", "getters", "keys", "linekeys", "options", "settle", "unexported"}
+var goldenCases = []string{"algorithms", "basic", "buildtags", "calendar", "collisions", "concrete", "concurrency", "embedded", "foreign", "generics", "getters", "keys", "linekeys", "options", "settle", "shared", "unexported"}
 
 // TestGolden checks that generating each golden package reproduces its
 // committed ratelimit_gen.go byte for byte (-update rewrites them).
@@ -37,7 +37,7 @@ func TestGolden(t *testing.T) {
 
 // errorCases are the packages under testdata/errors, each with the
 // diagnostics it must produce in diagnostics.golden.
-var errorCases = []string{"calendar", "concurrency", "constraints", "keys", "names", "nearmiss", "placement", "prefetch", "settle", "signature", "syntax", "typeerror"}
+var errorCases = []string{"calendar", "concurrency", "constraints", "keys", "names", "nearmiss", "placement", "prefetch", "settle", "shared", "signature", "syntax", "typeerror"}
 
 func TestDiagnostics(t *testing.T) {
 	for _, name := range errorCases {

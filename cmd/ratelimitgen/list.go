@@ -38,6 +38,9 @@ type listRow struct {
 	Shadow    bool   `json:"shadow,omitempty"`
 	EmptyKey  string `json:"emptykey,omitempty"`
 	KeyHash   bool   `json:"keyhash,omitempty"`
+	// Shared is the name of the shared line the limit is, whose state
+	// belongs to that name rather than to Name; empty for a method's own.
+	Shared string `json:"shared,omitempty"`
 }
 
 // listRows returns one row per limit of every limited method of files.
@@ -65,6 +68,7 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 			Period: cmp.Or(l.Calendar, compactDuration(l.Period)), TZ: l.TZ, Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
 			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
+		row.Shared = l.Shared
 		if l.Key != nil {
 			row.Key = l.Key.Source
 			row.KeyHash = l.Key.Hash
@@ -146,6 +150,7 @@ func (r *listRow) options() string {
 	if r.KeyHash {
 		add("keyhash", "true")
 	}
+	add("shared", r.Shared)
 	return strings.Join(opts, " ")
 }
 

@@ -26,9 +26,10 @@ type Notes interface {
 	//ratelimit:period=1m threshold=100 key=user
 	Post(ctx context.Context, user, text string) error
 
-	// Export renders all notes of a user. It is expensive: the whole service
-	// exports once per second, and a request waits up to two seconds for
-	// its turn rather than failing at once.
+	// Export renders all notes of a user. It is expensive: its calls, all
+	// users together (a line without key= counts every call of this
+	// method), run once per second, and a request waits up to two seconds
+	// for its turn rather than failing at once.
 	//
 	//ratelimit:period=1 threshold=1 wait=2s name=notes.export
 	Export(ctx context.Context, user string) (string, error)

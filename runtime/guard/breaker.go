@@ -278,7 +278,7 @@ func (g *Breaker) enter(ctx context.Context, req *ratelimit.Request) (passage, e
 	}
 	var p passage
 	for i := range req.Keys {
-		if first(req.Keys, i) != i {
+		if first(req, i) != i {
 			continue
 		}
 		b, err := g.nodeBreaker(ctx, req, i)
@@ -293,10 +293,11 @@ func (g *Breaker) enter(ctx context.Context, req *ratelimit.Request) (passage, e
 	return p, nil
 }
 
-// first returns the index of the first of keys equal to keys[i].
-func first(keys []string, i int) int {
+// first returns the index of the first limit of req whose key and name
+// (see Request.Line) are those of limit i.
+func first(req *ratelimit.Request, i int) int {
 	for j := range i {
-		if keys[j] == keys[i] {
+		if nj, _ := req.Line(j); req.Keys[j] == req.Keys[i] && nj == nameOf(req, i) {
 			return j
 		}
 	}
@@ -360,7 +361,7 @@ func (g *Breaker) refuse(ctx context.Context, req *ratelimit.Request) error {
 func (g *Breaker) failed(ctx context.Context, req ratelimit.Request, cause error) error {
 	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
 	if g.hook != nil {
-		seen := ratelimit.Request{Name: req.Name, Key: callkey.Bound(req.Key), Keys: boundKeys(req.Keys), Cost: req.Cost, Limits: req.Limits}
+		seen := ratelimit.Request{Name: req.Name, Key: callkey.Bound(req.Key), Keys: boundKeys(req.Keys), Shared: req.Shared, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 		g.hook.Failed(ctx, &seen, err)
 	}
 	return err
@@ -667,4 +668,11 @@ type BreakerHook interface {
 	// BreakerClosed is called when node answers again after the breaker
 	// was open for the duration open.
 	BreakerClosed(node string, open time.Duration)
+}
+
+// nameOf returns the name limit i of req keeps its state under (see
+// ratelimit.Request.Line).
+func nameOf(req *ratelimit.Request, i int) string {
+	name, _ := req.Line(i)
+	return name
 }

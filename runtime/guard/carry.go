@@ -22,7 +22,9 @@ type Carrier interface {
 	// previous window, still weigh), at its time, as much of it as fits
 	// (a window is then full); what does not fit is dropped. A limit that
 	// counts calls (ratelimit.Limit.PerCall) takes 1 of each admission,
-	// whatever its cost. It returns
+	// whatever its cost. Each limit is charged where the backend keeps its
+	// state (a shared line's under its own name: ratelimit.Request.Line).
+	// It returns
 	// what it charged and dropped, in units, and the admissions it could
 	// not ask the backend about, which the fallback keeps for the next
 	// time (an admission that may have been charged without a reply is
@@ -125,6 +127,12 @@ func callID(req *ratelimit.Request, only []int) string {
 		b.WriteByte(':')
 		b.WriteString(k)
 	}
+	for _, name := range req.Shared {
+		b.WriteByte(2)
+		b.WriteString(strconv.Itoa(len(name)))
+		b.WriteByte(':')
+		b.WriteString(name)
+	}
 	for _, lim := range req.Limits {
 		b.WriteByte(0)
 		b.WriteString(string(lim.AlgorithmOrDefault()))
@@ -157,7 +165,7 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 		c.dropped.Add(units)
 		return
 	case e == nil:
-		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
+		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
 		c.calls[id] = e
 	}
 	e.at = append(e.at, now)

@@ -219,7 +219,7 @@ func (c *DenyCache) now() (int64, bool) {
 // decided reports d, the repeated denial of req, to the hook. It takes req
 // by value, so that only a guard with a hook moves a request to the heap.
 func (c *DenyCache) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
-	seen := ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost, Limits: req.Limits}
+	seen := ratelimit.Request{Name: req.Name, Key: req.Key, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 	c.hook.Decided(ctx, &seen, d)
 }
 

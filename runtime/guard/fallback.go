@@ -150,7 +150,7 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 // decided reports d, the decision of req, to the hook. It takes req by
 // value, so that only a guard with a hook moves a request to the heap.
 func (f *Fallback) decided(ctx context.Context, req ratelimit.Request, d ratelimit.Decision) {
-	seen := ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: req.Cost, Limits: req.Limits}
+	seen := ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 	f.hook.Decided(ctx, &seen, d)
 }
 

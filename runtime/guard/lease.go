@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,11 +224,12 @@ func (g *Leases) leased(req *ratelimit.Request) bool {
 func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	if !g.leased(&req) {
 		if r := req.Rule; r != nil && len(r.Limits) > 0 && r.Limits[0].Prefetch > 0 && g.reserver != nil {
-			g.endLine(lineID{req.Name, callkey.Bound(keyOf(&req, 0))}) // an override changed the leased limit
+			g.endLine(leasedLine(&req)) // an override changed the leased limit
 		}
 		return g.next.Allow(ctx, req)
 	}
-	if req.Cost < 0 || len(req.Limits) > ratelimit.MaxLimits || req.Keys != nil && len(req.Keys) != len(req.Limits) {
+	if req.Cost < 0 || len(req.Limits) > ratelimit.MaxLimits || req.Keys != nil && len(req.Keys) != len(req.Limits) ||
+		req.Shared != nil && (req.Keys == nil || len(req.Shared) != len(req.Limits)) {
 		return g.next.Allow(ctx, req) // invalid: the backend says why
 	}
 	// The rest of req is valid when the backend admits the lease (line 0,
@@ -237,7 +239,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
 	}
 	units := req.UnitsOf(0)
-	ln := g.line(lineID{req.Name, callkey.Bound(keyOf(&req, 0))})
+	ln := g.line(leasedLine(&req))
 	l, left, err := ln.take(ctx, g, &req, units)
 	if err != nil {
 		return ratelimit.Decision{}, err // take ended the lease
@@ -534,7 +536,8 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int
 	// the unused.
 	units := limit
 	units.PerCall = false
-	lr := ratelimit.Request{Name: req.Name, Key: keyOf(req, 0), Cost: n, Limits: []ratelimit.Limit{units}}
+	name, _ := req.Line(0) // a shared line's state is limit 0 of its name
+	lr := ratelimit.Request{Name: name, Key: keyOf(req, 0), Cost: n, Limits: []ratelimit.Limit{units}}
 	d, at, err := g.reserver.Reserve(ctx, lr)
 	if err != nil || !d.Allowed {
 		if err != nil {
@@ -581,14 +584,26 @@ var padLimit = ratelimit.Limit{Period: time.Millisecond, Threshold: 1<<50 - 1, A
 // keeping its state (its name, key and index): line 0 is a stand-in,
 // padLimit under padKey and the key of line 1 (so that on a Redis
 // Cluster the stand-ins of different keys spread over the masters), which
-// admits the call and keeps no state of any call's lines.
+// admits the call and keeps no state of any call's lines; the shared
+// lines among the others stay shared (Request.Shared).
 func exactLines(req *ratelimit.Request) ratelimit.Request {
 	out := ratelimit.Request{Name: req.Name, Cost: req.Cost, Limits: make([]ratelimit.Limit, len(req.Limits)), Keys: make([]string, len(req.Limits))}
 	for i := range req.Limits {
 		out.Limits[i], out.Keys[i] = req.Limits[i], keyOf(req, i)
 	}
 	out.Limits[0], out.Keys[0] = padLimit, padKey+keyOf(req, 1)
+	if req.Shared != nil { // the shared lines keep their own state
+		out.Shared = slices.Clone(req.Shared)
+		out.Shared[0] = ""
+	}
 	return out
+}
+
+// leasedLine returns the line of req's first limit: its state's name (a
+// shared line's own, see ratelimit.Request.Line) and bounded key.
+func leasedLine(req *ratelimit.Request) lineID {
+	name, _ := req.Line(0)
+	return lineID{name, callkey.Bound(keyOf(req, 0))}
 }
 
 // keyOf returns the key of line i of req.

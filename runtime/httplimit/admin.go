@@ -2,11 +2,13 @@ package httplimit
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
@@ -50,13 +52,21 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             its key and where it comes from (lines)
 //	GET .../limiter              the limiter's open circuit breakers, by node, and since
 //	                             when; and the fields of its overrides that cannot be used
-//	GET .../denied               the most-denied keys of the last five minutes, redacted,
-//	                             with [WithDenials]
+//	GET .../denied               the most-denied keys of the last five minutes, redacted
+//	                             (see [ratelimit.Request.RedactedKey]): the fleet's, as the
+//	                             limiter's [ratelimit.DenialCounter] keeps them (the memory
+//	                             and Redis limiters do), else this process's, with [WithDenials]
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
 //
+//	GET .../                     the page for on-call: HTML, no script, no external asset:
+//	                             the rules and their lines, open breakers, override
+//	                             problems, the most-denied keys, and a form (?name=N&key=K
+//	                             [&cost=C]) that explains in a sentence why a key is limited
+//
 // The handler answers on any path ending in /rules, /key, /limiter or
-// /denied, so it can be mounted under any prefix. Only the names of rules
+// /denied, and on any path ending in / with the page, so it can be
+// mounted under any prefix. Only the names of rules
 // are looked up; a key is shown bounded, as the limiters keep it (see
 // [ratelimit.Request.Key]), and may be given as its stand-in, as errors
 // show it. It reveals
@@ -70,10 +80,11 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 // mounts the view of package store's (append the rules of several
 // packages, and those of [Middleware], into one slice).
 func AdminHandler(limiter ratelimit.Limiter, rules []*ratelimit.Rule, opts ...AdminOption) http.Handler {
-	a := &admin{limiter: limiter, rules: rules, byName: make(map[string]*ratelimit.Rule, len(rules))}
+	a := &admin{limiter: limiter, byName: make(map[string]*ratelimit.Rule, len(rules))}
 	for _, r := range rules {
-		if _, ok := a.byName[r.Name]; !ok {
+		if _, ok := a.byName[r.Name]; !ok { // methods sharing a name= are one rule
 			a.byName[r.Name] = r
+			a.rules = append(a.rules, r)
 		}
 	}
 	for _, o := range opts {
@@ -104,13 +115,32 @@ type adminLimit struct {
 	// limit ("" for a limit that counts every call as one); absent in a
 	// rule whose limits share the call's key.
 	KeyExpr *string `json:"key_expr,omitempty"`
+	// Shared is the name of the shared line the limit is, if it is one
+	// (see [ratelimit.Rule.Shared]).
+	Shared string `json:"shared,omitempty"`
 }
 
-// adminLine is a limit of a call with a key per limit, as .../key shows it.
+// adminState is what one limit holds for its key now, read without
+// charging anything: the units left for a call (remaining, counting the
+// call's cost as unspent), the units used of its budget (the limit's
+// MaxCost: its burst, capacity or threshold), when it is whole again
+// (reset_after) and how long a call of the cost shown would wait.
+type adminState struct {
+	Budget     int64  `json:"budget"`
+	Used       int64  `json:"used"`
+	Remaining  int64  `json:"remaining"`
+	ResetAfter string `json:"reset_after"`
+	Allowed    bool   `json:"allowed"`
+	RetryAfter string `json:"retry_after"`
+}
+
+// adminLine is a limit of a call, as .../key shows it: with its key, the
+// source of its limit and its state for that key.
 type adminLine struct {
 	adminLimit
-	Key  string `json:"key"`
-	From string `json:"from"`
+	Key   string      `json:"key"`
+	From  string      `json:"from"`
+	State *adminState `json:"state,omitempty"`
 }
 
 type adminRule struct {
@@ -121,6 +151,31 @@ type adminRule struct {
 	Wait       string                `json:"wait,omitempty"`
 	OnError    ratelimit.ErrorPolicy `json:"onerror,omitempty"`
 	Shadow     bool                  `json:"shadow,omitempty"`
+}
+
+// keyView is .../key's answer for a rule of one key.
+type keyView struct {
+	Name      string        `json:"name"`
+	Key       string        `json:"key"`
+	Cost      int64         `json:"cost"`
+	Limits    []adminLimit  `json:"limits"`
+	From      string        `json:"from"`
+	Lines     []adminLine   `json:"lines"`
+	Decision  adminDecision `json:"decision"`
+	CachedFor string        `json:"cached_for,omitempty"`
+	// Leased is the units of the key's first line that the lease guard
+	// holds leased unused: charged, so not in the decision's remaining.
+	Leased int64 `json:"leased,omitempty"`
+}
+
+// linesView is .../key's answer for a rule with a key per limit.
+type linesView struct {
+	Name     string        `json:"name"`
+	Cost     int64         `json:"cost"`
+	Lines    []adminLine   `json:"lines"`
+	Verdict  string        `json:"verdict,omitempty"`
+	From     string        `json:"from,omitempty"`
+	Decision adminDecision `json:"decision"`
 }
 
 type adminDecision struct {
@@ -134,6 +189,14 @@ type adminDecision struct {
 }
 
 func (a *admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			adminMethods(w, "GET, HEAD")
+			return
+		}
+		a.page(w, r)
+		return
+	}
 	switch path.Base(r.URL.Path) {
 	case "rules":
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -198,10 +261,14 @@ func (a *admin) listRules(w http.ResponseWriter, r *http.Request) {
 		if len(eff) != len(rule.KeyExprs) {
 			effExprs = nil // an override exempts or blocks every call
 		}
+		effShared := rule.Shared
+		if len(eff) != len(rule.Shared) {
+			effShared = nil
+		}
 		page.Rules = append(page.Rules, adminRule{
 			Name:       rule.Name,
-			Limits:     adminLimitsOf(rule.Limits, rule.KeyExprs),
-			Effective:  adminLimitsOf(eff, effExprs),
+			Limits:     withShared(adminLimitsOf(rule.Limits, rule.KeyExprs), rule.Shared),
+			Effective:  withShared(adminLimitsOf(eff, effExprs), effShared),
 			Overridden: overridden(from),
 			OnError:    rule.OnError,
 			Shadow:     rule.Shadow,
@@ -227,61 +294,87 @@ func overridden(from []string) bool {
 	return false
 }
 
-// target returns the rule and key a request of .../key names, or writes
-// the error.
-func (a *admin) target(w http.ResponseWriter, r *http.Request) (*ratelimit.Rule, string, bool) {
+// target returns the rule and key a request of .../key names, or why
+// there is none.
+func (a *admin) target(r *http.Request) (*ratelimit.Rule, string, error) {
 	q := r.URL.Query()
 	rule, ok := a.byName[q.Get("name")]
 	if !ok {
-		adminError(w, http.StatusNotFound, "no rule of that name")
-		return nil, "", false
+		return nil, "", &lookupError{http.StatusNotFound, "no rule of that name"}
 	}
-	return rule, q.Get("key"), true
+	key := q.Get("key")
+	if rule.KeyExprs == nil && allHashed(rule) {
+		key = ratelimit.KeyDigest(key) // the limiter knows the key by its digest
+	}
+	return rule, key, nil
+}
+
+// allHashed reports whether every limit of rule is keyed by the digest of
+// the caller's key (keyhash=true): its .../key takes the raw key.
+func allHashed(rule *ratelimit.Rule) bool {
+	for i := range rule.Limits {
+		if !hashedLimit(rule, i) {
+			return false
+		}
+	}
+	return len(rule.Limits) > 0
+}
+
+// hashedLimit reports whether limit i of rule is keyed by a digest.
+func hashedLimit(rule *ratelimit.Rule, i int) bool {
+	return i < len(rule.KeyHash) && rule.KeyHash[i]
 }
 
 // peek writes the state of a rule's key.
 func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
-	rule, key, ok := a.target(w, r)
-	if !ok {
+	view, err := a.lookup(r)
+	if err != nil {
+		adminFailure(w, err)
 		return
+	}
+	adminJSON(w, http.StatusOK, view)
+}
+
+// lookupError is a request of .../key that cannot be answered, with its
+// HTTP status.
+type lookupError struct {
+	status int
+	msg    string
+}
+
+func (e *lookupError) Error() string { return e.msg }
+
+// lookup returns the state of the rule and key r names: a keyView or a
+// linesView.
+func (a *admin) lookup(r *http.Request) (any, error) {
+	rule, key, err := a.target(r)
+	if err != nil {
+		return nil, err
 	}
 	cost := int64(1)
 	if v := r.URL.Query().Get("cost"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			adminError(w, http.StatusBadRequest, "cost: want a positive whole number")
-			return
+			return nil, &lookupError{http.StatusBadRequest, "cost: want a positive whole number"}
 		}
 		cost = n
 	}
 	if rule.KeyExprs != nil {
-		a.peekLines(w, r, rule, cost)
-		return
+		return a.peekLines(r, rule, cost)
 	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, key)
 	limits = keepSlot(rule, limits)
 	var d ratelimit.Decision
-	var err error
 	if cost == 1 || len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block) {
 		d, err = rule.Peek(ctx, a.limiter, key)
 	} else {
 		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Key: key, Cost: cost, Limits: limits})
 	}
 	if err != nil {
-		adminFailure(w, err)
-		return
+		return nil, err
 	}
-	view := struct {
-		Name      string        `json:"name"`
-		Key       string        `json:"key"`
-		Cost      int64         `json:"cost"`
-		Limits    []adminLimit  `json:"limits"`
-		From      string        `json:"from"`
-		Decision  adminDecision `json:"decision"`
-		CachedFor string        `json:"cached_for,omitempty"`
-		Leased    int64         `json:"leased,omitempty"`
-	}{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Decision: adminDecision{
+	view := keyView{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -290,6 +383,17 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 		Limit:      d.LimitIndex,
 		Source:     d.Source.String(),
 	}}
+	if !isVerdict(limits) {
+		keys := make([]string, len(limits))
+		for i := range keys {
+			keys[i] = key
+		}
+		for i, l := range adminLimits(limits) {
+			line := adminLine{adminLimit: l, Key: callkey.Named(key), From: from[0]}
+			line.State = a.lineState(ctx, rule, limits, keys, i, cost)
+			view.Lines = append(view.Lines, line)
+		}
+	}
 	if c, ok := ratelimit.As[interface {
 		CachedDenial(ratelimit.Request) (time.Duration, bool)
 	}](a.limiter); ok {
@@ -300,7 +404,7 @@ func (a *admin) peek(w http.ResponseWriter, r *http.Request) {
 	if h, ok := ratelimit.As[interface{ Held(name, key string) int64 }](a.limiter); ok && len(rule.Limits) > 0 && rule.Limits[0].Prefetch > 0 {
 		view.Leased = h.Held(rule.Name, key) // charged, so not in remaining
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, nil
 }
 
 // keepSlot returns limits, the effective limits of rule, with rule's
@@ -338,43 +442,70 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 			view.OpenCircuits[node] = since.UTC().Format(time.RFC3339Nano)
 		}
 	}
-	if c, ok := ratelimit.As[ratelimit.Configured](a.limiter); ok && c.Config().Overrides != nil {
-		if p, ok := c.Config().Overrides.(interface {
-			Problems() []*ratelimit.FieldError
-		}); ok {
-			for _, fe := range p.Problems() {
-				view.Overrides = append(view.Overrides, fe.Error())
-			}
-		}
-	}
+	view.Overrides = a.overrideProblems()
 	adminJSON(w, http.StatusOK, view)
 }
 
-// listDenied writes the most-denied keys of the last minutes.
-func (a *admin) listDenied(w http.ResponseWriter, _ *http.Request) {
+// deniedView is the JSON form of the most-denied keys.
+type deniedView struct {
+	// Source says who counted them: "limiter" (the limiter's
+	// ratelimit.DenialCounter: for a shared backend such as Redis, every
+	// process of the fleet) or "hook" (a [Denials] of this process).
+	Source string        `json:"source"`
+	Denied []deniedEntry `json:"denied"`
+}
+
+type deniedEntry struct {
+	Name    string `json:"name"`
+	Key     string `json:"key"`
+	Denials int64  `json:"denials"`
+	Error   int64  `json:"error"`
+}
+
+// topDenied returns the most-denied keys of the last minutes: the
+// limiter's, when it is a [ratelimit.DenialCounter], else those of the
+// Denials of [WithDenials]; ok is false when neither counts them.
+func (a *admin) topDenied(ctx context.Context) (deniedView, bool, error) {
+	view := deniedView{Denied: []deniedEntry{}}
+	if c, ok := ratelimit.As[ratelimit.DenialCounter](a.limiter); ok {
+		top, err := c.TopDenied(ctx, adminPage)
+		if err != nil {
+			return view, true, err
+		}
+		view.Source = "limiter"
+		for _, k := range top {
+			view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Denials, k.Error})
+		}
+		return view, true, nil
+	}
 	if a.denials == nil {
-		adminError(w, http.StatusNotFound, "no denials are counted: see httplimit.WithDenials")
-		return
+		return view, false, nil
 	}
-	type denied struct {
-		Name    string `json:"name"`
-		Key     string `json:"key"`
-		Denials int64  `json:"denials"`
-		Error   int64  `json:"error"`
-	}
-	view := struct {
-		Denied []denied `json:"denied"`
-	}{Denied: []denied{}}
+	view.Source = "hook"
 	for _, k := range a.denials.top(adminPage) {
-		view.Denied = append(view.Denied, denied{k.name, k.key, k.count, k.error})
+		view.Denied = append(view.Denied, deniedEntry{k.name, k.key, k.count, k.error})
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, true, nil
+}
+
+// listDenied writes the most-denied keys of the last minutes.
+func (a *admin) listDenied(w http.ResponseWriter, r *http.Request) {
+	view, ok, err := a.topDenied(r.Context())
+	switch {
+	case err != nil:
+		adminFailure(w, err)
+	case !ok:
+		adminError(w, http.StatusNotFound, "no denials are counted: the limiter is no ratelimit.DenialCounter; see httplimit.WithDenials")
+	default:
+		adminJSON(w, http.StatusOK, view)
+	}
 }
 
 // resetKey resets a rule's key.
 func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
-	rule, key, ok := a.target(w, r)
-	if !ok {
+	rule, key, err := a.target(r)
+	if err != nil {
+		adminFailure(w, err)
 		return
 	}
 	if err := ratelimit.Reset(r.Context(), a.limiter, rule.Name, key); err != nil {
@@ -389,6 +520,68 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func adminLimits(limits []ratelimit.Limit) []adminLimit { return adminLimitsOf(limits, nil) }
+
+// withShared returns limits with the shared line names of shared, when
+// there is one per limit.
+func withShared(limits []adminLimit, shared []string) []adminLimit {
+	if len(shared) == len(limits) {
+		for i := range limits {
+			limits[i].Shared = shared[i]
+		}
+	}
+	return limits
+}
+
+// isVerdict reports whether limits are an override's verdict: one
+// Unlimited or Block limit.
+func isVerdict(limits []ratelimit.Limit) bool {
+	return len(limits) == 1 && (limits[0].Algorithm == ratelimit.Unlimited || limits[0].Algorithm == ratelimit.Block)
+}
+
+// probeKey keys the stand-in limits of lineState: no call has it.
+const probeKey = "\x00httplimit admin probe"
+
+// lineState returns the state of limit i of limits, the effective limits
+// of a call of rule with keys (one per limit), for a call of cost: it
+// peeks a request of limits 0 to i whose limit i is the line, under its
+// key, name and index, and whose limits before it are stand-ins that
+// hold far more than any line (a fixed window of 2^50-1 a day) under a
+// key no call has, so the decision ([ratelimit.Peek]) describes line i
+// alone. Nil for a concurrency limit (the decision counts its slots) or
+// when the limiter cannot peek.
+func (a *admin) lineState(ctx context.Context, rule *ratelimit.Rule, limits []ratelimit.Limit, keys []string, i int, cost int64) *adminState {
+	l := limits[i]
+	if l.Algorithm == "concurrency" {
+		return nil
+	}
+	req := ratelimit.Request{Name: rule.Name, Keys: make([]string, i+1), Limits: make([]ratelimit.Limit, i+1), Cost: min(cost, l.MaxCost())}
+	for j := range i {
+		req.Keys[j] = probeKey
+		req.Limits[j] = ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: 24 * time.Hour, Threshold: 1<<50 - 1}
+	}
+	req.Keys[i], req.Limits[i] = keys[i], l
+	if len(rule.Shared) == len(limits) && rule.Shared[i] != "" {
+		req.Shared = make([]string, i+1)
+		req.Shared[i] = rule.Shared[i]
+	}
+	d, err := ratelimit.Peek(ctx, a.limiter, req)
+	if err != nil {
+		return nil
+	}
+	budget := l.MaxCost()
+	left := d.Remaining
+	if !d.Allowed {
+		left = max(d.Remaining, 0)
+	}
+	return &adminState{
+		Budget:     budget,
+		Used:       max(budget-left, 0),
+		Remaining:  left,
+		ResetAfter: d.ResetAfter.String(),
+		Allowed:    d.Allowed,
+		RetryAfter: d.RetryAfter.String(),
+	}
+}
 
 // adminLimitsOf returns limits with their key expressions exprs, when
 // there is one per limit.
@@ -416,7 +609,7 @@ func adminLimitsOf(limits []ratelimit.Limit, exprs []string) []adminLimit {
 // peekLines writes the state of the keys of a rule with a key per limit:
 // the key parameters key its keyed limits in order (one key keys them
 // all); its other limits count every call as one.
-func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimit.Rule, cost int64) {
+func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (any, error) {
 	given := r.URL.Query()["key"]
 	keys := make([]string, len(rule.Limits))
 	n := 0
@@ -432,8 +625,12 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		}
 	}
 	if len(given) > 1 && len(given) != n {
-		adminError(w, http.StatusBadRequest, "key: want one key, or one per keyed limit ("+strconv.Itoa(n)+")")
-		return
+		return nil, &lookupError{http.StatusBadRequest, "key: want one key, or one per keyed limit (" + strconv.Itoa(n) + ")"}
+	}
+	for i := range keys {
+		if hashedLimit(rule, i) {
+			keys[i] = ratelimit.KeyDigest(keys[i]) // the limiter knows the key by its digest
+		}
 	}
 	ctx := r.Context()
 	limits, from := rule.Explain(ctx, a.limiter, keys...)
@@ -443,20 +640,12 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 	if cost == 1 || verdict {
 		d, err = rule.Peek(ctx, a.limiter, keys...)
 	} else {
-		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits})
+		d, err = ratelimit.Peek(ctx, a.limiter, ratelimit.Request{Name: rule.Name, Keys: keys, Cost: cost, Limits: limits, Shared: rule.Shared})
 	}
 	if err != nil {
-		adminFailure(w, err)
-		return
+		return nil, err
 	}
-	view := struct {
-		Name     string        `json:"name"`
-		Cost     int64         `json:"cost"`
-		Lines    []adminLine   `json:"lines"`
-		Verdict  string        `json:"verdict,omitempty"`
-		From     string        `json:"from,omitempty"`
-		Decision adminDecision `json:"decision"`
-	}{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
+	view := linesView{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: d.RetryAfter.String(),
@@ -469,27 +658,37 @@ func (a *admin) peekLines(w http.ResponseWriter, r *http.Request, rule *ratelimi
 		view.Verdict, view.From = string(limits[0].Algorithm), from[0]
 		limits, from = rule.Limits, nil
 	}
-	for i, l := range adminLimitsOf(limits, rule.KeyExprs) {
+	for i, l := range withShared(adminLimitsOf(limits, rule.KeyExprs), rule.Shared) {
 		line := adminLine{adminLimit: l, Key: callkey.Named(keys[i]), From: "directive"}
 		if i < len(from) {
 			line.From = from[i]
 		}
+		if !verdict {
+			line.State = a.lineState(ctx, rule, limits, keys, i, cost)
+		}
 		view.Lines = append(view.Lines, line)
 	}
-	adminJSON(w, http.StatusOK, view)
+	return view, nil
 }
 
 // adminFailure writes err: 400 for a request no limiter could decide, 501
 // for a limiter that cannot peek or reset, else (the backend failed) 503.
 func adminFailure(w http.ResponseWriter, err error) {
+	adminError(w, failureStatus(err), err.Error())
+}
+
+// failureStatus returns the HTTP status of err (see adminFailure).
+func failureStatus(err error) int {
+	var le *lookupError
 	switch {
+	case errors.As(err, &le):
+		return le.status
 	case errors.Is(err, ratelimit.ErrInvalidLimit):
-		adminError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest
 	case errors.Is(err, errors.ErrUnsupported):
-		adminError(w, http.StatusNotImplemented, err.Error())
-	default:
-		adminError(w, http.StatusServiceUnavailable, err.Error())
+		return http.StatusNotImplemented
 	}
+	return http.StatusServiceUnavailable
 }
 
 func adminMethods(w http.ResponseWriter, allow string) {

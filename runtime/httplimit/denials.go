@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -69,16 +68,15 @@ func (d *Denials) Decided(_ context.Context, req *ratelimit.Request, dec ratelim
 		if i := dec.LimitIndex; req.Keys != nil && i >= 0 && i < len(req.Keys) {
 			key = req.Keys[i] // the key of the limit that denied the call
 		}
-		d.count(req.Name, key)
+		d.count(req.Name, req.RedactedKey(key, dec.LimitIndex))
 	}
 }
 
 // Failed does nothing. See [ratelimit.Hook].
 func (d *Denials) Failed(context.Context, *ratelimit.Request, error) {}
 
-// count counts one denial of name and key now.
+// count counts one denial of name and key (redacted) now.
 func (d *Denials) count(name, key string) {
-	key = callkey.Redact(key)
 	s := &d.shards[maphash.String(d.seed, name+"\x00"+key)%denialShards]
 	minute := d.now().Unix() / 60
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
 // TestDenialsListTheMostDenied: among a hundred thousand keys denied once
@@ -89,7 +90,46 @@ func TestAdminListsTheMostDeniedKeys(t *testing.T) {
 		assert.Equal(t, callkey.Redact("api-key-of-mallory"), first["key"])
 		assert.Equal(t, float64(19), first["denials"])
 		assert.NotContains(t, fmt.Sprint(body), "mallory")
-		code, _ = adminDo(t, AdminHandler(l, nil), "GET", "denied", nil)
-		assert.Equal(t, http.StatusNotFound, code, "without WithDenials")
+		code, _ = adminDo(t, AdminHandler(allowOnly{l}, nil), "GET", "denied", nil)
+		assert.Equal(t, http.StatusNotFound, code, "without WithDenials, of a limiter that counts none")
 	})
+}
+
+// allowOnly is a limiter that offers Allow alone: no DenialCounter.
+type allowOnly struct{ l ratelimit.Limiter }
+
+func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return a.l.Allow(ctx, req)
+}
+
+// TestAdminListsTheFleetsDenials: the replica that answers .../denied
+// lists the denials of another replica on the same Redis.
+func TestAdminListsTheFleetsDenials(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	var replicas []ratelimit.Limiter
+	for range 2 {
+		c := srv.Client()
+		t.Cleanup(func() { c.Close() })
+		l := redislimit.New(c, redislimit.WithDenyCache(0))
+		t.Cleanup(func() { l.Close() })
+		replicas = append(replicas, l)
+	}
+	rule := &ratelimit.Rule{Name: "abused", Limits: perPeriod(1, time.Hour)}
+	for range 6 {
+		_ = rule.Check(ctx, replicas[0], 1, "mallory")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := adminDo(t, AdminHandler(replicas[1], []*ratelimit.Rule{rule}), "GET", "denied", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "limiter", body["source"])
+		if denied := body["denied"].([]any); len(denied) == 1 {
+			assert.Equal(t, callkey.Redact("mallory"), denied[0].(map[string]any)["key"])
+			assert.EqualValues(t, 5, denied[0].(map[string]any)["denials"])
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "replica 0's denials never reached replica 1's view")
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -10,11 +10,12 @@ import (
 
 // withAdmission: the calls of a sequence, made by Rule.Check with a
 // context from ratelimit.WithAdmission, one of one key, one of a key per
-// limit and one of a limit that counts calls beside one that takes their
-// cost (ratelimit.Limit.PerCall) in turn, record the same Admission on
-// both limiters (the limits a call of a key per limit was decided against
-// included), and the record keeps the admission with the fewest units
-// remaining.
+// limit, one of a limit that counts calls beside one that takes their
+// cost (ratelimit.Limit.PerCall) and, on a backend that decides shared
+// lines, one of a rule with a shared line in turn, record the same
+// Admission on both limiters (the limits a call of a key per limit was
+// decided against included), and the record keeps the admission with the
+// fewest units remaining.
 func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 	s.needClock(t)
 	const period = 20 * time.Millisecond
@@ -25,17 +26,23 @@ func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 		KeyExprs: []string{"user", ""},
 	}
 	perCall := &ratelimit.Rule{Name: "admission/per_call", Limits: perCallLimits(alg, period)}
+	var shared *ratelimit.Rule
+	if s.caps.shared == "" {
+		shared, _, _ = sharedRules(alg, period)
+	}
 	s.run(t, func(e *env) {
 		rng := rng(t)
 		var c tally
 		for i := range calls {
 			e.advance(step(rng, period))
 			r, keys := one, []string{keys[rng.IntN(2)]}
-			switch i % 3 {
-			case 1:
+			switch {
+			case i%4 == 1:
 				r, keys = lines, append(keys, "")
-			case 2:
+			case i%4 == 2:
 				r = perCall
+			case i%4 == 3 && shared != nil:
+				r, keys = shared, append(keys, "")
 			}
 			var gotLimits, wantLimits string
 			o := e.same(fmt.Sprintf("%s Check(keys %q) with an admission record", r.Name, keys), func(l ratelimit.Limiter, twin bool) outcome {

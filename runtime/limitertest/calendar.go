@@ -11,8 +11,9 @@ import (
 // calendarCrosses runs the crosses of a fixed window of calendar period
 // cal in zone tz beyond its sequences: several limits (all or nothing
 // with a sliding log and a fixed window of rolling periods), a limit
-// that counts calls beside one that takes their cost (per_call), Peek and
-// Reset, overrides in calendar terms, and waits, each the way of
+// that counts calls beside one that takes their cost (per_call), shared
+// lines (a calendar line of each user beside a line shared by three
+// rules), Peek and Reset, overrides in calendar terms, and waits, each the way of
 // waitWays: a denial retried at the period's end is beyond a wait of
 // 50ms and returns at once; one 30ms before the period's end waits and is
 // admitted. span is about a third of the period.
@@ -37,6 +38,12 @@ func (s *suite) calendarCrosses(t *testing.T, cal, tz string, span time.Duration
 		needCalendar(t)
 		s.perCallSequence(t, perCallOf(lim), span, s.caps.reserve == "")
 	})
+	for _, cost := range costs {
+		t.Run(name(cross+"/shared_line", cost), func(t *testing.T) {
+			needCalendar(t)
+			s.sharedLineOf(t, lim, span, cost)
+		})
+	}
 	t.Run(cross+"/peek_reset", func(t *testing.T) {
 		needCalendar(t)
 		need(t, "peek (ratelimit.Peek)", s.caps.peek)

@@ -56,13 +56,26 @@ func (f forwarding) PeekSlot(ctx context.Context, req ratelimit.Request, slot ra
 	return f.m.PeekSlot(ctx, req, slot)
 }
 
+// CountDenial and TopDenied forward to the memory limiter's summary.
+func (f forwarding) CountDenial(name, key string, hashed bool) { f.m.CountDenial(name, key, hashed) }
+
+func (f forwarding) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
+	return f.m.TopDenied(ctx, n)
+}
+
+// SharesLines: Allow forwards Request.Shared to the memory limiter,
+// which keeps each line's state where Request.Line says.
+func (f forwarding) SharesLines() {}
+
 // The capabilities forwarding offers, which the compiler checks.
 var (
-	_ ratelimit.Configured = forwarding{}
-	_ ratelimit.Peeker     = forwarding{}
-	_ ratelimit.Resetter   = forwarding{}
-	_ ratelimit.Reserver   = forwarding{}
-	_ ratelimit.SlotHolder = forwarding{}
+	_ ratelimit.Configured    = forwarding{}
+	_ ratelimit.Peeker        = forwarding{}
+	_ ratelimit.LineSharer    = forwarding{}
+	_ ratelimit.DenialCounter = forwarding{}
+	_ ratelimit.Resetter      = forwarding{}
+	_ ratelimit.Reserver      = forwarding{}
+	_ ratelimit.SlotHolder    = forwarding{}
 )
 
 // TestForwardingBackend runs the suite on a backend of another package
@@ -125,13 +138,22 @@ func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown
 // its time (ratelimit.Reserver's Adjust), deciding nothing: its cost to
 // the limits that take it, and 1 call to those that count calls
 // (ratelimit.Limit.PerCall), which an Adjust of its cost leaves as they
-// are.
+// are. Adjust keeps the state of a request's one key and name, so an
+// admission with a key per limit (shared lines among them:
+// ratelimit.Request.Line) is charged by deciding it anew instead, all its
+// lines at once, and dropped when they have no room left for it.
 func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	for _, a := range admissions {
 		switch {
 		case o.down.Load():
 			res.Kept = append(res.Kept, a)
+		case a.Req.Keys != nil:
+			if d, err := o.forwarding.Allow(ctx, a.Req); err == nil && d.Allowed {
+				res.Charged += a.Req.Cost
+			} else {
+				res.Dropped += a.Req.Cost
+			}
 		case o.carry(ctx, a) != nil:
 			res.Dropped += a.Req.Cost
 		default:
@@ -160,9 +182,21 @@ func (o outageProne) carry(ctx context.Context, a guard.Admission) error {
 	return o.forwarding.Adjust(ctx, calls, a.At, 1)
 }
 
+// TopDenied fails as every call does while the backend is down; the
+// denials counted meanwhile (CountDenial never blocks) are listed once
+// it is back.
+func (o outageProne) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
+	if o.down.Load() {
+		return nil, &ratelimit.BackendError{Name: "top denied", Err: errDown}
+	}
+	return o.forwarding.TopDenied(ctx, n)
+}
+
 var (
-	_ guard.Probed  = outageProne{}
-	_ guard.Carrier = outageProne{}
+	_ guard.Probed            = outageProne{}
+	_ guard.Carrier           = outageProne{}
+	_ ratelimit.LineSharer    = outageProne{}
+	_ ratelimit.DenialCounter = outageProne{}
 )
 
 // TestGuardedForwardingBackend runs the suite on the forwarding backend

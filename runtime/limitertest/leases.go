@@ -13,9 +13,10 @@ import (
 // leaseCases are the crosses of leases (Limit.Prefetch, guard.Leases): a
 // leased line alone, a leased line of every call as one beside an exact
 // line per user (all or nothing), and a leased line that counts calls
-// (Limit.PerCall) beside an exact line that takes the cost; fixed_window
-// adds a calendar day.
-var leaseCases = []string{"one_line", "keys_per_line", "per_call"}
+// (Limit.PerCall) beside an exact line that takes the cost, and a leased
+// line beside a shared line (Rule.Shared) that another rule's calls take
+// too; fixed_window adds a calendar day.
+var leaseCases = []string{"one_line", "keys_per_line", "per_call", "shared_line"}
 
 // leaseProcesses is how many processes (lease guards) share the backend.
 const leaseProcesses = 3
@@ -53,6 +54,13 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 		calls.PerCall = true
 		r.Limits = []ratelimit.Limit{calls, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 80 * cost}}
 	}
+	var other *ratelimit.Rule // a rule sharing r's line 1, its calls not leased
+	if cross == "shared_line" {
+		need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+		line := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}
+		r.Limits, r.KeyExprs, r.Shared = []ratelimit.Limit{lim, line}, []string{"", "user"}, []string{"", "leases/line"}
+		other = &ratelimit.Rule{Name: "leases/other", Limits: []ratelimit.Limit{line}, KeyExprs: []string{"user"}, Shared: []string{"leases/line"}}
+	}
 	step := lim.Period / 100
 	if lim.Calendar != "" {
 		step = time.Millisecond
@@ -75,9 +83,12 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 				p.EndExpired() // as the timers of processes on this clock would
 			}
 			user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
-			req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits}
+			req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits, Shared: r.Shared}
 			if r.KeyExprs != nil {
 				req.Key, req.Keys = "", []string{"", user}
+			}
+			if other != nil && rnd.IntN(4) == 0 {
+				req = ratelimit.Request{Name: other.Name, Cost: cost, Limits: other.Limits, Keys: []string{user}, Shared: other.Shared}
 			}
 			asked = append(asked, admitted{at: e.clock.Now(), req: req, step: i})
 			d, err := procs[rnd.IntN(len(procs))].Allow(e.ctx, req)

@@ -20,9 +20,11 @@
 // "concurrency/wait/release". For each algorithm (ratelimit.Algorithms):
 //
 //   - one_limit, several_limits (with a sliding log and a fixed window,
-//     all or nothing) and keys_per_line (Rule.KeyExprs: a limit per user
+//     all or nothing), keys_per_line (Rule.KeyExprs: a limit per user
 //     and a sliding log for every call as one, Rule.Admit and
-//     Rule.Peek with a key per limit), each × cost=1 and cost=3;
+//     Rule.Peek with a key per limit), and shared_line (three rules that
+//     share a line, Rule.Shared, spend one budget, all or nothing with
+//     each user's own line), each × cost=1 and cost=3;
 //   - wait/beyond_budget (a denial whose RetryAfter is beyond Rule.Wait
 //     returns at once) and wait/admitted (one within it waits and is
 //     admitted), and shadow (Rule.Shadow never denies, yet charges what
@@ -49,11 +51,13 @@
 //     admissions, calls in flight) after every call;
 //   - with_admission: Rule.Check with a context of ratelimit.WithAdmission
 //     records the same Admission as the twin's, of one key, of a key per
-//     limit and of a limit that counts calls;
+//     limit, of a limit that counts calls and of a rule with a shared
+//     line;
 //   - leases/one_line, leases/keys_per_line (a leased line for every call
 //     as one, then an exact line per user), leases/per_call (a leased line
-//     that counts calls, then an exact line that takes the cost) and, for
-//     fixed_window,
+//     that counts calls, then an exact line that takes the cost),
+//     leases/shared_line (a leased line, then a line shared with a rule
+//     whose calls are not leased) and, for fixed_window,
 //     leases/calendar (a day in Europe/Paris, across its midnight), each ×
 //     cost: three guard.Leases over one limiter of the backend (three
 //     processes) call on a limit with a Prefetch, filling it many times
@@ -66,7 +70,7 @@
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
-// cost, × per_call, × peek_reset, × overrides (and keys_per_line/overrides) in
+// cost, × per_call, × shared_line × cost, × peek_reset, × overrides (and keys_per_line/overrides) in
 // calendar terms, × reserve/settle, and × wait/beyond_budget and
 // wait/at_period_end (a call denied 30ms before its period ends waits
 // for the end) made each way a call waits (Check, a key per limit,
@@ -92,7 +96,13 @@
 // onerror=local does so for a limit that counts calls, to which the
 // fallback carries back 1 call per admission, whatever its cost, and
 // outage/real/settle requires a settle and a refund made during the
-// outage to fail with ErrBackend and give nothing back.
+// outage to fail with ErrBackend and give nothing back;
+// outage/real/shared_line/onerror=local does what onerror=local does for
+// a line shared by two rules, to whose own state the fallback carries back, and outage/real/top_denied
+// requires TopDenied of a ratelimit.DenialCounter to fail with
+// ErrBackend while the backend is down and to answer once it is back.
+// top_denied checks that a DenialCounter lists the keys its rules denied,
+// most first, redacted.
 //
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
@@ -175,6 +185,7 @@ func Run(t *testing.T, b Backend) {
 	}
 	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
 	t.Run("outage", func(t *testing.T) { s.outage(t) })
+	t.Run("top_denied", func(t *testing.T) { s.topDenied(t) })
 }
 
 // suite is one Run: the backend and what it can do.
@@ -190,6 +201,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		t.Run(name("one_limit", cost), func(t *testing.T) { s.oneLimit(t, alg, cost) })
 		t.Run(name("several_limits", cost), func(t *testing.T) { s.severalLimits(t, alg, cost) })
 		t.Run(name("keys_per_line", cost), func(t *testing.T) { s.keysPerLine(t, alg, cost) })
+		t.Run(name("shared_line", cost), func(t *testing.T) { s.sharedLine(t, alg, cost) })
 	}
 	for _, way := range waitWays {
 		prefix := ""

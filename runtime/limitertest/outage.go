@@ -26,10 +26,15 @@ func (s *suite) outage(t *testing.T) {
 		t.Run("onerror="+string(p), func(t *testing.T) { s.outageOf(t, p) })
 	}
 	for _, p := range policies {
-		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p, 1) })
+		t.Run("real/onerror="+string(p), func(t *testing.T) { s.realOutageOf(t, p, 1, false) })
 	}
-	t.Run("real/per_call/onerror=local", func(t *testing.T) { s.realOutageOf(t, ratelimit.FailLocal, perCallCost) })
+	t.Run("real/per_call/onerror=local", func(t *testing.T) { s.realOutageOf(t, ratelimit.FailLocal, perCallCost, false) })
 	t.Run("real/settle", func(t *testing.T) { s.settleOutage(t) })
+	t.Run("real/shared_line/onerror=local", func(t *testing.T) {
+		need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+		s.realOutageOf(t, ratelimit.FailLocal, 1, true)
+	})
+	t.Run("real/top_denied", func(t *testing.T) { s.topDeniedOutage(t) })
 }
 
 // perCallCost is the cost of the calls of the real outage of a limit that
@@ -50,7 +55,7 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 	l.down.Store(true)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := duringOutage(t, rule, l, p, local, 2*threshold, 1)
+	admitted := duringOutage(t, rule, l, p, local, 2*threshold, 1, "k")
 	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
 	}
@@ -68,14 +73,14 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 	}
 }
 
-// duringOutage makes calls calls of cost units of rule of key "k" on l,
+// duringOutage makes calls calls of cost units of rule of keys on l,
 // whose backend is down, and checks that each ends as the policy p says
 // (local: l has a fallback); it returns how many the fallback admitted.
-func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int, cost int64) int {
+func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p ratelimit.ErrorPolicy, local bool, calls int, cost int64, keys ...string) int {
 	t.Helper()
 	admitted := 0
 	for i := range calls {
-		a, err := rule.Admit(context.Background(), l, cost, "k")
+		a, err := rule.Admit(context.Background(), l, cost, keys...)
 		switch {
 		case p == ratelimit.FailOpen && err != nil:
 			t.Fatalf("call %d of the outage: FailOpen returned %v, want the call let through", i, err)
@@ -106,29 +111,48 @@ func duringOutage(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter, p rat
 // (ratelimit.Limit.PerCall) beside one of units that never binds: what the
 // fallback admitted is carried back as 1 call each to the first and its
 // cost to the second.
-func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64) {
+// With shared, the limit is a line shared by two rules (Rule.Shared): the
+// calls before and during the outage are of one, whose only line it is,
+// and those after it of the other, which has a line of its own per user
+// beside it; what the fallback admitted is carried back to the line's
+// own state.
+func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64, shared bool) {
 	if s.b.Outage == nil {
 		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
 	ctx := context.Background()
 	l := s.b.New(t)
 	const threshold = 4
-	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: p}
+	lim := ratelimit.Limit{Period: time.Hour, Threshold: threshold}
+	rule := &ratelimit.Rule{Name: "real_outage/" + string(p), Limits: []ratelimit.Limit{lim}, OnError: p}
 	if cost > 1 {
 		rule.Name += "/per_call"
 		rule.Limits = []ratelimit.Limit{{Period: time.Hour, Threshold: threshold, PerCall: true}, {Period: time.Hour, Threshold: 100 * threshold * cost}}
 	}
-	if err := rule.Check(ctx, l, cost, "k"); err != nil {
+	after, keys, afterKeys := rule, []string{"k"}, []string{"k"}
+	if shared {
+		line := "real_outage/line"
+		rule = &ratelimit.Rule{Name: rule.Name + "/shared", Limits: rule.Limits, KeyExprs: []string{""}, Shared: []string{line}, OnError: p}
+		after = &ratelimit.Rule{
+			Name:     rule.Name + "/after",
+			Limits:   []ratelimit.Limit{{Period: time.Hour, Threshold: 100}, lim},
+			KeyExprs: []string{"user", ""},
+			Shared:   []string{"", line},
+			OnError:  p,
+		}
+		keys, afterKeys = []string{""}, []string{"k", ""}
+	}
+	if err := rule.Check(ctx, l, cost, keys...); err != nil {
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	restore := s.b.Outage(t)
 	_, local := ratelimit.As[ratelimit.Fallback](l)
-	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold, cost))
+	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold, cost, keys...))
 	if admitted > threshold {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d", admitted, threshold)
 	}
 	restore()
-	backAgain(t, rule, l)
+	backAgain(t, after, l)
 	carried := int64(0)
 	if f, ok := carrier(l); ok {
 		// A guard.Breaker lets the backend decide once its probe has
@@ -144,7 +168,7 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64) 
 	}
 	left := int64(0)
 	for range threshold + 1 {
-		a, err := rule.Admit(ctx, l, cost, "k")
+		a, err := after.Admit(ctx, l, cost, afterKeys...)
 		switch {
 		case err == nil && a.Decided && a.Decision.Source == ratelimit.SourceBackend:
 			left++

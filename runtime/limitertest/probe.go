@@ -21,6 +21,7 @@ type capabilities struct {
 	slots      string                         // why it cannot hold concurrency slots, or ""
 	overrides  string                         // why it does not apply WithOverrides, or ""
 	hooks      string                         // why it does not report to WithHook's hook, or ""
+	shared     string                         // why it cannot decide shared lines, or ""
 }
 
 // probe asks a fresh limiter of b what it can do. These are the only
@@ -68,6 +69,9 @@ func probe(t *testing.T, b Backend) capabilities {
 	block := &ratelimit.Rule{Name: "probe/overrides", Limits: hour(ratelimit.SlidingLog)}
 	if err := block.Check(ctx, l, 1, ""); !errors.Is(err, ratelimit.ErrLimited) {
 		caps.overrides = "a rule that WithOverrides blocks was not denied (is the limiter a ratelimit.Configured, or a ratelimit.Wrapper of one?)"
+	}
+	if _, ok := ratelimit.As[ratelimit.LineSharer](l); !ok {
+		caps.shared = "the limiter offers no ratelimit.LineSharer"
 	}
 	if metrics.Snapshot()["probe/sliding_log"].Allowed == 0 {
 		caps.hooks = "an admission was not reported to WithHook's hook"

@@ -253,7 +253,8 @@ func (l *redisBackend) decideBatch(ctx context.Context, calls []*batchCall) {
 	script := l.planBatch(calls)
 	if script != nil {
 		for _, c := range calls {
-			keys = append(keys, storageKey(l.prefix, c.req.Name, keyOf(c.req, 0), 0, c.req.Limits[0].AlgorithmOrDefault()))
+			name, _ := c.req.Line(0)
+			keys = append(keys, storageKey(l.prefix, name, keyOf(c.req, 0), 0, c.req.Limits[0].AlgorithmOrDefault()))
 			args = append(args, c.req.UnitsOf(0), now)
 		}
 	} else {

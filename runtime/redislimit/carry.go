@@ -98,6 +98,7 @@ func current(chs []*charge) []*charge {
 type charge struct {
 	req   ratelimit.Request // Cost is the units
 	key   string            // the key of the limits in idx and prev
+	name  string            // the name their state belongs to (see Request.Line)
 	at    int64
 	idx   []int
 	prev  []int
@@ -111,7 +112,7 @@ type charge struct {
 // running now, a bucket's units not yet drained; and a sliding window's
 // count in the window before the one running now, where it still weighs
 // (previous × (period − elapsed) / period). A call with a key per limit
-// gets one charge per key.
+// gets one charge per key (and name: a shared line's state has its own).
 func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
 	at, units := a.At.UnixMicro(), a.Req.Cost
 	var chs []*charge
@@ -141,15 +142,16 @@ func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
 			continue
 		}
 		key := keyOf(&a.Req, i)
+		name, _ := a.Req.Line(i)
 		var ch *charge
 		for _, c := range chs {
-			if c.key == key {
+			if c.key == key && c.name == name {
 				ch = c
 				break
 			}
 		}
 		if ch == nil {
-			ch = &charge{req: a.Req, key: key, at: at}
+			ch = &charge{req: a.Req, key: key, name: name, at: at}
 			ch.req.Cost = units
 			chs = append(chs, ch)
 		}
@@ -188,7 +190,7 @@ func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge, res *gua
 		for _, i := range ch.prev {
 			lim := ch.req.Limits[i]
 			p := lim.Period.Milliseconds()
-			key := storageKey(l.prefix, ch.req.Name, ch.key, i, ratelimit.SlidingWindow)
+			key := storageKey(l.prefix, ch.name, ch.key, lineIndex(&ch.req, i), ratelimit.SlidingWindow)
 			args := []any{ch.at / 1000 / p * p, p, lim.Units(ch.req.Cost), lim.Threshold}
 			all = append(all, sent{previousScript.EvalSha(ctx, pipe, []string{key}, args...), key, args})
 		}
@@ -220,7 +222,7 @@ func (l *redisBackend) chargeArgs(ch *charge) ([]string, []any) {
 	limits := make([]ratelimit.Limit, 0, len(ch.idx))
 	for _, i := range ch.idx {
 		lim := ch.req.Limits[i]
-		keys = append(keys, storageKey(l.prefix, ch.req.Name, ch.key, i, lim.AlgorithmOrDefault()))
+		keys = append(keys, storageKey(l.prefix, ch.name, ch.key, lineIndex(&ch.req, i), lim.AlgorithmOrDefault()))
 		limits = append(limits, lim)
 	}
 	return keys, appendLimits(append(args, ch.at, ch.req.Cost), limits, ch.at)

@@ -13,8 +13,12 @@ import (
 )
 
 // A call with a key per limit (ratelimit.Request's Keys) keeps limit i's
-// state in storageKey(prefix, name, Keys[i], i, alg): limits that share a
-// key share a hash tag, and keep the keys a call with that one key would.
+// state in storageKey(prefix, name, Keys[i], index, alg) where
+// req.Line(i) puts it (name and i but for a shared line): limits
+// that share a name and key share a hash tag, and keep the keys a call
+// with that one key would; a shared line (ratelimit.Request's Shared)
+// keeps its state under its own name, which every rule with the line
+// shares.
 //
 // On a single server (or behind Sentinel) one generic script run decides
 // every limit, whatever their hash tags. On a Redis Cluster (or a Ring)
@@ -73,14 +77,14 @@ type lineGroup struct {
 	err  error
 }
 
-// groupsOf returns the limits of req grouped by key, in the order of
+// groupsOf returns the limits of req grouped by name and key, in the order of
 // their first limit, or nil when they all share one key.
 func (l *redisBackend) groupsOf(req *ratelimit.Request) []*lineGroup {
 	var groups []*lineGroup
 	for i, lim := range req.Limits {
 		var g *lineGroup
 		for _, h := range groups {
-			if req.Keys[h.idx[0]] == req.Keys[i] {
+			if req.Keys[h.idx[0]] == req.Keys[i] && sameName(req, h.idx[0], i) {
 				g = h
 				break
 			}
@@ -90,7 +94,8 @@ func (l *redisBackend) groupsOf(req *ratelimit.Request) []*lineGroup {
 			groups = append(groups, g)
 		}
 		g.idx = append(g.idx, i)
-		g.keys = append(g.keys, storageKey(l.prefix, req.Name, req.Keys[i], i, lim.AlgorithmOrDefault()))
+		name, j := req.Line(i)
+		g.keys = append(g.keys, storageKey(l.prefix, name, req.Keys[i], j, lim.AlgorithmOrDefault()))
 	}
 	if len(groups) == 1 {
 		return nil
@@ -305,4 +310,27 @@ func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (rat
 		d.Remaining += req.UnitsOf(d.LimitIndex)
 	}
 	return d, nil
+}
+
+// SharesLines marks the limiter a [ratelimit.LineSharer]: a call with a
+// key per limit keeps limit i's state where req.Line(i) says, in one
+// script run on a single server or Sentinel, and in groups of one hash
+// tag each on a Cluster (see above).
+func (l *redisBackend) SharesLines() {}
+
+var _ ratelimit.LineSharer = (*Limiter)(nil)
+
+// sameName reports whether limits i and j of req keep their state under
+// one name (see ratelimit.Request.Line).
+func sameName(req *ratelimit.Request, i, j int) bool {
+	a, _ := req.Line(i)
+	b, _ := req.Line(j)
+	return a == b
+}
+
+// lineIndex returns the index of limit i's state under its name (see
+// ratelimit.Request.Line).
+func lineIndex(req *ratelimit.Request, i int) int {
+	_, j := req.Line(i)
+	return j
 }

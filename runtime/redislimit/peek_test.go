@@ -354,12 +354,13 @@ func (h *hookRecorder) Decided(_ context.Context, req *ratelimit.Request, _ rate
 func (h *hookRecorder) Failed(context.Context, *ratelimit.Request, error) {}
 
 // TestHooksSeeRequestsAsBuilt: the hook of a Redis limiter sees a Rule's
-// request as a caller would build it, as the memory limiter's does
-// (ratelimit's TestRuleValidatesItsLimitsOnce).
+// request as Rule.Check builds it, its rule included (for
+// Request.RedactedKey), as the memory limiter's does (ratelimit's
+// TestRuleValidatesItsLimitsOnce).
 func TestHooksSeeRequestsAsBuilt(t *testing.T) {
 	hook := &hookRecorder{}
 	l := newTestRedis(t, ratelimit.WithHook(hook))
 	rule := &ratelimit.Rule{Name: "built", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}}}
 	require.NoError(t, rule.Check(context.Background(), l, 2, "k"))
-	assert.Equal(t, []ratelimit.Request{{Name: "built", Key: "k", Cost: 2, Limits: rule.Limits}}, hook.reqs)
+	assert.Equal(t, []ratelimit.Request{{Name: "built", Key: "k", Cost: 2, Limits: rule.Limits, Rule: rule}}, hook.reqs)
 }

@@ -69,7 +69,9 @@ type redisBackend struct {
 	// the generic decide script too; only tests set it, to check that
 	// both scripts decide alike.
 	genericOnly bool
-	cfg         ratelimit.Config
+	// denials are the process's denials not yet merged into Redis.
+	denials denialLog
+	cfg     ratelimit.Config
 	settings
 }
 
@@ -262,7 +264,8 @@ func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
 	if req.Keys != nil {
 		key = callkey.Bound(req.Keys[i])
 	}
-	return storageKey(l.prefix, req.Name, key, i, lim.AlgorithmOrDefault())
+	name, j := req.Line(i)
+	return storageKey(l.prefix, name, key, j, lim.AlgorithmOrDefault())
 }
 
 // ProbeNode asks a cluster master whether it runs scripts: with a script
@@ -337,9 +340,9 @@ func (l *redisBackend) decided(ctx context.Context, req ratelimit.Request, d rat
 }
 
 // hookRequest returns req as a hook sees it: as its caller could build it,
-// without what Rule.Check keeps in it.
+// and its rule, without what Rule.Check keeps in it.
 func hookRequest(req *ratelimit.Request) ratelimit.Request {
-	return ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Cost: req.Cost, Limits: req.Limits}
+	return ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
 }
 
 // failed reports a call the limiter could not decide because of cause.

@@ -366,7 +366,8 @@ func (l *redisBackend) decidePlanned(ctx context.Context, req *ratelimit.Request
 	if s == nil {
 		return nil
 	}
-	keys := []string{storageKey(l.prefix, req.Name, keyOf(req, 0), 0, p.Algorithm)}
+	name, _ := req.Line(0)
+	keys := []string{storageKey(l.prefix, name, keyOf(req, 0), 0, p.Algorithm)}
 	var args []any
 	switch cost := req.UnitsOf(0); {
 	case p.Clocked:
@@ -401,7 +402,8 @@ func (l *redisBackend) appendCall(keys []string, args []any, req *ratelimit.Requ
 // around at (µs).
 func (l *redisBackend) appendCallAt(keys []string, args []any, req *ratelimit.Request, now any, at int64) ([]string, []any) {
 	for i, lim := range req.Limits {
-		keys = append(keys, storageKey(l.prefix, req.Name, keyOf(req, i), i, lim.AlgorithmOrDefault()))
+		name, j := req.Line(i)
+		keys = append(keys, storageKey(l.prefix, name, keyOf(req, i), j, lim.AlgorithmOrDefault()))
 	}
 	return keys, appendLimits(append(args, now, req.Units()), req.Limits, at)
 }

@@ -69,8 +69,9 @@ var apiByPrincipalRateLimit = &ratelimit.Rule{
 // apiBySecretRateLimit is the rule of API.BySecret: 1 call per minute for each
 // apiKey, known by its digest.
 var apiBySecretRateLimit = &ratelimit.Rule{
-	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/keys.API.BySecret",
-	Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1}},
+	Name:    "github.com/ratelimitgen/ratelimitgen/testdata/keys.API.BySecret",
+	Limits:  []ratelimit.Limit{{Period: time.Minute, Threshold: 1}},
+	KeyHash: []bool{true},
 }
 
 // apiByTenantRateLimit is the rule of API.ByTenant: 1 call per minute for each

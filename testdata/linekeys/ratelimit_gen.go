@@ -173,6 +173,7 @@ var feedSearchRateLimit = &ratelimit.Rule{
 		{Period: time.Hour, Threshold: 1000},
 	},
 	KeyExprs: []string{"apiKey", "apiKey", "principal(ctx)"},
+	KeyHash:  []bool{true, true, false},
 }
 
 // feedStatsRateLimit is the rule of Feed.Stats: 100 calls per second and 10000

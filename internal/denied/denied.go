@@ -1,0 +1,154 @@
+// Package denied keeps the most-denied keys of a limiter: a bounded
+// Space-Saving summary per minute over the last few minutes, for the
+// memory limiter's ratelimit.DenialCounter, and the pending counts a
+// process has yet to merge into a shared store (the Redis limiter's).
+package denied
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Minutes is how many minutes of denials are kept and listed.
+const Minutes = 5
+
+// Slots is how many keys a minute's summary keeps: a key denied more than
+// a 1/Slots-th of a minute's denials is always listed.
+const Slots = 256
+
+// Entry is one counted (name, key): Count exceeds its true count by at
+// most Error. Hashed says Key is a digest of the caller's key.
+type Entry struct {
+	Name, Key    string
+	Hashed       bool
+	Count, Error int64
+}
+
+// id names an entry.
+func (e *Entry) id() [2]string { return [2]string{e.Name, e.Key} }
+
+// Summary is a Space-Saving summary per minute, in a ring of Minutes.
+// Its zero value is ready; it is safe for concurrent use.
+type Summary struct {
+	mu      sync.Mutex
+	minutes [Minutes]minute
+}
+
+// minute is the summary of one minute.
+type minute struct {
+	start int64 // minutes since the Unix epoch
+	slots []Entry
+	index map[[2]string]int // slot of each (name, key)
+}
+
+// Add counts n denials of (name, key) at now, with error err (what the
+// counts may exceed the truth by where they come from).
+func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time) {
+	at := now.Unix() / 60
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := &s.minutes[at%Minutes]
+	if m.index == nil {
+		m.index = map[[2]string]int{}
+	}
+	if m.start != at {
+		clear(m.index)
+		*m = minute{start: at, slots: m.slots[:0], index: m.index}
+	}
+	if i, ok := m.index[[2]string{name, key}]; ok {
+		m.slots[i].Count += n
+		m.slots[i].Error += err
+		return
+	}
+	key = strings.Clone(key)
+	if len(m.slots) < Slots {
+		m.index[[2]string{name, key}] = len(m.slots)
+		m.slots = append(m.slots, Entry{Name: name, Key: key, Hashed: hashed, Count: n, Error: err})
+		return
+	}
+	// Space-Saving: the new key takes the place of the least counted one,
+	// inheriting its count as its error.
+	least := 0
+	for i := range m.slots {
+		if m.slots[i].Count < m.slots[least].Count {
+			least = i
+		}
+	}
+	c := m.slots[least].Count
+	delete(m.index, m.slots[least].id())
+	m.index[[2]string{name, key}] = least
+	m.slots[least] = Entry{Name: name, Key: key, Hashed: hashed, Count: c + n, Error: c + err}
+}
+
+// Top returns the n most-denied entries of the last Minutes at now, most
+// first.
+func (s *Summary) Top(n int, now time.Time) []Entry {
+	at := now.Unix() / 60
+	var all []Entry
+	s.mu.Lock()
+	for _, m := range s.minutes {
+		if m.start > at-Minutes && m.start <= at {
+			all = append(all, m.slots...)
+		}
+	}
+	s.mu.Unlock()
+	return Merge(all, n)
+}
+
+// Merge sums the entries of the same (name, key) and returns the n most
+// counted, most first.
+func Merge(entries []Entry, n int) []Entry {
+	sum := map[[2]string]Entry{}
+	for _, e := range entries {
+		t, ok := sum[e.id()]
+		if !ok {
+			sum[e.id()] = e
+			continue
+		}
+		t.Count += e.Count
+		t.Error += e.Error
+		sum[e.id()] = t
+	}
+	out := make([]Entry, 0, len(sum))
+	for _, e := range sum {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name), strings.Compare(a.Key, b.Key))
+	})
+	return out[:min(n, len(out))]
+}
+
+// Pending holds the denials a process counted and has yet to merge into
+// a shared store, at most Slots keys (the others are counted by
+// Space-Saving, as in a Summary). It is safe for concurrent use.
+type Pending struct {
+	mu  sync.Mutex
+	sum Summary
+}
+
+// Add counts a denial of (name, key) at now.
+func (p *Pending) Add(name, key string, hashed bool, now time.Time) {
+	p.sum.Add(name, key, hashed, 1, 0, now)
+}
+
+// Drain returns the pending entries of each minute, by minute (since the
+// Unix epoch), and forgets them.
+func (p *Pending) Drain() map[int64][]Entry {
+	s := &p.sum
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64][]Entry{}
+	for i := range s.minutes {
+		m := &s.minutes[i]
+		if len(m.slots) > 0 {
+			out[m.start] = slices.Clone(m.slots)
+		}
+		m.slots = m.slots[:0]
+		clear(m.index)
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestTopDeniedIsTheFleets is issue 29's finding that /denied showed only
+// the replica that answered, so on-call queried each one: three limiters
+// on one Redis (three replicas) each deny their own keys, and every one
+// of them lists the denials of all three, once each merged (within a
+// second), most first, with the keys redacted (a keyhash rule's as the
+// raw key's redacted form).
+func TestTopDeniedIsTheFleets(t *testing.T) {
+	ctx := context.Background()
+	srv.Flush(t)
+	var replicas []*Limiter
+	for range 3 {
+		c := srv.Client()
+		t.Cleanup(func() { c.Close() })
+		l := newTest(c, WithDenyCache(0), withoutHeartbeat())
+		t.Cleanup(func() { l.Close() })
+		replicas = append(replicas, l)
+	}
+	rule := &ratelimit.Rule{Name: "api", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
+	secret := &ratelimit.Rule{Name: "secret", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}, KeyHash: []bool{true}}
+	deny := func(l *Limiter, r *ratelimit.Rule, key string, n int) {
+		for range n + 1 { // the first call is admitted
+			_ = r.Check(ctx, l, 1, key)
+		}
+	}
+	deny(replicas[0], rule, "abuser", 7)
+	deny(replicas[1], rule, "abuser", 5) // 6 denials: the first call too, as replica0 spent the key
+	deny(replicas[1], rule, "noisy", 4)
+	deny(replicas[2], secret, ratelimit.KeyDigest("sk_live_x"), 3)
+	want := []ratelimit.DeniedKey{
+		{Name: "api", Key: ratelimit.RedactKey("abuser", false), Denials: 13},
+		{Name: "api", Key: ratelimit.RedactKey("noisy", false), Denials: 4},
+		{Name: "secret", Key: ratelimit.RedactKey(ratelimit.KeyDigest("sk_live_x"), true), Denials: 3},
+	}
+	require.Equal(t, ratelimit.RedactKey(ratelimit.KeyDigest("sk_live_x"), true), "sha256:"+ratelimit.KeyDigest("sk_live_x")[:12])
+	for i, l := range replicas {
+		t.Run(fmt.Sprint("replica", i), func(t *testing.T) {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got, err := l.TopDenied(ctx, 10)
+				require.NoError(t, err)
+				if fmt.Sprint(got) == fmt.Sprint(want) || time.Now().After(deadline) {
+					require.Equal(t, want, got)
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // the other replicas merge theirs every second
+			}
+		})
+	}
+}
