@@ -62,7 +62,9 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	r := &model.Rule{Pos: rc.at(), Name: defaultName, Context: -1}
 	for _, d := range rc.dirs {
 		l := limit(d)
-		l.PerCall = costLine != nil && !takesCost(d) && d.Concurrency == 0
+		// A shared line takes the cost of each method's calls: it is
+		// declared once for methods of different costs.
+		l.PerCall = costLine != nil && !takesCost(d) && d.Concurrency == 0 && d.Shared == ""
 		r.Limits = append(r.Limits, l)
 	}
 	rc.checkConcurrency()

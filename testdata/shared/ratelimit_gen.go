@@ -36,15 +36,15 @@ func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit 
 var _ API = (*APIWithRateLimit)(nil)
 
 // apiExportRateLimit is the rule of API.Export: 6 units per second for each
-// digest of apiKey, 20 calls per second in total on the shared line global and
-// 50 calls per month (fixed_window) for each tenant on the shared line
+// digest of apiKey, 20 units per second in total on the shared line global and
+// 50 units per month (fixed_window) for each tenant on the shared line
 // tenant-quota.
 var apiExportRateLimit = &ratelimit.Rule{
 	Name: "github.com/ratelimitgen/ratelimitgen/testdata/shared.API.Export",
 	Limits: []ratelimit.Limit{
 		{Period: time.Second, Threshold: 6},
-		{Period: time.Second, Threshold: 20, PerCall: true},
-		{Calendar: "month", Threshold: 50, Algorithm: ratelimit.FixedWindow, PerCall: true},
+		{Period: time.Second, Threshold: 20},
+		{Calendar: "month", Threshold: 50, Algorithm: ratelimit.FixedWindow},
 	},
 	KeyExprs: []string{"apiKey", "", "tenant"},
 	KeyHash:  []bool{true, false, false},
