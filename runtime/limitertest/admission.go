@@ -10,9 +10,9 @@ import (
 
 // withAdmission: the calls of a sequence, made by Rule.Check with a
 // context from ratelimit.WithAdmission, one of one key, one of a key per
-// limit, one of a limit that counts calls beside one that takes their
-// cost (ratelimit.Limit.PerCall) and, on a backend that decides shared
-// lines, one of a rule with a shared line in turn, record the same
+// limit and one of a limit that counts calls beside one that takes their
+// cost (ratelimit.Limit.PerCall) or, every other time on a backend that
+// decides shared lines, one of a rule with a shared line in turn, record the same
 // Admission on both limiters (the limits a call of a key per limit was
 // decided against included), and the record keeps the admission with the
 // fewest units remaining.
@@ -37,11 +37,11 @@ func (s *suite) withAdmission(t *testing.T, alg ratelimit.Algorithm) {
 			e.advance(step(rng, period))
 			r, keys := one, []string{keys[rng.IntN(2)]}
 			switch {
-			case i%4 == 1:
+			case i%3 == 1:
 				r, keys = lines, append(keys, "")
-			case i%4 == 2:
+			case i%3 == 2 && (shared == nil || i%2 == 0):
 				r = perCall
-			case i%4 == 3 && shared != nil:
+			case i%3 == 2:
 				r, keys = shared, append(keys, "")
 			}
 			var gotLimits, wantLimits string
