@@ -99,7 +99,11 @@ type Reserver interface {
 	// Adjust changes the charge of req, which Reserve admitted at the time
 	// at, by delta units without deciding: a refund of -delta units when
 	// delta is negative, a charge on top when it is positive (see
-	// [Reservation] for what either does per algorithm). It tells the hook
+	// [Reservation] for what either does per algorithm). Each limit is
+	// changed where a decision of req keeps its state: under its own key
+	// when req has a key per limit (Keys), a shared line under its own
+	// name ([Request.Line]); a limit that counts calls ([Limit.PerCall])
+	// is left as it is. It tells the hook
 	// of a failure only (Failed), as Allow does. [Reservation.Settle] calls
 	// it on a context detached from its caller's cancellation.
 	Adjust(ctx context.Context, req Request, at time.Time, delta int64) error

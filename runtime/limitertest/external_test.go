@@ -3,6 +3,7 @@ package limitertest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,22 +139,15 @@ func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown
 // its time (ratelimit.Reserver's Adjust), deciding nothing: its cost to
 // the limits that take it, and 1 call to those that count calls
 // (ratelimit.Limit.PerCall), which an Adjust of its cost leaves as they
-// are. Adjust keeps the state of a request's one key and name, so an
-// admission with a key per limit (shared lines among them:
-// ratelimit.Request.Line) is charged by deciding it anew instead, all its
-// lines at once, and dropped when they have no room left for it.
+// are; of an admission with a key per limit, only the limits it lists
+// (guard.Admission's Only), each where the backend keeps its state (its
+// own key, a shared line's under its own name: ratelimit.Request.Line).
 func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	for _, a := range admissions {
 		switch {
 		case o.down.Load():
 			res.Kept = append(res.Kept, a)
-		case a.Req.Keys != nil:
-			if d, err := o.forwarding.Allow(ctx, a.Req); err == nil && d.Allowed {
-				res.Charged += a.Req.Cost
-			} else {
-				res.Dropped += a.Req.Cost
-			}
 		case o.carry(ctx, a) != nil:
 			res.Dropped += a.Req.Cost
 		default:
@@ -165,21 +159,32 @@ func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) gu
 
 // carry charges a's cost, and its call to the limits that count calls.
 func (o outageProne) carry(ctx context.Context, a guard.Admission) error {
-	if err := o.forwarding.Adjust(ctx, a.Req, a.At, a.Req.Cost); err != nil {
-		return err
+	if req, ok := chargedOf(a, false); ok {
+		if err := o.forwarding.Adjust(ctx, req, a.At, a.Req.Cost); err != nil {
+			return err
+		}
 	}
-	calls, perCall := a.Req, false
-	calls.Limits = make([]ratelimit.Limit, len(a.Req.Limits))
+	if req, ok := chargedOf(a, true); ok {
+		req.Cost = 1
+		return o.forwarding.Adjust(ctx, req, a.At, 1)
+	}
+	return nil
+}
+
+// chargedOf returns a's request with only the limits of a.Only (all, when
+// nil) that count calls (perCall) or that take the cost (!perCall) left
+// to charge: every other is marked as counting calls, which an Adjust
+// leaves as it is. ok is false when none is left.
+func chargedOf(a guard.Admission, perCall bool) (req ratelimit.Request, ok bool) {
+	req = a.Req
+	req.Limits, req.Rule = make([]ratelimit.Limit, len(a.Req.Limits)), nil
 	for i, lim := range a.Req.Limits {
-		perCall = perCall || lim.PerCall
-		lim.PerCall = !lim.PerCall // an Adjust of 1 then charges the calls' limits only
-		calls.Limits[i] = lim
+		charge := lim.PerCall == perCall && (a.Only == nil || slices.Contains(a.Only, i))
+		ok = ok || charge
+		lim.PerCall = !charge
+		req.Limits[i] = lim
 	}
-	if !perCall {
-		return nil
-	}
-	calls.Cost, calls.Rule = 1, nil
-	return o.forwarding.Adjust(ctx, calls, a.At, 1)
+	return req, ok
 }
 
 // TopDenied fails as every call does while the backend is down; the

@@ -34,6 +34,10 @@
 //     Reservation.Settle), reserve/settle_cancelled (a settle and a slot's
 //     give-back on a cancelled context still give back) and reserve/refund
 //     (Reservation.Refund gives back all a reservation took);
+//   - keys_per_line/adjust: Reserver.Adjust of a request with a key per
+//     limit (a shared line among them, where the backend decides shared
+//     lines) charges, and with Backend.Clock refunds, each limit under
+//     its own key, as a Peek of each key tells;
 //   - per_call: a limit that counts calls (ratelimit.Limit.PerCall) beside
 //     one that takes their cost, decided all or nothing by Allow with one
 //     key and with a key per limit and by Reserve, whose Settle leaves
@@ -217,6 +221,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("reserve/settle_cancelled", func(t *testing.T) { s.settleCancelled(t, alg) })
 	t.Run("reserve/refund", func(t *testing.T) { s.refund(t, alg) })
+	t.Run("keys_per_line/adjust", func(t *testing.T) { s.adjustKeys(t, alg) })
 	t.Run("per_call", func(t *testing.T) { s.perCall(t, alg) })
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })
 	for _, o := range overrideCases {

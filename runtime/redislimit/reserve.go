@@ -107,7 +107,8 @@ func parseReserved(res any) (ratelimit.Decision, int64, error) {
 // Adjust changes the charge of req, which [Limiter.Reserve] admitted at
 // the time at, by delta units without deciding anything: one EVALSHA of
 // the adjust script (lua/adjust.lua.tmpl), whose twin is
-// [ratelimit.MemoryLimiter.Adjust]. It is not batched. See [ratelimit.Reservation] for what it does per algorithm.
+// [ratelimit.MemoryLimiter.Adjust], or on a Redis Cluster one per hash tag
+// of a request with a key per limit (see adjustRun). It is not batched. See [ratelimit.Reservation] for what it does per algorithm.
 func (l *redisBackend) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
 	return l.adjust(ctx, req, at.UnixMicro(), delta)
 }
@@ -118,40 +119,69 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 		return err
 	}
 	req.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+	}
 	// A refund's calendar bounds are around at, which they always hold; a
 	// charge on top's around now, which a skew may have them miss.
 	now, around := l.now(), at
 	if delta > 0 {
 		around = l.boundsTime(now, nil)
 	}
-	err := l.adjustRun(ctx, &req, now, at, delta, around)
-	if t, skewed := calendarSkew(err); skewed {
-		err = l.adjustRun(ctx, &req, now, at, delta, t)
-	}
-	if err != nil {
+	if err := l.adjustRun(ctx, &req, now, at, delta, around); err != nil {
 		return l.failed(ctx, req, err)
 	}
 	return nil
 }
 
 // adjustRun runs the adjust script for req at now (see [Limiter.now]),
-// with the bounds of its calendar periods around the time around (µs). A
-// limit that counts calls ([ratelimit.Limit.PerCall]) is left as it is:
-// a settle changes what the call cost, not that it was made.
+// with the bounds of its calendar periods around the time around (µs), or
+// around the time a run's calendar-skew error tells (that run again).
+// Each limit's state is where a decision keeps it (storageKey of
+// [ratelimit.Request.Line] and the limit's key): on a Redis Cluster (or a
+// Ring) the limits are grouped as allowKeys groups them, one run per
+// group, so that the keys of a run share a hash tag. A limit that counts
+// calls ([ratelimit.Limit.PerCall]) is left as it is: a settle changes
+// what the call cost, not that it was made.
 func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
-	keys := make([]string, 0, len(req.Limits))
-	limits := make([]ratelimit.Limit, 0, len(req.Limits))
+	var groups [][]int // the indices of the limits of each run
 	for i, lim := range req.Limits {
-		if !lim.PerCall {
-			keys = append(keys, storageKey(l.prefix, req.Name, req.Key, i, lim.AlgorithmOrDefault()))
-			limits = append(limits, lim)
+		if lim.PerCall {
+			continue
+		}
+		g := -1
+		for h, idx := range groups {
+			if !l.grouped() || keyOf(req, idx[0]) == keyOf(req, i) && sameName(req, idx[0], i) {
+				g = h
+				break
+			}
+		}
+		if g < 0 {
+			g, groups = len(groups), append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	for _, idx := range groups {
+		keys := make([]string, len(idx))
+		limits := make([]ratelimit.Limit, len(idx))
+		for n, i := range idx {
+			name, j := req.Line(i)
+			keys[n] = storageKey(l.prefix, name, keyOf(req, i), j, req.Limits[i].AlgorithmOrDefault())
+			limits[n] = req.Limits[i]
+		}
+		run := func(around int64) error {
+			args := make([]any, 0, 3+4*len(limits))
+			args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
+			args = appendLimitsFrom(args, 4, limits, around)
+			return adjustScript.Run(ctx, l.client, keys, args...).Err()
+		}
+		err := run(around)
+		if t, skewed := calendarSkew(err); skewed {
+			err = run(t)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if len(limits) == 0 {
-		return nil
-	}
-	args := make([]any, 0, 3+4*len(limits))
-	args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
-	args = appendLimitsFrom(args, 4, limits, around)
-	return adjustScript.Run(ctx, l.client, keys, args...).Err()
+	return nil
 }
