@@ -332,3 +332,110 @@ func TestWeightedLogReadsTheUnitEncoding(t *testing.T) {
 		})
 	}
 }
+
+// TestWeightedLogPaths takes a log of weighted and plain entries down
+// each path of its scripts, on the twin, the limit's script and the
+// generic one alike: a denial whose retry is found past a run of
+// entries, trims that keep the count and trims that drop it, a refund
+// that takes part of an entry and one that takes a marked entry, a debt
+// on top, and Peek; after each step every log's count is right.
+func TestWeightedLogPaths(t *testing.T) {
+	ctx := context.Background()
+	lim := ratelimit.Limit{Period: time.Second, Threshold: 2_000}
+	clock := newManualClock()
+	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	red := newTestRedis(t, ratelimit.WithClock(clock))
+	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	reds := []*Limiter{red, gen}
+	c := rdb(t)
+	req := func(cost int64) ratelimit.Request {
+		return ratelimit.Request{Name: "paths", Cost: cost, Limits: []ratelimit.Limit{lim}}
+	}
+	step := 0
+	call := func(cost int64) ratelimit.Decision {
+		t.Helper()
+		step++
+		want := allow(t, mem, req(cost))
+		for _, l := range reds {
+			require.Equal(t, want, allow(t, l, req(cost)), "step %d, cost %d", step, cost)
+		}
+		requireLogsCounted(t, c)
+		return want
+	}
+	reserve := func(cost int64) time.Time {
+		t.Helper()
+		step++
+		want, at, err := mem.Reserve(ctx, req(cost))
+		require.NoError(t, err)
+		require.True(t, want.Allowed, "step %d", step)
+		for _, l := range reds {
+			d, rat, err := l.Reserve(ctx, req(cost))
+			require.NoError(t, err)
+			require.Equal(t, want, d, "step %d, cost %d", step, cost)
+			require.Equal(t, at, rat)
+		}
+		requireLogsCounted(t, c)
+		return at
+	}
+	settle := func(cost int64, at time.Time, delta int64) {
+		t.Helper()
+		require.NoError(t, mem.Adjust(ctx, req(cost), at, delta))
+		for _, l := range reds {
+			require.NoError(t, l.Adjust(ctx, req(cost), at, delta))
+		}
+		requireLogsCounted(t, c)
+		want, err := ratelimit.Peek(ctx, mem, req(1))
+		require.NoError(t, err)
+		for _, l := range reds {
+			d, err := ratelimit.Peek(ctx, l, req(1))
+			require.NoError(t, err)
+			require.Equal(t, want, d, "peek after a settle of %d", delta)
+		}
+	}
+	tick := func() { clock.Advance(time.Microsecond) }
+
+	// 100 plain entries, then 30 of 50 units: 1,600 units.
+	for range 100 {
+		call(1)
+		tick()
+	}
+	for range 30 {
+		call(50)
+		tick()
+	}
+	// The 600th unit, in the 10th weighted entry (logged 21µs ago), is
+	// past the first 64 entries.
+	d := call(1000)
+	require.False(t, d.Allowed)
+	require.Equal(t, time.Second-21*time.Microsecond, d.RetryAfter)
+	// The plain entries and 6 weighted ones leave at once: a bisect that
+	// keeps the count.
+	clock.Advance(time.Second - 25*time.Microsecond)
+	require.True(t, call(7).Allowed)
+	tick()
+	// The rest of the weighted leave, leaving the call of 7 alone: the
+	// count stays, then goes with it.
+	clock.Advance(30 * time.Microsecond)
+	require.True(t, call(1).Allowed)
+	clock.Advance(time.Second)
+	require.True(t, call(1).Allowed)
+	require.False(t, strings.HasPrefix(c.LIndex(ctx, red.Key("paths", "", 0, ""), 0).Val(), "#"), "no weighted entry, no count")
+
+	// A reservation that marks its entry (the log emptied), refunded in
+	// part, then in full: the mark moves to the newest entry left.
+	clock.Advance(3 * time.Second)
+	at := reserve(900)
+	tick()
+	call(3)
+	settle(900, at, -500)
+	settle(900, at, -400)
+	// A debt on top, and a reservation whose refund leaves it at weight 1.
+	tick()
+	at = reserve(40)
+	settle(40, at, 25)
+	settle(40, at, -39)
+	for range 40 {
+		clock.Advance(25 * time.Millisecond)
+		call(1 + int64(step%7)*97)
+	}
+}
