@@ -143,14 +143,16 @@ for i = 1, n do
       -- the time a call would be logged at, up to twice the threshold in the
       -- window.
       local start = now - period
-      local top = redis.call("LRANGE", key, "0", "2")
+      local head = redis.call("LINDEX", key, "0")
       -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
       -- index of the oldest entry); first: the oldest entry; oldest: its time;
       -- marked: whether it is marked (negative), as the entry pushed by the call
       -- that last set the TTL is.
-      local x, h = 0, 0
-      if top[1] and string.byte(top[1]) == 35 then x, h = string.sub(top[1], 2) + 0, 1 end
-      local first = top[h + 1]
+      local x, h, first = 0, 0, head
+      if head and string.byte(head) == 35 then
+        x, h = string.sub(head, 2) + 0, 1
+        first = redis.call("LINDEX", key, "1")
+      end
       local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
       if first then
         if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
@@ -165,7 +167,7 @@ for i = 1, n do
         refresh = marked
         if h == 0 then
           redis.call("LPOP", key)
-          first = top[2]
+          first = redis.call("LINDEX", key, "0")
           oldest = first and math.abs(first + 0)
         else
           local w = string.match(first, ":(%d+)$")
@@ -180,9 +182,9 @@ for i = 1, n do
               redis.call("LPOP", key)
             end
           end
-          first = top[3]
-          oldest = first and string.match(first, "%d+") + 0
           if x == 0 then h = 0 end
+          first = redis.call("LINDEX", key, x == 0 and "0" or "1")
+          oldest = first and string.match(first, "%d+") + 0
         end
         if not first then refresh = true end
         if oldest and oldest <= start then

@@ -150,11 +150,10 @@ local function decide_one(KEYS, ARGV)
       -- fail on a log with a count (an arithmetic error on "#x", before any
       -- write), rather than miscount it. An entry at ts counts while
       -- ts > start = now - period. The call is pushed first and popped again if
-      -- it does not fit. A call of cost 1 usually runs TIME, LRANGE 0 2 (the
-      -- count, if any, and the oldest entries: has the oldest expired?) and
-      -- RPUSH (whose reply is the new length, so no LLEN), plus a PEXPIRE when
-      -- a trim sets the TTL again; a call of cost w > 1 the same and an LSET or
-      -- LPUSH of the count.
+      -- it does not fit. A call usually runs TIME, LINDEX 0 (has the oldest
+      -- entry expired? past a count, LINDEX 1 too) and RPUSH (whose reply is
+      -- the new length, so no LLEN), plus a PEXPIRE when a trim sets the TTL
+      -- again; a call of cost w > 1 also an LSET or LPUSH of the count.
       --
       -- TTL: set to two periods (plus a second) past the newest entry, L, when
       -- the log is created, and the entry of the call that sets it is marked:
@@ -178,15 +177,17 @@ local function decide_one(KEYS, ARGV)
       -- Record: refresh (this call sets the TTL), logged, units (the log's
       -- units with the call).
       local start = now - period
-      local top = redis.pcall("LRANGE", key, "0", "2")
-      if top.err then failed = top break end
+      local head = redis.pcall("LINDEX", key, "0")
+      if type(head) == "table" then failed = head break end
       -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
       -- index of the oldest entry); first: the oldest entry; oldest: its time;
       -- marked: whether it is marked (negative), as the entry pushed by the call
       -- that last set the TTL is.
-      local x, h = 0, 0
-      if top[1] and string.byte(top[1]) == 35 then x, h = string.sub(top[1], 2) + 0, 1 end
-      local first = top[h + 1]
+      local x, h, first = 0, 0, head
+      if head and string.byte(head) == 35 then
+        x, h = string.sub(head, 2) + 0, 1
+        first = redis.call("LINDEX", key, "1")
+      end
       local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
       if first then
         if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
@@ -201,7 +202,7 @@ local function decide_one(KEYS, ARGV)
         refresh = marked
         if h == 0 then
           redis.call("LPOP", key)
-          first = top[2]
+          first = redis.call("LINDEX", key, "0")
           oldest = first and math.abs(first + 0)
         else
           local w = string.match(first, ":(%d+)$")
@@ -216,9 +217,9 @@ local function decide_one(KEYS, ARGV)
               redis.call("LPOP", key)
             end
           end
-          first = top[3]
-          oldest = first and string.match(first, "%d+") + 0
           if x == 0 then h = 0 end
+          first = redis.call("LINDEX", key, x == 0 and "0" or "1")
+          oldest = first and string.match(first, "%d+") + 0
         end
         if not first then refresh = true end
         if oldest and oldest <= start then
