@@ -123,9 +123,10 @@ for i = 1, n do
     -- log of cost-1 calls only has no count: an entry is a plain integer (at
     -- most 10 bytes of a listpack, as before), and the list is what the
     -- encoding of one entry per unit wrote, so a log written by it is read as
-    -- it was (each of its entries weighs 1); the scripts of that encoding
-    -- fail on a log with a count (an arithmetic error on "#x", before any
-    -- write), rather than miscount it. An entry at ts counts while
+    -- it was (each of its entries weighs 1); that encoding's checks fail on
+    -- a log with a count (an arithmetic error on "#x", before any write),
+    -- rather than miscount it (its refunds may fail after removing their
+    -- entries, before marking the newest left). An entry at ts counts while
     -- ts > start = now - period. The call is pushed first and popped again if
     -- it does not fit. A call usually runs TIME, LINDEX 0 (has the oldest
     -- entry expired? past a count, LINDEX 1 too) and RPUSH (whose reply is
