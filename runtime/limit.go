@@ -20,8 +20,9 @@ type Algorithm string
 const (
 	// SlidingLog records every admitted call and admits a call when fewer
 	// than Threshold calls were admitted in the last Period. It is exact.
-	// Memory grows with the calls admitted in the window (about 10 bytes
-	// per unit in Redis).
+	// Memory grows with the calls admitted in the window, not with their
+	// cost: in Redis about 10 bytes a call of cost 1, and about 23 one of
+	// a larger cost, which costs the same server work.
 	SlidingLog Algorithm = limitfacts.SlidingLog
 
 	// FixedWindow counts calls in windows of one Period aligned to

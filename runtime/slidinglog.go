@@ -10,9 +10,11 @@ type logRun struct {
 
 // logState is the state of a SlidingLog limit: runs in a ring buffer,
 // oldest first, mirroring the Redis list of check sliding_log in
-// redislimit/lua/sliding_log.lua.tmpl, which holds one entry per unit (its
-// length is units) and names start, logged, units, need and newest as
-// check and charge do here.
+// redislimit/lua/sliding_log.lua.tmpl, which holds one entry per call
+// weighted by its cost (a run here may hold several calls logged at one
+// time) and its units in O(1), and names start, logged, units, need and
+// newest as check and charge do here. Both hold a call in constant space
+// and time whatever its cost.
 type logState struct {
 	runs  []logRun // ring buffer; len is a power of two or zero
 	head  int
@@ -103,8 +105,9 @@ func (s *logState) resize(n int) {
 }
 
 // refund removes up to n units logged at the time at, newest first,
-// unless they left the window. Its twin removes as many entries of at
-// (LREM).
+// unless they left the window. Its twin (settle sliding_log) takes them
+// off the entries of at from the newest, removing an entry whose units
+// all go and lowering the weight of one that keeps some.
 func (s *logState) refund(period, now, at, n int64) {
 	if at <= now-period {
 		return

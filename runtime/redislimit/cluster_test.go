@@ -55,6 +55,7 @@ func TestCluster(t *testing.T) {
 	t.Run("KeyOverrides", ct.keyOverrides)
 	t.Run("HealthCheck", ct.healthCheck)
 	t.Run("LinesAgree", ct.linesAgree)
+	t.Run("WeightedLinesAgree", ct.weightedLinesAgree)
 	t.Run("LinesPerUserAndForEveryone", ct.linesPerUserAndForEveryone)
 	t.Run("LinesContention", ct.linesContention)
 	t.Run("LinesCarryBack", ct.linesCarryBack)

@@ -60,7 +60,7 @@
 // of latency, a run per key); when one group denies the call (or fails),
 // the groups that admitted it are refunded by another script run before
 // Allow returns. A refund leaves what the state would hold had the call
-// never been charged: a sliding log removes the call's entries, a window
+// never been charged: a sliding log removes the call's entry, a window
 // takes the cost off its count if it is still the window the call counted
 // in (a sliding window that moved on, off its previous count), and a
 // bucket stores its TAT again if no call charged it since; a bucket that

@@ -91,8 +91,10 @@ const (
 	// window's count times prevScale plus the current window's, both
 	// below it (see MaxSlidingWindowThreshold).
 	prevScale = 1 << 27
-	// maxPush is the most entries a sliding log pushes with one RPUSH.
-	maxPush = 1000
+	// logScan is how many entries a sliding log reads with one LRANGE
+	// when it scans its entries for a unit (a denial's retry) or for a
+	// refund's entries.
+	logScan = 64
 	// packSlot is 2^6: a packed reply holds s, the bits of its reset, in
 	// its low 6 bits, under (remaining * 2^s + reset) * packSlot.
 	packSlot = 1 << 6
@@ -105,7 +107,7 @@ var luaConstants = template.FuncMap{
 	"exactBound":   func() int64 { return exactBound },
 	"halfScale":    func() int64 { return halfScale },
 	"prevScale":    func() int64 { return prevScale },
-	"maxPush":      func() int64 { return maxPush },
+	"logScan":      func() int64 { return logScan },
 	"packSlot":     func() int64 { return packSlot },
 	"packBound":    func() int64 { return packBound },
 	"calendarSkew": func() string { return calendarSkewCode },

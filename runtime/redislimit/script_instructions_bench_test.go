@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +78,20 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		b.Run(string(alg)+"/batch16", func(b *testing.B) {
 			countInstructions(b, c, planBatchScript(planOf(lim)), bkeys, bargs...)
 		})
+		if alg == ratelimit.SlidingLog {
+			// A call of cost 1 and one of cost 5,120, on the pinned
+			// clock, each on a log of its own that no run fills.
+			big := ratelimit.Limit{Period: time.Second, Threshold: 1 << 40}
+			p := planOf(big)
+			p.Clocked = true
+			for _, cost := range []int64{1, 5120} {
+				req := ratelimit.Request{Name: fmt.Sprint("cost", cost), Limits: []ratelimit.Limit{big}}
+				keys, _ := l.appendCall(nil, nil, &req, "")
+				b.Run(fmt.Sprint(alg, "/own_pinned_cost", cost), func(b *testing.B) {
+					countInstructions(b, c, planScript(p), keys, cost, pinnedClock)
+				})
+			}
+		}
 		if alg == ratelimit.GCRA {
 			gkeys, gargs := []string{}, []any{16}
 			for range 16 {

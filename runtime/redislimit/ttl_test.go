@@ -216,9 +216,9 @@ func (e *logExpiry) check() {
 		e.expiry, e.sets = now+ttl.Microseconds(), e.sets+1
 		require.NoError(e.t, e.c.Persist(ctx, e.key).Err())
 	}
-	last, err := e.c.LIndex(ctx, e.key, -1).Int64()
+	last, err := e.c.LIndex(ctx, e.key, -1).Result()
 	require.NoError(e.t, err)
-	newest := max(last, -last)
+	newest, _, _ := parseLogEntry(e.t, last)
 	require.GreaterOrEqual(e.t, e.expiry, newest+e.period.Microseconds()+time.Second.Microseconds()-1000,
 		"at %s the key would expire %s before its newest entry leaves the window",
 		e.clock.Now().Format(time.StampMilli), time.Duration(newest+e.period.Microseconds()-e.expiry)*us)

@@ -78,18 +78,56 @@ for i = 1, n do
   local period, threshold, capacity = ARGV[4 * i + 1] + 0, ARGV[4 * i + 2] + 0, ARGV[4 * i + 3] + 0
   if algo == "sliding_log" then
     if delta < 0 then
-      -- Twin: (*logState).refund. Remove up to -delta entries logged at at,
-      -- newest first, marked or not, unless they left the window; if marked
-      -- ones went, mark the newest entry left and set the TTL from it, as a
-      -- rollback does (see "rollback sliding_log").
+      -- Twin: (*logState).refund. Take up to -delta units off the entries
+      -- logged at at, newest first, marked or not, unless they left the
+      -- window, scanning from the newest 64 entries at a time: an entry
+      -- whose units all go is removed (set to "", then LREM of the ""s),
+      -- else it keeps the rest of its weight (and its mark); the count loses
+      -- what went. If a marked entry went, mark the newest entry left and set
+      -- the TTL from it, as a rollback does (see "rollback sliding_log").
       if at > now - period then
-        local entry = string.format("%d", at)
-        local left = -delta
-        left = left - redis.call("LREM", key, -left, entry)
-        if left > 0 and redis.call("LREM", key, -left, "-" .. entry) > 0 then
+        local left, hi = -delta, redis.call("LLEN", key) - 1
+        local head = redis.call("LINDEX", key, "0")
+        local x, h = 0, 0
+        if head and string.byte(head) == 35 then x, h = string.sub(head, 2) + 0, 1 end
+        local gone, removed, unmarked = 0, 0, false
+        while left > 0 and hi >= h do
+          local lo = math.max(h, hi - 64 + 1)
+          local run = redis.call("LRANGE", key, lo, hi)
+          for j = #run, 1, -1 do
+            local ts, w = string.match(run[j], "^(-?%d+):?(%d*)$")
+            ts = ts + 0
+            if ts == at or ts == -at then
+              if w == "" then w = 1 else w = w + 0 end
+              local d = math.min(left, w)
+              left = left - d
+              if d == w then
+                redis.call("LSET", key, lo + j - 1, "")
+                removed, gone = removed + 1, gone + w - 1
+                if ts < 0 then unmarked = true end
+              else
+                local kept = string.format("%d", ts)
+                if w - d > 1 then kept = kept .. string.format(":%d", w - d) end
+                redis.call("LSET", key, lo + j - 1, kept)
+                gone = gone + d
+              end
+              if left == 0 then break end
+            end
+          end
+          hi = lo - 1
+        end
+        if removed > 0 then redis.call("LREM", key, -removed, "") end
+        if gone > 0 then
+          if x == gone then
+            redis.call("LPOP", key)
+          else
+            redis.call("LSET", key, "0", string.format("#%d", x - gone))
+          end
+        end
+        if unmarked then
           local last = redis.call("LINDEX", key, "-1")
           if last then
-            local newest = last + 0
+            local newest = string.match(last, "^-?%d+") + 0
             if newest < 0 then
               newest = -newest
             else
@@ -101,76 +139,116 @@ for i = 1, n do
       end
     else
       -- Twin: (*limitState).chargeOnTop of a log: trim the log as a check
-      -- does (setting refresh as it does), then push the units at the time a
-      -- call would be logged at, up to twice the threshold in the window.
+      -- does (setting refresh as it does), then push an entry of the units at
+      -- the time a call would be logged at, up to twice the threshold in the
+      -- window.
       local start = now - period
       local head = redis.call("LINDEX", key, "0")
-      -- oldest: the oldest entry's time; marked: whether it is marked
-      -- (negative), as the entries pushed by the call that last set the TTL are.
-      local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
-      if head then
-        oldest = head + 0
+      -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
+      -- index of the oldest entry); first: the oldest entry; oldest: its time;
+      -- marked: whether it is marked (negative), as the entry pushed by the call
+      -- that last set the TTL is.
+      local x, h, first = 0, 0, head
+      if head and string.byte(head) == 35 then
+        x, h = string.sub(head, 2) + 0, 1
+        first = redis.call("LINDEX", key, "1")
+      end
+      local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
+      if first then
+        if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
         if oldest < 0 then oldest, marked = -oldest, true end
       end
       if oldest and oldest <= start then
         -- Trim the entries at or before start (the twin's trim): pop one and
         -- look again, which is all a steady flow of calls needs, else gallop
         -- and bisect. The TTL is set again when a marked entry leaves, or the
-        -- log empties.
+        -- log empties. Past a count, the oldest goes with LREM (its first
+        -- match, index 1), or with the count (LPOP 2) when x falls to 0.
         refresh = marked
-        redis.call("LPOP", key)
-        head = redis.call("LINDEX", key, "0")
-        oldest = head and math.abs(head + 0)
-        if not head then refresh = true end
+        if h == 0 then
+          redis.call("LPOP", key)
+          first = redis.call("LINDEX", key, "0")
+          oldest = first and math.abs(first + 0)
+        else
+          local w = string.match(first, ":(%d+)$")
+          if not w then
+            redis.call("LREM", key, "1", first)
+          else
+            x = x - w + 1
+            if x == 0 then
+              redis.call("LPOP", key, "2")
+            else
+              redis.call("LSET", key, "1", string.format("#%d", x))
+              redis.call("LPOP", key)
+            end
+          end
+          if x == 0 then h = 0 end
+          first = redis.call("LINDEX", key, x == 0 and "0" or "1")
+          oldest = first and string.match(first, "%d+") + 0
+        end
+        if not first then refresh = true end
         if oldest and oldest <= start then
           refresh = true
-          local len = redis.call("LLEN", key)
+          local len = redis.call("LLEN", key) - h -- entries
           local lo, hi = 1, 1
-          while hi < len and math.abs(redis.call("LINDEX", key, hi) + 0) <= start do
+          while hi < len and string.match(redis.call("LINDEX", key, h + hi), "%d+") + 0 <= start do
             lo = hi + 1
             hi = hi * 2
           end
           if hi > len then hi = len end
           while lo < hi do
             local mid = math.floor((lo + hi) / 2)
-            if math.abs(redis.call("LINDEX", key, mid) + 0) <= start then
+            if string.match(redis.call("LINDEX", key, h + mid), "%d+") + 0 <= start then
               lo = mid + 1
             else
               hi = mid
             end
           end
+          -- The first lo entries go; past a count, less their surplus.
+          if h == 1 then
+            local gone = table.concat(redis.call("LRANGE", key, "1", lo), ",")
+            for w in string.gmatch(gone, ":(%d+)") do x = x - w + 1 end
+          end
           if lo >= len then
             redis.call("DEL", key)
-            head, oldest = nil, nil
+            x, h, first, oldest = 0, 0, nil, nil
           else
-            redis.call("LTRIM", key, lo, "-1")
-            head = redis.call("LINDEX", key, "0")
-            oldest = math.abs(head + 0)
+            if x > 0 then
+              redis.call("LSET", key, lo, string.format("#%d", x))
+              redis.call("LTRIM", key, lo, "-1")
+            else
+              redis.call("LTRIM", key, h + lo, "-1")
+              h = 0
+            end
+            first = redis.call("LINDEX", key, h)
+            oldest = string.match(first, "%d+") + 0
           end
         end
       end
-      -- logged: the time the call's entries are logged at (the twin's logged).
+      -- logged: the time the call's entry is logged at (the twin's logged).
       local logged = now
       if oldest and now < oldest then
-        logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
+        logged = math.max(now, string.match(redis.call("LINDEX", key, "-1"), "%d+") + 0)
       end
-      local units = redis.call("LLEN", key)
-      local extra = math.min(delta, 2 * capacity - units)
-      if extra > 0 then
+      local more = math.min(delta, 2 * capacity - (redis.call("LLEN", key) - h + x))
+      if more > 0 then
         local entry = string.format("%d", logged)
         if refresh then entry = "-" .. entry end
-        local entries, left = {}, extra
-        for j = 1, math.min(extra, 1000) do entries[j] = entry end
-        while left > 0 do
-          local k = math.min(left, 1000)
-          redis.call("RPUSH", key, unpack(entries, 1, k))
-          left = left - k
+        if more > 1 then entry = entry .. string.format(":%d", more) end
+        redis.call("RPUSH", key, entry)
+        more = more - 1
+        if more > 0 then
+          if h == 1 then
+            redis.call("LSET", key, "0", string.format("#%d", x + more))
+          else
+            redis.call("LPUSH", key, string.format("#%d", more))
+          end
         end
         if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
-      elseif refresh and head then
+      elseif refresh and first then
         -- Nothing pushed, and the mark left with the trim: mark the newest.
         local last = redis.call("LINDEX", key, "-1")
-        local newest = last + 0
+        local newest = string.match(last, "^-?%d+") + 0
         if newest < 0 then
           newest = -newest
         else

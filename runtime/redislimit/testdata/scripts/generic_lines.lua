@@ -122,110 +122,185 @@ for i = 1, n do
   if algo == "sliding_log" then
     -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
     --
-    -- State, the twin's logState: the key is a list of admission times (µs),
-    -- oldest first, one entry per unit of cost, so calls in the same
-    -- microsecond are all counted; its length is the log's units (the twin
-    -- keeps runs of units logged at one time). An entry at ts counts while
+    -- State, the twin's logState: the key is a list of entries, oldest first,
+    -- one per call: "ts" for a call of cost 1, "ts:w" for a call of cost w > 1
+    -- (its weight), ts the time (µs) its units were logged at, so calls in the
+    -- same microsecond are all counted (the twin keeps runs of units logged at
+    -- one time). While the log holds weighted entries it opens with its count,
+    -- "#x", x the weights' surplus over one unit an entry (the sum of w - 1):
+    -- its units are its entries plus x, read in O(1) whatever the costs. A
+    -- log of cost-1 calls only has no count: an entry is a plain integer (at
+    -- most 10 bytes of a listpack, as before), and the list is what the
+    -- encoding of one entry per unit wrote, so a log written by it is read as
+    -- it was (each of its entries weighs 1); that encoding's checks fail on
+    -- a log with a count (an arithmetic error on "#x", before any write),
+    -- rather than miscount it (its refunds may fail after removing their
+    -- entries, before marking the newest left). An entry at ts counts while
     -- ts > start = now - period. The call is pushed first and popped again if
     -- it does not fit. A call usually runs TIME, LINDEX 0 (has the oldest
-    -- entry expired?) and RPUSH (whose reply is the new length, so no LLEN),
-    -- plus a PEXPIRE when a trim sets the TTL again.
+    -- entry expired? past a count, LINDEX 1 too) and RPUSH (whose reply is
+    -- the new length, so no LLEN), plus a PEXPIRE when a trim sets the TTL
+    -- again; a call of cost w > 1 also an LSET or LPUSH of the count.
     --
-    -- TTL: set to two periods (plus a second) past the newest entry, L,
-    -- when the log is created, and the entries of the call that
-    -- sets it are marked: stored as -ts. It is set again (and the new
-    -- entries marked) only when a trim pops a marked entry or empties the
-    -- log, not on every trim, as a full window's calls each trim one entry.
-    -- So while no TTL is set, the marked entries (logged at L) are in the
-    -- window, every call comes before L + period, and every entry is logged
-    -- before it too (at the call's time, or the newest entry's): the TTL
-    -- outlives them all by a period. A call that sets the TTL but is denied
-    -- (or rolled back) marks the newest entry left in place of its own.
+    -- TTL: set to two periods (plus a second) past the newest entry, L, when
+    -- the log is created, and the entry of the call that sets it is marked:
+    -- stored as -ts (or -ts:w). It is set again (and the new entry marked)
+    -- only when a trim pops a marked entry or empties the log, not on every
+    -- trim, as a full window's calls each trim one entry; a refund or settle
+    -- that takes a marked entry away marks the newest entry left and sets it
+    -- from that one (a refund that takes part of an entry leaves it, and its
+    -- mark, in place). So while no TTL is set, a marked entry (logged at L) is
+    -- in the window, every call comes before L + period, and every entry is
+    -- logged before it too (at the call's time, or the newest entry's): the
+    -- TTL outlives them all by a period. The count is not an entry: it lives
+    -- and expires with them. A call that sets the TTL but is denied (or rolled
+    -- back) marks the newest entry left in place of its own.
     --
-    -- Clock: if it reads earlier than the oldest entry, new entries are
-    -- logged at the newest entry's time, so the log stays sorted. A clock
-    -- step back smaller than the log's span is not seen; entries logged
-    -- then are out of order by at most the step.
+    -- Clock: if it reads earlier than the oldest entry, the call is logged at
+    -- the newest entry's time, so the log stays sorted. A clock step back
+    -- smaller than the log's span is not seen; entries logged then are out of
+    -- order by at most the step.
     --
     -- Record: refresh (this call sets the TTL), logged, units (the log's
     -- units with the call).
     local start = now - period
     local head = redis.pcall("LINDEX", key, "0")
     if type(head) == "table" then failed = head break end
-    -- oldest: the oldest entry's time; marked: whether it is marked
-    -- (negative), as the entries pushed by the call that last set the TTL are.
-    local refresh, oldest, marked = not head, nil, false -- a new log: set the TTL
-    if head then
-      oldest = head + 0
+    -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
+    -- index of the oldest entry); first: the oldest entry; oldest: its time;
+    -- marked: whether it is marked (negative), as the entry pushed by the call
+    -- that last set the TTL is.
+    local x, h, first = 0, 0, head
+    if head and string.byte(head) == 35 then
+      x, h = string.sub(head, 2) + 0, 1
+      first = redis.call("LINDEX", key, "1")
+    end
+    local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
+    if first then
+      if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
       if oldest < 0 then oldest, marked = -oldest, true end
     end
     if oldest and oldest <= start then
       -- Trim the entries at or before start (the twin's trim): pop one and
       -- look again, which is all a steady flow of calls needs, else gallop
       -- and bisect. The TTL is set again when a marked entry leaves, or the
-      -- log empties.
+      -- log empties. Past a count, the oldest goes with LREM (its first
+      -- match, index 1), or with the count (LPOP 2) when x falls to 0.
       refresh = marked
-      redis.call("LPOP", key)
-      head = redis.call("LINDEX", key, "0")
-      oldest = head and math.abs(head + 0)
-      if not head then refresh = true end
+      if h == 0 then
+        redis.call("LPOP", key)
+        first = redis.call("LINDEX", key, "0")
+        oldest = first and math.abs(first + 0)
+      else
+        local w = string.match(first, ":(%d+)$")
+        if not w then
+          redis.call("LREM", key, "1", first)
+        else
+          x = x - w + 1
+          if x == 0 then
+            redis.call("LPOP", key, "2")
+          else
+            redis.call("LSET", key, "1", string.format("#%d", x))
+            redis.call("LPOP", key)
+          end
+        end
+        if x == 0 then h = 0 end
+        first = redis.call("LINDEX", key, x == 0 and "0" or "1")
+        oldest = first and string.match(first, "%d+") + 0
+      end
+      if not first then refresh = true end
       if oldest and oldest <= start then
         refresh = true
-        local len = redis.call("LLEN", key)
+        local len = redis.call("LLEN", key) - h -- entries
         local lo, hi = 1, 1
-        while hi < len and math.abs(redis.call("LINDEX", key, hi) + 0) <= start do
+        while hi < len and string.match(redis.call("LINDEX", key, h + hi), "%d+") + 0 <= start do
           lo = hi + 1
           hi = hi * 2
         end
         if hi > len then hi = len end
         while lo < hi do
           local mid = math.floor((lo + hi) / 2)
-          if math.abs(redis.call("LINDEX", key, mid) + 0) <= start then
+          if string.match(redis.call("LINDEX", key, h + mid), "%d+") + 0 <= start then
             lo = mid + 1
           else
             hi = mid
           end
         end
+        -- The first lo entries go; past a count, less their surplus.
+        if h == 1 then
+          local gone = table.concat(redis.call("LRANGE", key, "1", lo), ",")
+          for w in string.gmatch(gone, ":(%d+)") do x = x - w + 1 end
+        end
         if lo >= len then
           redis.call("DEL", key)
-          head, oldest = nil, nil
+          x, h, first, oldest = 0, 0, nil, nil
         else
-          redis.call("LTRIM", key, lo, "-1")
-          head = redis.call("LINDEX", key, "0")
-          oldest = math.abs(head + 0)
+          if x > 0 then
+            redis.call("LSET", key, lo, string.format("#%d", x))
+            redis.call("LTRIM", key, lo, "-1")
+          else
+            redis.call("LTRIM", key, h + lo, "-1")
+            h = 0
+          end
+          first = redis.call("LINDEX", key, h)
+          oldest = string.match(first, "%d+") + 0
         end
       end
     end
-    -- logged: the time the call's entries are logged at (the twin's logged).
+    -- logged: the time the call's entry is logged at (the twin's logged).
     local logged = now
     if oldest and now < oldest then
-      logged = math.max(now, math.abs(redis.call("LINDEX", key, "-1") + 0))
+      logged = math.max(now, string.match(redis.call("LINDEX", key, "-1"), "%d+") + 0)
     end
-    -- Push cost entries; RPUSH replies the new length: units.
-    local entry, units = string.format("%d", logged) -- not tostring: %.14g would round it
+    -- Push the call's entry; RPUSH replies the new length, whence units.
+    local entry = string.format("%d", logged) -- not tostring: %.14g would round it
     if refresh then entry = "-" .. entry end
-    if cost == 1 then
-      units = redis.call("RPUSH", key, entry)
-    else
-      -- entries: the cost's entries, pushed 1000 (maxPush) at a time
-      local entries, left = {}, cost
-      for j = 1, math.min(cost, 1000) do entries[j] = entry end
-      while left > 0 do
-        local k = math.min(left, 1000)
-        units = redis.call("RPUSH", key, unpack(entries, 1, k))
-        left = left - k
-      end
-    end
+    if cost > 1 then entry = entry .. ":" .. costArg end
+    local units = redis.call("RPUSH", key, entry) - h + x + cost - 1
     if units <= threshold then
       ok, rem, res = true, threshold - units, logged + period - now
+      if cost > 1 then
+        local more = cost - 1
+        if h == 1 then
+          redis.call("LSET", key, "0", string.format("#%d", x + more))
+        else
+          redis.call("LPUSH", key, string.format("#%d", more))
+        end
+      end
       rec1, rec2, rec3 = refresh, logged, units
     else
-      -- The call fits once the need-th oldest entry leaves.
+      -- The call fits once the need-th oldest unit leaves: without a count,
+      -- the need-th entry (need <= the units before the call); else the
+      -- entry the units from the oldest reach need at (see "find unit").
       local need = units - threshold
-      ret = math.abs(redis.call("LINDEX", key, need - 1) + 0) + period - now
-      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+      if x == 0 then
+        ret = math.abs(redis.call("LINDEX", key, need - 1) + 0)
+      else
+        -- Scan from the oldest, 64 entries at a time, past whole runs
+        -- whose units (entries plus weights' surplus) fall short of need.
+        local i, left = 1, need
+        while left > 0 do
+          local run = redis.call("LRANGE", key, i, i + 64 - 1)
+          if #run == 0 then break end -- not reached: the call's entry is the last
+          local u = #run
+          for w in string.gmatch(table.concat(run, ","), ":(%d+)") do u = u + w - 1 end
+          if u < left then
+            left, i = left - u, i + #run
+          else
+            for j = 1, #run do
+              left = left - (string.match(run[j], ":(%d+)$") or 1)
+              if left <= 0 then
+                ret = string.match(run[j], "%d+") + 0
+                break
+              end
+            end
+          end
+        end
+      end
+      ret = ret + period - now
+      redis.call("RPOP", key)
       local last = redis.call("LINDEX", key, "-1") -- units > threshold >= cost
-      local newest = last + 0
+      local newest = string.match(last, "^-?%d+") + 0
       if newest < 0 then
         newest = -newest
       elseif refresh then
@@ -463,10 +538,10 @@ for i = 1, n do
   elseif commit then
     if algo == "sliding_log" then
       local refresh, logged, units = rec1, rec2, rec3
-      -- Commit sliding_log (the twin's (*logState).charge): the entries are
-      -- pushed; set the TTL if this call marked them.
+      -- Commit sliding_log (the twin's (*logState).charge): the entry is
+      -- pushed; set the TTL if this call marked it.
       if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
-      -- The record replied: logged, and 1 when the call marked its entries.
+      -- The record replied: logged, and 1 when the call marked its entry.
       recs[3 * i - 2], recs[3 * i - 1], recs[3 * i] = logged, 0, ""
       if refresh then recs[3 * i - 1] = 1 end
     elseif algo == "fixed_window" or algo == "sliding_window" then
@@ -494,12 +569,23 @@ for i = 1, n do
   else
     if algo == "sliding_log" then
       local refresh, logged, units = rec1, rec2, rec3
-      -- Roll back sliding_log: pop the call's entries, and if it marked them,
-      -- mark the newest entry left in their place (see "check sliding_log").
-      if cost == 1 then redis.call("RPOP", key) else redis.call("RPOP", key, cost) end
+      -- Roll back sliding_log: pop the call's entry, take its weight off the
+      -- count, and if it was marked, mark the newest entry left in its place
+      -- (see "check sliding_log").
+      redis.call("RPOP", key)
+      if cost > 1 then
+        local x, gone = string.sub(redis.call("LINDEX", key, "0"), 2) + 0, cost - 1
+        if gone > 0 then
+          if x == gone then
+            redis.call("LPOP", key)
+          else
+            redis.call("LSET", key, "0", string.format("#%d", x - gone))
+          end
+        end
+      end
       if units > cost and refresh then
         local last = redis.call("LINDEX", key, "-1")
-        local newest = last + 0
+        local newest = string.match(last, "^-?%d+") + 0
         if newest < 0 then
           newest = -newest
         else

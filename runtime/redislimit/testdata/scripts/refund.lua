@@ -51,25 +51,37 @@ for i = 1, #KEYS do
   if threshold < 0 then threshold, cost, costArg = -threshold, 1, "1" end
   local a, b, old = ARGV[7 * i] + 0, ARGV[7 * i + 1] + 0, ARGV[7 * i + 2]
   if algo == "sliding_log" then
-    -- a: the time the call's entries were logged at; b: 1 when they were
-    -- marked (the call set the TTL). Remove cost entries of that time
-    -- from the newest end (entries of one time are alike), and if they
-    -- were marked, mark the newest entry left in their place and set the
-    -- TTL from it, as a rollback does (see "rollback sliding_log").
+    -- a: the time the call's entry was logged at; b: 1 when it was marked
+    -- (the call set the TTL). Remove the newest entry like it (entries of one
+    -- time and weight are alike), take its weight off the count, and if it
+    -- was marked, mark the newest entry left in its place and set the TTL
+    -- from it, as a rollback does (see "rollback sliding_log").
     local entry = string.format("%d", a)
     if b == 1 then entry = "-" .. entry end
-    local removed = redis.call("LREM", key, -cost, entry)
-    if removed > 0 then refunded = refunded + 1 end
-    if removed > 0 and b == 1 then
-      local last = redis.call("LINDEX", key, "-1")
-      if last then
-        local newest = last + 0
-        if newest < 0 then
-          newest = -newest
-        else
-          redis.call("LSET", key, "-1", "-" .. last)
+    if cost > 1 then entry = entry .. ":" .. costArg end
+    if redis.call("LREM", key, "-1", entry) > 0 then
+      refunded = refunded + 1
+      if cost > 1 then
+        local x, gone = string.sub(redis.call("LINDEX", key, "0"), 2) + 0, cost - 1
+        if gone > 0 then
+          if x == gone then
+            redis.call("LPOP", key)
+          else
+            redis.call("LSET", key, "0", string.format("#%d", x - gone))
+          end
         end
-        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+      end
+      if b == 1 then
+        local last = redis.call("LINDEX", key, "-1")
+        if last then
+          local newest = string.match(last, "^-?%d+") + 0
+          if newest < 0 then
+            newest = -newest
+          else
+            redis.call("LSET", key, "-1", "-" .. last)
+          end
+          redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+        end
       end
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then
