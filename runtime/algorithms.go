@@ -89,6 +89,7 @@ type memoryPlan struct {
 	counter          counter
 	depth, depthFrac int64 // capacity × period / threshold
 	unit, unitFrac   int64 // period / threshold
+	period           muldiv.Divisor
 }
 
 func memoryPlanOf(lim Limit) memoryPlan {
@@ -100,6 +101,7 @@ func memoryPlanOf(lim Limit) memoryPlan {
 	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
 		p.depth, p.depthFrac = muldiv.Rem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
+		p.period = muldiv.NewDivisor(p.Period)
 	}
 	return p
 }
@@ -129,6 +131,21 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 		return s.bucketState.tatCheck(p, now, cost, d)
 	}
 	return s.logState.check(p.Period, p.Threshold, now, cost, d)
+}
+
+// decide is check, then charge of an admitted call, in one; for an
+// admitted call it returns when the limit's state stops mattering (µs).
+func (s *limitState) decide(p *memoryPlan, now, cost int64, d *Decision) (bool, int64) {
+	if s.counter == p.counter {
+		switch p.counter {
+		case tokenCounter, gcraCounter, leakyCounter:
+			return s.bucketState.tatDecide(p, now, cost, d)
+		}
+	}
+	if !s.check(p, now, cost, d) {
+		return false, 0
+	}
+	return true, s.charge(p, now, cost)
 }
 
 // charge charges cost units that check admitted and returns when the

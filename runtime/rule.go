@@ -79,7 +79,7 @@ const (
 func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...string) error {
 	var o outcome
 	err := r.check(ctx, limiter, keys, cost, &o)
-	if err == nil {
+	if err == nil && admissionsWanted.Load() {
 		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
 			rec.add(r.admission(&o))
 		}
@@ -229,17 +229,39 @@ func (r *Rule) oneKey(keys []string) (key string, ok bool) {
 }
 
 // check is [Rule.Check], also telling in o what it learnt of the call.
-// given are Check's keys; keys, below, are the call's key per limit, or
-// nil for a call of one key.
+// given are Check's keys. A call of one key against the rule's own limits
+// on a [RuleDecider] is decided by the function the limiter made for r,
+// and an admitted one returns at once; every other call is checkSlow's.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
 	key, ok := r.oneKey(given)
-	var keys []string
-	if !ok {
-		var err error
-		if key, keys, err = r.split(given); err != nil {
-			o.limits = r.Limits
-			return err
+	if !ok || cost < 0 || r.Wait > 0 || r.Shadow {
+		return r.checkSlow(ctx, limiter, given, cost, o)
+	}
+	f := r.fastPath(limiter)
+	if f == nil {
+		return r.checkSlow(ctx, limiter, given, cost, o)
+	}
+	var err error
+	o.d, err = f.decide(ctx, key, cost)
+	o.limits = r.Limits
+	if err == nil && o.d.Allowed {
+		o.decided = true
+		if o.d.Delay > 0 {
+			return r.pace(ctx, o.d.Delay)
 		}
+		return nil
+	}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Rule: r, Limits: r.Limits}
+	return r.conclude(ctx, limiter, &req, time.Time{}, err, o)
+}
+
+// checkSlow is check of any call: keys are the call's key per limit, or
+// nil for a call of one key.
+func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
+	key, keys, err := r.split(given)
+	if err != nil {
+		o.limits = r.Limits
+		return err
 	}
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
@@ -281,22 +303,29 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 			}
 		}
 	}
-	var err error
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.
-	var decide func(ctx context.Context, key string, cost int64) (Decision, error)
+	var f *ruleFast
 	if keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0] {
-		decide = r.fastDecide(limiter)
+		f = r.fastDecide(limiter)
 	}
-	if decide != nil {
-		o.d, err = decide(ctx, key, cost)
+	if f != nil && f.decide != nil {
+		o.d, err = f.decide(ctx, key, cost)
 	} else {
 		o.d, err = limiter.Allow(ctx, req)
 	}
+	return r.conclude(ctx, limiter, &req, start, err, o)
+}
+
+// conclude ends check of the call req, which limiter decided as o.d
+// tells, or failed to decide with err: a failure goes to the fallback and
+// r's OnError, a denial to r's Shadow or Wait, and an admitted call is
+// paced. start is when a call of a rule with Wait began.
+func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, start time.Time, err error, o *outcome) error {
 	fellBack := false
 	if err != nil {
 		var enforced []Limit
-		if o.d, enforced, err = r.fallback(ctx, limiter, req, err); err == nil {
+		if o.d, enforced, err = r.fallback(ctx, limiter, *req, err); err == nil {
 			// The fallback's decision describes the limits it enforced.
 			o.limits, fellBack = enforced, true
 		}
@@ -313,14 +342,14 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
 		if fellBack {
-			decided := req
+			decided := *req
 			decided.Limits = o.limits
 			return r.limitError(&decided, *d)
 		}
-		return r.limitError(&req, *d)
+		return r.limitError(req, *d)
 	}
-	k := queueKeyOf(limiter, &req)
-	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
+	k := queueKeyOf(limiter, req)
+	return r.waitFor(ctx, limiter, req, k, joinQueue(k, d), start, o)
 }
 
 // waitFor is wait, telling in o what it learnt of the call.
