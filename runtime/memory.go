@@ -114,7 +114,11 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 		shard := l.shardOf(hash)
 		shard.mu.Lock()
 		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
-		e.decidePlans(prep.plans, units, now, true, &d)
+		if len(prep.plans) == 1 {
+			e.decideOne(&prep.plans[0], units, now, true, &d)
+		} else {
+			e.decidePlans(prep.plans, units, now, true, &d)
+		}
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
 			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits}, bound, d)
