@@ -160,22 +160,6 @@ func (f *ruleFast) covers(limits []Limit) bool {
 	return len(f.limits) == len(limits) && &f.limits[0] == &limits[0]
 }
 
-// fastPath returns fastDecide's function when it decides a call of one
-// key against r's own limits as checkSlow would: the limits hold no
-// concurrency limit, and limiter has no overrides that could replace them.
-func (r *Rule) fastPath(limiter Limiter) *ruleFast {
-	f := (*ruleFast)(atomic.LoadPointer(&r.fast))
-	if f == nil || f.limiter != wordsOf(limiter) || !f.covers(r.Limits) {
-		if f = r.makeFast(limiter); f == nil {
-			return nil
-		}
-	}
-	if !f.direct || f.config != nil && f.config.Overrides != nil {
-		return nil
-	}
-	return f
-}
-
 // configOf returns the Config of limiter, found with [As]; nil when no
 // limiter of the chain is [Configured].
 func configOf(limiter Limiter) *Config {

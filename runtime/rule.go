@@ -77,11 +77,25 @@ const (
 // Failures). An admitted call whose ctx comes from [WithAdmission]
 // records its [Admission] there.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...string) error {
+	if f := r.direct(limiter, keys, cost); f != nil {
+		key := soleKey(keys)
+		d, err := f.decide(ctx, key, cost)
+		if err == nil && d.Allowed && d.Delay <= 0 && !admissionsWanted.Load() {
+			return nil // the common call, whole
+		}
+		o := outcome{d: d, limits: r.Limits}
+		return r.record(ctx, r.concludeDirect(ctx, limiter, key, cost, err, &o), &o)
+	}
 	var o outcome
-	err := r.check(ctx, limiter, keys, cost, &o)
+	return r.record(ctx, r.check(ctx, limiter, keys, cost, &o), &o)
+}
+
+// record records the admission o tells of in ctx's record, if ctx has
+// one (see [WithAdmission]) and Check's err is nil, and returns err.
+func (r *Rule) record(ctx context.Context, err error, o *outcome) error {
 	if err == nil && admissionsWanted.Load() {
 		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
-			rec.add(r.admission(&o))
+			rec.add(r.admission(o))
 		}
 	}
 	return err
@@ -229,27 +243,54 @@ func (r *Rule) oneKey(keys []string) (key string, ok bool) {
 }
 
 // check is [Rule.Check], also telling in o what it learnt of the call.
-// given are Check's keys. A call of one key against the rule's own limits
-// on a [RuleDecider] is decided by the function the limiter made for r,
-// and an admitted one returns at once; every other call is checkSlow's.
+// given are Check's keys.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
-	key, ok := r.oneKey(given)
-	if !ok || cost < 0 || r.Wait > 0 || r.Shadow {
-		return r.checkSlow(ctx, limiter, given, cost, o)
-	}
-	f := r.fastPath(limiter)
+	f := r.direct(limiter, given, cost)
 	if f == nil {
 		return r.checkSlow(ctx, limiter, given, cost, o)
 	}
+	key := soleKey(given)
 	var err error
 	o.d, err = f.decide(ctx, key, cost)
 	o.limits = r.Limits
+	return r.concludeDirect(ctx, limiter, key, cost, err, o)
+}
+
+// direct returns the function that decides a call of r with keys and cost
+// on limiter (see [RuleDecider]) when check has nothing to do before
+// asking it: a call of one key, of a rule without Wait or Shadow, whose
+// limits hold no concurrency limit, on a limiter without overrides that
+// could replace them. Else it returns nil.
+func (r *Rule) direct(limiter Limiter, keys []string, cost int64) *ruleFast {
+	if r.KeyExprs != nil || len(keys) > 1 || cost < 0 || r.Wait > 0 || r.Shadow {
+		return nil
+	}
+	f := (*ruleFast)(atomic.LoadPointer(&r.fast)) // fastDecide, inlined by hand
+	if f == nil || f.limiter != wordsOf(limiter) || !f.covers(r.Limits) {
+		if f = r.makeFast(limiter); f == nil {
+			return nil
+		}
+	}
+	if !f.direct || f.config != nil && f.config.Overrides != nil {
+		return nil
+	}
+	return f
+}
+
+// soleKey returns the one key of a call with at most one key.
+func soleKey(keys []string) string {
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	return ""
+}
+
+// concludeDirect is conclude of a call of key that direct's function
+// decided as o.d tells, or failed to decide with err.
+func (r *Rule) concludeDirect(ctx context.Context, limiter Limiter, key string, cost int64, err error, o *outcome) error {
 	if err == nil && o.d.Allowed {
 		o.decided = true
-		if o.d.Delay > 0 {
-			return r.pace(ctx, o.d.Delay)
-		}
-		return nil
+		return r.pace(ctx, o.d.Delay)
 	}
 	req := Request{Name: r.Name, Key: key, Cost: cost, Rule: r, Limits: r.Limits}
 	return r.conclude(ctx, limiter, &req, time.Time{}, err, o)
