@@ -128,9 +128,9 @@ type limiterWords struct{ typ, value unsafe.Pointer }
 func wordsOf(limiter Limiter) limiterWords { return *(*limiterWords)(unsafe.Pointer(&limiter)) }
 
 // fastDecide returns the function that decides r's calls on limiter,
-// with what check must know of it (its decide is nil when the limiter
-// declined to make one), or nil when limiter is no RuleDecider: the one
-// kept with r when it was made for limiter, else a new one.
+// with what check must know of it (its decide is nil when the limiter is
+// no RuleDecider or declined to make one), or nil when r has no limits:
+// the one kept with r when it was made for limiter, else a new one.
 func (r *Rule) fastDecide(limiter Limiter) *ruleFast {
 	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter == wordsOf(limiter) && f.covers(r.Limits) {
 		return f
@@ -143,13 +143,18 @@ func (r *Rule) fastDecide(limiter Limiter) *ruleFast {
 // RuleDecider should be: another is asked on every call).
 func (r *Rule) makeFast(limiter Limiter) *ruleFast {
 	rd, ok := limiter.(RuleDecider)
-	if !ok || len(r.Limits) == 0 {
+	kept := reflect.TypeOf(limiter).Kind() == reflect.Pointer
+	if len(r.Limits) == 0 || !ok && !kept {
 		return nil
 	}
-	// A nil decide is kept too: the limiter is asked once per rule.
-	f := &ruleFast{limiter: wordsOf(limiter), limits: r.Limits, decide: rd.DecideRule(r), config: configOf(limiter)}
+	// A nil decide is kept too: a RuleDecider is asked once per rule, and
+	// another limiter is not asked again whether it is one.
+	f := &ruleFast{limiter: wordsOf(limiter), limits: r.Limits, config: configOf(limiter)}
+	if ok {
+		f.decide = rd.DecideRule(r)
+	}
 	f.direct = f.decide != nil && !hasSlot(r.Limits)
-	if reflect.TypeOf(limiter).Kind() == reflect.Pointer {
+	if kept {
 		atomic.StorePointer(&r.fast, unsafe.Pointer(f))
 	}
 	return f

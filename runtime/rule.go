@@ -87,7 +87,7 @@ func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...s
 		return r.record(ctx, r.concludeDirect(ctx, limiter, key, cost, err, &o), &o)
 	}
 	var o outcome
-	return r.record(ctx, r.check(ctx, limiter, keys, cost, &o), &o)
+	return r.record(ctx, r.checkSlow(ctx, limiter, keys, cost, &o), &o)
 }
 
 // record records the admission o tells of in ctx's record, if ctx has
