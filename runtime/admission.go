@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Admission describes a call that [Rule.Admit] admitted, or that
@@ -54,9 +55,15 @@ type Admission struct {
 // concurrently, and admission may be called at any time. [Rule.Admit]
 // returns the admission to its caller and records nothing.
 func WithAdmission(ctx context.Context) (context.Context, func() Admission) {
+	admissionsWanted.Store(true)
 	rec := &admissionRecord{}
 	return context.WithValue(ctx, admissionKey{}, rec), rec.get
 }
+
+// admissionsWanted is set by the first WithAdmission: until then no
+// context can hold a record, and an admitted call does not look for one
+// (a lookup walks the whole context chain of a request's context).
+var admissionsWanted atomic.Bool
 
 // admissionKey is the context key of an *admissionRecord.
 type admissionKey struct{}

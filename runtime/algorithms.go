@@ -90,6 +90,7 @@ type memoryPlan struct {
 	depth, depthFrac int64 // capacity × period / threshold
 	unit, unitFrac   int64 // period / threshold
 	perCall          bool  // the limit counts calls: each takes 1 unit (Limit.PerCall)
+	period           muldiv.Divisor
 }
 
 // units returns the units a call of cost takes of the plan's limit.
@@ -109,6 +110,7 @@ func memoryPlanOf(lim Limit) memoryPlan {
 	if p.counter == tokenCounter || p.counter == leakyCounter || p.counter == gcraCounter {
 		p.depth, p.depthFrac = muldiv.Rem(p.Capacity, p.Period, p.Threshold)
 		p.unit, p.unitFrac = p.Period/p.Threshold, p.Period%p.Threshold
+		p.period = muldiv.NewDivisor(p.Period)
 	}
 	return p
 }
@@ -138,6 +140,21 @@ func (s *limitState) check(p *memoryPlan, now, cost int64, d *Decision) bool {
 		return s.bucketState.tatCheck(p, now, cost, d)
 	}
 	return s.logState.check(p.Period, p.Threshold, now, cost, d)
+}
+
+// decide is check, then charge of an admitted call, in one; for an
+// admitted call it returns when the limit's state stops mattering (µs).
+func (s *limitState) decide(p *memoryPlan, now, cost int64, d *Decision) (bool, int64) {
+	if s.counter == p.counter {
+		switch p.counter {
+		case tokenCounter, gcraCounter, leakyCounter:
+			return s.bucketState.tatDecide(p, now, cost, d)
+		}
+	}
+	if !s.check(p, now, cost, d) {
+		return false, 0
+	}
+	return true, s.charge(p, now, cost)
 }
 
 // charge charges cost units that check admitted and returns when the

@@ -161,11 +161,14 @@ func As[T any](limiter Limiter) (capability T, ok bool) {
 }
 
 // ruleFast is the function of a [RuleDecider] that decides a rule's
-// calls on limiter.
+// calls on limiter, kept with the rule, and what check asks of every call
+// before it takes that path.
 type ruleFast struct {
 	limiter limiterWords // a pointer's: the words tell it apart
 	limits  []Limit      // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
+	direct  bool    // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve)
+	config  *Config // limiter's, whose Overrides may replace the limits
 }
 
 // limiterWords are the two words of a Limiter: its type's and its value's.
@@ -176,25 +179,42 @@ type limiterWords struct{ typ, value unsafe.Pointer }
 // wordsOf returns limiter's words.
 func wordsOf(limiter Limiter) limiterWords { return *(*limiterWords)(unsafe.Pointer(&limiter)) }
 
-// fastDecide returns the function that decides r's calls on limiter, or
-// nil when limiter is no RuleDecider: the one kept with r when it was made
-// for limiter, else a new one, kept for the next calls when limiter is a
-// pointer (as a RuleDecider should be: another is asked on every call).
-func (r *Rule) fastDecide(limiter Limiter) func(ctx context.Context, key string, cost int64) (Decision, error) {
-	w := wordsOf(limiter)
-	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter.typ == w.typ && f.limiter.value == w.value && len(f.limits) == len(r.Limits) && &f.limits[0] == &r.Limits[0] {
-		return f.decide
+// fastDecide returns the function that decides r's calls on limiter,
+// with what check must know of it (its decide is nil when the limiter is
+// no RuleDecider or declined to make one), or nil when r has no limits:
+// the one kept with r when it was made for limiter, else a new one.
+func (r *Rule) fastDecide(limiter Limiter) *ruleFast {
+	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter == wordsOf(limiter) && f.covers(r.Limits) {
+		return f
 	}
+	return r.makeFast(limiter)
+}
+
+// makeFast is fastDecide without a kept function: it asks limiter for
+// one, and keeps it for the next calls when limiter is a pointer (as a
+// RuleDecider should be: another is asked on every call).
+func (r *Rule) makeFast(limiter Limiter) *ruleFast {
 	rd, ok := limiter.(RuleDecider)
-	if !ok || len(r.Limits) == 0 {
+	kept := reflect.TypeOf(limiter).Kind() == reflect.Pointer
+	if len(r.Limits) == 0 || !ok && !kept {
 		return nil
 	}
-	decide := rd.DecideRule(r)
-	if reflect.TypeOf(limiter).Kind() != reflect.Pointer {
-		return decide
+	// A nil decide is kept too: a RuleDecider is asked once per rule, and
+	// another limiter is not asked again whether it is one.
+	f := &ruleFast{limiter: wordsOf(limiter), limits: r.Limits, config: configOf(limiter)}
+	if ok {
+		f.decide = rd.DecideRule(r)
 	}
-	atomic.StorePointer(&r.fast, unsafe.Pointer(&ruleFast{limiter: w, limits: r.Limits, decide: decide}))
-	return decide
+	f.direct = f.decide != nil && !hasSlot(r.Limits)
+	if kept {
+		atomic.StorePointer(&r.fast, unsafe.Pointer(f))
+	}
+	return f
+}
+
+// covers reports whether f was made for limits, a rule's Limits.
+func (f *ruleFast) covers(limits []Limit) bool {
+	return len(f.limits) == len(limits) && &f.limits[0] == &limits[0]
 }
 
 // configOf returns the Config of limiter, found with [As]; nil when no

@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -81,6 +83,53 @@ func TestRuleDeciderIsNeverReachedThroughAWrapper(t *testing.T) {
 		clock.Advance(100 * time.Millisecond)
 	}
 	assert.Equal(t, 10, wrapped.allow, "the wrapper saw every call")
+}
+
+// TestRuleDeciderDecidesAsAllowForEveryAlgorithm: for every algorithm, one
+// limit and two, the memory limiter's fast path (a call of one key on the
+// limiter itself: DecideRule, and a bucket's check and charge in one pass)
+// makes the decisions that Allow makes of the same calls through a wrapper,
+// admissions and denials alike, at random costs and times. (A leaky
+// bucket's admitted calls are paced on a cancelled context, so that they
+// fail at once with an error that tells their delay.)
+func TestRuleDeciderDecidesAsAllowForEveryAlgorithm(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, alg := range Algorithms() {
+		if isConcurrency(Limit{Algorithm: alg}) {
+			continue // checked by Rule.Reserve, never by the fast path
+		}
+		for _, limits := range [][]Limit{
+			{{Algorithm: alg, Period: time.Second, Threshold: 7}},
+			{{Algorithm: alg, Period: time.Second, Threshold: 7}, {Algorithm: alg, Period: 3 * time.Second, Threshold: 12}},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", alg, len(limits)), func(t *testing.T) {
+				ctx := context.Background()
+				if alg == LeakyBucket {
+					ctx = cancelled
+				}
+				clock := newManualClock()
+				direct := NewMemory(WithClock(clock))
+				wrapped := &counting{next: NewMemory(WithClock(clock))}
+				rule := &Rule{Name: "fast", Limits: limits}
+				denied := 0
+				for i := range 400 {
+					cost := rng.Int64N(4)
+					a, errA := rule.Admit(ctx, direct, cost, "k")
+					b, errB := rule.Admit(ctx, wrapped, cost, "k")
+					require.Equal(t, errB, errA, "call %d, cost %d", i, cost)
+					require.Equal(t, b, a, "call %d, cost %d", i, cost)
+					if errA != nil {
+						denied++
+					}
+					clock.Advance(time.Duration(rng.Int64N(int64(60 * time.Millisecond))))
+				}
+				assert.Equal(t, 400, wrapped.allow, "the wrapper saw every call")
+				assert.Greater(t, denied, 20, "the calls cross the limits")
+			})
+		}
+	}
 }
 
 // TestRuleDeciderNilFallsBackToAllow: a RuleDecider that declines a rule

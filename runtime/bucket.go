@@ -25,29 +25,47 @@ type bucketState struct {
 // decision in d. For a leaky bucket the admitted call is told to wait
 // until the bucket has drained down to it.
 func (s *bucketState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
-	period, threshold := p.Period, p.Threshold
-	ta, tf := s.tatFrom(threshold, now)
-	na, nf := p.addInterval(ta, tf, cost)
+	ok, _, _ := s.tatNext(p, now, cost, d)
+	return ok
+}
+
+// tatDecide is tatCheck, then tatCharge of an admitted call, sharing
+// their arithmetic; for an admitted call it returns when the bucket is
+// empty again (µs).
+func (s *bucketState) tatDecide(p *memoryPlan, now, cost int64, d *Decision) (bool, int64) {
+	ok, na, nf := s.tatNext(p, now, cost, d)
+	if !ok {
+		return false, 0
+	}
+	s.tat, s.tatFrac = na, nf
+	return true, na + ceilFrac(nf)
+}
+
+// tatNext is tatCheck, also returning the TAT that charging the call
+// leaves, na + nf/threshold.
+func (s *bucketState) tatNext(p *memoryPlan, now, cost int64, d *Decision) (ok bool, na, nf int64) {
+	ta, tf := s.tatFrom(p.Threshold, now)
+	na, nf = p.addInterval(ta, tf, cost)
 	// The bucket holds capacity units: a call is admitted when the TAT
 	// it leaves is at most capacity emission intervals ahead of now.
 	ka, kf := p.depth, p.depthFrac
 	us := func(t int64) time.Duration { return time.Duration(t) * time.Microsecond }
 	if na-now < ka || na-now == ka && nf <= kf {
 		*d = Decision{
-			Remaining:  remainingUnits(ka-(na-now), kf-nf, period, threshold),
+			Remaining:  p.remainingUnits(ka-(na-now), kf-nf),
 			ResetAfter: us(na - now + ceilFrac(nf)),
 		}
 		if p.counter == leakyCounter {
 			d.Delay = us(ta - now + ceilFrac(tf))
 		}
-		return true
+		return true, na, nf
 	}
 	*d = Decision{
-		Remaining:  remainingUnits(ka-(ta-now), kf-tf, period, threshold),
+		Remaining:  p.remainingUnits(ka-(ta-now), kf-tf),
 		RetryAfter: us(na - ka - now + ceilFrac(nf-kf)),
 		ResetAfter: us(ta - now + ceilFrac(tf)),
 	}
-	return false
+	return false, na, nf
 }
 
 // tatCharge charges cost units checked by tatCheck and returns when the
@@ -88,16 +106,17 @@ func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
 
 // remainingUnits returns how many whole emission intervals of
 // period/threshold fit in d + g/threshold µs, or 0 if none.
-func remainingUnits(d, g, period, threshold int64) int64 {
+func (p *memoryPlan) remainingUnits(d, g int64) int64 {
 	if d < 0 {
 		return 0
 	}
-	if hi, lo := bits.Mul64(uint64(d), uint64(threshold)); hi == 0 && lo < 1<<62 {
-		// d×threshold + g fits, as |g| < threshold: one division.
-		return max(floorDiv(int64(lo)+g, period), 0)
+	if hi, lo := bits.Mul64(uint64(d), uint64(p.Threshold)); hi == 0 && lo < 1<<62 {
+		// d×threshold + g fits, as |g| < threshold: one division, by the
+		// period's Divisor.
+		return max(p.period.FloorDiv(int64(lo)+g), 0)
 	}
-	q, r := muldiv.Rem(d, threshold, period)
-	q += floorDiv(r+g, period)
+	q, r := muldiv.Rem(d, p.Threshold, p.Period)
+	q += floorDiv(r+g, p.Period)
 	return max(q, 0)
 }
 

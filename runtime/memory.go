@@ -112,12 +112,16 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 		// decidePair, by hand: Go does not inline it, and the call would
 		// cost Rule.Check about 20 instructions (2%).
 		bound := callkey.Bound(key)
-		hash := l.hashOf(prep.name, bound, prep)
+		hash := prep.nameHash ^ maphash.String(l.seed, bound) // hashOf's, for prep's name
 		now := l.now()
 		shard := l.shardOf(hash)
 		shard.mu.Lock()
 		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
-		e.decidePlans(prep.plans, units, now, true, &d)
+		if len(prep.plans) == 1 {
+			e.decideOne(&prep.plans[0], units, now, true, &d)
+		} else {
+			e.decidePlans(prep.plans, units, now, true, &d)
+		}
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
 			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}, bound, d)
@@ -127,22 +131,13 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 }
 
 // now returns the time in µs since the Unix epoch: the clock's, or the
-// wall clock's when the process started moved on by its monotonic clock,
-// which is read alone (about half the cost of time.Now) and never steps.
+// process's clock (see monoMicros).
 func (l *MemoryLimiter) now() int64 {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
-	return monoBaseMicro + int64(time.Since(monoBase)/time.Microsecond)
+	return monoMicros()
 }
-
-// monoBase is the origin of the process's monotonic clock, and
-// monoBaseMicro the same instant on the wall clock, in µs since the Unix
-// epoch.
-var (
-	monoBase      = time.Now()
-	monoBaseMicro = monoBase.UnixMicro()
-)
 
 // Config returns the configuration the limiter was made with. See
 // [Configured].
@@ -366,15 +361,19 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, index []int, one *
 func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *Decision) {
 	s := &e.limits[0]
 	cost = p.units(cost)
-	d.Allowed = s.check(p, now, cost, d)
-	if !d.Allowed {
+	if !charge {
+		if d.Allowed = s.check(p, now, cost, d); !d.Allowed {
+			d.Delay = 0
+		}
+		return
+	}
+	ok, exp := s.decide(p, now, cost, d)
+	if d.Allowed = ok; !ok {
 		d.Delay = 0
 		return
 	}
-	if charge {
-		if exp := s.charge(p, now, cost); exp > e.expiry {
-			e.expiry = exp
-		}
+	if exp > e.expiry {
+		e.expiry = exp
 	}
 }
 

@@ -91,11 +91,25 @@ const (
 // Failures). An admitted call whose ctx comes from [WithAdmission]
 // records its [Admission] there.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...string) error {
+	if f := r.direct(limiter, keys, cost); f != nil {
+		key := soleKey(keys)
+		d, err := f.decide(ctx, key, cost)
+		if err == nil && d.Allowed && d.Delay <= 0 && !admissionsWanted.Load() {
+			return nil // the common call, whole
+		}
+		o := outcome{d: d, limits: r.Limits}
+		return r.record(ctx, r.concludeDirect(ctx, limiter, key, cost, err, &o), &o)
+	}
 	var o outcome
-	err := r.check(ctx, limiter, keys, cost, &o)
-	if err == nil {
+	return r.record(ctx, r.checkSlow(ctx, limiter, keys, cost, &o), &o)
+}
+
+// record records the admission o tells of in ctx's record, if ctx has
+// one (see [WithAdmission]) and Check's err is nil, and returns err.
+func (r *Rule) record(ctx context.Context, err error, o *outcome) error {
+	if err == nil && admissionsWanted.Load() {
 		if rec, ok := ctx.Value(admissionKey{}).(*admissionRecord); ok {
-			rec.add(r.admission(&o))
+			rec.add(r.admission(o))
 		}
 	}
 	return err
@@ -243,17 +257,66 @@ func (r *Rule) oneKey(keys []string) (key string, ok bool) {
 }
 
 // check is [Rule.Check], also telling in o what it learnt of the call.
-// given are Check's keys; keys, below, are the call's key per limit, or
-// nil for a call of one key.
+// given are Check's keys.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
-	key, ok := r.oneKey(given)
-	var keys []string
-	if !ok {
-		var err error
-		if key, keys, err = r.split(given); err != nil {
-			o.limits = r.Limits
-			return err
+	f := r.direct(limiter, given, cost)
+	if f == nil {
+		return r.checkSlow(ctx, limiter, given, cost, o)
+	}
+	key := soleKey(given)
+	var err error
+	o.d, err = f.decide(ctx, key, cost)
+	o.limits = r.Limits
+	return r.concludeDirect(ctx, limiter, key, cost, err, o)
+}
+
+// direct returns the function that decides a call of r with keys and cost
+// on limiter (see [RuleDecider]) when check has nothing to do before
+// asking it: a call of one key, of a rule without Wait, Shadow or shared
+// lines, whose limits hold no concurrency limit, on a limiter without
+// overrides that could replace them. Else it returns nil.
+func (r *Rule) direct(limiter Limiter, keys []string, cost int64) *ruleFast {
+	if r.KeyExprs != nil || r.Shared != nil || len(keys) > 1 || cost < 0 || r.Wait > 0 || r.Shadow {
+		return nil
+	}
+	f := (*ruleFast)(atomic.LoadPointer(&r.fast)) // fastDecide, inlined by hand
+	if f == nil || f.limiter != wordsOf(limiter) || !f.covers(r.Limits) {
+		if f = r.makeFast(limiter); f == nil {
+			return nil
 		}
+	}
+	if !f.direct || f.config != nil && f.config.Overrides != nil {
+		return nil
+	}
+	return f
+}
+
+// soleKey returns the one key of a call with at most one key.
+func soleKey(keys []string) string {
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	return ""
+}
+
+// concludeDirect is conclude of a call of key that direct's function
+// decided as o.d tells, or failed to decide with err.
+func (r *Rule) concludeDirect(ctx context.Context, limiter Limiter, key string, cost int64, err error, o *outcome) error {
+	if err == nil && o.d.Allowed {
+		o.decided = true
+		return r.pace(ctx, o.d.Delay)
+	}
+	req := Request{Name: r.Name, Key: key, Cost: cost, Rule: r, Limits: r.Limits}
+	return r.conclude(ctx, limiter, &req, time.Time{}, err, o)
+}
+
+// checkSlow is check of any call: keys are the call's key per limit, or
+// nil for a call of one key.
+func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
+	key, keys, err := r.split(given)
+	if err != nil {
+		o.limits = r.Limits
+		return err
 	}
 	if cost < 0 {
 		ce := &CostError{Name: r.Name, Cost: cost}
@@ -299,22 +362,29 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 			}
 		}
 	}
-	var err error
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.
-	var decide func(ctx context.Context, key string, cost int64) (Decision, error)
+	var f *ruleFast
 	if keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0] {
-		decide = r.fastDecide(limiter)
+		f = r.fastDecide(limiter)
 	}
-	if decide != nil {
-		o.d, err = decide(ctx, key, cost)
+	if f != nil && f.decide != nil {
+		o.d, err = f.decide(ctx, key, cost)
 	} else {
 		o.d, err = limiter.Allow(ctx, req)
 	}
+	return r.conclude(ctx, limiter, &req, start, err, o)
+}
+
+// conclude ends check of the call req, which limiter decided as o.d
+// tells, or failed to decide with err: a failure goes to the fallback and
+// r's OnError, a denial to r's Shadow or Wait, and an admitted call is
+// paced. start is when a call of a rule with Wait began.
+func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, start time.Time, err error, o *outcome) error {
 	fellBack := false
 	if err != nil {
 		var enforced []Limit
-		if o.d, enforced, err = r.fallback(ctx, limiter, req, err); err == nil {
+		if o.d, enforced, err = r.fallback(ctx, limiter, *req, err); err == nil {
 			// The fallback's decision describes the limits it enforced.
 			o.limits, fellBack = enforced, true
 		}
@@ -331,14 +401,14 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
 		if fellBack {
-			decided := req
+			decided := *req
 			decided.Limits = o.limits
 			return r.denied(limiter, r.limitError(&decided, *d), d.LimitIndex)
 		}
-		return r.denied(limiter, r.limitError(&req, *d), d.LimitIndex)
+		return r.denied(limiter, r.limitError(req, *d), d.LimitIndex)
 	}
-	k := queueKeyOf(limiter, &req)
-	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
+	k := queueKeyOf(limiter, req)
+	return r.waitFor(ctx, limiter, req, k, joinQueue(k, d), start, o)
 }
 
 // canShare returns nil unless r has shared lines and the call cannot be
