@@ -128,12 +128,30 @@ func (s *suite) exhaust(t *testing.T, limits []ratelimit.Limit, cost int64) {
 				}
 				d := o.Decision
 				e.check(!d.Allowed, "%s: call %d admitted beyond the %d that fit: %+v", key, i, fits, d)
-				e.check(d.RetryAfter > 0 && d.RetryAfter <= day, "%s: denial's RetryAfter %s not in (0, %s]", key, d.RetryAfter, day)
+				e.check(d.RetryAfter > 0 && d.RetryAfter <= maxRetry(limits), "%s: denial's RetryAfter %s not in (0, %s]", key, d.RetryAfter, maxRetry(limits))
 				e.check(d.Remaining < cost, "%s: denied with %d remaining for cost %d", key, d.Remaining, cost)
 				e.check(d.LimitIndex >= 0 && d.LimitIndex < len(limits), "%s: denial's LimitIndex %d", key, d.LimitIndex)
 			}
 		}
 	})
+}
+
+// maxRetry is the longest a denial of limits may tell a call to wait,
+// when every call so far was made within one period of the first: a
+// period, but two for a sliding window, whose full window weighs in the
+// next one until the weight left lets the call in (1.2 periods for a
+// cost-1 call just after a window began, as a 24-hour window is just
+// after midnight UTC).
+func maxRetry(limits []ratelimit.Limit) time.Duration {
+	var longest time.Duration
+	for _, l := range limits {
+		p := l.Period
+		if l.Algorithm == ratelimit.SlidingWindow {
+			p *= 2
+		}
+		longest = max(longest, p)
+	}
+	return longest
 }
 
 // keysPerLine: a rule of a limit of alg per user and a sliding log for
