@@ -325,4 +325,11 @@ func TestAdminHandlerShowsLeasedUnits(t *testing.T) {
 	require.Positive(t, leased)
 	remaining := int64(body["decision"].(map[string]any)["remaining"].(float64))
 	require.Equal(t, int64(1000-3), remaining+leased, "the remaining units and those leased unused are the limit's less the calls'")
+
+	// The on-call page's lookup says so too.
+	req := httptest.NewRequest("GET", "/admin/ratelimit/?"+url.Values{"name": {"admin.Hot"}, "key": {""}}.Encode(), nil)
+	rec := httptest.NewRecorder()
+	AdminHandler(l, []*ratelimit.Rule{hot}).ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), fmt.Sprintf(`<p id="leased">Line 0 holds %d units leased`, leased))
 }

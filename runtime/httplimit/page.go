@@ -60,6 +60,7 @@ type pageLookup struct {
 	Lines   []adminLine
 	Denier  int // the line that decides, as Decision.Limit
 	Retry   string
+	Leased  int64 // the units of line 0 leased to this process unused (prefetch=)
 }
 
 // page writes the on-call page.
@@ -138,7 +139,7 @@ func (a *admin) explain(r *http.Request) *pageLookup {
 	verdict, from := "", ""
 	switch v := view.(type) {
 	case keyView:
-		out.Lines, d, from = v.Lines, v.Decision, v.From
+		out.Lines, d, from, out.Leased = v.Lines, v.Decision, v.From, v.Leased
 		if len(v.Limits) == 1 && (v.Limits[0].Algorithm == ratelimit.Unlimited || v.Limits[0].Algorithm == ratelimit.Block) {
 			verdict = string(v.Limits[0].Algorithm)
 		}
@@ -244,6 +245,7 @@ input, select, button { font: inherit; margin-right: .5em; }
 {{with $l.State}}<td>{{.Budget}}</td><td>{{.Used}}</td><td>{{.Remaining}}</td><td>{{.ResetAfter}}</td><td>{{if .Allowed}}<span class="ok">fits</span>{{else}}<span class="bad">denied, retry in {{.RetryAfter}}</span>{{end}}</td>{{else}}<td colspan="5" class="muted">no state</td>{{end}}
 </tr>{{end}}
 </table>
+{{if .Leased}}<p id="leased">Line 0 holds {{.Leased}} units leased to this process and not yet used (<code>prefetch=</code>): charged, so not in "left", and given back when the lease ends.</p>{{end}}
 {{end}}
 {{end}}
 
