@@ -174,23 +174,28 @@ func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
 	}
 }
 
-// LogsBreakers reports whether hook logs the openings and closings of
-// circuit breakers: whether it is a [*SlogHook], or a hook of [Hooks]
-// holding one. A breaker whose limiter's hook does not (such as a metrics
-// hook alone) also logs them to slog.Default(), so that an outage is
-// never silent (see guard.WithBreaker).
-func LogsBreakers(hook Hook) bool {
-	switch h := hook.(type) {
-	case *SlogHook:
-		return h != nil
-	case *shadowRouter:
-		return LogsBreakers(h.Hook)
-	case *breakerRouter:
-		return LogsBreakers(h.Hook)
-	case multiHook:
-		return slices.ContainsFunc(h, LogsBreakers)
-	case breakerHooks:
-		return slices.ContainsFunc(h.multiHook, LogsBreakers)
-	}
-	return false
+// LogsBreakers reports that h logs the openings and closings of circuit
+// breakers (unless h is nil). A breaker whose limiter's hook has no such
+// method saying so, itself or in a hook of [Hooks] (a metrics hook alone,
+// say), also logs them to slog.Default(), so that an outage is never
+// silent (see guard.WithBreaker).
+func (h *SlogHook) LogsBreakers() bool { return h != nil }
+
+// logsBreakers reports whether hook says it logs breakers (see
+// [SlogHook.LogsBreakers]).
+func logsBreakers(hook Hook) bool {
+	lb, ok := hook.(interface{ LogsBreakers() bool })
+	return ok && lb.LogsBreakers()
 }
+
+// LogsBreakers reports whether the hook r routes to logs breakers.
+func (r *shadowRouter) LogsBreakers() bool { return logsBreakers(r.Hook) }
+
+// LogsBreakers reports whether the hook r routes to logs breakers.
+func (r *breakerRouter) LogsBreakers() bool { return logsBreakers(r.Hook) }
+
+// LogsBreakers reports whether a hook of m logs breakers.
+func (m multiHook) LogsBreakers() bool { return slices.ContainsFunc(m, logsBreakers) }
+
+// LogsBreakers reports whether a hook of b logs breakers.
+func (b breakerHooks) LogsBreakers() bool { return slices.ContainsFunc(b.multiHook, logsBreakers) }

@@ -8,8 +8,9 @@ import (
 // KeyError reports a call a decorator did not check because it has no
 // key: its key expression gave "" under emptykey=deny (Err is
 // [ErrEmptyKey]), or the value its key is read through is a nil pointer
-// (Err is [ErrNilKey]). The call is not charged. [EmptyKeyError] and
-// [NilKeyError] make it; errors.Is(err, Err) holds for it.
+// (Err is [ErrNilKey]). The call is not charged. Generated code makes it
+// as &ratelimit.KeyError{Name: rule.Name, Expr: "principal(ctx)", Err:
+// ratelimit.ErrEmptyKey}; errors.Is(err, Err) holds for it.
 type KeyError struct {
 	// Name is the limit identity of the call.
 	Name string
@@ -32,18 +33,10 @@ func (e *KeyError) Error() string {
 // Unwrap returns ErrEmptyKey or ErrNilKey.
 func (e *KeyError) Unwrap() error { return e.Err }
 
-// EmptyKeyError returns the error a decorator of the limit named name
-// returns, under emptykey=deny, when its key expression (such as
-// "principal(ctx)") gives "": a [*KeyError] wrapping [ErrEmptyKey]. The
-// call is not charged.
-func EmptyKeyError(name, expr string) error {
-	return &KeyError{Name: name, Expr: expr, Err: ErrEmptyKey}
-}
-
 // FuncError reports that the function a decorator's key= or cost= calls
 // failed. It unwraps to the function's error, so errors.Is and errors.As
 // see what the function returned. The call is not charged, whatever the
-// error policy. [CallError] makes it.
+// error policy.
 type FuncError struct {
 	// Name is the limit identity of the call.
 	Name string
@@ -60,11 +53,3 @@ func (e *FuncError) Error() string {
 
 // Unwrap returns the function's error.
 func (e *FuncError) Unwrap() error { return e.Err }
-
-// CallError returns the error a decorator of the limit named name returns
-// when the function its key= or cost= calls (expr, such as
-// "principal(ctx)") fails with err: a [*FuncError] wrapping err. The call
-// is not charged, whatever the error policy.
-func CallError(name, expr string, err error) error {
-	return &FuncError{Name: name, Expr: expr, Err: err}
-}

@@ -15,7 +15,7 @@ import (
 // errors.As finds their fields (for adapters that describe them without
 // the Go expression).
 func TestKeyErrors(t *testing.T) {
-	empty := ratelimit.EmptyKeyError("inventory.get", "principal(ctx)")
+	empty := error(&ratelimit.KeyError{Name: "inventory.get", Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey})
 	assert.EqualError(t, empty, "ratelimit: key is empty: inventory.get: principal(ctx) is empty")
 	assert.ErrorIs(t, empty, ratelimit.ErrEmptyKey)
 	assert.NotErrorIs(t, empty, ratelimit.ErrNilKey)
@@ -23,7 +23,7 @@ func TestKeyErrors(t *testing.T) {
 	require.ErrorAs(t, empty, &ke)
 	assert.Equal(t, ratelimit.KeyError{Name: "inventory.get", Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}, *ke)
 
-	nilKey := ratelimit.NilKeyError("inventory.watch", "req.Tenant")
+	nilKey := error(&ratelimit.KeyError{Name: "inventory.watch", Expr: "req.Tenant", Err: ratelimit.ErrNilKey})
 	assert.EqualError(t, nilKey, "ratelimit: key is nil: inventory.watch: req.Tenant is nil")
 	assert.ErrorIs(t, nilKey, ratelimit.ErrNilKey)
 	assert.NotErrorIs(t, nilKey, ratelimit.ErrEmptyKey)
@@ -31,7 +31,7 @@ func TestKeyErrors(t *testing.T) {
 	assert.Equal(t, "req.Tenant", ke.Expr)
 
 	cause := errors.New("no principal")
-	call := ratelimit.CallError("inventory.get", "auth.Principal(ctx)", cause)
+	call := error(&ratelimit.FuncError{Name: "inventory.get", Expr: "auth.Principal(ctx)", Err: cause})
 	assert.EqualError(t, call, "ratelimit: inventory.get: auth.Principal(ctx): no principal")
 	assert.ErrorIs(t, call, cause)
 	var fe *ratelimit.FuncError

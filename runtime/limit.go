@@ -108,7 +108,7 @@ func (a Algorithm) Valid() bool {
 // period and Burst×Period/Threshold in microseconds (see limitfacts.MaxValue).
 const maxLimitValue = limitfacts.MaxValue
 
-// Bounds of requests and of the memory limiter.
+// Bounds of requests, of the memory limiter and of what a call gives back.
 const (
 	// MaxLimits is the most limits one [Request] may have, so that Reset
 	// knows every key a name and key may hold (see redislimit.Limiter.Reset).
@@ -120,6 +120,11 @@ const (
 	// DefaultMaxKeys is how many (name, key) pairs a memory limiter keeps
 	// unless [WithMaxKeys] says otherwise.
 	DefaultMaxKeys = 1 << 20
+	// GiveBackTimeout bounds what [Reservation.Settle] and
+	// [Reservation.Release] ask of the backend: they run on a context
+	// detached from the caller's cancellation, so that what a call gives back
+	// is given back even when its caller has gone, within this time.
+	GiveBackTimeout = 5 * time.Second
 )
 
 // Limit is one rule of the form "at most Threshold calls per Period" (or

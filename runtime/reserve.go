@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -236,17 +235,6 @@ func callsOf(req Request) (Request, bool) {
 	req.Cost, req.Limits, req.Rule = 1, limits, nil
 	return req, ok
 }
-
-// IsLimited reports whether err is, or wraps, a denial ([ErrLimited]):
-// generated code gives back the reservation of a call that a limit
-// further in denied (another decorator, or the wrapped method's own).
-func IsLimited(err error) bool { return errors.Is(err, ErrLimited) }
-
-// GiveBackTimeout bounds what [Reservation.Settle] and
-// [Reservation.Release] ask of the backend: they run on a context
-// detached from the caller's cancellation, so that what a call gives back
-// is given back even when its caller has gone, within this time.
-const GiveBackTimeout = 5 * time.Second
 
 // detached returns ctx without its cancellation and deadline, bounded by
 // GiveBackTimeout instead, and the function that releases it.

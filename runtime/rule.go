@@ -523,13 +523,6 @@ func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
 	return e
 }
 
-// NilKeyError returns the error a decorator of the method named name
-// returns when the key expression path (such as "req.User") is a nil
-// pointer: a [*KeyError] wrapping [ErrNilKey].
-func NilKeyError(name, path string) error {
-	return &KeyError{Name: name, Expr: path, Err: ErrNilKey}
-}
-
 // verdict answers a call that an override exempts (v is [Unlimited]) or
 // blocks ([Block]) without asking the limiter. A blocked call is denied
 // with a [*LimitError] whose Limit is the Block limit over the period of

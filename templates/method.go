@@ -419,7 +419,7 @@ func (mg *methodGen) key(k *model.Key, base string, shared bool) (stmts []jen.Co
 		key = jen.Id(name)
 	}
 	if k.DenyEmpty {
-		empty := jen.Qual(RuntimePath, "EmptyKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(k.Source))
+		empty := keyError(mg.m.rule, "KeyError", k.Source, jen.Qual(RuntimePath, "ErrEmptyKey"))
 		stmts = append(stmts, jen.If(jen.Add(key).Op("==").Lit("")).Block(jen.Return(mg.zeroResults(empty)...)))
 	}
 	if k.Hash {
@@ -481,7 +481,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 		call := jen.Qual(f.Obj.Pkg().Path(), f.Obj.Name()).Call(args...)
 		if f.Error {
 			res := mg.locals.fresh(model.LowerCamel(f.Obj.Name()))
-			callErr := jen.Qual(RuntimePath, "CallError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(v.Source), jen.Id(mg.err))
+			callErr := keyError(mg.m.rule, "FuncError", v.Source, jen.Id(mg.err))
 			stmts = append(stmts,
 				jen.List(jen.Id(res), jen.Id(mg.err)).Op(":=").Add(call),
 				jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(mg.fail(callErr)))
@@ -508,7 +508,7 @@ func (mg *methodGen) value(v *model.Value) (stmts []jen.Code, expr func() *jen.S
 				stmts = append(stmts, jen.Id(name).Op(":=").Add(expr()))
 				expr, lastCall = func() *jen.Statement { return jen.Id(name) }, ""
 			}
-			nilErr := jen.Qual(RuntimePath, "NilKeyError").Call(jen.Id(mg.m.rule).Dot("Name"), jen.Lit(s.Path))
+			nilErr := keyError(mg.m.rule, "KeyError", s.Path, jen.Qual(RuntimePath, "ErrNilKey"))
 			stmts = append(stmts, jen.If(expr().Op("==").Nil()).Block(mg.fail(nilErr)))
 		}
 		prev, name := expr, s.Name
@@ -704,4 +704,14 @@ func orList(items []string) string {
 		return items[0]
 	}
 	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// keyError is the error a decorator returns when a key or cost expression
+// of rule fails: &ratelimit.<typ>{Name: rule.Name, Expr: expr, Err: err}.
+func keyError(rule, typ, expr string, err jen.Code) *jen.Statement {
+	return jen.Op("&").Qual(RuntimePath, typ).Values(
+		jen.Id("Name").Op(":").Id(rule).Dot("Name"),
+		jen.Id("Expr").Op(":").Lit(expr),
+		jen.Id("Err").Op(":").Add(err),
+	)
 }

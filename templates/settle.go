@@ -14,7 +14,7 @@ import (
 // reserve the cost (and a slot, given back by a deferred Release, panics
 // included), call the wrapped method, and then: when it returns an error,
 // give the reservation back (Refund) if a limit further in denied the
-// call (ratelimit.IsLimited), or refund= says so, else let it stand; when
+// call (errors.Is(err, ratelimit.ErrLimited)), or refund= says so, else let it stand; when
 // it returns none, give it back with refund=success, else settle at the
 // value settle= reads from its results (or its number). A call whose
 // settle value cannot be computed (a nil pointer on the way, a function
@@ -42,7 +42,7 @@ func (mg *methodGen) reserveBody(keys []jen.Code, cost jen.Code, decls []jen.Cod
 	stmts = append(stmts, jen.List(mg.resultIDs(jen.Id(mg.err))...).Op(assign).Add(call))
 	onError := []jen.Code{refund}
 	if rule.Refund != "error" {
-		denied := jen.Qual(RuntimePath, "IsLimited").Call(jen.Id(mg.err))
+		denied := jen.Qual("errors", "Is").Call(jen.Id(mg.err), jen.Qual(RuntimePath, "ErrLimited"))
 		var valueStmts []jen.Code
 		if v := rule.RefundValue; v != nil {
 			mg.settling = true

@@ -60,7 +60,7 @@ func assertSameStatus(t *testing.T, want, got *status.Status, msgAndArgs ...any)
 // under emptykey=deny is InvalidArgument naming the limit, without the
 // key expression.
 func TestEmptyKeyIsInvalidArgument(t *testing.T) {
-	client := serve(t, &healthService{err: ratelimit.EmptyKeyError("inventory.get", "principal(ctx)")}, nil)
+	client := serve(t, &healthService{err: &ratelimit.KeyError{Name: "inventory.get", Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}}, nil)
 	r := check(t, client, context.Background(), "")
 	assert.Equal(t, codes.InvalidArgument, r.status.Code(), "%v", r.err)
 	assert.Equal(t, "ratelimit: inventory.get: the call has no rate limit key", r.status.Message())
@@ -72,7 +72,7 @@ func TestEmptyKeyIsInvalidArgument(t *testing.T) {
 // a nil pointer (an unset optional field) is InvalidArgument naming the
 // limit, without the field's Go path.
 func TestNilKeyIsInvalidArgument(t *testing.T) {
-	client := serve(t, &healthService{watchErr: ratelimit.NilKeyError("inventory.watch", "req.Tenant")}, nil)
+	client := serve(t, &healthService{watchErr: &ratelimit.KeyError{Name: "inventory.watch", Expr: "req.Tenant", Err: ratelimit.ErrNilKey}}, nil)
 	r := watch(t, client, context.Background(), "")
 	assert.Equal(t, codes.InvalidArgument, r.status.Code(), "%v", r.err)
 	assert.Equal(t, "ratelimit: inventory.watch: the call has no rate limit key", r.status.Message())
@@ -97,11 +97,11 @@ func TestMissingKeyIsOneStatus(t *testing.T) {
 			ratelimitgrpc.Limit(limiter, watchMethod, hourly("inventory.get", 5), ratelimitgrpc.PeerIP()),
 		}, tc.opts...)
 		byInterceptor := check(t, serve(t, &healthService{}, limited), context.Background(), "")
-		byDecorator := check(t, serve(t, &healthService{err: ratelimit.EmptyKeyError("inventory.get", "principal(ctx)")}, tc.opts), context.Background(), "")
+		byDecorator := check(t, serve(t, &healthService{err: &ratelimit.KeyError{Name: "inventory.get", Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}}, tc.opts), context.Background(), "")
 		assert.Equal(t, tc.want, byInterceptor.status.Code(), "%v", byInterceptor.err)
 		assertSameStatus(t, byDecorator.status, byInterceptor.status)
 
-		nilKey := watch(t, serve(t, &healthService{watchErr: ratelimit.NilKeyError("inventory.get", "req.Tenant")}, tc.opts), context.Background(), "")
+		nilKey := watch(t, serve(t, &healthService{watchErr: &ratelimit.KeyError{Name: "inventory.get", Expr: "req.Tenant", Err: ratelimit.ErrNilKey}}, tc.opts), context.Background(), "")
 		assertSameStatus(t, byDecorator.status, nilKey.status, "a nil key is a missing key")
 	}
 }
@@ -117,15 +117,15 @@ func authFailure(t *testing.T) *status.Status {
 // TestFunctionStatusPassesThrough: a gRPC status that a key or cost
 // function returns reaches the client as the function made it (code,
 // message, details), without the Go expression, whether a decorator
-// (ratelimit.CallError) or the interceptor's KeyFunc called it.
+// (a *ratelimit.FuncError) or the interceptor's KeyFunc called it.
 func TestFunctionStatusPassesThrough(t *testing.T) {
 	want := authFailure(t)
-	fromDecorator := check(t, serve(t, &healthService{err: ratelimit.CallError("inventory.get", "auth.Principal(ctx)", want.Err())}, nil), context.Background(), "")
+	fromDecorator := check(t, serve(t, &healthService{err: ratelimitFuncError("inventory.get", "auth.Principal(ctx)", want.Err())}, nil), context.Background(), "")
 	assertSameStatus(t, want, fromDecorator.status)
 	assert.Equal(t, "missing x-api-key", fromDecorator.status.Message())
 	assertNoKey(t, fromDecorator, "Principal")
 
-	stream := watch(t, serve(t, &healthService{watchErr: ratelimit.CallError("inventory.watch", "skuCount(req)", want.Err())}, nil), context.Background(), "")
+	stream := watch(t, serve(t, &healthService{watchErr: ratelimitFuncError("inventory.watch", "skuCount(req)", want.Err())}, nil), context.Background(), "")
 	assertSameStatus(t, want, stream.status, "a stream")
 
 	byKeyFunc := func(context.Context) (string, error) { return "", want.Err() }
@@ -140,7 +140,7 @@ func TestFunctionStatusPassesThrough(t *testing.T) {
 // or the Go expression, on both paths.
 func TestFunctionErrorHidesItsText(t *testing.T) {
 	cause := errors.New("no principal for " + secret)
-	fromDecorator := check(t, serve(t, &healthService{err: ratelimit.CallError("inventory.get", "auth.Principal(ctx)", cause)}, nil), context.Background(), "")
+	fromDecorator := check(t, serve(t, &healthService{err: ratelimitFuncError("inventory.get", "auth.Principal(ctx)", cause)}, nil), context.Background(), "")
 	assert.Equal(t, codes.InvalidArgument, fromDecorator.status.Code(), "%v", fromDecorator.err)
 	assert.Equal(t, "ratelimit: inventory.get: the call's rate limit key or cost could not be found", fromDecorator.status.Message())
 	assertNoKey(t, fromDecorator, secret)
@@ -154,7 +154,7 @@ func TestFunctionErrorHidesItsText(t *testing.T) {
 
 	// A function that fails with a rate limiting error of its own (it
 	// called another limited method, say) gets that error's status.
-	st, ok := ratelimitgrpc.Status(ratelimit.CallError("inventory.get", "auth.Principal(ctx)",
+	st, ok := ratelimitgrpc.Status(ratelimitFuncError("inventory.get", "auth.Principal(ctx)",
 		&ratelimit.LimitError{Name: "auth", Key: secret, RetryAfter: time.Second, Limit: ratelimit.Limit{Period: time.Minute, Threshold: 3}}))
 	require.True(t, ok)
 	assert.Equal(t, codes.ResourceExhausted, st.Code())
@@ -372,4 +372,10 @@ func TestHandlerErrorsStayTheirs(t *testing.T) {
 	r := check(t, serve(t, &healthService{err: wrapped}, nil), context.Background(), "")
 	assert.Equal(t, codes.NotFound, r.status.Code())
 	assert.Equal(t, wrapped.Error(), r.status.Message())
+}
+
+// ratelimitFuncError is the error a decorator returns when its key or cost
+// function (expr) fails with err.
+func ratelimitFuncError(name, expr string, err error) error {
+	return &ratelimit.FuncError{Name: name, Expr: expr, Err: err}
 }

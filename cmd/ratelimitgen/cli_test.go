@@ -407,7 +407,7 @@ type Limited interface {
 	}
 	got := readFile(t, filepath.Join(dir, "server", "ratelimit_gen.go"))
 	for _, want := range []string{
-		"\tif req == nil {\n\t\treturn ratelimit.NilKeyError(limitedReserveRateLimit.Name, \"req\")\n\t}\n", // for req.Skus
+		"\tif req == nil {\n\t\treturn &ratelimit.KeyError{Name: limitedReserveRateLimit.Name, Expr: \"req\", Err: ratelimit.ErrNilKey}\n\t}\n", // for req.Skus
 		"key := req.GetWarehouse()\n",
 		"limitedReserveRateLimit.Check(ctx, d.limiter, int64(len(req.Skus)), key)",
 	} {

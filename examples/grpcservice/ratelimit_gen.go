@@ -62,7 +62,7 @@ var limitedQuotesListRateLimit = &ratelimit.Rule{
 func (d *LimitedQuotesWithRateLimit) Get(ctx context.Context, req *quotepb.GetRequest) (*quotepb.Quote, error) {
 	key := principal(ctx)
 	if key == "" {
-		return nil, ratelimit.EmptyKeyError(limitedQuotesGetRateLimit.Name, "principal(ctx)")
+		return nil, &ratelimit.KeyError{Name: limitedQuotesGetRateLimit.Name, Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := limitedQuotesGetRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
@@ -77,11 +77,11 @@ func (d *LimitedQuotesWithRateLimit) Get(ctx context.Context, req *quotepb.GetRe
 // ratelimit.ErrEmptyKey instead.
 func (d *LimitedQuotesWithRateLimit) List(req *quotepb.ListRequest, stream grpc.ServerStreamingServer[quotepb.Quote]) error {
 	if stream == nil {
-		return ratelimit.NilKeyError(limitedQuotesListRateLimit.Name, "stream")
+		return &ratelimit.KeyError{Name: limitedQuotesListRateLimit.Name, Expr: "stream", Err: ratelimit.ErrNilKey}
 	}
 	key := principal(stream.Context())
 	if key == "" {
-		return ratelimit.EmptyKeyError(limitedQuotesListRateLimit.Name, "principal(stream.Context)")
+		return &ratelimit.KeyError{Name: limitedQuotesListRateLimit.Name, Expr: "principal(stream.Context)", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := limitedQuotesListRateLimit.Check(stream.Context(), d.limiter, 1, key); err != nil {
 		return err

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -60,11 +61,11 @@ var completerCompleteRateLimit = &ratelimit.Rule{
 // error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(completerCompleteRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: completerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
 	if req == nil {
-		return nil, ratelimit.NilKeyError(completerCompleteRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: completerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	reservation, err := completerCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
@@ -73,7 +74,7 @@ func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRe
 	defer reservation.Release(ctx)
 	resp, err := d.next.Complete(ctx, req)
 	if err != nil {
-		if ratelimit.IsLimited(err) || retryable(err) {
+		if errors.Is(err, ratelimit.ErrLimited) || retryable(err) {
 			_ = reservation.Refund(ctx)
 		}
 		return resp, err

@@ -106,7 +106,7 @@ type Breaker struct {
 // backend is not [Probed]. It tells the [BreakerHook] of the
 // backend's hook (from its [ratelimit.Configured] Config) when a breaker
 // opens and closes, and logs it to slog.Default() unless that hook logs it
-// ([ratelimit.LogsBreakers]); and when a probe finds
+// ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
 // the backend back, it tells the backend's [Recoverer], if any, before
 // the breaker closes. Its probes run until [Breaker.Close].
 func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
@@ -122,7 +122,7 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 		g.hook = cfg.Config().Hook
 		g.bhook, _ = g.hook.(BreakerHook)
 	}
-	if !ratelimit.LogsBreakers(g.hook) {
+	if lb, ok := g.hook.(interface{ LogsBreakers() bool }); !ok || !lb.LogsBreakers() {
 		// An outage is logged once, whatever the hook: its start at Warn,
 		// its end at Info. A hook that does not log (metrics) is told too.
 		logged := BreakerHook(ratelimit.NewSlogHook(nil))

@@ -5,6 +5,7 @@ package calendar
 
 import (
 	"context"
+	"errors"
 	"time"
 	_ "time/tzdata"
 
@@ -112,7 +113,7 @@ func (d *QuotasWithRateLimit) Tokens(ctx context.Context, apiKey string, maxToke
 	}
 	used, err := d.next.Tokens(ctx, apiKey, maxTokens)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return used, err

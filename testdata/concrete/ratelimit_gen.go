@@ -115,13 +115,13 @@ var serverVersionRateLimit = &ratelimit.Rule{
 // ratelimit.ErrNilKey instead.
 func (d *ServerWithRateLimit) Search(ctx context.Context, req *Request) ([]string, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(serverSearchRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: serverSearchRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	if req.Session == nil {
-		return nil, ratelimit.NilKeyError(serverSearchRateLimit.Name, "req.Session")
+		return nil, &ratelimit.KeyError{Name: serverSearchRateLimit.Name, Expr: "req.Session", Err: ratelimit.ErrNilKey}
 	}
 	if req.Session.User == nil {
-		return nil, ratelimit.NilKeyError(serverSearchRateLimit.Name, "req.Session.User")
+		return nil, &ratelimit.KeyError{Name: serverSearchRateLimit.Name, Expr: "req.Session.User", Err: ratelimit.ErrNilKey}
 	}
 	key := strconv.FormatUint(uint64(req.Session.User.ID), 10)
 	if err := serverSearchRateLimit.Check(ctx, d.rateLimiter, 1, key); err != nil {
@@ -136,7 +136,7 @@ func (d *ServerWithRateLimit) Search(ctx context.Context, req *Request) ([]strin
 // context, so a ratelimit.WithAdmission context cannot record its admission.
 func (d *ServerWithRateLimit) Version(tenant *Tenant) (string, error) {
 	if tenant == nil {
-		return "", ratelimit.NilKeyError(serverVersionRateLimit.Name, "tenant")
+		return "", &ratelimit.KeyError{Name: serverVersionRateLimit.Name, Expr: "tenant", Err: ratelimit.ErrNilKey}
 	}
 	key := tenant.String()
 	if err := serverVersionRateLimit.Check(context.Background(), d.rateLimiter, 1, key); err != nil {

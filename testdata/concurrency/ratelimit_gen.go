@@ -5,6 +5,7 @@ package concurrency
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -78,7 +79,7 @@ func (d *ExporterWithRateLimit) Export(ctx context.Context, tenant string) error
 	defer reservation.Release(ctx)
 	err = d.next.Export(ctx, tenant)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return err
@@ -99,7 +100,7 @@ func (d *ExporterWithRateLimit) Query(ctx context.Context, sql string) (int, err
 	defer reservation.Release(ctx)
 	rows, err := d.next.Query(ctx, sql)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return rows, err
@@ -122,7 +123,7 @@ func (d *ExporterWithRateLimit) Scan(ctx context.Context) (int64, error) {
 	defer reservation.Release(ctx)
 	rows, err := d.next.Scan(ctx)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return rows, err

@@ -110,7 +110,7 @@ var limitedGreeterStreamHellosRateLimit = &ratelimit.Rule{
 // ratelimit.ErrNilKey instead.
 func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *pb.HelloRequest) (*pb.HelloReply, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(limitedGreeterSayHelloRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: limitedGreeterSayHelloRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.Name
 	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, 1, key); err != nil {

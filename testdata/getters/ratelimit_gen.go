@@ -128,7 +128,7 @@ func (d *APIWithRateLimit) ByCaller(ctx context.Context) error {
 // it returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) ByPlain(ctx context.Context, p *Plain) error {
 	if p == nil {
-		return ratelimit.NilKeyError(apiByPlainRateLimit.Name, "p")
+		return &ratelimit.KeyError{Name: apiByPlainRateLimit.Name, Expr: "p", Err: ratelimit.ErrNilKey}
 	}
 	key := p.GetName()
 	if err := apiByPlainRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
@@ -144,7 +144,7 @@ func (d *APIWithRateLimit) ByPlain(ctx context.Context, p *Plain) error {
 func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Request) error {
 	key := req.GetOrder().GetTenant()
 	if key == "" {
-		return ratelimit.EmptyKeyError(apiByTenantRateLimit.Name, "req.GetOrder().GetTenant()")
+		return &ratelimit.KeyError{Name: apiByTenantRateLimit.Name, Expr: "req.GetOrder().GetTenant()", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := apiByTenantRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
@@ -185,7 +185,7 @@ func (d *APIWithRateLimit) Note(ctx context.Context, note string) error {
 // it returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) Reserve(ctx context.Context, req *Request) error {
 	if req == nil {
-		return ratelimit.NilKeyError(apiReserveRateLimit.Name, "req")
+		return &ratelimit.KeyError{Name: apiReserveRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	if err := apiReserveRateLimit.Check(ctx, d.limiter, int64(len(req.Skus))); err != nil {
 		return err

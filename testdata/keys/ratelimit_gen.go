@@ -107,7 +107,7 @@ var apiWeighRateLimit = &ratelimit.Rule{
 func (d *APIWithRateLimit) ByAuth(ctx context.Context) (string, error) {
 	principal, err := auth.Principal(ctx)
 	if err != nil {
-		return "", ratelimit.CallError(apiByAuthRateLimit.Name, "auth.Principal(ctx)", err)
+		return "", &ratelimit.FuncError{Name: apiByAuthRateLimit.Name, Expr: "auth.Principal(ctx)", Err: err}
 	}
 	if err := apiByAuthRateLimit.Check(ctx, d.limiter, 1, principal); err != nil {
 		return "", err
@@ -120,7 +120,7 @@ func (d *APIWithRateLimit) ByAuth(ctx context.Context) (string, error) {
 // returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) ByID(ctx context.Context, id *string) error {
 	if id == nil {
-		return ratelimit.NilKeyError(apiByIDRateLimit.Name, "id")
+		return &ratelimit.KeyError{Name: apiByIDRateLimit.Name, Expr: "id", Err: ratelimit.ErrNilKey}
 	}
 	key := *id
 	if err := apiByIDRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
@@ -134,7 +134,7 @@ func (d *APIWithRateLimit) ByID(ctx context.Context, id *string) error {
 // nil, it returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) ByNumber(ctx context.Context, n *int64) error {
 	if n == nil {
-		return ratelimit.NilKeyError(apiByNumberRateLimit.Name, "n")
+		return &ratelimit.KeyError{Name: apiByNumberRateLimit.Name, Expr: "n", Err: ratelimit.ErrNilKey}
 	}
 	key := strconv.FormatInt(*n, 10)
 	if err := apiByNumberRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
@@ -159,7 +159,7 @@ func (d *APIWithRateLimit) ByPrincipal(ctx context.Context) error {
 // the key.
 func (d *APIWithRateLimit) BySecret(ctx context.Context, apiKey string) error {
 	if apiKey == "" {
-		return ratelimit.EmptyKeyError(apiBySecretRateLimit.Name, "apiKey")
+		return &ratelimit.KeyError{Name: apiBySecretRateLimit.Name, Expr: "apiKey", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := apiBySecretRateLimit.Check(ctx, d.limiter, 1, ratelimit.KeyDigest(apiKey)); err != nil {
 		return err
@@ -172,7 +172,7 @@ func (d *APIWithRateLimit) BySecret(ctx context.Context, apiKey string) error {
 // is nil, it returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Req) error {
 	if req == nil {
-		return ratelimit.NilKeyError(apiByTenantRateLimit.Name, "req")
+		return &ratelimit.KeyError{Name: apiByTenantRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := tenant(ctx, req.Org).String()
 	if err := apiByTenantRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
@@ -188,7 +188,7 @@ func (d *APIWithRateLimit) ByTenant(ctx context.Context, req *Req) error {
 func (d *APIWithRateLimit) Strict(ctx context.Context) error {
 	key := principal(ctx)
 	if key == "" {
-		return ratelimit.EmptyKeyError(apiStrictRateLimit.Name, "principal(ctx)")
+		return &ratelimit.KeyError{Name: apiStrictRateLimit.Name, Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := apiStrictRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return err
@@ -201,7 +201,7 @@ func (d *APIWithRateLimit) Strict(ctx context.Context) error {
 // it returns an error wrapping ratelimit.ErrNilKey instead.
 func (d *APIWithRateLimit) Upload(ctx context.Context, req *Req) error {
 	if req == nil {
-		return ratelimit.NilKeyError(apiUploadRateLimit.Name, "req")
+		return &ratelimit.KeyError{Name: apiUploadRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	if err := apiUploadRateLimit.Check(ctx, d.limiter, int64(req.Size)); err != nil {
 		return err
@@ -215,7 +215,7 @@ func (d *APIWithRateLimit) Upload(ctx context.Context, req *Req) error {
 func (d *APIWithRateLimit) Weigh(ctx context.Context, req *Req) error {
 	weight1, err := weight(req)
 	if err != nil {
-		return ratelimit.CallError(apiWeighRateLimit.Name, "weight(req)", err)
+		return &ratelimit.FuncError{Name: apiWeighRateLimit.Name, Expr: "weight(req)", Err: err}
 	}
 	if err := apiWeighRateLimit.Check(ctx, d.limiter, int64(weight1)); err != nil {
 		return err

@@ -193,14 +193,14 @@ var feedStatsRateLimit = &ratelimit.Rule{
 // instead.
 func (d *FeedWithRateLimit) Create(ctx context.Context, req *Req) error {
 	if req == nil {
-		return ratelimit.NilKeyError(feedCreateRateLimit.Name, "req")
+		return &ratelimit.KeyError{Name: feedCreateRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	userKey := req.User
 	if userKey == "" {
-		return ratelimit.EmptyKeyError(feedCreateRateLimit.Name, "req.User")
+		return &ratelimit.KeyError{Name: feedCreateRateLimit.Name, Expr: "req.User", Err: ratelimit.ErrEmptyKey}
 	}
 	if req.Org == nil {
-		return ratelimit.NilKeyError(feedCreateRateLimit.Name, "req.Org")
+		return &ratelimit.KeyError{Name: feedCreateRateLimit.Name, Expr: "req.Org", Err: ratelimit.ErrNilKey}
 	}
 	idKey := req.Org.ID
 	if err := feedCreateRateLimit.Check(ctx, d.limiter, 1, userKey, idKey, ""); err != nil {
@@ -256,12 +256,12 @@ func (d *FeedWithRateLimit) Put(item Item) error {
 // never the key.
 func (d *FeedWithRateLimit) Search(ctx context.Context, apiKey string, query string) ([]string, error) {
 	if apiKey == "" {
-		return nil, ratelimit.EmptyKeyError(feedSearchRateLimit.Name, "apiKey")
+		return nil, &ratelimit.KeyError{Name: feedSearchRateLimit.Name, Expr: "apiKey", Err: ratelimit.ErrEmptyKey}
 	}
 	apiKeyDigest := ratelimit.KeyDigest(apiKey)
 	principal1, err := principal(ctx)
 	if err != nil {
-		return nil, ratelimit.CallError(feedSearchRateLimit.Name, "principal(ctx)", err)
+		return nil, &ratelimit.FuncError{Name: feedSearchRateLimit.Name, Expr: "principal(ctx)", Err: err}
 	}
 	if err := feedSearchRateLimit.Check(ctx, d.limiter, 1, apiKeyDigest, apiKeyDigest, principal1); err != nil {
 		return nil, err

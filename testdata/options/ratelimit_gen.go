@@ -149,11 +149,11 @@ func (d *JobsWithRateLimit) Batch(ctx context.Context, id int64) error {
 func (d *JobsWithRateLimit) Charge(ctx context.Context, acct *Account) (struct{ Cents int64 }, error) {
 	var zero struct{ Cents int64 }
 	if acct == nil {
-		return zero, ratelimit.NilKeyError(jobsChargeRateLimit.Name, "acct")
+		return zero, &ratelimit.KeyError{Name: jobsChargeRateLimit.Name, Expr: "acct", Err: ratelimit.ErrNilKey}
 	}
 	owner := acct.Owner()
 	if owner == nil {
-		return zero, ratelimit.NilKeyError(jobsChargeRateLimit.Name, "acct.Owner()")
+		return zero, &ratelimit.KeyError{Name: jobsChargeRateLimit.Name, Expr: "acct.Owner()", Err: ratelimit.ErrNilKey}
 	}
 	key := strconv.FormatInt(int64(owner.ID), 10)
 	if err := jobsChargeRateLimit.Check(ctx, d.limiter, 1, key); err != nil {

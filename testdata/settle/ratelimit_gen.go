@@ -5,6 +5,7 @@ package settle
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -99,11 +100,11 @@ var modelProbeRateLimit = &ratelimit.Rule{
 // error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelAskRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelAskRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelAskRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelAskRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	reservation, err := modelAskRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
@@ -111,7 +112,7 @@ func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion
 	}
 	r1, err := d.next.Ask(ctx, req)
 	if err != nil {
-		if ratelimit.IsLimited(err) || retryable(err) {
+		if errors.Is(err, ratelimit.ErrLimited) || retryable(err) {
 			_ = reservation.Refund(ctx)
 		}
 		return r1, err
@@ -128,11 +129,11 @@ func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion
 // error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completion, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelChatRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelChatRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelChatRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	reservation, err := modelChatRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
@@ -140,7 +141,7 @@ func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completio
 	}
 	resp, err := d.next.Chat(ctx, req)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return resp, err
@@ -165,11 +166,11 @@ func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completio
 // back all it took.
 func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Completion, error) {
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelCompleteRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
 	if req == nil {
-		return nil, ratelimit.NilKeyError(modelCompleteRateLimit.Name, "req")
+		return nil, &ratelimit.KeyError{Name: modelCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	reservation, err := modelCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
@@ -177,7 +178,7 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 	}
 	resp, err := d.next.Complete(ctx, req)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return resp, err
@@ -205,7 +206,7 @@ func (d *ModelWithRateLimit) Count(ctx context.Context) (int64, error) {
 	}
 	n, err := d.next.Count(ctx)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return n, err
@@ -227,7 +228,7 @@ func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]flo
 	}
 	vectors, err := d.next.Embed(ctx, texts)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return vectors, err
@@ -248,7 +249,7 @@ func (d *ModelWithRateLimit) Login(ctx context.Context, user string, password st
 	}
 	err = d.next.Login(ctx, user, password)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return err
@@ -269,7 +270,7 @@ func (d *ModelWithRateLimit) Probe(ctx context.Context, user string) error {
 	}
 	err = d.next.Probe(ctx, user)
 	if err != nil {
-		if ratelimit.IsLimited(err) {
+		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
 		}
 		return err

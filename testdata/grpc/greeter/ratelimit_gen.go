@@ -64,7 +64,7 @@ var limitedGreeterStreamHellosRateLimit = &ratelimit.Rule{
 func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *greeterpb.HelloRequest) (*greeterpb.HelloReply, error) {
 	key := principal(ctx)
 	if key == "" {
-		return nil, ratelimit.EmptyKeyError(limitedGreeterSayHelloRateLimit.Name, "principal(ctx)")
+		return nil, &ratelimit.KeyError{Name: limitedGreeterSayHelloRateLimit.Name, Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := limitedGreeterSayHelloRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (d *LimitedGreeterWithRateLimit) SayHello(ctx context.Context, req *greeter
 // ratelimit.ErrNilKey instead.
 func (d *LimitedGreeterWithRateLimit) StreamHellos(req *greeterpb.HelloRequest, stream grpc.ServerStreamingServer[greeterpb.HelloReply]) error {
 	if stream == nil {
-		return ratelimit.NilKeyError(limitedGreeterStreamHellosRateLimit.Name, "stream")
+		return &ratelimit.KeyError{Name: limitedGreeterStreamHellosRateLimit.Name, Expr: "stream", Err: ratelimit.ErrNilKey}
 	}
 	if err := limitedGreeterStreamHellosRateLimit.Check(stream.Context(), d.limiter, 1, principal(stream.Context())); err != nil {
 		return err

@@ -78,7 +78,7 @@ var limitedInventoryWatchRateLimit = &ratelimit.Rule{
 func (d *LimitedInventoryWithRateLimit) Get(ctx context.Context, req *inventorypb.GetRequest) (*inventorypb.Item, error) {
 	key := principal(ctx)
 	if key == "" {
-		return nil, ratelimit.EmptyKeyError(limitedInventoryGetRateLimit.Name, "principal(ctx)")
+		return nil, &ratelimit.KeyError{Name: limitedInventoryGetRateLimit.Name, Expr: "principal(ctx)", Err: ratelimit.ErrEmptyKey}
 	}
 	if err := limitedInventoryGetRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (d *LimitedInventoryWithRateLimit) Get(ctx context.Context, req *inventoryp
 func (d *LimitedInventoryWithRateLimit) Lookup(ctx context.Context, req *inventorypb.GetRequest) (*inventorypb.Item, error) {
 	principal, err := auth.Principal(ctx)
 	if err != nil {
-		return nil, ratelimit.CallError(limitedInventoryLookupRateLimit.Name, "auth.Principal(ctx)", err)
+		return nil, &ratelimit.FuncError{Name: limitedInventoryLookupRateLimit.Name, Expr: "auth.Principal(ctx)", Err: err}
 	}
 	if err := limitedInventoryLookupRateLimit.Check(ctx, d.limiter, 1, principal); err != nil {
 		return nil, err
@@ -117,10 +117,10 @@ func (d *LimitedInventoryWithRateLimit) Reserve(ctx context.Context, req *invent
 // ratelimit.ErrNilKey instead.
 func (d *LimitedInventoryWithRateLimit) Watch(req *inventorypb.WatchRequest, stream grpc.ServerStreamingServer[inventorypb.Item]) error {
 	if req == nil {
-		return ratelimit.NilKeyError(limitedInventoryWatchRateLimit.Name, "req")
+		return &ratelimit.KeyError{Name: limitedInventoryWatchRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	if req.Tenant == nil {
-		return ratelimit.NilKeyError(limitedInventoryWatchRateLimit.Name, "req.Tenant")
+		return &ratelimit.KeyError{Name: limitedInventoryWatchRateLimit.Name, Expr: "req.Tenant", Err: ratelimit.ErrNilKey}
 	}
 	key := *req.Tenant
 	if err := limitedInventoryWatchRateLimit.Check(stream.Context(), d.limiter, 1, key); err != nil {
