@@ -27,6 +27,7 @@ import (
 //	Fallback        the FailLocal error policy
 //	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
 //	DenialCounter   the fleet's top denied keys (httplimit's admin view)
+//	Cooler          Rule.Cooldown, and Rule.Check, Reserve and Peek of a rule with a cooldown line (Limit.Cooldown)
 //
 // runtime/limitertest checks that a backend honours what it offers.
 

@@ -164,6 +164,12 @@ type Limit struct {
 	// tokens per minute" is one request of the tokens' cost, decided and
 	// charged all or nothing.
 	PerCall bool
+	// Cooldown marks the limit's line as one an upstream can cool (the
+	// directive's cooldown=true): [Rule.Cooldown] records that the line's
+	// key is denied until an upstream's retry time, and every process
+	// sharing the limiter's state enforces it (see [Cooler]). A
+	// concurrency limit takes no cooldown.
+	Cooldown bool
 }
 
 // Units returns the units a call of cost units (zero means 1) takes of
@@ -450,13 +456,19 @@ const (
 	// SourceLease is an admission from a lease: units of a limit with a
 	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases).
 	SourceLease
+	// SourceCooldown is a denial of a call of a line that cools: an
+	// upstream asked to retry later (see [Rule.Cooldown]).
+	SourceCooldown
 )
 
-// String returns "backend", "cache", "fallback", "override" or "lease".
+// String returns "backend", "cache", "fallback", "override", "lease" or
+// "cooldown".
 func (s Source) String() string {
 	switch s {
 	case SourceLease:
 		return "lease"
+	case SourceCooldown:
+		return "cooldown"
 	case SourceOverride:
 		return "override"
 	case SourceCache:

@@ -138,6 +138,13 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	l.slots.mu.Lock()
 	delete(l.slots.held, [2]string{name, key})
 	l.slots.mu.Unlock()
+	l.cools.mu.Lock()
+	for line := range l.cools.ends {
+		if line.name == name && line.key == key {
+			delete(l.cools.ends, line)
+		}
+	}
+	l.cools.mu.Unlock()
 	return nil
 }
 
@@ -176,6 +183,9 @@ func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision
 	case Block:
 		period := r.Limits[0].blockSpan(limiter)
 		return Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}, nil
+	}
+	if d, ok := r.cooling(ctx, limiter, &req); ok {
+		return d, nil
 	}
 	d, err := Peek(ctx, limiter, req)
 	if err != nil {

@@ -299,6 +299,17 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 			}
 		}
 	}
+	if d, ok := r.cooling(ctx, limiter, &req); ok {
+		o.d, o.decided = d, true
+		if r.Shadow {
+			return nil
+		}
+		if r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)) {
+			k := queueKeyOf(limiter, &req)
+			return r.waitFor(ctx, limiter, &req, k, joinQueue(k, &o.d), start, o)
+		}
+		return r.denied(limiter, r.limitError(&req, d), d.LimitIndex)
+	}
 	var err error
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.
@@ -370,6 +381,9 @@ func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k que
 // It returns the limits the decision describes: req.Limits, or those the
 // fallback enforced.
 func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
+	if d, ok := r.cooling(ctx, limiter, req); ok {
+		return d, req.Limits, nil
+	}
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {
 		return r.fallback(ctx, limiter, *req, err)

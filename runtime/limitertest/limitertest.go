@@ -186,6 +186,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
 	t.Run("outage", func(t *testing.T) { s.outage(t) })
 	t.Run("top_denied", func(t *testing.T) { s.topDenied(t) })
+	t.Run("cooldown", func(t *testing.T) { s.cooldown(t) })
 }
 
 // suite is one Run: the backend and what it can do.

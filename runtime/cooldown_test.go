@@ -1,0 +1,116 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// retryErr is an upstream's refusal with a retry time.
+type retryErr time.Duration
+
+func (e retryErr) Error() string             { return "upstream busy" }
+func (e retryErr) RetryAfter() time.Duration { return time.Duration(e) }
+
+func TestRetryAfterOfFindsTheRetryThroughWrapping(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want time.Duration
+		ok   bool
+	}{
+		{nil, 0, false},
+		{errors.New("plain"), 0, false},
+		{retryErr(3 * time.Second), 3 * time.Second, true},
+		{fmt.Errorf("call: %w", retryErr(time.Minute)), time.Minute, true},
+		{errors.Join(errors.New("other"), fmt.Errorf("x: %w", retryErr(time.Second))), time.Second, true},
+		{retryErr(0), 0, false},
+		{retryErr(-time.Hour), 0, false},
+		{retryErr(1 << 62), ratelimit.MaxCooldown, true},
+		{&ratelimit.LimitError{RetryAfter: time.Second}, 0, false}, // a limit further in cools nothing
+	} {
+		got, ok := ratelimit.RetryAfterOf(c.err)
+		if got != c.want || ok != c.ok {
+			t.Errorf("RetryAfterOf(%v) = %s, %t; want %s, %t", c.err, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// allowOnly is a limiter that offers nothing but Allow.
+type allowOnly struct{ ratelimit.Limiter }
+
+func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return a.Limiter.Allow(ctx, req)
+}
+
+func TestCooldownUnsupportedIsLoggedOnceAndDecidedWithout(t *testing.T) {
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	l := allowOnly{ratelimit.NewMemory()}
+	r := &ratelimit.Rule{Name: "unsupported", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2, Cooldown: true}}}
+	ctx := context.Background()
+	if err := r.Cooldown(ctx, l, 0, "k", time.Minute); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Cooldown: %v", err)
+	}
+	for i := range 2 {
+		if err := r.Check(ctx, l, 1, "k"); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if err := r.Check(ctx, l, 1, "k"); !ratelimit.IsLimited(err) {
+		t.Fatalf("third call: %v", err)
+	}
+	if n := strings.Count(logs.String(), "cooldown unsupported"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+func TestCooldownValidation(t *testing.T) {
+	ctx := context.Background()
+	l := ratelimit.NewMemory()
+	r := &ratelimit.Rule{Name: "v", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}}
+	if err := r.Cooldown(ctx, l, 0, "k", time.Minute); !errors.Is(err, ratelimit.ErrInvalidLimit) {
+		t.Errorf("Cooldown of a line without cooldown: %v", err)
+	}
+	if err := r.Cooldown(ctx, l, 3, "k", time.Minute); !errors.Is(err, ratelimit.ErrInvalidLimit) {
+		t.Errorf("Cooldown of no line: %v", err)
+	}
+	slot := &ratelimit.Rule{Name: "s", Limits: []ratelimit.Limit{{Algorithm: "concurrency", Threshold: 1, Cooldown: true}}}
+	if _, err := slot.Reserve(ctx, l, 1, "k"); !errors.Is(err, ratelimit.ErrInvalidLimit) {
+		t.Errorf("a concurrency limit with a cooldown: %v", err)
+	}
+	c := &ratelimit.Rule{Name: "c", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2, Cooldown: true}}}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := c.Cooldown(ctx, l, 0, "k", d); err != nil {
+			t.Errorf("Cooldown(%s): %v", d, err)
+		}
+	}
+	if err := c.Check(ctx, l, 1, "k"); err != nil {
+		t.Errorf("a cooldown that is not positive cools nothing: %v", err)
+	}
+}
+
+func TestResetEndsCooldowns(t *testing.T) {
+	ctx := context.Background()
+	l := ratelimit.NewMemory()
+	r := &ratelimit.Rule{Name: "reset", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2, Cooldown: true}}}
+	if err := r.Cooldown(ctx, l, 0, "k", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(ctx, l, 1, "k"); !ratelimit.IsLimited(err) {
+		t.Fatalf("cooling: %v", err)
+	}
+	if err := ratelimit.Reset(ctx, l, "reset", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(ctx, l, 1, "k"); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+}
