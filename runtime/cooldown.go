@@ -263,3 +263,35 @@ func (l *MemoryLimiter) Cooling(_ context.Context, req Request) (int, time.Durat
 	}
 	return pick, time.Duration(last-now) * time.Microsecond, nil
 }
+
+// CooldownOn is what a decorator generated for a method with a cooldown
+// line calls when the method returns err: when err carries a retry time
+// ([RetryAfterOf]), it cools each of r's lines marked [Limit.Cooldown]
+// with its key, as keys keyed the call (as for [Rule.Check]: one key for
+// every line, or a key per line), for that long (see [Rule.Cooldown]). It
+// returns nil when err carries none, else the first error of the lines'
+// Cooldowns.
+func (r *Rule) CooldownOn(ctx context.Context, limiter Limiter, err error, keys ...string) error {
+	d, ok := RetryAfterOf(err)
+	if !ok {
+		return nil
+	}
+	key, lines, kerr := r.split(keys)
+	if kerr != nil {
+		return kerr
+	}
+	var first error
+	for i, l := range r.Limits {
+		if !l.Cooldown {
+			continue
+		}
+		k := key
+		if lines != nil {
+			k = lines[i]
+		}
+		if err := r.Cooldown(ctx, limiter, i, k, d); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
