@@ -110,8 +110,8 @@ func (r *Rule) coolRequest(line int, key string) Request {
 
 // cools reports whether any of limits is marked Cooldown.
 func cools(limits []Limit) bool {
-	for _, l := range limits {
-		if l.Cooldown {
+	for i := range limits {
+		if limits[i].Cooldown {
 			return true
 		}
 	}
@@ -129,6 +129,11 @@ func (r *Rule) cooling(ctx context.Context, limiter Limiter, req *Request) (Deci
 	if !cools(r.Limits) {
 		return Decision{}, false
 	}
+	return r.coolingOf(ctx, limiter, req)
+}
+
+// coolingOf is cooling of a rule with a cooldown line.
+func (r *Rule) coolingOf(ctx context.Context, limiter Limiter, req *Request) (Decision, bool) {
 	cooler, ok := As[Cooler](limiter)
 	if !ok {
 		if _, logged := coolUnsupported.LoadOrStore(r, true); !logged {

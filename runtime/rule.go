@@ -299,16 +299,10 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 			}
 		}
 	}
-	if d, ok := r.cooling(ctx, limiter, &req); ok {
-		o.d, o.decided = d, true
-		if r.Shadow {
-			return nil
+	if cools(r.Limits) { // inlined: a rule without a cooldown line pays no call
+		if cooled, err := r.cooledCheck(ctx, limiter, &req, start, o); cooled {
+			return err
 		}
-		if r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)) {
-			k := queueKeyOf(limiter, &req)
-			return r.waitFor(ctx, limiter, &req, k, joinQueue(k, &o.d), start, o)
-		}
-		return r.denied(limiter, r.limitError(&req, d), d.LimitIndex)
 	}
 	var err error
 	// A call of one key against the rule's own limits: the limiter's
@@ -350,6 +344,25 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 	}
 	k := queueKeyOf(limiter, &req)
 	return r.waitFor(ctx, limiter, &req, k, joinQueue(k, d), start, o)
+}
+
+// cooledCheck is check's answer to a call of req while a line of r cools
+// (cooled): denied, admitted by a shadow rule, or waiting for the
+// cooldown's end when r's wait reaches it.
+func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (cooled bool, err error) {
+	d, ok := r.coolingOf(ctx, limiter, req)
+	if !ok {
+		return false, nil
+	}
+	o.d, o.decided = d, true
+	switch {
+	case r.Shadow:
+		return true, nil
+	case r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)):
+		k := queueKeyOf(limiter, req)
+		return true, r.waitFor(ctx, limiter, req, k, joinQueue(k, &o.d), start, o)
+	}
+	return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
 }
 
 // canShare returns nil unless r has shared lines and the call cannot be
