@@ -114,3 +114,46 @@ func TestResetEndsCooldowns(t *testing.T) {
 		t.Fatalf("after Reset: %v", err)
 	}
 }
+
+// TestACooldownLineNeverCooledDecidesAsWithout: a rule whose lines are
+// marked Cooldown, never cooled, makes exactly the decisions of the same
+// rule without the mark (feature on vs off), on one clock.
+func TestACooldownLineNeverCooledDecidesAsWithout(t *testing.T) {
+	ctx := context.Background()
+	clock := &stepClock{t: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)}
+	on, off := ratelimit.NewMemory(ratelimit.WithClock(clock)), ratelimit.NewMemory(ratelimit.WithClock(clock))
+	for _, alg := range ratelimit.Algorithms() {
+		if alg == ratelimit.LeakyBucket {
+			continue // Admit would sleep its Delay in real time
+		}
+		limits := []ratelimit.Limit{{Algorithm: alg, Period: time.Second, Threshold: 5}, {Algorithm: alg, Period: time.Minute, Threshold: 40}}
+		cooled := &ratelimit.Rule{Name: "on/" + string(alg), Limits: append([]ratelimit.Limit(nil), limits...)}
+		cooled.Limits[0].Cooldown, cooled.Limits[1].Cooldown = true, true
+		plain := &ratelimit.Rule{Name: "on/" + string(alg), Limits: limits}
+		admitted, denied := 0, 0
+		for i := range 400 {
+			clock.t = clock.t.Add(time.Duration(i%7) * 37 * time.Millisecond)
+			key := []string{"a", "b"}[i%2]
+			cost := int64(1 + i%3)
+			a1, e1 := cooled.Admit(ctx, on, cost, key)
+			a2, e2 := plain.Admit(ctx, off, cost, key)
+			a1.Limit.Cooldown = false
+			if fmt.Sprint(a1, e1) != fmt.Sprint(a2, e2) {
+				t.Fatalf("%s call %d: with cooldown lines %+v, %v; without %+v, %v", alg, i, a1, e1, a2, e2)
+			}
+			if e1 == nil {
+				admitted++
+			} else {
+				denied++
+			}
+		}
+		if admitted == 0 || denied == 0 {
+			t.Fatalf("%s: %d admitted, %d denied: the sequence should do both", alg, admitted, denied)
+		}
+	}
+}
+
+// stepClock is a clock the test moves.
+type stepClock struct{ t time.Time }
+
+func (c *stepClock) Now() time.Time { return c.t }
