@@ -191,7 +191,7 @@ func limit(d *parser.Directive) model.Limit {
 	l := model.Limit{
 		Pos:    d.Pos,
 		Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm,
-		Burst: d.Burst, Capacity: d.Capacity, Prefetch: d.Prefetch,
+		Burst: d.Burst, Capacity: d.Capacity, Prefetch: d.Prefetch, Cooldown: d.Cooldown,
 	}
 	if l.Calendar != "" && l.Algorithm == "" {
 		l.Algorithm = limitfacts.CalendarAlgorithm

@@ -195,6 +195,17 @@ type Rule struct {
 	RefundValue *Value
 }
 
+// Cools reports whether a line of r has a cooldown (cooldown=true): the
+// method's error then tells the runtime an upstream's retry time.
+func (r *Rule) Cools() bool {
+	for _, l := range r.Limits {
+		if l.Cooldown {
+			return true
+		}
+	}
+	return false
+}
+
 // Reserves reports whether r's calls reserve (ratelimit.Rule.Reserve)
 // rather than check: with settle=, refund= or a concurrency line.
 func (r *Rule) Reserves() bool {
@@ -277,6 +288,10 @@ type Limit struct {
 	// of the method takes the call's cost (cost=, settle=): the runtime
 	// Limit's PerCall.
 	PerCall bool
+	// Cooldown lets an upstream's retry time, carried by the method's
+	// error, cool the line's key (cooldown=true): the runtime Limit's
+	// Cooldown.
+	Cooldown bool
 	// Key is the line's key (key=), or nil for one limit that every call
 	// of the method shares. Lines with the same key expression share one
 	// *Key.

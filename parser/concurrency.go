@@ -24,6 +24,9 @@ func (p *lineParser) checkConcurrency() bool {
 			p.errs.Add(at, "%s= does not go with concurrency=: a concurrency line limits the calls in flight, not the calls per period (write the rate limit on a line of its own)", name)
 		}
 	}
+	if at, ok := p.first["cooldown"]; ok && p.d.Cooldown {
+		p.errs.Add(at, "cooldown does not go with concurrency=: a slot is held while a call runs, so no upstream's retry time can cool it; put cooldown=true on one of the method's rate lines")
+	}
 	if err := limitfacts.CheckConcurrency(p.d.Concurrency, p.d.Lease); err != nil && p.d.Concurrency > 0 {
 		p.errs.Add(pos, "%v", err)
 	}

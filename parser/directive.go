@@ -105,6 +105,10 @@ type Directive struct {
 	// Prefetch is how long a lease of the line's limit lasts at most
 	// (prefetch=): its calls are admitted from leases; zero when absent.
 	Prefetch time.Duration
+	// Cooldown reports cooldown=true: an error of the method that carries
+	// a retry time (a RetryAfter() time.Duration method) cools the line's key until
+	// then, in every process.
+	Cooldown bool
 	// Wait is how long a call may wait to be admitted (wait=); zero when absent.
 	Wait time.Duration
 	// OnError is "allow", "deny" or "local" (onerror=); empty when absent.
@@ -229,6 +233,9 @@ func (d *Directive) String() string {
 	}
 	if d.Prefetch != 0 {
 		add("prefetch", formatDuration(d.Prefetch))
+	}
+	if d.Cooldown {
+		add("cooldown", "true")
 	}
 	if d.Wait != 0 {
 		add("wait", formatDuration(d.Wait))

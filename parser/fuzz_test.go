@@ -20,6 +20,7 @@ func FuzzParseComment(f *testing.F) {
 		"//ratelimit:\tperiod=\"500ms\"\tthreshold=\"7\" ",
 		"//ratelimit:period=1 threshold=9 cost=n algorithm=token_bucket burst=20 wait=250ms onerror=deny shadow=true",
 		"//ratelimit:period=1s threshold=1000 algorithm=fixed_window prefetch=100ms",
+		"//ratelimit:period=1m threshold=60 key=req.Org cooldown=true",
 		"//ratelimit:period=1 threshold=9 cost=3 algorithm=leaky_bucket capacity=5 wait=0 shadow=false",
 		"//ratelimit:period=1 threshold=9 onerror=local",
 		"//ratelimit:period=1500us threshold=67108864 algorithm=sliding_window",

@@ -232,7 +232,7 @@ func TestDirectiveErrors(t *testing.T) {
 			`x.go:5:36: unknown name "on_error"; did you mean onerror?`,
 		}},
 		{"//ratelimit:period=30 threshold=2 foo=1", []string{
-			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:36: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, cooldown, wait, onerror, shadow, emptykey, keyhash, decorator`,
 		}},
 		{"//ratelimit:period=30 threshold=2 period=60", []string{
 			"x.go:5:36: duplicate period\n\tx.go:5:14: first period",
@@ -447,7 +447,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{"//ratelimit:period=x threshold=0 foo=1 key=_ period=1", []string{
 			`x.go:5:21: period "x": ` + wantDuration,
 			`x.go:5:33: threshold "0": must be positive`,
-			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, wait, onerror, shadow, emptykey, keyhash, decorator`,
+			`x.go:5:35: unknown name "foo"; want one of period, threshold, tz, key, name, shared, cost, settle, refund, concurrency, lease, algorithm, burst, capacity, prefetch, cooldown, wait, onerror, shadow, emptykey, keyhash, decorator`,
 			`x.go:5:45: key "_": the blank identifier _ names no parameter or field`,
 			"x.go:5:47: duplicate period\n\tx.go:5:14: first period",
 		}},
@@ -662,7 +662,7 @@ func TestLongLines(t *testing.T) {
 	pos := token.Position{Filename: "a.go", Line: 1, Column: 1}
 	_, errs := ParseComment(pos, "//ratelimit:period=1 threshold=1 "+long+"=1")
 	require.Len(t, errs, 1)
-	assert.Less(t, len(errs[0].Msg), 250) // the name cut short, and the list of names
+	assert.Less(t, len(errs[0].Msg), 270) // the name cut short, and the list of names
 
 	_, errs = ParseComment(pos, "//ratelimit:period=1 threshold=1"+strings.Repeat(" x=1", 1<<16))
 	assert.Len(t, errs, 1<<16)

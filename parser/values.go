@@ -43,6 +43,7 @@ var options = []option{
 	{"burst", setBurst},
 	{"capacity", setCapacity},
 	{"prefetch", setPrefetch},
+	{"cooldown", setCooldown},
 	{"wait", setWait},
 	{"onerror", setOnError},
 	{"shadow", setShadow},
@@ -244,6 +245,18 @@ func setPrefetch(d *Directive, s string) error {
 		return errors.New("must be positive")
 	}
 	d.Prefetch = v
+	return nil
+}
+
+func setCooldown(d *Directive, s string) error {
+	switch s {
+	case "true":
+		d.Cooldown = true
+	case "false":
+		d.Cooldown = false
+	default:
+		return errors.New("want true or false")
+	}
 	return nil
 }
 

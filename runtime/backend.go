@@ -27,6 +27,7 @@ import (
 //	Fallback        the FailLocal error policy
 //	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
 //	DenialCounter   the fleet's top denied keys (httplimit's admin view)
+//	Cooler          Rule.Cooldown, and Rule.Check, Reserve and Peek of a rule with a cooldown line (Limit.Cooldown)
 //
 // runtime/limitertest checks that a backend honours what it offers.
 
@@ -167,7 +168,7 @@ type ruleFast struct {
 	limiter limiterWords // a pointer's: the words tell it apart
 	limits  []Limit      // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
-	direct  bool    // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve)
+	direct  bool    // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve) and no cooldown
 	config  *Config // limiter's, whose Overrides may replace the limits
 }
 
@@ -205,7 +206,7 @@ func (r *Rule) makeFast(limiter Limiter) *ruleFast {
 	if ok {
 		f.decide = rd.DecideRule(r)
 	}
-	f.direct = f.decide != nil && !hasSlot(r.Limits)
+	f.direct = f.decide != nil && !hasSlot(r.Limits) && !cools(r.Limits)
 	if kept {
 		atomic.StorePointer(&r.fast, unsafe.Pointer(f))
 	}

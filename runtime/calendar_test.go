@@ -31,16 +31,16 @@ func TestCalendarLimit(t *testing.T) {
 }
 
 func TestParseOverrideCalendar(t *testing.T) {
-	got, err := ParseOverride("period=month tz=Europe/Paris threshold=10000")
+	got, err := parseOverride("period=month tz=Europe/Paris threshold=10000")
 	require.NoError(t, err)
 	assert.Equal(t, []Limit{{Calendar: "month", TZ: "Europe/Paris", Threshold: 10000}}, got)
-	got, err = ParseOverride(`{"period": "week", "tz": "America/New_York", "threshold": 7, "algorithm": "fixed_window"}`)
+	got, err = parseOverride(`{"period": "week", "tz": "America/New_York", "threshold": 7, "algorithm": "fixed_window"}`)
 	require.NoError(t, err)
 	assert.Equal(t, []Limit{{Calendar: "week", TZ: "America/New_York", Threshold: 7, Algorithm: FixedWindow}}, got)
-	_, err = ParseOverride("period=day tz=Nowhere/Town threshold=1")
+	_, err = parseOverride("period=day tz=Nowhere/Town threshold=1")
 	assert.ErrorIs(t, err, ErrInvalidLimit)
 	assert.EqualError(t, err, `limit 1: ratelimit: invalid limit: unknown time zone "Nowhere/Town" (want an IANA name such as Europe/Paris or UTC)`)
-	_, err = ParseOverride("period=month threshold=1 algorithm=gcra")
+	_, err = parseOverride("period=month threshold=1 algorithm=gcra")
 	assert.ErrorContains(t, err, "calendar period month is for fixed_window, not gcra")
 }
 

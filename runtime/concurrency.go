@@ -49,6 +49,9 @@ func splitSlot(name string, limits []Limit) (rates []Limit, slot Limit, ok bool,
 		if err := limitfacts.CheckConcurrency(l.Threshold, l.Period); err != nil {
 			return nil, Limit{}, false, fmt.Errorf("%w: %s: %w", ErrInvalidLimit, name, err)
 		}
+		if l.Cooldown {
+			return nil, Limit{}, false, fmt.Errorf("%w: %s: cooldown of a concurrency limit: cool one of the rule's rate limits", ErrInvalidLimit, name)
+		}
 		slot, ok = l, true
 	}
 	if !ok {
@@ -101,9 +104,14 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 	}
 	for {
 		token := newToken()
-		d, at, err := backend.ReserveSlot(ctx, req, slot, token)
-		if err == nil {
-			r.reportSlot(ctx, limiter, &all, d)
+		d, cooling := r.cooling(ctx, limiter, &req)
+		var at time.Time
+		var err error
+		if !cooling {
+			d, at, err = backend.ReserveSlot(ctx, req, slot, token)
+			if err == nil {
+				r.reportSlot(ctx, limiter, &all, d)
+			}
 		}
 		if err != nil {
 			if err = r.failure(ctx, limiter, err); err != nil {

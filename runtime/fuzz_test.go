@@ -53,16 +53,16 @@ func FuzzParseOverride(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		limits, err := ParseOverride(value)
+		limits, err := parseOverride(value)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidLimit) || limits != nil {
-				t.Fatalf("ParseOverride(%q) = %v, %v: want nil and an error wrapping ErrInvalidLimit", value, limits, err)
+				t.Fatalf("parseOverride(%q) = %v, %v: want nil and an error wrapping ErrInvalidLimit", value, limits, err)
 			}
 			return
 		}
 		if v := verdictOf(limits); v != "" {
 			if strings.TrimSpace(value) != string(v) {
-				t.Fatalf("ParseOverride(%q) = %v: only the word %s says that", value, limits, v)
+				t.Fatalf("parseOverride(%q) = %v: only the word %s says that", value, limits, v)
 			}
 			return
 		}
@@ -71,7 +71,7 @@ func FuzzParseOverride(f *testing.F) {
 			t.Fatalf("accepted %q, which is not JSON, as JSON: %v", value, limits)
 		}
 		for _, again := range []string{overrideText(limits), overrideJSON(t, limits)} {
-			got, err := ParseOverride(again)
+			got, err := parseOverride(again)
 			if err != nil || !reflect.DeepEqual(got, limits) {
 				t.Fatalf("%q gave %v; written again as %q it gives %v, %v", value, limits, again, got, err)
 			}

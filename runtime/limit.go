@@ -80,7 +80,7 @@ const (
 	GCRA Algorithm = limitfacts.GCRA
 
 	// Unlimited and Block count nothing: they are the one limit of an
-	// override (see [ParseOverride]) that exempts the calls it applies to
+	// override (see [ParseOverrides]) that exempts the calls it applies to
 	// from every limit of their rule, or denies them all. A rule's own
 	// limits cannot use them.
 	Unlimited Algorithm = "unlimited"
@@ -108,7 +108,8 @@ func (a Algorithm) Valid() bool {
 // period and Burst×Period/Threshold in microseconds (see limitfacts.MaxValue).
 const maxLimitValue = limitfacts.MaxValue
 
-// Bounds of requests, of the memory limiter and of what a call gives back.
+// Bounds of requests, of the memory limiter, of what a call gives back
+// and of a cooldown.
 const (
 	// MaxLimits is the most limits one [Request] may have, so that Reset
 	// knows every key a name and key may hold (see redislimit.Limiter.Reset).
@@ -125,6 +126,12 @@ const (
 	// detached from the caller's cancellation, so that what a call gives back
 	// is given back even when its caller has gone, within this time.
 	GiveBackTimeout = 5 * time.Second
+	// MaxCooldown bounds a cooldown: [Rule.CooldownOn] caps the retry time it
+	// reads from an error at MaxCooldown, so that no upstream's answer (a
+	// hostile or broken Retry-After, a RetryInfo of years) blocks a key for
+	// longer. An upstream that wants a longer pause refuses the next call
+	// after the hour too, which cools the line again.
+	MaxCooldown = time.Hour
 )
 
 // Limit is one rule of the form "at most Threshold calls per Period" (or
@@ -170,6 +177,12 @@ type Limit struct {
 	// tokens per minute" is one request of the tokens' cost, decided and
 	// charged all or nothing.
 	PerCall bool
+	// Cooldown marks the limit's line as one an upstream can cool (the
+	// directive's cooldown=true): [Rule.Cooldown] records that the line's
+	// key is denied until an upstream's retry time, and every process
+	// sharing the limiter's state enforces it (see [Cooler]). A
+	// concurrency limit takes no cooldown.
+	Cooldown bool
 }
 
 // Units returns the units a call of cost units (zero means 1) takes of
@@ -456,13 +469,19 @@ const (
 	// SourceLease is an admission from a lease: units of a limit with a
 	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases).
 	SourceLease
+	// SourceCooldown is a denial of a call of a line that cools: an
+	// upstream asked to retry later (see [Rule.Cooldown]).
+	SourceCooldown
 )
 
-// String returns "backend", "cache", "fallback", "override" or "lease".
+// String returns "backend", "cache", "fallback", "override", "lease" or
+// "cooldown".
 func (s Source) String() string {
 	switch s {
 	case SourceLease:
 		return "lease"
+	case SourceCooldown:
+		return "cooldown"
 	case SourceOverride:
 		return "override"
 	case SourceCache:

@@ -40,6 +40,7 @@ type MemoryLimiter struct {
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
 	slots  slotTable // concurrency slots (concurrency.go)
+	cools  coolTable // cooldowns (cooldown.go)
 	// denials counts the denials of the process's rules (see
 	// [DenialCounter]).
 	denials denied.Summary

@@ -204,10 +204,10 @@ func ParseOverrides(fields map[string]string) (*StaticOverrides, error) {
 	return s, errors.Join(errs...)
 }
 
-// ParseOverride parses the value of one field that sets limits: directive-
+// parseOverride parses the value of one field that sets limits: directive-
 // like text or JSON, as described at [ParseOverrides]. Every limit it returns
 // is valid; every error wraps [ErrInvalidLimit].
-func ParseOverride(value string) ([]Limit, error) {
+func parseOverride(value string) ([]Limit, error) {
 	value = strings.TrimSpace(value)
 	if value == string(Unlimited) || value == string(Block) {
 		return []Limit{{Algorithm: Algorithm(value)}}, nil

@@ -108,3 +108,48 @@ func TestValidateOverride(t *testing.T) {
 		assert.ErrorContains(t, err, tt.want)
 	}
 }
+
+// TestParseOverride: a field's value of limits, as text or JSON.
+func TestParseOverride(t *testing.T) {
+	valid := map[string][]Limit{
+		"period=30s threshold=5":    {{Period: 30 * time.Second, Threshold: 5}},
+		"  threshold=5 period=30  ": {{Period: 30 * time.Second, Threshold: 5}},
+		"period=1 threshold=10; period=1m threshold=100": {
+			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
+		"period=500ms threshold=2\nperiod=1h threshold=7\n": {
+			{Period: 500 * time.Millisecond, Threshold: 2}, {Period: time.Hour, Threshold: 7}},
+		"period=1s threshold=3 algorithm=sliding_log": {{Period: time.Second, Threshold: 3, Algorithm: SlidingLog}},
+		`{"period": "30s", "threshold": 5}`:           {{Period: 30 * time.Second, Threshold: 5}},
+		`[{"period": 1, "threshold": 10}, {"period": "1m", "threshold": 100}]`: {
+			{Period: time.Second, Threshold: 10}, {Period: time.Minute, Threshold: 100}},
+	}
+	for in, want := range valid {
+		got, err := parseOverride(in)
+		if assert.NoError(t, err, in) {
+			assert.Equal(t, want, got, in)
+		}
+	}
+	invalid := map[string]string{
+		"":                                   "no limits",
+		"period=30s":                         "period and threshold are required",
+		"period=30s threshold=0":             "threshold 0 is not positive",
+		"period=3x threshold=1":              `period "3x"`,
+		"period=1 threshold=1 threshold=2":   "threshold appears twice",
+		"period=1 threshold=1 key=user":      `unknown name "key"`,
+		"period=1 threshold":                 `"threshold": want name=value`,
+		"period=1 threshold=1 algorithm=xyz": `unknown algorithm "xyz"`,
+		`{"period": "1s"}`:                   "threshold 0 is not positive",
+		`{"period": true, "threshold": 1}`:   "want whole seconds or a duration string",
+		`{"period": "1s", "threshold": 1, "burst": 1, "extra": 1}`: "unknown field",
+		`[{"period": "1s", "threshold": 1}`:                        "unexpected EOF",
+		`[{"period": "1s", "threshold": 1}] x`:                     "text after the JSON value",
+		`{"period": "1s", "threshold": 1}]`:                        "text after the JSON value",
+		`{"period": "1s", "threshold": 1} {"period": "1s"}`:        "after array element",
+	}
+	for in, want := range invalid {
+		_, err := parseOverride(in)
+		if assert.ErrorIs(t, err, ErrInvalidLimit, in) {
+			assert.Contains(t, err.Error(), want, in)
+		}
+	}
+}

@@ -63,14 +63,21 @@ func Peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
 	return p.Peek(ctx, req)
 }
 
-// Reset has the [Resetter] that limiter offers (see [As]) clear the state of name and key; see [Resetter]. The error
-// wraps errors.ErrUnsupported when there is none.
-func Reset(ctx context.Context, limiter Limiter, name, key string) error {
-	r, ok := As[Resetter](limiter)
+// Reset has the [Resetter] that limiter offers (see [As]) clear the state
+// that r's calls of key keep: every limit of r's name under key. The error
+// wraps errors.ErrUnsupported when limiter offers none. (For another name,
+// such as a shared line's, ask the Resetter itself.)
+func (r *Rule) Reset(ctx context.Context, limiter Limiter, key string) error {
+	return reset(ctx, limiter, r.Name, key)
+}
+
+// reset is [Rule.Reset] of name and key.
+func reset(ctx context.Context, limiter Limiter, name, key string) error {
+	rs, ok := As[Resetter](limiter)
 	if !ok {
 		return fmt.Errorf("ratelimit: %T cannot reset: %w", limiter, errors.ErrUnsupported)
 	}
-	return r.Reset(ctx, name, key)
+	return rs.Reset(ctx, name, key)
 }
 
 // peeked turns the decision an uncharged call of req got into Peek's: an
@@ -138,6 +145,13 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	l.slots.mu.Lock()
 	delete(l.slots.held, [2]string{name, key})
 	l.slots.mu.Unlock()
+	l.cools.mu.Lock()
+	for line := range l.cools.ends {
+		if line.name == name && line.key == key {
+			delete(l.cools.ends, line)
+		}
+	}
+	l.cools.mu.Unlock()
 	return nil
 }
 
@@ -176,6 +190,9 @@ func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision
 	case Block:
 		period := r.Limits[0].blockSpan(limiter)
 		return Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}, nil
+	}
+	if d, ok := r.cooling(ctx, limiter, &req); ok {
+		return d, nil
 	}
 	d, err := Peek(ctx, limiter, req)
 	if err != nil {

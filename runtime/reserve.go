@@ -127,7 +127,12 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 		start = time.Now()
 	}
 	for {
-		d, at, err := backend.Reserve(ctx, req)
+		d, cooling := r.cooling(ctx, limiter, &req)
+		var at time.Time
+		var err error
+		if !cooling {
+			d, at, err = backend.Reserve(ctx, req)
+		}
 		if err != nil {
 			if d, limits, ferr := r.fallback(ctx, limiter, req, err); ferr == nil {
 				if d.Allowed || r.Shadow {

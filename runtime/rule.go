@@ -273,8 +273,8 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 // direct returns the function that decides a call of r with keys and cost
 // on limiter (see [RuleDecider]) when check has nothing to do before
 // asking it: a call of one key, of a rule without Wait, Shadow or shared
-// lines, whose limits hold no concurrency limit, on a limiter without
-// overrides that could replace them. Else it returns nil.
+// lines, whose limits hold no concurrency limit and no cooldown, on a
+// limiter without overrides that could replace them. Else it returns nil.
 func (r *Rule) direct(limiter Limiter, keys []string, cost int64) *ruleFast {
 	if r.KeyExprs != nil || r.Shared != nil || len(keys) > 1 || cost < 0 || r.Wait > 0 || r.Shadow {
 		return nil
@@ -362,6 +362,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 			}
 		}
 	}
+	if cools(r.Limits) { // inlined: a rule without a cooldown line pays no call
+		if cooled, err := r.cooledCheck(ctx, limiter, &req, start, o); cooled {
+			return err
+		}
+	}
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.
 	var f *ruleFast
@@ -411,6 +416,25 @@ func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, star
 	return r.waitFor(ctx, limiter, req, k, joinQueue(k, d), start, o)
 }
 
+// cooledCheck is check's answer to a call of req while a line of r cools
+// (cooled): denied, admitted by a shadow rule, or waiting for the
+// cooldown's end when r's wait reaches it.
+func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (cooled bool, err error) {
+	d, ok := r.coolingOf(ctx, limiter, req)
+	if !ok {
+		return false, nil
+	}
+	o.d, o.decided = d, true
+	switch {
+	case r.Shadow:
+		return true, nil
+	case r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)):
+		k := queueKeyOf(limiter, req)
+		return true, r.waitFor(ctx, limiter, req, k, joinQueue(k, &o.d), start, o)
+	}
+	return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
+}
+
 // canShare returns nil unless r has shared lines and the call cannot be
 // decided with them: keys is nil (one key for every limit), or limiter
 // offers no [LineSharer]. The error wraps [ErrInvalidLimit].
@@ -440,6 +464,9 @@ func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k que
 // It returns the limits the decision describes: req.Limits, or those the
 // fallback enforced.
 func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
+	if d, ok := r.cooling(ctx, limiter, req); ok {
+		return d, req.Limits, nil
+	}
 	d, err := limiter.Allow(ctx, *req)
 	if err != nil {
 		return r.fallback(ctx, limiter, *req, err)

@@ -126,7 +126,7 @@ func (t ruleTable) setField(field, value string) error {
 		if err := checkTier(tier); err != nil {
 			return err
 		}
-		l, err := ParseOverride(value)
+		l, err := parseOverride(value)
 		if err != nil {
 			return err
 		}
@@ -136,7 +136,7 @@ func (t ruleTable) setField(field, value string) error {
 	if ok {
 		return unknownQualifier(rest)
 	}
-	l, err := ParseOverride(value)
+	l, err := parseOverride(value)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (t ruleTable) setKeyField(field, name, key, value string) error {
 		t.entry(name).setMember(k, membership{tier, field})
 		return nil
 	}
-	l, err := ParseOverride(value)
+	l, err := parseOverride(value)
 	if err != nil {
 		return err
 	}

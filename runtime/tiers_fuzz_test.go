@@ -69,7 +69,7 @@ func FuzzOverrideField(f *testing.F) {
 			}
 		}
 		byKey, byRule := (&overrideTable{rules: rules}).lookup(name, key)
-		want, perr := ParseOverride(value)
+		want, perr := parseOverride(value)
 		ruleField, keyField := fieldOf(field, name, key)
 		if byRule != nil && (!ruleField || !reflect.DeepEqual(byRule, want)) {
 			t.Fatalf("field %q = %q gave rule %q the limits %v", field, value, name, byRule)

@@ -321,9 +321,34 @@ func (mg *methodGen) body() []jen.Code {
 	check := jen.Id(mg.m.rule).Dot("Check").Call(append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), cost}, keys...)...)
 	stmts = append(stmts,
 		jen.If(jen.Id(mg.err).Op(":=").Add(check), jen.Id(mg.err).Op("!=").Nil()).
-			Block(append(decls, jen.Return(mg.zeroResults(err)...))...),
-		mg.delegate())
-	return stmts
+			Block(append(decls, jen.Return(mg.zeroResults(err)...))...))
+	if mg.m.Rule.Cools() {
+		return append(stmts, mg.coolBody(keys)...)
+	}
+	return append(stmts, mg.delegate())
+}
+
+// coolBody returns the statements of a method with a cooldown line that
+// checks (does not reserve), after its call was admitted: call the
+// wrapped method and, when it returns an error, tell the runtime
+// (ratelimit.Rule.CooldownOn), which cools the lines marked cooldown=true
+// when the error carries a retry time.
+func (mg *methodGen) coolBody(keys []jen.Code) []jen.Code {
+	mg.planResults()
+	call := jen.Id(mg.p.recv).Dot(mg.p.next).Dot(mg.m.Name).Call(mg.args()...)
+	return []jen.Code{
+		jen.List(mg.resultIDs(jen.Id(mg.err))...).Op(":=").Add(call),
+		jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(mg.cool(keys)),
+		jen.Return(mg.resultIDs(jen.Id(mg.err))...),
+	}
+}
+
+// cool returns the statement that tells the runtime the error of a call
+// of a method with a cooldown line, whose keys (as the limiter was given
+// them) are keys.
+func (mg *methodGen) cool(keys []jen.Code) jen.Code {
+	args := append([]jen.Code{mg.ctx(), jen.Id(mg.p.recv).Dot(mg.p.limiter), jen.Id(mg.err)}, keys...)
+	return jen.Id("_").Op("=").Id(mg.m.rule).Dot("CooldownOn").Call(args...)
 }
 
 // zeroResults returns the zero values followed by errExpr.
@@ -626,6 +651,9 @@ func (mg *methodGen) doc() string {
 	}
 	if rule.Reserves() {
 		s += " A call that a limit further in denies (an error wrapping ratelimit.ErrLimited) is given back all it took."
+	}
+	if rule.Cools() {
+		s += " An error that carries a retry time (a RetryAfter() time.Duration method), such as an upstream's 429, cools the lines marked cooldown=true (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in every process."
 	}
 	return s
 }

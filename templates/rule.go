@@ -150,6 +150,9 @@ func limitValue(l model.Limit) *jen.Statement {
 	if l.PerCall {
 		fields = append(fields, jen.Id("PerCall").Op(":").True())
 	}
+	if l.Cooldown {
+		fields = append(fields, jen.Id("Cooldown").Op(":").True())
+	}
 	return jen.Values(fields...)
 }
 

@@ -53,6 +53,9 @@ func (mg *methodGen) reserveBody(keys []jen.Code, cost jen.Code, decls []jen.Cod
 		}
 		onError = append(valueStmts, jen.If(denied).Block(refund))
 	}
+	if rule.Cools() {
+		onError = append([]jen.Code{mg.cool(keys)}, onError...)
+	}
 	stmts = append(stmts, jen.If(jen.Id(mg.err).Op("!=").Nil()).Block(append(onError, jen.Return(mg.resultIDs(jen.Id(mg.err))...))...))
 	switch {
 	case rule.Refund == "success":

@@ -72,6 +72,15 @@
 // converted too, so an interceptor without options is enough for a
 // service whose methods call decorated interfaces; install it outermost,
 // so that it sees what the handlers return.
+//
+// # Upstream cooldowns
+//
+// A service that calls an upstream over gRPC can have the upstream's
+// "retry later" cool its own limits: [UpstreamError] (or the client
+// interceptor [UnaryClientUpstreamErrors]) turns a status with an
+// errdetails.RetryInfo into a [RetryError], which a limited method
+// returns so that its lines marked cooldown=true cool until then, in
+// every process (see ratelimit.Rule.CooldownOn).
 package ratelimitgrpc
 
 import (

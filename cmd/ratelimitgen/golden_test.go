@@ -13,7 +13,7 @@ var update = flag.Bool("update", false, "rewrite the generated files and diagnos
 
 // goldenCases are the packages under testdata whose committed
 // ratelimit_gen.go is the expected output.
-var goldenCases = []string{"algorithms", "basic", "buildtags", "calendar", "collisions", "concrete", "concurrency", "embedded", "foreign", "generics", "getters", "keys", "linekeys", "options", "settle", "shared", "unexported"}
+var goldenCases = []string{"algorithms", "basic", "buildtags", "calendar", "collisions", "concrete", "concurrency", "cooldown", "embedded", "foreign", "generics", "getters", "keys", "linekeys", "options", "settle", "shared", "unexported"}
 
 // TestGolden checks that generating each golden package reproduces its
 // committed ratelimit_gen.go byte for byte (-update rewrites them).

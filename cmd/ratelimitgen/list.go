@@ -38,6 +38,7 @@ type listRow struct {
 	Shadow    bool   `json:"shadow,omitempty"`
 	EmptyKey  string `json:"emptykey,omitempty"`
 	KeyHash   bool   `json:"keyhash,omitempty"`
+	Cooldown  bool   `json:"cooldown,omitempty"`
 	// Shared is the name of the shared line the limit is, whose state
 	// belongs to that name rather than to Name; empty for a method's own.
 	Shared string `json:"shared,omitempty"`
@@ -68,7 +69,7 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 			Period: cmp.Or(l.Calendar, compactDuration(l.Period)), TZ: l.TZ, Threshold: l.Threshold, Algorithm: cmp.Or(l.Algorithm, limitfacts.Default),
 			Burst: l.Burst, Capacity: l.Capacity, OnError: rule.OnError, Shadow: rule.Shadow,
 		}
-		row.Shared = l.Shared
+		row.Shared, row.Cooldown = l.Shared, l.Cooldown
 		if l.Key != nil {
 			row.Key = l.Key.Source
 			row.KeyHash = l.Key.Hash
@@ -151,6 +152,9 @@ func (r *listRow) options() string {
 		add("keyhash", "true")
 	}
 	add("shared", r.Shared)
+	if r.Cooldown {
+		add("cooldown", "true")
+	}
 	return strings.Join(opts, " ")
 }
 

@@ -36,10 +36,10 @@ alice "now one about Redis" max_tokens=400: 200, used 16 tokens (384 of the rese
 alice "and one about Go" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
 alice "a long essay please" max_tokens=960: 429, Retry-After 60s: Too Many Requests: retry after 60 s
 alice "a shorter essay then" max_tokens=900: 200, used 16 tokens (884 of the reservation given back)
--- carol: a provider's 429 is given back whole; the sixth request a minute is denied
+-- carol: a provider's 429 is given back whole, and its Retry-After pauses the provider for every key
 carol "busy provider" max_tokens=100: 502, the provider refused it
-carol "busy provider" max_tokens=100: 502, the provider refused it
-carol "busy provider" max_tokens=100: 502, the provider refused it
+dave "hello" max_tokens=100: 429, Retry-After 1s: Too Many Requests: retry after 1 s
+-- a second later: carol's sixth request a minute is denied (the refused one did not count)
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
@@ -51,6 +51,12 @@ bob "a third at once" max_tokens=50: 429, Retry-After 30s: Too Many Requests: re
 bob "slow first question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
 bob "slow second question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
 bob "once the others are done" max_tokens=50: 200, used 20 tokens (30 of the reservation given back)
+-- usage against the budgets (httplimit.AdminHandler, GET /admin/ratelimit/key)
+alice: 4 of 5/1m0s (sliding_log); 72 of 1000/1m0s (sliding_log); 72 of 20000/month (fixed_window)
+bob: 3 of 5/1m0s (sliding_log); 44 of 1000/1m0s (sliding_log); 44 of 20000/month (fixed_window)
+carol: 5 of 5/1m0s (sliding_log); 20 of 1000/1m0s (sliding_log); 20 of 20000/month (fixed_window)
+dave: 0 of 5/1m0s (sliding_log); 0 of 1000/1m0s (sliding_log); 0 of 20000/month (fixed_window)
+the organisation, at the provider: 13 of 20/1m0s (sliding_log)
 `
 			if got := out.String(); got != want {
 				t.Errorf("got:\n%s\nwant:\n%s", got, want)

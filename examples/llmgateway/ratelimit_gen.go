@@ -86,10 +86,67 @@ func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRe
 	return resp, nil
 }
 
+// ProviderWithRateLimit is a Provider that asks a ratelimit.Limiter to admit
+// each call of its limited method Complete before calling the wrapped Provider.
+// A denied call returns the limiter's error, a *ratelimit.LimitError, without
+// calling it. An admitted call whose context comes from ratelimit.WithAdmission
+// records its admission there.
+type ProviderWithRateLimit struct {
+	next    Provider
+	limiter ratelimit.Limiter
+}
+
+// NewProviderWithRateLimit returns a ProviderWithRateLimit that calls next
+// after limiter admits each call of a limited method of Provider. It panics if
+// next or limiter is nil.
+func NewProviderWithRateLimit(next Provider, limiter ratelimit.Limiter) *ProviderWithRateLimit {
+	if next == nil {
+		panic("main.NewProviderWithRateLimit: next is nil: want the Provider whose calls it limits")
+	}
+	if limiter == nil {
+		panic("main.NewProviderWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
+	return &ProviderWithRateLimit{next: next, limiter: limiter}
+}
+
+var _ Provider = (*ProviderWithRateLimit)(nil)
+
+// providerCompleteRateLimit is the rule of Provider.Complete: 20 calls per
+// minute for each req.Org.
+var providerCompleteRateLimit = &ratelimit.Rule{
+	Name:   "github.com/ratelimitgen/ratelimitgen/examples/llmgateway.Provider.Complete",
+	Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 20, Cooldown: true}},
+}
+
+// Complete calls the wrapped Provider's Complete if the limiter admits the call
+// under providerCompleteRateLimit; otherwise it returns the limiter's error. If
+// req is nil, it returns an error wrapping ratelimit.ErrNilKey instead. An
+// error that carries a retry time (a RetryAfter() time.Duration method), such as an
+// upstream's 429, cools the lines marked cooldown=true
+// (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
+// every process.
+func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {
+	if req == nil {
+		return nil, &ratelimit.KeyError{Name: providerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
+	}
+	key := req.Org
+	if err := providerCompleteRateLimit.Check(ctx, d.limiter, 1, key); err != nil {
+		return nil, err
+	}
+	r1, err := d.next.Complete(ctx, req)
+	if err != nil {
+		_ = providerCompleteRateLimit.CooldownOn(ctx, d.limiter, err, key)
+	}
+	return r1, err
+}
+
 // RateLimitRules returns the rules of the package's rate-limited methods, one
 // per method, ordered by decorated type and method name, such as for
 // httplimit.AdminHandler. Each call returns new copies: changing them changes
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
-	return []*ratelimit.Rule{completerCompleteRateLimit.Clone()}
+	return []*ratelimit.Rule{
+		completerCompleteRateLimit.Clone(),
+		providerCompleteRateLimit.Clone(),
+	}
 }

@@ -508,7 +508,7 @@ func (a *admin) resetKey(w http.ResponseWriter, r *http.Request) {
 		adminFailure(w, err)
 		return
 	}
-	if err := ratelimit.Reset(r.Context(), a.limiter, rule.Name, key); err != nil {
+	if err := rule.Reset(r.Context(), a.limiter, key); err != nil {
 		adminFailure(w, err)
 		return
 	}

@@ -19,4 +19,10 @@
 // JSON: each rule's limits and their overrides, and what a key would be
 // told now (ratelimit.Peek); with [WithAdminReset] it also resets a key.
 // It reveals keys, so it belongs behind the service's own authentication.
+//
+// On the client side, [ResponseError] turns an upstream's 429 or 503 with
+// a Retry-After into an [UpstreamError], which a limited method returns so
+// that its lines marked cooldown=true cool until then in every process
+// (a RetryAfter() time.Duration method); [ParseRetryAfter] reads the header's seconds
+// or HTTP date, capped at ratelimit.MaxCooldown.
 package httplimit

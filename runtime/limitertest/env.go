@@ -267,7 +267,7 @@ func (e *env) peek(r *ratelimit.Rule, key string, keys []string) outcome {
 // reset is ratelimit.Reset of name and key on both limiters.
 func (e *env) reset(name, key string) {
 	e.same(fmt.Sprintf("Reset(%q, %q)", name, key), func(l ratelimit.Limiter, _ bool) outcome {
-		return decisionOutcome(ratelimit.Decision{}, ratelimit.Reset(e.ctx, l, name, key))
+		return decisionOutcome(ratelimit.Decision{}, resetKey(e.ctx, l, name, key))
 	})
 }
 
@@ -379,4 +379,14 @@ func limitError(err error) *ratelimit.LimitError {
 		return le
 	}
 	return nil
+}
+
+// resetKey clears the state of name and key on l, through the Resetter it
+// offers (see ratelimit.As).
+func resetKey(ctx context.Context, l ratelimit.Limiter, name, key string) error {
+	r, ok := ratelimit.As[ratelimit.Resetter](l)
+	if !ok {
+		return fmt.Errorf("%T cannot reset: %w", l, errors.ErrUnsupported)
+	}
+	return r.Reset(ctx, name, key)
 }

@@ -64,6 +64,15 @@ func (f forwarding) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey
 	return f.m.TopDenied(ctx, n)
 }
 
+// Cool and Cooling forward to the memory limiter's cooldowns.
+func (f forwarding) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {
+	return f.m.Cool(ctx, req, i, d)
+}
+
+func (f forwarding) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	return f.m.Cooling(ctx, req)
+}
+
 // SharesLines: Allow forwards Request.Shared to the memory limiter,
 // which keeps each line's state where Request.Line says.
 func (f forwarding) SharesLines() {}
@@ -77,6 +86,7 @@ var (
 	_ ratelimit.Resetter      = forwarding{}
 	_ ratelimit.Reserver      = forwarding{}
 	_ ratelimit.SlotHolder    = forwarding{}
+	_ ratelimit.Cooler        = forwarding{}
 )
 
 // TestForwardingBackend runs the suite on a backend of another package
@@ -106,6 +116,20 @@ func (o outageProne) Allow(ctx context.Context, req ratelimit.Request) (ratelimi
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.Allow(ctx, req)
+}
+
+func (o outageProne) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {
+	if o.down.Load() {
+		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Cool(ctx, req, i, d)
+}
+
+func (o outageProne) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	if o.down.Load() {
+		return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Cooling(ctx, req)
 }
 
 func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {

@@ -108,6 +108,23 @@
 // top_denied checks that a DenialCounter lists the keys its rules denied,
 // most first, redacted.
 //
+// The crosses of cooldowns (ratelimit.Cooler, Rule.Cooldown), for a
+// backend that keeps them, are cooldown/<algorithm>/several_lines (a
+// cooled line denies its key with the cooldown's end as RetryAfter,
+// charging neither line; other keys are decided as ever; a sooner
+// cooldown never shortens a later one, and none lasts beyond
+// ratelimit.MaxCooldown), cooldown/keys_per_line (a line that counts
+// every call as one cools for every user, a user's line for that user),
+// cooldown/shared_line (a cooled shared line denies every rule that
+// shares it), cooldown/peek, cooldown/reserve (Rule.Reserve of a cooled
+// key takes nothing, a concurrency slot included), cooldown/wait/admitted
+// and cooldown/wait/beyond_budget; for a backend that keeps none,
+// cooldown/unsupported (Rule.Cooldown fails with errors.ErrUnsupported,
+// and calls are decided by the limits alone). With Backend.Outage,
+// outage/real/cooldown/onerror=allow, deny and local require a cooldown
+// that cannot be read to leave the call to the policy: let through,
+// failed, or decided by the fallback, which keeps no cooldowns.
+//
 // When the backend reads the time from ratelimit.WithClock (Backend.Clock),
 // each cross is differential: it runs one sequence of calls against the
 // backend and against a fresh ratelimit.NewMemory twin, both on one clock
@@ -190,6 +207,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("concurrency", func(t *testing.T) { s.concurrency(t) })
 	t.Run("outage", func(t *testing.T) { s.outage(t) })
 	t.Run("top_denied", func(t *testing.T) { s.topDenied(t) })
+	t.Run("cooldown", func(t *testing.T) { s.cooldown(t) })
 }
 
 // suite is one Run: the backend and what it can do.

@@ -35,6 +35,9 @@ func (s *suite) outage(t *testing.T) {
 		s.realOutageOf(t, ratelimit.FailLocal, 1, true)
 	})
 	t.Run("real/top_denied", func(t *testing.T) { s.topDeniedOutage(t) })
+	for _, p := range policies {
+		t.Run("real/cooldown/onerror="+string(p), func(t *testing.T) { s.cooldownOutage(t, p) })
+	}
 }
 
 // perCallCost is the cost of the calls of the real outage of a limit that
@@ -295,5 +298,45 @@ func (s *suite) settleOutage(t *testing.T) {
 	}
 	if kept := threshold - 2*reserved - 1; left != kept && left != threshold {
 		t.Fatalf("after a settle and a refund failed in the outage, the limit of %d admitted %d calls: want %d (the backend kept its state, the reservations charged as reserved) or %d (it lost it)", threshold, left, kept, threshold)
+	}
+}
+
+// cooldownOutage: with a real outage (Backend.Outage), a rule whose line
+// was cooled before it cannot read its cooldowns: Rule.Cooldown fails
+// with ErrBackend, and calls are decided as the rule's policy says,
+// without the cooldown: FailOpen lets them through, FailClosed fails
+// them with ErrBackend, and FailLocal has the local fallback decide them
+// against its share of the limit (its ratelimit.Fallback keeps no
+// cooldowns).
+func (s *suite) cooldownOutage(t *testing.T, p ratelimit.ErrorPolicy) {
+	if s.b.Outage == nil {
+		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
+	}
+	need(t, "keep cooldowns (ratelimit.Cooler)", s.caps.cooldown)
+	ctx := context.Background()
+	l := s.b.New(t)
+	rule := &ratelimit.Rule{Name: "real_outage/cooldown/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3, Cooldown: true}}, OnError: p}
+	if err := rule.Cooldown(ctx, l, 0, "k", time.Hour); err != nil {
+		t.Fatalf("Cooldown before the outage: %v", err)
+	}
+	if err := rule.Check(ctx, l, 1, "k"); !errors.Is(err, ratelimit.ErrLimited) {
+		t.Fatalf("a call of the cooled key before the outage: %v", err)
+	}
+	restore := s.b.Outage(t)
+	defer restore()
+	if err := rule.Cooldown(ctx, l, 0, "k", time.Hour); !errors.Is(err, ratelimit.ErrBackend) {
+		t.Fatalf("Cooldown while the backend is down: %v, want an error wrapping ErrBackend", err)
+	}
+	_, local := ratelimit.As[ratelimit.Fallback](l)
+	err := rule.Check(ctx, l, 1, "k")
+	switch {
+	case p == ratelimit.FailOpen, p == ratelimit.FailLocal && local:
+		if err != nil {
+			t.Fatalf("onerror=%s, the cooldown unreadable: %v, want the call decided without it (admitted)", p, err)
+		}
+	default:
+		if !errors.Is(err, ratelimit.ErrBackend) {
+			t.Fatalf("onerror=%s: %v, want an error wrapping ErrBackend", p, err)
+		}
 	}
 }

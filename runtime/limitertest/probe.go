@@ -22,6 +22,7 @@ type capabilities struct {
 	overrides  string                         // why it does not apply WithOverrides, or ""
 	hooks      string                         // why it does not report to WithHook's hook, or ""
 	shared     string                         // why it cannot decide shared lines, or ""
+	cooldown   string                         // why it keeps no cooldowns, or ""
 }
 
 // probe asks a fresh limiter of b what it can do. These are the only
@@ -51,7 +52,7 @@ func probe(t *testing.T, b Backend) capabilities {
 	if _, err := ratelimit.Peek(ctx, l, ratelimit.Request{Name: "probe/peek", Limits: hour(ratelimit.SlidingLog)}); err != nil {
 		caps.peek = err.Error()
 	}
-	if err := ratelimit.Reset(ctx, l, "probe/reset", ""); err != nil {
+	if err := resetKey(ctx, l, "probe/reset", ""); err != nil {
 		caps.reset = err.Error()
 	}
 	rate := &ratelimit.Rule{Name: "probe/reserve", Limits: hour(ratelimit.TokenBucket)}
@@ -72,6 +73,10 @@ func probe(t *testing.T, b Backend) capabilities {
 	}
 	if _, ok := ratelimit.As[ratelimit.LineSharer](l); !ok {
 		caps.shared = "the limiter offers no ratelimit.LineSharer"
+	}
+	cool := &ratelimit.Rule{Name: "probe/cooldown", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3, Cooldown: true}}}
+	if err := cool.Cooldown(ctx, l, 0, "", time.Millisecond); err != nil {
+		caps.cooldown = err.Error()
 	}
 	if metrics.Snapshot()["probe/sliding_log"].Allowed == 0 {
 		caps.hooks = "an admission was not reported to WithHook's hook"

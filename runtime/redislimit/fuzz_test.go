@@ -38,7 +38,12 @@ func FuzzRedisOverrides(f *testing.F) {
 		if err := c.HSet(ctx, hash, name, value, control, "period=1m threshold=7").Err(); err != nil {
 			t.Fatal(err)
 		}
-		want, wantErr := ratelimit.ParseOverride(value)
+		// The value alone, as a rule's field.
+		parsed, wantErr := ratelimit.ParseOverrides(map[string]string{"value": value})
+		var want []ratelimit.Limit
+		if wantErr == nil {
+			want, _ = parsed.Lookup(ctx, "value")
+		}
 		err := ov.Refresh(ctx)
 		got, ok := ov.Lookup(ctx, name)
 		if lim, found := ov.Lookup(ctx, control); !found || len(lim) != 1 || lim[0].Threshold != 7 {

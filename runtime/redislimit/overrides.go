@@ -259,10 +259,13 @@ func (o *Overrides) applies(field, value string) error {
 	if _, isMember := strings.CutPrefix(strings.TrimSpace(value), "tier="); isMember && strings.HasPrefix(rest, "key=") {
 		return nil
 	}
-	limits, err := ratelimit.ParseOverride(value)
+	// The value alone, as a rule's: its own errors are the field's, told
+	// where the fields are parsed.
+	parsed, err := ratelimit.ParseOverrides(map[string]string{"value": value})
 	if err != nil {
 		return nil
 	}
+	limits, _ := parsed.Lookup(context.Background(), "value")
 	return r.ValidateOverride(limits, qualified)
 }
 

@@ -70,7 +70,7 @@ func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 // with a key per limit, the state of its limits keyed by key: "" names
 // its limits that count every call as one), its concurrency slots among
 // them (the calls holding one run on; their give-back and renewal then
-// find none) (each limit
+// find none) and its cooldowns (each limit
 // index below [ratelimit.MaxLimits], each algorithm) with one UNLINK, in one round
 // trip: the keys share a hash tag, so a cluster holds them on one master.
 // An error wraps [ratelimit.ErrBackend].
@@ -85,11 +85,12 @@ func (l *redisBackend) Reset(ctx context.Context, name, key string) error {
 // resetKeys returns every storage key of name and key, which is bounded.
 func resetKeys(prefix, name, key string) []string {
 	algs := ratelimit.Algorithms()
-	keys := make([]string, 0, ratelimit.MaxLimits*len(algs)+1)
+	keys := make([]string, 0, ratelimit.MaxLimits*(len(algs)+1)+1)
 	for i := range ratelimit.MaxLimits {
 		for _, alg := range algs {
 			keys = append(keys, storageKey(prefix, name, key, i, alg))
 		}
+		keys = append(keys, coolKey(prefix, name, key, i))
 	}
 	return append(keys, slotKey(prefix, name, key))
 }

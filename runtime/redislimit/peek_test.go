@@ -172,13 +172,13 @@ func TestReset(t *testing.T) {
 					require.True(t, allow(t, l, r).Allowed)
 					require.False(t, allow(t, l, r).Allowed)
 				}
-				require.NoError(t, ratelimit.Reset(context.Background(), l, "reset", key))
+				require.NoError(t, resetKey(context.Background(), l, "reset", key))
 				require.True(t, peek(t, l, req).Allowed)
 				require.True(t, allow(t, l, req).Allowed)
 				require.False(t, allow(t, l, other).Allowed, "another key")
 				require.False(t, allow(t, l, otherName).Allowed, "another name")
 				for _, r := range []ratelimit.Request{req, other, otherName} {
-					require.NoError(t, ratelimit.Reset(context.Background(), l, r.Name, r.Key))
+					require.NoError(t, resetKey(context.Background(), l, r.Name, r.Key))
 				}
 			}
 		}
@@ -231,7 +231,7 @@ func TestPeekErrors(t *testing.T) {
 	plain := wrapped{} // wraps no limiter that peeks
 	_, err = ratelimit.Peek(ctx, plain, ratelimit.Request{})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
-	require.ErrorIs(t, ratelimit.Reset(ctx, plain, "n", "k"), errors.ErrUnsupported)
+	require.ErrorIs(t, (&ratelimit.Rule{Name: "n"}).Reset(ctx, plain, "k"), errors.ErrUnsupported)
 }
 
 // TestPeekThroughWrappers reaches Peek and Reset through two wrappers.
@@ -242,7 +242,7 @@ func TestPeekThroughWrappers(t *testing.T) {
 		req := ratelimit.Request{Name: "wrapped", Key: "k", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 		require.True(t, allow(t, l, req).Allowed)
 		require.False(t, peek(t, l, req).Allowed)
-		require.NoError(t, ratelimit.Reset(context.Background(), l, req.Name, req.Key))
+		require.NoError(t, resetKey(context.Background(), l, req.Name, req.Key))
 		require.True(t, peek(t, inner, req).Allowed)
 	})
 }
@@ -363,4 +363,14 @@ func TestHooksSeeRequestsAsBuilt(t *testing.T) {
 	rule := &ratelimit.Rule{Name: "built", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3}}}
 	require.NoError(t, rule.Check(context.Background(), l, 2, "k"))
 	assert.Equal(t, []ratelimit.Request{{Name: "built", Key: "k", Cost: 2, Limits: rule.Limits, Rule: rule}}, hook.reqs)
+}
+
+// resetKey clears the state of name and key on l, through the Resetter it
+// offers (see ratelimit.As).
+func resetKey(ctx context.Context, l ratelimit.Limiter, name, key string) error {
+	r, ok := ratelimit.As[ratelimit.Resetter](l)
+	if !ok {
+		return fmt.Errorf("%T cannot reset: %w", l, errors.ErrUnsupported)
+	}
+	return r.Reset(ctx, name, key)
 }

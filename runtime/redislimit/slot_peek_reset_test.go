@@ -93,7 +93,7 @@ func TestResetFreesTheSlots(t *testing.T) {
 		_, err = r.Reserve(ctx, l, 1, "t")
 		require.ErrorIs(t, err, ratelimit.ErrLimited)
 
-		require.NoError(t, ratelimit.Reset(ctx, l, r.Name, "t"))
+		require.NoError(t, r.Reset(ctx, l, "t"))
 		d, err := r.Peek(ctx, l, "t")
 		require.NoError(t, err)
 		assert.Equal(t, ratelimit.Decision{Allowed: true, Remaining: 2, LimitIndex: 1}, d, "a reset key has every slot free")

@@ -147,10 +147,11 @@ func TestSlotsOnACluster(t *testing.T) {
 	}
 }
 
-// TestSlotScriptsRenderAsGolden compares the slot scripts with their text
-// under testdata/scripts (rewritten with -update).
+// TestSlotScriptsRenderAsGolden compares the slot scripts, and the
+// cooldown scripts, with their text under testdata/scripts (rewritten with
+// -update).
 func TestSlotScriptsRenderAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText} {
+	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText, "cool": coolText, "cooling": coolingText} {
 		file := filepath.Join("testdata", "scripts", name+".lua")
 		if *updateScripts {
 			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))

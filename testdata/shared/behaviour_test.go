@@ -99,7 +99,9 @@ func TestGlobalLineSharedByMethodsAndTypes(t *testing.T) {
 		require.GreaterOrEqual(t, units, 18, "the global line admitted %d units, less than its 20 minus one Export", units)
 		require.Error(t, b.Charge(ctx, "t-last", 1), "a call on the spent global line")
 		// The line's state is its name's: Reset of that name lifts it.
-		require.NoError(t, ratelimit.Reset(ctx, limiter, "github.com/ratelimitgen/ratelimitgen/testdata/shared#global", ""))
+		resetter, ok := ratelimit.As[ratelimit.Resetter](limiter)
+		require.True(t, ok)
+		require.NoError(t, resetter.Reset(ctx, "github.com/ratelimitgen/ratelimitgen/testdata/shared#global", ""))
 		require.NoError(t, b.Charge(ctx, "t-last", 1), "a call once the global line is reset")
 	})
 }

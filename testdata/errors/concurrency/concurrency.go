@@ -20,4 +20,6 @@ type S interface {
 	//ratelimit:concurrency=10 key=tenant
 	//ratelimit:period=1m threshold=100
 	KeyPerLine(ctx context.Context, tenant string) error
+	//ratelimit:concurrency=2 cooldown=true
+	Cooled(ctx context.Context) error
 }

@@ -1,0 +1,295 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+)
+
+// retryAfterOf returns the retry time carried by err: that of the first
+// error in err's chain (see [errors.As]) with a method
+//
+//	RetryAfter() time.Duration
+//
+// such as httplimit's UpstreamError or the gRPC adapter's RetryError,
+// capped at [MaxCooldown]. ok is false when no error of the chain has the
+// method, or its retry time is not positive. A [*LimitError], whose
+// RetryAfter is a field, is no such error: a limit further in denying a
+// call does not cool the lines before it.
+func retryAfterOf(err error) (d time.Duration, ok bool) {
+	var ra interface{ RetryAfter() time.Duration }
+	if err == nil || !errors.As(err, &ra) {
+		return 0, false
+	}
+	d = ra.RetryAfter()
+	if d <= 0 {
+		return 0, false
+	}
+	return min(d, MaxCooldown), true
+}
+
+// Cooler is a [Limiter] that keeps cooldowns: an upstream's "retry after
+// d" recorded against a line (limit i of a request: the state
+// [Request.Line] names, under the limit's key), which every process
+// sharing the limiter's state then enforces. [Rule.Cooldown] records one;
+// [Rule.Check], [Rule.Reserve] and [Rule.Peek] of a rule with a line
+// marked [Limit.Cooldown] ask Cooling before they decide, and deny a call
+// of a cooling line without charging any limit. A rule whose limiter
+// offers no Cooler (found with [As]) is decided without its cooldowns,
+// and the limiter's process logs that once per rule.
+type Cooler interface {
+	Limiter
+	// Cool records that limit i of req cools for d from now, on the
+	// backend's clock: a cooldown that ends later than one already
+	// recorded replaces it, one that ends sooner changes nothing.
+	Cool(ctx context.Context, req Request, i int, d time.Duration) error
+	// Cooling returns the limit of req, among those marked
+	// [Limit.Cooldown], whose cooldown ends last, and how long it still
+	// cools; i is -1 when none cools now.
+	Cooling(ctx context.Context, req Request) (i int, left time.Duration, err error)
+}
+
+// Cooldown records, on limiter's [Cooler], that the calls of r's line (the
+// index of the limit in r.Limits, which must be marked [Limit.Cooldown])
+// with key are denied for d, such as an upstream's Retry-After read with
+// [Rule.CooldownOn]: until then every call of the line's key, in every
+// process sharing the limiter's state, is denied with a [*LimitError]
+// whose RetryAfter is the cooldown's end (or waits for it, within r.Wait).
+// A cooldown never shortens a longer one, and d is capped at
+// [MaxCooldown]; a d that is not positive does nothing. Cooldown runs on
+// a context detached from ctx's cancellation, with its own timeout (as
+// settles do). A limiter without a Cooler records nothing: Cooldown then
+// returns an error wrapping [errors.ErrUnsupported]; a failure of the
+// backend an error wrapping [ErrBackend], also told to its hook.
+func (r *Rule) Cooldown(ctx context.Context, limiter Limiter, line int, key string, d time.Duration) error {
+	if line < 0 || line >= len(r.Limits) || !r.Limits[line].Cooldown {
+		return fmt.Errorf("%w: %s: limit %d has no cooldown", ErrInvalidLimit, r.Name, line)
+	}
+	if d <= 0 {
+		return nil
+	}
+	cooler, ok := As[Cooler](limiter)
+	if !ok {
+		return fmt.Errorf("ratelimit: %s: limiter %T keeps no cooldowns (it is no ratelimit.Cooler): %w", r.Name, limiter, errors.ErrUnsupported)
+	}
+	req := r.coolRequest(line, key)
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	err := cooler.Cool(ctx, req, line, min(d, MaxCooldown))
+	if err != nil {
+		if c := configOf(limiter); c != nil && c.Hook != nil {
+			c.Hook.Failed(ctx, &req, err)
+		}
+	}
+	return err
+}
+
+// coolRequest is the request naming r's line with key: r's limits, the
+// line's key at its index (a rule with a key per limit) or as the key.
+func (r *Rule) coolRequest(line int, key string) Request {
+	req := Request{Name: r.Name, Key: key, Limits: r.Limits, Shared: r.Shared, Rule: r}
+	if r.KeyExprs != nil {
+		req.Key = ""
+		req.Keys = make([]string, len(r.Limits))
+		req.Keys[line] = key
+	}
+	return req
+}
+
+// cools reports whether any of limits is marked Cooldown.
+func cools(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].Cooldown {
+			return true
+		}
+	}
+	return false
+}
+
+// cooling returns the denial of a call of req (whose keys are the call's,
+// against r) while one of r's lines cools, and whether one does. The
+// cooldowns are asked of limiter's [Cooler] against r's own limits, so an
+// override keeps the line's cooldown; the denial names the cooling limit
+// of req (req.Limits), with Remaining 0 and the cooldown's end as its
+// RetryAfter and ResetAfter. A limiter without a Cooler, or one that
+// fails to tell (its hook is told), leaves the call to the limits.
+func (r *Rule) cooling(ctx context.Context, limiter Limiter, req *Request) (Decision, bool) {
+	if !cools(r.Limits) {
+		return Decision{}, false
+	}
+	return r.coolingOf(ctx, limiter, req)
+}
+
+// coolingOf is cooling of a rule with a cooldown line.
+func (r *Rule) coolingOf(ctx context.Context, limiter Limiter, req *Request) (Decision, bool) {
+	cooler, ok := As[Cooler](limiter)
+	if !ok {
+		if _, logged := coolUnsupported.LoadOrStore(r, true); !logged {
+			slog.Default().Warn("ratelimit: cooldown unsupported: the limiter keeps no cooldowns (it is no ratelimit.Cooler); its calls are decided without them",
+				"name", r.Name, "limiter", fmt.Sprintf("%T", limiter))
+		}
+		return Decision{}, false
+	}
+	ask := Request{Name: r.Name, Key: req.Key, Keys: req.Keys, Limits: r.Limits, Shared: r.Shared, Rule: r}
+	i, left, err := cooler.Cooling(ctx, ask)
+	if err != nil {
+		if c := configOf(limiter); c != nil && c.Hook != nil {
+			c.Hook.Failed(ctx, &ask, err)
+		}
+		return Decision{}, false
+	}
+	if i < 0 || left <= 0 {
+		return Decision{}, false
+	}
+	d := Decision{RetryAfter: left, ResetAfter: left, LimitIndex: r.indexIn(i, req.Limits), Source: SourceCooldown}
+	if c := configOf(limiter); c != nil && c.Hook != nil {
+		seen := Request{Name: req.Name, Key: callkey.Bound(req.Key), Keys: req.Keys, Cost: req.Cost, Limits: req.Limits, Shared: req.Shared, Rule: req.Rule}
+		c.Hook.Decided(ctx, &seen, d)
+	}
+	return d, true
+}
+
+// indexIn returns the index in limits, a call's limits, of r's limit i:
+// i itself, unless limits are the rate limits of a rule with a
+// concurrency limit, without it (see Rule.Reserve).
+func (r *Rule) indexIn(i int, limits []Limit) int {
+	if len(limits) == len(r.Limits) {
+		return i
+	}
+	j := 0
+	for _, l := range r.Limits[:i] {
+		if !isConcurrency(l) {
+			j++
+		}
+	}
+	return min(j, len(limits)-1)
+}
+
+// coolUnsupported holds the rules (*Rule) whose calls were logged as
+// decided without their cooldowns, so that each is logged once.
+var coolUnsupported sync.Map
+
+// coolTable is the cooldowns a [MemoryLimiter] keeps: the end (µs) of
+// each cooling line's key.
+type coolTable struct {
+	mu   sync.Mutex
+	ends map[coolLine]int64
+}
+
+// coolLine is a line's key: the state [Request.Line] names, under a key.
+type coolLine struct {
+	name  string
+	index int
+	key   string
+}
+
+// maxCoolLines bounds the cooldowns a memory limiter keeps; past it, the
+// ended ones are dropped, and a new one is refused when none has ended.
+const maxCoolLines = 1 << 16
+
+// lineOf returns the line of limit i of req.
+func lineOf(req *Request, i int) coolLine {
+	name, index := req.Line(i)
+	key := req.Key
+	if req.Keys != nil {
+		key = req.Keys[i]
+	}
+	return coolLine{name: name, index: index, key: callkey.Named(key)}
+}
+
+// Cool records a cooldown of limit i of req. See [Cooler].
+func (l *MemoryLimiter) Cool(_ context.Context, req Request, i int, d time.Duration) error {
+	if i < 0 || i >= len(req.Limits) || (req.Keys != nil && len(req.Keys) != len(req.Limits)) {
+		return fmt.Errorf("%w: %s: no limit %d to cool", ErrInvalidLimit, req.Name, i)
+	}
+	if d <= 0 {
+		return nil
+	}
+	now := l.now()
+	end := now + min(d, MaxCooldown).Microseconds()
+	line := lineOf(&req, i)
+	t := &l.cools
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ends == nil {
+		t.ends = make(map[coolLine]int64)
+	}
+	if len(t.ends) >= maxCoolLines {
+		for k, e := range t.ends {
+			if e <= now {
+				delete(t.ends, k)
+			}
+		}
+		if _, ok := t.ends[line]; !ok && len(t.ends) >= maxCoolLines {
+			return fmt.Errorf("%w: %s: %d lines cool already", ErrBackend, req.Name, maxCoolLines)
+		}
+	}
+	if end > t.ends[line] {
+		t.ends[line] = end
+	}
+	return nil
+}
+
+// Cooling returns the limit of req that cools longest. See [Cooler].
+func (l *MemoryLimiter) Cooling(_ context.Context, req Request) (int, time.Duration, error) {
+	if req.Keys != nil && len(req.Keys) != len(req.Limits) {
+		return -1, 0, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, req.Name, len(req.Keys), len(req.Limits))
+	}
+	t := &l.cools
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.ends) == 0 {
+		return -1, 0, nil
+	}
+	now := l.now()
+	pick, last := -1, now
+	for i, lim := range req.Limits {
+		if !lim.Cooldown {
+			continue
+		}
+		if end := t.ends[lineOf(&req, i)]; end > last {
+			pick, last = i, end
+		}
+	}
+	if pick < 0 {
+		return -1, 0, nil
+	}
+	return pick, time.Duration(last-now) * time.Microsecond, nil
+}
+
+// CooldownOn is what a decorator generated for a method with a cooldown
+// line calls when the method returns err: when err carries a retry time
+// ([Rule.CooldownOn]), it cools each of r's lines marked [Limit.Cooldown]
+// with its key, as keys keyed the call (as for [Rule.Check]: one key for
+// every line, or a key per line), for that long (see [Rule.Cooldown]). It
+// returns nil when err carries none, else the first error of the lines'
+// Cooldowns.
+func (r *Rule) CooldownOn(ctx context.Context, limiter Limiter, err error, keys ...string) error {
+	d, ok := retryAfterOf(err)
+	if !ok {
+		return nil
+	}
+	key, lines, kerr := r.split(keys)
+	if kerr != nil {
+		return kerr
+	}
+	var first error
+	for i, l := range r.Limits {
+		if !l.Cooldown {
+			continue
+		}
+		k := key
+		if lines != nil {
+			k = lines[i]
+		}
+		if err := r.Cooldown(ctx, limiter, i, k, d); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
