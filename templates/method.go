@@ -25,8 +25,8 @@ type methodGen struct {
 	err    string   // the error variable of a limited method
 	zeros  []zero   // zero values of every result but the last error
 	// checked holds the paths of fields from parameters already checked
-	// for nil, when a method with a key per limit checks each once; nil
-	// in the code of one key, which checks each value it computes.
+	// for nil in the method's code, so that its keys and its cost check
+	// each path once.
 	checked map[string]bool
 	// settling is set while the statements that compute settle= are
 	// written: a value starts from a result (resultVars), and a value that
@@ -300,6 +300,7 @@ func (mg *methodGen) body() []jen.Code {
 	if mg.m.rule == "" {
 		return []jen.Code{mg.delegate()}
 	}
+	mg.checked = map[string]bool{} // the key's and the cost's checks, in that order
 	checks, keys := mg.keys()
 	costChecks, cost := mg.cost()
 	checks = append(checks, costChecks...)
@@ -404,7 +405,6 @@ func (mg *methodGen) keys() (stmts []jen.Code, keys []jen.Code) {
 		stmts, key := mg.key(k, "key", false)
 		return stmts, []jen.Code{key}
 	}
-	mg.checked = map[string]bool{}
 	uses := map[*model.Key]int{}
 	for _, l := range rule.Limits {
 		if l.Key != nil {

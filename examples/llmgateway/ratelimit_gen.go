@@ -64,9 +64,6 @@ func (d *CompleterWithRateLimit) Complete(ctx context.Context, req *CompletionRe
 		return nil, &ratelimit.KeyError{Name: completerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
-	if req == nil {
-		return nil, &ratelimit.KeyError{Name: completerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
-	}
 	reservation, err := completerCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err

@@ -102,9 +102,6 @@ func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *Request) (*An
 		return nil, &ratelimit.KeyError{Name: providerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.Tenant
-	if req == nil {
-		return nil, &ratelimit.KeyError{Name: providerCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
-	}
 	reservation, err := providerCompleteRateLimit.Reserve(ctx, d.limiter, req.Max, key)
 	if err != nil {
 		return nil, err

@@ -103,9 +103,6 @@ func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion
 		return nil, &ratelimit.KeyError{Name: modelAskRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
-	if req == nil {
-		return nil, &ratelimit.KeyError{Name: modelAskRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
-	}
 	reservation, err := modelAskRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err
@@ -132,9 +129,6 @@ func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completio
 		return nil, &ratelimit.KeyError{Name: modelChatRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
-	if req == nil {
-		return nil, &ratelimit.KeyError{Name: modelChatRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
-	}
 	reservation, err := modelChatRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err
@@ -169,9 +163,6 @@ func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Compl
 		return nil, &ratelimit.KeyError{Name: modelCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
 	}
 	key := req.APIKey
-	if req == nil {
-		return nil, &ratelimit.KeyError{Name: modelCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
-	}
 	reservation, err := modelCompleteRateLimit.Reserve(ctx, d.limiter, req.MaxTokens, key)
 	if err != nil {
 		return nil, err
