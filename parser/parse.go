@@ -322,31 +322,27 @@ func skipSpace(s string, i int) int {
 // checkLookalike reports a comment that is probably a misspelled directive
 // (see docs/directives.md, Lookalikes, for the rule), or returns nil.
 func checkLookalike(pos token.Position, text string) ErrorList {
-	var errs ErrorList
+	var body string
 	switch {
 	case strings.HasPrefix(text, "/*"):
-		body := strings.TrimLeft(text[2:], " \t\r\n")
-		n, nearMiss := lookalikeLen(body)
-		if n == 0 {
-			break
-		}
-		written := text[:len(text)-len(body)+n]
-		if nearMiss {
-			errs.Add(pos, "%s is not a directive: did you mean %s?", quote(written), Prefix)
-		} else {
-			errs.Add(pos, "%s is not a directive: write %q as a line comment", quote(written), Prefix)
-		}
+		body = strings.TrimLeft(text[2:], " \t\r\n")
 	case strings.HasPrefix(text, "//"):
-		body := strings.TrimLeft(text[2:], " \t")
-		n, nearMiss := lookalikeLen(body)
-		if n == 0 {
-			break
-		}
-		written := text[:len(text)-len(body)+n]
-		if nearMiss {
-			errs.Add(pos, "%s is not a directive: did you mean %s?", quote(written), Prefix)
-			break
-		}
+		body = strings.TrimLeft(text[2:], " \t")
+	default:
+		return nil
+	}
+	n, nearMiss := lookalikeLen(body)
+	if n == 0 {
+		return nil
+	}
+	var errs ErrorList
+	written := text[:len(text)-len(body)+n]
+	switch {
+	case nearMiss:
+		errs.Add(pos, "%s is not a directive: did you mean %s?", quote(written), Prefix)
+	case strings.HasPrefix(text, "/*"):
+		errs.Add(pos, "%s is not a directive: write %q as a line comment", quote(written), Prefix)
+	default:
 		var fixes []string
 		if len(body) != len(text)-2 {
 			fixes = append(fixes, `with no space after "//"`)
