@@ -106,8 +106,8 @@ type Directive struct {
 	// (prefetch=): its calls are admitted from leases; zero when absent.
 	Prefetch time.Duration
 	// Cooldown reports cooldown=true: an error of the method that carries
-	// a retry time (a RetryAfter() time.Duration method) cools the line's key until
-	// then, in every process.
+	// a retry time (has a RetryAfter() time.Duration method) cools the
+	// line's key until then, in every process.
 	Cooldown bool
 	// Wait is how long a call may wait to be admitted (wait=); zero when absent.
 	Wait time.Duration

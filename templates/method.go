@@ -653,7 +653,7 @@ func (mg *methodGen) doc() string {
 		s += " A call that a limit further in denies (an error wrapping ratelimit.ErrLimited) is given back all it took."
 	}
 	if rule.Cools() {
-		s += " An error that carries a retry time (a RetryAfter() time.Duration method), such as an upstream's 429, cools the lines marked cooldown=true (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in every process."
+		s += " An error that carries a retry time (one with a RetryAfter() time.Duration method), such as an upstream's 429, cools the lines marked cooldown=true (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in every process."
 	}
 	return s
 }

@@ -13,8 +13,7 @@ import (
 
 // RetryError is an upstream's gRPC error whose status carries an
 // errdetails.RetryInfo: its RetryAfter method makes it an error that cools
-// a line marked cooldown=true (one with a RetryAfter() time.Duration method) when a limited
-// method returns it. It wraps the upstream's error, so status.FromError
+// a line marked cooldown=true when a limited method returns it. It wraps the upstream's error, so status.FromError
 // and status.Code still read the upstream's status through it.
 type RetryError struct {
 	// Err is the upstream's error.

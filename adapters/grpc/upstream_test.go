@@ -46,7 +46,7 @@ func TestUpstreamErrorReadsRetryInfo(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := UpstreamError(c.err)
-			d, ok := a RetryAfter() time.Duration method(fmt.Errorf("call: %w", err))
+			d, ok := retryTimeOf(fmt.Errorf("call: %w", err))
 			if c.want == 0 {
 				if ok || err != c.err {
 					t.Fatalf("%v: %s, %t; want the error unchanged", err, d, ok)
@@ -67,7 +67,18 @@ func TestUnaryClientUpstreamErrorsWrapsTheCallsError(t *testing.T) {
 	busy := withRetry(t, codes.ResourceExhausted, durationpb.New(3*time.Second))
 	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return busy }
 	err := UnaryClientUpstreamErrors()(context.Background(), "/x.Y/Z", nil, nil, nil, invoker)
-	if d, ok := a RetryAfter() time.Duration method(err); !ok || d != 3*time.Second {
+	if d, ok := retryTimeOf(err); !ok || d != 3*time.Second {
 		t.Fatalf("%v: %s, %t", err, d, ok)
 	}
+}
+
+// retryTimeOf returns the retry time err carries, as the runtime reads it:
+// the RetryAfter of the first error in its chain that has one, when
+// positive.
+func retryTimeOf(err error) (time.Duration, bool) {
+	var r interface{ RetryAfter() time.Duration }
+	if !errors.As(err, &r) || r.RetryAfter() <= 0 {
+		return 0, false
+	}
+	return r.RetryAfter(), true
 }

@@ -118,8 +118,8 @@ var providerCompleteRateLimit = &ratelimit.Rule{
 // Complete calls the wrapped Provider's Complete if the limiter admits the call
 // under providerCompleteRateLimit; otherwise it returns the limiter's error. If
 // req is nil, it returns an error wrapping ratelimit.ErrNilKey instead. An
-// error that carries a retry time (a RetryAfter() time.Duration method), such
-// as an upstream's 429, cools the lines marked cooldown=true
+// error that carries a retry time (one with a RetryAfter() time.Duration
+// method), such as an upstream's 429, cools the lines marked cooldown=true
 // (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
 // every process.
 func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *CompletionRequest) (*Completion, error) {

@@ -23,6 +23,6 @@
 // On the client side, [ResponseError] turns an upstream's 429 or 503 with
 // a Retry-After into an [UpstreamError], which a limited method returns so
 // that its lines marked cooldown=true cool until then in every process
-// (a RetryAfter() time.Duration method); [ParseRetryAfter] reads the header's seconds
-// or HTTP date, capped at ratelimit.MaxCooldown.
+// (it has a RetryAfter() time.Duration method); [ParseRetryAfter] reads
+// the header's seconds or HTTP date, capped at ratelimit.MaxCooldown.
 package httplimit

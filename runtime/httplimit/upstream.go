@@ -13,8 +13,8 @@ import (
 // UpstreamError is an upstream's refusal to serve a call for now: an HTTP
 // 429 Too Many Requests or 503 Service Unavailable with a Retry-After
 // header. Its RetryAfter method makes it an error that cools a line
-// marked cooldown=true (one with a RetryAfter() time.Duration method): return it, or an
-// error wrapping it, from a limited method.
+// marked cooldown=true: return it, or an error wrapping it, from a
+// limited method.
 type UpstreamError struct {
 	// StatusCode is the response's status: 429 or 503.
 	StatusCode int

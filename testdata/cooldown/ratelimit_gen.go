@@ -66,8 +66,8 @@ var providerPingRateLimit = &ratelimit.Rule{
 // Ask calls the wrapped Provider's Ask if the limiter admits the call under
 // providerAskRateLimit; otherwise it returns the limiter's error. If req is
 // nil, it returns an error wrapping ratelimit.ErrNilKey instead. An error that
-// carries a retry time (a RetryAfter() time.Duration method), such as an
-// upstream's 429, cools the lines marked cooldown=true
+// carries a retry time (one with a RetryAfter() time.Duration method), such as
+// an upstream's 429, cools the lines marked cooldown=true
 // (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
 // every process.
 func (d *ProviderWithRateLimit) Ask(ctx context.Context, req *Request) (*Answer, error) {
@@ -93,8 +93,8 @@ func (d *ProviderWithRateLimit) Ask(ctx context.Context, req *Request) (*Answer,
 // the call returns no error; a call that fails, or whose resp.Used cannot be
 // read, stays charged as reserved. A call that a limit further in denies (an
 // error wrapping ratelimit.ErrLimited) is given back all it took. An error that
-// carries a retry time (a RetryAfter() time.Duration method), such as an
-// upstream's 429, cools the lines marked cooldown=true
+// carries a retry time (one with a RetryAfter() time.Duration method), such as
+// an upstream's 429, cools the lines marked cooldown=true
 // (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
 // every process.
 func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *Request) (*Answer, error) {
@@ -124,8 +124,8 @@ func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *Request) (*An
 
 // Ping calls the wrapped Provider's Ping if the limiter admits the call under
 // providerPingRateLimit; otherwise it returns the limiter's error. An error
-// that carries a retry time (a RetryAfter() time.Duration method), such as an
-// upstream's 429, cools the lines marked cooldown=true
+// that carries a retry time (one with a RetryAfter() time.Duration method),
+// such as an upstream's 429, cools the lines marked cooldown=true
 // (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
 // every process.
 func (d *ProviderWithRateLimit) Ping(ctx context.Context) error {
