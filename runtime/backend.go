@@ -104,9 +104,9 @@ type Reserver interface {
 	// changed where a decision of req keeps its state: under its own key
 	// when req has a key per limit (Keys), a shared line under its own
 	// name ([Request.Line]); a limit that counts calls ([Limit.PerCall])
-	// is left as it is. It tells the hook
-	// of a failure only (Failed), as Allow does. [Reservation.Settle] calls
-	// it on a context detached from its caller's cancellation.
+	// is left as it is. It tells the hook of a failure only (Failed), as
+	// Allow does. [Reservation.Settle] calls it on a context detached from
+	// its caller's cancellation.
 	Adjust(ctx context.Context, req Request, at time.Time, delta int64) error
 }
 

@@ -116,17 +116,8 @@ func (p *memoryPlan) remainingUnits(d, g int64) int64 {
 		return max(p.period.FloorDiv(int64(lo)+g), 0)
 	}
 	q, r := muldiv.Rem(d, p.Threshold, p.Period)
-	q += floorDiv(r+g, p.Period)
+	q += p.period.FloorDiv(r + g)
 	return max(q, 0)
-}
-
-// floorDiv returns ⌊x/y⌋ for y > 0.
-func floorDiv(x, y int64) int64 {
-	q := x / y
-	if x%y < 0 {
-		q--
-	}
-	return q
 }
 
 // ceilFrac is 1 for a positive fraction, else 0: what rounding a time up

@@ -25,6 +25,7 @@ func nanotime() int64
 // in µs since the Unix epoch, read together when the process started.
 var monoBaseNano, monoBaseMicro = monoBase()
 
+// monoBase reads both clocks, the monotonic one first.
 func monoBase() (nano, micro int64) {
 	nano = nanotime()
 	return nano, time.Now().UnixMicro()

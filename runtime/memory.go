@@ -2,13 +2,13 @@ package ratelimit
 
 import (
 	"context"
-	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"hash/maphash"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
 )
 
@@ -118,7 +118,7 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 		shard := l.shardOf(hash)
 		shard.mu.Lock()
 		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
-		if len(prep.plans) == 1 {
+		if len(prep.plans) == 1 { // decidePlans' first case, by hand too
 			e.decideOne(&prep.plans[0], units, now, true, &d)
 		} else {
 			e.decidePlans(prep.plans, units, now, true, &d)

@@ -68,16 +68,11 @@ func Peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
 // wraps errors.ErrUnsupported when limiter offers none. (For another name,
 // such as a shared line's, ask the Resetter itself.)
 func (r *Rule) Reset(ctx context.Context, limiter Limiter, key string) error {
-	return reset(ctx, limiter, r.Name, key)
-}
-
-// reset is [Rule.Reset] of name and key.
-func reset(ctx context.Context, limiter Limiter, name, key string) error {
 	rs, ok := As[Resetter](limiter)
 	if !ok {
 		return fmt.Errorf("ratelimit: %T cannot reset: %w", limiter, errors.ErrUnsupported)
 	}
-	return rs.Reset(ctx, name, key)
+	return rs.Reset(ctx, r.Name, key)
 }
 
 // peeked turns the decision an uncharged call of req got into Peek's: an

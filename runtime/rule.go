@@ -91,8 +91,7 @@ const (
 // Failures). An admitted call whose ctx comes from [WithAdmission]
 // records its [Admission] there.
 func (r *Rule) Check(ctx context.Context, limiter Limiter, cost int64, keys ...string) error {
-	if f := r.direct(limiter, keys, cost); f != nil {
-		key := soleKey(keys)
+	if f, key := r.direct(limiter, keys, cost); f != nil {
 		d, err := f.decide(ctx, key, cost)
 		if err == nil && d.Allowed && d.Delay <= 0 && !admissionsWanted.Load() {
 			return nil // the common call, whole
@@ -259,11 +258,10 @@ func (r *Rule) oneKey(keys []string) (key string, ok bool) {
 // check is [Rule.Check], also telling in o what it learnt of the call.
 // given are Check's keys.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
-	f := r.direct(limiter, given, cost)
+	f, key := r.direct(limiter, given, cost)
 	if f == nil {
 		return r.checkSlow(ctx, limiter, given, cost, o)
 	}
-	key := soleKey(given)
 	var err error
 	o.d, err = f.decide(ctx, key, cost)
 	o.limits = r.Limits
@@ -271,32 +269,26 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 }
 
 // direct returns the function that decides a call of r with keys and cost
-// on limiter (see [RuleDecider]) when check has nothing to do before
-// asking it: a call of one key, of a rule without Wait, Shadow or shared
-// lines, whose limits hold no concurrency limit and no cooldown, on a
-// limiter without overrides that could replace them. Else it returns nil.
-func (r *Rule) direct(limiter Limiter, keys []string, cost int64) *ruleFast {
-	if r.KeyExprs != nil || r.Shared != nil || len(keys) > 1 || cost < 0 || r.Wait > 0 || r.Shadow {
-		return nil
+// on limiter (see [RuleDecider]), and the call's one key, when check has
+// nothing to do before asking it: a call of one key, of a rule without
+// Wait, Shadow or shared lines, whose limits hold no concurrency limit and
+// no cooldown, on a limiter without overrides that could replace them.
+// Else it returns nil.
+func (r *Rule) direct(limiter Limiter, keys []string, cost int64) (*ruleFast, string) {
+	key, ok := r.oneKey(keys)
+	if !ok || r.Shared != nil || cost < 0 || r.Wait > 0 || r.Shadow {
+		return nil, ""
 	}
 	f := (*ruleFast)(atomic.LoadPointer(&r.fast)) // fastDecide, inlined by hand
 	if f == nil || f.limiter != wordsOf(limiter) || !f.covers(r.Limits) {
 		if f = r.makeFast(limiter); f == nil {
-			return nil
+			return nil, ""
 		}
 	}
 	if !f.direct || f.config != nil && f.config.Overrides != nil {
-		return nil
+		return nil, ""
 	}
-	return f
-}
-
-// soleKey returns the one key of a call with at most one key.
-func soleKey(keys []string) string {
-	if len(keys) == 1 {
-		return keys[0]
-	}
-	return ""
+	return f, key
 }
 
 // concludeDirect is conclude of a call of key that direct's function
