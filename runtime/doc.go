@@ -77,9 +77,9 @@
 //
 // Every limiter takes the [Option]s of this package, which set a [Config]:
 //
-//   - [WithHook] reports every decision and failure: see limitmetrics.Metrics (atomic
-//     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
-//     use several;
+//   - [WithHook] reports every decision and failure to one hook or
+//     several: see limitmetrics.Metrics (atomic counters per limit name)
+//     and [NewSlogHook] (log/slog);
 //   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
 //     set);
 //   - [WithOverrides] lets operators change a rule's limits at run time,
