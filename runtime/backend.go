@@ -28,7 +28,7 @@ import (
 //	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
 //	DenialCounter   the fleet's top denied keys (httplimit's admin view)
 //	Cooler          Rule.Cooldown, and Rule.Check, Reserve and Peek of a rule with a cooldown line (Limit.Cooldown)
-//	Queuer          Rule.Check of a rule with Wait: its waiting calls, admitted in the order they began to wait
+//	Queuer          Rule.Check and Rule.Reserve of a rule with Wait: its waiting calls, admitted in the order they began to wait
 //
 // runtime/limitertest checks that a backend honours what it offers.
 
@@ -77,12 +77,14 @@ type Queuer interface {
 	// took a unit each. A denied call whose RetryAfter is within wait is
 	// given a place (its ticket: when it began to wait, in µs on the
 	// backend's clock, a new one at the end of the queue when it held none
-	// or lost its place), which it returns; an admitted call's place is
-	// freed, and held is the ticket it held. Any other call gets held 0.
+	// or lost its place), which it returns as held; any other call gets
+	// held 0, and an admitted call's place is freed. at is when an
+	// admitted call was charged, as [Reserver.Reserve] tells it, for a
+	// backend that offers Reserver.
 	// A Queuer may decline a call it cannot queue (its keys are kept
 	// apart) with an error wrapping errors.ErrUnsupported: Check then
 	// decides it with Allow, and it waits in its process's order.
-	AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (d Decision, held int64, err error)
+	AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (d Decision, held int64, at time.Time, err error)
 	// Dequeue frees ticket's place in req's queue: its call stopped waiting.
 	Dequeue(ctx context.Context, req Request, ticket int64) error
 }

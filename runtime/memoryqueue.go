@@ -33,9 +33,9 @@ func queueID(req *Request) string {
 // AllowInTurn decides req when it is the call's turn, else denies it with
 // the soonest it could be admitted; a call that waits holds a place. See
 // [Queuer].
-func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (Decision, int64, error) {
+func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
 	if err := req.Validate(); err != nil {
-		return Decision{}, 0, err
+		return Decision{}, 0, time.Time{}, err
 	}
 	id := queueID(&req)
 	qs := &l.queues
@@ -50,18 +50,22 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 	at := q.find(ticket)
 	var d Decision
 	if at == 0 || at < 0 && len(q.places) == 0 {
+		var charged int64
 		var err error
-		if d, err = l.Allow(ctx, req); err != nil {
-			return Decision{}, 0, err
+		if req.Keys != nil {
+			charged, err = now, l.decideKeys(ctx, &req, true, &d)
+		} else {
+			d, charged, err = l.reserve(ctx, req, true)
+		}
+		if err != nil {
+			return Decision{}, 0, time.Time{}, err
 		}
 		if d.Allowed {
-			held := int64(0)
 			if at == 0 {
-				held = ticket
 				q.places = q.places[1:]
 			}
 			qs.keep(id, q)
-			return d, held, nil
+			return d, 0, fromMicros(charged), nil
 		}
 	} else {
 		ahead := at
@@ -70,38 +74,75 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 		}
 		var err error
 		if d, err = l.soonest(ctx, req, ahead); err != nil {
-			return Decision{}, 0, err
+			return Decision{}, 0, time.Time{}, err
 		}
-		if d.Allowed { // the units are there: the calls ahead have yet to come
-			d = Decision{RetryAfter: q.dueAfter(ahead, now), LimitIndex: d.LimitIndex}
+		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
+			d.RetryAfter = q.dueAfter(ahead, now)
 		}
-		d.Allowed, d.Remaining, d.Delay, d.Source = false, 0, 0, SourceQueue
 	}
 	held := q.hold(at, now, d.RetryAfter, wait)
 	qs.keep(id, q)
-	return d, held, nil
+	return d, held, time.Time{}, nil
 }
 
-// soonest peeks at req as a call that waits behind ahead others would be
-// admitted: once each of them took a unit (at least) and it took its own,
-// so with the cost of all of them, up to the most its limits admit at once.
+// soonest returns the denial of a call of req that waits behind ahead
+// others, not decided (SourceQueue): its RetryAfter is the soonest its
+// limits could admit it once each call ahead took a unit (at least),
+// zero when they could now (see [queuedSpan]).
 func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (Decision, error) {
-	req.Cost = queuedCost(&req, ahead)
-	return l.Peek(ctx, req)
+	units, span := queuedSpan(&req, ahead)
+	req.Cost = units
+	p, err := l.Peek(ctx, req)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{ResetAfter: p.ResetAfter, LimitIndex: p.LimitIndex, Source: SourceQueue}
+	if !p.Allowed {
+		d.RetryAfter = p.RetryAfter
+	}
+	if len(req.Limits) == 1 {
+		d.RetryAfter += span
+	} else {
+		d.RetryAfter = max(d.RetryAfter, span)
+	}
+	return d, nil
 }
 
-// queuedCost returns the units of req and of ahead calls of a unit each,
-// bounded by the most its limits can admit at once (see [Limit.MaxCost]):
-// a peek of that cost tells the soonest a call behind them could be
-// admitted, or sooner.
-func queuedCost(req *Request, ahead int) int64 {
-	n := req.Units() + int64(ahead)
+// queuedSpan returns, for a call of req behind ahead calls of a unit
+// each, a cost to peek at and a span such that the call cannot be
+// admitted before the peek's retry plus span (for one limit; for several,
+// before the longer of the two). Per limit, of the n units that must be
+// admitted (ahead and the call's own), a sliding log admits at most its
+// Threshold in any period, so the last is a period after the one a
+// Threshold before it: a period per Threshold past the remainder, which
+// is the cost to peek at; a window admits at most its Threshold in a
+// window, so a period per Threshold past the remainder and the next
+// window; a bucket admits the units past its burst (or capacity) at its
+// rate. Calendar limits add nothing. The cost is the least limit's.
+func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
+	units = req.Units() + int64(ahead)
 	for _, lim := range req.Limits {
-		if !lim.PerCall {
-			n = min(n, lim.MaxCost())
+		n := lim.Units(req.Cost) + int64(ahead)
+		c, t := lim.MaxCost(), lim.Threshold
+		rest, s := min(n, c), time.Duration(0)
+		switch alg := lim.AlgorithmOrDefault(); {
+		case lim.Period <= 0 || lim.Calendar != "":
+		case alg == SlidingLog || alg == FixedWindow || alg == SlidingWindow:
+			batches := (n - 1) / t
+			rest = n - batches*t
+			if alg != SlidingLog {
+				batches = max(batches-1, 0)
+			}
+			s = time.Duration(batches) * lim.Period
+		case n > c:
+			s = time.Duration(float64(n-c) * float64(lim.Period) / float64(t))
 		}
+		if !lim.PerCall {
+			units = min(units, rest)
+		}
+		span = max(span, s)
 	}
-	return n
+	return max(units, 1), span
 }
 
 // Dequeue frees ticket's place in req's queue. See [Queuer].

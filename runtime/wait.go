@@ -240,7 +240,7 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 	deadline := r.deadline(ctx, start)
 	var ticket int64
 	for {
-		d, held, err := q.AllowInTurn(ctx, *req, ticket, time.Until(deadline))
+		d, held, _, err := q.AllowInTurn(ctx, *req, ticket, time.Until(deadline))
 		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
 			// The limiter cannot queue this call: it waits in its
 			// process's order.

@@ -74,7 +74,7 @@ func (f forwarding) Cooling(ctx context.Context, req ratelimit.Request) (int, ti
 }
 
 // AllowInTurn and Dequeue forward to the memory limiter's queues.
-func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, error) {
+func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	return f.m.AllowInTurn(ctx, req, ticket, wait)
 }
 
@@ -128,9 +128,9 @@ func (o outageProne) Allow(ctx context.Context, req ratelimit.Request) (ratelimi
 	return o.forwarding.Allow(ctx, req)
 }
 
-func (o outageProne) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, error) {
+func (o outageProne) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if o.down.Load() {
-		return ratelimit.Decision{}, 0, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.AllowInTurn(ctx, req, ticket, wait)
 }

@@ -110,7 +110,8 @@
 // the suite's clock: a place for a waiter, none for a call denied beyond
 // its wait, no call decided past a waiting one, a waiter that gives up
 // or stays away past QueueGrace frees its place) and
-// queue/<algorithm>/order (waiters that began to wait one after another
+// queue/<algorithm>/order and queue/<algorithm>/reserve/order (waiters
+// that began to wait one after another, with Rule.Check or Rule.Reserve,
 // are admitted in that order, none asking before its RetryAfter), and
 // queue/keys_per_line/turns.
 // top_denied checks that a DenialCounter lists the keys its rules denied,

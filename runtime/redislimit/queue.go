@@ -39,24 +39,24 @@ var errQueueSlots = fmt.Errorf("redislimit: a call whose keys lie on several clu
 // process order). On a Redis Cluster, a call with a key per limit whose
 // keys have several hash tags fails with an error wrapping
 // errors.ErrUnsupported: such a call waits in its process's order only.
-func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, error) {
+func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if l.breakers != nil && l.breakers.CircuitOpen() {
-		d, err := l.front.Allow(ctx, req) // the breaker's error, or its fallback's decision
-		return d, 0, err
+		d, at, err := l.front.Reserve(ctx, req) // the breaker's error, or its fallback's decision
+		return d, 0, at, err
 	}
 	return l.redisBackend.allowInTurn(ctx, req, ticket, wait)
 }
 
 // allowInTurn is AllowInTurn without the breaker.
-func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, error) {
+func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if err := req.Validate(); err != nil {
-		return ratelimit.Decision{}, 0, err
+		return ratelimit.Decision{}, 0, time.Time{}, err
 	}
 	req.Key = callkey.Bound(req.Key)
 	if req.Keys != nil {
 		req.Keys = boundKeys(req.Keys, callkey.Bound)
 		if l.grouped() && l.groupsOf(&req) != nil {
-			return ratelimit.Decision{}, 0, errQueueSlots
+			return ratelimit.Decision{}, 0, time.Time{}, errQueueSlots
 		}
 	}
 	res, err := l.queueRun(ctx, &req, ticket, wait, nil)
@@ -64,17 +64,20 @@ func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, t
 		res, err = l.queueRun(ctx, &req, ticket, wait, &t)
 	}
 	var d ratelimit.Decision
-	var held int64
+	var held, at int64
 	if err == nil {
-		d, held, err = parseQueued(res)
+		d, held, at, err = parseQueued(res)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+		return ratelimit.Decision{}, 0, time.Time{}, l.failed(ctx, req, err)
 	}
 	if l.cfg.Hook != nil && d.Source != ratelimit.SourceQueue {
 		l.decided(ctx, req, d)
 	}
-	return d, held, nil
+	if !d.Allowed {
+		return d, held, time.Time{}, nil
+	}
+	return d, held, time.UnixMicro(at), nil
 }
 
 // queueRun runs the queue script for req, with the bounds of its calendar
@@ -139,20 +142,21 @@ func (l *redisBackend) queueKey(req *ratelimit.Request) string {
 }
 
 // parseQueued decodes the queue script's reply: {decision, ticket,
-// queued}.
-func parseQueued(res any) (ratelimit.Decision, int64, error) {
+// queued, now}.
+func parseQueued(res any) (d ratelimit.Decision, held, at int64, err error) {
 	v, ok := res.([]any)
-	if !ok || len(v) != 3 {
-		return ratelimit.Decision{}, 0, &replyError{n: 1}
+	if !ok || len(v) != 4 {
+		return d, 0, 0, &replyError{n: 1}
 	}
 	held, ok1 := v[1].(int64)
 	queued, ok2 := v[2].(int64)
-	if !ok1 || !ok2 {
-		return ratelimit.Decision{}, 0, &replyError{n: 3}
+	at, ok3 := v[3].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return d, 0, 0, &replyError{n: 4}
 	}
-	d, err := parseDecision(v[0])
+	d, err = parseDecision(v[0])
 	if queued == 1 {
 		d.Source = ratelimit.SourceQueue
 	}
-	return d, held, err
+	return d, held, at, err
 }

@@ -18,10 +18,12 @@
 -- ARGV[5 ...]  the generic decide script's ARGV; ARGV[5] "" reads the
 --          server's clock (TIME) here, and passes it on.
 --
--- Returns {decision, ticket, queued}: the decision (any of the decide
--- script's replies), the ticket the call holds (0: none; an admitted
--- call's, the one it held), and 1 when the call was not decided (not its
--- turn), else 0; or the decide script's error, having changed nothing.
+-- Returns {decision, ticket, queued, now}: the decision (any of the
+-- decide script's replies), the ticket the call holds (0: none, or
+-- admitted), 1 when the call was not decided (not its turn), else 0, and
+-- the time (µs) it was decided at, at which an admitted call was charged
+-- (for the adjust script, as the reserve script replies it); or the
+-- decide script's error, having changed nothing.
 
 local BIG = 9007199254740992 -- 2^53: a product below it is exact
 
@@ -668,27 +670,55 @@ if at == 0 or (not at and waiting == 0) then
     if at then
       redis.call("ZREM", order, ticket)
       redis.call("HDEL", dues, ticket)
-      return {reply, ticket + 0, 0}
     end
-    return {reply, 0, 0}
+    return {reply, 0, 0, now}
   end
   retry, queued = reply[3], 0
 else
-  -- Behind others: the soonest it could be admitted is when its limits
-  -- admit its units and a unit of each call ahead (up to the most the
-  -- smallest limit admits at once), peeked at.
+  -- Behind others: the soonest it could be admitted, once each call
+  -- ahead took a unit (at least) and it took its own: n units per limit.
+  -- A sliding log admits at most its threshold in any period, so the last
+  -- of them is a period after the one a threshold before it: a period per
+  -- threshold past the remainder (the units peeked at); a window admits
+  -- at most its threshold in a window: a period per threshold past the
+  -- remainder and the next window; a bucket admits the units past its
+  -- burst (or capacity) at its rate. A calendar limit adds nothing. Its
+  -- twin is queuedSpan (runtime/memoryqueue.go).
   local ahead = at or waiting
-  local units = argv[2] + ahead
+  local units, span = argv[2] + ahead, 0
   for i = 1, n do
+    local algo, period = argv[4 * i - 1], argv[4 * i] + 0
     local threshold, capacity = argv[4 * i + 1] + 0, argv[4 * i + 2] + 0
-    if threshold >= 0 and capacity < units then units = capacity end
+    local m = argv[2] + ahead
+    if threshold < 0 then threshold, m = -threshold, 1 + ahead end
+    local rest, s = math.min(m, capacity), 0
+    if period <= 0 then
+      -- a calendar period
+    elseif algo == "sliding_log" or algo == "fixed_window" or algo == "sliding_window" then
+      local batches = math.floor((m - 1) / threshold)
+      rest = m - batches * threshold
+      if algo ~= "sliding_log" then batches = math.max(batches - 1, 0) end
+      s = batches * period
+    elseif m > capacity then
+      s = math.floor((m - capacity) * period / threshold)
+    end
+    if argv[4 * i + 1] + 0 >= 0 and rest < units then units = rest end
+    if s > span then span = s end
   end
+  if units < 1 then units = 1 end
   local peek = {}
   for j = 1, #argv do peek[j] = argv[j] end
   peek[2], peek[3 + 4 * n] = units, "peek"
   reply = decide_one(keys, peek)
   if type(reply) == "table" and reply.err then return reply end
-  if type(reply) == "number" or reply[1] == 1 then
+  local reset, index = 0, 0
+  retry = 0
+  if type(reply) == "table" then
+    reset, index = reply[4], reply[5]
+    if reply[1] == 0 then retry = reply[3] end
+  end
+  if n == 1 then retry = retry + span elseif span > retry then retry = span end
+  if retry == 0 then
     -- The units are there: the calls ahead have yet to come. Come back a
     -- millisecond after the last of them is due.
     local last = now
@@ -697,11 +727,8 @@ else
       if due and due > last then last = due end
     end
     retry = last - now + 1000
-    reply = {0, 0, retry, 0, 0, 0}
-  else
-    retry = reply[3]
-    reply = {0, 0, retry, reply[4], reply[5], 0}
   end
+  reply = {0, 0, retry, reset, index, 0}
   queued = 1
 end
 
@@ -713,7 +740,7 @@ if retry > wait or (not at and waiting >= most) then
     redis.call("ZREM", order, ticket)
     redis.call("HDEL", dues, ticket)
   end
-  return {reply, 0, queued}
+  return {reply, 0, queued, now}
 end
 if not at then
   ticket = now
@@ -729,4 +756,4 @@ if redis.call("PTTL", order) < ttl then
   redis.call("PEXPIRE", order, ttl)
   redis.call("PEXPIRE", dues, ttl)
 end
-return {reply, ticket + 0, queued}
+return {reply, ticket + 0, queued, now}
