@@ -79,6 +79,7 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
 			d.RetryAfter = q.dueAfter(ahead, now)
 		}
+		d.ResetAfter = d.RetryAfter
 	}
 	held := q.hold(at, now, d.RetryAfter, wait)
 	qs.keep(id, q)
@@ -88,7 +89,8 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 // soonest returns the denial of a call of req that waits behind ahead
 // others, not decided (SourceQueue): its RetryAfter is the soonest its
 // limits could admit it once each call ahead took a unit (at least),
-// zero when they could now (see [queuedSpan]).
+// zero when they could now (see [queuedSpan]); LimitIndex is the limit
+// a peek found the latest.
 func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (Decision, error) {
 	units, span := queuedSpan(&req, ahead)
 	req.Cost = units
@@ -96,7 +98,7 @@ func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (De
 	if err != nil {
 		return Decision{}, err
 	}
-	d := Decision{ResetAfter: p.ResetAfter, LimitIndex: p.LimitIndex, Source: SourceQueue}
+	d := Decision{LimitIndex: p.LimitIndex, Source: SourceQueue}
 	if !p.Allowed {
 		d.RetryAfter = p.RetryAfter
 	}
@@ -117,8 +119,11 @@ func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (De
 // Threshold before it: a period per Threshold past the remainder, which
 // is the cost to peek at; a window admits at most its Threshold in a
 // window, so a period per Threshold past the remainder and the next
-// window; a bucket admits the units past its burst (or capacity) at its
-// rate. Calendar limits add nothing. The cost is the least limit's.
+// window (a sliding window peeks at the call's own units: what the calls
+// ahead took in the window before weighs less than they took); a bucket
+// admits the units past its burst (or capacity) at its
+// rate (in whole µs, less one per unit, as a bucket rounds its times).
+// Calendar limits add nothing. The cost is the least limit's.
 func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
 	units = req.Units() + int64(ahead)
 	for _, lim := range req.Limits {
@@ -133,9 +138,13 @@ func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
 			if alg != SlidingLog {
 				batches = max(batches-1, 0)
 			}
+			if alg == SlidingWindow { // what the calls ahead took in the last window weighs less
+				rest = lim.Units(req.Cost)
+			}
 			s = time.Duration(batches) * lim.Period
-		case n > c:
-			s = time.Duration(float64(n-c) * float64(lim.Period) / float64(t))
+		case n > c: // in whole µs, less one per unit for the bucket's rounding
+			us := float64(n-c)*float64(lim.Period.Microseconds())/float64(t) - float64(n-c)
+			s = time.Duration(max(us, 0)) * time.Microsecond
 		}
 		if !lim.PerCall {
 			units = min(units, rest)

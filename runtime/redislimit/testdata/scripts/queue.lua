@@ -681,9 +681,12 @@ else
   -- of them is a period after the one a threshold before it: a period per
   -- threshold past the remainder (the units peeked at); a window admits
   -- at most its threshold in a window: a period per threshold past the
-  -- remainder and the next window; a bucket admits the units past its
-  -- burst (or capacity) at its rate. A calendar limit adds nothing. Its
-  -- twin is queuedSpan (runtime/memoryqueue.go).
+  -- remainder and the next window (a sliding window peeks at the call's
+  -- own units: what the calls ahead took in the window before weighs
+  -- less than they took); a bucket admits the units past its
+  -- burst (or capacity) at its rate, less a µs per unit for the bucket's
+  -- rounding. A calendar limit adds nothing. Its twin is queuedSpan
+  -- (runtime/memoryqueue.go).
   local ahead = at or waiting
   local units, span = argv[2] + ahead, 0
   for i = 1, n do
@@ -698,9 +701,10 @@ else
       local batches = math.floor((m - 1) / threshold)
       rest = m - batches * threshold
       if algo ~= "sliding_log" then batches = math.max(batches - 1, 0) end
+      if algo == "sliding_window" then rest = m - ahead end -- its own units
       s = batches * period
     elseif m > capacity then
-      s = math.floor((m - capacity) * period / threshold)
+      s = math.max(math.floor((m - capacity) * period / threshold) - (m - capacity), 0)
     end
     if argv[4 * i + 1] + 0 >= 0 and rest < units then units = rest end
     if s > span then span = s end
@@ -711,10 +715,10 @@ else
   peek[2], peek[3 + 4 * n] = units, "peek"
   reply = decide_one(keys, peek)
   if type(reply) == "table" and reply.err then return reply end
-  local reset, index = 0, 0
+  local index = 0
   retry = 0
   if type(reply) == "table" then
-    reset, index = reply[4], reply[5]
+    index = reply[5]
     if reply[1] == 0 then retry = reply[3] end
   end
   if n == 1 then retry = retry + span elseif span > retry then retry = span end
@@ -728,7 +732,7 @@ else
     end
     retry = last - now + 1000
   end
-  reply = {0, 0, retry, reset, index, 0}
+  reply = {0, 0, retry, retry, index, 0}
   queued = 1
 end
 
