@@ -28,6 +28,7 @@ import (
 //	LineSharer      Rule.Check and Rule.Peek of a rule with shared lines (Rule.Shared)
 //	DenialCounter   the fleet's top denied keys (httplimit's admin view)
 //	Cooler          Rule.Cooldown, and Rule.Check, Reserve and Peek of a rule with a cooldown line (Limit.Cooldown)
+//	Queuer          Rule.Check and Rule.Reserve of a rule with Wait: its waiting calls, admitted in the order they began to wait
 //
 // runtime/limitertest checks that a backend honours what it offers.
 
@@ -56,6 +57,36 @@ type LineSharer interface {
 	Limiter
 	// SharesLines marks the capability; it does nothing.
 	SharesLines()
+}
+
+// Queuer is a [Limiter] that queues the waiting calls of each name and key
+// (or keys, for a key per limit) in its state, so that every process
+// sharing it admits them in the order they began to wait. [Rule.Check] of
+// a rule with Wait decides each of its calls with AllowInTurn when the
+// limiter offers it (see [As]), and sleeps between tries for the
+// RetryAfter it is told. A place is held while its holder comes back
+// within [QueueGrace] of the retry it was told; a holder that stays away
+// longer (its process died) loses it, and its queue moves on.
+type Queuer interface {
+	Limiter
+	// AllowInTurn decides req as Allow does when it is the call's turn: no
+	// call waits on req's name and key and ticket is 0 (the call holds no
+	// place), or ticket is first in the queue. Otherwise it denies the
+	// call without deciding it, with Source [SourceQueue] and RetryAfter
+	// the soonest the limits could admit it once the calls ahead of it
+	// took a unit each. A denied call whose RetryAfter is within wait is
+	// given a place (its ticket: when it began to wait, in µs on the
+	// backend's clock, a new one at the end of the queue when it held none
+	// or lost its place), which it returns as held; any other call gets
+	// held 0, and an admitted call's place is freed. at is when an
+	// admitted call was charged, as [Reserver.Reserve] tells it, for a
+	// backend that offers Reserver.
+	// A Queuer may decline a call it cannot queue (its keys are kept
+	// apart) with an error wrapping errors.ErrUnsupported: Check then
+	// decides it with Allow, and it waits in its process's order.
+	AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (d Decision, held int64, at time.Time, err error)
+	// Dequeue frees ticket's place in req's queue: its call stopped waiting.
+	Dequeue(ctx context.Context, req Request, ticket int64) error
 }
 
 // DenialCounter is a [Limiter] that counts the calls its rules deny, per

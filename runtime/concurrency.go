@@ -147,7 +147,9 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 // slotPause returns how long a call of r with a concurrency limit,
 // which began waiting at start and was denied d, sleeps before it asks
 // again, or false when it must not wait: r has no Wait, its wait is over,
-// or a rate limit denied it until after then. A call denied for want of
+// or a rate limit denied it until after then. A call a rate limit denied
+// sleeps until its retry (plus up to 10% of jitter): no slot given back
+// can admit it sooner. A call denied for want of
 // a slot (LimitIndex slotIndex) polls until its wait is over, whatever
 // its RetryAfter (the end of the soonest lease, a bound: a call that gives
 // its slot back frees it at once): every 5 to 15 ms (spread, so that
@@ -159,6 +161,9 @@ func (r *Rule) slotPause(ctx context.Context, start time.Time, d Decision, slotI
 	left := time.Until(r.deadline(ctx, start))
 	if left <= 0 || d.LimitIndex != slotIndex && d.RetryAfter > left {
 		return 0, false
+	}
+	if d.LimitIndex != slotIndex { // a rate limit denied it: nothing frees before its retry
+		return min(max(retryJitter(d.RetryAfter), time.Millisecond), left), true
 	}
 	pause := min(d.RetryAfter, time.Duration(5+mrand.IntN(10))*time.Millisecond)
 	return min(max(pause, time.Millisecond), left), true

@@ -30,7 +30,7 @@
 //   - cost=: the units a call takes, charged to every limit;
 //   - wait=: [Rule.Wait], how long a denied call may wait to be admitted.
 //     Waiting calls sleep until the limit should admit them and queue per
-//     rule and key, so only one of them asks the limiter at a time;
+//     rule and key, admitted in the order they began to wait (see Waiting);
 //   - shadow=true: [Rule.Shadow], never deny, only report would-be denials
 //     (to a [ShadowHook]), to roll a limit out safely;
 //   - onerror=: [Rule.OnError], [FailOpen], [FailClosed] or [FailLocal]
@@ -42,13 +42,17 @@
 // # Waiting
 //
 // With Wait > 0, a denied call sleeps until the limit should admit it (the
-// denial's RetryAfter plus up to 10% of jitter) and tries again, for at
-// most Wait and never past its context's deadline; a denial whose
-// RetryAfter is beyond that budget is returned at once. Calls of one rule
-// and key that wait in one process queue in order and only the first of
-// them asks the limiter, so waiting costs about one extra decision per
-// admitted call however many calls wait; a call that joins such a queue
-// does not ask the limiter first. If the context ends while the call
+// denial's RetryAfter) and tries again, for at most Wait and never past
+// its context's deadline; a denial whose RetryAfter is beyond that budget
+// is returned at once. On a limiter that offers [Queuer] (the memory and
+// Redis limiters do), the calls of one rule and key are admitted in the
+// order they began to wait across every process sharing its backend: a
+// call is decided only in its turn, and one behind others is told when
+// it could be admitted at the soonest. On another, the calls that wait in
+// one process queue in order and only the first of them asks the limiter
+// (sleeping up to 10% longer, so that processes do not ask in step), and
+// a call that joins such a queue does not ask the limiter first. If the
+// context ends while the call
 // waits, Check returns at once an error for which both errors.Is(err,
 // ctx.Err()) and errors.Is(err, [ErrLimited]) hold, and errors.As finds the
 // [*LimitError] of the last denial.
@@ -77,9 +81,9 @@
 //
 // Every limiter takes the [Option]s of this package, which set a [Config]:
 //
-//   - [WithHook] reports every decision and failure: see limitmetrics.Metrics (atomic
-//     counters per limit name), [NewSlogHook] (log/slog) and [Hooks] to
-//     use several;
+//   - [WithHook] reports every decision and failure to one hook or
+//     several: see limitmetrics.Metrics (atomic counters per limit name)
+//     and [NewSlogHook] (log/slog);
 //   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
 //     set);
 //   - [WithOverrides] lets operators change a rule's limits at run time,

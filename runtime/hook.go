@@ -83,11 +83,9 @@ func (r *shadowRouter) ShadowLimited(ctx context.Context, req *Request, d Decisi
 	r.Hook.Decided(ctx, req, d)
 }
 
-// Hooks returns a hook that reports to each of hooks in turn, skipping nil
-// ones. It is a [ShadowHook]: a would-be denial of a shadow rule goes to
-// the ShadowLimited method of the hooks that have one and to Decided of
-// the others.
-func Hooks(hooks ...Hook) Hook {
+// joinHooks returns a hook that reports to each of hooks in turn, skipping
+// nil ones (see [WithHook]): the one hook itself, or nil for none.
+func joinHooks(hooks ...Hook) Hook {
 	var m multiHook
 	breakers := false
 	for _, h := range hooks {
@@ -97,7 +95,12 @@ func Hooks(hooks ...Hook) Hook {
 			breakers = breakers || bh
 		}
 	}
-	if breakers {
+	switch {
+	case len(m) == 0:
+		return nil
+	case len(m) == 1:
+		return m[0]
+	case breakers:
 		return breakerHooks{m}
 	}
 	return m
@@ -176,7 +179,7 @@ func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
 
 // LogsBreakers reports that h logs the openings and closings of circuit
 // breakers (unless h is nil). A breaker whose limiter's hook has no such
-// method saying so, itself or in a hook of [Hooks] (a metrics hook alone,
+// method saying so, itself or beside others in [WithHook] (a metrics hook alone,
 // say), also logs them to slog.Default(), so that an outage is never
 // silent (see guard.WithBreaker).
 func (h *SlogHook) LogsBreakers() bool { return h != nil }

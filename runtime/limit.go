@@ -108,8 +108,8 @@ func (a Algorithm) Valid() bool {
 // period and Burst×Period/Threshold in microseconds (see limitfacts.MaxValue).
 const maxLimitValue = limitfacts.MaxValue
 
-// Bounds of requests, of the memory limiter, of what a call gives back
-// and of a cooldown.
+// Bounds of requests, of the memory limiter, of what a call gives back,
+// of a cooldown and of a waiting call's place.
 const (
 	// MaxLimits is the most limits one [Request] may have, so that Reset
 	// knows every key a name and key may hold (see redislimit.Limiter.Reset).
@@ -132,6 +132,15 @@ const (
 	// longer. An upstream that wants a longer pause refuses the next call
 	// after the hour too, which cools the line again.
 	MaxCooldown = time.Hour
+	// QueueGrace is how long after the retry it was told a waiting call
+	// keeps its place in its queue (see [Queuer]): a call that comes back
+	// later (its process stalled or died) loses it, so the calls behind it
+	// wait at most that much longer for a place nobody will take.
+	QueueGrace = 5 * time.Second
+	// MaxQueue is the most calls that wait in one queue (see [Queuer]): a
+	// call denied while as many wait is refused its place, and returns its
+	// denial.
+	MaxQueue = 4096
 )
 
 // Limit is one rule of the form "at most Threshold calls per Period" (or
@@ -472,12 +481,17 @@ const (
 	// SourceCooldown is a denial of a call of a line that cools: an
 	// upstream asked to retry later (see [Rule.Cooldown]).
 	SourceCooldown
+	// SourceQueue is a denial of a call that waits its turn behind calls
+	// that began to wait before it (see [Queuer]); nothing was decided.
+	SourceQueue
 )
 
-// String returns "backend", "cache", "fallback", "override", "lease" or
-// "cooldown".
+// String returns "backend", "cache", "fallback", "override", "lease",
+// "cooldown" or "queue".
 func (s Source) String() string {
 	switch s {
+	case SourceQueue:
+		return "queue"
 	case SourceLease:
 		return "lease"
 	case SourceCooldown:

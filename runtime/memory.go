@@ -39,8 +39,9 @@ type MemoryLimiter struct {
 	cfg    Config
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
-	slots  slotTable // concurrency slots (concurrency.go)
-	cools  coolTable // cooldowns (cooldown.go)
+	slots  slotTable    // concurrency slots (concurrency.go)
+	cools  coolTable    // cooldowns (cooldown.go)
+	queues memoryQueues // the queues of waiting calls (memoryqueue.go)
 	// denials counts the denials of the process's rules (see
 	// [DenialCounter]).
 	denials denied.Summary

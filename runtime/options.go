@@ -114,9 +114,13 @@ func WithClock(clock Clock) Option {
 	return configure(func(c *Config) { c.Clock = clock })
 }
 
-// WithHook reports every decision and failure to hook.
-func WithHook(hook Hook) Option {
-	return configure(func(c *Config) { c.Hook = hook })
+// WithHook reports every decision and failure to each of hooks in turn,
+// skipping nil ones. With several, the limiter's hook is a [ShadowHook]:
+// a would-be denial of a shadow rule goes to the ShadowLimited method of
+// the hooks that have one and to Decided of the others.
+func WithHook(hooks ...Hook) Option {
+	h := joinHooks(hooks...)
+	return configure(func(c *Config) { c.Hook = h })
 }
 
 // WithErrorPolicy sets the limiter's default [ErrorPolicy]: what

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,8 @@ type Reservation struct {
 // a shadow rule's would-be denial) gets a reservation whose Settle charges
 // nothing; a call the fallback decided ([FailLocal]) stays charged there
 // as reserved. A denied call waits up to r.Wait, retrying when the denial
-// says, rather than queueing as Check does. A rule with a concurrency
+// says, in the order calls began to wait when the limiter offers
+// [Queuer], as Check does. A rule with a concurrency
 // limit also takes a slot, which the call holds until it gives it back
 // (see Concurrency limits at [Reservation]).
 //
@@ -123,14 +125,26 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 		}
 	}
 	var start time.Time
+	var queuer Queuer // when its waiting calls queue
+	var ticket int64  // the call's place in its queue
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
+		queuer, _ = As[Queuer](limiter)
 	}
+	defer func() { r.dequeue(ctx, queuer, &req, ticket) }()
 	for {
 		d, cooling := r.cooling(ctx, limiter, &req)
 		var at time.Time
 		var err error
-		if !cooling {
+		switch {
+		case cooling:
+		case queuer != nil:
+			d, ticket, at, err = queuer.AllowInTurn(ctx, req, ticket, time.Until(r.deadline(ctx, start)))
+			if errors.Is(err, errors.ErrUnsupported) {
+				queuer = nil
+				d, at, err = backend.Reserve(ctx, req)
+			}
+		default:
 			d, at, err = backend.Reserve(ctx, req)
 		}
 		if err != nil {
@@ -153,10 +167,10 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 			return res, r.pace(ctx, d.Delay)
 		case r.Shadow:
 			return res, nil
-		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) || queuer != nil && ticket == 0 && !cooling:
 			return nil, r.limitError(&req, d)
 		}
-		if err := sleepCtx(ctx, d.RetryAfter); err != nil {
+		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
 			return nil, fmt.Errorf("ratelimit: %s: %w while waiting %s to reserve", r.Name, err, d.RetryAfter)
 		}
 	}

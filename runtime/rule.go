@@ -345,9 +345,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		}
 	}
 	var start time.Time
+	var queuer Queuer
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		if waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
+		queuer, _ = As[Queuer](limiter)
+		if queuer == nil && waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
 			k := queueKeyOf(limiter, &req)
 			if q := joinQueue(k, nil); q != nil {
 				return r.waitFor(ctx, limiter, &req, k, q, start, o)
@@ -358,6 +360,9 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		if cooled, err := r.cooledCheck(ctx, limiter, &req, start, o); cooled {
 			return err
 		}
+	}
+	if queuer != nil {
+		return r.checkInTurn(ctx, limiter, queuer, &req, start, o)
 	}
 	// A call of one key against the rule's own limits: the limiter's
 	// RuleDecider, if it is one.

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -227,6 +228,59 @@ func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, 
 	d.Allowed = false
 	return outcome{d: d, limits: req.Limits, decided: true},
 		fmt.Errorf("%w while waiting: %w", ctx.Err(), r.limitError(req, d))
+}
+
+// checkInTurn is check of a call of a rule with Wait on a limiter that
+// queues waiting calls (q): the call is decided in its turn (see
+// [Queuer]), sleeping between tries for the RetryAfter it is told, until
+// it is admitted, its wait is over or ctx ends; the place it holds is
+// freed when it stops waiting. A failure goes to conclude: the fallback,
+// and r's OnError.
+func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *Request, start time.Time, o *outcome) error {
+	deadline := r.deadline(ctx, start)
+	var ticket int64
+	for {
+		d, held, _, err := q.AllowInTurn(ctx, *req, ticket, time.Until(deadline))
+		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
+			// The limiter cannot queue this call: it waits in its
+			// process's order.
+			o.d, err = limiter.Allow(ctx, *req)
+			return r.conclude(ctx, limiter, req, start, err, o)
+		}
+		if err != nil {
+			r.dequeue(ctx, q, req, ticket)
+			if ctx.Err() != nil && ticket != 0 {
+				_, err := r.stopped(ctx, req, o.d)
+				return err
+			}
+			return r.conclude(ctx, limiter, req, start, err, o)
+		}
+		o.d, o.limits, o.decided = d, req.Limits, true
+		if d.Allowed {
+			return r.pace(ctx, d.Delay)
+		}
+		if ticket = held; ticket == 0 || d.RetryAfter > time.Until(deadline) {
+			r.dequeue(ctx, q, req, ticket)
+			return r.denied(limiter, r.limitError(req, d), d.LimitIndex)
+		}
+		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
+			r.dequeue(ctx, q, req, ticket)
+			_, err := r.stopped(ctx, req, d)
+			return err
+		}
+	}
+}
+
+// dequeue frees the place ticket holds in req's queue, if any, on a
+// context detached from ctx's cancellation: a place the backend did not
+// free is dropped QueueGrace after it was due.
+func (r *Rule) dequeue(ctx context.Context, q Queuer, req *Request, ticket int64) {
+	if ticket == 0 {
+		return
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	_ = q.Dequeue(ctx, *req, ticket) // the backend tells its hook of a failure
 }
 
 // retryJitter returns d plus up to 10% of it, so that callers told the same

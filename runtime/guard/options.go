@@ -110,8 +110,8 @@ func WithDenyHold(d time.Duration) Option {
 // (and a probe) per node. A call whose context ended counts neither way:
 // the caller gave up, the backend may be fine. A [ratelimit.Hook] that
 // implements [BreakerHook] is told when a breaker opens and
-// closes; unless the hook logs it (a ratelimit.SlogHook, alone or among
-// [ratelimit.Hooks]), the opening is also logged at Warn and the closing at
+// closes; unless the hook logs it (a ratelimit.SlogHook, alone or beside
+// others in [ratelimit.WithHook]), the opening is also logged at Warn and the closing at
 // Info to slog.Default(), so an outage says so once, whatever the hook.
 func WithBreaker(failures int, backoff, maxBackoff time.Duration) Option {
 	return option(func(s *settings) {

@@ -15,7 +15,7 @@ import (
 // Denials counts the calls a limiter denies, per rule and key, over the
 // last few minutes, for the admin view's list of the most-denied keys
 // ([WithDenials]). It is a [ratelimit.Hook]: pass it to the limiter with
-// ratelimit.WithHook (or ratelimit.Hooks beside others). Its memory is
+// ratelimit.WithHook (alone or beside others). Its memory is
 // bounded whatever the number of keys, and it keeps no key as it came:
 // each is held redacted, as the logs show it (sha256: and a prefix of its
 // digest). Make one with [NewDenials].

@@ -73,6 +73,15 @@ func (f forwarding) Cooling(ctx context.Context, req ratelimit.Request) (int, ti
 	return f.m.Cooling(ctx, req)
 }
 
+// AllowInTurn and Dequeue forward to the memory limiter's queues.
+func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	return f.m.AllowInTurn(ctx, req, ticket, wait)
+}
+
+func (f forwarding) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
+	return f.m.Dequeue(ctx, req, ticket)
+}
+
 // SharesLines: Allow forwards Request.Shared to the memory limiter,
 // which keeps each line's state where Request.Line says.
 func (f forwarding) SharesLines() {}
@@ -87,6 +96,7 @@ var (
 	_ ratelimit.Reserver      = forwarding{}
 	_ ratelimit.SlotHolder    = forwarding{}
 	_ ratelimit.Cooler        = forwarding{}
+	_ ratelimit.Queuer        = forwarding{}
 )
 
 // TestForwardingBackend runs the suite on a backend of another package
@@ -116,6 +126,20 @@ func (o outageProne) Allow(ctx context.Context, req ratelimit.Request) (ratelimi
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.Allow(ctx, req)
+}
+
+func (o outageProne) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if o.down.Load() {
+		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.AllowInTurn(ctx, req, ticket, wait)
+}
+
+func (o outageProne) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
+	if o.down.Load() {
+		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Dequeue(ctx, req, ticket)
 }
 
 func (o outageProne) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {

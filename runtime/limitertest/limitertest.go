@@ -105,6 +105,15 @@
 // a line shared by two rules, to whose own state the fallback carries back, and outage/real/top_denied
 // requires TopDenied of a ratelimit.DenialCounter to fail with
 // ErrBackend while the backend is down and to answer once it is back.
+// The crosses of queues of waiting calls (ratelimit.Queuer) are, for
+// each algorithm, queue/<algorithm>/turns (AllowInTurn step by step on
+// the suite's clock: a place for a waiter, none for a call denied beyond
+// its wait, no call decided past a waiting one, a waiter that gives up
+// or stays away past QueueGrace frees its place) and
+// queue/<algorithm>/order and queue/<algorithm>/reserve/order (waiters
+// that began to wait one after another, with Rule.Check or Rule.Reserve,
+// are admitted in that order, none asking before its RetryAfter), and
+// queue/keys_per_line/turns.
 // top_denied checks that a DenialCounter lists the keys its rules denied,
 // most first, redacted.
 //
@@ -208,6 +217,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("outage", func(t *testing.T) { s.outage(t) })
 	t.Run("top_denied", func(t *testing.T) { s.topDenied(t) })
 	t.Run("cooldown", func(t *testing.T) { s.cooldown(t) })
+	t.Run("queue", func(t *testing.T) { s.queue(t) })
 }
 
 // suite is one Run: the backend and what it can do.

@@ -45,8 +45,8 @@ type Counters struct {
 // decisions and failures per limit name ([ratelimit.Request.Name]), and the state of
 // circuit breakers per node, with atomic counters, for exporting to a
 // monitoring system. Its zero value is ready to use, and it is safe for
-// concurrent use. Pass it with [ratelimit.WithHook], or with other hooks through
-// [ratelimit.Hooks].
+// concurrent use. Pass it with [ratelimit.WithHook], alone or beside
+// other hooks.
 type Metrics struct {
 	names    sync.Map // name → *counters
 	breakers sync.Map // node → *breakerCounters

@@ -221,20 +221,25 @@ func TestDenyCacheForgetsWhenOverridesChangeTheLimits(t *testing.T) {
 	assert.Equal(t, limitmetrics.Counters{Allowed: 2, Limited: 5, Cached: 2, NearLimit: 2}, m.Snapshot()["ov"], "Redis decided the call after the change back")
 }
 
-// TestDenyCacheTellsWaitingCallsWhenToRetry: a call that may wait learns
-// from a repeated denial how long, and is admitted after it.
-func TestDenyCacheTellsWaitingCallsWhenToRetry(t *testing.T) {
+// TestWaitingCallsGoPastTheDenyCache: a call that may wait is decided by
+// Redis in its turn (see AllowInTurn), never by the deny cache, which
+// would hold it out of the queue until its retry, behind calls that began
+// to wait after it; it is admitted once the limit admits it.
+func TestWaitingCallsGoPastTheDenyCache(t *testing.T) {
 	ctx := context.Background()
 	m := &limitmetrics.Metrics{}
 	l := newCachedRedis(t, ratelimit.WithHook(m))
 	rule := &ratelimit.Rule{Name: "wait", Limits: perPeriod(1, 50*time.Millisecond)}
 	waiting := &ratelimit.Rule{Name: "wait", Limits: rule.Limits, Wait: time.Minute}
 	require.NoError(t, rule.Check(ctx, l, 1, ""))
-	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited)
+	require.ErrorIs(t, rule.Check(ctx, l, 1, ""), ratelimit.ErrLimited) // the cache holds this denial
+	_, cached := l.CachedDenial(ratelimit.Request{Name: "wait", Limits: rule.Limits})
+	require.True(t, cached)
 	require.NoError(t, waiting.Check(ctx, l, 1, ""))
 	c := m.Snapshot()["wait"]
 	assert.Equal(t, uint64(2), c.Allowed)
-	assert.Equal(t, uint64(1), c.Cached, "the waiting call's first attempt")
+	assert.Zero(t, c.Cached, "the waiting call was answered by the cache")
+	assert.Equal(t, uint64(2), c.Limited, "Redis denied the waiting call's first try, as the second call")
 }
 
 // abuseEnv makes the test binary an abusing process of testAbuse (see

@@ -151,7 +151,7 @@ func TestFallbackDuringOutage(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Stop() })
 		metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
-		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(metrics, log), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 		addr := s.Addr
 		outageCase{
 			l: l, log: log, metrics: metrics, keys: keys,
@@ -167,7 +167,7 @@ func TestFallbackDuringOutage(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(s.Stop)
 		metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
-		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+		l := New(failFastClient(t, s.Addr), ratelimit.WithHook(metrics, log), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 		admin := s.Client()
 		t.Cleanup(func() { admin.Close() })
 		down, up := stall(admin)
@@ -203,7 +203,7 @@ func (ct *clusterTest) fallbackDuringStall(t *testing.T) {
 	})
 	t.Cleanup(func() { c.Close() })
 	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
-	l := New(c, ratelimit.WithHook(ratelimit.Hooks(metrics, log)), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+	l := New(c, ratelimit.WithHook(metrics, log), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
 	ctx := context.Background()
 	victim := ct.cluster.Addrs()[0]
 	var keys []string
@@ -294,7 +294,7 @@ func TestFallbackShares(t *testing.T) {
 		return []ratelimit.Limit{{Period: time.Hour, Threshold: 8}}, true
 	})
 	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
-	l := downLimiter(t, stoppedAddr(t), WithFallbackProcesses(4), ratelimit.WithOverrides(ov), ratelimit.WithHook(ratelimit.Hooks(metrics, log)))
+	l := downLimiter(t, stoppedAddr(t), WithFallbackProcesses(4), ratelimit.WithOverrides(ov), ratelimit.WithHook(metrics, log))
 	rule := &ratelimit.Rule{Name: "share", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 100}}, OnError: ratelimit.FailLocal}
 	admitted := 0
 	for range 10 {
@@ -366,7 +366,7 @@ func (failingLimiter) Allow(_ context.Context, req ratelimit.Request) (ratelimit
 func TestFallbackShadowAndWait(t *testing.T) {
 	ctx := context.Background()
 	metrics, log := &limitmetrics.Metrics{}, &sourceLog{}
-	l := downLimiter(t, stoppedAddr(t), ratelimit.WithHook(ratelimit.Hooks(metrics, log)))
+	l := downLimiter(t, stoppedAddr(t), ratelimit.WithHook(metrics, log))
 
 	shadow := &ratelimit.Rule{Name: "shadow", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 2}}, OnError: ratelimit.FailLocal, Shadow: true}
 	for range 5 {

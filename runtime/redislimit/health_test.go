@@ -59,7 +59,7 @@ func TestAnOutageIsLoggedOnceWithoutAHook(t *testing.T) {
 // TestAnOutageIsLoggedWithAMetricsHook: a metrics hook counts the
 // breaker's openings, and the outage is still logged once at Warn: a
 // hook that does not log never silences the warning. A hook that logs
-// (a SlogHook among Hooks) logs it, once, to its own logger.
+// (a SlogHook among several hooks) logs it, once, to its own logger.
 func TestAnOutageIsLoggedWithAMetricsHook(t *testing.T) {
 	var def bytes.Buffer
 	old := slog.Default()
@@ -85,7 +85,7 @@ func TestAnOutageIsLoggedWithAMetricsHook(t *testing.T) {
 
 	def.Reset()
 	var own bytes.Buffer
-	outage(ratelimit.Hooks(&limitmetrics.Metrics{}, ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&own, nil)))))
+	outage(ratelimit.NewConfig(ratelimit.WithHook(&limitmetrics.Metrics{}, ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&own, nil))))).Hook)
 	assert.Equal(t, 1, strings.Count(own.String(), "ratelimit: circuit open"), own.String())
 	assert.NotContains(t, def.String(), "circuit open", "logged once, by the hook that logs")
 }

@@ -199,9 +199,9 @@ func (ct *clusterTest) longKeys(t *testing.T) {
 func TestLongKeysAreNamedBoundedly(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
 		var log, raw bytes.Buffer
-		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.Hooks(
+		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(
 			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))),
-			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&raw, &slog.HandlerOptions{Level: slog.LevelDebug}))).WithRawKeys())))
+			ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&raw, &slog.HandlerOptions{Level: slog.LevelDebug}))).WithRawKeys()))
 		rule := &ratelimit.Rule{Name: longName, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1}}}
 		for descr, v := range longValues() {
 			require.NoError(t, rule.Check(context.Background(), l, 1, v), descr)

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(slotsEnv); spec != "" {
 		os.Exit(slotsProcess(spec))
 	}
+	if spec := os.Getenv(queueEnv); spec != "" {
+		os.Exit(queueProcess(spec))
+	}
 	if spec := os.Getenv(hotKeyEnv); spec != "" {
 		os.Exit(hotKey(spec))
 	}

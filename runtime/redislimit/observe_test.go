@@ -172,7 +172,7 @@ func (h *recordingShadowHook) Failed(_ context.Context, req *ratelimit.Request, 
 
 func TestHooksReportToEach(t *testing.T) {
 	a, b := &recordingShadowHook{}, &recordingHook{}
-	h := ratelimit.Hooks(a, nil, b)
+	h := ratelimit.NewConfig(ratelimit.WithHook(a, nil, b)).Hook
 	ctx := context.Background()
 	req := &ratelimit.Request{Name: "x"}
 	h.Decided(ctx, req, ratelimit.Decision{Allowed: true})
@@ -208,7 +208,7 @@ func TestSlogHookLogsAnOutageOncePerStateChange(t *testing.T) {
 	hook := ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
 	metrics := &limitmetrics.Metrics{}
 	addr := stoppedAddr(t)
-	l := New(failFastClient(t, addr), ratelimit.WithHook(ratelimit.Hooks(hook, metrics)), WithBreaker(2, 20*time.Millisecond, 20*time.Millisecond))
+	l := New(failFastClient(t, addr), ratelimit.WithHook(hook, metrics), WithBreaker(2, 20*time.Millisecond, 20*time.Millisecond))
 	rule := &ratelimit.Rule{Name: "flood", Limits: perPeriod(1000, time.Minute)}
 	ctx := context.Background()
 	for range 100 {
@@ -254,7 +254,7 @@ func TestSlogHookAbusiveClientOnRedis(t *testing.T) {
 	var buf lockedBuffer
 	metrics := &limitmetrics.Metrics{}
 	hook := ratelimit.NewSlogHook(newTextLogger(&buf, slog.LevelInfo))
-	l := newTestRedis(t, WithDenyCache(DefaultDenyCache), ratelimit.WithHook(ratelimit.Hooks(metrics, hook)))
+	l := newTestRedis(t, WithDenyCache(DefaultDenyCache), ratelimit.WithHook(metrics, hook))
 	rule := &ratelimit.Rule{Name: "svc.API.Search", Limits: perPeriod(2, 30*time.Second)}
 	var wg sync.WaitGroup
 	stop := time.Now().Add(abuseFor)

@@ -370,6 +370,7 @@ var (
 	_ ratelimit.Resetter   = (*Limiter)(nil)
 	_ ratelimit.Reserver   = (*Limiter)(nil)
 	_ ratelimit.SlotHolder = (*Limiter)(nil)
+	_ ratelimit.Queuer     = (*Limiter)(nil)
 	_ ratelimit.Configured = (*Limiter)(nil)
 	_ ratelimit.Fallback   = (*Limiter)(nil)
 	_ guard.DenySlacker    = guarded{}

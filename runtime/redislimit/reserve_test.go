@@ -133,11 +133,11 @@ func TestReserveTimeOnServerClock(t *testing.T) {
 	require.True(t, d.Allowed, fmt.Sprintf("%+v", d))
 }
 
-// TestReserveScriptsRenderAsGolden compares the reserve and adjust scripts
+// TestReserveScriptsRenderAsGolden compares the reserve, adjust and queue scripts
 // with their text under testdata/scripts (rewritten with -update); the
 // differential test runs them.
 func TestReserveScriptsRenderAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText} {
+	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText, "queue": queueText} {
 		file := filepath.Join("testdata", "scripts", name+".lua")
 		if *updateScripts {
 			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))

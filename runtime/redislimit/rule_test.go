@@ -188,7 +188,7 @@ func TestShadowNeverDeniesAndReportsWouldBeDenials(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(...ratelimit.Option) ratelimit.Limiter) {
 		metrics := &limitmetrics.Metrics{}
 		plain := &recordingHook{}
-		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(ratelimit.Hooks(metrics, plain)))
+		l := newLimiter(ratelimit.WithClock(newManualClock()), ratelimit.WithHook(metrics, plain))
 		rule := &ratelimit.Rule{Name: "shadow", Limits: perPeriod(2, time.Minute), Shadow: true, Wait: time.Minute}
 		for range 5 {
 			require.NoError(t, rule.Check(context.Background(), l, 1, ""))

@@ -31,7 +31,7 @@ func TestKeyhashShowsTheRawKeysRedactedForm(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			var logs bytes.Buffer
 			denials := httplimit.NewDenials()
-			hook := ratelimit.WithHook(ratelimit.Hooks(ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&logs, nil))), denials))
+			hook := ratelimit.WithHook(ratelimit.NewSlogHook(slog.New(slog.NewTextHandler(&logs, nil))), denials)
 			var limiter ratelimit.Limiter = ratelimit.NewMemory(hook)
 			if backend == "redis" {
 				srv.Flush(t)

@@ -1,0 +1,215 @@
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// queue runs the crosses of queues of waiting calls (ratelimit.Queuer),
+// or, for a backend that keeps none, queue/unsupported: a rule with Wait
+// still waits (the wait crosses), in each process's order.
+func (s *suite) queue(t *testing.T) {
+	if _, ok := ratelimit.As[ratelimit.Queuer](s.b.New(t)); !ok {
+		t.Run("unsupported", func(t *testing.T) {
+			t.Skip("the limiter offers no ratelimit.Queuer: waiting calls queue in each process's order")
+		})
+		return
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		if s.caps.algorithms[alg] != "" {
+			continue
+		}
+		t.Run(string(alg)+"/turns", func(t *testing.T) { s.turns(t, alg, false) })
+		t.Run(string(alg)+"/order", func(t *testing.T) { s.queueOrder(t, alg, "check") })
+		t.Run(string(alg)+"/reserve/order", func(t *testing.T) { s.queueOrder(t, alg, "reserve") })
+	}
+	t.Run("keys_per_line/turns", func(t *testing.T) { s.turns(t, ratelimit.GCRA, true) })
+}
+
+// turnLimits returns one limit of alg admitting a call per period, and
+// with keys set a second line for every call as one beside it.
+func turnLimits(alg ratelimit.Algorithm, period time.Duration, keys bool) []ratelimit.Limit {
+	limits := []ratelimit.Limit{{Algorithm: alg, Period: period, Threshold: 1}}
+	if keys {
+		limits = append(limits, ratelimit.Limit{Period: time.Hour, Threshold: 100})
+	}
+	return limits
+}
+
+// turns: AllowInTurn step by step on the suite's clock. A denied call
+// that may wait gets a place; a call behind it is told, without being
+// decided (SourceQueue), to come back no sooner than two units free; once
+// a unit is free, neither a call behind the first nor a new one takes it,
+// and the first does; a call that gives up frees its place, and one that
+// stays away past its due time and QueueGrace loses it, so a new call is
+// decided at once; a call whose denial is beyond its wait gets no place.
+func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
+	s.needClock(t)
+	period := 10 * time.Second
+	r := &ratelimit.Rule{Name: "queue/turns/" + string(alg), Limits: turnLimits(alg, period, keys)}
+	req := ratelimit.Request{Name: r.Name, Key: "ada", Limits: r.Limits, Rule: r}
+	if keys {
+		r.KeyExprs = []string{"user", ""}
+		req.Key, req.Keys = "", []string{"ada", ""}
+	}
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			if _, _, _, err := q.AllowInTurn(e.ctx, req, 0, 0); errors.Is(err, errors.ErrUnsupported) {
+				continue // it may decline a call it cannot queue: the call waits in its process's order (the wait crosses)
+			}
+			turn := func(what string, ticket int64, wait time.Duration) (ratelimit.Decision, int64) {
+				d, held, at, err := q.AllowInTurn(e.ctx, req, ticket, wait)
+				e.check(err == nil, "%s: %s: %v", l.name, what, err)
+				e.check(d.Allowed == !at.IsZero(), "%s: %s: admitted %v, charged at %v", l.name, what, d.Allowed, at)
+				return d, held
+			}
+			hour := time.Hour
+			for i := 0; ; i++ { // use the key's units up
+				d, held := turn("a call before any waits", 0, 0)
+				e.check(held == 0, "%s: a call that may not wait got a place", l.name)
+				if !d.Allowed {
+					break
+				}
+				e.check(i < 10, "%s: 10 calls admitted by a limit of 1", l.name)
+			}
+			first, t1 := turn("the first waiter", 0, hour)
+			e.check(!first.Allowed && t1 != 0 && first.Source != ratelimit.SourceQueue, "%s: the first waiter is decided, denied and gets a place: %+v, ticket %d", l.name, first, t1)
+			second, t2 := turn("the second waiter", 0, hour)
+			e.check(!second.Allowed && second.Source == ratelimit.SourceQueue && t2 > t1, "%s: the second waiter is not decided and gets a later place: %+v, ticket %d after %d", l.name, second, t2, t1)
+			// Behind a call of a unit, it needs two: a period more for a
+			// log or a bucket admitting one per period (a window may
+			// admit it as its next window begins).
+			soonest := first.RetryAfter
+			if alg != ratelimit.FixedWindow && alg != ratelimit.SlidingWindow && !keys {
+				soonest += period
+			}
+			e.check(second.RetryAfter >= soonest, "%s: the second waiter is told %s, before it could be admitted (%s)", l.name, second.RetryAfter, soonest)
+			_, none := turn("a call that may wait 1ms", 0, time.Millisecond)
+			e.check(none == 0, "%s: a call denied beyond its wait got a place", l.name)
+
+			e.advance(first.RetryAfter) // a unit is free; the first waiter has yet to come
+			d, again := turn("the second waiter, back", t2, hour)
+			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && again == t2, "%s: the second waiter overtook the first: %+v (ticket %d)", l.name, d, again)
+			e.check(d.RetryAfter > 0 && d.RetryAfter <= period, "%s: told to come back %s, after it could be admitted (a period, once the first, due now, took its unit)", l.name, d.RetryAfter)
+			d, t3 := turn("a new call", 0, hour)
+			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && t3 > t2, "%s: a new call overtook the waiters: %+v (ticket %d)", l.name, d, t3)
+			d, held := turn("the first waiter, back", t1, hour)
+			e.check(d.Allowed && held == 0, "%s: the first waiter, first and with a unit free, was not admitted: %+v (held %d)", l.name, d, held)
+
+			e.check(q.Dequeue(e.ctx, req, t2) == nil && q.Dequeue(e.ctx, req, t3) == nil, "%s: Dequeue", l.name)
+			d, t4 := turn("a call once the queue is empty", 0, hour)
+			e.check(!d.Allowed && d.Source != ratelimit.SourceQueue && t4 != 0, "%s: a new call with nobody waiting is decided (denied): %+v", l.name, d)
+			e.advance(d.RetryAfter + ratelimit.QueueGrace + time.Millisecond)
+			d, held = turn("a new call after the first waiter's grace", 0, hour)
+			e.check(d.Allowed && held == 0, "%s: a place whose caller stayed away past its grace still held the queue: %+v", l.name, d)
+			d, held = turn("the waiter that stayed away", t4, hour)
+			e.check(!d.Allowed && held != t4 && held > t4, "%s: a waiter that lost its place is placed anew, at the end: %+v (ticket %d)", l.name, d, held)
+			e.check(q.Dequeue(e.ctx, req, held) == nil, "%s: Dequeue", l.name)
+		}
+	})
+}
+
+// queuedLimiter records, in the order its backend answered them, the
+// calls it passes to the Queuer it wraps, one at a time.
+type queuedLimiter struct {
+	ratelimit.Limiter
+	q ratelimit.Queuer
+
+	mu       sync.Mutex
+	admitted []int64             // the tickets of the admitted waiters, in order
+	back     map[int64]time.Time // when each ticket may come back, at the soonest
+	early    []string            // tries before that
+}
+
+func (w *queuedLimiter) Unwrap() ratelimit.Limiter { return w.Limiter }
+
+func (w *queuedLimiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if at, ok := w.back[ticket]; ok && time.Now().Before(at) {
+		w.early = append(w.early, fmt.Sprintf("ticket %d came back %s early", ticket, at.Sub(time.Now())))
+	}
+	d, held, at, err := w.q.AllowInTurn(ctx, req, ticket, wait)
+	switch {
+	case err != nil:
+	case d.Allowed && ticket != 0:
+		w.admitted = append(w.admitted, ticket)
+	case !d.Allowed && held != 0:
+		w.back[held] = time.Now().Add(d.RetryAfter)
+	}
+	return d, held, at, err
+}
+
+func (w *queuedLimiter) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
+	return w.q.Dequeue(ctx, req, ticket)
+}
+
+// queueOrder: on each limiter in turn, in real time, waiters that began
+// to wait one after another (with Rule.Check, or Rule.Reserve when way
+// is "reserve") on a key of alg whose units are used up are admitted in
+// that order, each one unit later; none asks again before the RetryAfter
+// it was told; and the queue is empty after them.
+func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
+	if way == "reserve" {
+		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	}
+	const waiters = 6
+	period := 40 * time.Millisecond
+	if !s.b.Clock {
+		period = 250 * time.Millisecond
+	}
+	r := &ratelimit.Rule{Name: "queue/order/" + string(alg), Limits: turnLimits(alg, period, false), Wait: time.Minute}
+	now := &ratelimit.Rule{Name: r.Name, Limits: r.Limits} // the same calls, without waiting
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			w := &queuedLimiter{Limiter: l.limiter, q: q, back: map[int64]time.Time{}}
+			var errs [waiters]error
+			e.whileRunning(func() {
+				for now.Check(e.ctx, w, 1, l.name) == nil { // use the key's units up
+				}
+				var wg sync.WaitGroup
+				for i := range waiters {
+					placed := len(w.back)
+					wg.Go(func() {
+						if way == "reserve" {
+							_, errs[i] = r.Reserve(e.ctx, w, 1, l.name)
+						} else {
+							errs[i] = r.Check(e.ctx, w, 1, l.name)
+						}
+					})
+					for { // wait for its place, so the next begins to wait after it
+						w.mu.Lock()
+						n := len(w.back)
+						w.mu.Unlock()
+						if n > placed {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+				wg.Wait()
+			})
+			for i, err := range errs {
+				e.check(err == nil, "%s: waiter %d: %v", l.name, i, err)
+			}
+			e.check(len(w.early) == 0, "%s: waiters asked before their retry: %v", l.name, w.early)
+			e.check(len(w.admitted) == waiters, "%s: %d waiters admitted from the queue, want %d", l.name, len(w.admitted), waiters)
+			for i := 1; i < len(w.admitted); i++ {
+				e.check(w.admitted[i] > w.admitted[i-1], "%s: admitted out of order: %v", l.name, w.admitted)
+			}
+			d, held, _, err := q.AllowInTurn(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits, Rule: r}, 0, time.Minute)
+			e.check(err == nil && d.Source != ratelimit.SourceQueue, "%s: a call after the waiters found the queue not empty: %+v, %v", l.name, d, err)
+			if held != 0 {
+				e.check(q.Dequeue(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits, Rule: r}, held) == nil, "%s: Dequeue", l.name)
+			}
+		}
+	})
+}

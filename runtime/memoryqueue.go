@@ -1,0 +1,236 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The memory limiter's queues of waiting calls (see [Queuer]): one per
+// name and key (or keys) with calls waiting, under one lock, which is also
+// held while a call in its turn is decided, so that no call is decided
+// past a waiting one.
+type memoryQueues struct {
+	mu sync.Mutex
+	m  map[string]*memoryQueue
+}
+
+// memoryQueue is the places of one queue, in the order of their tickets.
+type memoryQueue struct{ places []place }
+
+// place is a waiting call's place: its ticket, and when (µs) it was told
+// to come back.
+type place struct{ ticket, due int64 }
+
+// queueID names the queue of req's calls: its name and key, or keys.
+func queueID(req *Request) string {
+	if req.Keys != nil {
+		return req.Name + "\x00k" + keysIdentity(req.Keys)
+	}
+	return req.Name + "\x00" + req.Key
+}
+
+// AllowInTurn decides req when it is the call's turn, else denies it with
+// the soonest it could be admitted; a call that waits holds a place. See
+// [Queuer].
+func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
+	if err := req.Validate(); err != nil {
+		return Decision{}, 0, time.Time{}, err
+	}
+	id := queueID(&req)
+	qs := &l.queues
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	q := qs.m[id]
+	if q == nil {
+		q = &memoryQueue{}
+	}
+	now := l.now()
+	q.expire(now)
+	at := q.find(ticket)
+	var d Decision
+	if at == 0 || at < 0 && len(q.places) == 0 {
+		var charged int64
+		var err error
+		if req.Keys != nil {
+			charged, err = now, l.decideKeys(ctx, &req, true, &d)
+		} else {
+			d, charged, err = l.reserve(ctx, req, true)
+		}
+		if err != nil {
+			return Decision{}, 0, time.Time{}, err
+		}
+		if d.Allowed {
+			if at == 0 {
+				q.places = q.places[1:]
+			}
+			qs.keep(id, q)
+			return d, 0, fromMicros(charged), nil
+		}
+	} else {
+		ahead := at
+		if at < 0 {
+			ahead = len(q.places)
+		}
+		var err error
+		if d, err = l.soonest(ctx, req, ahead); err != nil {
+			return Decision{}, 0, time.Time{}, err
+		}
+		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
+			d.RetryAfter = q.dueAfter(ahead, now)
+		}
+		d.ResetAfter = d.RetryAfter
+	}
+	held := q.hold(at, now, d.RetryAfter, wait)
+	qs.keep(id, q)
+	return d, held, time.Time{}, nil
+}
+
+// soonest returns the denial of a call of req that waits behind ahead
+// others, not decided (SourceQueue): its RetryAfter is the soonest its
+// limits could admit it once each call ahead took a unit (at least),
+// zero when they could now (see [queuedSpan]); LimitIndex is the limit
+// a peek found the latest.
+func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (Decision, error) {
+	units, span := queuedSpan(&req, ahead)
+	req.Cost = units
+	p, err := l.Peek(ctx, req)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{LimitIndex: p.LimitIndex, Source: SourceQueue}
+	if !p.Allowed {
+		d.RetryAfter = p.RetryAfter
+	}
+	if len(req.Limits) == 1 {
+		d.RetryAfter += span
+	} else {
+		d.RetryAfter = max(d.RetryAfter, span)
+	}
+	return d, nil
+}
+
+// queuedSpan returns, for a call of req behind ahead calls of a unit
+// each, a cost to peek at and a span such that the call cannot be
+// admitted before the peek's retry plus span (for one limit; for several,
+// before the longer of the two). Per limit, of the n units that must be
+// admitted (ahead and the call's own), a sliding log admits at most its
+// Threshold in any period, so the last is a period after the one a
+// Threshold before it: a period per Threshold past the remainder, which
+// is the cost to peek at; a window admits at most its Threshold in a
+// window, so a period per Threshold past the remainder and the next
+// window (a sliding window peeks at the call's own units: what the calls
+// ahead took in the window before weighs less than they took); a bucket
+// admits the units past its burst (or capacity) at its
+// rate (in whole µs, less one per unit, as a bucket rounds its times).
+// Calendar limits add nothing. The cost is the least limit's.
+func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
+	units = req.Units() + int64(ahead)
+	for _, lim := range req.Limits {
+		n := lim.Units(req.Cost) + int64(ahead)
+		c, t := lim.MaxCost(), lim.Threshold
+		rest, s := min(n, c), time.Duration(0)
+		switch alg := lim.AlgorithmOrDefault(); {
+		case lim.Period <= 0 || lim.Calendar != "":
+		case alg == SlidingLog || alg == FixedWindow || alg == SlidingWindow:
+			batches := (n - 1) / t
+			rest = n - batches*t
+			if alg != SlidingLog {
+				batches = max(batches-1, 0)
+			}
+			if alg == SlidingWindow { // what the calls ahead took in the last window weighs less
+				rest = lim.Units(req.Cost)
+			}
+			s = time.Duration(batches) * lim.Period
+		case n > c: // in whole µs, less one per unit for the bucket's rounding
+			us := float64(n-c)*float64(lim.Period.Microseconds())/float64(t) - float64(n-c)
+			s = time.Duration(max(us, 0)) * time.Microsecond
+		}
+		if !lim.PerCall {
+			units = min(units, rest)
+		}
+		span = max(span, s)
+	}
+	return max(units, 1), span
+}
+
+// Dequeue frees ticket's place in req's queue. See [Queuer].
+func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) error {
+	id := queueID(&req)
+	qs := &l.queues
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if q := qs.m[id]; q != nil {
+		if at := q.find(ticket); at >= 0 {
+			q.places = append(q.places[:at], q.places[at+1:]...)
+		}
+		qs.keep(id, q)
+	}
+	return nil
+}
+
+// keep keeps q as id's queue while calls wait in it, and drops it then.
+func (qs *memoryQueues) keep(id string, q *memoryQueue) {
+	switch {
+	case len(q.places) == 0:
+		delete(qs.m, id)
+	case qs.m == nil:
+		qs.m = map[string]*memoryQueue{id: q}
+	default:
+		qs.m[id] = q
+	}
+}
+
+// expire drops the places at the head of q whose holders did not come
+// back within QueueGrace of their due time.
+func (q *memoryQueue) expire(now int64) {
+	for len(q.places) > 0 && q.places[0].due+QueueGrace.Microseconds() < now {
+		q.places = q.places[1:]
+	}
+}
+
+// find returns ticket's index in q, or -1.
+func (q *memoryQueue) find(ticket int64) int {
+	if ticket == 0 {
+		return -1
+	}
+	for i, p := range q.places {
+		if p.ticket == ticket {
+			return i
+		}
+	}
+	return -1
+}
+
+// dueAfter returns how long after now the last of the first n places is
+// due, plus a millisecond: when a call behind them should come back.
+func (q *memoryQueue) dueAfter(n int, now int64) time.Duration {
+	last := now
+	for _, p := range q.places[:n] {
+		last = max(last, p.due)
+	}
+	return time.Duration(last-now)*time.Microsecond + time.Millisecond
+}
+
+// hold gives the call at index at of q (-1: none) its place, due after
+// retry, and returns its ticket; or, when retry is beyond wait or q is
+// full, frees its place and returns 0.
+func (q *memoryQueue) hold(at int, now int64, retry, wait time.Duration) int64 {
+	if retry > wait || at < 0 && len(q.places) >= MaxQueue {
+		if at >= 0 {
+			q.places = append(q.places[:at], q.places[at+1:]...)
+		}
+		return 0
+	}
+	due := now + retry.Microseconds()
+	if at >= 0 {
+		q.places[at].due = due
+		return q.places[at].ticket
+	}
+	ticket := now
+	if n := len(q.places); n > 0 && q.places[n-1].ticket >= now {
+		ticket = q.places[n-1].ticket + 1
+	}
+	q.places = append(q.places, place{ticket: ticket, due: due})
+	return ticket
+}

@@ -1,0 +1,162 @@
+package redislimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// queueText is the queue script as rendered (see lua/queue.lua.tmpl): the
+// generic decide script run in a call's turn, or as the peek that tells a
+// call behind others when to come back.
+var (
+	queueText   = renderScript("queue.lua.tmpl", scriptData{Generic: true})
+	queueScript = redis.NewScript(sendable(queueText))
+)
+
+// errQueueSlots is AllowInTurn's error for a call whose limits' keys lie
+// in several hash tags of a cluster: its queue cannot be decided with them
+// in one script, and the rule waits as for a limiter that queues nothing.
+var errQueueSlots = fmt.Errorf("redislimit: a call whose keys lie on several cluster slots waits in its process's order: %w", errors.ErrUnsupported)
+
+// AllowInTurn decides req when it is the call's turn in the queue of the
+// calls waiting on its name and key (or keys), else tells it the soonest
+// it could be admitted, in one EVALSHA of the queue script; a call that
+// waits holds a place in Redis, so the processes sharing it admit their
+// waiting calls in the order they began to wait (see
+// [ratelimit.Queuer]). It goes past the guards: the deny cache and the
+// leases are not asked, so a waiting call is decided by Redis alone; while
+// a circuit breaker is open it fails at once, as Allow does, and the
+// rule's error policy applies (its fallback decides, and waits in
+// process order). On a Redis Cluster, a call with a key per limit whose
+// keys have several hash tags fails with an error wrapping
+// errors.ErrUnsupported: such a call waits in its process's order only.
+func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if l.breakers != nil && l.breakers.CircuitOpen() {
+		d, at, err := l.front.Reserve(ctx, req) // the breaker's error, or its fallback's decision
+		return d, 0, at, err
+	}
+	return l.redisBackend.allowInTurn(ctx, req, ticket, wait)
+}
+
+// allowInTurn is AllowInTurn without the breaker.
+func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if err := req.Validate(); err != nil {
+		return ratelimit.Decision{}, 0, time.Time{}, err
+	}
+	req.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+		if l.grouped() && l.groupsOf(&req) != nil {
+			return ratelimit.Decision{}, 0, time.Time{}, errQueueSlots
+		}
+	}
+	res, err := l.queueRun(ctx, &req, ticket, wait, nil)
+	if t, skewed := calendarSkew(err); skewed {
+		res, err = l.queueRun(ctx, &req, ticket, wait, &t)
+	}
+	var d ratelimit.Decision
+	var held, at int64
+	if err == nil {
+		d, held, at, err = parseQueued(res)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, 0, time.Time{}, l.failed(ctx, req, err)
+	}
+	if l.cfg.Hook != nil && d.Source != ratelimit.SourceQueue {
+		l.decided(ctx, req, d)
+	}
+	if !d.Allowed {
+		return d, held, time.Time{}, nil
+	}
+	return d, held, time.UnixMicro(at), nil
+}
+
+// queueRun runs the queue script for req, with the bounds of its calendar
+// periods around at (µs), or when at is nil around its time.
+func (l *redisBackend) queueRun(ctx context.Context, req *ratelimit.Request, ticket int64, wait time.Duration, at *int64) (any, error) {
+	now := l.now()
+	keys := make([]string, 0, len(req.Limits)+2)
+	args := make([]any, 0, 6+4*len(req.Limits))
+	t := ""
+	if ticket != 0 {
+		t = strconv.FormatInt(ticket, 10)
+	}
+	args = append(args, t, ratelimit.QueueGrace.Microseconds(), max(wait, 0).Microseconds(), ratelimit.MaxQueue)
+	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
+	order := l.queueKey(req)
+	keys = append(keys, order, order+":due")
+	return queueScript.Run(ctx, l.client, keys, args...).Result()
+}
+
+// Dequeue frees ticket's place in req's queue with one ZREM and HDEL. See
+// [ratelimit.Queuer].
+func (l *redisBackend) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
+	req.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+	}
+	order, t := l.queueKey(&req), strconv.FormatInt(ticket, 10)
+	pipe := l.client.TxPipeline()
+	pipe.ZRem(ctx, order, t)
+	pipe.HDel(ctx, order+":due", t)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return l.failed(ctx, req, err)
+	}
+	return nil
+}
+
+// queueKey returns the key of the order of req's queue, whose due times
+// are under the same key with ":due" after it:
+//
+//	<prefix>{<name>:<key>}:queue
+//
+// with the hash tag of req's first limit (see storageKey), so that it
+// lives with the limits' keys; a call with a key per limit adds its name
+// and each key, each after its length: <prefix>{…}:queue:<name>:<n>:<key>…
+func (l *redisBackend) queueKey(req *ratelimit.Request) string {
+	name, _ := req.Line(0)
+	tagged := storageKey(l.prefix, name, keyOf(req, 0), 0, "")
+	var b strings.Builder
+	b.WriteString(tagged[:strings.LastIndex(tagged, "}:")+1])
+	b.WriteString(":queue")
+	if req.Keys != nil {
+		b.WriteByte(':')
+		callkey.Escape(&b, req.Name)
+		for _, k := range req.Keys {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(len(k)))
+			b.WriteByte(':')
+			callkey.Escape(&b, k)
+		}
+	}
+	return b.String()
+}
+
+// parseQueued decodes the queue script's reply: {decision, ticket,
+// queued, now}.
+func parseQueued(res any) (d ratelimit.Decision, held, at int64, err error) {
+	v, ok := res.([]any)
+	if !ok || len(v) != 4 {
+		return d, 0, 0, &replyError{n: 1}
+	}
+	held, ok1 := v[1].(int64)
+	queued, ok2 := v[2].(int64)
+	at, ok3 := v[3].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return d, 0, 0, &replyError{n: 4}
+	}
+	d, err = parseDecision(v[0])
+	if queued == 1 {
+		d.Source = ratelimit.SourceQueue
+	}
+	return d, held, at, err
+}

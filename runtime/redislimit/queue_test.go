@@ -1,0 +1,78 @@
+package redislimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestQueueAgreesWithTheTwin: on one clock, after the same random calls,
+// the queue script and its twin (MemoryLimiter.AllowInTurn) give a line
+// of waiters the same decisions, places and retries: the first decided,
+// the others told when they could be admitted behind it, for random
+// limits of every algorithm, one and two per call, a cost of one unit or
+// more, and calls coming back when told.
+func TestQueueAgreesWithTheTwin(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(28, 11))
+	algs := ratelimit.Algorithms()
+	randomLimit := func() ratelimit.Limit {
+		lim := ratelimit.Limit{Algorithm: algs[rng.IntN(len(algs))], Period: time.Duration(20+rng.IntN(500)) * time.Millisecond, Threshold: int64(1 + rng.IntN(5))}
+		switch lim.Algorithm {
+		case ratelimit.TokenBucket, ratelimit.GCRA:
+			lim.Burst = lim.Threshold + int64(rng.IntN(3))
+		case ratelimit.LeakyBucket:
+			lim.Capacity = lim.Threshold + int64(rng.IntN(3))
+		}
+		return lim
+	}
+	clock := newManualClock()
+	red := newTestRedis(t, ratelimit.WithClock(clock))
+	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	both := []ratelimit.Queuer{twin, red}
+	for n := range 150 {
+		limits := []ratelimit.Limit{randomLimit()}
+		if n%3 == 0 {
+			limits = append(limits, randomLimit())
+		}
+		most := limits[0].MaxCost()
+		for _, lim := range limits {
+			most = min(most, lim.MaxCost())
+		}
+		req := ratelimit.Request{Name: fmt.Sprint("queue-twin/", n), Key: "k", Cost: 1 + rng.Int64N(most), Limits: limits}
+		for range 1 + rng.IntN(8) { // some history, used up at the end
+			for _, l := range both {
+				_, err := l.Allow(ctx, req)
+				require.NoError(t, err)
+			}
+			clock.Advance(time.Duration(rng.IntN(30)) * time.Millisecond)
+		}
+		tickets := make([][2]int64, 1+rng.IntN(5)) // per waiter, per limiter
+		for step := range 3 * len(tickets) {
+			w := step % len(tickets)
+			var got [2]ratelimit.Decision
+			for i, l := range both {
+				d, held, at, err := l.AllowInTurn(ctx, req, tickets[w][i], time.Hour)
+				require.NoError(t, err)
+				got[i], tickets[w][i] = d, held
+				require.Equal(t, d.Allowed, !at.IsZero())
+			}
+			require.Equal(t, got[0], got[1], "case %d (%v, cost %d), waiter %d, step %d", n, limits, req.Cost, w, step)
+			require.Equal(t, tickets[w][0], tickets[w][1], "case %d: the places differ", n)
+			if !got[0].Allowed {
+				clock.Advance(min(got[0].RetryAfter, time.Duration(rng.IntN(200))*time.Millisecond))
+			}
+		}
+		for _, ts := range tickets { // leave nothing waiting for the next case's clock
+			for i, l := range both {
+				require.NoError(t, l.Dequeue(ctx, req, ts[i]))
+			}
+		}
+	}
+}
