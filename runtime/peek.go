@@ -91,7 +91,7 @@ func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error)
 	}
 	if req.Keys != nil {
 		var d Decision
-		if err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
+		if _, err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
 			return Decision{}, err
 		}
 		return peeked(&req, d), nil

@@ -262,6 +262,9 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 				t.Run(name("leases/"+cross, cost), func(t *testing.T) { s.leases(t, alg, cross, cost) })
 			}
 		}
+		for _, cost := range costs {
+			t.Run(name("leases/peek", cost), func(t *testing.T) { s.leasePeek(t, alg, cost) })
+		}
 	}
 	if alg == ratelimit.FixedWindow {
 		s.calendars(t)
