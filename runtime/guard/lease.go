@@ -56,6 +56,14 @@ import (
 // without leases, so a denial is always the backend's. Reservations
 // ([ratelimit.Rule.Reserve]) are decided exactly too.
 //
+// # Peek
+//
+// [Leases.Peek] answers as Allow would decide now: a call of a leased
+// line that its lease can serve is admitted there, and its Remaining
+// counts the units the lease holds for calls (Source
+// [ratelimit.SourceLease]), where the backend's own Peek counts them as
+// used. [Leases.Held] tells those units.
+//
 // # Size
 //
 // A lease holds N units: the units the process asked of the line over the
