@@ -313,3 +313,28 @@ func TestLeasesPeekThroughWrap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, ratelimit.Decision{Allowed: true, Remaining: held - 1, Source: ratelimit.SourceLease}, got)
 }
+
+// TestLeasesOfASlidingLogLastAQuarterPeriod: a sliding log's lease admits
+// calls for a quarter of the period at most, whatever its Prefetch, even
+// when nothing ended it (no timer on a WithClock clock): the next call
+// takes a new lease, and the first gave back what it did not use.
+func TestLeasesOfASlidingLogLastAQuarterPeriod(t *testing.T) {
+	clock := clocktest.NewManual()
+	m := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	g := guard.NewLeases(m)
+	defer g.Close()
+	req := ratelimit.Request{Name: "log", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Second, Threshold: 1000, Prefetch: time.Minute}}}
+	require.Equal(t, ratelimit.SourceLease, allow(t, g, req).Source)
+	clock.Advance(time.Second/4 - time.Microsecond)
+	require.Equal(t, ratelimit.SourceLease, allow(t, g, req).Source)
+	leases, _ := g.Stats()
+	require.EqualValues(t, 1, leases)
+	clock.Advance(time.Microsecond)
+	allow(t, g, req)
+	leases, _ = g.Stats()
+	require.EqualValues(t, 2, leases, "a quarter period after it was taken, the lease admits nothing")
+	g.Close()
+	d, err := ratelimit.Peek(context.Background(), m, ratelimit.Request{Name: "log", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Second, Threshold: 1000}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1000-3, d.Remaining, "the three calls, logged; the leases given back")
+}
