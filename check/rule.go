@@ -88,14 +88,21 @@ func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	return r
 }
 
-// checkPrefetch reports prefetch= on a line other than a method's first:
-// a lease charges its line alone, which only the first line's state can
-// be (see guard.Leases).
+// checkPrefetch reports prefetch= on more than one line of a method: a
+// call is admitted from the lease of one line, its first with a Prefetch
+// (see guard.Leases), and the others would be decided exactly.
 func (rc *ruleChecker) checkPrefetch() {
-	for _, d := range rc.dirs[1:] {
-		if a, ok := d.Arg("prefetch"); ok && d.Shared == "" { // a shared line's is reported where declared
-			rc.errorf(a.NamePos, "prefetch= goes on the first line of %s: a lease charges its line alone, which only the first line can be; move this line up", rc.where)
+	first := 0
+	for _, d := range rc.dirs {
+		a, ok := d.Arg("prefetch")
+		if !ok || d.Shared != "" { // a shared line's is reported where declared
+			continue
 		}
+		if first == 0 {
+			first = a.NamePos.Line
+			continue
+		}
+		rc.errorf(a.NamePos, "prefetch= goes on one line of %s, and line %d has it already: a call is admitted from the lease of one line; remove one", rc.where, first)
 	}
 }
 

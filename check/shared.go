@@ -23,7 +23,7 @@ func (c *collector) registerShared() {
 				continue
 			}
 			if a, ok := d.Arg("prefetch"); ok {
-				c.errorf(a.NamePos, "prefetch= does not go on shared line %s: a lease charges the first line of a method alone, and a shared line comes after a method's own lines; put prefetch= on a method's own first line", d.Shared)
+				c.errorf(a.NamePos, "prefetch= does not go on shared line %s: leasing a shared line is not offered; put prefetch= on a method's own line", d.Shared)
 			}
 			c.shared[d.Shared] = d
 		}

@@ -476,7 +476,9 @@ const (
 	// ([Block]), made without asking the limiter.
 	SourceOverride
 	// SourceLease is an admission from a lease: units of a limit with a
-	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases).
+	// [Limit.Prefetch] that the backend charged ahead (see guard.Leases),
+	// that limit being the decision's (LimitIndex; for a call of several
+	// limits, the one with the fewest remaining units).
 	SourceLease
 	// SourceCooldown is a denial of a call of a line that cools: an
 	// upstream asked to retry later (see [Rule.Cooldown]).

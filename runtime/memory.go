@@ -80,7 +80,7 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 // against the plans made once for the rule's limits (see [Request.Rule]).
 func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err error) {
 	if req.Keys != nil {
-		err = l.decideKeys(ctx, &req, true, &d)
+		_, err = l.decideKeys(ctx, &req, true, &d)
 		return d, err
 	}
 	d, _, err = l.reserve(ctx, req, true)

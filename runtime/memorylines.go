@@ -23,11 +23,11 @@ type lineSet struct {
 // decideKeys is decide for a request with Keys: it locks the shards of
 // every key at once, in the order of their index so that no two calls
 // wait for each other, and decides all limits under them. With charge
-// unset (Peek) it keeps no new state.
-func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, d *Decision) error {
+// unset (Peek) it keeps no new state. It returns the time it decided at.
+func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, d *Decision) (int64, error) {
 	prep := req.prepared()
 	if err := req.validate(prep); err != nil {
-		return err
+		return 0, err
 	}
 	var set lineSet
 	n := len(req.Limits)
@@ -85,7 +85,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		seen.Keys = append([]string(nil), set.keys[:n]...)
 		l.report(ctx, seen, callkey.Bound(req.Key), *d)
 	}
-	return nil
+	return now, nil
 }
 
 // repeats reports whether the pair of limit i is that of an earlier limit.

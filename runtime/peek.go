@@ -35,7 +35,10 @@ type Peeker interface {
 	// A Peek changes no later decision. Like Allow, it drops what no longer
 	// counts at its time (a log's old entries, an ended window), as a
 	// later call would; only a clock that steps back ([WithClock], in
-	// tests) could tell the difference.
+	// tests) could tell the difference. (The lease guard, guard.Leases,
+	// answers as its Allow would, from this process's lease of a limit
+	// with a [Limit.Prefetch]; a Peek its lease cannot serve ends that
+	// lease, as the call would, which never admits more.)
 	Peek(ctx context.Context, req Request) (Decision, error)
 }
 
@@ -91,7 +94,7 @@ func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error)
 	}
 	if req.Keys != nil {
 		var d Decision
-		if err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
+		if _, err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
 			return Decision{}, err
 		}
 		return peeked(&req, d), nil

@@ -16,9 +16,13 @@ func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, tim
 }
 
 // reserve is Reserve, which tells the hook of its decision when report is
-// set.
+// set (always, of a request with a key per limit).
 func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (Decision, int64, error) {
 	var d Decision
+	if req.Keys != nil {
+		now, err := l.decideKeys(ctx, &req, true, &d)
+		return d, now, err
+	}
 	key, hash, prep, err := l.locate(&req)
 	if err != nil {
 		return d, 0, err

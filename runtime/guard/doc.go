@@ -21,9 +21,10 @@
 //
 //	guard          calls of the wrapper it intercepts     needs of the backend
 //	Leases         Allow (of a limit with a Prefetch),    Reserver: charge a lease,
-//	               Reset                                  give back what it did not
-//	                                                      use; Configured (clock);
-//	                                                      the Fallback's fleet count
+//	               Peek, Reset                            give back what it did not
+//	                                                      use; Peeker (optional);
+//	                                                      Configured (clock); the
+//	                                                      Fallback's fleet count
 //	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
 //	               Reset                                  DenySlacker (optional)
 //	Breaker        Allow, Reserve, Adjust, ReserveSlot    Probed: a probe, which

@@ -24,16 +24,17 @@ import (
 //
 // # Leases
 //
-// The first line of a call (limit 0 of its request, keyed by Keys[0] or
-// Key) is leased when its limit has a Prefetch: the guard charges N units
-// of that line alone in one Reserve of a request of that one limit and
-// key, whose state is the line's own (a line's state is its name, key and
-// index; index 0 is the same alone or beside other limits), admits the
-// line's calls from the lease in process while it lasts, and, when it
-// ends, gives back with Adjust what the calls did not use (see below, per
-// algorithm). A Prefetch on another line is decided exactly: only the
-// first line can be charged alone under its own state (the generator
-// accepts prefetch= on a method's first line only). A lease ends when its
+// The leased line of a call is the first limit of its request with a
+// Prefetch (line i, keyed by Keys[i] or Key): the guard charges N units of
+// that line alone in one Reserve of a request whose state for the line is
+// the line's own (a line's state is its name, key and index: line 0, or a
+// shared line, is charged by a request of that one limit and key; line i
+// > 0 by one of i stand-ins, each padLimit under the stand-in's key, then
+// the line under its key), admits the line's calls from the lease in
+// process while it lasts, and, when it ends, gives back with Adjust what
+// the calls did not use (see below, per algorithm). A Prefetch on a later
+// line is decided exactly: a call is admitted from one lease (the
+// generator accepts prefetch= on one line of a method). A lease ends when its
 // units are used, at its deadline (at most Prefetch after it was taken),
 // when the call's limit for the line is not the one it was taken under
 // (an override changed it), on [Leases.Reset] of its name and key, when
@@ -45,15 +46,23 @@ import (
 // N units are charged, and given back, as N calls.
 //
 // A call with other lines is all or nothing: it takes its units from the
-// lease, then asks the backend to decide its other lines alone (line 0
-// stood in for, see exactLines; a call whose first key begins with the
-// stand-in's, a NUL then "lease stand-in ", fails as invalid, so that no
-// leased line's state is a stand-in's); if they deny it, the units go back to
+// lease, then asks the backend to decide its other lines alone (the leased
+// line stood in for, see exactLines; a leased call with a key that begins
+// with the stand-in's, a NUL then "lease stand-in ", fails as invalid, so
+// that no line's state is a stand-in's); if they deny it, the units go back to
 // the lease, so the call uses nothing from it. When the lease cannot
 // serve the call (no lease would hold more than the call, or the backend
 // denied the lease), the whole call is decided by the backend exactly, as
 // without leases, so a denial is always the backend's. Reservations
 // ([ratelimit.Rule.Reserve]) are decided exactly too.
+//
+// # Peek
+//
+// [Leases.Peek] answers as Allow would decide now: a call of a leased
+// line that its lease can serve is admitted there, and its Remaining
+// counts the units the lease holds for calls (Source
+// [ratelimit.SourceLease]), where the backend's own Peek counts them as
+// used. [Leases.Held] tells those units.
 //
 // # Size
 //
@@ -132,9 +141,13 @@ type Leases struct {
 	taken, served atomic.Int64
 }
 
-// lineID is a leased line: the first line of the calls of name whose
-// first key, bounded (callkey.Bound), is key.
-type lineID struct{ name, key string }
+// lineID is a leased line: line index of the calls of name (its state's,
+// see ratelimit.Request.Line) whose key for the line, bounded
+// (callkey.Bound), is key.
+type lineID struct {
+	name, key string
+	index     int
+}
 
 // leaseLine is the lease state of one leased line.
 type leaseLine struct {
@@ -211,42 +224,86 @@ func (g *Leases) now() int64 {
 	return time.Now().UnixMicro()
 }
 
-// leased reports whether req's first line is leased: it has a Prefetch
-// and the backend takes reservations.
-func (g *Leases) leased(req *ratelimit.Request) bool {
-	return g.reserver != nil && len(req.Limits) > 0 && req.Limits[0].Prefetch > 0
+// leasedIndex returns the index of req's leased line: its first limit
+// with a Prefetch, when the backend takes reservations; else -1.
+func (g *Leases) leasedIndex(req *ratelimit.Request) int {
+	if g.reserver == nil {
+		return -1
+	}
+	return prefetched(req.Limits)
 }
 
-// Allow admits req from the lease of its first line and has the backend
-// decide its other lines, all or nothing; a call whose first line is not
-// leased, or which no lease can serve, is the backend's to decide. See
-// [Leases].
-func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if !g.leased(&req) {
-		if r := req.Rule; r != nil && len(r.Limits) > 0 && r.Limits[0].Prefetch > 0 && g.reserver != nil {
-			g.endLine(leasedLine(&req)) // an override changed the leased limit
+// prefetched returns the index of the first of limits with a Prefetch,
+// or -1.
+func prefetched(limits []ratelimit.Limit) int {
+	for i := range limits {
+		if limits[i].Prefetch > 0 {
+			return i
 		}
+	}
+	return -1
+}
+
+// overridden ends the lease of the line of req's rule that its own limits
+// lease, when req, which leases none, is a call of that rule: an override
+// changed the leased limit.
+func (g *Leases) overridden(req *ratelimit.Request) {
+	r := req.Rule
+	if r == nil || g.reserver == nil {
+		return
+	}
+	if i := prefetched(r.Limits); i >= 0 && i < len(req.Limits) && (req.Keys == nil || i < len(req.Keys)) {
+		g.endLine(leasedLine(req, i))
+	}
+}
+
+// malformed reports a request whose shape no backend would take (the
+// backend says why); the rest of a leased request is valid when the
+// backend admits the lease (its leased line, of more units than the
+// call's) or decides the call (its other lines, or all of it).
+func malformed(req *ratelimit.Request) bool {
+	return req.Cost < 0 || len(req.Limits) > ratelimit.MaxLimits || req.Keys != nil && len(req.Keys) != len(req.Limits) ||
+		req.Shared != nil && (req.Keys == nil || len(req.Shared) != len(req.Limits))
+}
+
+// standIn returns the error of a leased call with a key that begins with
+// the stand-ins' (see padKey), or nil.
+func standIn(req *ratelimit.Request) error {
+	for i := range req.Limits {
+		if strings.HasPrefix(keyOf(req, i), padKey) {
+			return fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
+		}
+		if req.Keys == nil {
+			break
+		}
+	}
+	return nil
+}
+
+// Allow admits req from the lease of its leased line and has the backend
+// decide its other lines, all or nothing; a call with no leased line, or
+// which no lease can serve, is the backend's to decide. See [Leases].
+func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	idx := g.leasedIndex(&req)
+	if idx < 0 {
+		g.overridden(&req)
 		return g.next.Allow(ctx, req)
 	}
-	if req.Cost < 0 || len(req.Limits) > ratelimit.MaxLimits || req.Keys != nil && len(req.Keys) != len(req.Limits) ||
-		req.Shared != nil && (req.Keys == nil || len(req.Shared) != len(req.Limits)) {
+	if malformed(&req) {
 		return g.next.Allow(ctx, req) // invalid: the backend says why
 	}
-	// The rest of req is valid when the backend admits the lease (line 0,
-	// of more units than the call's) or decides the call (its other lines,
-	// or all of it).
-	if strings.HasPrefix(keyOf(&req, 0), padKey) {
-		return ratelimit.Decision{}, fmt.Errorf("%w: %s: a key beginning with the lease guard's stand-in key (NUL, \"lease stand-in\")", ratelimit.ErrInvalidLimit, req.Name)
+	if err := standIn(&req); err != nil {
+		return ratelimit.Decision{}, err
 	}
-	units := req.UnitsOf(0)
-	ln := g.line(leasedLine(&req))
-	l, left, err := ln.take(ctx, g, &req, units)
+	units := req.UnitsOf(idx)
+	ln := g.line(leasedLine(&req, idx))
+	l, left, err := ln.take(ctx, g, &req, idx, units)
 	if err != nil {
 		return ratelimit.Decision{}, err // take ended the lease
 	}
 	if l == nil {
 		d, err := g.next.Allow(ctx, req)
-		if err == nil && d.LimitIndex == 0 {
+		if err == nil && d.LimitIndex == idx {
 			ln.learn(d.Remaining)
 		}
 		return d, err
@@ -259,7 +316,7 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		}
 		return d, nil
 	}
-	d, err := g.next.Allow(ctx, exactLines(&req))
+	d, err := g.next.Allow(ctx, exactLines(&req, idx))
 	if err != nil || !d.Allowed {
 		l.untake(units)
 		if err != nil {
@@ -267,12 +324,92 @@ func (g *Leases) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.De
 		}
 		return d, err
 	}
-	if left < d.Remaining {
-		d.Remaining, d.LimitIndex = left, 0
-	}
 	g.served.Add(1)
+	return tightest(d, idx, left), nil
+}
+
+// tightest returns d, the admission of a call's other lines, as the
+// admission of the whole call whose leased line idx has left units left
+// in its lease after the call: the lease's, with Source
+// [ratelimit.SourceLease], when it has fewer remaining units than d's
+// limit (or as few, and comes first).
+func tightest(d ratelimit.Decision, idx int, left int64) ratelimit.Decision {
+	if left < d.Remaining || left == d.Remaining && idx < d.LimitIndex {
+		d.Remaining, d.LimitIndex, d.Source = left, idx, ratelimit.SourceLease
+	}
+	return d
+}
+
+// Peek returns the decision Allow would return for req now, charging
+// nothing (see [ratelimit.Peeker]): a call of a leased line that the
+// line's lease can serve is answered from it (Remaining is the units the
+// lease holds for calls, before the call, with Source
+// [ratelimit.SourceLease], or the other lines' answer when they deny it
+// or have fewer left), one whose lease cannot serve it as Allow decides
+// it after taking the lease it would take (answered from the units that
+// lease would hold when the backend would admit it), and any other by the
+// backend's Peek. A Peek that the line's lease cannot serve ends the
+// lease, giving back what it did not use, as the call would; it takes no
+// lease and tells the hook nothing.
+func (g *Leases) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	idx := g.leasedIndex(&req)
+	if idx < 0 {
+		g.overridden(&req)
+	}
+	// A slot is decided with the rate limits, by the backend (see
+	// ratelimit.Peek); an invalid request is the backend's to refuse.
+	if idx < 0 || slices.ContainsFunc(req.Limits, isSlot) || malformed(&req) {
+		return ratelimit.Peek(ctx, g.next, req)
+	}
+	if err := standIn(&req); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	limit, units, now := req.Limits[idx], req.UnitsOf(idx), g.now()
+	ln := g.lookup(leasedLine(&req, idx))
+	if ln == nil {
+		ln = &leaseLine{left: -1, since: now} // the line a call would make, not kept
+	}
+	ln.mu.Lock()
+	if l := ln.cur.Load(); l != nil && l.limit == limit && l.fits(units, now) {
+		free := l.free(now)
+		ln.mu.Unlock()
+		return g.peekFrom(ctx, &req, idx, free)
+	}
+	ln.end(g) // the call would end it
+	n := ln.nextSize(g, limit, units, now)
+	ln.mu.Unlock()
+	if n <= units {
+		return ratelimit.Peek(ctx, g.next, req)
+	}
+	d, err := ratelimit.Peek(ctx, g.next, leaseRequest(&req, idx, n))
+	if err != nil || !d.Allowed {
+		if err != nil {
+			return ratelimit.Decision{}, err
+		}
+		return ratelimit.Peek(ctx, g.next, req) // the lease denied: the call is decided exactly
+	}
+	return g.peekFrom(ctx, &req, idx, n) // a new lease holds n units, no pad yet
+}
+
+// peekFrom returns Peek's answer to req when its leased line idx is
+// served by a lease that holds free units for calls.
+func (g *Leases) peekFrom(ctx context.Context, req *ratelimit.Request, idx int, free int64) (ratelimit.Decision, error) {
+	if len(req.Limits) == 1 {
+		return ratelimit.Decision{Allowed: true, Remaining: free, Source: ratelimit.SourceLease}, nil
+	}
+	d, err := ratelimit.Peek(ctx, g.next, exactLines(req, idx))
+	if err != nil || !d.Allowed {
+		return d, err
+	}
+	// Allow's decision, then Peek's: Remaining before the call.
+	d.Remaining -= req.UnitsOf(d.LimitIndex)
+	d = tightest(d, idx, free-req.UnitsOf(idx))
+	d.Remaining += req.UnitsOf(d.LimitIndex)
 	return d, nil
 }
+
+// isSlot reports whether l is a concurrency limit.
+func isSlot(l ratelimit.Limit) bool { return l.Algorithm == "concurrency" }
 
 // decided tells the hook of d, a decision of req. It takes req by value,
 // so that only a guard with a hook moves a request to the heap.
@@ -350,12 +487,12 @@ func (g *Leases) line(id lineID) *leaseLine {
 // without a lease (a line with a lease is forgotten when it ends idle).
 const maxLines = 1 << 16
 
-// take takes units for a call of req from the lease of its first line, taking a new
-// lease when the current one cannot serve it. It returns the lease and
-// the units it has left for calls, or a nil lease when no lease can serve
-// the call (the backend then decides it exactly).
-func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, units int64) (*lease, int64, error) {
-	limit := req.Limits[0]
+// take takes units for a call of req from the lease of its line idx,
+// taking a new lease when the current one cannot serve it. It returns
+// the lease and the units it has left for calls, or a nil lease when no
+// lease can serve the call (the backend then decides it exactly).
+func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request, idx int, units int64) (*lease, int64, error) {
+	limit := req.Limits[idx]
 	ln.asked.Add(units)
 	now := g.now()
 	if l := ln.cur.Load(); l != nil && l.limit == limit && l.admit(units, now) {
@@ -372,7 +509,7 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 	if n <= units {
 		return nil, 0, nil
 	}
-	l, left, err := g.reserve(ctx, req, n, now)
+	l, left, err := g.reserve(ctx, req, idx, n, now)
 	if err != nil || l == nil {
 		if err == nil {
 			ln.left = left
@@ -392,25 +529,55 @@ func (ln *leaseLine) take(ctx context.Context, g *Leases, req *ratelimit.Request
 }
 
 // size returns the units of the next lease of the line, at now, for a
-// call of units: see Size at [Leases].
+// call of units, and notes the line's recent rate: see Size at [Leases].
 func (ln *leaseLine) size(g *Leases, limit ratelimit.Limit, units, now int64) int64 {
 	if asked := ln.asked.Swap(0); asked > 0 {
-		span := max(now-ln.since, 1) // a clock that stands still: a µs
-		inst := float64(asked) * 1e6 / float64(span)
-		if ln.rate == 0 || span >= limit.Prefetch.Microseconds() {
-			ln.rate = inst
-		} else {
-			ln.rate = max(inst, ln.rate/2)
-		}
+		ln.rate = rateOf(ln.rate, asked, now-ln.since, limit)
 		ln.since = now
 	}
-	n := int64(ln.rate*limit.Prefetch.Seconds()) + 1
-	left := ln.left
+	return sizeOf(g, ln.rate, ln.left, limit, units)
+}
+
+// nextSize is size without noting anything, for a call of units that
+// Allow has not counted in asked yet: the units its lease would hold.
+func (ln *leaseLine) nextSize(g *Leases, limit ratelimit.Limit, units, now int64) int64 {
+	rate := ln.rate
+	if asked := ln.asked.Load() + units; asked > 0 {
+		rate = rateOf(rate, asked, now-ln.since, limit)
+	}
+	return sizeOf(g, rate, ln.left, limit, units)
+}
+
+// rateOf returns a line's recent rate, in units per second, when it was
+// rate and the process asked asked units over the last span µs.
+func rateOf(rate float64, asked, span int64, limit ratelimit.Limit) float64 {
+	span = max(span, 1) // a clock that stands still: a µs
+	inst := float64(asked) * 1e6 / float64(span)
+	if rate == 0 || span >= limit.Prefetch.Microseconds() {
+		return inst
+	}
+	return max(inst, rate/2)
+}
+
+// sizeOf returns the units of a lease of a line whose recent rate is rate
+// and whose Remaining was left when last charged (-1: unknown), for a
+// call of units.
+func sizeOf(g *Leases, rate float64, left int64, limit ratelimit.Limit, units int64) int64 {
+	n := int64(rate*limit.Prefetch.Seconds()) + 1
 	if left < 0 {
 		left = limit.MaxCost()
 	}
 	share := left / (2 * int64(max(g.processes(), 1)))
 	return min(n, max(share, units), limit.MaxCost())
+}
+
+// fits reports whether admit would admit a call of units at now.
+func (l *lease) fits(units, now int64) bool {
+	if now >= l.deadline || now < l.start {
+		return false
+	}
+	used := l.used.Load()
+	return used >= 0 && used+units+l.pad(now) <= l.units
 }
 
 // admit admits a call of units at now (local µs) from the lease, if it
@@ -526,18 +693,36 @@ func (g *Leases) giveBack(l *lease, used int64) {
 // giveBackTimeout bounds a lease's give-back.
 const giveBackTimeout = 5 * time.Second
 
-// reserve takes a lease of n units of the first line of req at now, and
+// leaseRequest returns the request that charges n units of line idx of
+// req alone, under the line's own state: a request of that one limit and
+// key for line 0 or a shared line (whose state is limit 0 of its name);
+// else one of idx stand-ins (padLimit, under padKey and the line's key),
+// then the line under its key. The line's limit leases nothing there
+// (no Prefetch) and takes the n units even when it counts calls
+// (PerCall): a lease's n units are n calls, which Adjust gives back as
+// units.
+func leaseRequest(req *ratelimit.Request, idx int, n int64) ratelimit.Request {
+	units := req.Limits[idx]
+	units.PerCall, units.Prefetch = false, 0
+	name, j := req.Line(idx)
+	key := keyOf(req, idx)
+	if j == 0 {
+		return ratelimit.Request{Name: name, Key: key, Cost: n, Limits: []ratelimit.Limit{units}}
+	}
+	lr := ratelimit.Request{Name: name, Cost: n, Limits: make([]ratelimit.Limit, j+1), Keys: make([]string, j+1)}
+	for k := range j {
+		lr.Limits[k], lr.Keys[k] = padLimit, padKey+key
+	}
+	lr.Limits[j], lr.Keys[j] = units, key
+	return lr
+}
+
+// reserve takes a lease of n units of line idx of req at now, and
 // returns it with the line's Remaining after the charge, or a nil lease
 // when the backend denies it.
-func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, n, now int64) (*lease, int64, error) {
-	limit := req.Limits[0]
-	// A lease's n units are n calls of a line that counts calls
-	// (PerCall): the backend charges them as units, and Adjust gives back
-	// the unused.
-	units := limit
-	units.PerCall = false
-	name, _ := req.Line(0) // a shared line's state is limit 0 of its name
-	lr := ratelimit.Request{Name: name, Key: keyOf(req, 0), Cost: n, Limits: []ratelimit.Limit{units}}
+func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, idx int, n, now int64) (*lease, int64, error) {
+	limit := req.Limits[idx]
+	lr := leaseRequest(req, idx, n)
 	d, at, err := g.reserver.Reserve(ctx, lr)
 	if err != nil || !d.Allowed {
 		if err != nil {
@@ -571,39 +756,43 @@ func windowEnd(limit ratelimit.Limit, at int64) int64 {
 	return at - at%p + p
 }
 
-// padKey begins the key of exactLines' stand-in for line 0. A call whose
-// first key begins with it fails (see Allow): no call's line 0 keeps its
-// state under a stand-in's key.
+// padKey begins the key of the stand-ins of exactLines and leaseRequest.
+// A leased call with a key that begins with it fails (see Allow): no
+// call's line keeps its state under a stand-in's key.
 const padKey = "\x00lease stand-in "
 
-// padLimit is exactLines' stand-in for line 0: it admits any call, and
-// its state ends within a millisecond.
+// padLimit is the stand-ins' limit: it admits any call, and its state
+// ends within a millisecond.
 var padLimit = ratelimit.Limit{Period: time.Millisecond, Threshold: 1<<50 - 1, Algorithm: ratelimit.FixedWindow}
 
-// exactLines returns the request of req's lines but the first, each
-// keeping its state (its name, key and index): line 0 is a stand-in,
-// padLimit under padKey and the key of line 1 (so that on a Redis
-// Cluster the stand-ins of different keys spread over the masters), which
-// admits the call and keeps no state of any call's lines; the shared
-// lines among the others stay shared (Request.Shared).
-func exactLines(req *ratelimit.Request) ratelimit.Request {
+// exactLines returns the request of req's lines but the leased one, idx,
+// each keeping its state (its name, key and index): line idx is a
+// stand-in, padLimit under padKey and the key of another line (so that
+// on a Redis Cluster the stand-ins of different keys spread over the
+// masters), which admits the call and keeps no state of any call's
+// lines; the shared lines among the others stay shared (Request.Shared).
+func exactLines(req *ratelimit.Request, idx int) ratelimit.Request {
 	out := ratelimit.Request{Name: req.Name, Cost: req.Cost, Limits: make([]ratelimit.Limit, len(req.Limits)), Keys: make([]string, len(req.Limits))}
 	for i := range req.Limits {
 		out.Limits[i], out.Keys[i] = req.Limits[i], keyOf(req, i)
 	}
-	out.Limits[0], out.Keys[0] = padLimit, padKey+keyOf(req, 1)
+	other := 0
+	if idx == 0 {
+		other = 1
+	}
+	out.Limits[idx], out.Keys[idx] = padLimit, padKey+keyOf(req, other)
 	if req.Shared != nil { // the shared lines keep their own state
 		out.Shared = slices.Clone(req.Shared)
-		out.Shared[0] = ""
+		out.Shared[idx] = ""
 	}
 	return out
 }
 
-// leasedLine returns the line of req's first limit: its state's name (a
-// shared line's own, see ratelimit.Request.Line) and bounded key.
-func leasedLine(req *ratelimit.Request) lineID {
-	name, _ := req.Line(0)
-	return lineID{name, callkey.Bound(keyOf(req, 0))}
+// leasedLine returns the line of req's limit idx: its state's name and
+// index (a shared line's own, see ratelimit.Request.Line) and bounded key.
+func leasedLine(req *ratelimit.Request, idx int) lineID {
+	name, j := req.Line(idx)
+	return lineID{name, callkey.Bound(keyOf(req, idx)), j}
 }
 
 // keyOf returns the key of line i of req.
@@ -650,20 +839,26 @@ func (g *Leases) Reset(ctx context.Context, name, key string) error {
 }
 
 // Held returns the units this process holds unused in the lease of the
-// first line of the calls of name whose first key is key: charged in the
-// backend (so a Peek's Remaining does not count them) but admitted here
-// until the lease ends.
+// leased line of the calls of name (a shared line's own name, see
+// ratelimit.Request.Line) whose key for that line is key: charged in the
+// backend, whose own Peek counts them as used, but admitted here until
+// the lease ends ([Leases.Peek] counts them in Remaining, as Allow
+// admits them).
 func (g *Leases) Held(name, key string) int64 {
-	ln := g.lookup(lineID{name, callkey.Named(key)})
-	if ln == nil {
-		return 0
+	key = callkey.Named(key)
+	var held int64
+	for i := range ratelimit.MaxLimits {
+		ln := g.lookup(lineID{name, key, i})
+		if ln == nil {
+			continue
+		}
+		ln.mu.Lock()
+		if l := ln.cur.Load(); l != nil && g.now() < l.deadline {
+			held += l.free(g.now())
+		}
+		ln.mu.Unlock()
 	}
-	ln.mu.Lock()
-	defer ln.mu.Unlock()
-	if l := ln.cur.Load(); l != nil && g.now() < l.deadline {
-		return l.free(g.now())
-	}
-	return 0
+	return held
 }
 
 // Lines returns how many lines the guard keeps: those with a lease, or

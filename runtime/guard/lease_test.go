@@ -255,3 +255,86 @@ func TestLeasesRefuseTheStandInKey(t *testing.T) {
 	_, err := g.Allow(context.Background(), ratelimit.Request{Name: "hot", Key: "\x00lease stand-in bob", Limits: []ratelimit.Limit{leasedLimit(ratelimit.FixedWindow, 10)}})
 	require.ErrorIs(t, err, ratelimit.ErrInvalidLimit)
 }
+
+// TestLeasesLeaseASecondLine: a rule whose second line is leased, after
+// an exact line per user, admits from the lease under the second line's
+// own key and index: the lease's charge is in that line's state (a Peek
+// of it in the backend counts it), a call the first line denies takes
+// nothing from the lease, and the lease gives back what no call used.
+func TestLeasesLeaseASecondLine(t *testing.T) {
+	m := ratelimit.NewMemory(ratelimit.WithClock(clocktest.NewManual()))
+	g := guard.NewLeases(m)
+	limits := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 2}, leasedLimit(ratelimit.FixedWindow, 1000)}
+	call := func(user string) ratelimit.Decision {
+		return allow(t, g, ratelimit.Request{Name: "hot", Keys: []string{user, ""}, Limits: limits})
+	}
+	require.True(t, call("ann").Allowed)
+	held := g.Held("hot", "")
+	require.Positive(t, held)
+	line := ratelimit.Request{Name: "hot", Keys: []string{"nobody", ""}, Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 5000}, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 1000}}}
+	d, err := ratelimit.Peek(context.Background(), m, line)
+	require.NoError(t, err)
+	require.Equal(t, 1000-held-1, d.Remaining, "the backend holds the lease and the call in line 1's state")
+	require.True(t, call("ann").Allowed)
+	for range 5 {
+		d := call("ann")
+		require.False(t, d.Allowed, "ann's line holds 2")
+		require.Zero(t, d.LimitIndex)
+	}
+	require.Equal(t, held-1, g.Held("hot", ""), "a denied call takes nothing from the lease")
+	g.Close()
+	d, err = ratelimit.Peek(context.Background(), m, line)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000-2), d.Remaining, "the lease gave back what no call used")
+}
+
+// TestLeasesPeekThroughWrap: the limiter Wrap returns answers Peek through
+// its lease guard: once a call took a lease, a Peek of the next is
+// answered from it (the units it holds, source lease), which the backend's
+// own Peek counts as used; the next call gets what the Peek told.
+func TestLeasesPeekThroughWrap(t *testing.T) {
+	ctx := context.Background()
+	m := ratelimit.NewMemory()
+	l := guard.Wrap(m, guard.WithFallbackProcesses(1))
+	defer guard.Close(l)
+	r := &ratelimit.Rule{Name: "hot", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1000, Prefetch: time.Minute}}}
+	require.NoError(t, r.Check(ctx, l, 1, ""))
+	leases, ok := guard.Of[*guard.Leases](l)
+	require.True(t, ok)
+	held := leases.Held("hot", "")
+	require.Positive(t, held)
+	d, err := r.Peek(ctx, l, "")
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.Decision{Allowed: true, Remaining: held, Source: ratelimit.SourceLease}, d)
+	backend, err := r.Peek(ctx, m, "")
+	require.NoError(t, err)
+	require.Equal(t, 1000-held-1, backend.Remaining, "the backend counts the lease as used")
+	got, err := l.Allow(ctx, ratelimit.Request{Name: "hot", Limits: r.Limits})
+	require.NoError(t, err)
+	require.Equal(t, ratelimit.Decision{Allowed: true, Remaining: held - 1, Source: ratelimit.SourceLease}, got)
+}
+
+// TestLeasesOfASlidingLogLastAQuarterPeriod: a sliding log's lease admits
+// calls for a quarter of the period at most, whatever its Prefetch, even
+// when nothing ended it (no timer on a WithClock clock): the next call
+// takes a new lease, and the first gave back what it did not use.
+func TestLeasesOfASlidingLogLastAQuarterPeriod(t *testing.T) {
+	clock := clocktest.NewManual()
+	m := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	g := guard.NewLeases(m)
+	defer g.Close()
+	req := ratelimit.Request{Name: "log", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Second, Threshold: 1000, Prefetch: time.Minute}}}
+	require.Equal(t, ratelimit.SourceLease, allow(t, g, req).Source)
+	clock.Advance(time.Second/4 - time.Microsecond)
+	require.Equal(t, ratelimit.SourceLease, allow(t, g, req).Source)
+	leases, _ := g.Stats()
+	require.EqualValues(t, 1, leases)
+	clock.Advance(time.Microsecond)
+	allow(t, g, req)
+	leases, _ = g.Stats()
+	require.EqualValues(t, 2, leases, "a quarter period after it was taken, the lease admits nothing")
+	g.Close()
+	d, err := ratelimit.Peek(context.Background(), m, ratelimit.Request{Name: "log", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Second, Threshold: 1000}}})
+	require.NoError(t, err)
+	require.EqualValues(t, 1000-3, d.Remaining, "the three calls, logged; the leases given back")
+}

@@ -9,14 +9,16 @@ import (
 
 // Wrap returns backend behind the guards of this package, as the options
 // of this package among opts configure them, outermost first: the lease
-// guard ([Leases], which leases only limits with a Prefetch), the deny
+// guard ([Leases], which leases only limits with a Prefetch, and answers
+// Peek as its Allow would decide), the deny
 // cache ([DenyCache], unless WithDenyCache(0)), the circuit breaker
 // ([Breaker], around a [Probed] backend, unless WithBreaker(0, 0, 0)) and
 // the local fallback ([Fallback], which carries back around a [Carrier]
 // backend and counts the processes around a [Heartbeater] one). It
 // returns them as a limiter that offers exactly the capabilities backend
 // offers (a [ratelimit.Reserver], [ratelimit.SlotHolder] or
-// [ratelimit.Resetter] only when backend is one, found with As, and every
+// [ratelimit.Resetter] only when backend is one, found with As, the
+// lease guard's [ratelimit.Peeker] when backend peeks, and every
 // other capability of backend through Unwrap), and the fallback's
 // ([ratelimit.Fallback]). Pass it the options backend was made with, so
 // that the guards read the same settings, and [Close] the limiter it
@@ -31,7 +33,59 @@ func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {
 	if c := NewDenyCache(l, opts...); c != nil {
 		l = offer(c, backend)
 	}
-	return offer(NewLeases(l, opts...), backend)
+	return offerLeases(NewLeases(l, opts...), backend)
+}
+
+// offerLeases is offer of the lease guard, which also offers its
+// [ratelimit.Peeker] when backend peeks and takes reservations (around
+// another backend it leases nothing, and the backend's Peek, found
+// through Unwrap, answers as it would).
+func offerLeases(g *Leases, backend ratelimit.Limiter) ratelimit.Limiter {
+	_, peeks := ratelimit.As[ratelimit.Peeker](backend)
+	_, reserves := ratelimit.As[ratelimit.Reserver](backend)
+	if !peeks || !reserves {
+		return offer(g, backend)
+	}
+	_, holds := ratelimit.As[ratelimit.SlotHolder](backend)
+	_, resets := ratelimit.As[ratelimit.Resetter](backend)
+	b, r, s, x, p := base{g}, reservePart{g}, slotPart{g}, resetPart{g}, peekPart{g}
+	switch {
+	case holds && resets:
+		return struct {
+			base
+			reservePart
+			slotPart
+			resetPart
+			peekPart
+		}{b, r, s, x, p}
+	case holds:
+		return struct {
+			base
+			reservePart
+			slotPart
+			peekPart
+		}{b, r, s, p}
+	case resets:
+		return struct {
+			base
+			reservePart
+			resetPart
+			peekPart
+		}{b, r, x, p}
+	}
+	return struct {
+		base
+		reservePart
+		peekPart
+	}{b, r, p}
+}
+
+// peekPart is the lease guard's [ratelimit.Peeker].
+type peekPart struct{ g *Leases }
+
+// Peek passes the call to the guard.
+func (p peekPart) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return p.g.Peek(ctx, req)
 }
 
 // Close stops the background work of the guards of limiter, a limiter

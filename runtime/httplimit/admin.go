@@ -41,9 +41,11 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             cost C (default 1) would be told now, charging nothing
 //	                             ([ratelimit.Rule.Peek]), and how much longer a denial of
 //	                             it is repeated from a deny cache (cached_for), if one is,
-//	                             and the units of its first line this process holds
-//	                             unused in a lease (leased; charged, so not in remaining:
-//	                             see Limit.Prefetch)
+//	                             and the units of its leased line this process holds
+//	                             unused in a lease (leased: a call of this process is
+//	                             admitted from them, so the decision, as Allow's, then
+//	                             has them as remaining, source lease, and the line's
+//	                             state counts them as left; see Limit.Prefetch)
 //	                             (of a rule with a concurrency limit, the decision counts
 //	                             its slots: see [ratelimit.Peeker]);
 //	                             for a rule with a key per limit, key=K keys each of its
@@ -163,9 +165,13 @@ type keyView struct {
 	Lines     []adminLine   `json:"lines"`
 	Decision  adminDecision `json:"decision"`
 	CachedFor string        `json:"cached_for,omitempty"`
-	// Leased is the units of the key's first line that the lease guard
-	// holds leased unused: charged, so not in the decision's remaining.
+	// Leased is the units of the key's leased line (its line with a
+	// prefetch) that the lease guard holds leased unused in this process:
+	// the decision's remaining when the lease answers it (source lease),
+	// and counted as not used in the line's state.
 	Leased int64 `json:"leased,omitempty"`
+	// leasedAt is the leased line's index.
+	leasedAt int
 }
 
 // linesView is .../key's answer for a rule with a key per limit.
@@ -401,10 +407,36 @@ func (a *admin) lookup(r *http.Request) (any, error) {
 			view.CachedFor = left.String()
 		}
 	}
-	if h, ok := ratelimit.As[interface{ Held(name, key string) int64 }](a.limiter); ok && len(rule.Limits) > 0 && rule.Limits[0].Prefetch > 0 {
-		view.Leased = h.Held(rule.Name, key) // charged, so not in remaining
+	if i := leasedLine(limits); i >= 0 {
+		view.Leased, view.leasedAt = a.held(rule, i, key), i
 	}
 	return view, nil
+}
+
+// leasedLine returns the index of the line of limits that a lease guard
+// leases (the first with a Prefetch), or -1.
+func leasedLine(limits []ratelimit.Limit) int {
+	for i, l := range limits {
+		if l.Prefetch > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// held returns the units of line i of rule, keyed by key, that the
+// limiter's lease guard holds leased unused in this process (see
+// guard.Leases.Held), or 0 when it has none.
+func (a *admin) held(rule *ratelimit.Rule, i int, key string) int64 {
+	h, ok := ratelimit.As[interface{ Held(name, key string) int64 }](a.limiter)
+	if !ok {
+		return 0
+	}
+	name := rule.Name
+	if i < len(rule.Shared) && rule.Shared[i] != "" {
+		name = rule.Shared[i]
+	}
+	return h.Held(name, key)
 }
 
 // keepSlot returns limits, the effective limits of rule, with rule's
@@ -554,6 +586,14 @@ func (a *admin) lineState(ctx context.Context, rule *ratelimit.Rule, limits []ra
 	if l.Algorithm == "concurrency" {
 		return nil
 	}
+	// The leased line is peeked at in the backend, which counts the units
+	// of this process's lease as used, and those are added back: the line's
+	// state, not what its lease would answer (see lookup's leased).
+	var held int64
+	if i == leasedLine(limits) {
+		held = a.held(rule, i, keys[i])
+		l.Prefetch = 0
+	}
 	req := ratelimit.Request{Name: rule.Name, Keys: make([]string, i+1), Limits: make([]ratelimit.Limit, i+1), Cost: min(cost, l.MaxCost())}
 	for j := range i {
 		req.Keys[j] = probeKey
@@ -572,6 +612,10 @@ func (a *admin) lineState(ctx context.Context, rule *ratelimit.Rule, limits []ra
 	left := d.Remaining
 	if !d.Allowed {
 		left = max(d.Remaining, 0)
+	}
+	left = min(left+held, budget)
+	if held > 0 && held >= req.UnitsOf(i) { // the lease admits the call here
+		d.Allowed, d.RetryAfter = true, 0
 	}
 	return &adminState{
 		Budget:     budget,

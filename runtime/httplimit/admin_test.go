@@ -306,30 +306,48 @@ func TestAdminHandlerShowsTheSlotOfAnOverriddenRule(t *testing.T) {
 	}
 }
 
-// TestAdminHandlerShowsLeasedUnits: the key view of a rule whose first
-// line is leased shows the units this process holds in its lease
-// (leased), which the decision's remaining counts as charged.
+// TestAdminHandlerShowsLeasedUnits: the key view of a rule with a leased
+// line shows the units this process holds in its lease (leased); the
+// decision is what the process's next call would get, admitted from the
+// lease with its units as remaining (source lease), and the line's state
+// counts them as left, not used: used is what the calls took. So for a
+// leased first line, and for a leased second line after a per-user one.
 func TestAdminHandlerShowsLeasedUnits(t *testing.T) {
 	srv.Flush(t)
 	c := srv.Client()
 	t.Cleanup(func() { c.Close() })
 	l := redislimit.New(c)
 	t.Cleanup(func() { l.Close() })
-	hot := &ratelimit.Rule{Name: "admin.Hot", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 1000, Algorithm: ratelimit.FixedWindow, Prefetch: time.Minute}}}
-	for range 3 {
-		require.NoError(t, hot.Check(context.Background(), l, 1, ""))
-	}
-	code, body := adminDo(t, AdminHandler(l, []*ratelimit.Rule{hot}), "GET", "key", url.Values{"name": {"admin.Hot"}, "key": {""}})
-	require.Equal(t, http.StatusOK, code)
-	leased := int64(body["leased"].(float64))
-	require.Positive(t, leased)
-	remaining := int64(body["decision"].(map[string]any)["remaining"].(float64))
-	require.Equal(t, int64(1000-3), remaining+leased, "the remaining units and those leased unused are the limit's less the calls'")
+	leased := ratelimit.Limit{Period: time.Minute, Threshold: 1000, Algorithm: ratelimit.FixedWindow, Prefetch: time.Minute}
+	first := &ratelimit.Rule{Name: "admin.Hot", Limits: []ratelimit.Limit{leased}}
+	second := &ratelimit.Rule{Name: "admin.HotSecond", Limits: []ratelimit.Limit{{Period: time.Minute, Threshold: 5000, Algorithm: ratelimit.FixedWindow}, leased}}
+	rules := []*ratelimit.Rule{first, second}
+	for _, tc := range []struct {
+		rule *ratelimit.Rule
+		line int
+	}{{first, 0}, {second, 1}} {
+		for range 3 {
+			require.NoError(t, tc.rule.Check(context.Background(), l, 1, "ann"))
+		}
+		held := l.Held(tc.rule.Name, "ann")
+		require.Positive(t, held, "%s: the lease holds units", tc.rule.Name)
+		code, body := adminDo(t, AdminHandler(l, rules), "GET", "key", url.Values{"name": {tc.rule.Name}, "key": {"ann"}})
+		require.Equal(t, http.StatusOK, code)
+		require.EqualValues(t, held, body["leased"], "%s: leased", tc.rule.Name)
+		d := body["decision"].(map[string]any)
+		require.Equal(t, true, d["allowed"])
+		require.Equal(t, "lease", d["source"], "%s: the next call is admitted from the lease", tc.rule.Name)
+		require.EqualValues(t, tc.line, d["limit"])
+		require.EqualValues(t, held, d["remaining"], "%s: remaining is what the lease holds, as Allow would tell", tc.rule.Name)
+		state := body["lines"].([]any)[tc.line].(map[string]any)["state"].(map[string]any)
+		require.EqualValues(t, 3, state["used"], "%s: the line's used units are the calls', not the lease's", tc.rule.Name)
+		require.EqualValues(t, 1000-3, state["remaining"], "%s: the leased units are left, counted once", tc.rule.Name)
 
-	// The on-call page's lookup says so too.
-	req := httptest.NewRequest("GET", "/admin/ratelimit/?"+url.Values{"name": {"admin.Hot"}, "key": {""}}.Encode(), nil)
-	rec := httptest.NewRecorder()
-	AdminHandler(l, []*ratelimit.Rule{hot}).ServeHTTP(rec, req)
-	require.Equal(t, http.StatusOK, rec.Code)
-	require.Contains(t, rec.Body.String(), fmt.Sprintf(`<p id="leased">Line 0 holds %d units leased`, leased))
+		// The on-call page's lookup says so too.
+		req := httptest.NewRequest("GET", "/admin/ratelimit/?"+url.Values{"name": {tc.rule.Name}, "key": {"ann"}}.Encode(), nil)
+		rec := httptest.NewRecorder()
+		AdminHandler(l, rules).ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Contains(t, rec.Body.String(), fmt.Sprintf(`<p id="leased">Line %d holds %d units leased`, tc.line, held))
+	}
 }

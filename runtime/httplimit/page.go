@@ -53,14 +53,15 @@ type pageKey struct{ Label, Value string }
 
 // pageLookup is the answer to the lookup form.
 type pageLookup struct {
-	Name    string
-	Err     string
-	Allowed bool
-	Why     string
-	Lines   []adminLine
-	Denier  int // the line that decides, as Decision.Limit
-	Retry   string
-	Leased  int64 // the units of line 0 leased to this process unused (prefetch=)
+	Name     string
+	Err      string
+	Allowed  bool
+	Why      string
+	Lines    []adminLine
+	Denier   int // the line that decides, as Decision.Limit
+	Retry    string
+	Leased   int64 // the units of the leased line leased to this process unused (prefetch=)
+	LeasedAt int   // the leased line's index
 }
 
 // page writes the on-call page.
@@ -139,7 +140,7 @@ func (a *admin) explain(r *http.Request) *pageLookup {
 	verdict, from := "", ""
 	switch v := view.(type) {
 	case keyView:
-		out.Lines, d, from, out.Leased = v.Lines, v.Decision, v.From, v.Leased
+		out.Lines, d, from, out.Leased, out.LeasedAt = v.Lines, v.Decision, v.From, v.Leased, v.leasedAt
 		if len(v.Limits) == 1 && (v.Limits[0].Algorithm == ratelimit.Unlimited || v.Limits[0].Algorithm == ratelimit.Block) {
 			verdict = string(v.Limits[0].Algorithm)
 		}
@@ -245,7 +246,7 @@ input, select, button { font: inherit; margin-right: .5em; }
 {{with $l.State}}<td>{{.Budget}}</td><td>{{.Used}}</td><td>{{.Remaining}}</td><td>{{.ResetAfter}}</td><td>{{if .Allowed}}<span class="ok">fits</span>{{else}}<span class="bad">denied, retry in {{.RetryAfter}}</span>{{end}}</td>{{else}}<td colspan="5" class="muted">no state</td>{{end}}
 </tr>{{end}}
 </table>
-{{if .Leased}}<p id="leased">Line 0 holds {{.Leased}} units leased to this process and not yet used (<code>prefetch=</code>): charged, so not in "left", and given back when the lease ends.</p>{{end}}
+{{if .Leased}}<p id="leased">Line {{.LeasedAt}} holds {{.Leased}} units leased to this process and not yet used (<code>prefetch=</code>): this process admits its calls from them (counted in "left"), and gives back what it does not use when the lease ends.</p>{{end}}
 {{end}}
 {{end}}
 

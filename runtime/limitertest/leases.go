@@ -12,11 +12,12 @@ import (
 
 // leaseCases are the crosses of leases (Limit.Prefetch, guard.Leases): a
 // leased line alone, a leased line of every call as one beside an exact
-// line per user (all or nothing), and a leased line that counts calls
-// (Limit.PerCall) beside an exact line that takes the cost, and a leased
-// line beside a shared line (Rule.Shared) that another rule's calls take
-// too; fixed_window adds a calendar day.
-var leaseCases = []string{"one_line", "keys_per_line", "per_call", "shared_line"}
+// line per user (all or nothing), the same with the leased line second
+// (its state under its own key and index), a leased line that counts
+// calls (Limit.PerCall) beside an exact line that takes the cost, and a
+// leased line beside a shared line (Rule.Shared) that another rule's
+// calls take too; fixed_window adds a calendar day.
+var leaseCases = []string{"one_line", "keys_per_line", "second_line", "per_call", "shared_line"}
 
 // leaseProcesses is how many processes (lease guards) share the backend.
 const leaseProcesses = 3
@@ -48,6 +49,10 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 	if cross == "keys_per_line" {
 		r.Limits = []ratelimit.Limit{lim, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}}
 		r.KeyExprs = []string{"", "user"}
+	}
+	if cross == "second_line" {
+		r.Limits = []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}, lim}
+		r.KeyExprs = []string{"user", ""}
 	}
 	if cross == "per_call" { // the lease holds calls, whatever their cost
 		calls := lim
@@ -85,16 +90,35 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 			user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
 			req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits, Shared: r.Shared}
 			if r.KeyExprs != nil {
-				req.Key, req.Keys = "", []string{"", user}
+				req.Key, req.Keys = "", []string{"", ""}
+				for j, expr := range r.KeyExprs {
+					if expr != "" {
+						req.Keys[j] = user
+					}
+				}
 			}
 			if other != nil && rnd.IntN(4) == 0 {
 				req = ratelimit.Request{Name: other.Name, Cost: cost, Limits: other.Limits, Keys: []string{user}, Shared: other.Shared}
 			}
 			asked = append(asked, admitted{at: e.clock.Now(), req: req, step: i})
-			d, err := procs[rnd.IntN(len(procs))].Allow(e.ctx, req)
+			p := procs[rnd.IntN(len(procs))]
+			held := heldBy(p, &req)
+			d, err := p.Allow(e.ctx, req)
 			e.check(err == nil, "call %d: %v", i, err)
 			if d.Allowed {
 				got = append(got, admitted{at: e.clock.Now(), req: req, step: i})
+			}
+			// All or nothing: a call its lease can serve takes its units
+			// from the lease when admitted, and none when another line
+			// denies it.
+			if idx := leasedIndex(req.Limits); idx >= 0 && held >= req.UnitsOf(idx) {
+				want := held
+				if d.Allowed {
+					want -= req.UnitsOf(idx)
+				}
+				now := heldBy(p, &req)
+				e.check(d.Allowed || d.LimitIndex != idx, "call %d: the leased line %d, holding %d units in a lease, denied a call of %d: %+v", i, idx, held, req.UnitsOf(idx), d)
+				e.check(now == want, "call %d (%+v): the lease held %d units, then %d, want %d", i, d, held, now, want)
 			}
 		}
 		var served int64
@@ -110,6 +134,32 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 		e.check(len(got)*10 >= exact*7, "leases admitted %d calls, the limit alone %d", len(got), exact)
 		t.Logf("admitted %d (%d from leases), the limit alone %d", len(got), served, exact)
 	})
+}
+
+// leasedIndex returns the index of the leased line of limits (the first
+// with a Prefetch), or -1.
+func leasedIndex(limits []ratelimit.Limit) int {
+	for i, l := range limits {
+		if l.Prefetch > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// heldBy returns the units p holds unused in the lease of req's leased
+// line (see guard.Leases.Held); 0 when it has none.
+func heldBy(p *guard.Leases, req *ratelimit.Request) int64 {
+	idx := leasedIndex(req.Limits)
+	if idx < 0 {
+		return 0
+	}
+	name, _ := req.Line(idx)
+	key := req.Key
+	if req.Keys != nil {
+		key = req.Keys[idx]
+	}
+	return p.Held(name, key)
 }
 
 // replay decides calls, in time order, on a fresh in-process limiter
@@ -160,4 +210,92 @@ func exactOf(req ratelimit.Request) ratelimit.Request {
 		req.Limits[i].Prefetch = 0
 	}
 	return req
+}
+
+// leasePeek runs leases/peek: calls of three rules, a leased line alone, a
+// leased line then an exact line per user, and an exact line per user
+// then a leased line, on the suite's clock, each asked of ratelimit.Peek
+// first, which must tell what Allow then decides: admitted or denied, by
+// the same limit, with the same source (a deny cache's repeat counting
+// as the backend's), Remaining (Peek's is before the call) and, when
+// denied, RetryAfter. The calls are those of the backend's own lease
+// guard (found with guard.Of, such as redislimit.Limiter's), or else of
+// leaseProcesses lease guards over the backend, each a process.
+func (s *suite) leasePeek(t *testing.T, alg ratelimit.Algorithm, cost int64) {
+	need(t, "settle reservations", s.caps.reserve)
+	need(t, "peek (ratelimit.Peek)", s.caps.peek)
+	if !s.b.Clock {
+		t.Skip("the backend does not read ratelimit.WithClock's clock: Peek and Allow must see one time")
+	}
+	lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 60, Prefetch: 100 * time.Millisecond}
+	user := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 25}
+	rules := []*ratelimit.Rule{
+		{Name: "leases/peek/alone", Limits: []ratelimit.Limit{lim}},
+		{Name: "leases/peek/first", Limits: []ratelimit.Limit{lim, user}, KeyExprs: []string{"", "user"}},
+		{Name: "leases/peek/second", Limits: []ratelimit.Limit{user, lim}, KeyExprs: []string{"user", ""}},
+	}
+	s.run(t, func(e *env) {
+		rnd := rng(t)
+		// A guard over the backend's own would take leases of leases, and
+		// a Peek that ends the inner one's would change what the outer's
+		// lease is then charged against.
+		var procs []ratelimit.Limiter
+		var guards []*guard.Leases
+		if own, ok := guard.Of[*guard.Leases](e.got); ok {
+			procs, guards = []ratelimit.Limiter{e.got}, []*guard.Leases{own}
+		} else {
+			for range leaseProcesses {
+				g := guard.NewLeases(e.got)
+				procs, guards = append(procs, g), append(guards, g)
+			}
+		}
+		var leased, denied int
+		for i := range 900 {
+			e.step = i
+			e.advance(time.Duration(rnd.Int64N(int64(lim.Period / 100))))
+			for _, g := range guards {
+				g.EndExpired()
+			}
+			r := rules[rnd.IntN(len(rules))]
+			u := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
+			req := ratelimit.Request{Name: r.Name, Cost: cost, Limits: r.Limits}
+			if r.KeyExprs != nil {
+				req.Keys = []string{"", ""}
+				for j, expr := range r.KeyExprs {
+					if expr != "" {
+						req.Keys[j] = u
+					}
+				}
+			}
+			p := procs[rnd.IntN(len(procs))]
+			peek, err := ratelimit.Peek(e.ctx, p, req)
+			e.check(err == nil, "call %d: Peek: %v", i, err)
+			got, err := p.Allow(e.ctx, req)
+			e.check(err == nil, "call %d: Allow: %v", i, err)
+			want := got
+			if got.Allowed {
+				want.Remaining += req.UnitsOf(got.LimitIndex)
+			}
+			if peek.Source == ratelimit.SourceCache {
+				peek.Source = ratelimit.SourceBackend // a repeat of the backend's denial
+			}
+			if want.Source == ratelimit.SourceCache {
+				want.Source = ratelimit.SourceBackend
+			}
+			e.check(peek.Allowed == want.Allowed && peek.LimitIndex == want.LimitIndex && peek.Source == want.Source && peek.Remaining == want.Remaining &&
+				(peek.Allowed || peek.RetryAfter == want.RetryAfter),
+				"call %d of %s: Peek told %+v, Allow decided %+v", i, r.Name, peek, got)
+			if got.Source == ratelimit.SourceLease {
+				leased++
+			}
+			if !got.Allowed {
+				denied++
+			}
+		}
+		for _, g := range guards {
+			g.Close()
+		}
+		e.check(leased > 0 && denied > 0, "%d calls answered from leases, %d denied: the calls never met both", leased, denied)
+		t.Logf("%d calls answered from leases, %d denied", leased, denied)
+	})
 }

@@ -58,7 +58,9 @@
 //     limit, of a limit that counts calls and of a rule with a shared
 //     line;
 //   - leases/one_line, leases/keys_per_line (a leased line for every call
-//     as one, then an exact line per user), leases/per_call (a leased line
+//     as one, then an exact line per user), leases/second_line (an exact
+//     line per user, then a leased line for every call as one, leased
+//     under its own key and index), leases/per_call (a leased line
 //     that counts calls, then an exact line that takes the cost),
 //     leases/shared_line (a leased line, then a line shared with a rule
 //     whose calls are not leased) and, for fixed_window,
@@ -68,9 +70,13 @@
 //     on the suite's clock; an oracle replays every admitted call at its
 //     time on a fresh in-process limiter without leases, which must admit
 //     them all, and the leases must have served calls and admitted at
-//     least 70% of what the limit alone admits of the same calls (all
-//     algorithms but leaky_bucket, which takes no Prefetch; with
-//     Backend.Clock only);
+//     least 70% of what the limit alone admits of the same calls; a call
+//     its lease can serve takes its units from the lease when admitted
+//     and none when another line denies it (all or nothing); and
+//     leases/peek × cost: ratelimit.Peek before every call of a leased
+//     line (alone, first or second) tells what Allow then decides, from
+//     the lease or not (all algorithms but leaky_bucket, which takes no
+//     Prefetch; with Backend.Clock only);
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
@@ -271,6 +277,9 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 			for _, cost := range costs {
 				t.Run(name("leases/"+cross, cost), func(t *testing.T) { s.leases(t, alg, cross, cost) })
 			}
+		}
+		for _, cost := range costs {
+			t.Run(name("leases/peek", cost), func(t *testing.T) { s.leasePeek(t, alg, cost) })
 		}
 	}
 	if alg == ratelimit.FixedWindow {

@@ -62,6 +62,7 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesPeekAndReset", ct.linesPeekAndReset)
 	t.Run("LinesFailureRefunds", ct.linesFailureRefunds)
 	t.Run("LinesCalendar", ct.linesCalendar)
+	t.Run("ReserveAcrossSlots", ct.reserveAcrossSlots)
 	t.Run("Conformance", ct.conformance)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
@@ -407,4 +408,50 @@ func keysOf(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// reserveAcrossSlots: Reserve of a request with a key per limit whose
+// keys are on several hash tags (several masters), on the masters' own
+// clocks, decides all or nothing (a call the second line denies charges
+// neither), and returns one time at which Adjust finds every limit's
+// charge: a refund of all the call took at that time leaves every key as
+// fresh, for a sliding log (which refunds the entries logged at that
+// time) and a fixed window.
+func (ct *clusterTest) reserveAcrossSlots(t *testing.T) {
+	ctx := context.Background()
+	l, c := ct.limiter(t) // no clock: each master's TIME
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow} {
+		lim := ratelimit.Limit{Algorithm: alg, Period: time.Hour, Threshold: 10}
+		keys := []string{"ann", "acme"}
+		name := "reserve-slots-" + string(alg)
+		require.NotEqual(t, keySlot(t, c, l.Key(name, keys[0], 0, alg)), keySlot(t, c, l.Key(name, keys[1], 1, alg)), "the keys share a slot")
+		req := ratelimit.Request{Name: name, Cost: 3, Keys: keys, Limits: []ratelimit.Limit{lim, lim}}
+		remaining := func(i int) int64 {
+			probe := ratelimit.Request{Name: name, Cost: 1, Keys: []string{"fresh 0", "fresh 1"}, Limits: req.Limits}
+			probe.Keys[i] = keys[i]
+			d, err := l.Peek(ctx, probe)
+			require.NoError(t, err)
+			return d.Remaining
+		}
+		d, at, err := l.Reserve(ctx, req)
+		require.NoError(t, err, "%s: no CROSSSLOT", alg)
+		require.True(t, d.Allowed)
+		for i := range keys {
+			require.EqualValues(t, 10-3, remaining(i), "%s: limit %d charged", alg, i)
+		}
+		require.NoError(t, l.Adjust(ctx, req, at, -3))
+		for i := range keys {
+			require.EqualValues(t, 10, remaining(i), "%s: limit %d refunded at the time Reserve told", alg, i)
+		}
+		// The second line denies: the first is not charged.
+		full := ratelimit.Request{Name: name, Cost: 10, Keys: []string{"fresh", keys[1]}, Limits: req.Limits}
+		d, _, err = l.Reserve(ctx, full)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		d, _, err = l.Reserve(ctx, req)
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.Equal(t, 1, d.LimitIndex)
+		require.EqualValues(t, 10, remaining(0), "%s: a denied call charges no line", alg)
+	}
 }

@@ -140,7 +140,12 @@ func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (r
 // groups fail, the error is a [guard.PartError] saying which, so that a
 // breaker records each group's outcome on the breaker of its master.
 func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
-	now := l.now()
+	return l.decideGroupsAt(ctx, req, groups, l.now(), peek)
+}
+
+// decideGroupsAt is decideGroups at now, the scripts' time argument ("":
+// each master's own clock).
+func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, now any, peek bool) (ratelimit.Decision, error) {
 	var wg sync.WaitGroup
 	for _, g := range groups[1:] {
 		wg.Add(1)

@@ -28,8 +28,8 @@ import (
 // fails calls at once while Redis is down, and the local fallback
 // ([guard.Fallback]) decides under [ratelimit.FailLocal] what Redis
 // cannot, and carries its admissions back. Its methods
-// that a guard intercepts (Allow, Reserve, Adjust, ReserveSlot, Reset) go
-// through the guards; the others are the backend's.
+// that a guard intercepts (Allow, Peek, Reserve, Adjust, ReserveSlot,
+// Reset) go through the guards; the others are the backend's.
 type Limiter struct {
 	*redisBackend
 	// front is the outermost guard, or the backend without guards.
@@ -128,9 +128,18 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 func (l *Limiter) Leases() *guard.Leases { return l.leases }
 
 // Held returns the units this process holds unused in the lease of the
-// first line of the calls of name whose first key is key (see
-// [guard.Leases.Held]): charged in Redis, so not in a Peek's Remaining.
+// leased line of the calls of name whose key for that line is key (see
+// [guard.Leases.Held]): charged in Redis, but admitted here, so in the
+// Remaining of [Limiter.Peek] when the lease answers it.
 func (l *Limiter) Held(name, key string) int64 { return l.leases.Held(name, key) }
+
+// Peek tells how Allow would decide req now, charging nothing, through
+// the lease guard: a call that a lease of this process would admit is
+// answered from the lease ([guard.Leases.Peek]), any other by Redis (see
+// [redisBackend.Peek]). See [ratelimit.Peeker].
+func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return l.leases.Peek(ctx, req)
+}
 
 // newBackend returns the Redis backend of New.
 func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -49,7 +50,9 @@ func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Tim
 // not batched (see [WithBatching]): its reply carries the time the
 // settle needs, which a batch's does not, and a reservation's round trip
 // is one per call that a settle ends, not the steady stream of decisions
-// batching is for. See [ratelimit.Rule.Reserve].
+// batching is for. On a Redis Cluster, a request with a key per limit
+// whose limits are on several hash tags is decided per hash tag, all at
+// one time (see reserveGroups). See [ratelimit.Rule.Reserve].
 func (l *redisBackend) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	d, at, err := l.reserve(ctx, req)
 	return d, time.UnixMicro(at), err
@@ -61,6 +64,14 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 		return ratelimit.Decision{}, 0, err
 	}
 	req.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+		if l.grouped() {
+			if groups := l.groupsOf(&req); groups != nil {
+				return l.reserveGroups(ctx, req, groups)
+			}
+		}
+	}
 	res, err := l.reserveRun(ctx, &req, nil)
 	if t, skewed := calendarSkew(err); skewed {
 		res, err = l.reserveRun(ctx, &req, &t)
@@ -77,6 +88,47 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 		l.decided(ctx, req, d)
 	}
 	return d, at, nil
+}
+
+// reserveGroups is reserve of req, whose limits are in groups on several
+// hash tags of a Redis Cluster (or a Ring), which no one script run can
+// take: the groups are decided all or nothing as Allow decides them (see
+// decideGroups), all at one time, which Adjust then finds each limit's
+// charge at: the limiter's clock's ([ratelimit.WithClock]), else the
+// server time of the master of req's last limit, read first (a lease of
+// guard.Leases charges its line last, behind stand-ins).
+func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request, groups []*lineGroup) (ratelimit.Decision, int64, error) {
+	now := l.now()
+	if now == "" {
+		last := groups[0]
+		for _, g := range groups {
+			if slices.Contains(g.idx, len(req.Limits)-1) {
+				last = g
+			}
+		}
+		t, err := l.serverTime(ctx, last.keys[0])
+		if err != nil {
+			return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+		}
+		now = t
+	}
+	d, err := l.decideGroupsAt(ctx, &req, groups, now, false)
+	if err != nil {
+		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
+	}
+	if l.cfg.Hook != nil {
+		l.decided(ctx, req, d)
+	}
+	return d, now.(int64), nil
+}
+
+// timeScript replies the server time of the master of its key, in µs.
+var timeScript = redis.NewScript(`local t = redis.call("TIME") return t[1] * 1000000 + t[2]`)
+
+// serverTime returns the time, in µs since the Unix epoch, on the clock
+// of the master that holds key.
+func (l *redisBackend) serverTime(ctx context.Context, key string) (int64, error) {
+	return timeScript.Run(ctx, l.client, []string{key}).Int64()
 }
 
 // reserveRun runs the reserve script for req, with the bounds of its

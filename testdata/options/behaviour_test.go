@@ -26,14 +26,15 @@ func (j *jobs) Submit(_ context.Context, _ Region, n int) error {
 	j.submitted += n
 	return nil
 }
-func (*jobs) Batch(context.Context, int64) error { return nil }
-func (*jobs) Route(uint64, uint16) error         { return nil }
-func (*jobs) Spread(Shard) error                 { return nil }
-func (*jobs) Smooth(context.Context) error       { return nil }
-func (*jobs) Queue(context.Context) error        { return nil }
-func (*jobs) Observe(context.Context) error      { return nil }
-func (*jobs) Nanos() error                       { return nil }
-func (*jobs) Hot(context.Context, string) error  { return nil }
+func (*jobs) Batch(context.Context, int64) error      { return nil }
+func (*jobs) Route(uint64, uint16) error              { return nil }
+func (*jobs) Spread(Shard) error                      { return nil }
+func (*jobs) Smooth(context.Context) error            { return nil }
+func (*jobs) Queue(context.Context) error             { return nil }
+func (*jobs) Observe(context.Context) error           { return nil }
+func (*jobs) Nanos() error                            { return nil }
+func (*jobs) Hot(context.Context, string) error       { return nil }
+func (*jobs) HotSecond(context.Context, string) error { return nil }
 
 func (j *jobs) Steady(context.Context, string) error {
 	j.steady++
@@ -151,26 +152,33 @@ func TestLocalWhileTheLimiterDecides(t *testing.T) {
 }
 
 // TestHotLeasesBesideAUserLine calls Hot, whose every-call line is leased,
+// and HotSecond, whose every-call line is leased after the user's line,
 // from many users: each user's line still admits exactly its 10 a minute
 // (all or nothing: its denials take nothing from the lease), and on Redis
 // the leased line's calls come from leases.
 func TestHotLeasesBesideAUserLine(t *testing.T) {
-	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
-		d := NewJobsWithRateLimit(&jobs{}, limiter)
-		ctx := context.Background()
-		for u := range 20 {
-			user := fmt.Sprint("user", u)
-			for range 10 {
-				require.NoError(t, d.Hot(ctx, user))
+	for _, method := range []string{"Hot", "HotSecond"} {
+		backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+			d := NewJobsWithRateLimit(&jobs{}, limiter)
+			ctx := context.Background()
+			call := d.Hot
+			if method == "HotSecond" {
+				call = d.HotSecond
 			}
-			var le *ratelimit.LimitError
-			require.ErrorAs(t, d.Hot(ctx, user), &le, "the user's line denies the 11th call")
-			require.Equal(t, int64(10), le.Limit.Threshold)
-		}
-		if r, ok := limiter.(*redislimit.Limiter); ok {
-			leases, served := r.Leases().Stats()
-			require.Positive(t, leases)
-			require.Positive(t, served, "calls admitted from leases")
-		}
-	})
+			for u := range 20 {
+				user := fmt.Sprint("user", u)
+				for range 10 {
+					require.NoError(t, call(ctx, user), method)
+				}
+				var le *ratelimit.LimitError
+				require.ErrorAs(t, call(ctx, user), &le, "%s: the user's line denies the 11th call", method)
+				require.Equal(t, int64(10), le.Limit.Threshold)
+			}
+			if r, ok := limiter.(*redislimit.Limiter); ok {
+				leases, served := r.Leases().Stats()
+				require.Positive(t, leases, method)
+				require.Positive(t, served, "%s: calls admitted from leases", method)
+			}
+		})
+	}
 }

@@ -63,4 +63,9 @@ type Jobs interface {
 	//ratelimit:period=1s threshold=1000 algorithm=fixed_window prefetch=100ms
 	//ratelimit:period=1m threshold=10 key=user
 	Hot(ctx context.Context, user string) error
+	// HotSecond leases its every-call line, second after an exact line per
+	// user: a lease charges its line alone, under its own key.
+	//ratelimit:period=1m threshold=10 key=user
+	//ratelimit:period=1s threshold=1000 algorithm=fixed_window prefetch=100ms
+	HotSecond(ctx context.Context, user string) error
 }

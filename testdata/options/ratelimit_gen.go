@@ -12,11 +12,11 @@ import (
 )
 
 // JobsWithRateLimit is a Jobs that asks a ratelimit.Limiter to admit each call
-// of its limited methods (Batch, Charge, Hot, Nanos, Observe, Queue, Route,
-// Smooth, Spread, Steady, Submit) before calling the wrapped Jobs. A denied
-// call returns the limiter's error, a *ratelimit.LimitError, without calling
-// it. An admitted call whose context comes from ratelimit.WithAdmission records
-// its admission there.
+// of its limited methods (Batch, Charge, Hot, HotSecond, Nanos, Observe, Queue,
+// Route, Smooth, Spread, Steady, Submit) before calling the wrapped Jobs. A
+// denied call returns the limiter's error, a *ratelimit.LimitError, without
+// calling it. An admitted call whose context comes from ratelimit.WithAdmission
+// records its admission there.
 type JobsWithRateLimit struct {
 	next    Jobs
 	limiter ratelimit.Limiter
@@ -60,6 +60,17 @@ var jobsHotRateLimit = &ratelimit.Rule{
 		{Period: time.Minute, Threshold: 10},
 	},
 	KeyExprs: []string{"", "user"},
+}
+
+// jobsHotSecondRateLimit is the rule of Jobs.HotSecond: 10 calls per minute for
+// each user and 1000 calls per second (fixed_window) in total.
+var jobsHotSecondRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/options.Jobs.HotSecond",
+	Limits: []ratelimit.Limit{
+		{Period: time.Minute, Threshold: 10},
+		{Period: time.Second, Threshold: 1000, Algorithm: ratelimit.FixedWindow, Prefetch: 100 * time.Millisecond},
+	},
+	KeyExprs: []string{"user", ""},
 }
 
 // jobsNanosRateLimit is the rule of Jobs.Nanos: 1 call per microsecond and 7200
@@ -171,6 +182,15 @@ func (d *JobsWithRateLimit) Hot(ctx context.Context, user string) error {
 	return d.next.Hot(ctx, user)
 }
 
+// HotSecond calls the wrapped Jobs's HotSecond if the limiter admits the call
+// under jobsHotSecondRateLimit; otherwise it returns the limiter's error.
+func (d *JobsWithRateLimit) HotSecond(ctx context.Context, user string) error {
+	if err := jobsHotSecondRateLimit.Check(ctx, d.limiter, 1, user, ""); err != nil {
+		return err
+	}
+	return d.next.HotSecond(ctx, user)
+}
+
 // Nanos calls the wrapped Jobs's Nanos if the limiter admits the call under
 // jobsNanosRateLimit; otherwise it returns the limiter's error. It takes no
 // context, so a ratelimit.WithAdmission context cannot record its admission.
@@ -258,6 +278,7 @@ func RateLimitRules() []*ratelimit.Rule {
 		jobsBatchRateLimit.Clone(),
 		jobsChargeRateLimit.Clone(),
 		jobsHotRateLimit.Clone(),
+		jobsHotSecondRateLimit.Clone(),
 		jobsNanosRateLimit.Clone(),
 		jobsObserveRateLimit.Clone(),
 		jobsQueueRateLimit.Clone(),
