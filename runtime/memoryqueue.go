@@ -53,7 +53,7 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 		var charged int64
 		var err error
 		if req.Keys != nil {
-			charged, err = now, l.decideKeys(ctx, &req, true, &d)
+			charged, err = l.decideKeys(ctx, &req, true, &d)
 		} else {
 			d, charged, err = l.reserve(ctx, req, true)
 		}
