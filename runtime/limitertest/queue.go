@@ -85,10 +85,11 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 			e.check(!second.Allowed && second.Source == ratelimit.SourceQueue && t2 > t1, "%s: the second waiter is not decided and gets a later place: %+v, ticket %d after %d", l.name, second, t2, t1)
 			// Behind a call of a unit, it needs two: a period more for a
 			// log or a bucket admitting one per period (a window may
-			// admit it as its next window begins).
+			// admit it as its next window begins), less the µs per unit a
+			// bucket's retry is told early by, for its rounding.
 			soonest := first.RetryAfter
 			if alg != ratelimit.FixedWindow && alg != ratelimit.SlidingWindow && !keys {
-				soonest += period
+				soonest += period - time.Microsecond
 			}
 			e.check(second.RetryAfter >= soonest, "%s: the second waiter is told %s, before it could be admitted (%s)", l.name, second.RetryAfter, soonest)
 			_, none := turn("a call that may wait 1ms", 0, time.Millisecond)
