@@ -14,8 +14,9 @@ import (
 // BenchmarkReserveSettleVsPing interleaves PING, a decision (Allow), a
 // reservation (Reserve: one script run), its settle (Adjust, a refund of
 // half: one script run), a concurrency slot taken alone (ReserveSlot: one
-// script run) and given back (ReleaseSlot: one ZREM), on one connection,
-// and reports each one's median latency as a ratio to PING's. Each
+// script run) and given back (ReleaseSlot: one ZREM), and a decision in
+// its turn with nobody waiting (AllowInTurn: the queue script), on one
+// connection, and reports each one's median latency as a ratio to PING's. Each
 // algorithm is a sub-benchmark; every call is admitted.
 func BenchmarkReserveSettleVsPing(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms() {
@@ -41,7 +42,7 @@ func benchReserveVsPing(b *testing.B, lim ratelimit.Limit) {
 	if _, _, err := l.ReserveSlot(ctx, alone, slot, "warm"); err != nil {
 		b.Fatal(err)
 	}
-	var ping, allow, reserve, settle, take, give []time.Duration
+	var ping, allow, reserve, settle, take, give, inTurn []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
 		t0 := time.Now()
@@ -71,6 +72,11 @@ func benchReserveVsPing(b *testing.B, lim ratelimit.Limit) {
 			b.Fatal(err)
 		}
 		t6 := time.Now()
+		if d, _, _, err := l.AllowInTurn(ctx, req, 0, time.Minute); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		t7 := time.Now()
+		inTurn = append(inTurn, t7.Sub(t6))
 		ping = append(ping, t1.Sub(t0))
 		allow = append(allow, t2.Sub(t1))
 		reserve = append(reserve, t3.Sub(t2))
@@ -86,4 +92,5 @@ func benchReserveVsPing(b *testing.B, lim ratelimit.Limit) {
 	b.ReportMetric(float64(median(settle))/float64(p), "settle/ping")
 	b.ReportMetric(float64(median(take))/float64(p), "slot-take/ping")
 	b.ReportMetric(float64(median(give))/float64(p), "slot-give/ping")
+	b.ReportMetric(float64(median(inTurn))/float64(p), "in-turn/ping")
 }
