@@ -83,6 +83,15 @@
 // Reset of a key clears every limit keyed by it ("" names the limits that
 // count every call as one).
 //
+// The calls of a rule with a wait that wait on one name and key hold
+// their places in <prefix>{<name>:<key>}:queue (a sorted set of tickets,
+// the microsecond each began to wait) and <prefix>{<name>:<key>}:queue:due
+// (when each was told to come back), beside the limits' keys, so one
+// script run ([Limiter.AllowInTurn]) reads the queue and decides the call
+// in its turn; both expire a second after the last place's grace
+// (ratelimit.QueueGrace) ends, and a queue holds at most
+// ratelimit.MaxQueue places (about 40 bytes each).
+//
 // # Scripts and memory
 //
 // A call of one limit runs a script written for that limit, its values
