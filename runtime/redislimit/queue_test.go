@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -74,5 +77,44 @@ func TestQueueAgreesWithTheTwin(t *testing.T) {
 				require.NoError(t, l.Dequeue(ctx, req, ts[i]))
 			}
 		}
+	}
+}
+
+// TestQueueKeysAreSmall: a queue's keys take a small bounded amount of
+// Redis memory per waiting call, whatever key a caller sends (a long one
+// is kept as its stand-in); MaxQueue bounds the places.
+func TestQueueKeysAreSmall(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	l := newTestRedis(t, ratelimit.WithClock(clock))
+	req := ratelimit.Request{Name: "queue-memory", Key: strings.Repeat("k", 200), Limits: []ratelimit.Limit{{Algorithm: ratelimit.GCRA, Period: time.Hour, Threshold: 1000}}}
+	used := req
+	used.Cost = 1000
+	_, err := l.Allow(ctx, used)
+	require.NoError(t, err)
+	measure := func() float64 {
+		bounded := req
+		bounded.Key = callkey.Bound(req.Key) // as Redis keeps it: a stand-in
+		order := l.queueKey(&bounded)
+		var bytes int64
+		for _, k := range []string{order, order + ":due"} {
+			n, err := srv.Client().MemoryUsage(ctx, k).Result()
+			require.NoError(t, err)
+			bytes += n
+		}
+		return float64(bytes)
+	}
+	// Up to 128 places Redis keeps both keys packed (listpacks); past
+	// that, as a skiplist and a hash table.
+	for _, places := range []int{100, 200} {
+		for range 100 { // places in all
+			d, held, _, err := l.AllowInTurn(ctx, req, 0, 2*time.Hour)
+			require.NoError(t, err)
+			require.False(t, d.Allowed)
+			require.NotZero(t, held)
+		}
+		perPlace := measure() / float64(places)
+		t.Logf("%d places: %.1f bytes each", places, perPlace)
+		assert.Less(t, perPlace, 160.0, "bytes per waiting call")
 	}
 }
