@@ -80,3 +80,32 @@ func TestQueuedRetryIsTheSoonestTheCallCouldBeAdmitted(t *testing.T) {
 	}
 	t.Logf("%d of 300 calls were told to wait", told)
 }
+
+// TestQueueHoldsAtMostMaxQueuePlaces: a call denied while MaxQueue calls
+// wait gets no place, and its denial is returned (Check returns it at
+// once); one place freed, a call gets one again.
+func TestQueueHoldsAtMostMaxQueuePlaces(t *testing.T) {
+	ctx := context.Background()
+	l := NewMemory(WithClock(newManualClock()))
+	req := Request{Name: "full", Limits: []Limit{{Algorithm: GCRA, Period: time.Hour, Threshold: 1_000_000}}}
+	used := req
+	used.Cost = 1_000_000
+	_, err := l.Allow(ctx, used)
+	require.NoError(t, err)
+	var last int64
+	for range MaxQueue {
+		d, held, _, err := l.AllowInTurn(ctx, req, 0, 2*time.Hour)
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+		require.Greater(t, held, last)
+		last = held
+	}
+	d, held, _, err := l.AllowInTurn(ctx, req, 0, 2*time.Hour)
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Zero(t, held, "a place past MaxQueue")
+	require.NoError(t, l.Dequeue(ctx, req, last))
+	_, held, _, err = l.AllowInTurn(ctx, req, 0, 2*time.Hour)
+	require.NoError(t, err)
+	require.NotZero(t, held, "a place once one was freed")
+}
