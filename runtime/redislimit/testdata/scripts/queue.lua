@@ -648,8 +648,10 @@ local now, ticket = argv[1] + 0, ARGV[1]
 local grace, wait, most = ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
 
 -- Free the places at the head whose callers did not come back in time.
+-- An empty queue (the usual case) costs this one command.
+local head
 while true do
-  local head = redis.call("ZRANGE", order, 0, 0)[1]
+  head = redis.call("ZRANGE", order, 0, 0)[1]
   if not head then break end
   local due = tonumber(redis.call("HGET", dues, head))
   if due and due + grace >= now then break end
@@ -657,10 +659,13 @@ while true do
   redis.call("HDEL", dues, head)
 end
 
--- at: the call's place (0 first), or false when it holds none.
-local at = false
-if ticket ~= "" then at = redis.call("ZRANK", order, ticket) end
-local waiting = redis.call("ZCARD", order)
+-- at: the call's place (0 first), or false when it holds none; waiting:
+-- how many places the queue holds.
+local at, waiting = false, 0
+if head then
+  if ticket ~= "" then at = redis.call("ZRANK", order, ticket) end
+  waiting = redis.call("ZCARD", order)
+end
 local reply, retry, queued
 if at == 0 or (not at and waiting == 0) then
   -- Its turn: decide.
