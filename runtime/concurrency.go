@@ -99,17 +99,29 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 	all := req
 	all.Limits = append(req.Limits[:len(req.Limits):len(req.Limits)], slot)
 	var start time.Time
+	var queuer Queuer // when its waiting calls queue
+	var ticket int64  // the call's place in its queue
 	if r.Wait > 0 {
 		start = time.Now()
+		queuer, _ = As[Queuer](limiter)
 	}
+	defer func() { r.dequeue(ctx, queuer, &req, ticket) }()
 	for {
 		token := newToken()
 		d, cooling := r.cooling(ctx, limiter, &req)
 		var at time.Time
 		var err error
 		if !cooling {
-			d, at, err = backend.ReserveSlot(ctx, req, slot, token)
-			if err == nil {
+			if queuer != nil {
+				d, ticket, at, err = queuer.ReserveSlotInTurn(ctx, req, slot, token, ticket, time.Until(r.deadline(ctx, start)))
+				if errors.Is(err, errors.ErrUnsupported) {
+					queuer = nil
+				}
+			}
+			if queuer == nil {
+				d, at, err = backend.ReserveSlot(ctx, req, slot, token)
+			}
+			if err == nil && d.Source != SourceQueue {
 				r.reportSlot(ctx, limiter, &all, d)
 			}
 		}
@@ -135,6 +147,12 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			return r.pace(ctx, d.Delay)
 		}
 		pause, ok := r.slotPause(ctx, start, d, len(req.Limits))
+		switch {
+		case queuer != nil && ticket == 0 && !cooling:
+			ok = false // no place: denied beyond its wait, or the queue is full
+		case queuer != nil && d.Source == SourceQueue:
+			pause = max(d.RetryAfter, minRetrySleep) // behind others: as told
+		}
 		if !ok {
 			return r.limitError(&all, d)
 		}

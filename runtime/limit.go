@@ -141,6 +141,11 @@ const (
 	// call denied while as many wait is refused its place, and returns its
 	// denial.
 	MaxQueue = 4096
+	// SlotPoll is how often a call waiting for a concurrency slot asks
+	// again when it is first in its queue (a slot frees when a call gives
+	// it back, which nothing foretells), and n+1 times that when n calls
+	// are ahead of it (see [Queuer]).
+	SlotPoll = 10 * time.Millisecond
 )
 
 // Limit is one rule of the form "at most Threshold calls per Period" (or

@@ -37,7 +37,34 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 	if err := req.Validate(); err != nil {
 		return Decision{}, 0, time.Time{}, err
 	}
-	id := queueID(&req)
+	decide := func() (d Decision, charged int64, err error) {
+		if req.Keys != nil {
+			charged, err = l.decideKeys(ctx, &req, true, &d)
+			return d, charged, err
+		}
+		return l.reserve(ctx, req, true)
+	}
+	return l.inTurn(ctx, &req, ticket, wait, -1, decide)
+}
+
+// ReserveSlotInTurn is ReserveSlot in the call's turn. See [Queuer].
+func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot Limit, token string, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
+	if len(req.Limits) > 0 {
+		if err := req.Validate(); err != nil {
+			return Decision{}, 0, time.Time{}, err
+		}
+	}
+	decide := func() (Decision, int64, error) { return l.reserveSlot(ctx, req, slot, token) }
+	return l.inTurn(ctx, &req, ticket, wait, len(req.Limits), decide)
+}
+
+// inTurn decides req with decide when it is the call's turn, else denies
+// it with the soonest its rate limits could admit it; a call that waits
+// holds a place. slotIndex is the LimitIndex of a denial for want of a
+// slot, -1 when the call takes none: such a call comes back in SlotPoll,
+// and one behind n others for a slot in (n+1)×SlotPoll.
+func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slotIndex int, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
+	id := queueID(req)
 	qs := &l.queues
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
@@ -49,15 +76,11 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 	q.expire(now)
 	at := q.find(ticket)
 	var d Decision
+	back := time.Duration(0) // when the call is to come back, if not its RetryAfter
 	if at == 0 || at < 0 && len(q.places) == 0 {
 		var charged int64
 		var err error
-		if req.Keys != nil {
-			charged, err = l.decideKeys(ctx, &req, true, &d)
-		} else {
-			d, charged, err = l.reserve(ctx, req, true)
-		}
-		if err != nil {
+		if d, charged, err = decide(); err != nil {
 			return Decision{}, 0, time.Time{}, err
 		}
 		if d.Allowed {
@@ -67,21 +90,33 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 			qs.keep(id, q)
 			return d, 0, fromMicros(charged), nil
 		}
+		if d.LimitIndex == slotIndex {
+			back = SlotPoll
+		}
 	} else {
 		ahead := at
 		if at < 0 {
 			ahead = len(q.places)
 		}
-		var err error
-		if d, err = l.soonest(ctx, req, ahead); err != nil {
-			return Decision{}, 0, time.Time{}, err
+		d = Decision{Source: SourceQueue}
+		if len(req.Limits) > 0 {
+			var err error
+			if d, err = l.soonest(ctx, *req, ahead); err != nil {
+				return Decision{}, 0, time.Time{}, err
+			}
+		}
+		if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
+			d.RetryAfter, d.LimitIndex = time.Duration(ahead+1)*SlotPoll, slotIndex
 		}
 		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
 			d.RetryAfter = q.dueAfter(ahead, now)
 		}
 		d.ResetAfter = d.RetryAfter
 	}
-	held := q.hold(at, now, d.RetryAfter, wait)
+	if back == 0 {
+		back = d.RetryAfter
+	}
+	held := q.hold(at, now, back, wait)
 	qs.keep(id, q)
 	return d, held, time.Time{}, nil
 }
@@ -213,8 +248,8 @@ func (q *memoryQueue) dueAfter(n int, now int64) time.Duration {
 }
 
 // hold gives the call at index at of q (-1: none) its place, due after
-// retry, and returns its ticket; or, when retry is beyond wait or q is
-// full, frees its place and returns 0.
+// retry (when it is to come back), and returns its ticket; or, when retry
+// is beyond wait or q is full, frees its place and returns 0.
 func (q *memoryQueue) hold(at int, now int64, retry, wait time.Duration) int64 {
 	if retry > wait || at < 0 && len(q.places) >= MaxQueue {
 		if at >= 0 {

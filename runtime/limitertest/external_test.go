@@ -78,6 +78,10 @@ func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, tick
 	return f.m.AllowInTurn(ctx, req, ticket, wait)
 }
 
+func (f forwarding) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	return f.m.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+}
+
 func (f forwarding) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
 	return f.m.Dequeue(ctx, req, ticket)
 }
@@ -133,6 +137,13 @@ func (o outageProne) AllowInTurn(ctx context.Context, req ratelimit.Request, tic
 		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.AllowInTurn(ctx, req, ticket, wait)
+}
+
+func (o outageProne) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if o.down.Load() {
+		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
 }
 
 func (o outageProne) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {

@@ -118,8 +118,9 @@
 // or stays away past QueueGrace frees its place) and
 // queue/<algorithm>/order and queue/<algorithm>/reserve/order (waiters
 // that began to wait one after another, with Rule.Check or Rule.Reserve,
-// are admitted in that order, none asking before its RetryAfter), and
-// queue/keys_per_line/turns.
+// are admitted in that order, none asking before its RetryAfter),
+// queue/keys_per_line/turns and queue/concurrency/order (calls waiting
+// for a concurrency slot take it in the order they began to wait).
 // top_denied checks that a DenialCounter lists the keys its rules denied,
 // most first, redacted.
 //

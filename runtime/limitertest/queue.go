@@ -30,6 +30,60 @@ func (s *suite) queue(t *testing.T) {
 		t.Run(string(alg)+"/reserve/order", func(t *testing.T) { s.queueOrder(t, alg, "reserve") })
 	}
 	t.Run("keys_per_line/turns", func(t *testing.T) { s.turns(t, ratelimit.GCRA, true) })
+	t.Run("concurrency/order", func(t *testing.T) { s.slotOrder(t) })
+}
+
+// slotOrder: on each limiter in turn, in real time, calls of a rule of
+// one concurrency slot that began to wait for it one after another, while
+// another call held it, take it in that order as each gives it back; none
+// asks again before the RetryAfter it was told behind others.
+func (s *suite) slotOrder(t *testing.T) {
+	need(t, "hold concurrency slots", s.caps.slots)
+	const waiters = 5
+	r := &ratelimit.Rule{Name: "queue/slots", Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: time.Minute}
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			w := &queuedLimiter{Limiter: l.limiter, q: q, back: map[int64]time.Time{}, slot: true}
+			holder, err := r.Reserve(e.ctx, w, 1, l.name)
+			e.check(err == nil, "%s: the first call: %v", l.name, err)
+			var errs [waiters]error
+			e.whileRunning(func() {
+				var wg sync.WaitGroup
+				for i := range waiters {
+					placed := len(w.back)
+					wg.Go(func() {
+						var res *ratelimit.Reservation
+						if res, errs[i] = r.Reserve(e.ctx, w, 1, l.name); errs[i] == nil {
+							time.Sleep(2 * time.Millisecond)
+							errs[i] = res.Release(e.ctx)
+						}
+					})
+					for { // wait for its place, so the next begins to wait after it
+						w.mu.Lock()
+						n := len(w.back)
+						w.mu.Unlock()
+						if n > placed {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+				if holder != nil {
+					e.check(holder.Release(e.ctx) == nil, "%s: Release", l.name)
+				}
+				wg.Wait()
+			})
+			for i, err := range errs {
+				e.check(err == nil, "%s: waiter %d: %v", l.name, i, err)
+			}
+			e.check(len(w.early) == 0, "%s: waiters asked before their retry: %v", l.name, w.early)
+			e.check(len(w.admitted) == waiters, "%s: %d waiters took the slot from the queue, want %d", l.name, len(w.admitted), waiters)
+			for i := 1; i < len(w.admitted); i++ {
+				e.check(w.admitted[i] > w.admitted[i-1], "%s: took the slot out of order: %v", l.name, w.admitted)
+			}
+		}
+	})
 }
 
 // turnLimits returns one limit of alg admitting a call per period, and
@@ -123,6 +177,7 @@ type queuedLimiter struct {
 	ratelimit.Limiter
 	q ratelimit.Queuer
 
+	slot     bool // its calls take a concurrency slot
 	mu       sync.Mutex
 	admitted []int64             // the tickets of the admitted waiters, in order
 	back     map[int64]time.Time // when each ticket may come back, at the soonest
@@ -134,17 +189,43 @@ func (w *queuedLimiter) Unwrap() ratelimit.Limiter { return w.Limiter }
 func (w *queuedLimiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if at, ok := w.back[ticket]; ok && time.Now().Before(at) {
-		w.early = append(w.early, fmt.Sprintf("ticket %d came back %s early", ticket, at.Sub(time.Now())))
-	}
+	w.early = append(w.early, w.earlyTry(ticket)...)
 	d, held, at, err := w.q.AllowInTurn(ctx, req, ticket, wait)
+	w.note(d, ticket, held, err)
+	return d, held, at, err
+}
+
+// earlyTry returns what is wrong with a try of ticket now: nothing, or
+// that it came back before it was told to.
+func (w *queuedLimiter) earlyTry(ticket int64) []string {
+	if at, ok := w.back[ticket]; ok && time.Now().Before(at) {
+		return []string{fmt.Sprintf("ticket %d came back %s early", ticket, time.Until(at))}
+	}
+	return nil
+}
+
+// note records the answer to a try of ticket: an admission, or when the
+// call may come back. A call denied in its turn for want of a slot may
+// come back at once (it polls); one told to wait behind others, not
+// before its RetryAfter.
+func (w *queuedLimiter) note(d ratelimit.Decision, ticket, held int64, err error) {
 	switch {
 	case err != nil:
 	case d.Allowed && ticket != 0:
 		w.admitted = append(w.admitted, ticket)
-	case !d.Allowed && held != 0:
+	case !d.Allowed && held != 0 && (d.Source == ratelimit.SourceQueue || !w.slot):
 		w.back[held] = time.Now().Add(d.RetryAfter)
+	case !d.Allowed && held != 0:
+		w.back[held] = time.Now()
 	}
+}
+
+func (w *queuedLimiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.early = append(w.early, w.earlyTry(ticket)...)
+	d, held, at, err := w.q.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+	w.note(d, ticket, held, err)
 	return d, held, at, err
 }
 

@@ -18,8 +18,10 @@ import (
 // generic decide script run in a call's turn, or as the peek that tells a
 // call behind others when to come back.
 var (
-	queueText   = renderScript("queue.lua.tmpl", scriptData{Generic: true})
-	queueScript = redis.NewScript(sendable(queueText))
+	queueText       = renderScript("queue.lua.tmpl", scriptData{Generic: true})
+	queueScript     = redis.NewScript(sendable(queueText))
+	queueSlotText   = renderScript("queue.lua.tmpl", scriptData{Generic: true, Slot: true})
+	queueSlotScript = redis.NewScript(sendable(queueSlotText))
 )
 
 // errQueueSlots is AllowInTurn's error for a call whose limits' keys lie
@@ -86,15 +88,73 @@ func (l *redisBackend) queueRun(ctx context.Context, req *ratelimit.Request, tic
 	now := l.now()
 	keys := make([]string, 0, len(req.Limits)+2)
 	args := make([]any, 0, 6+4*len(req.Limits))
-	t := ""
-	if ticket != 0 {
-		t = strconv.FormatInt(ticket, 10)
-	}
-	args = append(args, t, ratelimit.QueueGrace.Microseconds(), max(wait, 0).Microseconds(), ratelimit.MaxQueue)
+	args = append(args, ticketArg(ticket), ratelimit.QueueGrace.Microseconds(), max(wait, 0).Microseconds(), ratelimit.MaxQueue)
 	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
 	order := l.queueKey(req)
 	keys = append(keys, order, order+":due")
 	return queueScript.Run(ctx, l.client, keys, args...).Result()
+}
+
+// ReserveSlotInTurn takes a slot of slot under token and decides req's
+// rate limits, all or nothing, when it is the call's turn in its queue,
+// in one EVALSHA of the queue script's slot form (see
+// [ratelimit.Queuer]); past the guards, as [Limiter.AllowInTurn] is.
+func (l *Limiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if l.breakers != nil && l.breakers.CircuitOpen() {
+		d, at, err := l.front.ReserveSlot(ctx, req, slot, token) // the breaker's error, or its fallback's
+		return d, 0, at, err
+	}
+	return l.redisBackend.reserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+}
+
+// reserveSlotInTurn is ReserveSlotInTurn without the breaker. It tells
+// its hook nothing but a failure: the rule does.
+func (l *redisBackend) reserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if len(req.Limits) > 0 {
+		if err := req.Validate(); err != nil {
+			return ratelimit.Decision{}, 0, time.Time{}, err
+		}
+	}
+	req.Key = callkey.Bound(req.Key)
+	run := func(at *int64) (any, error) {
+		now := l.now()
+		keys := make([]string, 0, len(req.Limits)+3)
+		args := make([]any, 0, 9+4*len(req.Limits))
+		args = append(args, ticketArg(ticket), ratelimit.QueueGrace.Microseconds(), max(wait, 0).Microseconds(), ratelimit.MaxQueue,
+			slot.Threshold, lease(slot).Microseconds(), token)
+		if len(req.Limits) > 0 {
+			keys, args = l.appendCallAt(keys, args, &req, now, l.boundsTime(now, at))
+		} else {
+			args = append(args, now)
+		}
+		order := l.queueKey(&req)
+		keys = append(keys, l.slotKey(&req), order, order+":due")
+		return queueSlotScript.Run(ctx, l.client, keys, args...).Result()
+	}
+	res, err := run(nil)
+	if t, skewed := calendarSkew(err); skewed {
+		res, err = run(&t)
+	}
+	var d ratelimit.Decision
+	var held, at int64
+	if err == nil {
+		d, held, at, err = parseQueued(res)
+	}
+	if err != nil {
+		return ratelimit.Decision{}, 0, time.Time{}, l.failed(ctx, req, err)
+	}
+	if !d.Allowed {
+		return d, held, time.Time{}, nil
+	}
+	return d, held, time.UnixMicro(at), nil
+}
+
+// ticketArg is a ticket as the queue script takes it: "" for none.
+func ticketArg(ticket int64) string {
+	if ticket == 0 {
+		return ""
+	}
+	return strconv.FormatInt(ticket, 10)
 }
 
 // Dequeue frees ticket's place in req's queue with one ZREM and HDEL. See

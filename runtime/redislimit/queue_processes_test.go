@@ -79,6 +79,10 @@ func (w *waiterLog) AllowInTurn(ctx context.Context, req ratelimit.Request, tick
 	return d, held, at, err
 }
 
+func (w *waiterLog) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	return w.q.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+}
+
 func (w *waiterLog) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
 	return w.q.Dequeue(ctx, req, ticket)
 }

@@ -137,7 +137,7 @@ func TestReserveTimeOnServerClock(t *testing.T) {
 // with their text under testdata/scripts (rewritten with -update); the
 // differential test runs them.
 func TestReserveScriptsRenderAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText, "queue": queueText} {
+	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText, "queue": queueText, "queue_slot": queueSlotText} {
 		file := filepath.Join("testdata", "scripts", name+".lua")
 		if *updateScripts {
 			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))

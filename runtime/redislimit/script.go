@@ -111,6 +111,7 @@ var luaConstants = template.FuncMap{
 	"packSlot":     func() int64 { return packSlot },
 	"packBound":    func() int64 { return packBound },
 	"calendarSkew": func() string { return calendarSkewCode },
+	"slotPoll":     func() int64 { return ratelimit.SlotPoll.Microseconds() },
 }
 
 // decideText is the generic decide script as rendered, which takes its
@@ -134,6 +135,9 @@ type scriptData struct {
 	// Lines asks for the generic script that replies with each committed
 	// limit's record, for a refund (see lines.go); with Generic.
 	Lines bool
+	// Slot asks for the queue script that takes a concurrency slot in the
+	// call's turn (see queue.go); with Generic.
+	Slot bool
 	plan
 }
 

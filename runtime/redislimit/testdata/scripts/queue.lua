@@ -667,6 +667,7 @@ if head then
   waiting = redis.call("ZCARD", order)
 end
 local reply, retry, queued
+local back -- when the call is to come back, if not at its retry
 if at == 0 or (not at and waiting == 0) then
   -- Its turn: decide.
   reply = decide_one(keys, argv)
@@ -693,7 +694,8 @@ else
   -- rounding. A calendar limit adds nothing. Its twin is queuedSpan
   -- (runtime/memoryqueue.go).
   local ahead = at or waiting
-  local units, span = argv[2] + ahead, 0
+  local units, span, index = (argv[2] or 1) + ahead, 0, 0
+  retry = 0
   for i = 1, n do
     local algo, period = argv[4 * i - 1], argv[4 * i] + 0
     local threshold, capacity = argv[4 * i + 1] + 0, argv[4 * i + 2] + 0
@@ -715,18 +717,18 @@ else
     if s > span then span = s end
   end
   if units < 1 then units = 1 end
-  local peek = {}
-  for j = 1, #argv do peek[j] = argv[j] end
-  peek[2], peek[3 + 4 * n] = units, "peek"
-  reply = decide_one(keys, peek)
-  if type(reply) == "table" and reply.err then return reply end
-  local index = 0
-  retry = 0
-  if type(reply) == "table" then
-    index = reply[5]
-    if reply[1] == 0 then retry = reply[3] end
+  if n > 0 then
+    local peek = {}
+    for j = 1, #argv do peek[j] = argv[j] end
+    peek[2], peek[3 + 4 * n] = units, "peek"
+    reply = decide_one(keys, peek)
+    if type(reply) == "table" and reply.err then return reply end
+    if type(reply) == "table" then
+      index = reply[5]
+      if reply[1] == 0 then retry = reply[3] end
+    end
+    if n == 1 then retry = retry + span elseif span > retry then retry = span end
   end
-  if n == 1 then retry = retry + span elseif span > retry then retry = span end
   if retry == 0 then
     -- The units are there: the calls ahead have yet to come. Come back a
     -- millisecond after the last of them is due.
@@ -744,7 +746,8 @@ end
 -- The call is denied: it holds its place, due when told to come back, or
 -- frees it when that is beyond its wait (or gets none, when the queue is
 -- full).
-if retry > wait or (not at and waiting >= most) then
+back = back or retry
+if back > wait or (not at and waiting >= most) then
   if at then
     redis.call("ZREM", order, ticket)
     redis.call("HDEL", dues, ticket)
@@ -757,7 +760,7 @@ if not at then
   if last and last + 0 >= ticket then ticket = last + 1 end
   redis.call("ZADD", order, ticket, ticket)
 end
-local due = now + retry
+local due = now + back
 redis.call("HSET", dues, ticket, due)
 -- Both keys outlive the latest due time and its grace.
 local ttl = math.floor((due + grace - now) / 1000) + 1000
