@@ -56,7 +56,8 @@ import (
 // limit and whose RetryAfter is when the soonest lease ends (a bound: a
 // slot frees as soon as a call gives it back); with the rule's Wait the
 // call polls for a slot until its wait is over, whatever the lease, so
-// a slot given back admits it. Overrides apply to the rate limits
+// a slot given back admits it, in the order calls began to wait on a
+// limiter that offers [Queuer]. Overrides apply to the rate limits
 // only, shadow mode to neither; when the backend fails, [FailOpen] lets
 // the call run without a slot, and the other policies fail it. A limiter
 // holds slots as a [SlotHolder], which the limiter offers (see [As]); an
