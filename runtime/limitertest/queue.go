@@ -59,29 +59,14 @@ func (s *suite) slotOrder(t *testing.T) {
 							errs[i] = res.Release(e.ctx)
 						}
 					})
-					for { // wait for its place, so the next begins to wait after it
-						w.mu.Lock()
-						n := len(w.back)
-						w.mu.Unlock()
-						if n > placed {
-							break
-						}
-						time.Sleep(time.Millisecond)
-					}
+					w.placedBeyond(placed) // so the next begins to wait after it
 				}
 				if holder != nil {
 					e.check(holder.Release(e.ctx) == nil, "%s: Release", l.name)
 				}
 				wg.Wait()
 			})
-			for i, err := range errs {
-				e.check(err == nil, "%s: waiter %d: %v", l.name, i, err)
-			}
-			e.check(len(w.early) == 0, "%s: waiters asked before their retry: %v", l.name, w.early)
-			e.check(len(w.admitted) == waiters, "%s: %d waiters took the slot from the queue, want %d", l.name, len(w.admitted), waiters)
-			for i := 1; i < len(w.admitted); i++ {
-				e.check(w.admitted[i] > w.admitted[i-1], "%s: took the slot out of order: %v", l.name, w.admitted)
-			}
+			w.inOrder(e, l.name, errs[:])
 		}
 	})
 }
@@ -195,6 +180,33 @@ func (w *queuedLimiter) AllowInTurn(ctx context.Context, req ratelimit.Request, 
 	return d, held, at, err
 }
 
+// inOrder checks that every waiter was admitted (errs: what each got),
+// from the queue, in the order of the places they took, and that none
+// came back before it was told to.
+func (w *queuedLimiter) inOrder(e *env, name string, errs []error) {
+	for i, err := range errs {
+		e.check(err == nil, "%s: waiter %d: %v", name, i, err)
+	}
+	e.check(len(w.early) == 0, "%s: waiters asked before their retry: %v", name, w.early)
+	e.check(len(w.admitted) == len(errs), "%s: %d waiters admitted from the queue, want %d", name, len(w.admitted), len(errs))
+	for i := 1; i < len(w.admitted); i++ {
+		e.check(w.admitted[i] > w.admitted[i-1], "%s: admitted out of order: %v", name, w.admitted)
+	}
+}
+
+// placedBeyond returns once more than n calls got a place.
+func (w *queuedLimiter) placedBeyond(n int) {
+	for {
+		w.mu.Lock()
+		placed := len(w.back)
+		w.mu.Unlock()
+		if placed > n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // earlyTry returns what is wrong with a try of ticket now: nothing, or
 // that it came back before it was told to.
 func (w *queuedLimiter) earlyTry(ticket int64) []string {
@@ -267,26 +279,11 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 							errs[i] = r.Check(e.ctx, w, 1, l.name)
 						}
 					})
-					for { // wait for its place, so the next begins to wait after it
-						w.mu.Lock()
-						n := len(w.back)
-						w.mu.Unlock()
-						if n > placed {
-							break
-						}
-						time.Sleep(time.Millisecond)
-					}
+					w.placedBeyond(placed) // so the next begins to wait after it
 				}
 				wg.Wait()
 			})
-			for i, err := range errs {
-				e.check(err == nil, "%s: waiter %d: %v", l.name, i, err)
-			}
-			e.check(len(w.early) == 0, "%s: waiters asked before their retry: %v", l.name, w.early)
-			e.check(len(w.admitted) == waiters, "%s: %d waiters admitted from the queue, want %d", l.name, len(w.admitted), waiters)
-			for i := 1; i < len(w.admitted); i++ {
-				e.check(w.admitted[i] > w.admitted[i-1], "%s: admitted out of order: %v", l.name, w.admitted)
-			}
+			w.inOrder(e, l.name, errs[:])
 			d, held, _, err := q.AllowInTurn(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits, Rule: r}, 0, time.Minute)
 			e.check(err == nil && d.Source != ratelimit.SourceQueue, "%s: a call after the waiters found the queue not empty: %+v, %v", l.name, d, err)
 			if held != 0 {

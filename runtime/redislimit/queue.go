@@ -61,9 +61,21 @@ func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, t
 			return ratelimit.Decision{}, 0, time.Time{}, errQueueSlots
 		}
 	}
-	res, err := l.queueRun(ctx, &req, ticket, wait, nil)
+	d, held, at, err := l.queued(ctx, req, func(at *int64) (any, error) { return l.queueRun(ctx, &req, ticket, wait, at) })
+	if err == nil && l.cfg.Hook != nil && d.Source != ratelimit.SourceQueue {
+		l.decided(ctx, req, d)
+	}
+	return d, held, at, err
+}
+
+// queued runs a queue script with run, again around the time a calendar
+// skew tells, and decodes its reply: the decision, the ticket the call
+// holds, and when an admitted call was charged. A failure goes to the
+// hook.
+func (l *redisBackend) queued(ctx context.Context, req ratelimit.Request, run func(at *int64) (any, error)) (ratelimit.Decision, int64, time.Time, error) {
+	res, err := run(nil)
 	if t, skewed := calendarSkew(err); skewed {
-		res, err = l.queueRun(ctx, &req, ticket, wait, &t)
+		res, err = run(&t)
 	}
 	var d ratelimit.Decision
 	var held, at int64
@@ -73,14 +85,12 @@ func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, t
 	if err != nil {
 		return ratelimit.Decision{}, 0, time.Time{}, l.failed(ctx, req, err)
 	}
-	if l.cfg.Hook != nil && d.Source != ratelimit.SourceQueue {
-		l.decided(ctx, req, d)
-	}
 	if !d.Allowed {
 		return d, held, time.Time{}, nil
 	}
 	return d, held, time.UnixMicro(at), nil
 }
+
 
 // queueRun runs the queue script for req, with the bounds of its calendar
 // periods around at (µs), or when at is nil around its time.
@@ -131,22 +141,7 @@ func (l *redisBackend) reserveSlotInTurn(ctx context.Context, req ratelimit.Requ
 		keys = append(keys, l.slotKey(&req), order, order+":due")
 		return queueSlotScript.Run(ctx, l.client, keys, args...).Result()
 	}
-	res, err := run(nil)
-	if t, skewed := calendarSkew(err); skewed {
-		res, err = run(&t)
-	}
-	var d ratelimit.Decision
-	var held, at int64
-	if err == nil {
-		d, held, at, err = parseQueued(res)
-	}
-	if err != nil {
-		return ratelimit.Decision{}, 0, time.Time{}, l.failed(ctx, req, err)
-	}
-	if !d.Allowed {
-		return d, held, time.Time{}, nil
-	}
-	return d, held, time.UnixMicro(at), nil
+	return l.queued(ctx, req, run)
 }
 
 // ticketArg is a ticket as the queue script takes it: "" for none.
