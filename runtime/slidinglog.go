@@ -16,8 +16,9 @@ func (r *logRun) ends() int64 { return r.at + r.hold }
 // oldest first, mirroring the Redis list of check sliding_log in
 // redislimit/lua/sliding_log.lua.tmpl, which holds one entry per call
 // weighted by its cost (a run here may hold several calls logged at one
-// time) and its units in O(1), and names start, logged, units, need and
-// newest as check and charge do here. Both hold a call in constant space
+// time; a held reservation's is a run of its own, as its entry is) and
+// its units in O(1), and names start, logged, units, need and newest as
+// check and charge do here. Both hold a call in constant space
 // and time whatever its cost.
 type logState struct {
 	runs  []logRun // ring buffer; len is a power of two or zero

@@ -91,16 +91,25 @@ import (
 //     deadline is before start + (window end − at)), so its units count
 //     where the calls' would. The unused ones are refunded; a refund after
 //     the window ended gives nothing back (under-admission only).
-//   - SlidingLog: a unit counts for a period after its time. The lease's N
-//     units, logged at at, cover the calls until at + Period; a call at t
-//     would count until t + Period. So the lease lasts at most a quarter
-//     Period, and its end first charges on top the used units (logged at
-//     the end's time, after every call it admitted), then refunds the N
-//     units logged at at. That is exact when the backend applies the end
-//     before at + Period (three quarters of a period after the lease's
-//     last call at the latest); a backend that stalls longer than that
-//     (Redis frozen for most of a period) lets the used units weigh only
-//     from the end's time, which the guard cannot prevent.
+//   - SlidingLog: a unit counts for a period after its time, and a call
+//     at t would count until t + Period. A lease lasts hold = min(Prefetch,
+//     Period/4) at most, so its calls come before at + hold. On a backend
+//     that is a [HeldReserver] (the memory limiter, redislimit's), the
+//     lease's N units are charged held: they weigh until at + hold +
+//     Period, covering every call the lease can admit however it ends,
+//     or if it never does (the process died, or its give-back failed);
+//     its end only refunds the units no call used (a held charge keeps 2
+//     units or none, so a lease that admitted one call keeps 2). A held
+//     reservation goes to the backend beneath the guards between; when it
+//     fails, the lease is reserved plain through them, and so are the
+//     next until a plain one succeeds. On another backend, or reserved
+//     plain, the N units weigh until at + Period, and the lease's end
+//     first charges on top the used units (logged at the end's time,
+//     after every call it admitted), then refunds the N units: exact
+//     when the end is applied before at + Period, and not when it comes
+//     later or never (a process that died mid-lease, a backend frozen for
+//     most of a period): the used units then stop weighing before the
+//     calls' own would have.
 //   - TokenBucket and GCRA: the bucket's state is its theoretical arrival
 //     time TAT, and a unit taken at at rather than at a later t may find
 //     refill that the call's own charge would have wasted on a full
@@ -122,7 +131,12 @@ import (
 // process can use them: per process and leased key, at most half of what
 // the line had left divided by the fleet count, for at most Prefetch
 // (fixed and sliding windows: until the window ends at the latest; the
-// sliding log: a quarter period). A bucket's pad is at most
+// sliding log: a quarter period). A sliding log's held charge weighs
+// hold longer than its calls' own (those admitted last weigh as theirs
+// would), and keeps the log's entries logged after it until it goes (the
+// Redis list is trimmed from its oldest end): at most hold, a quarter
+// period, longer than they would; a process that dies mid-lease leaves
+// its N units weighing until at + hold + Period. A bucket's pad is at most
 // ⌈Prefetch×Threshold/Period⌉ units per lease, charged only while the
 // bucket is fuller than Prefetch of refill.
 type Leases struct {
