@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -26,7 +27,41 @@ type heldReservation struct {
 // as the twin does (denials' retries through held entries too), Peek
 // agrees, and every log keeps its count right.
 func TestHeldLogBackendsAgree(t *testing.T) {
-	sets := []agreeSet{
+	standalone := func(t *testing.T, clock ratelimit.Clock) *Limiter {
+		return newTestRedis(t, ratelimit.WithClock(clock))
+	}
+	for _, set := range heldLogSets() {
+		t.Run(set.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 4; seed++ {
+				untilCalm(t, stalledMsg, func() bool { return heldAgree(t, set, seed, standalone, false) })
+				requireLogsCounted(t, rdb(t))
+			}
+		})
+	}
+}
+
+// heldLinesAgree: on a cluster, held reservations of calls with a key per
+// limit, each on a hash tag of its own (decided per group, a group's
+// charge refunded when another denies: a held entry too), agree with the
+// twin as on one server.
+func (ct *clusterTest) heldLinesAgree(t *testing.T) {
+	cluster := func(t *testing.T, clock ratelimit.Clock) *Limiter {
+		l, _ := ct.limiter(t, ratelimit.WithClock(clock), WithDenyCache(0))
+		return l
+	}
+	for _, set := range heldLogSets() {
+		t.Run(set.name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 2; seed++ {
+				untilCalm(t, stalledMsg, func() bool { return heldAgree(t, set, seed, cluster, true) })
+			}
+		})
+	}
+}
+
+// heldLogSets are the sets of TestHeldLogBackendsAgree: sliding logs
+// alone, on a clock stepping back, and beside a fixed window.
+func heldLogSets() []agreeSet {
+	return []agreeSet{
 		{name: "log", limits: []ratelimit.Limit{{Period: 200 * time.Millisecond, Threshold: 60, Algorithm: ratelimit.SlidingLog}}, maxCost: 12},
 		{name: "log/skew", limits: []ratelimit.Limit{{Period: 20 * time.Millisecond, Threshold: 60, Algorithm: ratelimit.SlidingLog}}, maxCost: 12, skew: true},
 		{name: "log+window", limits: []ratelimit.Limit{
@@ -35,24 +70,18 @@ func TestHeldLogBackendsAgree(t *testing.T) {
 			{Period: 400 * time.Millisecond, Threshold: 90, Algorithm: ratelimit.SlidingLog},
 		}, maxCost: 9},
 	}
-	for _, set := range sets {
-		t.Run(set.name, func(t *testing.T) {
-			for seed := uint64(1); seed <= 4; seed++ {
-				untilCalm(t, stalledMsg, func() bool { return heldAgree(t, set, seed) })
-				requireLogsCounted(t, rdb(t))
-			}
-		})
-	}
 }
 
-// heldAgree runs seed's sequence of set for TestHeldLogBackendsAgree, and
-// returns false if it stalled in real time (see realTimeGuard).
-func heldAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
+// heldAgree runs seed's sequence of set for TestHeldLogBackendsAgree on
+// the limiter newRed makes, the calls with a key per limit (each on a hash
+// tag of its own) when keyed is set, and returns false if it stalled in
+// real time (see realTimeGuard).
+func heldAgree(t *testing.T, set agreeSet, seed uint64, newRed func(*testing.T, ratelimit.Clock) *Limiter, keyed bool) (calm bool) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, uint64(len(set.name))+11))
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
-	red := newTestRedis(t, ratelimit.WithClock(clock))
+	red := newRed(t, clock)
 	back := guarded{red.redisBackend}
 	guard := newRealTimeGuard(clock, set.all()...)
 	minPeriod := set.limits[0].Period
@@ -64,6 +93,13 @@ func heldAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 	for i := range 400 {
 		heldStep(rng, clock, set, minPeriod)
 		req := set.request(rng, set.limits)
+		if keyed {
+			req.Keys = make([]string, len(req.Limits))
+			for j := range req.Keys {
+				req.Keys[j] = fmt.Sprintf("{t%d}%s", j, req.Key)
+			}
+			req.Key = ""
+		}
 		guard.start()
 		switch op := rng.IntN(10); {
 		case op < 4 && len(open) > 0: // settle one
