@@ -91,6 +91,7 @@ type memoryPlan struct {
 	unit, unitFrac   int64 // period / threshold
 	perCall          bool  // the limit counts calls: each takes 1 unit (Limit.PerCall)
 	period           muldiv.Divisor
+	hold             int64 // SlidingLog: µs a held reservation's units weigh past a period
 }
 
 // units returns the units a call of cost takes of the plan's limit.
@@ -168,6 +169,9 @@ func (s *limitState) charge(p *memoryPlan, now, cost int64) int64 {
 	case tokenCounter, gcraCounter, leakyCounter:
 		return s.bucketState.tatCharge(p, now, cost)
 	}
+	if p.hold > 0 {
+		return s.logState.chargeHeld(p.Period, now, cost, p.hold)
+	}
 	return s.logState.charge(p.Period, now, cost)
 }
 
@@ -182,7 +186,7 @@ func (s *limitState) refund(p *memoryPlan, now, at, n int64) {
 	case tokenCounter, gcraCounter, leakyCounter:
 		s.bucketState.tatRefund(p, now, n)
 	default:
-		s.logState.refund(p.Period, now, at, n)
+		s.logState.refund(p.Period, now, at, p.hold, n)
 	}
 }
 

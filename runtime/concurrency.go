@@ -271,7 +271,7 @@ func (l *MemoryLimiter) reserveSlot(ctx context.Context, req Request, slot Limit
 	d := Decision{Allowed: true, Remaining: slot.Threshold - int64(len(m)) - 1}
 	if len(req.Limits) > 0 {
 		var err error
-		if d, now, err = l.reserve(ctx, req, false); err != nil || !d.Allowed {
+		if d, now, err = l.reserve(ctx, req, false, 0); err != nil || !d.Allowed {
 			return d, now, err
 		}
 	}

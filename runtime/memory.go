@@ -80,10 +80,10 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 // against the plans made once for the rule's limits (see [Request.Rule]).
 func (l *MemoryLimiter) Allow(ctx context.Context, req Request) (d Decision, err error) {
 	if req.Keys != nil {
-		_, err = l.decideKeys(ctx, &req, true, &d)
+		_, err = l.decideKeys(ctx, &req, true, 0, &d)
 		return d, err
 	}
-	d, _, err = l.reserve(ctx, req, true)
+	d, _, err = l.reserve(ctx, req, true, 0)
 	return d, err
 }
 
@@ -276,15 +276,19 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 }
 
 // plansOf returns the plans of req's limits: those of its rule, made
-// once, when prep (the rule's validation) covers them, else made now in
-// buf (on the caller's stack for up to 4 limits).
-func plansOf(req *Request, prep *rulePrep, buf *[4]memoryPlan) []memoryPlan {
-	if prep != nil {
+// once, when prep (the rule's validation) covers them and hold is 0, else
+// made now in buf (on the caller's stack for up to 4 limits), those of
+// SlidingLog limits held hold µs (see ReserveHeld).
+func plansOf(req *Request, prep *rulePrep, buf *[4]memoryPlan, hold int64) []memoryPlan {
+	if prep != nil && hold == 0 {
 		return prep.plans
 	}
 	plans := buf[:0]
 	for _, lim := range req.Limits {
 		plans = append(plans, memoryPlanOf(lim))
+		if p := &plans[len(plans)-1]; p.counter == logCounter {
+			p.hold = hold
+		}
 	}
 	return plans
 }

@@ -23,8 +23,9 @@ type lineSet struct {
 // decideKeys is decide for a request with Keys: it locks the shards of
 // every key at once, in the order of their index so that no two calls
 // wait for each other, and decides all limits under them. With charge
-// unset (Peek) it keeps no new state. It returns the time it decided at.
-func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, d *Decision) (int64, error) {
+// unset (Peek) it keeps no new state; hold holds the charge of its
+// SlidingLog limits (see plansOf). It returns the time it decided at.
+func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, hold int64, d *Decision) (int64, error) {
 	prep := req.prepared()
 	if err := req.validate(prep); err != nil {
 		return 0, err
@@ -76,7 +77,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		set.entries[i] = e
 	}
 	var buf [4]memoryPlan
-	set.decide(plansOf(req, prep, &buf), req.Units(), now, charge, d)
+	set.decide(plansOf(req, prep, &buf, hold), req.Units(), now, charge, d)
 	for _, s := range set.shards[:set.nShards] {
 		l.shards[s].mu.Unlock()
 	}

@@ -39,10 +39,10 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 	}
 	decide := func() (d Decision, charged int64, err error) {
 		if req.Keys != nil {
-			charged, err = l.decideKeys(ctx, &req, true, &d)
+			charged, err = l.decideKeys(ctx, &req, true, 0, &d)
 			return d, charged, err
 		}
-		return l.reserve(ctx, req, true)
+		return l.reserve(ctx, req, true, 0)
 	}
 	return l.inTurn(ctx, &req, ticket, wait, -1, decide)
 }

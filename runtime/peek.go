@@ -94,7 +94,7 @@ func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error)
 	}
 	if req.Keys != nil {
 		var d Decision
-		if _, err := l.decideKeys(context.Background(), &req, false, &d); err != nil {
+		if _, err := l.decideKeys(context.Background(), &req, false, 0, &d); err != nil {
 			return Decision{}, err
 		}
 		return peeked(&req, d), nil
@@ -127,7 +127,7 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 	}
 	var d Decision
 	var buf [4]memoryPlan
-	e.decidePlans(plansOf(req, prep, &buf), req.Units(), now, false, &d)
+	e.decidePlans(plansOf(req, prep, &buf, 0), req.Units(), now, false, &d)
 	shard.mu.Unlock()
 	return d, nil
 }

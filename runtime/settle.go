@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
@@ -11,16 +12,64 @@ import (
 // which an admitted call was charged, for [MemoryLimiter.Adjust]. See
 // [Reserver].
 func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, time.Time, error) {
-	d, at, err := l.reserve(ctx, req, true)
+	d, at, err := l.reserve(ctx, req, true, 0)
 	return d, fromMicros(at), err
 }
 
+// ReserveHeld is Reserve, except that the units it charges to a
+// SlidingLog limit weigh until hold past a period after the time it
+// charged them at, as a lease's charge must (see Holder in package
+// guard); [MemoryLimiter.RefundHeld] gives them back. Its twin is
+// redislimit's reserve script with a hold.
+func (l *MemoryLimiter) ReserveHeld(ctx context.Context, req Request, hold time.Duration) (Decision, time.Time, error) {
+	if err := validHold(&req, hold); err != nil {
+		return Decision{}, time.Time{}, err
+	}
+	d, at, err := l.reserve(ctx, req, true, hold.Microseconds())
+	return d, fromMicros(at), err
+}
+
+// RefundHeld takes back up to n units that [MemoryLimiter.ReserveHeld]
+// charged to req at the time at with hold: of each SlidingLog limit,
+// those logged at at with that hold, newest first, a held entry keeping 2
+// units or none (as [MemoryLimiter.Adjust] refunds them of the other
+// limits). Its twin is redislimit's adjust script with a hold.
+func (l *MemoryLimiter) RefundHeld(ctx context.Context, req Request, at time.Time, hold time.Duration, n int64) error {
+	if err := validHold(&req, hold); err != nil || n <= 0 {
+		return err
+	}
+	return l.adjust(ctx, req, at, hold.Microseconds(), -n)
+}
+
+// validHold returns the error of a held reservation of req with hold: a
+// hold must be positive and at most a quarter of each SlidingLog limit's
+// period, of which the call takes 2 units at least (it counts units, not
+// calls).
+func validHold(req *Request, hold time.Duration) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if hold <= 0 {
+		return fmt.Errorf("%w: %s: a hold of %v", ErrInvalidLimit, req.Name, hold)
+	}
+	for _, lim := range req.Limits {
+		if lim.algorithm() != SlidingLog {
+			continue
+		}
+		if hold > lim.Period/4 || lim.PerCall || req.Units() < 2 {
+			return fmt.Errorf("%w: %s: a hold of %v takes at least 2 units of a sliding log of a period of %v at least four times as long", ErrInvalidLimit, req.Name, hold, lim.Period)
+		}
+	}
+	return nil
+}
+
 // reserve is Reserve, which tells the hook of its decision when report is
-// set (always, of a request with a key per limit).
-func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (Decision, int64, error) {
+// set (always, of a request with a key per limit), holding the charge of
+// its SlidingLog limits hold µs (see plansOf).
+func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool, hold int64) (Decision, int64, error) {
 	var d Decision
 	if req.Keys != nil {
-		now, err := l.decideKeys(ctx, &req, true, &d)
+		now, err := l.decideKeys(ctx, &req, true, hold, &d)
 		return d, now, err
 	}
 	key, hash, prep, err := l.locate(&req)
@@ -28,7 +77,7 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (
 		return d, 0, err
 	}
 	var buf [4]memoryPlan
-	now := l.decidePair(req.Name, key, hash, plansOf(&req, prep, &buf), req.Units(), &d)
+	now := l.decidePair(req.Name, key, hash, plansOf(&req, prep, &buf, hold), req.Units(), &d)
 	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
 	}
@@ -45,6 +94,12 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool) (
 // ([Limit.PerCall]) is left as it is. Its twin is redislimit's adjust
 // script. See [Reserver].
 func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Time, delta int64) error {
+	return l.adjust(ctx, req, atTime, 0, delta)
+}
+
+// adjust is Adjust of a reservation whose SlidingLog limits were held
+// hold µs (0: none).
+func (l *MemoryLimiter) adjust(_ context.Context, req Request, atTime time.Time, hold, delta int64) error {
 	at := micros(atTime)
 	if req.Keys != nil {
 		if err := req.Validate(); err != nil || delta == 0 {
@@ -53,7 +108,7 @@ func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Tim
 		now := l.now()
 		for i, lim := range req.Limits {
 			name, j := req.Line(i)
-			l.adjustOne(name, callkey.Bound(req.Keys[i]), j, lim, now, at, delta)
+			l.adjustOne(name, callkey.Bound(req.Keys[i]), j, lim, now, at, hold, delta)
 		}
 		return nil
 	}
@@ -63,13 +118,13 @@ func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Tim
 	}
 	now := l.now()
 	for i, lim := range req.Limits {
-		l.adjustOne(req.Name, key, i, lim, now, at, delta)
+		l.adjustOne(req.Name, key, i, lim, now, at, hold, delta)
 	}
 	return nil
 }
 
-// adjustOne is Adjust of limit lim, whose state is limit i of (name, key).
-func (l *MemoryLimiter) adjustOne(name, key string, i int, lim Limit, now, at, delta int64) {
+// adjustOne is adjust of limit lim, whose state is limit i of (name, key).
+func (l *MemoryLimiter) adjustOne(name, key string, i int, lim Limit, now, at, hold, delta int64) {
 	if lim.PerCall {
 		return // a settle changes what the call cost, not that it was made
 	}
@@ -88,6 +143,9 @@ func (l *MemoryLimiter) adjustOne(name, key string, i int, lim Limit, now, at, d
 		e.limits = append(e.limits, make([]limitState, i+1-len(e.limits))...)
 	}
 	p := memoryPlanOf(lim)
+	if p.counter == logCounter {
+		p.hold = hold
+	}
 	s := &e.limits[i]
 	if s.counter != p.counter {
 		if delta < 0 || s.counter != 0 {

@@ -91,16 +91,25 @@ import (
 //     deadline is before start + (window end − at)), so its units count
 //     where the calls' would. The unused ones are refunded; a refund after
 //     the window ended gives nothing back (under-admission only).
-//   - SlidingLog: a unit counts for a period after its time. The lease's N
-//     units, logged at at, cover the calls until at + Period; a call at t
-//     would count until t + Period. So the lease lasts at most a quarter
-//     Period, and its end first charges on top the used units (logged at
-//     the end's time, after every call it admitted), then refunds the N
-//     units logged at at. That is exact when the backend applies the end
-//     before at + Period (three quarters of a period after the lease's
-//     last call at the latest); a backend that stalls longer than that
-//     (Redis frozen for most of a period) lets the used units weigh only
-//     from the end's time, which the guard cannot prevent.
+//   - SlidingLog: a unit counts for a period after its time, and a call
+//     at t would count until t + Period. A lease lasts hold = min(Prefetch,
+//     Period/4) at most, so its calls come before at + hold. On a backend
+//     that is a [HeldReserver] (the memory limiter, redislimit's), the
+//     lease's N units are charged held: they weigh until at + hold +
+//     Period, covering every call the lease can admit however it ends,
+//     or if it never does (the process died, or its give-back failed);
+//     its end only refunds the units no call used (a held charge keeps 2
+//     units or none, so a lease that admitted one call keeps 2). A held
+//     reservation goes to the backend beneath the guards between; when it
+//     fails, the lease is reserved plain through them, and so are the
+//     next until a plain one succeeds. On another backend, or reserved
+//     plain, the N units weigh until at + Period, and the lease's end
+//     first charges on top the used units (logged at the end's time,
+//     after every call it admitted), then refunds the N units: exact
+//     when the end is applied before at + Period, and not when it comes
+//     later or never (a process that died mid-lease, a backend frozen for
+//     most of a period): the used units then stop weighing before the
+//     calls' own would have.
 //   - TokenBucket and GCRA: the bucket's state is its theoretical arrival
 //     time TAT, and a unit taken at at rather than at a later t may find
 //     refill that the call's own charge would have wasted on a full
@@ -122,11 +131,21 @@ import (
 // process can use them: per process and leased key, at most half of what
 // the line had left divided by the fleet count, for at most Prefetch
 // (fixed and sliding windows: until the window ends at the latest; the
-// sliding log: a quarter period). A bucket's pad is at most
+// sliding log: a quarter period). A sliding log's held charge weighs
+// hold longer than its calls' own (those admitted last weigh as theirs
+// would), and keeps the log's entries logged after it until it goes (the
+// Redis list is trimmed from its oldest end): at most hold, a quarter
+// period, longer than they would; a process that dies mid-lease leaves
+// its N units weighing until at + hold + Period. A bucket's pad is at most
 // ⌈Prefetch×Threshold/Period⌉ units per lease, charged only while the
 // bucket is fuller than Prefetch of refill.
 type Leases struct {
 	backend
+	// held is the backend's HeldReserver, if any; unheld is set while a
+	// held reservation failed and no plain one succeeded since (an
+	// outage: the guards between see the plain ones).
+	held      HeldReserver
+	unheld    atomic.Bool
 	clock     ratelimit.Clock
 	hook      ratelimit.Hook // the backend's, told of the calls leases admit
 	processes func() int
@@ -178,7 +197,8 @@ type lease struct {
 	units    int64             // charged
 	backlog  int64             // buckets: emission intervals of backlog at at, at least
 	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
-	log      bool              // SlidingLog: its end re-logs the used units
+	log      bool              // SlidingLog: its end re-logs the used units, unless held
+	hold     time.Duration     // SlidingLog: how long its charge was held (HeldReserver); 0: not held
 	timer    *time.Timer       // ends it at its deadline; set and stopped under the line's mu
 	// used is the units admitted, or ended once the lease ended: calls
 	// add to it with a compare-and-swap, and the end swaps it for ended,
@@ -204,6 +224,7 @@ const ended = -1 << 62
 // Reserve); a give-back tells it nothing.
 func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 	g := &Leases{backend: backendOf(backend), processes: func() int { return 1 }}
+	g.held, _ = ratelimit.As[HeldReserver](backend)
 	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
 		g.clock, g.hook = cfg.Config().Clock, cfg.Config().Hook
 	}
@@ -678,6 +699,12 @@ func (ln *leaseLine) expire(g *Leases, l *lease) {
 func (g *Leases) giveBack(l *lease, used int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
+	if l.hold > 0 {
+		if back := l.units - used; back > 0 {
+			_ = g.held.RefundHeld(ctx, l.req, l.at, l.hold, back)
+		}
+		return
+	}
 	if l.log {
 		if used > 0 && g.reserver.Adjust(ctx, l.req, l.at, used) != nil {
 			return // the lease's units stay logged at at: never fewer
@@ -723,26 +750,57 @@ func leaseRequest(req *ratelimit.Request, idx int, n int64) ratelimit.Request {
 func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, idx int, n, now int64) (*lease, int64, error) {
 	limit := req.Limits[idx]
 	lr := leaseRequest(req, idx, n)
-	d, at, err := g.reserver.Reserve(ctx, lr)
+	d, at, hold, err := g.reserveLease(ctx, lr, g.holdOf(limit))
 	if err != nil || !d.Allowed {
 		if err != nil {
 			return nil, -1, err
 		}
 		return nil, d.Remaining, nil
 	}
-	l := &lease{req: lr, limit: limit, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds()}
+	l := &lease{req: lr, limit: limit, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds(), hold: hold}
 	switch limit.AlgorithmOrDefault() {
 	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
 		end := windowEnd(limit, at.UnixMicro())
 		l.deadline = min(l.deadline, now+end-at.UnixMicro())
 	case ratelimit.SlidingLog:
 		l.log = true
-		l.deadline = min(l.deadline, now+limit.Period.Microseconds()/4)
+		l.deadline = now + min(limit.Prefetch, limit.Period/4).Microseconds()
 	case ratelimit.TokenBucket, ratelimit.GCRA:
 		l.bucket = true
 		l.backlog = max(limit.MaxCost()-d.Remaining-1-n, 0)
 	}
 	return l, d.Remaining, nil
+}
+
+// holdOf returns the hold of a lease of limit: for a SlidingLog, when the
+// backend is a HeldReserver that did not fail since its last plain
+// reservation, its life (Prefetch, at most a quarter period); else 0.
+func (g *Leases) holdOf(limit ratelimit.Limit) time.Duration {
+	if g.held == nil || g.unheld.Load() || limit.AlgorithmOrDefault() != ratelimit.SlidingLog {
+		return 0
+	}
+	return min(limit.Prefetch, limit.Period/4)
+}
+
+// reserveLease charges lr, held hold when it is positive, and returns
+// the hold it was charged with. A held reservation goes to the backend
+// beneath the guards between (deny cache, breaker, fallback); when it
+// fails, the lease is reserved plain through them, and so are the next
+// ones until one succeeds, so that an outage is seen by the breaker and
+// the fallback as without holds.
+func (g *Leases) reserveLease(ctx context.Context, lr ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, time.Duration, error) {
+	if hold > 0 {
+		d, at, err := g.held.ReserveHeld(ctx, lr, hold)
+		if err == nil {
+			return d, at, hold, nil
+		}
+		g.unheld.Store(true)
+	}
+	d, at, err := g.reserver.Reserve(ctx, lr)
+	if err == nil {
+		g.unheld.Store(false)
+	}
+	return d, at, 0, err
 }
 
 // windowEnd returns the end (µs) of the window of a FixedWindow or

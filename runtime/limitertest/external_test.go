@@ -41,6 +41,16 @@ func (f forwarding) Adjust(ctx context.Context, req ratelimit.Request, at time.T
 	return f.m.Adjust(ctx, req, at, delta)
 }
 
+// ReserveHeld and RefundHeld make it a guard.HeldReserver: a sliding
+// log's lease is charged to weigh as long as the calls it admits.
+func (f forwarding) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
+	return f.m.ReserveHeld(ctx, req, hold)
+}
+
+func (f forwarding) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
+	return f.m.RefundHeld(ctx, req, at, hold, n)
+}
+
 func (f forwarding) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
 	return f.m.ReserveSlot(ctx, req, slot, token)
 }
@@ -101,6 +111,7 @@ var (
 	_ ratelimit.SlotHolder    = forwarding{}
 	_ ratelimit.Cooler        = forwarding{}
 	_ ratelimit.Queuer        = forwarding{}
+	_ guard.HeldReserver      = forwarding{}
 )
 
 // TestForwardingBackend runs the suite on a backend of another package
@@ -172,6 +183,21 @@ func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (rateli
 		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.Reserve(ctx, req)
+}
+
+// ReserveHeld and RefundHeld fail while down, as Reserve and Adjust do.
+func (o outageProne) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
+	if o.down.Load() {
+		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.ReserveHeld(ctx, req, hold)
+}
+
+func (o outageProne) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
+	if o.down.Load() {
+		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.RefundHeld(ctx, req, at, hold, n)
 }
 
 // Adjust fails while down, so a settle or a refund then fails with

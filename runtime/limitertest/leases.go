@@ -299,3 +299,57 @@ func (s *suite) leasePeek(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 		t.Logf("%d calls answered from leases, %d denied", leased, denied)
 	})
 }
+
+// leaseDeath runs leases/dead_process: a process (a lease guard over the
+// backend) admits calls of a leased line of 1,000 units a second, one a
+// millisecond, some from a lease it took before, then dies: its lease
+// never ends (nothing gives back or settles it). Another process then
+// asks for the line exactly, as many calls as the backend admits each
+// millisecond, for two periods: the oracle must find no window holding
+// more than the limit, the dead process's calls counting where their own
+// charges would have (a sliding log's lease charge must weigh until a
+// period after its last call, not after the time it was charged).
+func (s *suite) leaseDeath(t *testing.T, alg ratelimit.Algorithm, cost int64) {
+	need(t, "settle reservations", s.caps.reserve)
+	if !s.b.Clock {
+		t.Skip("the backend does not read ratelimit.WithClock's clock: the oracle replays calls at their times")
+	}
+	lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 1000, Prefetch: 100 * time.Millisecond}
+	req := ratelimit.Request{Name: "leases/dead", Cost: cost, Limits: []ratelimit.Limit{lim}}
+	s.run(t, func(e *env) {
+		dead := guard.NewLeases(e.got) // never closed: it dies
+		var got []admitted
+		died := false
+		for i := 0; !died; i++ {
+			e.step = i
+			e.check(i < 1000, "the process never admitted a call from a lease it took before")
+			taken, _ := dead.Stats()
+			d, err := dead.Allow(e.ctx, req)
+			e.check(err == nil, "call %d: %v", i, err)
+			if d.Allowed {
+				got = append(got, admitted{at: e.clock.Now(), req: req, step: i})
+			}
+			now, _ := dead.Stats()
+			died = i >= 20 && d.Source == ratelimit.SourceLease && now == taken
+			e.advance(time.Millisecond)
+		}
+		exact := exactOf(req)
+		for i := range 2000 {
+			e.step = 10_000 + i
+			for n := 0; ; n++ {
+				e.check(n <= 1000, "step %d: more than the limit in a millisecond", i)
+				d, err := e.got.Allow(e.ctx, exact)
+				e.check(err == nil, "step %d: %v", i, err)
+				if !d.Allowed {
+					break
+				}
+				got = append(got, admitted{at: e.clock.Now(), req: exact, step: e.step})
+			}
+			e.advance(time.Millisecond)
+		}
+		bad := replay(e, got)
+		e.check(bad < 0, "the oracle denies admitted call %d (of %d admitted)", bad, len(got))
+		_, served := dead.Stats()
+		t.Logf("the dead process admitted %d calls from leases; %d admitted in all", served, len(got))
+	})
+}

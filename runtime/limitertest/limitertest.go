@@ -72,11 +72,14 @@
 //     them all, and the leases must have served calls and admitted at
 //     least 70% of what the limit alone admits of the same calls; a call
 //     its lease can serve takes its units from the lease when admitted
-//     and none when another line denies it (all or nothing); and
+//     and none when another line denies it (all or nothing);
 //     leases/peek × cost: ratelimit.Peek before every call of a leased
 //     line (alone, first or second) tells what Allow then decides, from
-//     the lease or not (all algorithms but leaky_bucket, which takes no
-//     Prefetch; with Backend.Clock only);
+//     the lease or not; and leases/dead_process × cost: a process dies
+//     holding a lease it admitted calls from, which never ends, and
+//     another fills the limit exactly for two periods, which the oracle
+//     replays (all algorithms but leaky_bucket, which takes no Prefetch;
+//     with Backend.Clock only);
 //
 // and for fixed_window, calendar=day, week, month and year × tz=UTC and
 // Europe/Paris, each × cost, × several_limits × cost, × keys_per_line ×
@@ -281,6 +284,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 		}
 		for _, cost := range costs {
 			t.Run(name("leases/peek", cost), func(t *testing.T) { s.leasePeek(t, alg, cost) })
+			t.Run(name("leases/dead_process", cost), func(t *testing.T) { s.leaseDeath(t, alg, cost) })
 		}
 	}
 	if alg == ratelimit.FixedWindow {

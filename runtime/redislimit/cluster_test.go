@@ -56,6 +56,7 @@ func TestCluster(t *testing.T) {
 	t.Run("HealthCheck", ct.healthCheck)
 	t.Run("LinesAgree", ct.linesAgree)
 	t.Run("WeightedLinesAgree", ct.weightedLinesAgree)
+	t.Run("HeldLinesAgree", ct.heldLinesAgree)
 	t.Run("LinesPerUserAndForEveryone", ct.linesPerUserAndForEveryone)
 	t.Run("LinesContention", ct.linesContention)
 	t.Run("LinesCarryBack", ct.linesCarryBack)

@@ -140,21 +140,27 @@ func (l *redisBackend) allowKeys(ctx context.Context, req *ratelimit.Request) (r
 // groups fail, the error is a [guard.PartError] saying which, so that a
 // breaker records each group's outcome on the breaker of its master.
 func (l *redisBackend) decideGroups(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, peek bool) (ratelimit.Decision, error) {
-	return l.decideGroupsAt(ctx, req, groups, l.now(), peek)
+	mode := ""
+	if peek {
+		mode = "peek"
+	}
+	return l.decideGroupsAt(ctx, req, groups, l.now(), mode)
 }
 
 // decideGroupsAt is decideGroups at now, the scripts' time argument ("":
-// each master's own clock).
-func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, now any, peek bool) (ratelimit.Decision, error) {
+// each master's own clock), in mode, the generic script's argument after
+// the limits': "", "peek", or a hold in µs (see ReserveHeld).
+func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Request, groups []*lineGroup, now any, mode string) (ratelimit.Decision, error) {
+	peek := mode == "peek"
 	var wg sync.WaitGroup
 	for _, g := range groups[1:] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l.runGroup(ctx, req, g, now, peek)
+			l.runGroup(ctx, req, g, now, mode)
 		}()
 	}
-	l.runGroup(ctx, req, groups[0], now, peek)
+	l.runGroup(ctx, req, groups[0], now, mode)
 	wg.Wait()
 
 	var err error
@@ -179,8 +185,10 @@ func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Reques
 }
 
 // runGroup runs g's script for req at now (the generic script's time
-// argument), setting g's decision and records, or its error.
-func (l *redisBackend) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, peek bool) {
+// argument) in mode (see decideGroupsAt), setting g's decision and
+// records, or its error.
+func (l *redisBackend) runGroup(ctx context.Context, req *ratelimit.Request, g *lineGroup, now any, mode string) {
+	peek := mode == "peek"
 	limits := make([]ratelimit.Limit, len(g.idx))
 	for j, i := range g.idx {
 		limits[j] = req.Limits[i]
@@ -191,8 +199,8 @@ func (l *redisBackend) runGroup(ctx context.Context, req *ratelimit.Request, g *
 	}
 	run := func(at int64) (any, error) {
 		args := appendLimits(append(make([]any, 0, 3+4*len(limits)), now, req.Units()), limits, at)
-		if peek {
-			args = withPeek(args, len(limits))
+		if mode != "" {
+			args = withArg(args, 2+4*len(limits), mode)
 		}
 		return script.Run(ctx, l.client, g.keys, args...).Result()
 	}

@@ -91,7 +91,6 @@ func (l *redisBackend) queued(ctx context.Context, req ratelimit.Request, run fu
 	return d, held, time.UnixMicro(at), nil
 }
 
-
 // queueRun runs the queue script for req, with the bounds of its calendar
 // periods around at (µs), or when at is nil around its time.
 func (l *redisBackend) queueRun(ctx context.Context, req *ratelimit.Request, ticket int64, wait time.Duration, at *int64) (any, error) {

@@ -388,3 +388,5 @@ var (
 	_ guard.Heartbeater    = guarded{}
 	_ guard.Nodes          = clusterBackend{}
 )
+
+var _ guard.HeldReserver = guarded{}

@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -58,8 +59,59 @@ func (l *redisBackend) Reserve(ctx context.Context, req ratelimit.Request) (rate
 	return d, time.UnixMicro(at), err
 }
 
+// ReserveHeld is Reserve, except that the units it charges to each
+// SlidingLog limit weigh until hold past a period after the time it
+// charged them at: the reserve script logs them in a held entry (see
+// check sliding_log in lua/sliding_log.lua.tmpl), whose twin is
+// [ratelimit.MemoryLimiter.ReserveHeld]. See [guard.HeldReserver].
+func (l *redisBackend) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
+	if err := validHold(&req, hold); err != nil {
+		return ratelimit.Decision{}, time.Time{}, err
+	}
+	d, at, err := l.reserveMode(ctx, req, strconv.FormatInt(hold.Microseconds(), 10))
+	return d, time.UnixMicro(at), err
+}
+
+// RefundHeld takes back up to n units that [redisBackend.ReserveHeld]
+// charged to req at the time at with hold: the adjust script's refund of
+// the entries held with hold (see settle sliding_log in
+// lua/sliding_log_settle.lua.tmpl), whose twin is
+// [ratelimit.MemoryLimiter.RefundHeld]. See [guard.HeldReserver].
+func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
+	if err := validHold(&req, hold); err != nil || n <= 0 {
+		return err
+	}
+	return l.adjustMode(ctx, req, at.UnixMicro(), -n, strconv.FormatInt(hold.Microseconds(), 10))
+}
+
+// validHold returns the error of a held reservation of req with hold (see
+// [guard.HeldReserver]), as the memory limiter's does.
+func validHold(req *ratelimit.Request, hold time.Duration) error {
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	if hold <= 0 {
+		return fmt.Errorf("%w: %s: a hold of %v", ratelimit.ErrInvalidLimit, req.Name, hold)
+	}
+	for _, lim := range req.Limits {
+		if lim.AlgorithmOrDefault() != ratelimit.SlidingLog {
+			continue
+		}
+		if hold > lim.Period/4 || lim.PerCall || req.Units() < 2 {
+			return fmt.Errorf("%w: %s: a hold of %v takes at least 2 units of a sliding log of a period of %v at least four times as long", ratelimit.ErrInvalidLimit, req.Name, hold, lim.Period)
+		}
+	}
+	return nil
+}
+
 // reserve is Reserve, with the time in µs since the Unix epoch.
 func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, int64, error) {
+	return l.reserveMode(ctx, req, "")
+}
+
+// reserveMode is reserve, passing the generic script mode, its argument
+// after the limits': "", or a hold in µs (see ReserveHeld).
+func (l *redisBackend) reserveMode(ctx context.Context, req ratelimit.Request, mode string) (ratelimit.Decision, int64, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, err
 	}
@@ -68,13 +120,13 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 		req.Keys = boundKeys(req.Keys, callkey.Bound)
 		if l.grouped() {
 			if groups := l.groupsOf(&req); groups != nil {
-				return l.reserveGroups(ctx, req, groups)
+				return l.reserveGroups(ctx, req, groups, mode)
 			}
 		}
 	}
-	res, err := l.reserveRun(ctx, &req, nil)
+	res, err := l.reserveRun(ctx, &req, nil, mode)
 	if t, skewed := calendarSkew(err); skewed {
-		res, err = l.reserveRun(ctx, &req, &t)
+		res, err = l.reserveRun(ctx, &req, &t, mode)
 	}
 	var d ratelimit.Decision
 	var at int64
@@ -97,7 +149,7 @@ func (l *redisBackend) reserve(ctx context.Context, req ratelimit.Request) (rate
 // charge at: the limiter's clock's ([ratelimit.WithClock]), else the
 // server time of the master of req's last limit, read first (a lease of
 // guard.Leases charges its line last, behind stand-ins).
-func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request, groups []*lineGroup) (ratelimit.Decision, int64, error) {
+func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request, groups []*lineGroup, mode string) (ratelimit.Decision, int64, error) {
 	now := l.now()
 	if now == "" {
 		last := groups[0]
@@ -112,7 +164,7 @@ func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request,
 		}
 		now = t
 	}
-	d, err := l.decideGroupsAt(ctx, &req, groups, now, false)
+	d, err := l.decideGroupsAt(ctx, &req, groups, now, mode)
 	if err != nil {
 		return ratelimit.Decision{}, 0, l.failed(ctx, req, err)
 	}
@@ -131,14 +183,17 @@ func (l *redisBackend) serverTime(ctx context.Context, key string) (int64, error
 	return timeScript.Run(ctx, l.client, []string{key}).Int64()
 }
 
-// reserveRun runs the reserve script for req, with the bounds of its
-// calendar periods around at (µs), or when at is nil around its time (see
-// [Limiter.boundsTime]).
-func (l *redisBackend) reserveRun(ctx context.Context, req *ratelimit.Request, at *int64) (any, error) {
+// reserveRun runs the reserve script for req in mode (see reserveMode),
+// with the bounds of its calendar periods around at (µs), or when at is
+// nil around its time (see [Limiter.boundsTime]).
+func (l *redisBackend) reserveRun(ctx context.Context, req *ratelimit.Request, at *int64, mode string) (any, error) {
 	now := l.now()
 	keys := make([]string, 0, len(req.Limits))
 	args := make([]any, 0, 2+4*len(req.Limits))
 	keys, args = l.appendCallAt(keys, args, req, now, l.boundsTime(now, at))
+	if mode != "" {
+		args = withArg(args, 2+4*len(req.Limits), mode)
+	}
 	return reserveScript.Run(ctx, l.client, keys, args...).Result()
 }
 
@@ -167,6 +222,12 @@ func (l *redisBackend) Adjust(ctx context.Context, req ratelimit.Request, at tim
 
 // adjust is Adjust, with the time in µs since the Unix epoch.
 func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, delta int64) error {
+	return l.adjustMode(ctx, req, at, delta, "")
+}
+
+// adjustMode is adjust, passing the adjust script hold, its argument
+// after the limits': "", or a refund's hold in µs (see RefundHeld).
+func (l *redisBackend) adjustMode(ctx context.Context, req ratelimit.Request, at, delta int64, hold string) error {
 	if err := req.Validate(); err != nil || delta == 0 {
 		return err
 	}
@@ -180,7 +241,7 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 	if delta > 0 {
 		around = l.boundsTime(now, nil)
 	}
-	if err := l.adjustRun(ctx, &req, now, at, delta, around); err != nil {
+	if err := l.adjustRun(ctx, &req, now, at, delta, around, hold); err != nil {
 		return l.failed(ctx, req, err)
 	}
 	return nil
@@ -195,7 +256,7 @@ func (l *redisBackend) adjust(ctx context.Context, req ratelimit.Request, at, de
 // group, so that the keys of a run share a hash tag. A limit that counts
 // calls ([ratelimit.Limit.PerCall]) is left as it is: a settle changes
 // what the call cost, not that it was made.
-func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64) error {
+func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64, hold string) error {
 	var groups [][]int // the indices of the limits of each run
 	for i, lim := range req.Limits {
 		if lim.PerCall {
@@ -225,6 +286,9 @@ func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, no
 			args := make([]any, 0, 3+4*len(limits))
 			args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
 			args = appendLimitsFrom(args, 4, limits, around)
+			if hold != "" {
+				args = withArg(args, 3+4*len(limits), hold)
+			}
 			return adjustScript.Run(ctx, l.client, keys, args...).Err()
 		}
 		err := run(around)

@@ -456,11 +456,18 @@ func thresholdArg(lim ratelimit.Limit) int64 {
 // withPeek returns the generic script's ARGV for a call of n limits, args,
 // asking it to peek: its argument after the limits' is "peek".
 func withPeek(args []any, n int) []any {
-	if i := 2 + 4*n; i < len(args) {
-		args[i] = "peek"
+	return withArg(args, 2+4*n, "peek")
+}
+
+// withArg returns args with args[i] set to v, appended when args ends at
+// i: a script's argument after the limits' ("" when a calendar's bounds
+// follow, else absent).
+func withArg(args []any, i int, v string) []any {
+	if i < len(args) {
+		args[i] = v
 		return args
 	}
-	return append(args, "peek")
+	return append(args, v)
 }
 
 // calendarOf returns the calendar of lim, a valid limit, if it has a

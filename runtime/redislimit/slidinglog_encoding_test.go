@@ -23,16 +23,30 @@ import (
 // lua/sliding_log.lua.tmpl).
 func parseLogEntry(t testing.TB, entry string) (at, weight int64, marked bool) {
 	t.Helper()
-	ts, w, weighted := strings.Cut(entry, ":")
-	at, err := strconv.ParseInt(ts, 10, 64)
+	at, weight, _, marked = parseHeldEntry(t, entry)
+	return at, weight, marked
+}
+
+// parseHeldEntry is parseLogEntry of an entry that may be held, "ts:w:k"
+// (w >= 2), also returning its hold k (0: none).
+func parseHeldEntry(t testing.TB, entry string) (at, weight, hold int64, marked bool) {
+	t.Helper()
+	parts := strings.Split(entry, ":")
+	require.LessOrEqual(t, len(parts), 3, "entry %q", entry)
+	at, err := strconv.ParseInt(parts[0], 10, 64)
 	require.NoError(t, err, "entry %q", entry)
 	weight = 1
-	if weighted {
-		weight, err = strconv.ParseInt(w, 10, 64)
+	if len(parts) > 1 {
+		weight, err = strconv.ParseInt(parts[1], 10, 64)
 		require.NoError(t, err, "entry %q", entry)
 		require.Greater(t, weight, int64(1), "entry %q", entry)
 	}
-	return max(at, -at), weight, at < 0
+	if len(parts) > 2 {
+		hold, err = strconv.ParseInt(parts[2], 10, 64)
+		require.NoError(t, err, "entry %q", entry)
+		require.Positive(t, hold, "entry %q", entry)
+	}
+	return max(at, -at), weight, hold, at < 0
 }
 
 // logUnits reads a sliding log's list and returns its units, checking
@@ -43,14 +57,17 @@ func logUnits(t testing.TB, c redis.Cmdable, key string) int64 {
 	list, err := c.LRange(context.Background(), key, 0, -1).Result()
 	require.NoError(t, err)
 	var count, surplus, units int64
-	if len(list) > 0 && strings.HasPrefix(list[0], "#") {
+	held := false // the count reads "!x": the log may hold held entries
+	if len(list) > 0 && (strings.HasPrefix(list[0], "#") || strings.HasPrefix(list[0], "!")) {
+		held = list[0][0] == '!'
 		count, err = strconv.ParseInt(list[0][1:], 10, 64)
 		require.NoError(t, err, "count %q", list[0])
 		require.Positive(t, count, "a count of 0 is no count")
 		list = list[1:]
 	}
 	for _, e := range list {
-		_, w, _ := parseLogEntry(t, e)
+		_, w, hold, _ := parseHeldEntry(t, e)
+		require.True(t, hold == 0 || held, "a held entry in %s without a held count (\"!x\"): %q", key, list)
 		units, surplus = units+w, surplus+w-1
 	}
 	require.Equal(t, surplus, count, "the count of %s: %q", key, list)

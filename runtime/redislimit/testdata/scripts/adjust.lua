@@ -79,35 +79,43 @@ for i = 1, n do
   if algo == "sliding_log" then
     if delta < 0 then
       -- Twin: (*logState).refund. Take up to -delta units off the entries
-      -- logged at at, newest first, marked or not, unless they left the
-      -- window, scanning from the newest 64 entries at a time: an entry
-      -- whose units all go is removed (set to "", then LREM of the ""s),
-      -- else it keeps the rest of its weight (and its mark); the count loses
-      -- what went. If a marked entry went, mark the newest entry left and set
-      -- the TTL from it, as a rollback does (see "rollback sliding_log").
-      if at > now - period then
+      -- logged at at with the refund's hold (ARGV[4+4n], "" for none), newest
+      -- first, marked or not, unless they left the window, scanning from the
+      -- newest 64 entries at a time: an entry whose units all go is
+      -- removed (set to "", then LREM of the ""s), else it keeps the rest of
+      -- its weight (and its mark), a held entry 2 units at least (see "check
+      -- sliding_log"); the count loses what went. If a marked entry went,
+      -- mark the newest entry left and set the TTL from it, as a rollback
+      -- does (see "rollback sliding_log").
+      local hold = ARGV[4 + 4 * n] or ""
+      if at + (tonumber(hold) or 0) > now - period then
         local left, hi = -delta, redis.call("LLEN", key) - 1
         local head = redis.call("LINDEX", key, "0")
-        local x, h = 0, 0
-        if head and string.byte(head) == 35 then x, h = string.sub(head, 2) + 0, 1 end
+        local x, h, held = 0, 0, false
+        if head then
+          local c = string.byte(head)
+          if c == 35 or c == 33 then x, h, held = string.sub(head, 2) + 0, 1, c == 33 end
+        end
         local gone, removed, unmarked = 0, 0, false
         while left > 0 and hi >= h do
           local lo = math.max(h, hi - 64 + 1)
           local run = redis.call("LRANGE", key, lo, hi)
           for j = #run, 1, -1 do
-            local ts, w = string.match(run[j], "^(-?%d+):?(%d*)$")
+            local ts, w, k = string.match(run[j], "^(-?%d+):?(%d*):?(%d*)$")
             ts = ts + 0
-            if ts == at or ts == -at then
+            if (ts == at or ts == -at) and k == hold then
               if w == "" then w = 1 else w = w + 0 end
               local d = math.min(left, w)
+              if k ~= "" and d == w - 1 then d = d - 1 end -- a held entry keeps 2
               left = left - d
               if d == w then
                 redis.call("LSET", key, lo + j - 1, "")
                 removed, gone = removed + 1, gone + w - 1
                 if ts < 0 then unmarked = true end
-              else
+              elseif d > 0 then
                 local kept = string.format("%d", ts)
                 if w - d > 1 then kept = kept .. string.format(":%d", w - d) end
+                if k ~= "" then kept = kept .. ":" .. k end
                 redis.call("LSET", key, lo + j - 1, kept)
                 gone = gone + d
               end
@@ -121,7 +129,7 @@ for i = 1, n do
           if x == gone then
             redis.call("LPOP", key)
           else
-            redis.call("LSET", key, "0", string.format("#%d", x - gone))
+            redis.call("LSET", key, "0", string.format(held and "!%d" or "#%d", x - gone))
           end
         end
         if unmarked then
@@ -133,7 +141,9 @@ for i = 1, n do
             else
               redis.call("LSET", key, "-1", "-" .. last)
             end
-            redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+            local span = 2 -- periods; 2.5 in a held log (see "held sliding_log")
+            if string.byte(redis.call("LINDEX", key, "0")) == 33 then span = 2.5 end
+            redis.call("PEXPIRE", key, math.ceil((newest + span * period - now) / 1000) + 1000)
           end
         end
       end
@@ -145,32 +155,42 @@ for i = 1, n do
       local start = now - period
       local head = redis.call("LINDEX", key, "0")
       -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
-      -- index of the oldest entry); first: the oldest entry; oldest: its time;
-      -- marked: whether it is marked (negative), as the entry pushed by the call
-      -- that last set the TTL is.
-      local x, h, first = 0, 0, head
-      if head and string.byte(head) == 35 then
-        x, h = string.sub(head, 2) + 0, 1
-        first = redis.call("LINDEX", key, "1")
+      -- index of the oldest entry); held: the count is "!x", as it is from the
+      -- first held entry the log takes (see "held sliding_log") until x falls
+      -- to 0; first: the oldest entry; oldest: its time; ends: its time plus
+      -- its hold; marked: whether it is marked (negative), as the entry pushed
+      -- by the call that last set the TTL is.
+      local x, h, held, first = 0, 0, false, head
+      if head then
+        local c = string.byte(head)
+        if c == 35 or c == 33 then
+          x, h, held = string.sub(head, 2) + 0, 1, c == 33
+          first = redis.call("LINDEX", key, "1")
+        end
       end
-      local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
+      local refresh, oldest, marked, ends = not first, nil, false, nil -- a new log: set the TTL
       if first then
         if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
         if oldest < 0 then oldest, marked = -oldest, true end
+        ends = oldest
+        if held then ends = oldest + (string.match(first, "^-?%d+:%d+:(%d+)$") or 0) end
       end
-      if oldest and oldest <= start then
-        -- Trim the entries at or before start (the twin's trim): pop one and
-        -- look again, which is all a steady flow of calls needs, else gallop
-        -- and bisect. The TTL is set again when a marked entry leaves, or the
-        -- log empties. Past a count, the oldest goes with LREM (its first
-        -- match, index 1), or with the count (LPOP 2) when x falls to 0.
+      if ends and ends <= start then
+        -- Trim the entries that stopped counting (the twin's trim): those at or
+        -- before start, from the oldest up to the first held entry whose hold
+        -- keeps it (held: the entries behind it stay until it goes). Pop one
+        -- and look again, which is all a steady flow of calls needs, else
+        -- gallop and bisect. The TTL is set again when a marked entry leaves,
+        -- or the log empties. Past a count, the oldest goes with LREM (its
+        -- first match, index 1), or with the count (LPOP 2) when x falls to 0.
         refresh = marked
         if h == 0 then
           redis.call("LPOP", key)
           first = redis.call("LINDEX", key, "0")
           oldest = first and math.abs(first + 0)
+          ends = oldest
         else
-          local w = string.match(first, ":(%d+)$")
+          local w = string.match(first, "^-?%d+:(%d+)")
           if not w then
             redis.call("LREM", key, "1", first)
           else
@@ -178,16 +198,18 @@ for i = 1, n do
             if x == 0 then
               redis.call("LPOP", key, "2")
             else
-              redis.call("LSET", key, "1", string.format("#%d", x))
+              redis.call("LSET", key, "1", string.format(held and "!%d" or "#%d", x))
               redis.call("LPOP", key)
             end
           end
-          if x == 0 then h = 0 end
+          if x == 0 then h, held = 0, false end
           first = redis.call("LINDEX", key, x == 0 and "0" or "1")
           oldest = first and string.match(first, "%d+") + 0
+          ends = oldest
+          if held and first then ends = oldest + (string.match(first, "^-?%d+:%d+:(%d+)$") or 0) end
         end
         if not first then refresh = true end
-        if oldest and oldest <= start then
+        if ends and ends <= start then
           refresh = true
           local len = redis.call("LLEN", key) - h -- entries
           local lo, hi = 1, 1
@@ -204,21 +226,28 @@ for i = 1, n do
               hi = mid
             end
           end
-          -- The first lo entries go; past a count, less their surplus.
+          -- The first lo entries go, up to a held entry whose hold keeps it;
+          -- past a count, less their surplus.
           if h == 1 then
-            local gone = table.concat(redis.call("LRANGE", key, "1", lo), ",")
-            for w in string.gmatch(gone, ":(%d+)") do x = x - w + 1 end
+            local gone = redis.call("LRANGE", key, "1", lo)
+            if held then
+              for j = 2, lo do
+                local t, k = string.match(gone[j], "^-?(%d+):%d+:(%d+)$")
+                if t and t + k > start then lo = j - 1 break end
+              end
+            end
+            for w in string.gmatch(table.concat(gone, ",", 1, lo), "%d+:(%d+)") do x = x - w + 1 end
           end
           if lo >= len then
             redis.call("DEL", key)
-            x, h, first, oldest = 0, 0, nil, nil
+            x, h, held, first, oldest = 0, 0, false, nil, nil
           else
             if x > 0 then
-              redis.call("LSET", key, lo, string.format("#%d", x))
+              redis.call("LSET", key, lo, string.format(held and "!%d" or "#%d", x))
               redis.call("LTRIM", key, lo, "-1")
             else
               redis.call("LTRIM", key, h + lo, "-1")
-              h = 0
+              h, held = 0, false
             end
             first = redis.call("LINDEX", key, h)
             oldest = string.match(first, "%d+") + 0
@@ -239,12 +268,12 @@ for i = 1, n do
         more = more - 1
         if more > 0 then
           if h == 1 then
-            redis.call("LSET", key, "0", string.format("#%d", x + more))
+            redis.call("LSET", key, "0", string.format(held and "!%d" or "#%d", x + more))
           else
-            redis.call("LPUSH", key, string.format("#%d", more))
+            redis.call("LPUSH", key, string.format(held and "!%d" or "#%d", more))
           end
         end
-        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
+        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + (held and 2.5 or 2) * period - now) / 1000) + 1000) end
       elseif refresh and first then
         -- Nothing pushed, and the mark left with the trim: mark the newest.
         local last = redis.call("LINDEX", key, "-1")
@@ -254,7 +283,9 @@ for i = 1, n do
         else
           redis.call("LSET", key, "-1", "-" .. last)
         end
-        redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+        local span = 2 -- periods; 2.5 in a held log (see "held sliding_log")
+        if string.byte(redis.call("LINDEX", key, "0")) == 33 then span = 2.5 end
+        redis.call("PEXPIRE", key, math.ceil((newest + span * period - now) / 1000) + 1000)
       end
     end
   elseif algo == "fixed_window" or algo == "sliding_window" then

@@ -52,22 +52,25 @@ for i = 1, #KEYS do
   local a, b, old = ARGV[7 * i] + 0, ARGV[7 * i + 1] + 0, ARGV[7 * i + 2]
   if algo == "sliding_log" then
     -- a: the time the call's entry was logged at; b: 1 when it was marked
-    -- (the call set the TTL). Remove the newest entry like it (entries of one
-    -- time and weight are alike), take its weight off the count, and if it
-    -- was marked, mark the newest entry left in its place and set the TTL
-    -- from it, as a rollback does (see "rollback sliding_log").
+    -- (the call set the TTL); old: its hold ("" when none). Remove the newest
+    -- entry like it (entries of one time, weight and hold are alike), take
+    -- its weight off the count, and if it was marked, mark the newest entry
+    -- left in its place and set the TTL from it, as a rollback does (see
+    -- "rollback sliding_log").
     local entry = string.format("%d", a)
     if b == 1 then entry = "-" .. entry end
     if cost > 1 then entry = entry .. ":" .. costArg end
+    if old ~= "" then entry = entry .. ":" .. old end
     if redis.call("LREM", key, "-1", entry) > 0 then
       refunded = refunded + 1
       if cost > 1 then
-        local x, gone = string.sub(redis.call("LINDEX", key, "0"), 2) + 0, cost - 1
+        local head = redis.call("LINDEX", key, "0")
+        local x, gone, held = string.sub(head, 2) + 0, cost - 1, string.byte(head) == 33
         if gone > 0 then
           if x == gone then
             redis.call("LPOP", key)
           else
-            redis.call("LSET", key, "0", string.format("#%d", x - gone))
+            redis.call("LSET", key, "0", string.format(held and "!%d" or "#%d", x - gone))
           end
         end
       end
@@ -80,7 +83,9 @@ for i = 1, #KEYS do
           else
             redis.call("LSET", key, "-1", "-" .. last)
           end
-          redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+          local span = 2 -- periods; 2.5 in a held log (see "held sliding_log")
+          if string.byte(redis.call("LINDEX", key, "0")) == 33 then span = 2.5 end
+          redis.call("PEXPIRE", key, math.ceil((newest + span * period - now) / 1000) + 1000)
         end
       end
     end

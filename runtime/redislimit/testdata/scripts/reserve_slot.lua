@@ -54,7 +54,10 @@ local function decide_one(KEYS, ARGV)
   --          it, whatever ARGV[2]), capacity (the burst of token_bucket and
   --          gcra, the queue bound of leaky_bucket, else the threshold).
   -- ARGV[3+4n]  "peek" to charge no limit even when all admit (Peek): an
-  --          admitting check is rolled back as when another limit denies.
+  --          admitting check is rolled back as when another limit denies;
+  --          or a hold, in µs (a reservation of guard.HeldReserver): the
+  --          call's sliding_log entries count that much longer (see check
+  --          sliding_log).
   -- ARGV[4+4n ...]  the bounds of calendar periods, four per fixed_window
   --          limit that has one (its period is -j, j the index of its
   --          first; see check fixed_window).
@@ -116,6 +119,8 @@ local function decide_one(KEYS, ARGV)
   end
   local callCost, callCostArg = ARGV[2] + 0, ARGV[2]
   local n = #KEYS
+  local hold, mode = 0, ARGV[3 + 4 * n]
+  if mode and mode ~= "" and mode ~= "peek" then hold = mode + 0 end
 
   -- Check every limit. ok, rem, ret, res, del: whether the limit admits the
   -- call, its remaining, retry, reset and delay (a Decision's Remaining,
@@ -170,43 +175,70 @@ local function decide_one(KEYS, ARGV)
       -- and expires with them. A call that sets the TTL but is denied (or rolled
       -- back) marks the newest entry left in place of its own.
       --
+      -- Held entries (the generic script's, for guard.HeldReserver): a call
+      -- whose hold (µs, at most a quarter period) is positive logs "ts:w:k",
+      -- w >= 2, whose units count while ts + k > start (the twin's runs with a
+      -- hold). A refund leaves such an entry 2 units or none, so while the log
+      -- holds one x > 0, and its count reads "!x" rather than "#x" from the
+      -- first held entry until x falls to 0 (or the log empties). The entries
+      -- stay in time order: a trim drops the oldest entries that stopped
+      -- counting up to the first held one that still counts, the entries behind
+      -- it counting until it goes (a hold late at most), and a denial's retry
+      -- is when every unit up to the need-th has gone. A held entry is always
+      -- marked (it sets the TTL), and a held log's TTL spans two and a half
+      -- periods: its marked entry leaves within a period and a quarter, and
+      -- every entry logged meanwhile counts a period and a quarter at most. An
+      -- earlier release's checks fail on "!x" (an arithmetic error, before any
+      -- write); its settles read entries from the newest and fail on a held
+      -- one, possibly after emptying some ("").
+      --
       -- Clock: if it reads earlier than the oldest entry, the call is logged at
       -- the newest entry's time, so the log stays sorted. A clock step back
       -- smaller than the log's span is not seen; entries logged then are out of
       -- order by at most the step.
       --
-      -- Record: refresh (this call sets the TTL), logged, units (the log's
-      -- units with the call).
+      -- Record: refresh (this call sets the TTL: the TTL's span in periods
+      -- once admitted), logged, units (the log's units with the call).
       local start = now - period
       local head = redis.pcall("LINDEX", key, "0")
       if type(head) == "table" then failed = head break end
       -- x: the count (0: none); h: 1 when the list opens with it, else 0 (the
-      -- index of the oldest entry); first: the oldest entry; oldest: its time;
-      -- marked: whether it is marked (negative), as the entry pushed by the call
-      -- that last set the TTL is.
-      local x, h, first = 0, 0, head
-      if head and string.byte(head) == 35 then
-        x, h = string.sub(head, 2) + 0, 1
-        first = redis.call("LINDEX", key, "1")
+      -- index of the oldest entry); held: the count is "!x", as it is from the
+      -- first held entry the log takes (see "held sliding_log") until x falls
+      -- to 0; first: the oldest entry; oldest: its time; ends: its time plus
+      -- its hold; marked: whether it is marked (negative), as the entry pushed
+      -- by the call that last set the TTL is.
+      local x, h, held, first = 0, 0, false, head
+      if head then
+        local c = string.byte(head)
+        if c == 35 or c == 33 then
+          x, h, held = string.sub(head, 2) + 0, 1, c == 33
+          first = redis.call("LINDEX", key, "1")
+        end
       end
-      local refresh, oldest, marked = not first, nil, false -- a new log: set the TTL
+      local refresh, oldest, marked, ends = not first, nil, false, nil -- a new log: set the TTL
       if first then
         if h == 0 then oldest = first + 0 else oldest = string.match(first, "^-?%d+") + 0 end
         if oldest < 0 then oldest, marked = -oldest, true end
+        ends = oldest
+        if held then ends = oldest + (string.match(first, "^-?%d+:%d+:(%d+)$") or 0) end
       end
-      if oldest and oldest <= start then
-        -- Trim the entries at or before start (the twin's trim): pop one and
-        -- look again, which is all a steady flow of calls needs, else gallop
-        -- and bisect. The TTL is set again when a marked entry leaves, or the
-        -- log empties. Past a count, the oldest goes with LREM (its first
-        -- match, index 1), or with the count (LPOP 2) when x falls to 0.
+      if ends and ends <= start then
+        -- Trim the entries that stopped counting (the twin's trim): those at or
+        -- before start, from the oldest up to the first held entry whose hold
+        -- keeps it (held: the entries behind it stay until it goes). Pop one
+        -- and look again, which is all a steady flow of calls needs, else
+        -- gallop and bisect. The TTL is set again when a marked entry leaves,
+        -- or the log empties. Past a count, the oldest goes with LREM (its
+        -- first match, index 1), or with the count (LPOP 2) when x falls to 0.
         refresh = marked
         if h == 0 then
           redis.call("LPOP", key)
           first = redis.call("LINDEX", key, "0")
           oldest = first and math.abs(first + 0)
+          ends = oldest
         else
-          local w = string.match(first, ":(%d+)$")
+          local w = string.match(first, "^-?%d+:(%d+)")
           if not w then
             redis.call("LREM", key, "1", first)
           else
@@ -214,16 +246,18 @@ local function decide_one(KEYS, ARGV)
             if x == 0 then
               redis.call("LPOP", key, "2")
             else
-              redis.call("LSET", key, "1", string.format("#%d", x))
+              redis.call("LSET", key, "1", string.format(held and "!%d" or "#%d", x))
               redis.call("LPOP", key)
             end
           end
-          if x == 0 then h = 0 end
+          if x == 0 then h, held = 0, false end
           first = redis.call("LINDEX", key, x == 0 and "0" or "1")
           oldest = first and string.match(first, "%d+") + 0
+          ends = oldest
+          if held and first then ends = oldest + (string.match(first, "^-?%d+:%d+:(%d+)$") or 0) end
         end
         if not first then refresh = true end
-        if oldest and oldest <= start then
+        if ends and ends <= start then
           refresh = true
           local len = redis.call("LLEN", key) - h -- entries
           local lo, hi = 1, 1
@@ -240,21 +274,28 @@ local function decide_one(KEYS, ARGV)
               hi = mid
             end
           end
-          -- The first lo entries go; past a count, less their surplus.
+          -- The first lo entries go, up to a held entry whose hold keeps it;
+          -- past a count, less their surplus.
           if h == 1 then
-            local gone = table.concat(redis.call("LRANGE", key, "1", lo), ",")
-            for w in string.gmatch(gone, ":(%d+)") do x = x - w + 1 end
+            local gone = redis.call("LRANGE", key, "1", lo)
+            if held then
+              for j = 2, lo do
+                local t, k = string.match(gone[j], "^-?(%d+):%d+:(%d+)$")
+                if t and t + k > start then lo = j - 1 break end
+              end
+            end
+            for w in string.gmatch(table.concat(gone, ",", 1, lo), "%d+:(%d+)") do x = x - w + 1 end
           end
           if lo >= len then
             redis.call("DEL", key)
-            x, h, first, oldest = 0, 0, nil, nil
+            x, h, held, first, oldest = 0, 0, false, nil, nil
           else
             if x > 0 then
-              redis.call("LSET", key, lo, string.format("#%d", x))
+              redis.call("LSET", key, lo, string.format(held and "!%d" or "#%d", x))
               redis.call("LTRIM", key, lo, "-1")
             else
               redis.call("LTRIM", key, h + lo, "-1")
-              h = 0
+              h, held = 0, false
             end
             first = redis.call("LINDEX", key, h)
             oldest = string.match(first, "%d+") + 0
@@ -268,19 +309,23 @@ local function decide_one(KEYS, ARGV)
       end
       -- Push the call's entry; RPUSH replies the new length, whence units.
       local entry = string.format("%d", logged) -- not tostring: %.14g would round it
+      if hold > 0 then refresh = true end -- see "held sliding_log"
       if refresh then entry = "-" .. entry end
       if cost > 1 then entry = entry .. ":" .. costArg end
+      if hold > 0 then entry = entry .. string.format(":%d", hold) end
       local units = redis.call("RPUSH", key, entry) - h + x + cost - 1
       if units <= threshold then
         ok, rem, res = true, threshold - units, logged + period - now
         if cost > 1 then
           local more = cost - 1
+          if hold > 0 then held = true end
           if h == 1 then
-            redis.call("LSET", key, "0", string.format("#%d", x + more))
+            redis.call("LSET", key, "0", string.format(held and "!%d" or "#%d", x + more))
           else
-            redis.call("LPUSH", key, string.format("#%d", more))
+            redis.call("LPUSH", key, string.format(held and "!%d" or "#%d", more))
           end
         end
+        if refresh then refresh = held and 2.5 or 2 end -- the TTL's span, in periods
         rec1, rec2, rec3 = refresh, logged, units
       else
         -- The call fits once the need-th oldest unit leaves: without a count,
@@ -289,22 +334,30 @@ local function decide_one(KEYS, ARGV)
         local need = units - threshold
         if x == 0 then
           ret = math.abs(redis.call("LINDEX", key, need - 1) + 0)
-        else
+        else -- h == 1: the count opens the list
           -- Scan from the oldest, 64 entries at a time, past whole runs
-          -- whose units (entries plus weights' surplus) fall short of need.
-          local i, left = 1, need
+          -- whose units (entries plus weights' surplus) fall short of need; far:
+          -- the latest time plus hold of the held entries scanned.
+          local i, left, far = 1, need, 0
           while left > 0 do
             local run = redis.call("LRANGE", key, i, i + 64 - 1)
             if #run == 0 then break end -- not reached: the call's entry is the last
-            local u = #run
-            for w in string.gmatch(table.concat(run, ","), ":(%d+)") do u = u + w - 1 end
+            local u, all = #run, table.concat(run, ",")
+            for w in string.gmatch(all, "%d+:(%d+)") do u = u + w - 1 end
             if u < left then
               left, i = left - u, i + #run
+              if held then
+                for t, k in string.gmatch(all, "(%d+):%d+:(%d+)") do far = math.max(far, t + k) end
+              end
             else
               for j = 1, #run do
-                left = left - (string.match(run[j], ":(%d+)$") or 1)
+                left = left - (string.match(run[j], "^-?%d+:(%d+)") or 1)
+                if held then
+                  local t, k = string.match(run[j], "^-?(%d+):%d+:(%d+)$")
+                  if t then far = math.max(far, t + k) end
+                end
                 if left <= 0 then
-                  ret = string.match(run[j], "%d+") + 0
+                  ret = math.max(string.match(run[j], "%d+") + 0, far)
                   break
                 end
               end
@@ -320,7 +373,7 @@ local function decide_one(KEYS, ARGV)
         elseif refresh then
           redis.call("LSET", key, "-1", "-" .. last) -- the mark popped with the call
         end
-        if refresh then redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000) end
+        if refresh then redis.call("PEXPIRE", key, math.ceil((newest + (held and 2.5 or 2) * period - now) / 1000) + 1000) end
         rem, res = threshold - units + cost, newest + period - now
       end
     elseif algo == "fixed_window" then
@@ -551,8 +604,8 @@ local function decide_one(KEYS, ARGV)
       if algo == "sliding_log" then
         local refresh, logged, units = rec1, rec2, rec3
         -- Commit sliding_log (the twin's (*logState).charge): the entry is
-        -- pushed; set the TTL if this call marked it.
-        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + 2 * period - now) / 1000) + 1000) end
+        -- pushed; set the TTL if this call marked it (refresh: the TTL's span).
+        if refresh then redis.call("PEXPIRE", key, math.ceil((logged + refresh * period - now) / 1000) + 1000) end
       elseif algo == "token_bucket" or algo == "leaky_bucket" or algo == "gcra" then
         local newTat, newTatFrac, oldTat = rec1, rec2, rec3
         -- Commit the bucket (the twin's (*bucketState).tatCharge): store the TAT
@@ -576,12 +629,13 @@ local function decide_one(KEYS, ARGV)
         -- (see "check sliding_log").
         redis.call("RPOP", key)
         if cost > 1 then
-          local x, gone = string.sub(redis.call("LINDEX", key, "0"), 2) + 0, cost - 1
+          local head = redis.call("LINDEX", key, "0")
+          local x, gone, held = string.sub(head, 2) + 0, cost - 1, string.byte(head) == 33
           if gone > 0 then
             if x == gone then
               redis.call("LPOP", key)
             else
-              redis.call("LSET", key, "0", string.format("#%d", x - gone))
+              redis.call("LSET", key, "0", string.format(held and "!%d" or "#%d", x - gone))
             end
           end
         end
@@ -593,7 +647,9 @@ local function decide_one(KEYS, ARGV)
           else
             redis.call("LSET", key, "-1", "-" .. last)
           end
-          redis.call("PEXPIRE", key, math.ceil((newest + 2 * period - now) / 1000) + 1000)
+          local span = 2 -- periods; 2.5 in a held log (see "held sliding_log")
+          if string.byte(redis.call("LINDEX", key, "0")) == 33 then span = 2.5 end
+          redis.call("PEXPIRE", key, math.ceil((newest + span * period - now) / 1000) + 1000)
         end
       elseif algo == "fixed_window" or algo == "sliding_window" then
         local value = rec1
