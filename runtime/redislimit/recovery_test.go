@@ -125,6 +125,18 @@ func assertProbesBounded(t *testing.T, admin *redis.Client, out stallOutcome, ba
 	assert.LessOrEqual(t, calls["evalsha"], out.sent, "a refused call sent nothing")
 }
 
+// warm makes l decide a call of req once, loading its script, under a
+// generous deadline: with a 50 ms read timeout, the first call (which
+// loads the script) may time out on a loaded machine, and open the
+// breaker, which then closes once a probe gets through.
+func warm(t *testing.T, l *Limiter, req ratelimit.Request) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := l.Allow(context.Background(), req)
+		return err == nil
+	}, time.Minute, 10*time.Millisecond, "the server never decided a call")
+}
+
 func TestBreakerProbesAStalledServerAndCloses(t *testing.T) {
 	s, err := redistest.Start()
 	require.NoError(t, err)
@@ -137,7 +149,7 @@ func TestBreakerProbesAStalledServerAndCloses(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	const backoff = 50 * time.Millisecond
 	l := New(client, WithBreaker(2, backoff, backoff))
-	allow(t, l, recoveryReq)
+	warm(t, l, recoveryReq)
 	require.NoError(t, admin.ConfigResetStat(context.Background()).Err())
 
 	out := pauseWhileCalling(t, l, admin, l.breakers.Down, recoveryReq, 1500*time.Millisecond)
@@ -173,8 +185,8 @@ func TestBreakerProbesAStalledClusterMasterAndCloses(t *testing.T) {
 			elsewhere = req
 		}
 	}
-	allow(t, l, onVictim)
-	allow(t, l, elsewhere)
+	warm(t, l, onVictim)
+	warm(t, l, elsewhere)
 	admin := adminClient(t, victim)
 	require.NoError(t, admin.ConfigResetStat(ctx).Err())
 
