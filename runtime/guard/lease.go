@@ -247,6 +247,10 @@ func (g *Leases) now() int64 {
 
 // leasedIndex returns the index of req's leased line: its first limit
 // with a Prefetch, when the backend takes reservations; else -1.
+// Leased reports whether the guard admits calls of req from leases: a
+// limit of req has a Prefetch, and the backend takes reservations.
+func (g *Leases) Leased(req *ratelimit.Request) bool { return g.leasedIndex(req) >= 0 }
+
 func (g *Leases) leasedIndex(req *ratelimit.Request) int {
 	if g.reserver == nil {
 		return -1

@@ -29,19 +29,31 @@ var (
 // in one script, and the rule waits as for a limiter that queues nothing.
 var errQueueSlots = fmt.Errorf("redislimit: a call whose keys lie on several cluster slots waits in its process's order: %w", errors.ErrUnsupported)
 
+// errQueueLeased is AllowInTurn's error for a call with a leased line
+// (ratelimit.Limit.Prefetch): it waits in its process's order, admitted
+// from the process's leases as Allow admits it.
+var errQueueLeased = fmt.Errorf("redislimit: a call with a leased line waits in its process's order: %w", errors.ErrUnsupported)
+
 // AllowInTurn decides req when it is the call's turn in the queue of the
 // calls waiting on its name and key (or keys), else tells it the soonest
 // it could be admitted, in one EVALSHA of the queue script; a call that
 // waits holds a place in Redis, so the processes sharing it admit their
 // waiting calls in the order they began to wait (see
-// [ratelimit.Queuer]). It goes past the guards: the deny cache and the
-// leases are not asked, so a waiting call is decided by Redis alone; while
+// [ratelimit.Queuer]). It goes past the guards: the deny cache is not
+// asked (a cached denial would keep a call out of the queue until its
+// retry, behind calls that began to wait after it), so a waiting call is
+// decided by Redis alone; while
 // a circuit breaker is open it fails at once, as Allow does, and the
 // rule's error policy applies (its fallback decides, and waits in
-// process order). On a Redis Cluster, a call with a key per limit whose
-// keys have several hash tags fails with an error wrapping
-// errors.ErrUnsupported: such a call waits in its process's order only.
+// process order). Two calls fail with an error wrapping
+// errors.ErrUnsupported, and so wait in their process's order only: a
+// call with a leased line (its leases admit it, as Allow does), and on a
+// Redis Cluster one with a key per limit whose keys have several hash
+// tags.
 func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
+	if l.leases.Leased(&req) {
+		return ratelimit.Decision{}, 0, time.Time{}, errQueueLeased
+	}
 	if l.breakers != nil && l.breakers.CircuitOpen() {
 		d, at, err := l.front.Reserve(ctx, req) // the breaker's error, or its fallback's decision
 		return d, 0, at, err

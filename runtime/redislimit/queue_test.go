@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -117,4 +118,22 @@ func TestQueueKeysAreSmall(t *testing.T) {
 		t.Logf("%d places: %.1f bytes each", places, perPlace)
 		assert.Less(t, perPlace, 160.0, "bytes per waiting call")
 	}
+}
+
+// TestWaitingCallsOfALeasedLineUseTheLease: a rule with a wait and a
+// leased line (prefetch=) waits in its process's order, its calls admitted
+// from the process's leases as without a wait (AllowInTurn declines
+// them), not each decided in Redis.
+func TestWaitingCallsOfALeasedLineUseTheLease(t *testing.T) {
+	ctx := context.Background()
+	l := newTestRedis(t)
+	r := &ratelimit.Rule{Name: "queue-leased", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 10_000, Prefetch: time.Second}}, Wait: time.Second}
+	_, _, _, err := l.AllowInTurn(ctx, ratelimit.Request{Name: r.Name, Limits: r.Limits, Rule: r}, 0, time.Second)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	for range 200 {
+		require.NoError(t, r.Check(ctx, l, 1))
+	}
+	leases, served := l.Leases().Stats()
+	t.Logf("%d leases served %d calls", leases, served)
+	assert.Positive(t, served, "no call was admitted from a lease")
 }
