@@ -62,7 +62,8 @@ func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot
 // it with the soonest its rate limits could admit it; a call that waits
 // holds a place. slotIndex is the LimitIndex of a denial for want of a
 // slot, -1 when the call takes none: such a call comes back in SlotPoll,
-// and one behind n others for a slot in (n+1)×SlotPoll.
+// and one behind n others for a slot in (n+1)×SlotPoll, or at the end of
+// its wait if sooner (a slot may free any time).
 func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slotIndex int, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
 	id := queueID(req)
 	qs := &l.queues
@@ -90,8 +91,8 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 			qs.keep(id, q)
 			return d, 0, fromMicros(charged), nil
 		}
-		if d.LimitIndex == slotIndex {
-			back = SlotPoll
+		if d.LimitIndex == slotIndex { // it polls, until its wait is over
+			back = max(min(SlotPoll, wait), time.Microsecond)
 		}
 	} else {
 		ahead := at
@@ -106,7 +107,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 			}
 		}
 		if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
-			d.RetryAfter, d.LimitIndex = time.Duration(ahead+1)*SlotPoll, slotIndex
+			d.RetryAfter, d.LimitIndex = max(min(time.Duration(ahead+1)*SlotPoll, wait), time.Microsecond), slotIndex
 		}
 		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
 			d.RetryAfter = q.dueAfter(ahead, now)

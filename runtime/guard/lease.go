@@ -97,9 +97,13 @@ import (
 //     that is a [HeldReserver] (the memory limiter, redislimit's), the
 //     lease's N units are charged held: they weigh until at + hold +
 //     Period, covering every call the lease can admit however it ends,
-//     or if it never does (the process died, or its give-back failed);
-//     its end only refunds the units no call used (a held charge keeps 2
-//     units or none, so a lease that admitted one call keeps 2). A held
+//     or if it never does (the process died, or its give-back failed).
+//     Its end first charges on top the used units (logged at the end's
+//     time: they weigh until then + Period, which is less when the lease
+//     ends before its deadline), then refunds the whole held charge; when
+//     that charge fails, it refunds only the units no call used (a held
+//     charge keeps 2 units or none, so such a lease that admitted one call
+//     keeps 2). A held
 //     reservation goes to the backend beneath the guards between; when it
 //     fails, the lease is reserved plain through them, and so are the
 //     next until a plain one succeeds. On another backend, or reserved
@@ -704,9 +708,17 @@ func (g *Leases) giveBack(l *lease, used int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), giveBackTimeout)
 	defer cancel()
 	if l.hold > 0 {
-		if back := l.units - used; back > 0 {
-			_ = g.held.RefundHeld(ctx, l.req, l.at, l.hold, back)
+		// The held charge covers the calls whatever happens. Re-logging
+		// the used units at the end's time weighs less when the lease
+		// ends before its deadline; then the whole held charge goes back.
+		// A re-log that fails keeps the held charge for the used units.
+		if used > 0 && g.reserver.Adjust(ctx, l.req, l.at, used) != nil {
+			if back := l.units - used; back > 0 {
+				_ = g.held.RefundHeld(ctx, l.req, l.at, l.hold, back)
+			}
+			return
 		}
+		_ = g.held.RefundHeld(ctx, l.req, l.at, l.hold, l.units)
 		return
 	}
 	if l.log {

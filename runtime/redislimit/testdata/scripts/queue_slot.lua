@@ -12,7 +12,8 @@
 -- limits all or nothing (the reserve slot script's body, take_slot): a
 -- call first in the queue denied for want of a slot comes back in
 -- slotPoll µs; one behind n others whose rate limits would admit it, in
--- (n+1) times that.
+-- (n+1) times that; either at the end of its wait if sooner (a slot may
+-- free any time).
 --
 -- KEYS     the generic decide script's (the rate limits; there may be
 --          none), then the slot key, then the queue's two keys: its
@@ -793,7 +794,9 @@ if at == 0 or (not at and waiting == 0) then
     return {reply, 0, 0, now}
   end
   retry, queued = reply[3], 0
-  if reply[5] == n then back = 10000 end -- denied for want of a slot
+  if reply[5] == n then -- denied for want of a slot: it polls until its wait is over
+    back = math.max(math.min(10000, wait), 1)
+  end
 else
   -- Behind others: the soonest it could be admitted, once each call
   -- ahead took a unit (at least) and it took its own: n units per limit.
@@ -846,7 +849,7 @@ else
   if retry == 0 then
     -- The rate limits would admit it: a slot must free for each call
     -- ahead and for it.
-    retry, index = (ahead + 1) * 10000, n
+    retry, index = math.max(math.min((ahead + 1) * 10000, wait), 1), n
   end
   if retry == 0 then
     -- The units are there: the calls ahead have yet to come. Come back a
