@@ -7,12 +7,18 @@ import (
 )
 
 // The memory limiter's queues of waiting calls (see [Queuer]): one per
-// name and key (or keys) with calls waiting, under one lock, which is also
-// held while a call in its turn is decided, so that no call is decided
-// past a waiting one.
+// name and key (or keys) with calls waiting, in shards by the pair's hash.
+// A shard's lock is also held while a call of its pairs is decided in its
+// turn, so that no call is decided past a waiting one; calls of pairs
+// with nobody waiting allocate nothing.
 type memoryQueues struct {
+	shards [shardCount]queueShard
+}
+
+// queueShard is the queues of the pairs of one hash shard.
+type queueShard struct {
 	mu sync.Mutex
-	m  map[string]*memoryQueue
+	m  map[queueID]*memoryQueue
 }
 
 // memoryQueue is the places of one queue, in the order of their tickets.
@@ -22,21 +28,28 @@ type memoryQueue struct{ places []place }
 // to come back.
 type place struct{ ticket, due int64 }
 
-// queueID names the queue of req's calls: its name and key, or keys.
-func queueID(req *Request) string {
+// queueID names the queue of a request's calls: its name and key, or its
+// keys (keysIdentity) when it has a key per limit.
+type queueID struct {
+	name, key string
+	perLimit  bool
+}
+
+// queueOf returns the shard and the name of req's queue.
+func (l *MemoryLimiter) queueOf(req *Request) (*queueShard, queueID) {
+	id := queueID{name: req.Name, key: req.Key}
 	if req.Keys != nil {
-		return req.Name + "\x00k" + keysIdentity(req.Keys)
+		id.key, id.perLimit = keysIdentity(req.Keys), true
 	}
-	return req.Name + "\x00" + req.Key
+	return &l.queues.shards[l.hashOf(id.name, id.key, req.prepared())%shardCount], id
 }
 
 // AllowInTurn decides req when it is the call's turn, else denies it with
 // the soonest it could be admitted; a call that waits holds a place. See
 // [Queuer].
 func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
-	if err := req.Validate(); err != nil {
-		return Decision{}, 0, time.Time{}, err
-	}
+	// decide validates req (as Allow does), and the peek of a call behind
+	// others too, before the call takes a place.
 	decide := func() (d Decision, charged int64, err error) {
 		if req.Keys != nil {
 			charged, err = l.decideKeys(ctx, &req, true, 0, &d)
@@ -49,7 +62,7 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 
 // ReserveSlotInTurn is ReserveSlot in the call's turn. See [Queuer].
 func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot Limit, token string, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
-	if len(req.Limits) > 0 {
+	if len(req.Limits) > 0 { // a call behind others takes its place before any peek
 		if err := req.Validate(); err != nil {
 			return Decision{}, 0, time.Time{}, err
 		}
@@ -65,13 +78,13 @@ func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot
 // and one behind n others for a slot in (n+1)×SlotPoll, or at the end of
 // its wait if sooner (a slot may free any time).
 func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slotIndex int, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
-	id := queueID(req)
-	qs := &l.queues
+	qs, id := l.queueOf(req)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
+	var none memoryQueue // nobody waits: kept (a copy) only when the call takes a place
 	q := qs.m[id]
 	if q == nil {
-		q = &memoryQueue{}
+		q = &none
 	}
 	now := l.now()
 	q.expire(now)
@@ -192,8 +205,7 @@ func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
 
 // Dequeue frees ticket's place in req's queue. See [Queuer].
 func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) error {
-	id := queueID(&req)
-	qs := &l.queues
+	qs, id := l.queueOf(&req)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	if q := qs.m[id]; q != nil {
@@ -205,15 +217,22 @@ func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) er
 	return nil
 }
 
-// keep keeps q as id's queue while calls wait in it, and drops it then.
-func (qs *memoryQueues) keep(id string, q *memoryQueue) {
+// keep keeps q's places as id's queue while calls wait in it, and drops
+// it then; a queue not kept yet is kept as a copy of q, which may be on
+// its caller's stack.
+func (qs *queueShard) keep(id queueID, q *memoryQueue) {
+	kept := qs.m[id]
 	switch {
 	case len(q.places) == 0:
-		delete(qs.m, id)
+		if kept != nil {
+			delete(qs.m, id)
+		}
+	case kept != nil: // q is kept; its places may have moved
+		kept.places = q.places
 	case qs.m == nil:
-		qs.m = map[string]*memoryQueue{id: q}
+		qs.m = map[queueID]*memoryQueue{id: {places: q.places}}
 	default:
-		qs.m[id] = q
+		qs.m[id] = &memoryQueue{places: q.places}
 	}
 }
 
