@@ -18,11 +18,11 @@ type memoryQueues struct {
 // queueShard is the queues of the pairs of one hash shard.
 type queueShard struct {
 	mu sync.Mutex
-	m  map[queueID]*memoryQueue
+	m  map[queueID]queue
 }
 
-// memoryQueue is the places of one queue, in the order of their tickets.
-type memoryQueue struct{ places []place }
+// queue is the places of one queue, in the order of their tickets.
+type queue []place
 
 // place is a waiting call's place: its ticket, and when (µs) it was told
 // to come back.
@@ -81,17 +81,13 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	qs, id := l.queueOf(req)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
-	var none memoryQueue // nobody waits: kept (a copy) only when the call takes a place
-	q := qs.m[id]
-	if q == nil {
-		q = &none
-	}
+	q := qs.m[id] // nil when nobody waits: kept only when the call takes a place
 	now := l.now()
 	q.expire(now)
 	at := q.find(ticket)
 	var d Decision
 	back := time.Duration(0) // when the call is to come back, if not its RetryAfter
-	if at == 0 || at < 0 && len(q.places) == 0 {
+	if at == 0 || at < 0 && len(q) == 0 {
 		var charged int64
 		var err error
 		if d, charged, err = decide(); err != nil {
@@ -99,7 +95,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 		}
 		if d.Allowed {
 			if at == 0 {
-				q.places = q.places[1:]
+				q = q[1:]
 			}
 			qs.keep(id, q)
 			return d, 0, fromMicros(charged), nil
@@ -110,7 +106,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	} else {
 		ahead := at
 		if at < 0 {
-			ahead = len(q.places)
+			ahead = len(q)
 		}
 		d = Decision{Source: SourceQueue}
 		if len(req.Limits) > 0 {
@@ -210,46 +206,38 @@ func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) er
 	defer qs.mu.Unlock()
 	if q := qs.m[id]; q != nil {
 		if at := q.find(ticket); at >= 0 {
-			q.places = append(q.places[:at], q.places[at+1:]...)
+			qs.keep(id, append(q[:at], q[at+1:]...))
 		}
-		qs.keep(id, q)
 	}
 	return nil
 }
 
-// keep keeps q's places as id's queue while calls wait in it, and drops
-// it then; a queue not kept yet is kept as a copy of q, which may be on
-// its caller's stack.
-func (qs *queueShard) keep(id queueID, q *memoryQueue) {
-	kept := qs.m[id]
+// keep keeps q as id's queue while calls wait in it, and drops it then.
+func (qs *queueShard) keep(id queueID, q queue) {
 	switch {
-	case len(q.places) == 0:
-		if kept != nil {
-			delete(qs.m, id)
-		}
-	case kept != nil: // q is kept; its places may have moved
-		kept.places = q.places
+	case len(q) == 0:
+		delete(qs.m, id)
 	case qs.m == nil:
-		qs.m = map[queueID]*memoryQueue{id: {places: q.places}}
+		qs.m = map[queueID]queue{id: q}
 	default:
-		qs.m[id] = &memoryQueue{places: q.places}
+		qs.m[id] = q
 	}
 }
 
 // expire drops the places at the head of q whose holders did not come
 // back within QueueGrace of their due time.
-func (q *memoryQueue) expire(now int64) {
-	for len(q.places) > 0 && q.places[0].due+QueueGrace.Microseconds() < now {
-		q.places = q.places[1:]
+func (q *queue) expire(now int64) {
+	for len(*q) > 0 && (*q)[0].due+QueueGrace.Microseconds() < now {
+		*q = (*q)[1:]
 	}
 }
 
 // find returns ticket's index in q, or -1.
-func (q *memoryQueue) find(ticket int64) int {
+func (q queue) find(ticket int64) int {
 	if ticket == 0 {
 		return -1
 	}
-	for i, p := range q.places {
+	for i, p := range q {
 		if p.ticket == ticket {
 			return i
 		}
@@ -259,9 +247,9 @@ func (q *memoryQueue) find(ticket int64) int {
 
 // dueAfter returns how long after now the last of the first n places is
 // due, plus a millisecond: when a call behind them should come back.
-func (q *memoryQueue) dueAfter(n int, now int64) time.Duration {
+func (q queue) dueAfter(n int, now int64) time.Duration {
 	last := now
-	for _, p := range q.places[:n] {
+	for _, p := range q[:n] {
 		last = max(last, p.due)
 	}
 	return time.Duration(last-now)*time.Microsecond + time.Millisecond
@@ -270,22 +258,22 @@ func (q *memoryQueue) dueAfter(n int, now int64) time.Duration {
 // hold gives the call at index at of q (-1: none) its place, due after
 // retry (when it is to come back), and returns its ticket; or, when retry
 // is beyond wait or q is full, frees its place and returns 0.
-func (q *memoryQueue) hold(at int, now int64, retry, wait time.Duration) int64 {
-	if retry > wait || at < 0 && len(q.places) >= MaxQueue {
+func (q *queue) hold(at int, now int64, retry, wait time.Duration) int64 {
+	if retry > wait || at < 0 && len(*q) >= MaxQueue {
 		if at >= 0 {
-			q.places = append(q.places[:at], q.places[at+1:]...)
+			*q = append((*q)[:at], (*q)[at+1:]...)
 		}
 		return 0
 	}
 	due := now + retry.Microseconds()
 	if at >= 0 {
-		q.places[at].due = due
-		return q.places[at].ticket
+		(*q)[at].due = due
+		return (*q)[at].ticket
 	}
 	ticket := now
-	if n := len(q.places); n > 0 && q.places[n-1].ticket >= now {
-		ticket = q.places[n-1].ticket + 1
+	if n := len(*q); n > 0 && (*q)[n-1].ticket >= now {
+		ticket = (*q)[n-1].ticket + 1
 	}
-	q.places = append(q.places, place{ticket: ticket, due: due})
+	*q = append(*q, place{ticket: ticket, due: due})
 	return ticket
 }
