@@ -95,6 +95,11 @@ type Queuer interface {
 	ReserveSlotInTurn(ctx context.Context, req Request, slot Limit, token string, ticket int64, wait time.Duration) (d Decision, held int64, at time.Time, err error)
 	// Dequeue frees ticket's place in req's queue: its call stopped waiting.
 	Dequeue(ctx context.Context, req Request, ticket int64) error
+	// Waiting returns how many calls hold a place in req's queue now and
+	// how long until the last of them is due back (0 when that is past),
+	// changing nothing: [Rule.Peek] tells from them what a new call would
+	// be told. It declines the calls AllowInTurn declines, as it does.
+	Waiting(ctx context.Context, req Request) (n int, due time.Duration, err error)
 }
 
 // DenialCounter is a [Limiter] that counts the calls its rules deny, per

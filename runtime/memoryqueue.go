@@ -108,20 +108,10 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 		if at < 0 {
 			ahead = len(q)
 		}
-		d = Decision{Source: SourceQueue}
-		if len(req.Limits) > 0 {
-			var err error
-			if d, err = l.soonest(ctx, *req, ahead); err != nil {
-				return Decision{}, 0, time.Time{}, err
-			}
+		var err error
+		if d, err = behind(ctx, l, *req, ahead, q.lastDue(ahead, now), slotIndex, wait); err != nil {
+			return Decision{}, 0, time.Time{}, err
 		}
-		if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
-			d.RetryAfter, d.LimitIndex = max(min(time.Duration(ahead+1)*SlotPoll, wait), time.Microsecond), slotIndex
-		}
-		if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
-			d.RetryAfter = q.dueAfter(ahead, now)
-		}
-		d.ResetAfter = d.RetryAfter
 	}
 	if back == 0 {
 		back = d.RetryAfter
@@ -131,15 +121,41 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	return d, held, time.Time{}, nil
 }
 
+// behind returns the denial of a call of req that waits behind ahead
+// others on limiter, the last of them due back after due, not decided
+// (SourceQueue): RetryAfter is the soonest req's limits could admit it
+// once each call ahead took a unit (see [queuedSpan]); when they could
+// now, for a call that waits for a slot (slotIndex, its LimitIndex; -1
+// for none) (ahead+1)×SlotPoll, at most wait, else a millisecond after
+// due, when the calls ahead have come back. The twin of the queue
+// script's branch for a call behind others.
+func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due time.Duration, slotIndex int, wait time.Duration) (Decision, error) {
+	d := Decision{Source: SourceQueue}
+	if len(req.Limits) > 0 {
+		var err error
+		if d, err = soonest(ctx, limiter, req, ahead); err != nil {
+			return Decision{}, err
+		}
+	}
+	if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
+		d.RetryAfter, d.LimitIndex = max(min(time.Duration(ahead+1)*SlotPoll, wait), time.Microsecond), slotIndex
+	}
+	if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
+		d.RetryAfter = due + time.Millisecond
+	}
+	d.ResetAfter = d.RetryAfter
+	return d, nil
+}
+
 // soonest returns the denial of a call of req that waits behind ahead
 // others, not decided (SourceQueue): its RetryAfter is the soonest its
 // limits could admit it once each call ahead took a unit (at least),
 // zero when they could now (see [queuedSpan]); LimitIndex is the limit
 // a peek found the latest.
-func (l *MemoryLimiter) soonest(ctx context.Context, req Request, ahead int) (Decision, error) {
+func soonest(ctx context.Context, limiter Limiter, req Request, ahead int) (Decision, error) {
 	units, span := queuedSpan(&req, ahead)
 	req.Cost = units
-	p, err := l.Peek(ctx, req)
+	p, err := Peek(ctx, limiter, req)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -212,6 +228,17 @@ func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) er
 	return nil
 }
 
+// Waiting returns how many calls hold a place in req's queue, and how
+// long until the last of them is due back. See [Queuer].
+func (l *MemoryLimiter) Waiting(_ context.Context, req Request) (int, time.Duration, error) {
+	qs, id := l.queueOf(&req)
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	q, now := qs.m[id], l.now()
+	q.expire(now) // of this copy: the next call in the queue drops them
+	return len(q), q.lastDue(len(q), now), nil
+}
+
 // keep keeps q as id's queue while calls wait in it, and drops it then.
 func (qs *queueShard) keep(id queueID, q queue) {
 	switch {
@@ -245,14 +272,14 @@ func (q queue) find(ticket int64) int {
 	return -1
 }
 
-// dueAfter returns how long after now the last of the first n places is
-// due, plus a millisecond: when a call behind them should come back.
-func (q queue) dueAfter(n int, now int64) time.Duration {
+// lastDue returns how long after now the last of the first n places is
+// due, 0 when that is past.
+func (q queue) lastDue(n int, now int64) time.Duration {
 	last := now
 	for _, p := range q[:n] {
 		last = max(last, p.due)
 	}
-	return time.Duration(last-now)*time.Microsecond + time.Millisecond
+	return time.Duration(last-now) * time.Microsecond
 }
 
 // hold gives the call at index at of q (-1: none) its place, due after

@@ -53,7 +53,7 @@ func TestQueuedRetryIsTheSoonestTheCallCouldBeAdmitted(t *testing.T) {
 			most = min(most, lim.MaxCost())
 		}
 		units, ahead := 1+rng.Int64N(most), rng.IntN(8)
-		d, err := l.soonest(ctx, call(units), ahead)
+		d, err := soonest(ctx, l, call(units), ahead)
 		require.NoError(t, err)
 		began := clock.Now()
 		for i := 0; i <= ahead; i++ {

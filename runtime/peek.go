@@ -157,7 +157,12 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 // [Rule.Check]) and cost 1 now, without charging it: against r's limits
 // or their overrides, as a call would be (see [Peeker]; an override that
 // exempts or blocks the call answers as the call would be answered). A
-// limit that has all its units has ResetAfter 0.
+// limit that has all its units has ResetAfter 0. Of a rule with Wait
+// while calls wait on the key, it tells what a new call would be told
+// behind them, not decided: Source [SourceQueue], Remaining 0 (the units
+// there are the waiting calls'), and RetryAfter the soonest it could be
+// admitted (see [Queuer]); on a limiter that queues no calls, the denial
+// the calls waiting in this process were told last.
 func (r *Rule) Peek(ctx context.Context, limiter Limiter, keys ...string) (Decision, error) {
 	key, lines, err := r.split(keys)
 	if err != nil {
@@ -191,6 +196,11 @@ func (r *Rule) peek(ctx context.Context, limiter Limiter, req Request) (Decision
 	}
 	if d, ok := r.cooling(ctx, limiter, &req); ok {
 		return d, nil
+	}
+	if r.Wait > 0 && !r.Shadow {
+		if d, queued, err := r.peekQueue(ctx, limiter, req); err != nil || queued {
+			return d, err
+		}
 	}
 	d, err := Peek(ctx, limiter, req)
 	if err != nil {

@@ -283,6 +283,60 @@ func (r *Rule) dequeue(ctx context.Context, q Queuer, req *Request, ticket int64
 	_ = q.Dequeue(ctx, *req, ticket) // the backend tells its hook of a failure
 }
 
+// peekQueue tells a Peek of a call of r (req, with r's effective limits)
+// whether calls wait on its key ahead of it, and if so what it would be
+// told behind them: by the limiter's queue (see [Queuer.Waiting]), or,
+// when the limiter queues none or declines the call, by the queue of the
+// calls waiting in this process, which were last told a denial.
+func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Decision, bool, error) {
+	if q, ok := As[Queuer](limiter); ok {
+		rates, slotIndex := req, -1 // a slot's queue is that of the rate limits (see reserveSlot)
+		for i, l := range req.Limits {
+			if isConcurrency(l) {
+				slotIndex = i
+				rates.Limits = append(req.Limits[:i:i], req.Limits[i+1:]...)
+			}
+		}
+		n, due, err := q.Waiting(ctx, rates)
+		switch {
+		case errors.Is(err, errors.ErrUnsupported): // its calls wait in process order
+		case err != nil:
+			return Decision{}, false, err
+		case n == 0:
+			return Decision{}, false, nil
+		default:
+			at := -1
+			if slotIndex >= 0 {
+				at = len(rates.Limits)
+			}
+			d, err := behind(ctx, limiter, rates, n, due, at, r.Wait)
+			switch { // back to req's indexes
+			case slotIndex < 0:
+			case d.LimitIndex == at:
+				d.LimitIndex = slotIndex
+			case d.LimitIndex >= slotIndex: // a rate limit after the slot
+				d.LimitIndex++
+			}
+			return d, err == nil, err
+		}
+	}
+	if waitQueueCount.Load() == 0 {
+		return Decision{}, false, nil
+	}
+	v, ok := waitQueues.Load(queueKeyOf(limiter, &req))
+	if !ok {
+		return Decision{}, false, nil
+	}
+	q := v.(*waitQueue)
+	q.mu.Lock()
+	members := q.members
+	q.mu.Unlock()
+	if d := q.latest(); members > 0 && !d.Allowed {
+		return d, true, nil
+	}
+	return Decision{}, false, nil
+}
+
 // retryJitter returns d plus up to 10% of it, so that callers told the same
 // RetryAfter do not all come back at once.
 func retryJitter(d time.Duration) time.Duration {

@@ -126,3 +126,53 @@ func TestWaitNeverPollsInATightLoop(t *testing.T) {
 	assert.Equal(t, int64(21), l.calls.Load())
 	assert.GreaterOrEqual(t, elapsed, 20*minRetrySleep, "20 retries in %s", elapsed)
 }
+
+// peekingLimiter is a countingLimiter that peeks, and queues no calls:
+// its waiting calls wait in its process's order.
+type peekingLimiter struct {
+	countingLimiter
+	m *MemoryLimiter
+}
+
+func (p *peekingLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
+	return p.m.Peek(ctx, req)
+}
+
+// TestPeekOfAWaitRuleTellsWhatItsWaitingCallsWereTold: on a limiter that
+// queues no calls, Rule.Peek of a rule with Wait tells, while calls wait
+// on the key in this process, the denial they were told last (a new call
+// would wait behind them), and the limits' answer once none waits.
+func TestPeekOfAWaitRuleTellsWhatItsWaitingCallsWereTold(t *testing.T) {
+	m := NewMemory()
+	l := &peekingLimiter{countingLimiter{Limiter: m}, m}
+	_, queues := As[Queuer](l)
+	require.False(t, queues)
+	rule := &Rule{Name: "peek/wait", Limits: perPeriod(2, time.Hour), Wait: 2 * time.Hour}
+	ctx := t.Context()
+	require.NoError(t, rule.Check(ctx, l, 1, "ada"))
+	d, err := rule.Peek(ctx, l, "ada")
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "a unit is left: %+v", d)
+	require.NoError(t, rule.Check(ctx, l, 1, "ada"))
+
+	waiting, stop := context.WithCancel(ctx)
+	errs := make(chan error, 1)
+	go func() { errs <- rule.Check(waiting, l, 1, "ada") }()
+	require.Eventually(t, func() bool { return queueMembers(l, "peek/wait", "ada") == 1 }, time.Minute, time.Millisecond)
+	// The key starts afresh: its limits would admit a call, which would
+	// still wait behind the one asleep until its retry.
+	require.NoError(t, m.Reset(ctx, rule.Name, "ada"))
+	d, err = rule.Peek(ctx, l, "ada")
+	require.NoError(t, err)
+	assert.False(t, d.Allowed, "a call waits on the key: %+v", d)
+	assert.Greater(t, d.RetryAfter, 59*time.Minute, "the waiting call was told an hour: %+v", d)
+	other, err := rule.Peek(ctx, l, "grace")
+	require.NoError(t, err)
+	assert.True(t, other.Allowed, "another key has nobody waiting: %+v", other)
+
+	stop()
+	assert.ErrorIs(t, <-errs, context.Canceled)
+	d, err = rule.Peek(ctx, l, "ada")
+	require.NoError(t, err)
+	assert.True(t, d.Allowed, "with nobody waiting, the limits' answer: %+v", d)
+}

@@ -83,7 +83,7 @@ func (f forwarding) Cooling(ctx context.Context, req ratelimit.Request) (int, ti
 	return f.m.Cooling(ctx, req)
 }
 
-// AllowInTurn and Dequeue forward to the memory limiter's queues.
+// AllowInTurn, ReserveSlotInTurn, Dequeue and Waiting forward to the memory limiter's queues.
 func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	return f.m.AllowInTurn(ctx, req, ticket, wait)
 }
@@ -94,6 +94,10 @@ func (f forwarding) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request
 
 func (f forwarding) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
 	return f.m.Dequeue(ctx, req, ticket)
+}
+
+func (f forwarding) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	return f.m.Waiting(ctx, req)
 }
 
 // SharesLines: Allow forwards Request.Shared to the memory limiter,
@@ -162,6 +166,13 @@ func (o outageProne) Dequeue(ctx context.Context, req ratelimit.Request, ticket 
 		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return o.forwarding.Dequeue(ctx, req, ticket)
+}
+
+func (o outageProne) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	if o.down.Load() {
+		return 0, 0, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return o.forwarding.Waiting(ctx, req)
 }
 
 func (o outageProne) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {

@@ -36,7 +36,8 @@ func (s *suite) queue(t *testing.T) {
 // slotOrder: on each limiter in turn, in real time, calls of a rule of
 // one concurrency slot that began to wait for it one after another, while
 // another call held it, take it in that order as each gives it back; none
-// asks again before the RetryAfter it was told behind others.
+// asks again before the RetryAfter it was told behind others, and a
+// Rule.Peek while they wait tells the slot's denial behind them.
 func (s *suite) slotOrder(t *testing.T) {
 	need(t, "hold concurrency slots", s.caps.slots)
 	const waiters = 5
@@ -48,6 +49,8 @@ func (s *suite) slotOrder(t *testing.T) {
 			holder, err := r.Reserve(e.ctx, w, 1, l.name)
 			e.check(err == nil, "%s: the first call: %v", l.name, err)
 			var errs [waiters]error
+			var peeked ratelimit.Decision
+			var peekErr error
 			e.whileRunning(func() {
 				var wg sync.WaitGroup
 				for i := range waiters {
@@ -61,12 +64,15 @@ func (s *suite) slotOrder(t *testing.T) {
 					})
 					w.placedBeyond(placed) // so the next begins to wait after it
 				}
+				peeked, peekErr = r.Peek(e.ctx, w, l.name)
 				if holder != nil {
 					e.check(holder.Release(e.ctx) == nil, "%s: Release", l.name)
 				}
 				wg.Wait()
 			})
 			w.inOrder(e, l.name, errs[:])
+			e.check(peekErr == nil && !peeked.Allowed && peeked.Source == ratelimit.SourceQueue && peeked.LimitIndex == 0 && peeked.RetryAfter > 0,
+				"%s: while calls waited for the slot, Rule.Peek told %+v, %v; want the slot's denial behind them", l.name, peeked, peekErr)
 		}
 	})
 }
@@ -88,14 +94,19 @@ func turnLimits(alg ratelimit.Algorithm, period time.Duration, keys bool) []rate
 // and the first does; a call that gives up frees its place, and one that
 // stays away past its due time and QueueGrace loses it, so a new call is
 // decided at once; a call whose denial is beyond its wait gets no place.
+// Waiting counts the places that hold, and Rule.Peek of a rule with Wait
+// tells what a new call would be told: its limits' denial while nobody
+// waits, else the new call's answer behind the waiters.
 func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 	s.needClock(t)
 	period := 10 * time.Second
 	r := &ratelimit.Rule{Name: "queue/turns/" + string(alg), Limits: turnLimits(alg, period, keys)}
 	req := ratelimit.Request{Name: r.Name, Key: "ada", Limits: r.Limits, Rule: r}
+	peekKeys := []string{"ada"}
 	if keys {
 		r.KeyExprs = []string{"user", ""}
 		req.Key, req.Keys = "", []string{"ada", ""}
+		peekKeys = req.Keys
 	}
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
@@ -110,6 +121,17 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 				return d, held
 			}
 			hour := time.Hour
+			waiter := r.Clone()
+			waiter.Wait = hour
+			waiting := func(what string, want int) {
+				n, due, err := q.Waiting(e.ctx, req)
+				e.check(err == nil && n == want && due >= 0, "%s: %s: Waiting says %d (the last due in %s), %v; want %d", l.name, what, n, due, err, want)
+			}
+			peek := func(what string) ratelimit.Decision {
+				d, err := waiter.Peek(e.ctx, l.limiter, peekKeys...)
+				e.check(err == nil, "%s: %s: Rule.Peek: %v", l.name, what, err)
+				return d
+			}
 			for i := 0; ; i++ { // use the key's units up
 				d, held := turn("a call before any waits", 0, 0)
 				e.check(held == 0, "%s: a call that may not wait got a place", l.name)
@@ -118,6 +140,9 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 				}
 				e.check(i < 10, "%s: 10 calls admitted by a limit of 1", l.name)
 			}
+			waiting("nobody waits", 0)
+			p := peek("nobody waits")
+			e.check(!p.Allowed && p.Source != ratelimit.SourceQueue, "%s: with nobody waiting, Rule.Peek of a rule with Wait is not its limits' denial: %+v", l.name, p)
 			first, t1 := turn("the first waiter", 0, hour)
 			e.check(!first.Allowed && t1 != 0 && first.Source != ratelimit.SourceQueue, "%s: the first waiter is decided, denied and gets a place: %+v, ticket %d", l.name, first, t1)
 			second, t2 := turn("the second waiter", 0, hour)
@@ -131,6 +156,7 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 				soonest += period - time.Microsecond
 			}
 			e.check(second.RetryAfter >= soonest, "%s: the second waiter is told %s, before it could be admitted (%s)", l.name, second.RetryAfter, soonest)
+			waiting("two wait", 2)
 			_, none := turn("a call that may wait 1ms", 0, time.Millisecond)
 			e.check(none == 0, "%s: a call denied beyond its wait got a place", l.name)
 
@@ -138,15 +164,20 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 			d, again := turn("the second waiter, back", t2, hour)
 			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && again == t2, "%s: the second waiter overtook the first: %+v (ticket %d)", l.name, d, again)
 			e.check(d.RetryAfter > 0 && d.RetryAfter <= period, "%s: told to come back %s, after it could be admitted (a period, once the first, due now, took its unit)", l.name, d.RetryAfter)
+			p = peek("a new call's")
 			d, t3 := turn("a new call", 0, hour)
+			e.check(p == d, "%s: Rule.Peek of a rule with Wait tells %+v, a new call is told %+v", l.name, p, d)
 			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && t3 > t2, "%s: a new call overtook the waiters: %+v (ticket %d)", l.name, d, t3)
 			d, held := turn("the first waiter, back", t1, hour)
 			e.check(d.Allowed && held == 0, "%s: the first waiter, first and with a unit free, was not admitted: %+v (held %d)", l.name, d, held)
 
+			waiting("the first waiter admitted", 2)
 			e.check(q.Dequeue(e.ctx, req, t2) == nil && q.Dequeue(e.ctx, req, t3) == nil, "%s: Dequeue", l.name)
+			waiting("the others gave up", 0)
 			d, t4 := turn("a call once the queue is empty", 0, hour)
 			e.check(!d.Allowed && d.Source != ratelimit.SourceQueue && t4 != 0, "%s: a new call with nobody waiting is decided (denied): %+v", l.name, d)
 			e.advance(d.RetryAfter + ratelimit.QueueGrace + time.Millisecond)
+			waiting("a place past its grace", 0)
 			d, held = turn("a new call after the first waiter's grace", 0, hour)
 			e.check(d.Allowed && held == 0, "%s: a place whose caller stayed away past its grace still held the queue: %+v", l.name, d)
 			d, held = turn("the waiter that stayed away", t4, hour)
@@ -245,11 +276,16 @@ func (w *queuedLimiter) Dequeue(ctx context.Context, req ratelimit.Request, tick
 	return w.q.Dequeue(ctx, req, ticket)
 }
 
+func (w *queuedLimiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	return w.q.Waiting(ctx, req)
+}
+
 // queueOrder: on each limiter in turn, in real time, waiters that began
 // to wait one after another (with Rule.Check, or Rule.Reserve when way
 // is "reserve") on a key of alg whose units are used up are admitted in
 // that order, each one unit later; none asks again before the RetryAfter
-// it was told; and the queue is empty after them.
+// it was told; a Rule.Peek while they wait tells the denial behind them;
+// and the queue is empty after them.
 func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 	if way == "reserve" {
 		need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
@@ -266,6 +302,9 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
 			w := &queuedLimiter{Limiter: l.limiter, q: q, back: map[int64]time.Time{}}
 			var errs [waiters]error
+			var peeked ratelimit.Decision
+			var peekErr error
+			var waited bool
 			e.whileRunning(func() {
 				for now.Check(e.ctx, w, 1, l.name) == nil { // use the key's units up
 				}
@@ -281,9 +320,15 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 					})
 					w.placedBeyond(placed) // so the next begins to wait after it
 				}
+				peeked, peekErr = r.Peek(e.ctx, w, l.name)
+				w.mu.Lock()
+				waited = len(w.admitted) < waiters // one still held its place after the peek
+				w.mu.Unlock()
 				wg.Wait()
 			})
 			w.inOrder(e, l.name, errs[:])
+			e.check(peekErr == nil && (!waited || !peeked.Allowed && peeked.Source == ratelimit.SourceQueue && peeked.RetryAfter > 0),
+				"%s: while calls waited, Rule.Peek told %+v, %v; want the denial behind them", l.name, peeked, peekErr)
 			d, held, _, err := q.AllowInTurn(e.ctx, ratelimit.Request{Name: r.Name, Key: l.name, Limits: r.Limits, Rule: r}, 0, time.Minute)
 			e.check(err == nil && d.Source != ratelimit.SourceQueue, "%s: a call after the waiters found the queue not empty: %+v, %v", l.name, d, err)
 			if held != 0 {

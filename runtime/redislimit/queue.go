@@ -16,12 +16,15 @@ import (
 
 // queueText is the queue script as rendered (see lua/queue.lua.tmpl): the
 // generic decide script run in a call's turn, or as the peek that tells a
-// call behind others when to come back.
+// call behind others when to come back; waitingText counts a queue's
+// places.
 var (
 	queueText       = renderScript("queue.lua.tmpl", scriptData{Generic: true})
 	queueScript     = redis.NewScript(sendable(queueText))
 	queueSlotText   = renderScript("queue.lua.tmpl", scriptData{Generic: true, Slot: true})
 	queueSlotScript = redis.NewScript(sendable(queueSlotText))
+	waitingText     = renderScript("waiting", scriptData{})
+	waitingScript   = redis.NewScript(sendable(waitingText))
 )
 
 // errQueueSlots is AllowInTurn's error for a call whose limits' keys lie
@@ -153,6 +156,44 @@ func (l *redisBackend) reserveSlotInTurn(ctx context.Context, req ratelimit.Requ
 		return queueSlotScript.Run(ctx, l.client, keys, args...).Result()
 	}
 	return l.queued(ctx, req, run)
+}
+
+// errQueueOpen is Waiting's error while a circuit breaker is open: the
+// fallback decides the waiting calls, which wait in their process's order.
+var errQueueOpen = fmt.Errorf("redislimit: while a circuit breaker is open, waiting calls wait in their process's order: %w", errors.ErrUnsupported)
+
+// Waiting counts the places of req's queue, and tells how long until the
+// last of them is due back, in one script run that changes nothing (see
+// [ratelimit.Queuer]). It declines the calls AllowInTurn declines, and
+// every call while a circuit breaker is open.
+func (l *Limiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	if l.leases.Leased(&req) {
+		return 0, 0, errQueueLeased
+	}
+	if l.breakers != nil && l.breakers.CircuitOpen() {
+		return 0, 0, errQueueOpen
+	}
+	return l.redisBackend.waiting(ctx, req)
+}
+
+// waiting is Waiting without the breaker.
+func (l *redisBackend) waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	req.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		req.Keys = boundKeys(req.Keys, callkey.Bound)
+		if l.grouped() && l.groupsOf(&req) != nil {
+			return 0, 0, errQueueSlots
+		}
+	}
+	order := l.queueKey(&req)
+	res, err := waitingScript.Run(ctx, l.client, []string{order, order + ":due"}, l.now(), ratelimit.QueueGrace.Microseconds()).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = &replyError{n: len(res)}
+	}
+	if err != nil {
+		return 0, 0, l.failed(ctx, req, err)
+	}
+	return int(res[0]), time.Duration(res[1]) * time.Microsecond, nil
 }
 
 // ticketArg is a ticket as the queue script takes it: "" for none.

@@ -147,11 +147,11 @@ func TestSlotsOnACluster(t *testing.T) {
 	}
 }
 
-// TestSlotScriptsRenderAsGolden compares the slot scripts, and the
-// cooldown scripts, with their text under testdata/scripts (rewritten with
+// TestSlotScriptsRenderAsGolden compares the slot scripts, the cooldown
+// scripts and the queue's count of places with their text under testdata/scripts (rewritten with
 // -update).
 func TestSlotScriptsRenderAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText, "cool": coolText, "cooling": coolingText} {
+	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText, "cool": coolText, "cooling": coolingText, "waiting": waitingText} {
 		file := filepath.Join("testdata", "scripts", name+".lua")
 		if *updateScripts {
 			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
