@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/limitertest"
@@ -11,30 +13,62 @@ import (
 
 // TestConformance runs the conformance suite on the Redis limiter of the
 // package's server: with the deny cache off, so the scripts decide every
-// call, and its real outages a stopped server (see outage); with it on (a guard that answers repeated denials in process);
-// with every call decided by the generic script; and on the server's
-// clock, where the suite checks invariants.
+// call, and its real outages a stopped server (see outage); with it on (a
+// guard that answers repeated denials in process); with every call
+// decided by the generic script; and on the server's clock, where the
+// suite checks invariants. The variants run in parallel, each but the
+// first on a server of its own: the suite waits on real time (periods
+// running out, outages, waiting calls) far longer than it computes.
 func TestConformance(t *testing.T) {
-	backend := func(opts ...Option) limitertest.Backend {
+	backend := func(server func() *redistest.Server, opts ...Option) limitertest.Backend {
 		return limitertest.Backend{
 			New: func(t *testing.T, more ...ratelimit.Option) ratelimit.Limiter {
-				return newTestRedis(t, redisOptions(more, opts...)...)
+				return newTestRedisOn(t, server(), redisOptions(more, opts...)...)
 			},
 			Clock: true,
 		}
 	}
 	t.Run("redis", func(t *testing.T) {
-		b := backend()
-		b.Outage = outage
+		t.Parallel()
+		// Its client dials once per attempt of a command: while the
+		// server is down (outage, which replaces srv), go-redis's default
+		// of 5 dials 100ms apart made each call of an outage take
+		// seconds, which tells the cross nothing.
+		b := limitertest.Backend{
+			New: func(t *testing.T, more ...ratelimit.Option) ratelimit.Limiter {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialerRetries: 1})
+				return newTestRedisWith(t, srv, c, redisOptions(more)...)
+			},
+			Clock:  true,
+			Outage: outage,
+		}
 		limitertest.Run(t, b)
 	})
-	t.Run("redis/deny_cache", func(t *testing.T) { limitertest.Run(t, backend(WithDenyCache(DefaultDenyCache))) })
-	t.Run("redis/generic", func(t *testing.T) { limitertest.Run(t, backend(withGenericScript())) })
+	t.Run("redis/deny_cache", func(t *testing.T) {
+		t.Parallel()
+		limitertest.Run(t, backend(ownServer(t), WithDenyCache(DefaultDenyCache)))
+	})
+	t.Run("redis/generic", func(t *testing.T) {
+		t.Parallel()
+		limitertest.Run(t, backend(ownServer(t), withGenericScript()))
+	})
 	t.Run("redis/server_clock", func(t *testing.T) {
-		b := backend()
+		t.Parallel()
+		b := backend(ownServer(t))
 		b.Clock = false
 		limitertest.Run(t, b)
 	})
+}
+
+// ownServer starts a server for t alone, stopped when t ends, and returns
+// a function that returns it.
+func ownServer(t *testing.T) func() *redistest.Server {
+	s, err := redistest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return func() *redistest.Server { return s }
 }
 
 // outage stops the package's server for a conformance cross of a real

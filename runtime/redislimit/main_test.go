@@ -66,8 +66,18 @@ func backends() []backend {
 // see every decision the scripts make; the deny cache's tests (see
 // denycache_test.go) compare it with the twin on their own.
 func newTestRedis(t testing.TB, opts ...Option) *Limiter {
-	srv.Flush(t)
-	c := srv.Client()
+	return newTestRedisOn(t, srv, opts...)
+}
+
+// newTestRedisOn is newTestRedis on s.
+func newTestRedisOn(t testing.TB, s *redistest.Server, opts ...Option) *Limiter {
+	return newTestRedisWith(t, s, s.Client(), opts...)
+}
+
+// newTestRedisWith is newTestRedisOn with c, a client of s, which is
+// closed when t ends.
+func newTestRedisWith(t testing.TB, s *redistest.Server, c *redis.Client, opts ...Option) *Limiter {
+	s.Flush(t)
 	t.Cleanup(func() { c.Close() })
 	return newTest(c, append([]Option{WithDenyCache(0), withoutHeartbeat()}, opts...)...)
 }
