@@ -86,12 +86,13 @@ type Queuer interface {
 	// decides it with Allow, and it waits in its process's order.
 	AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (d Decision, held int64, at time.Time, err error)
 	// ReserveSlotInTurn is [SlotHolder.ReserveSlot] in the call's turn,
-	// as AllowInTurn decides Allow's: a call first in its queue denied for
-	// want of a slot keeps its place for [SlotPoll] (the RetryAfter of
-	// the denial is the soonest lease's end, a bound), and one behind n
-	// others whose rate limits would admit it is told (n+1)×SlotPoll. A
-	// Queuer that holds no slots fails with an error wrapping
-	// errors.ErrUnsupported.
+	// as AllowInTurn decides Allow's, except that a call behind n others
+	// has its turn too while more than n slots are free and its rate
+	// limits would admit it behind them (each call ahead can still take
+	// one). A call denied for want of a slot keeps its place and comes
+	// back as [SlotPoll] says (the RetryAfter of a decided denial is the
+	// soonest lease's end, a bound). A Queuer that holds no slots fails
+	// with an error wrapping errors.ErrUnsupported.
 	ReserveSlotInTurn(ctx context.Context, req Request, slot Limit, token string, ticket int64, wait time.Duration) (d Decision, held int64, at time.Time, err error)
 	// Dequeue frees ticket's place in req's queue: its call stopped waiting.
 	Dequeue(ctx context.Context, req Request, ticket int64) error

@@ -286,6 +286,15 @@ func (l *MemoryLimiter) reserveSlot(ctx context.Context, req Request, slot Limit
 	return d, now, nil
 }
 
+// freeSlots returns how many slots of req's concurrency limit, of
+// threshold slots, are free now.
+func (l *MemoryLimiter) freeSlots(req *Request, slots int64) int64 {
+	t := &l.slots
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slots - int64(len(t.live([2]string{req.Name, callkey.Bound(req.Key)}, l.now())))
+}
+
 // slotDenial returns the denial of a call for want of a slot when the
 // slots held, m, are all of slot's at now (full); index is the slot's
 // LimitIndex.

@@ -141,10 +141,11 @@ const (
 	// call denied while as many wait is refused its place, and returns its
 	// denial.
 	MaxQueue = 4096
-	// SlotPoll is how often a call waiting for a concurrency slot asks
-	// again when it is first in its queue (a slot frees when a call gives
-	// it back, which nothing foretells), and n+1 times that when n calls
-	// are ahead of it (see [Queuer]).
+	// SlotPoll is how often a call waiting for one of a concurrency
+	// limit's slots asks again while fewer calls than slots are ahead of
+	// it in its queue (a slot frees when a call gives it back, which
+	// nothing foretells), and k+1 times that while k times the slots are
+	// (see [Queuer]).
 	SlotPoll = 10 * time.Millisecond
 )
 

@@ -57,7 +57,7 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 		}
 		return l.reserve(ctx, req, true, 0)
 	}
-	return l.inTurn(ctx, &req, ticket, wait, -1, decide)
+	return l.inTurn(ctx, &req, ticket, wait, nil, decide)
 }
 
 // ReserveSlotInTurn is ReserveSlot in the call's turn. See [Queuer].
@@ -68,16 +68,16 @@ func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot
 		}
 	}
 	decide := func() (Decision, int64, error) { return l.reserveSlot(ctx, req, slot, token) }
-	return l.inTurn(ctx, &req, ticket, wait, len(req.Limits), decide)
+	return l.inTurn(ctx, &req, ticket, wait, &slot, decide)
 }
 
 // inTurn decides req with decide when it is the call's turn, else denies
 // it with the soonest its rate limits could admit it; a call that waits
-// holds a place. slotIndex is the LimitIndex of a denial for want of a
-// slot, -1 when the call takes none: such a call comes back in SlotPoll,
-// and one behind n others for a slot in (n+1)×SlotPoll, or at the end of
-// its wait if sooner (a slot may free any time).
-func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slotIndex int, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
+// holds a place. slot is the concurrency limit the call takes a slot of,
+// nil for none: a call behind n others has its turn too when more than n
+// slots are free and its rate limits would admit it behind them, and one
+// denied for want of a slot comes back as slotPoll says.
+func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slot *Limit, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
 	qs, id := l.queueOf(req)
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
@@ -85,32 +85,39 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	now := l.now()
 	q.expire(now)
 	at := q.find(ticket)
+	ahead := at // the places ahead of the call's
+	if at < 0 {
+		ahead = len(q)
+	}
+	slotIndex, slots := -1, int64(0)
+	if slot != nil {
+		slotIndex, slots = len(req.Limits), slot.Threshold
+	}
 	var d Decision
+	turn := ahead == 0
+	if !turn {
+		var err error
+		if d, err = behind(ctx, l, *req, ahead, q.lastDue(ahead, now), slotIndex, slots, wait); err != nil {
+			return Decision{}, 0, time.Time{}, err
+		}
+		turn = slot != nil && d.LimitIndex == slotIndex && l.freeSlots(req, slots) > int64(ahead)
+	}
 	back := time.Duration(0) // when the call is to come back, if not its RetryAfter
-	if at == 0 || at < 0 && len(q) == 0 {
+	if turn {
 		var charged int64
 		var err error
 		if d, charged, err = decide(); err != nil {
 			return Decision{}, 0, time.Time{}, err
 		}
 		if d.Allowed {
-			if at == 0 {
-				q = q[1:]
+			if at >= 0 {
+				q = append(q[:at], q[at+1:]...)
 			}
 			qs.keep(id, q)
 			return d, 0, fromMicros(charged), nil
 		}
 		if d.LimitIndex == slotIndex { // it polls, until its wait is over
-			back = max(min(SlotPoll, wait), time.Microsecond)
-		}
-	} else {
-		ahead := at
-		if at < 0 {
-			ahead = len(q)
-		}
-		var err error
-		if d, err = behind(ctx, l, *req, ahead, q.lastDue(ahead, now), slotIndex, wait); err != nil {
-			return Decision{}, 0, time.Time{}, err
+			back = slotPoll(ahead, slots, wait)
 		}
 	}
 	if back == 0 {
@@ -121,15 +128,22 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	return d, held, time.Time{}, nil
 }
 
+// slotPoll returns when a call waiting for one of slots behind ahead
+// others asks again: in SlotPoll for each slots of them (while slots are
+// held, any may free at any time), at the end of its wait if sooner.
+func slotPoll(ahead int, slots int64, wait time.Duration) time.Duration {
+	return max(min(time.Duration(int64(ahead)/max(slots, 1)+1)*SlotPoll, wait), time.Microsecond)
+}
+
 // behind returns the denial of a call of req that waits behind ahead
 // others on limiter, the last of them due back after due, not decided
 // (SourceQueue): RetryAfter is the soonest req's limits could admit it
 // once each call ahead took a unit (see [queuedSpan]); when they could
-// now, for a call that waits for a slot (slotIndex, its LimitIndex; -1
-// for none) (ahead+1)×SlotPoll, at most wait, else a millisecond after
-// due, when the calls ahead have come back. The twin of the queue
-// script's branch for a call behind others.
-func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due time.Duration, slotIndex int, wait time.Duration) (Decision, error) {
+// now, for a call that waits for one of slots (slotIndex, its LimitIndex;
+// -1 for none) as slotPoll says, else a millisecond after due, when the
+// calls ahead have come back. The twin of the queue script's branch for a
+// call behind others.
+func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due time.Duration, slotIndex int, slots int64, wait time.Duration) (Decision, error) {
 	d := Decision{Source: SourceQueue}
 	if len(req.Limits) > 0 {
 		var err error
@@ -138,7 +152,7 @@ func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due ti
 		}
 	}
 	if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
-		d.RetryAfter, d.LimitIndex = max(min(time.Duration(ahead+1)*SlotPoll, wait), time.Microsecond), slotIndex
+		d.RetryAfter, d.LimitIndex = slotPoll(ahead, slots, wait), slotIndex
 	}
 	if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
 		d.RetryAfter = due + time.Millisecond

@@ -297,6 +297,9 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 				rates.Limits = append(req.Limits[:i:i], req.Limits[i+1:]...)
 			}
 		}
+		if slotIndex >= 0 && req.Keys != nil { // one key for the slot and the rate limits, as Reserve keys them
+			rates.Key, rates.Keys = req.Keys[0], nil
+		}
 		n, due, err := q.Waiting(ctx, rates)
 		switch {
 		case errors.Is(err, errors.ErrUnsupported): // its calls wait in process order
@@ -304,20 +307,11 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 			return Decision{}, false, err
 		case n == 0:
 			return Decision{}, false, nil
-		default:
-			at := -1
-			if slotIndex >= 0 {
-				at = len(rates.Limits)
-			}
-			d, err := behind(ctx, limiter, rates, n, due, at, r.Wait)
-			switch { // back to req's indexes
-			case slotIndex < 0:
-			case d.LimitIndex == at:
-				d.LimitIndex = slotIndex
-			case d.LimitIndex >= slotIndex: // a rate limit after the slot
-				d.LimitIndex++
-			}
+		case slotIndex < 0:
+			d, err := behind(ctx, limiter, rates, n, due, -1, 0, r.Wait)
 			return d, err == nil, err
+		default:
+			return r.peekSlotQueue(ctx, limiter, req, rates, slotIndex, n, due)
 		}
 	}
 	if waitQueueCount.Load() == 0 {
@@ -335,6 +329,34 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 		return d, true, nil
 	}
 	return Decision{}, false, nil
+}
+
+// peekSlotQueue is peekQueue of a call of req, whose limit slotIndex is a
+// concurrency limit (rates: req without it), behind n others, the last
+// due back after due: it has its turn, as ReserveSlotInTurn would give it,
+// when its rate limits would admit it behind them and more than n slots
+// are free.
+func (r *Rule) peekSlotQueue(ctx context.Context, limiter Limiter, req, rates Request, slotIndex, n int, due time.Duration) (Decision, bool, error) {
+	slot := req.Limits[slotIndex]
+	d, err := behind(ctx, limiter, rates, n, due, len(rates.Limits), slot.Threshold, r.Wait)
+	if err != nil {
+		return Decision{}, false, err
+	}
+	if d.LimitIndex == len(rates.Limits) { // the slot's: are enough free?
+		if h, ok := As[SlotHolder](limiter); ok {
+			_, held, err := h.PeekSlot(ctx, rates, slot)
+			if err != nil {
+				return Decision{}, false, err
+			}
+			if slot.Threshold-held > int64(n) {
+				return Decision{}, false, nil
+			}
+		}
+		d.LimitIndex = slotIndex
+	} else if d.LimitIndex >= slotIndex { // a rate limit after the slot
+		d.LimitIndex++
+	}
+	return d, true, nil
 }
 
 // retryJitter returns d plus up to 10% of it, so that callers told the same

@@ -123,7 +123,11 @@
 // that began to wait one after another, with Rule.Check or Rule.Reserve,
 // are admitted in that order, none asking before its RetryAfter),
 // queue/keys_per_line/turns and queue/concurrency/order (calls waiting
-// for a concurrency slot take it in the order they began to wait).
+// for a concurrency slot take it in the order they began to wait), and
+// queue/concurrency/turns (a call behind others takes a slot while more
+// are free than calls are ahead of it, never the one a call ahead needs).
+// The turns and order crosses also check Rule.Peek of a rule with Wait
+// (what a new call would be told behind the waiters).
 // top_denied checks that a DenialCounter lists the keys its rules denied,
 // most first, redacted.
 //

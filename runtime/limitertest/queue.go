@@ -31,6 +31,49 @@ func (s *suite) queue(t *testing.T) {
 	}
 	t.Run("keys_per_line/turns", func(t *testing.T) { s.turns(t, ratelimit.GCRA, true) })
 	t.Run("concurrency/order", func(t *testing.T) { s.slotOrder(t) })
+	t.Run("concurrency/turns", func(t *testing.T) { s.slotTurns(t) })
+}
+
+// slotTurns: ReserveSlotInTurn step by step on the suite's clock, on two
+// slots both held. A first and a second waiter get places; once both
+// slots are free, the second, back first, takes one (two free, one call
+// ahead of it); a new call then does not take the last (one free, one
+// call ahead: the first waiter's), and the first waiter, back, does.
+func (s *suite) slotTurns(t *testing.T) {
+	s.needClock(t)
+	need(t, "hold concurrency slots", s.caps.slots)
+	slot := ratelimit.Limit{Algorithm: concurrency, Threshold: 2, Period: time.Minute}
+	req := ratelimit.Request{Name: "queue/slot_turns", Key: "ada"}
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			h, _ := ratelimit.As[ratelimit.SlotHolder](l.limiter)
+			turn := func(what, token string, ticket int64) (ratelimit.Decision, int64) {
+				d, held, _, err := q.ReserveSlotInTurn(e.ctx, req, slot, token, ticket, time.Hour)
+				e.check(err == nil, "%s: %s: %v", l.name, what, err)
+				return d, held
+			}
+			for _, token := range []string{"one", "two"} {
+				d, _, err := h.ReserveSlot(e.ctx, req, slot, token)
+				e.check(err == nil && d.Allowed, "%s: a slot of two: %+v, %v", l.name, d, err)
+			}
+			first, t1 := turn("the first waiter", "first", 0)
+			e.check(!first.Allowed && t1 != 0, "%s: the first waiter, no slot free: %+v (ticket %d)", l.name, first, t1)
+			second, t2 := turn("the second waiter", "second", 0)
+			e.check(!second.Allowed && second.Source == ratelimit.SourceQueue && t2 > t1, "%s: the second waiter: %+v (ticket %d after %d)", l.name, second, t2, t1)
+			for _, token := range []string{"one", "two"} {
+				e.check(h.ReleaseSlot(e.ctx, req, slot, token) == nil, "%s: ReleaseSlot", l.name)
+			}
+			e.advance(second.RetryAfter)
+			d, held := turn("the second waiter, back first with two slots free", "second", t2)
+			e.check(d.Allowed && held == 0, "%s: the second waiter did not take one of two free slots with one call ahead: %+v", l.name, d)
+			d, t3 := turn("a new call, one slot free", "third", 0)
+			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && t3 > t1, "%s: a new call took the slot the first waiter needs: %+v (ticket %d)", l.name, d, t3)
+			d, held = turn("the first waiter, back", "first", t1)
+			e.check(d.Allowed && held == 0, "%s: the first waiter did not take the last slot: %+v", l.name, d)
+			e.check(q.Dequeue(e.ctx, req, t3) == nil, "%s: Dequeue", l.name)
+		}
+	})
 }
 
 // slotOrder: on each limiter in turn, in real time, calls of a rule of
@@ -54,7 +97,7 @@ func (s *suite) slotOrder(t *testing.T) {
 			e.whileRunning(func() {
 				var wg sync.WaitGroup
 				for i := range waiters {
-					placed := len(w.back)
+					placed := w.placed()
 					wg.Go(func() {
 						var res *ratelimit.Reservation
 						if res, errs[i] = r.Reserve(e.ctx, w, 1, l.name); errs[i] == nil {
@@ -227,13 +270,7 @@ func (w *queuedLimiter) inOrder(e *env, name string, errs []error) {
 
 // placedBeyond returns once more than n calls got a place.
 func (w *queuedLimiter) placedBeyond(n int) {
-	for {
-		w.mu.Lock()
-		placed := len(w.back)
-		w.mu.Unlock()
-		if placed > n {
-			return
-		}
+	for w.placed() <= n {
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -280,6 +317,17 @@ func (w *queuedLimiter) Waiting(ctx context.Context, req ratelimit.Request) (int
 	return w.q.Waiting(ctx, req)
 }
 
+// A queuedLimiter short of a method of Queuer would not be asked at all:
+// the rule would find the limiter it wraps.
+var _ ratelimit.Queuer = (*queuedLimiter)(nil)
+
+// placed returns how many calls got a place so far.
+func (w *queuedLimiter) placed() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.back)
+}
+
 // queueOrder: on each limiter in turn, in real time, waiters that began
 // to wait one after another (with Rule.Check, or Rule.Reserve when way
 // is "reserve") on a key of alg whose units are used up are admitted in
@@ -310,7 +358,7 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 				}
 				var wg sync.WaitGroup
 				for i := range waiters {
-					placed := len(w.back)
+					placed := w.placed()
 					wg.Go(func() {
 						if way == "reserve" {
 							_, errs[i] = r.Reserve(e.ctx, w, 1, l.name)

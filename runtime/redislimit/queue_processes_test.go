@@ -87,6 +87,14 @@ func (w *waiterLog) Dequeue(ctx context.Context, req ratelimit.Request, ticket i
 	return w.q.Dequeue(ctx, req, ticket)
 }
 
+func (w *waiterLog) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
+	return w.q.Waiting(ctx, req)
+}
+
+// A waiterLog short of a method of Queuer would not be asked at all: the
+// rule would find the limiter it wraps.
+var _ ratelimit.Queuer = (*waiterLog)(nil)
+
 // queueProcess is the main of a process of TestWaitersAcrossProcesses:
 // its waiters begin to wait in turn with the other processes', one every
 // queueArrivals, and it prints a line per waiter: "waiter TICKET

@@ -81,6 +81,85 @@ func TestQueueAgreesWithTheTwin(t *testing.T) {
 	}
 }
 
+// TestSlotQueueAgreesWithTheTwin: as TestQueueAgreesWithTheTwin, for
+// calls that wait for a concurrency slot (ReserveSlotInTurn), alone or
+// with a rate limit: while the slots free at random, the queue script's
+// slot form and its twin give waiters coming back in any order the same
+// decisions, places and retries, and a waiter behind others takes a slot
+// while more are free than calls are ahead of it.
+func TestSlotQueueAgreesWithTheTwin(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(28, 12))
+	clock := newManualClock()
+	red := newTestRedis(t, ratelimit.WithClock(clock))
+	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
+	both := []interface {
+		ratelimit.Queuer
+		ratelimit.SlotHolder
+	}{twin, red}
+	overtook := 0 // admissions of a waiter with an earlier one still waiting
+	for n := range 100 {
+		slot := concurrencyLimit(int64(1+rng.IntN(3)), time.Minute)
+		req := ratelimit.Request{Name: fmt.Sprint("slot-queue-twin/", n), Key: "k"}
+		if n%2 == 0 {
+			req.Limits = []ratelimit.Limit{{Period: time.Second, Threshold: slot.Threshold + int64(1+rng.IntN(5))}}
+		}
+		var held []string // the tokens of the slots held, the same on both
+		for i := range slot.Threshold {
+			token := fmt.Sprint("first-", i)
+			for _, l := range both {
+				d, _, err := l.ReserveSlot(ctx, req, slot, token)
+				require.NoError(t, err)
+				require.True(t, d.Allowed)
+			}
+			held = append(held, token)
+		}
+		tickets := make([][2]int64, 2+rng.IntN(4)) // per waiter, per limiter
+		for step := range 4 * len(tickets) {
+			for range rng.IntN(3) { // slots free
+				if len(held) == 0 {
+					break
+				}
+				k := rng.IntN(len(held))
+				for _, l := range both {
+					require.NoError(t, l.ReleaseSlot(ctx, req, slot, held[k]))
+				}
+				held = append(held[:k], held[k+1:]...)
+			}
+			w := rng.IntN(len(tickets)) // in any order: one behind others may come first
+			token := fmt.Sprint("waiter-", step)
+			var got [2]ratelimit.Decision
+			ticket := tickets[w][0]
+			for i, l := range both {
+				d, place, at, err := l.ReserveSlotInTurn(ctx, req, slot, token, tickets[w][i], time.Hour)
+				require.NoError(t, err)
+				got[i], tickets[w][i] = d, place
+				require.Equal(t, d.Allowed, !at.IsZero())
+			}
+			require.Equal(t, got[0], got[1], "case %d (%d slots, limits %v), waiter %d, step %d", n, slot.Threshold, req.Limits, w, step)
+			require.Equal(t, tickets[w][0], tickets[w][1], "case %d: the places differ", n)
+			if got[0].Allowed {
+				held = append(held, token)
+				for _, other := range tickets {
+					if ticket != 0 && other[0] != 0 && other[0] < ticket {
+						overtook++
+						break
+					}
+				}
+			} else {
+				clock.Advance(min(got[0].RetryAfter, time.Duration(rng.IntN(30))*time.Millisecond))
+			}
+		}
+		for _, ts := range tickets { // leave nothing waiting
+			for i, l := range both {
+				require.NoError(t, l.Dequeue(ctx, req, ts[i]))
+			}
+		}
+	}
+	assert.Positive(t, overtook, "no waiter behind others took a free slot")
+	t.Logf("%d admissions of a waiter behind others", overtook)
+}
+
 // TestQueueKeysAreSmall: a queue's keys take a small bounded amount of
 // Redis memory per waiting call, whatever key a caller sends (a long one
 // is kept as its stand-in); MaxQueue bounds the places.

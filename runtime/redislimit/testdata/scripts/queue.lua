@@ -716,27 +716,18 @@ while true do
 end
 
 -- at: the call's place (0 first), or false when it holds none; waiting:
--- how many places the queue holds.
+-- how many places the queue holds; ahead: how many are ahead of the call.
 local at, waiting = false, 0
 if head then
   if ticket ~= "" then at = redis.call("ZRANK", order, ticket) end
   waiting = redis.call("ZCARD", order)
 end
-local reply, retry, queued
+local ahead = at or waiting
+local reply, retry, queued, index
 local back -- when the call is to come back, if not at its retry
-if at == 0 or (not at and waiting == 0) then
-  -- Its turn: decide.
-  reply = decide_one(keys, argv)
-  if type(reply) == "table" and reply.err then return reply end
-  if type(reply) == "number" or reply[1] == 1 then
-    if at then
-      redis.call("ZREM", order, ticket)
-      redis.call("HDEL", dues, ticket)
-    end
-    return {reply, 0, 0, now}
-  end
-  retry, queued = reply[3], 0
-else
+-- Its turn: it is first, or nobody waits and it holds no place.
+local turn = ahead == 0
+if not turn then
   -- Behind others: the soonest it could be admitted, once each call
   -- ahead took a unit (at least) and it took its own: n units per limit.
   -- A sliding log admits at most its threshold in any period, so the last
@@ -749,9 +740,8 @@ else
   -- burst (or capacity) at its rate, less a µs per unit for the bucket's
   -- rounding. A calendar limit adds nothing. Its twin is queuedSpan
   -- (runtime/memoryqueue.go).
-  local ahead = at or waiting
-  local units, span, index = (argv[2] or 1) + ahead, 0, 0
-  retry = 0
+  local units, span = (argv[2] or 1) + ahead, 0
+  retry, index = 0, 0
   for i = 1, n do
     local algo, period = argv[4 * i - 1], argv[4 * i] + 0
     local threshold, capacity = argv[4 * i + 1] + 0, argv[4 * i + 2] + 0
@@ -785,18 +775,33 @@ else
     end
     if n == 1 then retry = retry + span elseif span > retry then retry = span end
   end
-  if retry == 0 then
-    -- The units are there: the calls ahead have yet to come. Come back a
-    -- millisecond after the last of them is due.
-    local last = now
-    for _, t in ipairs(redis.call("ZRANGE", order, 0, ahead - 1)) do
-      local due = tonumber(redis.call("HGET", dues, t))
-      if due and due > last then last = due end
+  if not turn then
+    if retry == 0 then
+      -- The units are there: the calls ahead have yet to come. Come back a
+      -- millisecond after the last of them is due.
+      local last = now
+      for _, t in ipairs(redis.call("ZRANGE", order, 0, ahead - 1)) do
+        local due = tonumber(redis.call("HGET", dues, t))
+        if due and due > last then last = due end
+      end
+      retry = last - now + 1000
     end
-    retry = last - now + 1000
+    reply = {0, 0, retry, retry, index, 0}
+    queued = 1
   end
-  reply = {0, 0, retry, retry, index, 0}
-  queued = 1
+end
+if turn then
+  -- Decide.
+  reply = decide_one(keys, argv)
+  if type(reply) == "table" and reply.err then return reply end
+  if type(reply) == "number" or reply[1] == 1 then
+    if at then
+      redis.call("ZREM", order, ticket)
+      redis.call("HDEL", dues, ticket)
+    end
+    return {reply, 0, 0, now}
+  end
+  retry, queued = reply[3], 0
 end
 
 -- The call is denied: it holds its place, due when told to come back, or

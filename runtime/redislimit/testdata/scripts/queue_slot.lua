@@ -9,11 +9,12 @@
 -- back.
 --
 -- This one takes a concurrency slot in the call's turn, with its rate
--- limits all or nothing (the reserve slot script's body, take_slot): a
--- call first in the queue denied for want of a slot comes back in
--- slotPoll µs; one behind n others whose rate limits would admit it, in
--- (n+1) times that; either at the end of its wait if sooner (a slot may
--- free any time).
+-- limits all or nothing (the reserve slot script's body, take_slot). A
+-- call behind n others has its turn too while more than n slots are free
+-- and its rate limits would admit it behind them: each call ahead can
+-- still take one. A call denied for want of a slot comes back in slotPoll
+-- µs per slots calls ahead of it (the first in slotPoll), at the end of
+-- its wait if sooner (a slot may free any time).
 --
 -- KEYS     the generic decide script's (the rate limits; there may be
 --          none), then the slot key, then the queue's two keys: its
@@ -770,34 +771,18 @@ while true do
 end
 
 -- at: the call's place (0 first), or false when it holds none; waiting:
--- how many places the queue holds.
+-- how many places the queue holds; ahead: how many are ahead of the call.
 local at, waiting = false, 0
 if head then
   if ticket ~= "" then at = redis.call("ZRANK", order, ticket) end
   waiting = redis.call("ZCARD", order)
 end
-local reply, retry, queued
+local ahead = at or waiting
+local reply, retry, queued, index
 local back -- when the call is to come back, if not at its retry
-if at == 0 or (not at and waiting == 0) then
-  -- Its turn: decide.
-  local skeys, sargv = {slotKey}, {ARGV[5], ARGV[6], ARGV[7]}
-  for i = 1, n do skeys[i + 1] = keys[i] end
-  for j = 1, #argv do sargv[j + 3] = argv[j] end
-  reply = take_slot(skeys, sargv)
-  if type(reply) == "table" and reply.err then return reply end
-  reply = reply[1]
-  if type(reply) == "number" or reply[1] == 1 then
-    if at then
-      redis.call("ZREM", order, ticket)
-      redis.call("HDEL", dues, ticket)
-    end
-    return {reply, 0, 0, now}
-  end
-  retry, queued = reply[3], 0
-  if reply[5] == n then -- denied for want of a slot: it polls until its wait is over
-    back = math.max(math.min(10000, wait), 1)
-  end
-else
+-- Its turn: it is first, or nobody waits and it holds no place.
+local turn = ahead == 0
+if not turn then
   -- Behind others: the soonest it could be admitted, once each call
   -- ahead took a unit (at least) and it took its own: n units per limit.
   -- A sliding log admits at most its threshold in any period, so the last
@@ -810,9 +795,8 @@ else
   -- burst (or capacity) at its rate, less a µs per unit for the bucket's
   -- rounding. A calendar limit adds nothing. Its twin is queuedSpan
   -- (runtime/memoryqueue.go).
-  local ahead = at or waiting
-  local units, span, index = (argv[2] or 1) + ahead, 0, 0
-  retry = 0
+  local units, span = (argv[2] or 1) + ahead, 0
+  retry, index = 0, 0
   for i = 1, n do
     local algo, period = argv[4 * i - 1], argv[4 * i] + 0
     local threshold, capacity = argv[4 * i + 1] + 0, argv[4 * i + 2] + 0
@@ -847,22 +831,51 @@ else
     if n == 1 then retry = retry + span elseif span > retry then retry = span end
   end
   if retry == 0 then
-    -- The rate limits would admit it: a slot must free for each call
-    -- ahead and for it.
-    retry, index = math.max(math.min((ahead + 1) * 10000, wait), 1), n
+    -- The rate limits would admit it behind the calls ahead: it has its
+    -- turn while more slots are free than calls are ahead of it (each of
+    -- them can take one too); else it asks again in slotPoll µs per
+    -- slots calls ahead of it, at the end of its wait if sooner (a slot
+    -- may free any time). Its twin is slotPoll (runtime/memoryqueue.go).
+    local slots = ARGV[5] + 0
+    local live = redis.call("ZCOUNT", slotKey, string.format("(%d", now), "+inf")
+    turn = slots - live > ahead
+    retry = math.max(math.min((math.floor(ahead / slots) + 1) * 10000, wait), 1)
+    index = n
   end
-  if retry == 0 then
-    -- The units are there: the calls ahead have yet to come. Come back a
-    -- millisecond after the last of them is due.
-    local last = now
-    for _, t in ipairs(redis.call("ZRANGE", order, 0, ahead - 1)) do
-      local due = tonumber(redis.call("HGET", dues, t))
-      if due and due > last then last = due end
+  if not turn then
+    if retry == 0 then
+      -- The units are there: the calls ahead have yet to come. Come back a
+      -- millisecond after the last of them is due.
+      local last = now
+      for _, t in ipairs(redis.call("ZRANGE", order, 0, ahead - 1)) do
+        local due = tonumber(redis.call("HGET", dues, t))
+        if due and due > last then last = due end
+      end
+      retry = last - now + 1000
     end
-    retry = last - now + 1000
+    reply = {0, 0, retry, retry, index, 0}
+    queued = 1
   end
-  reply = {0, 0, retry, retry, index, 0}
-  queued = 1
+end
+if turn then
+  -- Decide.
+  local skeys, sargv = {slotKey}, {ARGV[5], ARGV[6], ARGV[7]}
+  for i = 1, n do skeys[i + 1] = keys[i] end
+  for j = 1, #argv do sargv[j + 3] = argv[j] end
+  reply = take_slot(skeys, sargv)
+  if type(reply) == "table" and reply.err then return reply end
+  reply = reply[1]
+  if type(reply) == "number" or reply[1] == 1 then
+    if at then
+      redis.call("ZREM", order, ticket)
+      redis.call("HDEL", dues, ticket)
+    end
+    return {reply, 0, 0, now}
+  end
+  retry, queued = reply[3], 0
+  if reply[5] == n then -- denied for want of a slot: it polls until its wait is over
+    back = math.max(math.min((math.floor(ahead / (ARGV[5] + 0)) + 1) * 10000, wait), 1)
+  end
 end
 
 -- The call is denied: it holds its place, due when told to come back, or
