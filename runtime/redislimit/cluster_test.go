@@ -35,8 +35,11 @@ func mixedLimits() [][]ratelimit.Limit {
 }
 
 // TestCluster runs the Redis limiter against a real three-master Redis
-// Cluster, started once for all its subtests.
+// Cluster, started once for all its subtests. It runs in parallel with
+// TestConformanceSentinel, once the package's other tests are done: each
+// has servers of its own, and waits on real time more than it computes.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	c, err := redistest.StartCluster(3)
 	require.NoError(t, err)
 	t.Cleanup(c.Stop)

@@ -108,6 +108,7 @@ func (ct *clusterTest) conformance(t *testing.T) {
 // TestConformanceSentinel runs the conformance suite on a failover client
 // of a primary, a replica and a redis-sentinel.
 func TestConformanceSentinel(t *testing.T) {
+	t.Parallel() // see TestCluster
 	d, err := redistest.StartSentinel(1, 1)
 	if err != nil {
 		t.Fatal(err)
