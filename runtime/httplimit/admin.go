@@ -515,7 +515,7 @@ func (a *admin) topDenied(ctx context.Context) (deniedView, bool, error) {
 	}
 	view.Source = "hook"
 	for _, k := range a.denials.top(adminPage) {
-		view.Denied = append(view.Denied, deniedEntry{k.name, k.key, k.count, k.error})
+		view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Count, k.Error})
 	}
 	return view, true, nil
 }

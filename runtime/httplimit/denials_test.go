@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
@@ -46,28 +47,26 @@ func TestDenialsListTheMostDenied(t *testing.T) {
 	d.Decided(context.Background(), &ratelimit.Request{Name: "svc.Get", Key: "ada"}, ratelimit.Decision{Allowed: true})
 	top := d.top(3)
 	require.Len(t, top, 3)
-	assert.Equal(t, []string{"svc.Get", "svc.List"}, []string{top[0].name, top[1].name})
-	assert.Equal(t, []string{callkey.Redact("mallory"), callkey.Redact("eve")}, []string{top[0].key, top[1].key})
-	assert.GreaterOrEqual(t, top[0].count, int64(10_000))
-	assert.LessOrEqual(t, top[0].count-top[0].error, int64(10_000), "the error bounds the overcount")
-	assert.GreaterOrEqual(t, top[1].count, int64(2_000))
+	assert.Equal(t, []string{"svc.Get", "svc.List"}, []string{top[0].Name, top[1].Name})
+	assert.Equal(t, []string{callkey.Redact("mallory"), callkey.Redact("eve")}, []string{top[0].Key, top[1].Key})
+	assert.GreaterOrEqual(t, top[0].Count, int64(10_000))
+	assert.LessOrEqual(t, top[0].Count-top[0].Error, int64(10_000), "the error bounds the overcount")
+	assert.GreaterOrEqual(t, top[1].Count, int64(2_000))
 	held := 0
 	for i := range d.shards {
-		for _, m := range d.shards[i].minutes {
-			held += len(m.slots)
-		}
+		held += len(d.shards[i].Top(1<<20, now))
 	}
-	assert.LessOrEqual(t, held, denialShards*denialSlots, "one minute's summaries")
+	assert.LessOrEqual(t, held, denialShards*denied.Slots, "one minute's summaries")
 
 	clock.Lock()
 	now = now.Add(4 * time.Minute)
 	clock.Unlock()
 	deny("svc.Get", "late")
-	assert.Equal(t, callkey.Redact("mallory"), d.top(1)[0].key, "still within five minutes")
+	assert.Equal(t, callkey.Redact("mallory"), d.top(1)[0].Key, "still within five minutes")
 	clock.Lock()
 	now = now.Add(2 * time.Minute)
 	clock.Unlock()
-	assert.Equal(t, []deniedKey{{name: "svc.Get", key: callkey.Redact("late"), count: 1}}, d.top(10), "older minutes are gone")
+	assert.Equal(t, []denied.Entry{{Name: "svc.Get", Key: callkey.Redact("late"), Count: 1}}, d.top(10), "older minutes are gone")
 }
 
 // TestAdminListsTheMostDeniedKeys: the admin view lists a limiter's
