@@ -82,8 +82,11 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	qs.mu.Lock()
 	defer qs.mu.Unlock()
 	q := qs.m[id] // nil when nobody waits: kept only when the call takes a place
-	now := l.now()
-	q.expire(now)
+	var now int64 // read when the queue or a denial needs it
+	if len(q) > 0 {
+		now = l.now()
+		q.expire(now)
+	}
 	at := q.find(ticket)
 	ahead := at // the places ahead of the call's
 	if at < 0 {
@@ -122,6 +125,9 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	}
 	if back == 0 {
 		back = d.RetryAfter
+	}
+	if now == 0 {
+		now = l.now()
 	}
 	held := q.hold(at, now, back, wait)
 	qs.keep(id, q)

@@ -238,9 +238,14 @@ func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, 
 // and r's OnError.
 func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *Request, start time.Time, o *outcome) error {
 	deadline := r.deadline(ctx, start)
+	// The first try's wait is counted from start, without reading the
+	// clock again: if anything took time since (a cooldown's read), the
+	// call may get a place it gives back at once, as the denial's retry is
+	// checked against the clock below.
+	left := deadline.Sub(start)
 	var ticket int64
 	for {
-		d, held, _, err := q.AllowInTurn(ctx, *req, ticket, time.Until(deadline))
+		d, held, _, err := q.AllowInTurn(ctx, *req, ticket, left)
 		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
 			// The limiter cannot queue this call: it waits in its
 			// process's order.
@@ -268,6 +273,7 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 			_, err := r.stopped(ctx, req, d)
 			return err
 		}
+		left = time.Until(deadline)
 	}
 }
 
