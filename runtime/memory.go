@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
+	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
 )
 
 // shardCount splits a memory limiter's state so calls on different keys
@@ -133,12 +134,12 @@ func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string
 }
 
 // now returns the time in µs since the Unix epoch: the clock's, or the
-// process's clock (see monoMicros).
+// process's monotonic clock (see monotime.Micros).
 func (l *MemoryLimiter) now() int64 {
 	if l.cfg.Clock != nil {
 		return l.cfg.Clock.Now().UnixMicro()
 	}
-	return monoMicros()
+	return monotime.Micros()
 }
 
 // Config returns the configuration the limiter was made with. See

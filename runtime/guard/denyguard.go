@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -189,10 +190,6 @@ func (c *DenyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.De
 	c.cache.remember(req, p, d, recv, slack, c.hold)
 }
 
-// monoBase is the origin of the process's monotonic clock, for the deny
-// cache.
-var monoBase = time.Now()
-
 // now returns the cache's time in µs, and whether the cache may answer at
 // it. Without a clock it is the process's monotonic clock, which steps
 // with neither the wall clock nor the backend's, and the cache may always
@@ -202,7 +199,7 @@ var monoBase = time.Now()
 // at an earlier time.
 func (c *DenyCache) now() (int64, bool) {
 	if c.clock == nil {
-		return time.Since(monoBase).Microseconds(), true
+		return monotime.Micros(), true
 	}
 	now := c.clock.Now().UnixMicro()
 	for {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -246,7 +247,7 @@ func (g *Leases) now() int64 {
 	if g.clock != nil {
 		return g.clock.Now().UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return monotime.Micros()
 }
 
 // leasedIndex returns the index of req's leased line: its first limit
