@@ -202,7 +202,7 @@ type lease struct {
 	units    int64             // charged
 	backlog  int64             // buckets: emission intervals of backlog at at, at least
 	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
-	log      bool              // SlidingLog: its end re-logs the used units, unless held
+	log      bool              // SlidingLog: its end re-logs the used units at its time
 	hold     time.Duration     // SlidingLog: how long its charge was held (HeldReserver); 0: not held
 	timer    *time.Timer       // ends it at its deadline; set and stopped under the line's mu
 	// used is the units admitted, or ended once the lease ended: calls

@@ -69,12 +69,8 @@ func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, t
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, time.Time{}, err
 	}
-	req.Key = callkey.Bound(req.Key)
-	if req.Keys != nil {
-		req.Keys = boundKeys(req.Keys, callkey.Bound)
-		if l.grouped() && l.groupsOf(&req) != nil {
-			return ratelimit.Decision{}, 0, time.Time{}, errQueueSlots
-		}
+	if err := l.boundQueued(&req); err != nil {
+		return ratelimit.Decision{}, 0, time.Time{}, err
 	}
 	d, held, at, err := l.queued(ctx, req, func(at *int64) (any, error) { return l.queueRun(ctx, &req, ticket, wait, at) })
 	if err == nil && l.cfg.Hook != nil && d.Source != ratelimit.SourceQueue {
@@ -178,12 +174,8 @@ func (l *Limiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time
 
 // waiting is Waiting without the breaker.
 func (l *redisBackend) waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	req.Key = callkey.Bound(req.Key)
-	if req.Keys != nil {
-		req.Keys = boundKeys(req.Keys, callkey.Bound)
-		if l.grouped() && l.groupsOf(&req) != nil {
-			return 0, 0, errQueueSlots
-		}
+	if err := l.boundQueued(&req); err != nil {
+		return 0, 0, err
 	}
 	order := l.queueKey(&req)
 	res, err := waitingScript.Run(ctx, l.client, []string{order, order + ":due"}, l.now(), ratelimit.QueueGrace.Microseconds()).Int64Slice()
@@ -194,6 +186,21 @@ func (l *redisBackend) waiting(ctx context.Context, req ratelimit.Request) (int,
 		return 0, 0, l.failed(ctx, req, err)
 	}
 	return int(res[0]), time.Duration(res[1]) * time.Microsecond, nil
+}
+
+// boundQueued bounds req's keys as its queue's key names them (see
+// queueKey), and fails with errQueueSlots when they lie in several hash
+// tags of a cluster: the queue cannot be read with them in one script.
+func (l *redisBackend) boundQueued(req *ratelimit.Request) error {
+	req.Key = callkey.Bound(req.Key)
+	if req.Keys == nil {
+		return nil
+	}
+	req.Keys = boundKeys(req.Keys, callkey.Bound)
+	if l.grouped() && l.groupsOf(req) != nil {
+		return errQueueSlots
+	}
+	return nil
 }
 
 // ticketArg is a ticket as the queue script takes it: "" for none.
