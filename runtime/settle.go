@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch) at
@@ -42,9 +43,8 @@ func (l *MemoryLimiter) RefundHeld(ctx context.Context, req Request, at time.Tim
 }
 
 // validHold returns the error of a held reservation of req with hold: a
-// hold must be positive and at most a quarter of each SlidingLog limit's
-// period, of which the call takes 2 units at least (it counts units, not
-// calls).
+// positive hold that each SlidingLog limit can take (see
+// limitfacts.CheckHold).
 func validHold(req *Request, hold time.Duration) error {
 	if err := req.Validate(); err != nil {
 		return err
@@ -56,8 +56,8 @@ func validHold(req *Request, hold time.Duration) error {
 		if lim.algorithm() != SlidingLog {
 			continue
 		}
-		if hold > lim.Period/4 || lim.PerCall || req.Units() < 2 {
-			return fmt.Errorf("%w: %s: a hold of %v takes at least 2 units of a sliding log of a period of %v at least four times as long", ErrInvalidLimit, req.Name, hold, lim.Period)
+		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalidLimit, req.Name, err)
 		}
 	}
 	return nil

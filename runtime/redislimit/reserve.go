@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -85,7 +86,8 @@ func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at
 }
 
 // validHold returns the error of a held reservation of req with hold (see
-// [guard.HeldReserver]), as the memory limiter's does.
+// [guard.HeldReserver]): a positive hold that each SlidingLog limit can
+// take (see limitfacts.CheckHold), as the memory limiter's does.
 func validHold(req *ratelimit.Request, hold time.Duration) error {
 	if err := req.Validate(); err != nil {
 		return err
@@ -97,8 +99,8 @@ func validHold(req *ratelimit.Request, hold time.Duration) error {
 		if lim.AlgorithmOrDefault() != ratelimit.SlidingLog {
 			continue
 		}
-		if hold > lim.Period/4 || lim.PerCall || req.Units() < 2 {
-			return fmt.Errorf("%w: %s: a hold of %v takes at least 2 units of a sliding log of a period of %v at least four times as long", ratelimit.ErrInvalidLimit, req.Name, hold, lim.Period)
+		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {
+			return fmt.Errorf("%w: %s: %w", ratelimit.ErrInvalidLimit, req.Name, err)
 		}
 	}
 	return nil
