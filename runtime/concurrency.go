@@ -125,6 +125,9 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 				r.reportSlot(ctx, limiter, &all, d)
 			}
 		}
+		if err != nil && ctx.Err() == nil && errors.Is(err, ErrBusy) {
+			d, err = shed(), nil
+		}
 		if err != nil {
 			if err = r.failure(ctx, limiter, err); err != nil {
 				return err

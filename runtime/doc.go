@@ -68,7 +68,8 @@
 // An error wrapping [ErrBackend] (the backend failed, or its circuit
 // breaker is open: [ErrCircuitOpen]) is handled by the error policy: the
 // rule's OnError, or when empty the limiter's default (its [Config]'s
-// ErrorPolicy; [FailOpen] for a limiter that is not [Configured]). Under
+// ErrorPolicy, [FailLocal] unless set; FailLocal for a limiter that is not
+// [Configured] too). Under
 // [FailOpen] Check returns nil (the limiter has reported the error to its
 // hook), under [FailLocal] what the limiter's [Fallback] decides, and under
 // [FailClosed] (or any other value, or FailLocal when the fallback cannot
@@ -84,8 +85,9 @@
 //   - [WithHook] reports every decision and failure to one hook or
 //     several: see limitmetrics.Metrics (atomic counters per limit name)
 //     and [NewSlogHook] (log/slog);
-//   - [WithErrorPolicy] sets the default error policy ([FailOpen] unless
-//     set);
+//   - [WithErrorPolicy] sets the default error policy ([FailLocal] unless
+//     set: an outage never lifts a limit; [FailOpen] lifts them all while
+//     the backend fails);
 //   - [WithOverrides] lets operators change a rule's limits at run time,
 //     keeping its state; [StaticOverrides] takes them from the process (and
 //     redislimit.NewOverrides from a Redis hash). Both also set the limits

@@ -22,6 +22,15 @@ var (
 	// circuit breaker is open. errors.Is(err, ErrBackend) holds too, so the
 	// rule's [ErrorPolicy] applies at once.
 	ErrCircuitOpen = errors.New("ratelimit: circuit open after repeated backend failures")
+	// ErrBusy is wrapped, beside ErrBackend, by the error of a call that
+	// the limiter's own client could not send in time because all its
+	// connections were busy (waiting for a pooled connection longer than
+	// the pool timeout): the backend is up, the limiter is saturated. A
+	// circuit breaker counts it neither way, and [Rule.Check] denies the
+	// call with a [*LimitError] of Source [SourceBusy] and RetryAfter
+	// [BusyRetry] whatever the error policy, so the backend stays the judge
+	// of every admission and load never lifts a limit.
+	ErrBusy = errors.New("ratelimit: backend busy")
 	// ErrEmptyKey is wrapped by the error a decorator returns, under
 	// emptykey=deny, when a call's key is "" ([*KeyError]).
 	ErrEmptyKey = errors.New("ratelimit: key is empty")
@@ -58,7 +67,15 @@ type LimitError struct {
 	RetryAfter time.Duration
 	// ResetAfter is how long until the limit is fully available again.
 	ResetAfter time.Duration
+	// Source says what denied the call: the backend (the limit is used
+	// up), its deny cache, its fallback, an override, a cooldown, a queue,
+	// or [SourceBusy] (the call was shed: the limiter was saturated).
+	Source Source
 }
+
+// BusyRetry is the RetryAfter of a call shed because the limiter's client
+// was saturated ([ErrBusy]).
+const BusyRetry = 100 * time.Millisecond
 
 // Error describes the denial, including when to retry. It names the key
 // of a call with one key (bounded, as Key holds it), and for a limit of a
@@ -72,6 +89,9 @@ func (e *LimitError) Error() string {
 		key = fmt.Sprintf(" (key=%s)", e.KeyExpr)
 	case e.Key != "":
 		key = fmt.Sprintf(" key %q", e.Key)
+	}
+	if e.Source == SourceBusy {
+		return fmt.Sprintf("ratelimit: %s%s was shed undecided: the limiter's connections to its backend were all busy; retry after %s", e.Name, key, e.RetryAfter)
 	}
 	if e.Limit.Algorithm == Block {
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)

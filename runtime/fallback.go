@@ -21,10 +21,15 @@ type Fallback interface {
 
 // fallback returns the decision of limiter's [Fallback] for req, which
 // limiter could not decide because of err, and the limits it enforced,
-// when r's error policy is [FailLocal]; otherwise, or when the fallback
-// cannot decide req, err. It takes req by value, so that only failed calls
-// move a request to the heap.
+// when r's error policy is [FailLocal]; a call shed because the limiter
+// was saturated ([ErrBusy]) is denied instead, whatever the policy.
+// Otherwise, or when the fallback cannot decide req, it returns err. It
+// takes req by value, so that only failed calls move a request to the
+// heap.
 func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err error) (Decision, []Limit, error) {
+	if ctx.Err() == nil && errors.Is(err, ErrBusy) {
+		return shed(), req.Limits, nil
+	}
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, nil, err
 	}
@@ -40,4 +45,10 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 		limits = req.Limits
 	}
 	return d, limits, nil
+}
+
+// shed returns the denial of a call shed undecided because the limiter was
+// saturated ([ErrBusy]).
+func shed() Decision {
+	return Decision{RetryAfter: BusyRetry, Source: SourceBusy}
 }

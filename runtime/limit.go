@@ -492,12 +492,17 @@ const (
 	// SourceQueue is a denial of a call that waits its turn behind calls
 	// that began to wait before it (see [Queuer]); nothing was decided.
 	SourceQueue
+	// SourceBusy is a denial of a call that the limiter shed undecided
+	// because its own client was saturated ([ErrBusy]).
+	SourceBusy
 )
 
 // String returns "backend", "cache", "fallback", "override", "lease",
-// "cooldown" or "queue".
+// "cooldown", "queue" or "busy".
 func (s Source) String() string {
 	switch s {
+	case SourceBusy:
+		return "busy"
 	case SourceQueue:
 		return "queue"
 	case SourceLease:

@@ -54,13 +54,13 @@ type Config struct {
 }
 
 // NewConfig returns the Config that opts set, over the defaults: no clock,
-// hook or overrides, [FailOpen] and [DefaultMaxKeys]. The opts are this
+// hook or overrides, [FailLocal] and [DefaultMaxKeys]. The opts are this
 // package's Options or a backend's own option type (see [Option]); a Hook
 // is wrapped so that the would-be denials of shadow rules reach its
 // ShadowLimited method (see [ShadowHook]) and a breaker's changes its
 // guard.BreakerHook methods.
 func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
-	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailOpen}
+	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailLocal}
 	for _, o := range opts {
 		if any(o) != nil {
 			o.Configure(&c)
@@ -125,9 +125,12 @@ func WithHook(hooks ...Hook) Option {
 
 // WithErrorPolicy sets the limiter's default [ErrorPolicy]: what
 // [Rule.Check] does with a call the limiter could not decide, for rules
-// whose OnError is empty. The default is [FailOpen]; an empty p keeps it,
-// and any value other than FailOpen, FailClosed and [FailLocal] means
-// FailClosed.
+// whose OnError is empty. The default is [FailLocal], which keeps every
+// limit through an outage (each process decides against its share, or the
+// call fails as under FailClosed where the limiter has no fallback);
+// FailOpen lifts every limit for as long as the backend fails. An empty p
+// keeps the default, and any value other than FailOpen, FailClosed and
+// FailLocal means FailClosed.
 func WithErrorPolicy(p ErrorPolicy) Option {
 	return configure(func(c *Config) {
 		if p != "" {

@@ -498,9 +498,9 @@ func (r *Rule) policy(limiter Limiter) ErrorPolicy {
 		}
 	}
 	switch p {
-	case "", FailOpen:
+	case FailOpen:
 		return FailOpen
-	case FailLocal:
+	case "", FailLocal:
 		return FailLocal
 	}
 	return FailClosed
@@ -525,6 +525,7 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 		Remaining:  max(d.Remaining, 0), // negative: a debt (see Reservation)
 		RetryAfter: d.RetryAfter,
 		ResetAfter: d.ResetAfter,
+		Source:     d.Source,
 	}
 	if i := d.LimitIndex; i >= 0 && i < len(req.Limits) {
 		e.Limit = req.Limits[i]

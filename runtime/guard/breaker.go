@@ -387,6 +387,7 @@ func boundKeys(keys []string) []string {
 func (g *Breaker) newBreaker(node string, probe func(context.Context) error) *breaker {
 	b := newBreaker(g.cfg, node, probe, g.bhook)
 	b.bg, b.unavailable, b.probes = g.bg, g.probed.Unavailable, &g.probes
+	b.confirm = probe
 	if r := g.recoverer; r != nil {
 		wait := b.cfg.maxBackoff
 		b.recover = func(ctx context.Context) { r.Recover(ctx, wait) }
@@ -421,6 +422,9 @@ const (
 const (
 	stragglerWait  = 50 * time.Millisecond
 	recoverTimeout = 10 * time.Second
+	// confirmTimeout bounds the probe that confirms an outage before a
+	// breaker opens; the backend's probe has its own, shorter timeouts.
+	confirmTimeout = 5 * time.Second
 )
 
 type breakerConfig struct {
@@ -449,6 +453,12 @@ type breaker struct {
 	// late must leave the breaker open for the probe to close, after
 	// recover.
 	holdOpen func() bool
+	// confirm, if set, is asked by the call whose failure would open the
+	// breaker: the breaker opens only if the node does not answer it
+	// either (see confirmed).
+	confirm func(context.Context) error
+	// confirming is set while a call asks confirm.
+	confirming atomic.Bool
 	// bg runs the probe and the recovery after closing, until the guard
 	// is closed; nil runs them on plain goroutines.
 	bg *background
@@ -542,6 +552,9 @@ func (b *breaker) failed(err error) {
 	if b.failures.Add(1) < int64(b.cfg.failures) {
 		return
 	}
+	if b.confirm != nil && !b.confirmed() {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.isOpen.Load() {
@@ -555,6 +568,26 @@ func (b *breaker) failed(err error) {
 	if b.hook != nil {
 		b.hook.BreakerOpened(b.node, err)
 	}
+}
+
+// confirmed reports whether the node does not answer confirm either, so
+// that the failures in a row are evidence of an outage and the breaker
+// may open. A node that answers (a server busy enough to time out calls,
+// or a client whose own goroutines were starved of CPU) resets the count
+// instead: load is not an outage. One call asks at a time; the others
+// that fail meanwhile leave the breaker as it is.
+func (b *breaker) confirmed() bool {
+	if !b.confirming.CompareAndSwap(false, true) {
+		return false
+	}
+	defer b.confirming.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	if err := b.confirm(ctx); err == nil || (!b.unavailable(err) && !errors.Is(err, ErrClosed)) {
+		b.failures.Store(0)
+		return false
+	}
+	return true
 }
 
 // probe asks the node whether it is back until it answers and probe closes
@@ -630,6 +663,9 @@ func (b *breaker) record(ctx context.Context, err error) {
 		b.succeeded()
 	case ctx.Err() != nil:
 		// The caller gave up: it says nothing about the node.
+	case errors.Is(err, ratelimit.ErrBusy):
+		// The client was too busy to send the call: our own load, which
+		// says nothing about the node either.
 	case b.unavailable(err):
 		b.failed(err)
 	default: // the node answered, with an error about this call only

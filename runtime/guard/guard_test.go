@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,6 +30,9 @@ type flaky struct {
 	*ratelimit.MemoryLimiter
 	down  atomic.Bool
 	asked atomic.Int64
+	// slow fails the calls as down does while Probe answers: a server
+	// that answers, slower than the calls' timeouts.
+	slow atomic.Bool
 	// carryDown keeps Carry from reaching the backend while Probe does,
 	// as a client's pool that still holds an outage's errors does;
 	// carries counts the calls of Carry.
@@ -39,7 +43,7 @@ type flaky struct {
 // Allow decides req, or fails while the backend is down.
 func (f *flaky) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	f.asked.Add(1)
-	if f.down.Load() {
+	if f.down.Load() || f.slow.Load() {
 		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
 	}
 	return f.MemoryLimiter.Allow(ctx, req)
@@ -230,6 +234,58 @@ func TestBreakerOfAForeignBackendOpensAndCloses(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)
+}
+
+// TestBreakerOpensOnlyWhenTheProbeConfirmsTheOutage: calls failing in a
+// row do not open the breaker while the backend answers its probe (a slow
+// server, a starved client: load, not an outage), nor do calls the
+// client was too busy to send (ratelimit.ErrBusy); once the probe fails
+// too, the next failures open it.
+func TestBreakerOpensOnlyWhenTheProbeConfirmsTheOutage(t *testing.T) {
+	ctx := context.Background()
+	backend := &flaky{MemoryLimiter: ratelimit.NewMemory()}
+	l := guard.Wrap(backend, guard.WithBreaker(3, 10*time.Millisecond, 10*time.Millisecond))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	req := ratelimit.Request{Name: "flaky", Key: "k", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+
+	backend.slow.Store(true)
+	for i := range 20 {
+		_, err := l.Allow(ctx, req)
+		require.ErrorIs(t, err, errDown, "call %d is asked of the backend", i)
+	}
+	assert.False(t, breaker.CircuitOpen(), "the backend answers its probe: no outage")
+
+	backend.slow.Store(false)
+	busy := &busyBackend{flaky: backend}
+	lb := guard.Wrap(busy, guard.WithBreaker(3, 10*time.Millisecond, 10*time.Millisecond))
+	defer guard.Close(lb)
+	backend.down.Store(true) // the probe fails too, but only busy calls are made
+	for range 20 {
+		_, err := lb.Allow(ctx, req)
+		require.ErrorIs(t, err, ratelimit.ErrBusy)
+	}
+	bb, _ := guard.Of[*guard.Breaker](lb)
+	assert.False(t, bb.CircuitOpen(), "calls the client was too busy to send count neither way")
+
+	for i := 0; !breaker.CircuitOpen(); i++ {
+		require.Less(t, i, 3, "3 failures in a row with the probe failing too open the breaker")
+		_, err := l.Allow(ctx, req)
+		require.ErrorIs(t, err, errDown)
+	}
+}
+
+// busyBackend is flaky whose calls its client was too busy to send.
+type busyBackend struct{ *flaky }
+
+// Unavailable takes every error for an outage, as a backend that tells
+// none apart would: the breaker itself must not count busy calls.
+func (b *busyBackend) Unavailable(error) bool { return true }
+
+// Allow fails as a saturated client does.
+func (b *busyBackend) Allow(_ context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: fmt.Errorf("%w: pool timeout", ratelimit.ErrBusy)}
 }
 
 // TestFallbackOfAForeignBackendDecidesAndCarriesBack: under FailLocal, the

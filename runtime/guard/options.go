@@ -91,7 +91,10 @@ func WithDenyHold(d time.Duration) Option {
 
 // WithBreaker tunes the circuit breaker guard ([Breaker]): after failures
 // consecutive calls failed because the backend was unavailable (see
-// [Probed]), the breaker opens, and the guard stops passing calls on and
+// [Probed]), the call that failed last asks the backend's probe whether
+// it answers; if it does not either, the breaker opens (if it does, the
+// count starts again: a backend that answers slowly, or a process starved
+// of CPU, is load, not an outage), and the guard stops passing calls on and
 // fails every call at once with a [*ratelimit.BackendError] wrapping
 // [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy]
 // applies without waiting for the backend's timeouts. While it is open,
@@ -108,7 +111,9 @@ func WithDenyHold(d time.Duration) Option {
 // [DefaultBreakerMaxBackoff]; failures <= 0 turns the breaker off, and a
 // non-positive duration keeps its default. A [Nodes] backend has a breaker
 // (and a probe) per node. A call whose context ended counts neither way:
-// the caller gave up, the backend may be fine. A [ratelimit.Hook] that
+// the caller gave up, the backend may be fine; nor does a call the
+// backend's client was too busy to send ([ratelimit.ErrBusy]): our own
+// load is not an outage. A [ratelimit.Hook] that
 // implements [BreakerHook] is told when a breaker opens and
 // closes; unless the hook logs it (a ratelimit.SlogHook, alone or beside
 // others in [ratelimit.WithHook]), the opening is also logged at Warn and the closing at

@@ -47,9 +47,12 @@ func TestAdmitDescribesTheAdmission(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, a.Decided, "a shadow rule's call is not described")
 	}
-	a, err = rule.Admit(ctx, redislimit.New(newUnreachableClient(t)), 1, "k")
+	a, err = rule.Admit(ctx, redislimit.New(newUnreachableClient(t), ratelimit.WithErrorPolicy(ratelimit.FailOpen)), 1, "k")
 	require.NoError(t, err, "fail open")
 	assert.False(t, a.Decided, "no decision was made")
+	a, err = rule.Admit(ctx, redislimit.New(newUnreachableClient(t)), 1, "k")
+	require.NoError(t, err, "the default: decided in process")
+	assert.True(t, a.Decided && a.Decision.Source == ratelimit.SourceFallback, "the fallback decided: %+v", a)
 }
 
 // request sends a GET of path to h and returns the response.

@@ -50,7 +50,7 @@ func (l *redisBackend) Cool(ctx context.Context, req ratelimit.Request, i int, d
 	}
 	us := min(d, ratelimit.MaxCooldown).Microseconds()
 	if err := coolScript.Run(ctx, l.client, []string{l.lineCoolKey(&req, i)}, l.now(), us).Err(); err != nil {
-		return &ratelimit.BackendError{Name: req.Name, Err: err}
+		return backendError(req.Name, err)
 	}
 	return nil
 }
@@ -86,7 +86,7 @@ func (l *redisBackend) Cooling(ctx context.Context, req ratelimit.Request) (int,
 	for g, group := range groups {
 		res, err := coolingScript.Run(ctx, l.client, group, now).Int64Slice()
 		if err != nil {
-			return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: err}
+			return -1, 0, backendError(req.Name, err)
 		}
 		if len(res) != 2 {
 			return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: fmt.Errorf("cooling script replied %v", res)}

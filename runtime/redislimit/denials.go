@@ -163,7 +163,7 @@ func (l *redisBackend) flushDenials(ctx context.Context) error {
 // [ratelimit.DenialCounter].
 func (l *redisBackend) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
 	if err := l.flushDenials(ctx); err != nil {
-		return nil, &ratelimit.BackendError{Name: "denied", Err: err}
+		return nil, backendError("denied", err)
 	}
 	now := l.wallTime().Unix() / 60
 	pipe := l.client.Pipeline()
@@ -174,7 +174,7 @@ func (l *redisBackend) TopDenied(ctx context.Context, n int) ([]ratelimit.Denied
 		reads = append(reads, read{pipe.ZRangeWithScores(ctx, keys[0], 0, -1), pipe.ZRangeWithScores(ctx, keys[1], 0, -1)})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return nil, &ratelimit.BackendError{Name: "denied", Err: err}
+		return nil, backendError("denied", err)
 	}
 	var all []denied.Entry
 	for _, r := range reads {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // maxClockSkew is how far the server's clock may read from this process's
@@ -34,7 +32,7 @@ func (l *redisBackend) HealthCheck(ctx context.Context) error {
 		err = checkNode(ctx, l.client)
 	}
 	if err != nil {
-		return &ratelimit.BackendError{Name: "health check", Err: err}
+		return backendError("health check", err)
 	}
 	return nil
 }

@@ -171,7 +171,7 @@ func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Reques
 			if err == nil {
 				err, failed = g.err, map[int]error{}
 			}
-			failed[g.idx[0]] = g.err
+			failed[g.idx[0]] = classify(g.err)
 		}
 		allowed = allowed && g.err == nil && g.d.Allowed
 	}
@@ -179,7 +179,7 @@ func (l *redisBackend) decideGroupsAt(ctx context.Context, req *ratelimit.Reques
 		l.refund(context.WithoutCancel(ctx), req, groups)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, &guard.PartError{Err: err, Failed: failed}
+		return ratelimit.Decision{}, &guard.PartError{Err: classify(err), Failed: failed}
 	}
 	return combine(groups), nil
 }
@@ -317,7 +317,7 @@ func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (rat
 	}
 	d, err := l.decideGroups(ctx, &req, groups, true)
 	if err != nil {
-		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
+		return ratelimit.Decision{}, backendError(req.Name, err)
 	}
 	if d.Allowed {
 		d.Remaining += req.UnitsOf(d.LimitIndex)

@@ -124,7 +124,10 @@ func WithDenyHold(d time.Duration) Option { return forGuards(guard.WithDenyHold(
 
 // WithBreaker tunes the circuit breaker of a [Limiter]: after failures
 // consecutive calls failed because Redis was unreachable or unavailable,
-// the breaker opens, and the limiter stops sending the calls' commands and
+// the call that failed last probes Redis on a connection of its own; if
+// Redis does not answer that either, the breaker opens (if it does, the
+// count starts again: calls that time out while Redis answers are load,
+// not an outage), and the limiter stops sending the calls' commands and
 // fails every call at once with a [*ratelimit.BackendError] wrapping
 // [ratelimit.ErrCircuitOpen], so the rule's [ratelimit.ErrorPolicy] applies without waiting for
 // the client's timeouts. While it is open, one goroutine of the breaker
@@ -147,10 +150,14 @@ func WithDenyHold(d time.Duration) Option { return forGuards(guard.WithDenyHold(
 // A probe stops when the client or the limiter ([Limiter.Close]) is
 // closed.
 //
-// Only failures of the connection (refused, reset, timed out, pool
-// exhausted) and replies saying the server cannot serve (CLUSTERDOWN,
-// LOADING, MASTERDOWN, TRYAGAIN, READONLY, BUSY) count. A call whose
-// context ended counts neither way: the caller gave up, Redis may be fine.
+// Only failures of the connection (refused, reset, timed out) and replies
+// saying the server cannot serve (CLUSTERDOWN, LOADING, MASTERDOWN,
+// TRYAGAIN, READONLY, BUSY) count. A call whose context ended counts
+// neither way: the caller gave up, Redis may be fine. Nor does a call that
+// waited longer than the client's PoolTimeout for a pooled connection: the
+// client is saturated, not Redis, so the call is shed ([ratelimit.ErrBusy]:
+// denied with a retry, whatever the error policy) and no breaker opens on
+// the limiter's own load.
 // A [ratelimit.Hook] that implements [guard.BreakerHook] is told when
 // a breaker opens and closes; without one, the opening is logged at Warn
 // and the closing at Info to slog.Default(), so an outage says so once.

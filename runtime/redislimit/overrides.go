@@ -188,7 +188,7 @@ func (o *Overrides) Refresh(ctx context.Context) error {
 	defer o.mu.Unlock()
 	fields, err := o.client.HGetAll(ctx, o.key).Result()
 	if err != nil {
-		o.err = &ratelimit.BackendError{Name: "overrides " + o.key, Err: err}
+		o.err = backendError("overrides "+o.key, err)
 		return o.err // keep serving the last copy; try again after another interval
 	}
 	set, used, problems := o.resolve(fields)

@@ -41,11 +41,11 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 		res, err = decideScript.Run(ctx, l.client, stored, withPeek(args, len(req.Limits))...).Result()
 	}
 	if err != nil {
-		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
+		return ratelimit.Decision{}, backendError(req.Name, err)
 	}
 	d, err := parseDecision(res)
 	if err != nil {
-		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: err}
+		return ratelimit.Decision{}, backendError(req.Name, err)
 	}
 	if d.Allowed {
 		d.Remaining += req.UnitsOf(d.LimitIndex) // Remaining before the call, as [ratelimit.Peeker] says
@@ -77,7 +77,7 @@ func (l *Limiter) Reset(ctx context.Context, name, key string) error {
 func (l *redisBackend) Reset(ctx context.Context, name, key string) error {
 	key = callkey.Named(key)
 	if err := l.client.Unlink(ctx, resetKeys(l.prefix, name, key)...).Err(); err != nil {
-		return &ratelimit.BackendError{Name: name, Err: err}
+		return backendError(name, err)
 	}
 	return nil
 }

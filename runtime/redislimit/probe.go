@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
 // probeNode asks the node of opts whether it runs scripts, with EVAL
@@ -94,8 +96,14 @@ func (probeReply) RedisError() {}
 var unavailableReplies = []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "READONLY", "BUSY"}
 
 // redisUnavailable reports whether err means Redis could not be reached or
-// cannot serve, rather than that it rejected this one call.
+// cannot serve, rather than that it rejected this one call. The client's
+// own saturation (no pooled connection free within the pool timeout,
+// [ratelimit.ErrBusy]) is neither: Redis may be answering every call
+// sent.
 func redisUnavailable(err error) bool {
+	if busy(err) {
+		return false
+	}
 	var reply redis.Error
 	if errors.As(err, &reply) {
 		msg := reply.Error()
@@ -116,4 +124,36 @@ type replyError struct{ n int }
 // Error says how many values came back.
 func (e *replyError) Error() string {
 	return "decide script returned a malformed reply of " + strconv.Itoa(e.n) + " values"
+}
+
+// busy reports whether err failed a call because the client was saturated:
+// no pooled connection was free within its pool timeout.
+func busy(err error) bool {
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, ratelimit.ErrBusy)
+}
+
+// busyError is the cause of a call the client was too busy to send: it
+// wraps ratelimit.ErrBusy beside the client's error.
+type busyError struct{ err error }
+
+// Error returns the client's error.
+func (e busyError) Error() string { return e.err.Error() }
+
+// Unwrap returns ratelimit.ErrBusy and the client's error.
+func (e busyError) Unwrap() []error { return []error{ratelimit.ErrBusy, e.err} }
+
+// classify returns err, marked as [ratelimit.ErrBusy] when the client was
+// too busy to send the call (see busy), so that a breaker counts it
+// neither way and the rule sheds the call.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ratelimit.ErrBusy) || !errors.Is(err, redis.ErrPoolTimeout) {
+		return err
+	}
+	return busyError{err}
+}
+
+// backendError returns the error of a call named name that Redis could not
+// decide because of err.
+func backendError(name string, err error) *ratelimit.BackendError {
+	return &ratelimit.BackendError{Name: name, Err: classify(err)}
 }

@@ -356,7 +356,7 @@ func hookRequest(req *ratelimit.Request) ratelimit.Request {
 
 // failed reports a call the limiter could not decide because of cause.
 func (l *redisBackend) failed(ctx context.Context, req ratelimit.Request, cause error) error {
-	err := &ratelimit.BackendError{Name: req.Name, Err: cause}
+	err := backendError(req.Name, cause)
 	if l.cfg.Hook != nil {
 		seen := hookRequest(&req)
 		l.cfg.Hook.Failed(ctx, &seen, err)

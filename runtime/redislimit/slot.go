@@ -143,7 +143,7 @@ func (l *redisBackend) PeekSlot(ctx context.Context, req ratelimit.Request, slot
 		d, held, err = parseReserved(res)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, 0, &ratelimit.BackendError{Name: req.Name, Err: err}
+		return ratelimit.Decision{}, 0, backendError(req.Name, err)
 	}
 	return d, held, nil
 }

@@ -1,0 +1,66 @@
+package redislimit
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// TestABusyClientShedsCallsAndOpensNoBreaker: while the client's only
+// pooled connection is busy, a call waits the pool timeout, and is then
+// shed: denied with a retry and Source busy under every error policy (Redis
+// stays the judge of every admission), and no breaker opens however many
+// in a row, for Redis answers. Once the connection is free, Redis decides.
+func TestABusyClientShedsCallsAndOpensNoBreaker(t *testing.T) {
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	client := redis.NewClient(ClientOptions(&redis.Options{Addr: s.Addr, PoolSize: 1, PoolTimeout: 20 * time.Millisecond}))
+	t.Cleanup(func() { client.Close() })
+	l := New(client, WithBatching(0))
+	t.Cleanup(func() { l.Close() })
+	ctx := context.Background()
+	limits := []ratelimit.Limit{{Period: time.Minute, Threshold: 1000}}
+	rules := []*ratelimit.Rule{
+		{Name: "busy", Limits: limits},
+		{Name: "busy", Limits: limits, OnError: ratelimit.FailOpen},
+		{Name: "busy", Limits: limits, OnError: ratelimit.FailClosed},
+	}
+	require.NoError(t, rules[0].Check(ctx, l, 1, "k"), "the script is loaded")
+
+	blocked := make(chan error, 1)
+	go func() { blocked <- client.BLPop(ctx, time.Minute, "nothing").Err() }()
+	watch := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { watch.Close() })
+	require.Eventually(t, func() bool {
+		list, err := watch.ClientList(ctx).Result()
+		return err == nil && strings.Contains(list, "cmd=blpop")
+	}, time.Minute, 5*time.Millisecond, "the pool's one connection is busy")
+
+	for i := range 3 * DefaultBreakerFailures {
+		for _, r := range rules {
+			err := r.Check(ctx, l, 1, "k")
+			var le *ratelimit.LimitError
+			require.ErrorAs(t, err, &le, "call %d under %q", i, r.OnError)
+			assert.Equal(t, ratelimit.SourceBusy, le.Source)
+			assert.Equal(t, ratelimit.BusyRetry, le.RetryAfter)
+			assert.Contains(t, le.Error(), "shed undecided")
+		}
+	}
+	assert.Empty(t, l.Circuits(), "the client's own saturation opens no breaker")
+
+	require.NoError(t, watch.LPush(ctx, "nothing", "x").Err())
+	require.NoError(t, <-blocked, "the connection is free again")
+	d, err := rules[0].Peek(ctx, l, "k")
+	require.NoError(t, err)
+	assert.Equal(t, ratelimit.SourceBackend, d.Source, "Redis decides again")
+	assert.Equal(t, int64(999), d.Remaining, "no shed call was charged")
+}
