@@ -32,6 +32,9 @@ type Fallback struct {
 	processes int
 	fleet     *FleetMember
 	carry     *carryBack
+	// told is what the backend last told was left of each line, which a
+	// fallback that starts deciding spends only its share of.
+	told *toldLines
 	// breaker is the breaker guard around the fallback, if any (see
 	// Guarded).
 	breaker atomic.Pointer[Breaker]
@@ -46,7 +49,7 @@ type Fallback struct {
 // the limits. Its background work runs until [Fallback.Close].
 func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
-	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), bg: newBackground()}
+	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), told: newToldLines(), bg: newBackground()}
 	f.carrier, _ = ratelimit.As[Carrier](backend)
 	var cfg ratelimit.Config
 	if c, ok := ratelimit.As[ratelimit.Configured](backend); ok {
@@ -127,12 +130,14 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 		req.Keys = boundKeys(req.Keys)
 	}
 	local := req
-	if n := f.Processes(); n > 1 {
+	n := f.Processes()
+	if n > 1 {
 		local.Limits = make([]ratelimit.Limit, len(req.Limits))
 		for i, lim := range req.Limits {
 			local.Limits[i] = Share(lim, n)
 		}
 	}
+	f.told.seed(ctx, f.local, &local, n, f.now())
 	d, err := f.local.Allow(ctx, local)
 	if err != nil {
 		return ratelimit.Decision{}, nil, err
@@ -163,23 +168,30 @@ func (f *Fallback) now() int64 {
 	return time.Now().UnixMicro()
 }
 
-// Allow passes req on to the backend; when the backend decided it, a
-// carry-back of what the fallback admitted starts if one is due (see
-// carrySoon).
+// Allow passes req on to the backend; when the backend decided it, the
+// fallback remembers what it told was left of the line (see toldLines),
+// and a carry-back of what the fallback admitted starts if one is due
+// (see carrySoon).
 func (f *Fallback) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	d, err := f.next.Allow(ctx, req)
 	if err == nil {
+		f.told.record(&req, &d, f.now())
 		f.carrySoon()
 	}
 	return d, err
 }
 
-// Reserve passes the call on to the backend.
+// Reserve passes the call on to the backend, and remembers what it told
+// was left of the line, as Allow does.
 func (f *Fallback) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	if f.reserver == nil {
 		return ratelimit.Decision{}, time.Time{}, unsupported(f.next, "reserve")
 	}
-	return f.reserver.Reserve(ctx, req)
+	d, at, err := f.reserver.Reserve(ctx, req)
+	if err == nil {
+		f.told.record(&req, &d, f.now())
+	}
+	return d, at, err
 }
 
 // Adjust passes the call on to the backend.
