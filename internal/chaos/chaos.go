@@ -4,6 +4,9 @@
 // fault, against its limit and the bound the redislimit package documents,
 // how many calls failed, and how long the limiters took to decide by Redis
 // again. cmd/ratelimitchaos runs it; its test runs a short version.
+// [RunHot] loads one hot line instead, as fast as its callers can, with
+// the library's default options, and measures its worst windows against
+// the limit (cmd/ratelimitchaos -hot).
 //
 // The processes are OS processes: the run starts its own executable
 // again as workers (see [WorkerMain]), each with one redislimit.Limiter

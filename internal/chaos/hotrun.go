@@ -46,6 +46,9 @@ func RunHot(ctx context.Context, cfg HotConfig) ([]HotResult, error) {
 			algs = []ratelimit.Algorithm{ratelimit.FixedWindow}
 		}
 		for _, alg := range algs {
+			if err := ctx.Err(); err != nil {
+				return results, err
+			}
 			if err := topo.ready(ctx); err != nil {
 				return results, fmt.Errorf("before fault %s: %w", f.name, err)
 			}
