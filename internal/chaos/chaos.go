@@ -4,6 +4,9 @@
 // fault, against its limit and the bound the redislimit package documents,
 // how many calls failed, and how long the limiters took to decide by Redis
 // again. cmd/ratelimitchaos runs it; its test runs a short version.
+// [RunHot] loads one hot line instead, as fast as its callers can, with
+// the library's default options, and measures its worst windows against
+// the limit (cmd/ratelimitchaos -hot).
 //
 // The processes are OS processes: the run starts its own executable
 // again as workers (see [WorkerMain]), each with one redislimit.Limiter
@@ -146,25 +149,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if len(cfg.Policies) == 0 {
 		cfg.Policies = DefaultPolicies
 	}
-	logw := cfg.Log
-	if logw == nil {
-		logw = io.Discard
-	}
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(logw, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
-	}
-	var topo topology
-	var err error
-	switch cfg.Topology {
-	case "", "standalone":
-		topo, err = startStandalone()
-	case "sentinel":
-		topo, err = startSentinel(ctx, logf)
-	case "cluster":
-		topo, err = startCluster()
-	default:
-		return nil, fmt.Errorf("unknown topology %q: standalone, cluster or sentinel", cfg.Topology)
-	}
+	logf := logger(cfg.Log)
+	topo, err := startTopology(ctx, cfg.Topology, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +192,38 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		results = append(results, rs...)
 	}
 	return results, nil
+}
+
+// logger returns a function that writes a progress line, with the time,
+// to w (nil discards it).
+func logger(w io.Writer) func(string, ...any) {
+	if w == nil {
+		w = io.Discard
+	}
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+}
+
+// startTopology starts the Redis of the named topology: "standalone" (or
+// ""), "sentinel" or "cluster".
+func startTopology(ctx context.Context, name string, logf func(string, ...any)) (topology, error) {
+	var topo topology
+	var err error
+	switch name {
+	case "", "standalone":
+		topo, err = startStandalone()
+	case "sentinel":
+		topo, err = startSentinel(ctx, logf)
+	case "cluster":
+		topo, err = startCluster()
+	default:
+		err = fmt.Errorf("unknown topology %q: standalone, cluster or sentinel", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return topo, nil
 }
 
 // choose returns the faults cfg names, in its order, or all when it names

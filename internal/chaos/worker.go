@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -37,8 +36,8 @@ func WorkerMain() {
 	}
 	if mode == "quiet" {
 		redis.SetLogger(discardLogger{})
-		slog.SetDefault(slog.New(slog.DiscardHandler))
 	}
+	countBreakers(workerLog(mode))
 	if err := serve(os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "chaos worker:", err)
 		os.Exit(1)
@@ -88,7 +87,9 @@ func (r ruleSpec) rule() *ratelimit.Rule {
 // "init" (Endpoint, Goroutines), then per fault "start" (Rules),
 // "healed", "await" if the fault was an outage, and "stop"; the worker
 // answers "ready", "started", "decided" (Recovered) and "counts"
-// (Counts), and "error" (Error) when it cannot.
+// (Counts), and "error" (Error) when it cannot. A hot-line run sends
+// "init", then "hot" (Hot) and "hotstop", answered "started" and
+// "hotcounts" (HotCounts).
 type message struct {
 	Op         string     `json:"op"`
 	Endpoint   *endpoint  `json:"endpoint,omitempty"`
@@ -96,6 +97,8 @@ type message struct {
 	Rules      []ruleSpec `json:"rules,omitempty"`
 	Counts     []Counts   `json:"counts,omitempty"`
 	Recovered  bool       `json:"recovered,omitempty"`
+	Hot        *hotSpec   `json:"hot,omitempty"`
+	HotCounts  *HotCounts `json:"hotCounts,omitempty"`
 	Error      string     `json:"error,omitempty"`
 }
 
@@ -132,6 +135,7 @@ type worker struct {
 	healed     atomic.Bool
 	stop       chan struct{}
 	wg         sync.WaitGroup
+	hot        *hotLoad
 }
 
 // serve runs a worker: it reads the run's messages from in and answers on
@@ -180,6 +184,15 @@ func (w *worker) handle(ctx context.Context, m message) message {
 			counts[i] = c.counts()
 		}
 		return message{Op: "counts", Counts: counts}
+	case "hot":
+		if m.Hot == nil || w.limiter == nil {
+			return message{Op: "error", Error: "hot before init, or without a line"}
+		}
+		w.startHot(ctx, *m.Hot)
+		return message{Op: "started"}
+	case "hotstop":
+		n := w.stopHot()
+		return message{Op: "hotcounts", HotCounts: &n}
 	}
 	return message{Op: "error", Error: fmt.Sprintf("unknown op %q", m.Op)}
 }
@@ -215,6 +228,7 @@ func (w *worker) start(ctx context.Context, specs []ruleSpec) {
 
 // finish stops the goroutines, if they run.
 func (w *worker) finish() {
+	w.stopHot()
 	if w.stop != nil {
 		close(w.stop)
 		w.wg.Wait()
@@ -342,11 +356,17 @@ func (p *process) close() {
 
 // askAll sends m to every process at once and returns their answers.
 func askAll(procs []*process, m message, want string) ([]message, error) {
+	return askEach(procs, func(int) message { return m }, want)
+}
+
+// askEach sends process i message m(i), to every process at once, and
+// returns their answers.
+func askEach(procs []*process, m func(i int) message, want string) ([]message, error) {
 	answers := make([]message, len(procs))
 	errs := make([]error, len(procs))
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		wg.Go(func() { answers[i], errs[i] = p.ask(m, want) })
+		wg.Go(func() { answers[i], errs[i] = p.ask(m(i), want) })
 	}
 	wg.Wait()
 	return answers, errors.Join(errs...)
