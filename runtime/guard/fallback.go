@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -149,6 +150,14 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 	if f.hook != nil {
 		f.decided(ctx, local, d)
 	}
+	// Decided in process, without waiting on the network: callers that
+	// loop on such decisions would otherwise keep the breaker's probe from
+	// running for seconds (measured: 2.6 to 4.8 s to see Redis back with
+	// 64 goroutines per process on 2 cores), and the processes would
+	// return to the backend at different times, one deciding by the
+	// backend while others still spend their shares. Yielding lets the
+	// probe run within a round of the runnable goroutines.
+	runtime.Gosched()
 	return d, local.Limits, nil
 }
 

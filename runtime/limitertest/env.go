@@ -163,6 +163,9 @@ func outcomeOf(a ratelimit.Admission, err error) outcome {
 	var le *ratelimit.LimitError
 	if errors.As(err, &le) {
 		o.Denial = *le
+		if o.Denial.Source == ratelimit.SourceCache {
+			o.Denial.Source = ratelimit.SourceBackend // as sameSource
+		}
 	}
 	return o
 }

@@ -47,7 +47,7 @@ func TestAnOutageIsLoggedOnceWithoutAHook(t *testing.T) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
 	l := New(failFastClient(t, stoppedAddr(t)), WithBreaker(2, time.Hour, time.Hour))
-	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
+	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute), OnError: ratelimit.FailOpen}
 	for range 50 {
 		require.NoError(t, rule.Check(context.Background(), l, 1, "k"), "fail open")
 	}
@@ -65,7 +65,7 @@ func TestAnOutageIsLoggedWithAMetricsHook(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&def, nil)))
 	t.Cleanup(func() { slog.SetDefault(old) })
-	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute)}
+	rule := &ratelimit.Rule{Name: "quiet", Limits: perPeriod(1, time.Minute), OnError: ratelimit.FailOpen}
 	outage := func(hook ratelimit.Hook) *Limiter {
 		l := New(failFastClient(t, stoppedAddr(t)), WithBreaker(2, time.Hour, time.Hour), ratelimit.WithHook(hook))
 		for range 50 {

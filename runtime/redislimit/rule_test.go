@@ -242,7 +242,9 @@ func TestErrorPolicyWithUnreachableRedis(t *testing.T) {
 func TestErrorPolicyOfALimiterWithoutOne(t *testing.T) {
 	s := &stubLimiter{err: &ratelimit.BackendError{Name: "x", Err: errors.New("boom")}}
 	rule := &ratelimit.Rule{Name: "x", Limits: perPeriod(1, time.Second)}
-	assert.NoError(t, rule.Check(context.Background(), s, 1, ""), "fail open")
+	assert.ErrorIs(t, rule.Check(context.Background(), s, 1, ""), ratelimit.ErrBackend, "FailLocal without a fallback: fail closed")
+	rule.OnError = ratelimit.FailOpen
+	assert.NoError(t, rule.Check(context.Background(), s, 1, ""), "fail open, when asked")
 	rule.OnError = ratelimit.FailClosed
 	assert.ErrorIs(t, rule.Check(context.Background(), s, 1, ""), ratelimit.ErrBackend)
 
@@ -253,7 +255,7 @@ func TestErrorPolicyOfALimiterWithoutOne(t *testing.T) {
 }
 
 func TestErrorPolicyDefaults(t *testing.T) {
-	assert.Equal(t, ratelimit.FailOpen, ratelimit.NewMemory().Config().ErrorPolicy)
+	assert.Equal(t, ratelimit.FailLocal, ratelimit.NewMemory().Config().ErrorPolicy)
 	assert.Equal(t, ratelimit.FailClosed, ratelimit.NewMemory(ratelimit.WithErrorPolicy(ratelimit.FailClosed)).Config().ErrorPolicy)
 	assert.Equal(t, ratelimit.FailClosed, New(nil, ratelimit.WithErrorPolicy(ratelimit.FailClosed), ratelimit.WithErrorPolicy("")).Config().ErrorPolicy)
 }
