@@ -307,11 +307,10 @@ func (f *Fallback) carryRound(ctx context.Context) {
 }
 
 // Recover carries back what the fallback admitted, then, before the
-// breaker closes, waits wait (a longest backoff) and a little more,
-// during which the fallback still decides, so that the other processes'
-// probes find the backend back too and carry back theirs before this one
-// lets the backend decide, and carries back what the fallback admitted
-// meanwhile. See [Recoverer].
+// breaker closes, waits for the other processes (see awaitFleet), during
+// which the fallback still decides, so that their probes find the backend
+// back too and carry back theirs before this one lets the backend decide,
+// and carries back what the fallback admitted meanwhile. See [Recoverer].
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	c := f.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
@@ -319,21 +318,74 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	for c.carrying.Load() && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	if c.size() == 0 {
+	since, open := f.openedAt()
+	rejoins := open && f.rejoiner != nil && f.fleet != nil
+	if c.size() == 0 && !rejoins {
 		return
 	}
 	c.settling.Add(1)
 	defer c.settling.Add(-1)
 	f.CarryBack(ctx)
-	select {
-	case <-time.After(wait + stragglerWait):
-	case <-ctx.Done():
-	}
+	f.awaitFleet(ctx, wait, since, rejoins)
 	for range 2 {
 		if c.size() == 0 || ctx.Err() != nil {
 			return
 		}
 		f.CarryBack(ctx)
+	}
+}
+
+// openedAt returns when the earliest breaker around f that is open now
+// opened, and whether one is.
+func (f *Fallback) openedAt() (time.Time, bool) {
+	b := f.breaker.Load()
+	if b == nil {
+		return time.Time{}, false
+	}
+	var since time.Time
+	for _, at := range b.Circuits() {
+		if since.IsZero() || at.Before(since) {
+			since = at
+		}
+	}
+	return since, !since.IsZero()
+}
+
+// awaitFleet waits until every process of the fleet, as the heartbeat
+// counted it before the outage, has found the backend back since its
+// breaker opened at since (its heartbeat renewed since then, [Rejoiner]),
+// polling every rejoinPoll for at most [HeartbeatTTL]: a process that died
+// before or during the outage is waited for no longer. Unless it rejoins
+// (a Rejoiner fleet, a breaker still open), it waits wait and a little
+// more, within which the other processes' probes find the backend back.
+func (f *Fallback) awaitFleet(ctx context.Context, wait time.Duration, since time.Time, rejoins bool) {
+	if !rejoins {
+		sleepCtx(ctx, wait+stragglerWait)
+		return
+	}
+	n, member := int64(f.Processes()), f.fleet.Fleet().Member()
+	for deadline := time.Now().Add(HeartbeatTTL); time.Now().Before(deadline); {
+		back, err := f.rejoiner.Rejoin(ctx, member, time.Now(), since, HeartbeatTTL)
+		if err == nil && back >= n {
+			return
+		}
+		if !sleepCtx(ctx, rejoinPoll) {
+			return
+		}
+	}
+}
+
+// rejoinPoll is how often a recovering fallback asks whether the other
+// processes are back.
+const rejoinPoll = 10 * time.Millisecond
+
+// sleepCtx sleeps d, and reports whether ctx is still live after it.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

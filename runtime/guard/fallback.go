@@ -24,6 +24,9 @@ import (
 type Fallback struct {
 	backend         // what it wraps, and the capabilities it offers
 	carrier Carrier // nil: nothing is carried back
+	// rejoiner, if the backend is one, lets a recovering fallback wait
+	// for the other processes of its fleet (see awaitFleet).
+	rejoiner Rejoiner
 	// local decides in process: a memory limiter with the backend's clock
 	// and key bound, and no hook (the guard reports its decisions).
 	local *ratelimit.MemoryLimiter
@@ -52,6 +55,7 @@ func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
 	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), told: newToldLines(), bg: newBackground()}
 	f.carrier, _ = ratelimit.As[Carrier](backend)
+	f.rejoiner, _ = ratelimit.As[Rejoiner](backend)
 	var cfg ratelimit.Config
 	if c, ok := ratelimit.As[ratelimit.Configured](backend); ok {
 		cfg = *c.Config()

@@ -18,9 +18,11 @@ const (
 	// many are.
 	HeartbeatEvery = time.Second
 	// HeartbeatTTL is how long a process is counted after it last said so:
-	// a process that is gone stops counting within it, and clocks may be
-	// skewed by up to HeartbeatTTL-HeartbeatEvery.
-	HeartbeatTTL = 4 * time.Second
+	// a process that is gone stops counting within it (so a fleet that
+	// restarts does not count the processes it replaced for long, which
+	// would shrink every share), and clocks may be skewed by up to
+	// HeartbeatTTL-HeartbeatEvery.
+	HeartbeatTTL = 2500 * time.Millisecond
 )
 
 // ErrClosed is wrapped by a [Heartbeater]'s error when the backend is
@@ -42,6 +44,18 @@ type Heartbeater interface {
 	// Leave removes member, so that the others stop counting it at their
 	// next beat.
 	Leave(ctx context.Context, member string) error
+}
+
+// Rejoiner is a [Heartbeater] whose processes can meet again after an
+// outage: before its breaker closes, a fallback waits until every process
+// it counted has found the backend back too, so that none decides by the
+// backend while others still spend their shares of the same windows.
+type Rejoiner interface {
+	Heartbeater
+	// Rejoin renews member as Beat does and returns how many members were
+	// renewed at or after since (the process's clock): the processes back
+	// since then.
+	Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error)
 }
 
 // Fleet is a process's place in one heartbeat: its member, and the count

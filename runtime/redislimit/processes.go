@@ -49,6 +49,21 @@ func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl tim
 	return card.Val(), nil
 }
 
+// Rejoin renews member and counts the members renewed at or after since
+// (their scores are when they stop counting: since + ttl or later), in
+// one MULTI/EXEC on the heartbeat's key. See [guard.Rejoiner].
+func (l guarded) Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error) {
+	key := fleetKey(l.prefix)
+	pipe := l.client.TxPipeline()
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli() + ttl.Milliseconds()), Member: member})
+	back := pipe.ZCount(ctx, key, strconv.FormatInt(since.UnixMilli()+ttl.Milliseconds(), 10), "+inf")
+	pipe.PExpire(ctx, key, ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, closedError(err)
+	}
+	return back.Val(), nil
+}
+
 // Leave removes member with one ZREM. See [guard.Heartbeater].
 func (l guarded) Leave(ctx context.Context, member string) error {
 	return closedError(l.client.ZRem(ctx, fleetKey(l.prefix), member).Err())
