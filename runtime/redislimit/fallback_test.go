@@ -94,8 +94,9 @@ type outageCase struct {
 }
 
 // run checks that calls of a FailLocal rule are decided by Redis before
-// the outage, by the fallback during it (exactly the threshold per key:
-// not unlimited, not zero), and by Redis again once it answers.
+// the outage, by the fallback during it (exactly what Redis said was left
+// of each key: not unlimited, not zero), and by Redis again once it
+// answers.
 func (c outageCase) run(t *testing.T) {
 	const threshold = 3
 	rule := &ratelimit.Rule{Name: "fallback", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: threshold}}, OnError: ratelimit.FailLocal}
@@ -105,7 +106,7 @@ func (c outageCase) run(t *testing.T) {
 	start := c.metrics.Snapshot()["fallback"]
 
 	c.down(t)
-	for _, key := range c.keys[:2] {
+	for j, key := range c.keys[:2] {
 		admitted := 0
 		for i := range 3 * threshold {
 			ok, src := checkSource(t, rule, c.l, c.log, key)
@@ -114,7 +115,9 @@ func (c outageCase) run(t *testing.T) {
 				admitted++
 			}
 		}
-		assert.Equal(t, threshold, admitted, "the fallback admits exactly the threshold of %q", key)
+		// Redis admitted one call of the first key before the outage, and
+		// told what was left: the fallback spends only that.
+		assert.Equal(t, threshold-1+j, admitted, "the fallback admits exactly what Redis said was left of %q", key)
 	}
 	if c.live != "" {
 		_, src := checkSource(t, rule, c.l, c.log, c.live)
@@ -122,7 +125,7 @@ func (c outageCase) run(t *testing.T) {
 	}
 	m := c.metrics.Snapshot()["fallback"]
 	assert.Equal(t, uint64(6*threshold), m.Fallback-start.Fallback)
-	assert.Equal(t, uint64(4*threshold), m.Limited-start.Limited)
+	assert.Equal(t, uint64(4*threshold+1), m.Limited-start.Limited)
 	assert.Equal(t, uint64(6*threshold), m.BackendErrors-start.BackendErrors, "every fallback decision follows a backend failure")
 
 	c.up(t)

@@ -127,9 +127,9 @@ func TestFallbackSizesItself(t *testing.T) {
 
 // TestWindowSpanningAnOutage has Redis admit a few calls, then drives calls
 // from two goroutines per process of three, during and after an outage, on one key whose window
-// (an hour) spans it all, and counts the admissions: at most the limit
-// plus what Redis admitted before the outage (the fallback cannot know
-// it), plus the stragglers the documented bound allows (none measured).
+// (an hour) spans it all, and counts the admissions: the fallbacks spend
+// their shares of what Redis said was left, so at most the limit plus the
+// stragglers the documented bound allows (calls Redis answered late).
 func TestWindowSpanningAnOutage(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.TokenBucket} {
 		t.Run(string(alg), func(t *testing.T) {
@@ -202,7 +202,10 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 			total := admitted.Load() + before
 			t.Logf("%s: %d admitted in the window of limit %d: %d by Redis before the outage, %d by the fallbacks, %d by Redis during and after",
 				alg, total, limit, before, byFallback.Load(), total-before-byFallback.Load())
-			assert.Equal(t, int64(limit), byFallback.Load(), "the fallbacks admit the limit, a share each")
+			// Each fallback spends its share of what Redis last told its
+			// process was left (remaining / 3, rounded down).
+			assert.LessOrEqual(t, byFallback.Load(), int64(limit-before), "the fallbacks admit at most what Redis said was left")
+			assert.GreaterOrEqual(t, byFallback.Load(), int64(limit-before-len(ls)), "the fallbacks admit what Redis said was left, a share each")
 			// Redis admitted before the outage, and calls in flight when it
 			// began or ended that it answered late: the fallbacks did not
 			// know of them. They bound the excess; after the recovery Redis
