@@ -126,8 +126,9 @@
 // A call Redis cannot decide costs what the client spends on it: its dial
 // or read timeout, times the attempts it makes (1 + MaxRetries for errors
 // it retries, and DialerRetries dials per attempt, with their back-offs).
-// After a few such failures in a row a circuit breaker fails the calls at
-// once until a background probe finds Redis back ([WithBreaker]); with a
+// After a few such failures in a row, and a probe that Redis does not
+// answer either, a circuit breaker fails the calls at once until a
+// background probe finds Redis back ([WithBreaker]); with a
 // Redis Cluster client each master has its own breaker, so a master that
 // is down fails only the calls whose keys it holds; a failover client
 // (Sentinel) has one, whose probe dials through the sentinels, so it finds
@@ -136,9 +137,13 @@
 // [ClientOptions] (or [ClusterOptions], [FailoverOptions] for Sentinel)
 // make that one short timeout: they set short timeouts and one attempt per
 // call. [Limiter.HealthCheck] says at start-up whether Redis can decide
-// calls. Under ratelimit.FailLocal the limiter's in-process fallback
+// calls. The limiter's own load is no outage: a call that waited the
+// client's PoolTimeout for a connection is shed (denied with a retry,
+// ratelimit.ErrBusy, whatever the policy) and counts toward no breaker.
+// Under ratelimit.FailLocal, the default, the limiter's in-process fallback
 // decides what Redis cannot, against each process's share of the same
-// limits: the processes sharing a Redis count themselves with a heartbeat,
+// limits, starting in a window from its share of what Redis last told it
+// was left there: the processes sharing a Redis count themselves with a heartbeat,
 // one MULTI a second per client on <prefix>{processes} (the limiters of
 // one client are one process; see [WithFallbackProcesses]),
 // and a denied caller is told the share that denied it. When a probe
@@ -146,15 +151,16 @@
 // in windows still open (and a sliding window's previous window, which
 // still weighs) is charged to Redis at the times it was admitted, as much
 // as fits (bounded: 65,536 admissions per process), and the probe
-// waits a longest backoff for the other processes to do the same; callers
+// waits until every process the heartbeat counted has found Redis back
+// and done the same (2.5 s at most); callers
 // are decided by the fallback meanwhile. Without an open breaker (breakers
 // off, or failures too few to open one), the first call Redis decides
 // after the fallback admitted some starts the same carry-back on a
 // goroutine of its own, and Redis decides calls meanwhile. So a window that
 // spans an outage admits at most its limit plus the calls Redis admitted
-// in it without the fallbacks' charges (before the outage, answered late
-// around it, or, without a breaker, decided before the charges arrived, a
-// round trip or so), and at most the limit plus the fallbacks' admissions.
+// in it without the fallbacks knowing (after a process's last answer
+// before the outage, answered late around it, or, without a breaker,
+// decided before the charges arrived, a round trip or so).
 // Each admission is carried back at most once: a carry-back whose reply is
 // lost is not sent again (Redis may have run it). A call whose own reply
 // was lost, though, may count twice: Redis may have run its script before
