@@ -73,10 +73,6 @@ type LimitError struct {
 	Source Source
 }
 
-// BusyRetry is the RetryAfter of a call shed because the limiter's client
-// was saturated ([ErrBusy]).
-const BusyRetry = 100 * time.Millisecond
-
 // Error describes the denial, including when to retry. It names the key
 // of a call with one key (bounded, as Key holds it), and for a limit of a
 // rule with a key per limit its key expression instead, never the key's

@@ -147,6 +147,9 @@ const (
 	// nothing foretells), and k+1 times that while k times the slots are
 	// (see [Queuer]).
 	SlotPoll = 10 * time.Millisecond
+	// BusyRetry is the RetryAfter of a call shed because the limiter's
+	// client was saturated ([ErrBusy]).
+	BusyRetry = 100 * time.Millisecond
 )
 
 // Limit is one rule of the form "at most Threshold calls per Period" (or
