@@ -32,6 +32,7 @@ type Fallback struct {
 	processes int
 	fleet     *FleetMember
 	carry     *carryBack
+	ledger    *ledger // nil: none (see ledger.go)
 	// breaker is the breaker guard around the fallback, if any (see
 	// Guarded).
 	breaker atomic.Pointer[Breaker]
@@ -60,6 +61,7 @@ func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	if hb, ok := ratelimit.As[Heartbeater](backend); ok && f.processes == 0 {
 		f.fleet = JoinFleet(hb, f.down)
 	}
+	f.startLedger(backend)
 	return f
 }
 
@@ -169,6 +171,7 @@ func (f *Fallback) now() int64 {
 func (f *Fallback) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	d, err := f.next.Allow(ctx, req)
 	if err == nil {
+		f.ledgerAdmitted(&req, d)
 		f.carrySoon()
 	}
 	return d, err
@@ -210,6 +213,7 @@ func (f *Fallback) Reset(ctx context.Context, name, key string) error {
 	}
 	key = callkey.Named(key)
 	f.carry.forget(name, key)
+	f.ledger.forget(name, key)
 	return f.local.Reset(ctx, name, key)
 }
 
