@@ -386,6 +386,7 @@ var (
 	_ guard.Probed         = guarded{}
 	_ guard.Carrier        = guarded{}
 	_ guard.Heartbeater    = guarded{}
+	_ guard.Epocher        = guarded{}
 	_ guard.Nodes          = clusterBackend{}
 )
 
