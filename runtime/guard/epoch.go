@@ -11,7 +11,8 @@ import (
 // (a restart without persistence, a flush, a failover to a replica that
 // lacked it): it keeps an epoch marker with its state, set to a fresh
 // value when absent, so a marker that reads differently from one read
-// before says that the state was lost between the two reads.
+// before says that the state was lost between the two reads. An empty
+// marker says that the backend cannot tell.
 type Epocher interface {
 	Heartbeater
 	// Epoch returns the backend's epoch marker, first setting it to fresh
@@ -48,7 +49,11 @@ func (f *Fleet) beatOnce(ctx context.Context) (n int64, lost bool, err error) {
 // observe notes the backend's epoch marker, as a beat or an epoch check
 // read it, and reports whether it differs from the one noted before (the
 // backend lost its state since): once per change, whoever reads it first.
+// An empty marker tells nothing.
 func (f *Fleet) observe(epoch string) bool {
+	if epoch == "" {
+		return false
+	}
 	f.epochMu.Lock()
 	defer f.epochMu.Unlock()
 	lost := f.epoch != "" && epoch != f.epoch

@@ -44,10 +44,13 @@ type ledger struct {
 }
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and an
-// [Epocher] and f counts its fleet: its heartbeat checks the marker.
+// [Epocher] and f counts its fleet, whose heartbeat checks the marker;
+// not around a [Nodes] backend, whose one marker tells nothing of the
+// nodes that do not hold it.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	ep, ok := ratelimit.As[Epocher](backend)
-	if !ok || f.carrier == nil || f.fleet == nil {
+	_, nodes := ratelimit.As[Nodes](backend)
+	if !ok || nodes || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()

@@ -59,8 +59,13 @@ func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl tim
 
 // BeatEpoch is Beat, which also reads the epoch marker,
 // <prefix>{processes}:epoch, setting it to fresh when absent (unless fresh
-// is ""), in the same script run. See [guard.Epocher].
+// is ""), in the same script run. A Ring's marker is "": it is kept on
+// one shard of several. See [guard.Epocher].
 func (l guarded) BeatEpoch(ctx context.Context, member string, now time.Time, ttl time.Duration, fresh string) (int64, string, error) {
+	_, ring := l.client.(*redis.Ring)
+	if ring {
+		fresh = ""
+	}
 	ms := now.UnixMilli()
 	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
 	reply, err := heartbeatScript.Run(ctx, l.client, keys, member, ms+ttl.Milliseconds(), "("+strconv.FormatInt(ms, 10), ttl.Milliseconds(), fresh).Slice()
@@ -74,13 +79,19 @@ func (l guarded) BeatEpoch(ctx context.Context, member string, now time.Time, tt
 	if !ok {
 		return 0, "", fmt.Errorf("redislimit: heartbeat replied %v", reply)
 	}
-	epoch, _ := reply[1].(string)
+	epoch, _ := reply[1].(string) // nil when fresh is "" and it is absent
+	if ring {
+		epoch = ""
+	}
 	return n, epoch, nil
 }
 
 // Epoch reads the epoch marker, setting it to fresh when absent, in one
-// script run. See [guard.Epocher].
+// script run ("" for a Ring, see BeatEpoch). See [guard.Epocher].
 func (l guarded) Epoch(ctx context.Context, fresh string) (string, error) {
+	if _, ring := l.client.(*redis.Ring); ring {
+		return "", nil
+	}
 	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
 	epoch, err := epochScript.Run(ctx, l.client, keys, fresh).Text()
 	return epoch, closedError(err)
