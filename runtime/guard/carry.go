@@ -169,8 +169,31 @@ func mix(h uint64) uint64 {
 // is reports whether e holds the admissions of req's name, key or keys,
 // lines and limits, charged to only.
 func (e *carried) is(req *ratelimit.Request, only []int) bool {
-	return e.req.Name == req.Name && e.req.Key == req.Key && slices.Equal(e.req.Keys, req.Keys) &&
-		slices.Equal(e.req.Shared, req.Shared) && slices.Equal(e.req.Limits, req.Limits) && slices.Equal(e.only, only)
+	if e.req.Name != req.Name || e.req.Key != req.Key || len(e.req.Limits) != len(req.Limits) ||
+		len(e.req.Keys) != len(req.Keys) || len(e.req.Shared) != len(req.Shared) || len(e.only) != len(only) {
+		return false
+	}
+	for i := range req.Limits {
+		if e.req.Limits[i] != req.Limits[i] {
+			return false
+		}
+	}
+	for i := range req.Keys {
+		if e.req.Keys[i] != req.Keys[i] {
+			return false
+		}
+	}
+	for i := range req.Shared {
+		if e.req.Shared[i] != req.Shared[i] {
+			return false
+		}
+	}
+	for i := range only {
+		if e.only[i] != only[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // record remembers that the fallback admitted req at now, to charge to
@@ -383,21 +406,22 @@ func (f *Fallback) carryRound(ctx context.Context) {
 	f.ledger.carried(taken, res.Kept)
 }
 
-// Recover carries back what the fallback admitted, then, before the
+// Recover carries back the ledger if the backend lost its state, and what
+// the fallback admitted, then, before the
 // breaker closes, waits wait (a longest backoff) and a little more,
 // during which the fallback still decides, so that the other processes'
 // probes find the backend back too and carry back theirs before this one
 // lets the backend decide, and carries back what the fallback admitted
 // meanwhile. See [Recoverer].
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
-	f.recoverLedger(ctx)
+	lost := f.recoverLedger(ctx)
 	c := f.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
 	// admissions it took: wait for it to charge them or keep them again.
 	for c.carrying.Load() && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
-	if c.size() == 0 {
+	if c.size() == 0 && !lost {
 		return
 	}
 	c.settling.Add(1)

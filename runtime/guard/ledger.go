@@ -109,17 +109,20 @@ func (f *Fallback) beaten(lost bool) {
 // recoverLedger checks the backend's epoch marker, when a probe found it
 // back, and carries the ledger back if it lost its state (that of every
 // fallback of the fleet, the others on goroutines of their own), before
-// the breaker closes.
-func (f *Fallback) recoverLedger(ctx context.Context) {
+// the breaker closes; it reports whether it found the state lost.
+func (f *Fallback) recoverLedger(ctx context.Context) bool {
 	l := f.ledger
 	if l == nil {
-		return
+		return false
 	}
 	fleet := f.fleet.Fleet()
-	if epoch, err := l.epocher.Epoch(ctx, newEpoch()); err == nil && fleet.observe(epoch) {
+	epoch, err := l.epocher.Epoch(ctx, newEpoch())
+	lost := err == nil && fleet.observe(epoch)
+	if lost {
 		fleet.tell(true)
 	}
 	f.carryLedger(ctx)
+	return lost
 }
 
 // carryLedger charges the ledger to the backend, at the admissions'

@@ -58,3 +58,20 @@ var benchKeys = func() []string {
 }()
 
 var _ guard.Carrier = (*epochFlaky)(nil)
+
+// BenchmarkFallbackLocalAdmits: calls that the fallback admits in process
+// (AllowLocal, as while the backend is down), the limit never reached, on
+// one key: the cost of its decision and of remembering the admission to
+// carry it back.
+func BenchmarkFallbackLocalAdmits(b *testing.B) {
+	f := guard.NewFallback(newEpochFlaky("bench-local"), guard.WithFallbackProcesses(1))
+	defer f.Close()
+	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _, err := f.AllowLocal(ctx, req); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
