@@ -57,7 +57,10 @@ var benchKeys = func() []string {
 	return keys
 }()
 
-var _ guard.Carrier = (*epochFlaky)(nil)
+var (
+	_ guard.Carrier = (*epochFlaky)(nil)
+	_ guard.Epocher = (*epochFlaky)(nil)
+)
 
 // BenchmarkFallbackLocalAdmits: calls that the fallback admits in process
 // (AllowLocal, as while the backend is down), the limit never reached, on

@@ -157,3 +157,25 @@ func TestLedgerCarriedBackBeforeTheBreakerCloses(t *testing.T) {
 	}
 	assert.Equal(t, limit-before-during, admitted, "the window admits its limit in all")
 }
+
+// TestLedgerForgetsAReset: a key that the fallback guard resets is
+// forgotten by its ledger too, so a loss after the reset charges none of
+// what the backend admitted of it before.
+func TestLedgerForgetsAReset(t *testing.T) {
+	ctx := context.Background()
+	backend := newEpochFlaky("ledger-reset")
+	l, _, fallback := ledgerOf(t, backend)
+	rule := &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 10}}}
+	for range 10 {
+		require.NoError(t, rule.Check(ctx, l, 1, "k"))
+		require.NoError(t, rule.Check(ctx, l, 1, "other"))
+	}
+	require.NoError(t, l.(ratelimit.Resetter).Reset(ctx, rule.Name, "k"))
+	backend.lose(rule.Name, "other")
+	require.Eventually(t, func() bool { n, _, _ := fallback.Restored(); return n == 1 }, time.Minute, time.Millisecond)
+	_, charged, _ := fallback.Restored()
+	assert.EqualValues(t, 10, charged, "only the key not reset is charged again")
+	p, err := backend.Peek(ctx, ratelimit.Request{Name: rule.Name, Key: "k", Limits: rule.Limits})
+	require.NoError(t, err)
+	assert.EqualValues(t, 10, p.Remaining, "the reset key stays reset")
+}
