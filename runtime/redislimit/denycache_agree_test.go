@@ -61,8 +61,8 @@ func cacheAgrees(t *testing.T, limits []ratelimit.Limit, seed uint64) (repeated 
 	srv.Flush(t)
 	var on, off [3]*Limiter
 	for i := range on {
-		on[i] = New(c, ratelimit.WithClock(clock), WithPrefix("on:"), WithDenyCache(64), WithBatching(0))
-		off[i] = New(c, ratelimit.WithClock(clock), WithPrefix("off:"), WithDenyCache(0), WithBatching(0))
+		on[i] = newTest(c, ratelimit.WithClock(clock), WithPrefix("on:"), WithDenyCache(64), WithBatching(0), withoutHeartbeat())
+		off[i] = newTest(c, ratelimit.WithClock(clock), WithPrefix("off:"), WithDenyCache(0), WithBatching(0), withoutHeartbeat())
 	}
 	guard := newRealTimeGuard(clock, limits...)
 	capacity := limits[0].MaxCost()
