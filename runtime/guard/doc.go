@@ -33,7 +33,7 @@
 //	                                                      key, a probe of a node;
 //	                                                      Recoverer (optional; the
 //	                                                      fallback is one)
-//	Fallback       Allow (to start a carry-back, and keep Configured (clock, key
+//	Fallback       Allow (to start a carry-back and keep  Configured (clock, key
 //	               its ledger), Reset; offers AllowLocal  bound, hook); Carrier
 //	               (ratelimit.Fallback) and Recover       (optional): charge
 //	               (Recoverer)                            admissions at their
