@@ -407,12 +407,11 @@ func (f *Fallback) carryRound(ctx context.Context) {
 }
 
 // Recover carries back the ledger if the backend lost its state, and what
-// the fallback admitted, then, before the
-// breaker closes, waits wait (a longest backoff) and a little more,
-// during which the fallback still decides, so that the other processes'
-// probes find the backend back too and carry back theirs before this one
-// lets the backend decide, and carries back what the fallback admitted
-// meanwhile. See [Recoverer].
+// the fallback admitted, then, before the breaker closes, waits wait (a
+// longest backoff) and a little more, during which the fallback still
+// decides, so that the other processes' probes find the backend back too
+// and carry back theirs before this one lets the backend decide, and
+// carries back what the fallback admitted meanwhile. See [Recoverer].
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	lost := f.recoverLedger(ctx)
 	c := f.carry
