@@ -2,8 +2,9 @@ package guard
 
 import (
 	"context"
+	"hash/maphash"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,14 +69,19 @@ const (
 	MaxCarriedPerCall = 32
 )
 
-// carryBack remembers the admissions of the local fallback.
+// carryBack remembers the admissions of the local fallback; a second one,
+// the fallback's ledger, what the backend admitted (see ledger.go).
 type carryBack struct {
-	mu    sync.Mutex
-	calls map[string]*carried
-	n     int // admissions remembered
-	// held is n, read without the lock by the calls that the backend
-	// decides, to start a carry-back (see carrySoon).
-	held atomic.Int64
+	seed   maphash.Seed
+	shards [carryShards]carryShard
+	// n counts the admissions remembered, over the shards; the calls that
+	// the backend decides read it without a lock, to start a carry-back
+	// (see carrySoon).
+	n atomic.Int64
+	// ledger makes it a ledger: it prunes the admissions whose windows
+	// have closed, and merges a call's admissions beyond MaxCarriedPerCall
+	// as mergeLedger does.
+	ledger bool
 	// scheduled is set while a carry-back started by a call is on its way.
 	scheduled atomic.Bool
 	// dropped counts the units admitted but not carried back: beyond
@@ -97,6 +103,19 @@ type carryBack struct {
 	settling atomic.Int32
 }
 
+// carryShards splits the admissions remembered by the hash of their call,
+// so that calls on different keys rarely wait for each other.
+const carryShards = 16
+
+// carryShard holds the admissions of the calls whose hashes it takes.
+type carryShard struct {
+	mu sync.Mutex
+	// calls maps the hash of a call to its admissions, chained with those
+	// of any other call of the same hash.
+	calls map[uint64]*carried
+	_     [48]byte // keep shards on separate cache lines
+}
+
 // carried is what the fallback admitted of one name, key and limits: units
 // admitted at times (µs on the backend's clock), oldest first.
 type carried struct {
@@ -107,71 +126,116 @@ type carried struct {
 	only  []int
 	at    []int64
 	units []int64
+	// next is the next call of the same hash, if any.
+	next *carried
+	// span is, in a ledger, how long (µs) an admission weighs at most
+	// (see spanOf).
+	span int64
 }
 
-func newCarryBack() *carryBack { return &carryBack{calls: map[string]*carried{}} }
-
-// callID names req's name, key and limits, and those of them to charge.
-func callID(req *ratelimit.Request, only []int) string {
-	var b strings.Builder
-	for _, i := range only {
-		b.WriteString(strconv.Itoa(i))
-		b.WriteByte(',')
+func newCarryBack() *carryBack {
+	c := &carryBack{seed: maphash.MakeSeed()}
+	for i := range c.shards {
+		c.shards[i].calls = map[uint64]*carried{}
 	}
-	b.WriteString(req.Name)
-	b.WriteByte(0)
-	b.WriteString(req.Key)
+	return c
+}
+
+// hashOf returns the hash of req's name, key or keys, lines and limits,
+// and of only: the shard and slot of its admissions.
+func (c *carryBack) hashOf(req *ratelimit.Request, only []int) uint64 {
+	h := mix(maphash.String(c.seed, req.Name) ^ maphash.String(c.seed, req.Key)>>1)
 	for _, k := range req.Keys {
-		b.WriteByte(1)
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
+		h = mix(h ^ maphash.String(c.seed, k))
 	}
 	for _, name := range req.Shared {
-		b.WriteByte(2)
-		b.WriteString(strconv.Itoa(len(name)))
-		b.WriteByte(':')
-		b.WriteString(name)
+		h = mix(h ^ maphash.String(c.seed, name))
 	}
 	for _, lim := range req.Limits {
-		b.WriteByte(0)
-		b.WriteString(string(lim.AlgorithmOrDefault()))
-		if lim.Calendar != "" {
-			b.WriteString(" " + lim.Calendar + " " + lim.TZ)
-		}
-		for _, v := range []int64{int64(lim.Period), lim.Threshold, lim.MaxCost()} {
-			b.WriteByte(' ')
-			b.WriteString(strconv.FormatInt(v, 10))
+		h = mix(mix(h^uint64(lim.Period)) ^ uint64(lim.Threshold))
+	}
+	for _, i := range only {
+		h = mix(h ^ uint64(i))
+	}
+	return h
+}
+
+// mix scrambles h, so that the order of what is hashed matters.
+func mix(h uint64) uint64 {
+	h *= 0x9e3779b97f4a7c15
+	return h ^ h>>29
+}
+
+// is reports whether e holds the admissions of req's name, key or keys,
+// lines and limits, charged to only.
+func (e *carried) is(req *ratelimit.Request, only []int) bool {
+	if e.req.Name != req.Name || e.req.Key != req.Key || len(e.req.Limits) != len(req.Limits) ||
+		len(e.req.Keys) != len(req.Keys) || len(e.req.Shared) != len(req.Shared) || len(e.only) != len(only) {
+		return false
+	}
+	for i := range req.Limits {
+		if e.req.Limits[i] != req.Limits[i] {
+			return false
 		}
 	}
-	return b.String()
+	for i := range req.Keys {
+		if e.req.Keys[i] != req.Keys[i] {
+			return false
+		}
+	}
+	for i := range req.Shared {
+		if e.req.Shared[i] != req.Shared[i] {
+			return false
+		}
+	}
+	for i := range only {
+		if e.only[i] != only[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // record remembers that the fallback admitted req at now, to charge to
 // its limits in only (nil: all).
 func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	units := req.Units()
-	id := callID(req, only)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.calls[id]
-	switch {
-	case e != nil && len(e.at) >= MaxCarriedPerCall && !countsCalls(e.req.Limits):
+	h := c.hashOf(req, only)
+	s := &c.shards[h%carryShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.calls[h]
+	for e != nil && !e.is(req, only) {
+		e = e.next
+	}
+	if e != nil && c.ledger {
+		c.n.Add(-int64(e.dropClosed(now)))
+	}
+	if e != nil && len(e.at) >= MaxCarriedPerCall && !countsCalls(e.req.Limits) {
+		if c.ledger {
+			mergeLedger(e, now, units)
+			return
+		}
 		last := len(e.at) - 1
 		e.at[last] = max(e.at[last], now)
 		e.units[last] += units
 		return
-	case c.n >= MaxCarried:
+	}
+	if c.n.Add(1) > MaxCarried {
+		c.n.Add(-1)
 		c.dropped.Add(units)
 		return
-	case e == nil:
-		e = &carried{req: ratelimit.Request{Name: req.Name, Key: req.Key, Keys: req.Keys, Shared: req.Shared, Limits: append([]ratelimit.Limit(nil), req.Limits...)}, only: only}
-		c.calls[id] = e
+	}
+	if e == nil {
+		e = &carried{req: ratelimit.Request{Name: req.Name, Key: strings.Clone(req.Key), Keys: slices.Clone(req.Keys),
+			Shared: slices.Clone(req.Shared), Limits: slices.Clone(req.Limits)}, only: only, next: s.calls[h]}
+		if c.ledger {
+			e.span = spanOf(req.Limits)
+		}
+		s.calls[h] = e
 	}
 	e.at = append(e.at, now)
 	e.units = append(e.units, units)
-	c.n++
-	c.held.Store(int64(c.n))
 }
 
 // countsCalls reports whether one of limits counts calls
@@ -187,41 +251,75 @@ func countsCalls(limits []ratelimit.Limit) bool {
 	return false
 }
 
+// filter keeps the calls of s for which keep reports true, and forgets
+// the others; it returns how many admissions it forgot. s is locked.
+func (s *carryShard) filter(keep func(e *carried) bool) int64 {
+	var gone int64
+	for h, head := range s.calls {
+		p := &head
+		for *p != nil {
+			if keep(*p) {
+				p = &(*p).next
+				continue
+			}
+			gone += int64(len((*p).at))
+			*p = (*p).next
+		}
+		if head == nil {
+			delete(s.calls, h)
+		} else {
+			s.calls[h] = head
+		}
+	}
+	return gone
+}
+
 // forget forgets the admissions of name and key (of calls with a key per
 // limit, those with key among their keys).
 func (c *carryBack) forget(name, key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for id, e := range c.calls {
-		if e.req.Name == name && (e.req.Keys == nil && e.req.Key == key || slices.Contains(e.req.Keys, key)) {
-			c.n -= len(e.at)
-			c.held.Store(int64(c.n))
-			delete(c.calls, id)
-		}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		c.n.Add(-s.filter(func(e *carried) bool {
+			return e.req.Name != name || !(e.req.Keys == nil && e.req.Key == key || slices.Contains(e.req.Keys, key))
+		}))
+		s.mu.Unlock()
 	}
 }
 
 // size returns how many admissions are remembered.
-func (c *carryBack) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
+func (c *carryBack) size() int { return int(c.n.Load()) }
+
+// admissions appends to out e's admissions that weigh after since: all,
+// but in a ledger, whose admissions weigh e.span.
+func (e *carried) admissions(out []Admission, since int64) []Admission {
+	for i, at := range e.at {
+		if at+e.span <= since {
+			continue
+		}
+		req := e.req
+		req.Cost = e.units[i]
+		out = append(out, Admission{Req: req, Only: e.only, At: time.UnixMicro(at)})
+	}
+	return out
 }
 
 // take returns every admission remembered, and forgets them.
 func (c *carryBack) take() []Admission {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var out []Admission
-	for _, e := range c.calls {
-		for i, at := range e.at {
-			req := e.req
-			req.Cost = e.units[i]
-			out = append(out, Admission{Req: req, Only: e.only, At: time.UnixMicro(at)})
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n := len(out)
+		for _, e := range s.calls {
+			for ; e != nil; e = e.next {
+				out = e.admissions(out, math.MinInt64)
+			}
 		}
+		s.calls = map[uint64]*carried{}
+		s.mu.Unlock()
+		c.n.Add(-int64(len(out) - n))
 	}
-	c.calls, c.n = map[string]*carried{}, 0
-	c.held.Store(0)
 	return out
 }
 
@@ -255,7 +353,7 @@ func (f *Fallback) Remember(req ratelimit.Request, at time.Time) {
 // charges arrive (a round trip or so).
 func (f *Fallback) carrySoon() {
 	c := f.carry
-	if c.held.Load() == 0 || f.circuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
+	if c.n.Load() == 0 || f.circuitOpen() || !c.scheduled.CompareAndSwap(false, true) {
 		return
 	}
 	f.bg.spawn(func(ctx context.Context) {
@@ -298,20 +396,24 @@ func (f *Fallback) CarryBack(ctx context.Context) {
 // that the backend could not be asked about.
 func (f *Fallback) carryRound(ctx context.Context) {
 	c := f.carry
-	res := f.carrier.Carry(ctx, c.take())
+	taken := c.take()
+	res := f.carrier.Carry(ctx, taken)
 	c.charged.Add(res.Charged)
 	c.dropped.Add(res.Dropped)
 	for _, a := range res.Kept {
 		c.record(&a.Req, a.Only, a.At.UnixMicro())
 	}
+	f.ledger.carried(taken, res.Kept)
 }
 
-// Recover carries back what the fallback admitted, then, before the
-// breaker closes, waits for the other processes (see awaitFleet), during
-// which the fallback still decides, so that their probes find the backend
-// back too and carry back theirs before this one lets the backend decide,
-// and carries back what the fallback admitted meanwhile. See [Recoverer].
+// Recover carries back the ledger if the backend lost its state, and what
+// the fallback admitted, then, before the breaker closes, waits for the
+// other processes (see awaitFleet), during which the fallback still
+// decides, so that their probes find the backend back too and carry back
+// theirs before this one lets the backend decide, and carries back what
+// the fallback admitted meanwhile. See [Recoverer].
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
+	lost := f.recoverLedger(ctx)
 	c := f.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
 	// admissions it took: wait for it to charge them or keep them again.
@@ -320,7 +422,7 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	}
 	since, open := f.openedAt()
 	rejoins := open && f.rejoiner != nil && f.fleet != nil
-	if c.size() == 0 && !rejoins {
+	if c.size() == 0 && !lost && !rejoins {
 		return
 	}
 	c.settling.Add(1)
@@ -394,5 +496,5 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // carried them back. See [Recoverer].
 func (f *Fallback) Recovering() bool {
 	c := f.carry
-	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load()
+	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load() || f.ledger.pending()
 }

@@ -33,12 +33,14 @@
 //	                                                      key, a probe of a node;
 //	                                                      Recoverer (optional; the
 //	                                                      fallback is one)
-//	Fallback       Allow (to start a carry-back), Reset;  Configured (clock, key
-//	               offers AllowLocal (ratelimit.Fallback) bound, hook); Carrier
-//	               and Recover (Recoverer)                (optional): charge
-//	                                                      admissions at their
+//	Fallback       Allow (to start a carry-back and keep  Configured (clock, key
+//	               its ledger), Reset; offers AllowLocal  bound, hook); Carrier
+//	               (ratelimit.Fallback) and Recover       (optional): charge
+//	               (Recoverer)                            admissions at their
 //	                                                      times, deciding nothing;
-//	                                                      Heartbeater (optional)
+//	                                                      Heartbeater (optional);
+//	                                                      Epocher (optional): a
+//	                                                      marker lost with state
 //	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
 //	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
 //
@@ -80,7 +82,12 @@
 // probe finds the backend back, before the breaker closes, it hands the
 // admissions to the backend's [Carrier], which charges them at their
 // times; and when the backend decided a call while admissions wait and no
-// breaker is open, it does so on a goroutine of its own.
+// breaker is open, it does so on a goroutine of its own. Around a backend
+// that is an [Epocher] too, with a fleet to beat in, it also keeps a
+// ledger of what the backend admitted in windows still open: when the
+// backend's epoch marker changed (read by each beat, and by Recover
+// before the breaker closes), the backend lost its state, and the ledger
+// is charged to it again as the fallback's admissions are.
 //
 // A guard's options are [Option] values that change nothing in a
 // [ratelimit.Config]: [Wrap] and the guards' constructors find them among

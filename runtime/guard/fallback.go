@@ -38,7 +38,8 @@ type Fallback struct {
 	carry     *carryBack
 	// told is what the backend last told was left of each line, which a
 	// fallback that starts deciding spends only its share of.
-	told *toldLines
+	told   *toldLines
+	ledger *ledger // nil: none (see ledger.go)
 	// breaker is the breaker guard around the fallback, if any (see
 	// Guarded).
 	breaker atomic.Pointer[Breaker]
@@ -68,6 +69,7 @@ func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	if hb, ok := ratelimit.As[Heartbeater](backend); ok && f.processes == 0 {
 		f.fleet = JoinFleet(hb, f.down)
 	}
+	f.startLedger(backend)
 	return f
 }
 
@@ -189,6 +191,7 @@ func (f *Fallback) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.
 	d, err := f.next.Allow(ctx, req)
 	if err == nil {
 		f.told.record(&req, &d, f.now())
+		f.ledgerAdmitted(&req, d)
 		f.carrySoon()
 	}
 	return d, err
@@ -235,6 +238,7 @@ func (f *Fallback) Reset(ctx context.Context, name, key string) error {
 	}
 	key = callkey.Named(key)
 	f.carry.forget(name, key)
+	f.ledger.forget(name, key)
 	return f.local.Reset(ctx, name, key)
 }
 

@@ -72,6 +72,9 @@ type Fleet struct {
 	beats atomic.Int64
 	// members are the joins of the heartbeat; guarded by fleets.mu.
 	members map[*FleetMember]struct{}
+	// epoch is the backend's epoch marker as last read (see [Epocher]).
+	epochMu sync.Mutex
+	epoch   string
 	// cancel stops the heartbeat, which closes done when it has ended.
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -81,6 +84,9 @@ type Fleet struct {
 type FleetMember struct {
 	fleet  *Fleet
 	paused func() bool
+	// beaten, if set, is told of each beat the backend answered (see
+	// onBeat); guarded by fleets.mu.
+	beaten func(lost bool)
 }
 
 // fleets are the heartbeats running in the process, by name.
@@ -192,15 +198,17 @@ func (f *Fleet) remove() {
 	_ = f.hb.Leave(ctx, f.id)
 }
 
-// beat renews the process's member and reads how many members are live.
+// beat renews the process's member and reads how many members are live,
+// and tells the joins whether the backend lost its state (see beatOnce).
 func (f *Fleet) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HeartbeatTTL)
 	defer cancel()
-	n, err := f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
+	n, lost, err := f.beatOnce(ctx)
 	if err != nil {
 		return err
 	}
 	f.count.Store(max(n, 1))
 	f.beats.Add(1)
+	f.tell(lost)
 	return nil
 }

@@ -61,8 +61,8 @@ func cacheAgrees(t *testing.T, limits []ratelimit.Limit, seed uint64) (repeated 
 	srv.Flush(t)
 	var on, off [3]*Limiter
 	for i := range on {
-		on[i] = New(c, ratelimit.WithClock(clock), WithPrefix("on:"), WithDenyCache(64), WithBatching(0))
-		off[i] = New(c, ratelimit.WithClock(clock), WithPrefix("off:"), WithDenyCache(0), WithBatching(0))
+		on[i] = newTest(c, ratelimit.WithClock(clock), WithPrefix("on:"), WithDenyCache(64), WithBatching(0), withoutHeartbeat())
+		off[i] = newTest(c, ratelimit.WithClock(clock), WithPrefix("off:"), WithDenyCache(0), WithBatching(0), withoutHeartbeat())
 	}
 	guard := newRealTimeGuard(clock, limits...)
 	capacity := limits[0].MaxCost()
@@ -151,13 +151,16 @@ func requireAdmittedAfterTheHold(t *testing.T, lost time.Time, req ratelimit.Req
 // TestDenyCacheSeesLostState: after an exhausted daily key's state is lost
 // out of band (FLUSHALL, a key deleted by hand, a Reset from another
 // process, a restart without persistence), every process admits it again
-// once the deny hold (a second) has passed.
+// once the deny hold (a second) has passed. The processes keep no ledger
+// (WithFallbackProcesses stops the heartbeat, which finds a FLUSHALL or a
+// restart and charges Redis again what they had admitted: see
+// TestLedgerRefillsALineAfterFlushAll), so the deny cache alone is seen.
 func TestDenyCacheSeesLostState(t *testing.T) {
 	ctx := context.Background()
 	newProcesses := func(t *testing.T) []*Limiter {
 		c := rdb(t)
 		srv.Flush(t)
-		return []*Limiter{New(c), New(c), New(c)}
+		return []*Limiter{New(c, WithFallbackProcesses(3)), New(c, WithFallbackProcesses(3)), New(c, WithFallbackProcesses(3))}
 	}
 	t.Run("FLUSHALL", func(t *testing.T) {
 		ls := newProcesses(t)
@@ -190,7 +193,7 @@ func TestDenyCacheSeesLostState(t *testing.T) {
 		t.Cleanup(func() { s.Stop() })
 		c := s.Client()
 		t.Cleanup(func() { c.Close() })
-		ls := []*Limiter{New(c, WithBreaker(0, 0, 0)), New(c, WithBreaker(0, 0, 0))}
+		ls := []*Limiter{New(c, WithBreaker(0, 0, 0), WithFallbackProcesses(2)), New(c, WithBreaker(0, 0, 0), WithFallbackProcesses(2))}
 		req := exhausted(t, ls[0], ls[1:]...)
 		s.Stop()
 		s, err = redistest.StartOn(s.Addr)

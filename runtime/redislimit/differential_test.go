@@ -200,10 +200,10 @@ func backendsAgree(t *testing.T, set agreeSet, seed uint64) (cached int, calm bo
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	red := newTestRedis(t, ratelimit.WithClock(clock))
-	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0), withoutHeartbeat())
 	// A deny cache of 4 entries, which 3 keys share, holding denials as
 	// long as they last (the hold has tests of its own).
-	cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour))
+	cac := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
 	guard := newRealTimeGuard(clock, set.all()...)
 	admitted, denied := 0, 0
 	slack := time.Duration(0) // -1 once the clock stepped back

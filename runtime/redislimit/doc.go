@@ -143,8 +143,8 @@
 // Under ratelimit.FailLocal, the default, the limiter's in-process fallback
 // decides what Redis cannot, against each process's share of the same
 // limits, starting in a window from its share of what Redis last told it
-// was left there: the processes sharing a Redis count themselves with a heartbeat,
-// one MULTI a second per client on <prefix>{processes} (the limiters of
+// was left there: the processes sharing a Redis count themselves with a
+// heartbeat, one script run a second per client on <prefix>{processes} (the limiters of
 // one client are one process; see [WithFallbackProcesses]),
 // and a denied caller is told the share that denied it. When a probe
 // finds Redis back, before the breaker closes, what the fallback admitted
@@ -167,7 +167,16 @@
 // the fallback admitted it and carried it back. That errs towards denying,
 // by at most the calls that failed that way. The
 // heartbeat stops when the last limiter of its client is closed
-// ([Limiter.Close]) or the client is. A failover to a replica
+// ([Limiter.Close]) or the client is. Each beat also reads an epoch
+// marker, <prefix>{processes}:epoch, set when absent, and so does a
+// probe that finds Redis back: when it changed, Redis lost its state
+// (a restart without persistence, FLUSHALL), and each process charges it
+// again what Redis had admitted it in windows still open (its ledger,
+// bounded as the carry-back), so a window admits at most its limit plus
+// the fallbacks' admissions plus what Redis admitted between the loss and
+// the ledgers' arrival (a heartbeat period at most); not on a Cluster or
+// a Ring, nor under WithFallbackProcesses (docs/reliability.md, What a
+// restart forgets). A failover to a replica
 // forgets the charges the replica had not received: under Sentinel those
 // of about the last second before a SENTINEL FAILOVER, unless writes are
 // paused on the primary first (see docs/operations.md, Redis Sentinel).

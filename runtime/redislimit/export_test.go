@@ -30,7 +30,9 @@ func (testOption) Configure(*ratelimit.Config) {}
 func withGenericScript() Option { return testOption(func(k *knobs) { k.generic = true }) }
 
 // withoutHeartbeat keeps a limiter out of the heartbeat, and its key out
-// of the server.
+// of the server: a test that flushes the server while its limiters live
+// on takes it, since a limiter in the heartbeat takes a flush for Redis's
+// state lost and charges back what Redis had admitted it (its ledger).
 func withoutHeartbeat() Option { return testOption(func(k *knobs) { k.quiet = true }) }
 
 // newTest returns the Limiter New returns for client and opts, with the

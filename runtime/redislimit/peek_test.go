@@ -66,7 +66,7 @@ func peekAgrees(t *testing.T, set agreeSet, monotonic bool) (counts peekCounts, 
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	red := newTestRedis(t, ratelimit.WithClock(clock))
-	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0), withoutHeartbeat())
 	ref := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	guard := newRealTimeGuard(clock, set.all()...)
 	for i := range 300 {

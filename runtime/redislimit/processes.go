@@ -17,6 +17,9 @@ import (
 // [WithFallbackProcesses]): each process's member of the sorted set
 // <prefix>{processes}, scored by when it stops counting (ms since the
 // epoch). The limiters that share a client and prefix are one process.
+// Beside it, <prefix>{processes}:epoch holds the epoch marker by which the
+// processes tell that Redis lost its state ([guard.Epocher]), read by each
+// beat.
 
 // fleetName names the heartbeat of a client and a prefix.
 type fleetName struct {
@@ -29,24 +32,69 @@ type fleetName struct {
 // storage key has a tag without a colon in it.
 func fleetKey(prefix string) string { return prefix + "{processes}" }
 
+// epochKey returns the key of the epoch marker of prefix (see
+// [guard.Epocher]), beside the heartbeat's, with its hash tag.
+func epochKey(prefix string) string { return fleetKey(prefix) + ":epoch" }
+
+// The heartbeat's scripts (lua/heartbeat.lua.tmpl): a beat, which reads
+// the epoch marker too, and a read of the marker alone.
+var (
+	heartbeatText   = renderScript("heartbeat", scriptData{})
+	epochText       = renderScript("epoch", scriptData{})
+	heartbeatScript = redis.NewScript(sendable(heartbeatText))
+	epochScript     = redis.NewScript(sendable(epochText))
+)
+
 // FleetName names the limiter's heartbeat: its client and prefix. See
 // [guard.Heartbeater].
 func (l guarded) FleetName() any { return fleetName{l.client, l.prefix} }
 
 // Beat renews member, drops the members that expired and reads how many
-// are left, in one MULTI/EXEC on one key (no script: the scores are the
-// process's clock). See [guard.Heartbeater].
+// are left, in one script run on one key (the scores are the process's
+// clock). See [guard.Heartbeater].
 func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
-	key, ms := fleetKey(l.prefix), now.UnixMilli()
-	pipe := l.client.TxPipeline()
-	pipe.ZAdd(ctx, key, redis.Z{Score: float64(ms + ttl.Milliseconds()), Member: member})
-	pipe.ZRemRangeByScore(ctx, key, "-inf", "("+strconv.FormatInt(ms, 10))
-	card := pipe.ZCard(ctx, key)
-	pipe.PExpire(ctx, key, ttl)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, closedError(err)
+	n, _, err := l.BeatEpoch(ctx, member, now, ttl, "")
+	return n, err
+}
+
+// BeatEpoch is Beat, which also reads the epoch marker,
+// <prefix>{processes}:epoch, setting it to fresh when absent (unless fresh
+// is ""), in the same script run. A Ring's marker is "": it is kept on
+// one shard of several. See [guard.Epocher].
+func (l guarded) BeatEpoch(ctx context.Context, member string, now time.Time, ttl time.Duration, fresh string) (int64, string, error) {
+	_, ring := l.client.(*redis.Ring)
+	if ring {
+		fresh = ""
 	}
-	return card.Val(), nil
+	ms := now.UnixMilli()
+	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
+	reply, err := heartbeatScript.Run(ctx, l.client, keys, member, ms+ttl.Milliseconds(), "("+strconv.FormatInt(ms, 10), ttl.Milliseconds(), fresh).Slice()
+	if err != nil {
+		return 0, "", closedError(err)
+	}
+	if len(reply) != 2 {
+		return 0, "", fmt.Errorf("redislimit: heartbeat replied %v", reply)
+	}
+	n, ok := reply[0].(int64)
+	if !ok {
+		return 0, "", fmt.Errorf("redislimit: heartbeat replied %v", reply)
+	}
+	epoch, _ := reply[1].(string) // nil when fresh is "" and it is absent
+	if ring {
+		epoch = ""
+	}
+	return n, epoch, nil
+}
+
+// Epoch reads the epoch marker, setting it to fresh when absent, in one
+// script run ("" for a Ring, see BeatEpoch). See [guard.Epocher].
+func (l guarded) Epoch(ctx context.Context, fresh string) (string, error) {
+	if _, ring := l.client.(*redis.Ring); ring {
+		return "", nil
+	}
+	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
+	epoch, err := epochScript.Run(ctx, l.client, keys, fresh).Text()
+	return epoch, closedError(err)
 }
 
 // Rejoin renews member and counts the members renewed at or after since

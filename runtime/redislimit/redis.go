@@ -387,6 +387,7 @@ var (
 	_ guard.Carrier        = guarded{}
 	_ guard.Heartbeater    = guarded{}
 	_ guard.Rejoiner       = guarded{}
+	_ guard.Epocher        = guarded{}
 	_ guard.Nodes          = clusterBackend{}
 )
 

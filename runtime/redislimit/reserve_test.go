@@ -50,7 +50,7 @@ func reserveAgree(t *testing.T, set agreeSet, seed uint64) (calm bool) {
 	red := newTestRedis(t, ratelimit.WithClock(clock))
 	// A deny cache of 4 entries, which 3 keys share, holding denials as
 	// long as they last: it must agree with the twin through refunds.
-	cac := New(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour))
+	cac := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("cached:"), WithDenyCache(4), WithDenyHold(time.Hour), withoutHeartbeat())
 	guard := newRealTimeGuard(clock, set.all()...)
 	slack := time.Duration(0) // -1 once the clock stepped back
 	var open []reservation

@@ -362,7 +362,7 @@ func TestWeightedLogPaths(t *testing.T) {
 	clock := newManualClock()
 	mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	red := newTestRedis(t, ratelimit.WithClock(clock))
-	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0))
+	gen := newTest(rdb(t), ratelimit.WithClock(clock), WithPrefix("generic:"), withGenericScript(), WithDenyCache(0), withoutHeartbeat())
 	reds := []*Limiter{red, gen}
 	c := rdb(t)
 	req := func(cost int64) ratelimit.Request {

@@ -1,0 +1,308 @@
+package guard
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// The ledger: what the backend admitted in windows still open, with the
+// fallback's admissions once carried back, so that when the backend
+// lost its state (an [Epocher]'s marker changed) each process charges it
+// again what it had admitted, and a window that the loss emptied does not
+// start empty. It is a [carryBack] that prunes admissions whose windows
+// closed, bounded as the fallback's (MaxCarried, MaxCarriedPerCall).
+
+// ledger is a fallback's ledger and the state of its carry-back.
+type ledger struct {
+	admitted *carryBack
+	epocher  Epocher
+	// running is held while the ledger is carried back; kept, guarded by
+	// it, holds what the backend could not be asked about then (keptN
+	// counts them).
+	running sync.Mutex
+	kept    []Admission
+	keptN   atomic.Int64
+	// owed is set when a loss was seen and the ledger is not carried back
+	// yet; carrying while it is.
+	owed, carrying atomic.Bool
+	// losses counts the losses carried back; charged and dropped the
+	// units charged again and those that did not fit or got no reply.
+	losses, charged, dropped atomic.Int64
+	// wall is the wall clock less the monotonic one (µs), as last read:
+	// an admission is recorded at the monotonic clock plus wall, one read
+	// of a clock (see ledgerNow).
+	wall atomic.Int64
+}
+
+// startLedger keeps f's ledger when its backend is a [Carrier] and an
+// [Epocher] and f counts its fleet, whose heartbeat checks the marker;
+// not around a [Nodes] backend, whose one marker tells nothing of the
+// nodes that do not hold it.
+func (f *Fallback) startLedger(backend ratelimit.Limiter) {
+	ep, ok := ratelimit.As[Epocher](backend)
+	_, nodes := ratelimit.As[Nodes](backend)
+	if !ok || nodes || f.carrier == nil || f.fleet == nil {
+		return
+	}
+	admitted := newCarryBack()
+	admitted.ledger = true
+	f.ledger = &ledger{admitted: admitted, epocher: ep}
+	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
+	f.fleet.onBeat(f.beaten)
+}
+
+// ledgerAdmitted records in f's ledger that the backend admitted req now,
+// when it did and f keeps a ledger.
+func (f *Fallback) ledgerAdmitted(req *ratelimit.Request, d ratelimit.Decision) {
+	if f.ledger == nil || !d.Allowed {
+		return
+	}
+	bounded := *req
+	bounded.Key = callkey.Bound(req.Key)
+	if req.Keys != nil {
+		bounded.Keys = boundKeys(req.Keys)
+	}
+	f.ledger.admitted.record(&bounded, nil, f.ledgerNow())
+}
+
+// ledgerNow returns the time in µs of the backend's clock or, without
+// one, of the process's wall clock as of the last beat moved on by the
+// monotonic clock since: a read of the wall clock costs a second one.
+func (f *Fallback) ledgerNow() int64 {
+	if f.clock != nil {
+		return f.clock.Now().UnixMicro()
+	}
+	return monotime.Micros() + f.ledger.wall.Load()
+}
+
+// beaten is told of each beat of f's heartbeat that the backend answered:
+// the ledger forgets the admissions whose windows closed; when the
+// backend lost its state since the beat before, or when the last
+// carry-back of the ledger kept admissions, the ledger is carried back on
+// a goroutine of its own.
+func (f *Fallback) beaten(lost bool) {
+	l := f.ledger
+	l.wall.Store(time.Now().UnixMicro() - monotime.Micros())
+	l.admitted.sweep(f.now())
+	if lost {
+		l.owed.Store(true)
+	}
+	if !l.owed.Load() && l.keptN.Load() == 0 {
+		return
+	}
+	f.bg.spawn(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, recoverTimeout)
+		defer cancel()
+		f.carryLedger(ctx)
+	})
+}
+
+// recoverLedger checks the backend's epoch marker, when a probe found it
+// back, and carries the ledger back if it lost its state (that of every
+// fallback of the fleet, the others on goroutines of their own), before
+// the breaker closes; it reports whether it found the state lost.
+func (f *Fallback) recoverLedger(ctx context.Context) bool {
+	l := f.ledger
+	if l == nil {
+		return false
+	}
+	fleet := f.fleet.Fleet()
+	epoch, err := l.epocher.Epoch(ctx, newEpoch())
+	lost := err == nil && fleet.observe(epoch)
+	if lost {
+		fleet.tell(true)
+	}
+	f.carryLedger(ctx)
+	return lost
+}
+
+// carryLedger charges the ledger to the backend, at the admissions'
+// times, when a loss was seen since it last did, or what the backend
+// could not be asked about then; one goroutine at a time.
+func (f *Fallback) carryLedger(ctx context.Context) {
+	l := f.ledger
+	l.running.Lock()
+	defer l.running.Unlock()
+	l.carrying.Store(true)
+	defer l.carrying.Store(false)
+	send, lost := l.kept, l.owed.Swap(false)
+	if lost {
+		// The ledger holds what was kept: send it once.
+		send = l.admitted.snapshot(f.now())
+		defer l.losses.Add(1)
+	}
+	if len(send) == 0 {
+		return
+	}
+	res := f.carrier.Carry(ctx, send)
+	l.kept = res.Kept
+	l.keptN.Store(int64(len(res.Kept)))
+	l.charged.Add(res.Charged)
+	l.dropped.Add(res.Dropped)
+	if lost {
+		slog.Default().Warn("ratelimit: the backend lost its state: charged again what it had admitted in windows still open",
+			"admissions", len(send), "charged", res.Charged, "dropped", res.Dropped, "kept", len(res.Kept))
+	}
+}
+
+// pending reports whether l is to be carried back, or is on its way: a
+// breaker stays open meanwhile.
+func (l *ledger) pending() bool {
+	return l != nil && (l.owed.Load() || l.carrying.Load() || l.keptN.Load() > 0)
+}
+
+// forget forgets what l holds of name and key (see carryBack.forget).
+func (l *ledger) forget(name, key string) {
+	if l != nil {
+		l.admitted.forget(name, key)
+	}
+}
+
+// carried records in l what the fallback carried back to the backend:
+// the admissions of taken but those kept (told apart by name, key and
+// time), which were not sent.
+func (l *ledger) carried(taken, kept []Admission) {
+	if l == nil {
+		return
+	}
+	type sent struct {
+		name, key string
+		at        time.Time
+	}
+	unsent := map[sent]int{}
+	for _, a := range kept {
+		unsent[sent{a.Req.Name, a.Req.Key, a.At}]++
+	}
+	for _, a := range taken {
+		if k := (sent{a.Req.Name, a.Req.Key, a.At}); unsent[k] > 0 {
+			unsent[k]--
+			continue
+		}
+		l.admitted.record(&a.Req, a.Only, a.At.UnixMicro())
+	}
+}
+
+// Restored returns how many times the fallback found that the backend
+// had lost its state and charged it again what it had admitted in windows
+// still open (its ledger), and the units charged again and dropped
+// (see [CarryResult]).
+func (f *Fallback) Restored() (losses, charged, dropped int64) {
+	if f.ledger == nil {
+		return 0, 0, 0
+	}
+	return f.ledger.losses.Load(), f.ledger.charged.Load(), f.ledger.dropped.Load()
+}
+
+// spanOf returns how long (µs) an admission of limits weighs at most: the
+// longest of its limits' spans (a log's or a window's period, a calendar
+// period's longest window, a sliding window's two periods, a bucket's
+// drain of its capacity).
+func spanOf(limits []ratelimit.Limit) int64 {
+	var span int64
+	for _, lim := range limits {
+		p := lim.Period.Microseconds()
+		a, _ := limitfacts.Lookup(string(lim.AlgorithmOrDefault()))
+		switch {
+		case lim.Calendar != "":
+			p = calendarSpan(lim.Calendar)
+		case a.State == limitfacts.Windows:
+			p *= 2
+		case a.State == limitfacts.Bucket:
+			p = muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
+		}
+		span = max(span, p)
+	}
+	return span
+}
+
+// calendarSpan returns the longest window (µs) of a calendar period: a
+// day of 25 hours, a week, month or year with one such day.
+func calendarSpan(period string) int64 {
+	day := 24 * time.Hour
+	d := map[string]time.Duration{limitfacts.Day: day, limitfacts.Week: 7 * day, limitfacts.Month: 31 * day}[period]
+	if d == 0 {
+		d = 366 * day
+	}
+	return (d + time.Hour).Microseconds()
+}
+
+// mergeLedger adds units admitted at now to e, which holds
+// MaxCarriedPerCall admissions, so that each holds a short span of time:
+// to its latest, whose time becomes now, when the admission before it is
+// less than a sixteenth of e's span old; else the two admissions nearest
+// in time are merged, at the later's time, and now's is e's latest.
+// Either charges units later than they were admitted, by about a
+// sixteenth of the span: it denies more, never less.
+func mergeLedger(e *carried, now, units int64) {
+	last := len(e.at) - 1
+	if e.at[last-1] > now-e.span/16 {
+		e.at[last] = max(e.at[last], now)
+		e.units[last] += units
+		return
+	}
+	i := 0
+	for j := 1; j < last; j++ {
+		if e.at[j+1]-e.at[j] < e.at[i+1]-e.at[i] {
+			i = j
+		}
+	}
+	e.units[i+1] += e.units[i]
+	copy(e.at[i:], e.at[i+1:])
+	copy(e.units[i:], e.units[i+1:])
+	e.at[last], e.units[last] = now, units
+}
+
+// sweep forgets the admissions whose windows all closed before now.
+func (c *carryBack) sweep(now int64) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		var gone int64
+		gone += s.filter(func(e *carried) bool {
+			gone += int64(e.dropClosed(now))
+			return len(e.at) > 0
+		})
+		s.mu.Unlock()
+		c.n.Add(-gone)
+	}
+}
+
+// dropClosed forgets e's oldest admissions whose windows closed before
+// now and returns how many it forgot.
+func (e *carried) dropClosed(now int64) int {
+	n := 0
+	for n < len(e.at) && e.at[n]+e.span <= now {
+		n++
+	}
+	if n > 0 {
+		e.at = append(e.at[:0], e.at[n:]...)
+		e.units = append(e.units[:0], e.units[n:]...)
+	}
+	return n
+}
+
+// snapshot returns the admissions remembered whose windows may still be
+// open at now, remembering them still.
+func (c *carryBack) snapshot(now int64) []Admission {
+	var out []Admission
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for _, e := range s.calls {
+			for ; e != nil; e = e.next {
+				out = e.admissions(out, now)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return out
+}

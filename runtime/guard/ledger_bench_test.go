@@ -1,0 +1,80 @@
+package guard_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+)
+
+// BenchmarkFallbackBackendAdmits: calls that the backend admits through
+// the fallback guard alone (a Carrier that keeps its state in process and
+// tells its epoch, so the fallback's ledger records each admission), the
+// limit never reached: the cost the fallback adds to each admission of
+// the backend, on one key from one goroutine, and on 64 keys from every
+// goroutine (b.RunParallel).
+func BenchmarkFallbackBackendAdmits(b *testing.B) {
+	lim := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}
+	run := func(b *testing.B, parallel bool) {
+		backend := newEpochFlaky("bench-" + b.Name())
+		f := guard.NewFallback(backend)
+		defer f.Close()
+		ctx := context.Background()
+		b.ReportAllocs()
+		if !parallel {
+			req := ratelimit.Request{Name: "hot", Key: "k", Limits: lim}
+			for b.Loop() {
+				if d, err := f.Allow(ctx, req); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+			return
+		}
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			req := ratelimit.Request{Name: "hot", Limits: lim}
+			for i := 0; pb.Next(); i++ {
+				req.Key = benchKeys[i%len(benchKeys)]
+				if d, err := f.Allow(ctx, req); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+	b.Run("one_key", func(b *testing.B) { run(b, false) })
+	b.Run("64_keys_parallel", func(b *testing.B) { run(b, true) })
+}
+
+// benchKeys are the keys of the parallel benchmark.
+var benchKeys = func() []string {
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	return keys
+}()
+
+var (
+	_ guard.Carrier = (*epochFlaky)(nil)
+	_ guard.Epocher = (*epochFlaky)(nil)
+)
+
+// BenchmarkFallbackLocalAdmits: calls that the fallback admits in process
+// (AllowLocal, as while the backend is down), the limit never reached, on
+// one key: the cost of its decision and of remembering the admission to
+// carry it back.
+func BenchmarkFallbackLocalAdmits(b *testing.B) {
+	f := guard.NewFallback(newEpochFlaky("bench-local"), guard.WithFallbackProcesses(1))
+	defer f.Close()
+	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _, err := f.AllowLocal(ctx, req); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
