@@ -69,7 +69,8 @@ type LimitError struct {
 	ResetAfter time.Duration
 	// Source says what denied the call: the backend (the limit is used
 	// up), its deny cache, its fallback, an override, a cooldown, a queue,
-	// or [SourceBusy] (the call was shed: the limiter was saturated).
+	// or [SourceBusy] (the call was shed: the limiter was saturated, or
+	// its processes were rejoining the backend after an outage).
 	Source Source
 }
 
@@ -87,7 +88,7 @@ func (e *LimitError) Error() string {
 		key = fmt.Sprintf(" key %q", e.Key)
 	}
 	if e.Source == SourceBusy {
-		return fmt.Sprintf("ratelimit: %s%s was shed undecided: the limiter's connections to its backend were all busy; retry after %s", e.Name, key, e.RetryAfter)
+		return fmt.Sprintf("ratelimit: %s%s was shed undecided: the limiter is saturated or rejoining its backend; retry after %s", e.Name, key, e.RetryAfter)
 	}
 	if e.Limit.Algorithm == Block {
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)

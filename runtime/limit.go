@@ -495,8 +495,10 @@ const (
 	// SourceQueue is a denial of a call that waits its turn behind calls
 	// that began to wait before it (see [Queuer]); nothing was decided.
 	SourceQueue
-	// SourceBusy is a denial of a call that the limiter shed undecided
-	// because its own client was saturated ([ErrBusy]).
+	// SourceBusy is a denial of a call that the limiter shed undecided:
+	// its own client was saturated ([ErrBusy]), or its fallback had
+	// carried back and was waiting for the other processes to do the same
+	// before the backend decides again.
 	SourceBusy
 )
 

@@ -144,7 +144,7 @@ func serve(in io.Reader, out io.Writer) error {
 	dec := json.NewDecoder(bufio.NewReader(in))
 	enc := json.NewEncoder(out)
 	var w worker
-	defer w.finish()
+	defer w.close()
 	ctx := context.Background()
 	for {
 		var m message
@@ -233,6 +233,16 @@ func (w *worker) finish() {
 		close(w.stop)
 		w.wg.Wait()
 		w.stop = nil
+	}
+}
+
+// close stops the worker's calls and closes its limiter, as a service
+// that shuts down does: the limiter leaves its fleet, so the next run's
+// processes do not count this one.
+func (w *worker) close() {
+	w.finish()
+	if w.limiter != nil {
+		_ = w.limiter.Close()
 	}
 }
 

@@ -422,9 +422,15 @@ const (
 const (
 	stragglerWait  = 50 * time.Millisecond
 	recoverTimeout = 10 * time.Second
-	// confirmTimeout bounds the probe that confirms an outage before a
+	// confirmTimeout bounds the probes that confirm an outage before a
 	// breaker opens; the backend's probe has its own, shorter timeouts.
 	confirmTimeout = 5 * time.Second
+	// confirmProbes is how many probes in a row must fail to confirm an
+	// outage: a server that refuses connections fails them at once, one
+	// that does not answer after each probe's timeout, and a process
+	// starved of CPU for a moment (its reads time out though the server
+	// answered) gets several chances to see the server answer.
+	confirmProbes = 3
 )
 
 type breakerConfig struct {
@@ -570,7 +576,8 @@ func (b *breaker) failed(err error) {
 	}
 }
 
-// confirmed reports whether the node does not answer confirm either, so
+// confirmed reports whether the node does not answer confirm either,
+// asked up to confirmProbes times in a row, so
 // that the failures in a row are evidence of an outage and the breaker
 // may open. A node that answers (a server busy enough to time out calls,
 // or a client whose own goroutines were starved of CPU) resets the count
@@ -583,9 +590,15 @@ func (b *breaker) confirmed() bool {
 	defer b.confirming.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
 	defer cancel()
-	if err := b.confirm(ctx); err == nil || (!b.unavailable(err) && !errors.Is(err, ErrClosed)) {
-		b.failures.Store(0)
-		return false
+	for range confirmProbes {
+		err := b.confirm(ctx)
+		if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+			return true
+		}
+		if err == nil || !b.unavailable(err) {
+			b.failures.Store(0)
+			return false
+		}
 	}
 	return true
 }

@@ -421,14 +421,19 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 		time.Sleep(time.Millisecond)
 	}
 	since, open := f.openedAt()
-	rejoins := open && f.rejoiner != nil && f.fleet != nil
+	rejoins := open && f.rejoins()
 	if c.size() == 0 && !lost && !rejoins {
 		return
 	}
 	c.settling.Add(1)
 	defer c.settling.Add(-1)
 	f.CarryBack(ctx)
+	if rejoins {
+		f.rejoining.Store(true)
+		defer f.rejoining.Store(false)
+	}
 	f.awaitFleet(ctx, wait, since, rejoins)
+	f.deciding.Store(false)
 	for range 2 {
 		if c.size() == 0 || ctx.Err() != nil {
 			return
@@ -496,5 +501,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // carried them back. See [Recoverer].
 func (f *Fallback) Recovering() bool {
 	c := f.carry
-	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load() || f.ledger.pending()
+	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load() || f.ledger.pending() ||
+		(f.rejoins() && f.deciding.Load())
 }
+
+// rejoins reports whether a breaker that closes must wait for the fleet
+// first (see awaitFleet): while the fallback has decided since the last
+// recovery (deciding), a call answered late must not close it, since the
+// other processes may still be spending their shares.
+func (f *Fallback) rejoins() bool { return f.rejoiner != nil && f.fleet != nil }

@@ -40,6 +40,13 @@ type Fallback struct {
 	// fallback that starts deciding spends only its share of.
 	told   *toldLines
 	ledger *ledger // nil: none (see ledger.go)
+	// rejoining is set while Recover waits for the fleet after it
+	// carried back: the fallback then sheds the calls it would admit (see
+	// AllowLocal).
+	rejoining atomic.Bool
+	// deciding is set by a decision of the fallback, and cleared once a
+	// recovery has waited for the fleet (see Recovering).
+	deciding atomic.Bool
 	// breaker is the breaker guard around the fallback, if any (see
 	// Guarded).
 	breaker atomic.Pointer[Breaker]
@@ -135,6 +142,16 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	if req.Keys != nil {
 		req.Keys = boundKeys(req.Keys)
+	}
+	if f.rejoining.Load() {
+		// Carried back and waiting for the other processes: an admission
+		// now would reach the backend after processes that closed their
+		// breakers decide there. Shed it; the backend decides within a
+		// poll or so.
+		return ratelimit.Decision{RetryAfter: rejoinPoll, Source: ratelimit.SourceBusy}, req.Limits, nil
+	}
+	if !f.deciding.Load() {
+		f.deciding.Store(true)
 	}
 	local := req
 	n := f.Processes()

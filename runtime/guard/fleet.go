@@ -18,11 +18,11 @@ const (
 	// many are.
 	HeartbeatEvery = time.Second
 	// HeartbeatTTL is how long a process is counted after it last said so:
-	// a process that is gone stops counting within it (so a fleet that
-	// restarts does not count the processes it replaced for long, which
-	// would shrink every share), and clocks may be skewed by up to
-	// HeartbeatTTL-HeartbeatEvery.
-	HeartbeatTTL = 2500 * time.Millisecond
+	// a process that is gone stops counting within it, and clocks may be
+	// skewed by up to HeartbeatTTL-HeartbeatEvery. It is long enough that
+	// a process whose beats are late (a loaded machine) is still counted:
+	// a process left out would enlarge every other's share.
+	HeartbeatTTL = 4 * time.Second
 )
 
 // ErrClosed is wrapped by a [Heartbeater]'s error when the backend is
@@ -52,9 +52,10 @@ type Heartbeater interface {
 // backend while others still spend their shares of the same windows.
 type Rejoiner interface {
 	Heartbeater
-	// Rejoin renews member as Beat does and returns how many members were
-	// renewed at or after since (the process's clock): the processes back
-	// since then.
+	// Rejoin marks member back at now (the process's clock), for ttl,
+	// and returns how many members were marked back at or after since:
+	// the processes back since then. Only Rejoin marks a member back: a
+	// heartbeat's beat does not.
 	Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error)
 }
 

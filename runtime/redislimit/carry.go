@@ -230,66 +230,92 @@ func (l *redisBackend) chargeArgs(ch *charge) ([]string, []any) {
 
 // sendCharges charges each of chs with the generic decide script, at its
 // time, in one pipeline (a charge whose script is not loaded is sent again
-// alone, loading it). A charge denied because its limits have fewer units
-// left is charged again with what is left, so Redis gets as much of it as
-// fits (its window is then full); what does not fit is dropped. It returns
+// alone, loading it). A charge denied because it does not fit (charges
+// carried back out of order fill its window) is charged on top instead
+// (chargeOnTop): nothing admitted is dropped for want of room. It returns
 // false when Redis could not be asked about some of chs: those it may have
 // charged without answering are dropped (marked done, so never sent
 // twice), the others are kept.
 func (l *redisBackend) sendCharges(ctx context.Context, chs []*charge, out *guard.CarryResult) bool {
-	for len(chs) > 0 {
-		pipe := l.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(chs))
-		for i, ch := range chs {
+	pipe := l.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(chs))
+	for i, ch := range chs {
+		keys, args := l.chargeArgs(ch)
+		cmds[i] = decideScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var onTop []*charge
+	away := false
+	for i, ch := range chs {
+		res, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && !away {
 			keys, args := l.chargeArgs(ch)
-			cmds[i] = decideScript.EvalSha(ctx, pipe, keys, args...)
+			res, err = decideScript.Run(ctx, l.client, keys, args...).Result()
 		}
-		_, _ = pipe.Exec(ctx)
-		var again []*charge
-		away := false
-		for i, ch := range chs {
-			res, err := cmds[i].Result()
-			if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && !away {
-				keys, args := l.chargeArgs(ch)
-				res, err = decideScript.Run(ctx, l.client, keys, args...).Result()
-			}
-			if mayHaveRun(err) {
-				// Sent without a reply: Redis may have charged it, so it
-				// is not sent again.
-				ch.done = true
-				out.Dropped += ch.req.Cost
-				away = true
+		if mayHaveRun(err) {
+			// Sent without a reply: Redis may have charged it, so it is
+			// not sent again.
+			ch.done = true
+			out.Dropped += ch.req.Cost
+			away = true
+			continue
+		}
+		if err != nil {
+			if redisUnavailable(err) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+				away = true // not charged: kept for the next time
 				continue
 			}
-			if err != nil {
-				if redisUnavailable(err) || redis.HasErrorPrefix(err, "NOSCRIPT") {
-					away = true // not charged: kept for the next time
-					continue
-				}
-				ch.done = true // a key of another type: nothing to charge
-				out.Dropped += ch.req.Cost
-				continue
-			}
-			d, err := parseDecision(res)
-			switch {
-			case err == nil && d.Allowed:
-				ch.done = true
-				out.Charged += ch.req.Cost
-			case err == nil && d.Remaining > 0 && d.Remaining < ch.req.Cost && ch.tries < ratelimit.MaxLimits:
-				// Charge what is left; the rest does not fit.
-				out.Dropped += ch.req.Cost - d.Remaining
-				ch.req.Cost = d.Remaining
-				ch.tries++
-				again = append(again, ch)
-			default:
-				ch.done = true
-				out.Dropped += ch.req.Cost
-			}
+			ch.done = true // a key of another type: nothing to charge
+			out.Dropped += ch.req.Cost
+			continue
 		}
-		if away {
+		d, err := parseDecision(res)
+		switch {
+		case err == nil && d.Allowed:
+			ch.done = true
+			out.Charged += ch.req.Cost
+		case err == nil:
+			// It does not fit at its time: charges carried out of order
+			// (other processes', later ones) fill the window. It was
+			// admitted all the same: charged on top.
+			onTop = append(onTop, ch)
+		default:
+			ch.done = true
+			out.Dropped += ch.req.Cost
+		}
+	}
+	return !away && l.chargeOnTop(ctx, onTop, out)
+}
+
+// chargeOnTop charges each of chs at its time on top of its limits'
+// state, without deciding (the adjust script at the charge's time): an
+// admission that no longer fits its window is charged all the same, so
+// the window denies until it drains rather than forgetting it. A limit
+// that counts calls is left as it is. It returns false when Redis could
+// not be asked: what it may have charged without answering is dropped,
+// the rest kept.
+func (l *redisBackend) chargeOnTop(ctx context.Context, chs []*charge, out *guard.CarryResult) bool {
+	for _, ch := range chs {
+		req := ch.req
+		req.Limits = slices.Clone(ch.req.Limits)
+		for i := range req.Limits {
+			req.Limits[i].PerCall = req.Limits[i].PerCall || !slices.Contains(ch.idx, i)
+		}
+		err := l.adjustRun(ctx, &req, ch.at, ch.at, ch.req.Cost, ch.at, "")
+		switch {
+		case err == nil:
+			ch.done = true
+			out.Charged += ch.req.Cost
+		case mayHaveRun(err):
+			ch.done = true
+			out.Dropped += ch.req.Cost
 			return false
+		case redisUnavailable(err):
+			return false
+		default:
+			ch.done = true
+			out.Dropped += ch.req.Cost
 		}
-		chs = again
 	}
 	return true
 }

@@ -153,3 +153,31 @@ func dropped(l *Limiter) int64 {
 	_, d := l.fallback.Carried()
 	return d
 }
+
+// TestCarryBackChargesWhatDoesNotFit: admissions carried back out of
+// order (another process's, later, first) may not fit their windows at
+// their own times; they were admitted all the same, so they are charged on
+// top, never dropped, and Redis denies until the window drains.
+func TestCarryBackChargesWhatDoesNotFit(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingLog, ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.GCRA} {
+		t.Run(string(alg), func(t *testing.T) {
+			l := newTestRedis(t, WithFallbackProcesses(1))
+			ctx := t.Context()
+			limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 10, Algorithm: alg}}
+			req := ratelimit.Request{Name: "overfull", Key: "k", Limits: limits}
+			now := time.Now()
+			later := req
+			later.Cost = 8
+			first := req
+			first.Cost = 6
+			res := guarded{l.redisBackend}.Carry(ctx, []guard.Admission{{Req: later, At: now.Add(-time.Millisecond)}})
+			require.EqualValues(t, 8, res.Charged)
+			res = guarded{l.redisBackend}.Carry(ctx, []guard.Admission{{Req: first, At: now.Add(-2 * time.Millisecond)}})
+			assert.EqualValues(t, 6, res.Charged, "charged on top though it does not fit")
+			assert.Zero(t, res.Dropped)
+			d, err := l.Peek(ctx, req)
+			require.NoError(t, err)
+			assert.False(t, d.Allowed, "the window is over-full: Redis denies")
+		})
+	}
+}

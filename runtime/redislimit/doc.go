@@ -152,7 +152,7 @@
 // still weighs) is charged to Redis at the times it was admitted, as much
 // as fits (bounded: 65,536 admissions per process), and the probe
 // waits until every process the heartbeat counted has found Redis back
-// and done the same (2.5 s at most); callers
+// and done the same (4 s at most); callers
 // are decided by the fallback meanwhile. Without an open breaker (breakers
 // off, or failures too few to open one), the first call Redis decides
 // after the fallback admitted some starts the same carry-back on a

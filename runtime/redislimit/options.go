@@ -208,7 +208,7 @@ func WithPrefix(prefix string) Option {
 // prefix, as their heartbeat last counted them before the outage (1 if it
 // never could): the limiters of one client are one process, which writes
 // its member of the sorted set <prefix>{processes} once a second, expiring
-// after 2.5s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
+// after 4s, and reads how many there are. n < 1 keeps the heartbeat's count; n >= 1 fixes n and turns
 // the heartbeat off. The memory limiter ignores it. The fallback is the
 // local fallback guard of package guard around the Redis backend, to
 // which the option carries [guard.WithFallbackProcesses].

@@ -97,14 +97,16 @@ func (l guarded) Epoch(ctx context.Context, fresh string) (string, error) {
 	return epoch, closedError(err)
 }
 
-// Rejoin renews member and counts the members renewed at or after since
-// (their scores are when they stop counting: since + ttl or later), in
-// one MULTI/EXEC on the heartbeat's key. See [guard.Rejoiner].
+// Rejoin marks member back, in the sorted set <prefix>{processes}:back
+// scored by when it came back, and counts the members marked at or after
+// since, in one MULTI/EXEC. The heartbeat's own beats are not marks: a
+// beat sent while Redis was stopped lands when it resumes, before the
+// process that sent it has found it back. See [guard.Rejoiner].
 func (l guarded) Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error) {
-	key := fleetKey(l.prefix)
+	key := fleetKey(l.prefix) + ":back"
 	pipe := l.client.TxPipeline()
-	pipe.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli() + ttl.Milliseconds()), Member: member})
-	back := pipe.ZCount(ctx, key, strconv.FormatInt(since.UnixMilli()+ttl.Milliseconds(), 10), "+inf")
+	pipe.ZAdd(ctx, key, redis.Z{Score: float64(now.UnixMilli()), Member: member})
+	back := pipe.ZCount(ctx, key, strconv.FormatInt(since.UnixMilli(), 10), "+inf")
 	pipe.PExpire(ctx, key, ttl)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, closedError(err)
