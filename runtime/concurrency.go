@@ -125,9 +125,7 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 				r.reportSlot(ctx, limiter, &all, d)
 			}
 		}
-		if err != nil && ctx.Err() == nil && errors.Is(err, ErrBusy) {
-			d, err = shed(), nil
-		}
+		d, err = shedIfBusy(ctx, d, err)
 		if err != nil {
 			if err = r.failure(ctx, limiter, err); err != nil {
 				return err

@@ -52,3 +52,12 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 func shed() Decision {
 	return Decision{RetryAfter: BusyRetry, Source: SourceBusy}
 }
+
+// shedIfBusy returns the denial of a call shed because the limiter was
+// saturated when err says so ([ErrBusy]), else d and err.
+func shedIfBusy(ctx context.Context, d Decision, err error) (Decision, error) {
+	if err != nil && ctx.Err() == nil && errors.Is(err, ErrBusy) {
+		return shed(), nil
+	}
+	return d, err
+}
