@@ -421,6 +421,11 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 		time.Sleep(time.Millisecond)
 	}
 	since, open := f.openedAt()
+	if !open {
+		// Told again a little after the breaker closed: the fallback
+		// decides again from now on (for the next outage).
+		f.rejoining.Store(false)
+	}
 	rejoins := open && f.rejoins()
 	if c.size() == 0 && !lost && !rejoins {
 		return
@@ -429,8 +434,13 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	defer c.settling.Add(-1)
 	f.CarryBack(ctx)
 	if rejoins {
+		// Shed from now until a little after the breaker closes (see
+		// above): an admission then would reach the backend after the
+		// processes that closed theirs decide there. What the fallback
+		// admitted before is carried back before this process says it is
+		// back: the others close their breakers once it has.
 		f.rejoining.Store(true)
-		defer f.rejoining.Store(false)
+		f.CarryBack(ctx)
 	}
 	f.awaitFleet(ctx, wait, since, rejoins)
 	f.deciding.Store(false)

@@ -40,9 +40,9 @@ type Fallback struct {
 	// fallback that starts deciding spends only its share of.
 	told   *toldLines
 	ledger *ledger // nil: none (see ledger.go)
-	// rejoining is set while Recover waits for the fleet after it
-	// carried back: the fallback then sheds the calls it would admit (see
-	// AllowLocal).
+	// rejoining is set from when Recover carried back and waits for the
+	// fleet until a little after the breaker closed: the fallback then
+	// sheds the calls it would admit (see AllowLocal).
 	rejoining atomic.Bool
 	// deciding is set by a decision of the fallback, and cleared once a
 	// recovery has waited for the fleet (see Recovering).

@@ -69,6 +69,10 @@ type Fleet struct {
 	// count is the number of processes live at the latest beat that the
 	// backend answered; 0 before any.
 	count atomic.Int64
+	// mu guards lowerSince: when beats began to read a count lower than
+	// count (zero: they do not).
+	mu         sync.Mutex
+	lowerSince time.Time
 	// beats counts the beats the backend answered.
 	beats atomic.Int64
 	// members are the joins of the heartbeat; guarded by fleets.mu.
@@ -208,8 +212,31 @@ func (f *Fleet) beat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.count.Store(max(n, 1))
+	f.counted(max(n, 1), time.Now())
 	f.beats.Add(1)
 	f.tell(lost)
 	return nil
+}
+
+// counted takes n, the count a beat read at now: a higher count at once, a
+// lower one only once beats have read no more than it for HeartbeatTTL
+// (the count held until then). A count that drops is taken slowly, since
+// it enlarges every share: after a Redis restarted empty the first beats
+// count only the processes that have beaten since, and a process that
+// left stops being counted within HeartbeatTTL anyway.
+func (f *Fleet) counted(n int64, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n >= f.count.Load() {
+		f.count.Store(n)
+		f.lowerSince = time.Time{}
+		return
+	}
+	if f.lowerSince.IsZero() {
+		f.lowerSince = now
+	}
+	if now.Sub(f.lowerSince) >= HeartbeatTTL {
+		f.count.Store(n)
+		f.lowerSince = time.Time{}
+	}
 }
