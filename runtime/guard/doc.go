@@ -89,6 +89,17 @@
 // before the breaker closes), the backend lost its state, and the ledger
 // is charged to it again as the fallback's admissions are.
 //
+// Three rules keep a fleet exact across an outage. A fallback that starts
+// deciding in a window spends only its share of what the backend last
+// told its process was left there. A breaker opens only when the
+// backend's probe fails too, and a call its backend's client was too busy
+// to send ([ratelimit.ErrBusy]) counts neither way. And around a
+// [Rejoiner] backend, a recovering fallback carries back, sheds what it
+// would admit, carries back again, marks itself back and keeps its
+// breaker open until every process its heartbeat counted has done the
+// same, so no process decides by the backend while another still spends
+// its share of the same window.
+//
 // A guard's options are [Option] values that change nothing in a
 // [ratelimit.Config]: [Wrap] and the guards' constructors find them among
 // the options they are given by their type, as a backend finds its own, so
