@@ -180,7 +180,8 @@ func TestDemo(t *testing.T) {
 }
 
 // TestDeadRedis runs the demo program against a Redis that is gone: every
-// call is decided by the fail-open policy, and stderr says so twice, not
+// call is decided in process against the same limits (the default), and
+// stderr says so twice, not
 // once per call: the start-up health check and the breaker's opening
 // (go-redis's dial errors do not reach it).
 func TestDeadRedis(t *testing.T) {
@@ -192,8 +193,10 @@ func TestDeadRedis(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "stderr:\n%s", stderr.String())
-	assert.Contains(t, stdout.String(), `Get #4 as alice: OK "Clear is better than clever." (Rob Pike)`+"\n", "fail open")
-	assert.Contains(t, stdout.String(), "List #2 as alice: OK 2 quotations\n", "fail open")
+	// The limits hold by default: decided in process, as Redis would.
+	assert.Contains(t, stdout.String(), `Get #3 as alice: OK "Clear is better than clever." (Rob Pike)`+"\n")
+	assert.Contains(t, stdout.String(), "Get #4 as alice: ResourceExhausted: ratelimit: quotes.get exceeded 3 per 10s")
+	assert.Contains(t, stdout.String(), "List #2 as alice: ResourceExhausted: ratelimit: quotes.list exceeded 1 per 1m0s")
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	require.Len(t, lines, 2, stderr.String())
 	assert.Contains(t, lines[0], "WARNING: ratelimit: health check")

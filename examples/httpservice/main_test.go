@@ -38,7 +38,8 @@ func TestMain(m *testing.M) {
 const runMainEnv = "HTTPSERVICE_RUN_MAIN"
 
 // TestDeadRedis runs the service against a Redis that is gone: requests
-// are served (the rules fail open), and stderr says once that the
+// are decided in process, against the same limits (the default), and
+// stderr says once that the
 // breaker opened, without go-redis's dial errors or the callers' keys.
 func TestDeadRedis(t *testing.T) {
 	dead, err := redistest.Start()
@@ -63,10 +64,16 @@ func TestDeadRedis(t *testing.T) {
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond, "the service did not start: %s", &stderr)
 
+	// The limit holds by default: decided in process, 5 per 10 s.
+	served := 0
 	for range 20 {
 		resp, _ := do(t, http.MethodGet, "http://"+addr+"/search?q=x", "ada", nil)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "fail open")
+		require.Contains(t, []int{http.StatusOK, http.StatusTooManyRequests}, resp.StatusCode)
+		if resp.StatusCode == http.StatusOK {
+			served++
+		}
 	}
+	require.Equal(t, 5, served, "the search limit, 5 per 10 s, holds while Redis is down")
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	out := stderr.String()
