@@ -196,7 +196,7 @@ func TestCollectorExportsBreakers(t *testing.T) {
 	addr := client.Options().Addr
 	metrics := &limitmetrics.Metrics{}
 	limiter := redislimit.New(client, ratelimit.WithHook(metrics), redislimit.WithBreaker(1, 20*time.Millisecond, 20*time.Millisecond))
-	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}}
+	rule := &ratelimit.Rule{Name: "search", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 10}}, OnError: ratelimit.FailOpen}
 	require.NoError(t, rule.Check(ctx, limiter, 1, ""), "fails open")
 	collector := ratelimitprom.NewCollector(metrics)
 	breakers := func(open int) string {
