@@ -82,6 +82,9 @@ type carryBack struct {
 	// have closed, and merges a call's admissions beyond MaxCarriedPerCall
 	// as mergeLedger does.
 	ledger bool
+	// marked counts, in a ledger, the marks its fallback noted (see
+	// mergeLedger).
+	marked atomic.Int64
 	// scheduled is set while a carry-back started by a call is on its way.
 	scheduled atomic.Bool
 	// dropped counts the units admitted but not carried back: beyond
@@ -129,8 +132,9 @@ type carried struct {
 	// next is the next call of the same hash, if any.
 	next *carried
 	// span is, in a ledger, how long (µs) an admission weighs at most
-	// (see spanOf).
-	span int64
+	// (see spanOf); mark, how many marks the ledger had noted when its
+	// latest admission was recorded (see mergeLedger).
+	span, mark int64
 }
 
 func newCarryBack() *carryBack {
@@ -213,7 +217,7 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	}
 	if e != nil && len(e.at) >= MaxCarriedPerCall && !countsCalls(e.req.Limits) {
 		if c.ledger {
-			mergeLedger(e, now, units)
+			mergeLedger(e, now, units, c.marked.Load())
 			return
 		}
 		last := len(e.at) - 1
@@ -236,6 +240,9 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 	}
 	e.at = append(e.at, now)
 	e.units = append(e.units, units)
+	if c.ledger {
+		e.mark = c.marked.Load()
+	}
 }
 
 // countsCalls reports whether one of limits counts calls
@@ -413,7 +420,7 @@ func (f *Fallback) carryRound(ctx context.Context) {
 // theirs before this one lets the backend decide, and carries back what
 // the fallback admitted meanwhile. See [Recoverer].
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
-	lost := f.recoverLedger(ctx)
+	lost, _ := f.CheckMarks(ctx)
 	c := f.carry
 	// A carry-back on its way (started by a call, see carrySoon) holds
 	// admissions it took: wait for it to charge them or keep them again.
@@ -489,6 +496,18 @@ func (f *Fallback) awaitFleet(ctx context.Context, wait time.Duration, since tim
 		if !sleepCtx(ctx, rejoinPoll) {
 			return
 		}
+	}
+}
+
+// AwaitFleet marks the process back, around a [Rejoiner] backend, and
+// waits until every process the heartbeat counts has marked itself back
+// since since (at most [HeartbeatTTL], or until ctx ends): a backend
+// that reached another server calls it, after CheckMarks, so that it
+// decides no call there while another process still charges the server
+// it left.
+func (f *Fallback) AwaitFleet(ctx context.Context, since time.Time) {
+	if f.rejoins() {
+		f.awaitFleet(ctx, 0, since, true)
 	}
 }
 

@@ -39,8 +39,8 @@
 //	               (Recoverer)                            admissions at their
 //	                                                      times, deciding nothing;
 //	                                                      Heartbeater (optional);
-//	                                                      Epocher (optional): a
-//	                                                      marker lost with state
+//	                                                      Marker (optional):
+//	                                                      marks lost with writes
 //	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
 //	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
 //
@@ -83,11 +83,12 @@
 // admissions to the backend's [Carrier], which charges them at their
 // times; and when the backend decided a call while admissions wait and no
 // breaker is open, it does so on a goroutine of its own. Around a backend
-// that is an [Epocher] too, with a fleet to beat in, it also keeps a
-// ledger of what the backend admitted in windows still open: when the
-// backend's epoch marker changed (read by each beat, and by Recover
-// before the breaker closes), the backend lost its state, and the ledger
-// is charged to it again as the fallback's admissions are.
+// that is a [Marker] too, with a fleet to beat in, it also keeps a ledger
+// of what the backend admitted in windows still open: when a mark of the
+// process (written by each beat, every [MarkEvery] while calls are
+// admitted, and by Recover before the breaker closes) finds that the
+// backend lost writes, what the ledger holds since the mark the backend
+// kept is charged to it again as the fallback's admissions are.
 //
 // Three rules keep a fleet exact across an outage. A fallback that starts
 // deciding in a window spends only its share of what the backend last

@@ -77,9 +77,8 @@ type Fleet struct {
 	beats atomic.Int64
 	// members are the joins of the heartbeat; guarded by fleets.mu.
 	members map[*FleetMember]struct{}
-	// epoch is the backend's epoch marker as last read (see [Epocher]).
-	epochMu sync.Mutex
-	epoch   string
+	// marks are the process's marks (see [Marker]).
+	marks marks
 	// cancel stops the heartbeat, which closes done when it has ended.
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -89,9 +88,9 @@ type Fleet struct {
 type FleetMember struct {
 	fleet  *Fleet
 	paused func() bool
-	// beaten, if set, is told of each beat the backend answered (see
-	// onBeat); guarded by fleets.mu.
-	beaten func(lost bool)
+	// hooks are what the join is told (see onBeat); guarded by
+	// fleets.mu.
+	hooks fleetHooks
 }
 
 // fleets are the heartbeats running in the process, by name.
@@ -159,28 +158,46 @@ func (f *Fleet) Beats() int64 { return f.beats.Load() }
 // Member returns the process's member of the heartbeat.
 func (f *Fleet) Member() string { return f.id }
 
-// heartbeat beats every HeartbeatEvery until ctx ends (the last join left),
-// then removes the process's member; or until the backend is closed.
+// heartbeat beats every HeartbeatEvery, and between beats writes the
+// process's mark every MarkEvery when one is due, until ctx ends (the last
+// join left), then removes the process's member; or until the backend is
+// closed.
 func (f *Fleet) heartbeat(ctx context.Context) {
 	defer close(f.done)
+	var last time.Time
 	for {
-		if !f.paused() {
-			if err := f.beat(ctx); errors.Is(err, ErrClosed) {
-				fleets.mu.Lock()
-				if fleets.m[f.name] == f {
-					delete(fleets.m, f.name)
-				}
-				fleets.mu.Unlock()
-				return
+		if err := f.tick(ctx, &last); errors.Is(err, ErrClosed) {
+			fleets.mu.Lock()
+			if fleets.m[f.name] == f {
+				delete(fleets.m, f.name)
 			}
+			fleets.mu.Unlock()
+			return
 		}
 		select {
 		case <-ctx.Done():
 			f.remove()
 			return
-		case <-time.After(HeartbeatEvery):
+		case <-time.After(MarkEvery):
 		}
 	}
+}
+
+// tick beats when HeartbeatEvery passed since the last beat, else writes
+// the process's mark when one is due; neither while paused.
+func (f *Fleet) tick(ctx context.Context, last *time.Time) error {
+	switch {
+	case f.paused():
+		return nil
+	case time.Since(*last) >= HeartbeatEvery:
+		*last = time.Now()
+		return f.beat(ctx)
+	case f.markDue():
+		ctx, cancel := context.WithTimeout(ctx, HeartbeatTTL)
+		defer cancel()
+		_, _ = f.markNow(ctx)
+	}
+	return nil
 }
 
 // paused reports whether a join of the heartbeat is paused.
@@ -208,13 +225,13 @@ func (f *Fleet) remove() {
 func (f *Fleet) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HeartbeatTTL)
 	defer cancel()
-	n, lost, err := f.beatOnce(ctx)
+	n, l, err := f.beatOnce(ctx)
 	if err != nil {
 		return err
 	}
 	f.counted(max(n, 1), time.Now())
 	f.beats.Add(1)
-	f.tell(lost)
+	f.tell(l)
 	return nil
 }
 

@@ -16,15 +16,17 @@ import (
 
 // The ledger: what the backend admitted in windows still open, with the
 // fallback's admissions once carried back, so that when the backend
-// lost its state (an [Epocher]'s marker changed) each process charges it
-// again what it had admitted, and a window that the loss emptied does not
-// start empty. It is a [carryBack] that prunes admissions whose windows
+// lost writes (a [Marker]'s mark of the process is older than the one it
+// acknowledged) each process charges it again what it had admitted after
+// the mark it kept, and a window that the loss emptied does not start
+// empty. It is a [carryBack] that prunes admissions whose windows
 // closed, bounded as the fallback's (MaxCarried, MaxCarriedPerCall).
 
 // ledger is a fallback's ledger and the state of its carry-back.
 type ledger struct {
 	admitted *carryBack
-	epocher  Epocher
+	// marks are when the latest marks were noted (see markTimes).
+	marks markTimes
 	// running is held while the ledger is carried back; kept, guarded by
 	// it, holds what the backend could not be asked about then (keptN
 	// counts them).
@@ -32,8 +34,11 @@ type ledger struct {
 	kept    []Admission
 	keptN   atomic.Int64
 	// owed is set when a loss was seen and the ledger is not carried back
-	// yet; carrying while it is.
+	// yet, from the time since (µs), guarded by owedMu; carrying while it
+	// is.
 	owed, carrying atomic.Bool
+	owedMu         sync.Mutex
+	since          int64
 	// losses counts the losses carried back; charged and dropped the
 	// units charged again and those that did not fit or got no reply.
 	losses, charged, dropped atomic.Int64
@@ -43,21 +48,21 @@ type ledger struct {
 	wall atomic.Int64
 }
 
-// startLedger keeps f's ledger when its backend is a [Carrier] and an
-// [Epocher] and f counts its fleet, whose heartbeat checks the marker;
-// not around a [Nodes] backend, whose one marker tells nothing of the
-// nodes that do not hold it.
+// startLedger keeps f's ledger when its backend is a [Carrier] and a
+// [Marker] and f counts its fleet, whose heartbeat writes the marks; not
+// around a [Nodes] backend, whose marks tell nothing of the nodes that do
+// not hold them.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
-	ep, ok := ratelimit.As[Epocher](backend)
+	_, ok := ratelimit.As[Marker](backend)
 	_, nodes := ratelimit.As[Nodes](backend)
 	if !ok || nodes || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()
 	admitted.ledger = true
-	f.ledger = &ledger{admitted: admitted, epocher: ep}
+	f.ledger = &ledger{admitted: admitted}
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
-	f.fleet.onBeat(f.beaten)
+	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }
 
 // ledgerAdmitted records in f's ledger that the backend admitted req now,
@@ -72,6 +77,14 @@ func (f *Fallback) ledgerAdmitted(req *ratelimit.Request, d ratelimit.Decision) 
 		bounded.Keys = boundKeys(req.Keys)
 	}
 	f.ledger.admitted.record(&bounded, nil, f.ledgerNow())
+	f.fleet.Fleet().admitted()
+}
+
+// marking notes when mark is about to be sent: the ledger holds what the
+// backend admitted before then.
+func (f *Fallback) marking(mark int64) {
+	f.ledger.marks.note(mark, f.ledgerNow())
+	f.ledger.admitted.marked.Add(1)
 }
 
 // ledgerNow returns the time in µs of the backend's clock or, without
@@ -84,17 +97,17 @@ func (f *Fallback) ledgerNow() int64 {
 	return monotime.Micros() + f.ledger.wall.Load()
 }
 
-// beaten is told of each beat of f's heartbeat that the backend answered:
-// the ledger forgets the admissions whose windows closed; when the
-// backend lost its state since the beat before, or when the last
+// beaten is told of each beat of f's heartbeat that the backend answered,
+// and of each mark that found a loss: the ledger forgets the admissions
+// whose windows closed; when the backend lost writes, or when the last
 // carry-back of the ledger kept admissions, the ledger is carried back on
 // a goroutine of its own.
-func (f *Fallback) beaten(lost bool) {
+func (f *Fallback) beaten(found loss) {
 	l := f.ledger
 	l.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	l.admitted.sweep(f.now())
-	if lost {
-		l.owed.Store(true)
+	if found.lost {
+		l.owe(l.marks.since(found.kept))
 	}
 	if !l.owed.Load() && l.keptN.Load() == 0 {
 		return
@@ -106,50 +119,69 @@ func (f *Fallback) beaten(lost bool) {
 	})
 }
 
-// recoverLedger checks the backend's epoch marker, when a probe found it
-// back, and carries the ledger back if it lost its state (that of every
-// fallback of the fleet, the others on goroutines of their own), before
-// the breaker closes; it reports whether it found the state lost.
-func (f *Fallback) recoverLedger(ctx context.Context) bool {
-	l := f.ledger
-	if l == nil {
-		return false
+// owe notes that the ledger is to be charged again from since (µs): the
+// earliest of the losses not carried back yet.
+func (l *ledger) owe(since int64) {
+	l.owedMu.Lock()
+	defer l.owedMu.Unlock()
+	if !l.owed.Load() || since < l.since {
+		l.since = since
 	}
-	fleet := f.fleet.Fleet()
-	epoch, err := l.epocher.Epoch(ctx, newEpoch())
-	lost := err == nil && fleet.observe(epoch)
-	if lost {
-		fleet.tell(true)
+	l.owed.Store(true)
+}
+
+// owing returns whether a loss is owed and from when, owing it no more.
+func (l *ledger) owing() (bool, int64) {
+	l.owedMu.Lock()
+	defer l.owedMu.Unlock()
+	return l.owed.Swap(false), l.since
+}
+
+// CheckMarks writes the process's mark now and, if it finds that the
+// backend lost writes, charges it again what the ledger holds since the
+// mark it kept before returning (the ledgers of the fleet's other
+// fallbacks on goroutines of their own); it reports whether it found a
+// loss, and the backend's error. It does nothing without a ledger. Recover
+// calls it before the breaker closes; a backend calls it when it may have
+// reached another server or one that restarted, before it decides calls
+// there.
+func (f *Fallback) CheckMarks(ctx context.Context) (bool, error) {
+	if f.ledger == nil {
+		return false, nil
 	}
+	lost, err := f.fleet.Fleet().markNow(ctx)
 	f.carryLedger(ctx)
-	return lost
+	return lost, err
 }
 
 // carryLedger charges the ledger to the backend, at the admissions'
-// times, when a loss was seen since it last did, or what the backend
-// could not be asked about then; one goroutine at a time.
+// times, when a loss was seen since it last did (what it admitted after
+// the mark the backend kept), or what the backend could not be asked
+// about then; one goroutine at a time.
 func (f *Fallback) carryLedger(ctx context.Context) {
 	l := f.ledger
 	l.running.Lock()
 	defer l.running.Unlock()
 	l.carrying.Store(true)
 	defer l.carrying.Store(false)
-	send, lost := l.kept, l.owed.Swap(false)
+	send := l.kept
+	lost, since := l.owing()
 	if lost {
 		// The ledger holds what was kept: send it once.
-		send = l.admitted.snapshot(f.now())
+		send = admittedSince(l.admitted.snapshot(f.now()), since)
 		defer l.losses.Add(1)
 	}
 	if len(send) == 0 {
 		return
 	}
 	res := f.carrier.Carry(ctx, send)
+	l.marks.lower(earliest(send))
 	l.kept = res.Kept
 	l.keptN.Store(int64(len(res.Kept)))
 	l.charged.Add(res.Charged)
 	l.dropped.Add(res.Dropped)
 	if lost {
-		slog.Default().Warn("ratelimit: the backend lost its state: charged again what it had admitted in windows still open",
+		slog.Default().Warn("ratelimit: the backend lost writes: charged again what it had admitted after the last mark it kept, in windows still open",
 			"admissions", len(send), "charged", res.Charged, "dropped", res.Dropped, "kept", len(res.Kept))
 	}
 }
@@ -169,7 +201,8 @@ func (l *ledger) forget(name, key string) {
 
 // carried records in l what the fallback carried back to the backend:
 // the admissions of taken but those kept (told apart by name, key and
-// time), which were not sent.
+// time), which were not sent; the marks noted so far are lowered to the
+// earliest, since the charges may follow them (see markTimes.lower).
 func (l *ledger) carried(taken, kept []Admission) {
 	if l == nil {
 		return
@@ -189,6 +222,7 @@ func (l *ledger) carried(taken, kept []Admission) {
 		}
 		l.admitted.record(&a.Req, a.Only, a.At.UnixMicro())
 	}
+	l.marks.lower(earliest(taken))
 }
 
 // Restored returns how many times the fallback found that the backend
@@ -235,16 +269,19 @@ func calendarSpan(period string) int64 {
 	return (d + time.Hour).Microseconds()
 }
 
-// mergeLedger adds units admitted at now to e, which holds
-// MaxCarriedPerCall admissions, so that each holds a short span of time:
-// to its latest, whose time becomes now, when the admission before it is
-// less than a sixteenth of e's span old; else the two admissions nearest
-// in time are merged, at the later's time, and now's is e's latest.
-// Either charges units later than they were admitted, by about a
-// sixteenth of the span: it denies more, never less.
-func mergeLedger(e *carried, now, units int64) {
+// mergeLedger adds units admitted at now, with mark marks noted, to e,
+// which holds MaxCarriedPerCall admissions, so that each holds a short
+// span of time: to its latest, whose time becomes now, when the
+// admission before it is less than a sixteenth of e's span old and no
+// mark was noted since the latest was recorded; else the two admissions
+// nearest in time are merged, at the later's time, and now's is e's
+// latest. Either charges units later than they were admitted, by about a
+// sixteenth of the span: it denies more, never less. Admissions rarely
+// merge across a mark, so a loss after it charges again little of what
+// was admitted before (see markTimes).
+func mergeLedger(e *carried, now, units, mark int64) {
 	last := len(e.at) - 1
-	if e.at[last-1] > now-e.span/16 {
+	if e.at[last-1] > now-e.span/16 && e.mark == mark {
 		e.at[last] = max(e.at[last], now)
 		e.units[last] += units
 		return
@@ -258,7 +295,7 @@ func mergeLedger(e *carried, now, units int64) {
 	e.units[i+1] += e.units[i]
 	copy(e.at[i:], e.at[i+1:])
 	copy(e.units[i:], e.units[i+1:])
-	e.at[last], e.units[last] = now, units
+	e.at[last], e.units[last], e.mark = now, units, mark
 }
 
 // sweep forgets the admissions whose windows all closed before now.

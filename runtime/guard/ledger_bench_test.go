@@ -12,14 +12,14 @@ import (
 
 // BenchmarkFallbackBackendAdmits: calls that the backend admits through
 // the fallback guard alone (a Carrier that keeps its state in process and
-// tells its epoch, so the fallback's ledger records each admission), the
+// keeps marks, so the fallback's ledger records each admission), the
 // limit never reached: the cost the fallback adds to each admission of
 // the backend, on one key from one goroutine, and on 64 keys from every
 // goroutine (b.RunParallel).
 func BenchmarkFallbackBackendAdmits(b *testing.B) {
 	lim := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}
 	run := func(b *testing.B, parallel bool) {
-		backend := newEpochFlaky("bench-" + b.Name())
+		backend := newMarkFlaky("bench-" + b.Name())
 		f := guard.NewFallback(backend)
 		defer f.Close()
 		ctx := context.Background()
@@ -58,8 +58,8 @@ var benchKeys = func() []string {
 }()
 
 var (
-	_ guard.Carrier = (*epochFlaky)(nil)
-	_ guard.Epocher = (*epochFlaky)(nil)
+	_ guard.Carrier = (*markFlaky)(nil)
+	_ guard.Marker  = (*markFlaky)(nil)
 )
 
 // BenchmarkFallbackLocalAdmits: calls that the fallback admits in process
@@ -67,7 +67,7 @@ var (
 // one key: the cost of its decision and of remembering the admission to
 // carry it back.
 func BenchmarkFallbackLocalAdmits(b *testing.B) {
-	f := guard.NewFallback(newEpochFlaky("bench-local"), guard.WithFallbackProcesses(1))
+	f := guard.NewFallback(newMarkFlaky("bench-local"), guard.WithFallbackProcesses(1))
 	defer f.Close()
 	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
 	ctx := context.Background()

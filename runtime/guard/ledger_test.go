@@ -2,6 +2,8 @@ package guard_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,64 +16,101 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
-// epochFlaky is flaky with a heartbeat of its own (a fleet of one) and an
-// epoch marker, as Redis keeps one beside its state: lose forgets a key's
-// state and the marker, as a flush or a restart without persistence does.
-type epochFlaky struct {
+// markFlaky is flaky with a heartbeat of its own (a fleet of one) that
+// keeps the process's marks, as Redis keeps them beside its state: lose
+// forgets a key's state and the mark, as a flush or a restart without
+// persistence does.
+type markFlaky struct {
 	flaky
-	name  string
-	mu    sync.Mutex
-	epoch string
-	beats atomic.Int64
+	name    string
+	mu      sync.Mutex
+	mark    string
+	history string
+	marks   atomic.Int64
+	beats   atomic.Int64
 }
 
-func newEpochFlaky(name string) *epochFlaky {
-	return &epochFlaky{flaky: flaky{MemoryLimiter: ratelimit.NewMemory()}, name: name}
+func newMarkFlaky(name string) *markFlaky {
+	return &markFlaky{flaky: flaky{MemoryLimiter: ratelimit.NewMemory()}, name: name, history: "h0"}
 }
 
-func (e *epochFlaky) FleetName() any { return e.name }
+func (e *markFlaky) FleetName() any { return e.name }
 
-func (e *epochFlaky) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
-	n, _, err := e.BeatEpoch(ctx, member, now, ttl, "")
+func (e *markFlaky) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
+	n, _, err := e.BeatMark(ctx, member, now, ttl, "")
 	return n, err
 }
 
-func (e *epochFlaky) BeatEpoch(ctx context.Context, _ string, _ time.Time, _ time.Duration, fresh string) (int64, string, error) {
-	epoch, err := e.Epoch(ctx, fresh)
+func (e *markFlaky) BeatMark(ctx context.Context, member string, _ time.Time, _ time.Duration, mark string) (int64, guard.MarkRead, error) {
+	read, err := e.Mark(ctx, member, mark)
 	if err != nil {
-		return 0, "", err
+		return 0, read, err
 	}
 	e.beats.Add(1)
-	return 1, epoch, nil
+	return 1, read, nil
 }
 
-func (e *epochFlaky) Epoch(_ context.Context, fresh string) (string, error) {
+func (e *markFlaky) Mark(_ context.Context, _, mark string) (guard.MarkRead, error) {
 	if e.down.Load() {
-		return "", errDown
+		return guard.MarkRead{}, errDown
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.epoch == "" {
-		e.epoch = fresh
+	read := guard.MarkRead{Before: e.mark, History: e.history}
+	if mark != "" {
+		e.mark = mark
+		e.marks.Add(1)
 	}
-	return e.epoch, nil
+	return read, nil
 }
 
-func (e *epochFlaky) Leave(context.Context, string) error { return nil }
+func (e *markFlaky) Leave(context.Context, string) error { return nil }
 
-// lose forgets the state of name and key, and the epoch marker.
-func (e *epochFlaky) lose(name, key string) {
+// lose forgets the state of name and key, and the mark.
+func (e *markFlaky) lose(name, key string) {
 	_ = e.MemoryLimiter.Reset(context.Background(), name, key)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.epoch = ""
+	e.mark = ""
+}
+
+// replica returns the state of name and key that a replica holds now:
+// the mark, and how many units the line counts; failover brings it back,
+// as a replica promoted with them forgets the writes made after.
+func (e *markFlaky) replica(t *testing.T, req ratelimit.Request) (string, int64) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, err := e.MemoryLimiter.Peek(context.Background(), req)
+	require.NoError(t, err)
+	return e.mark, req.Limits[0].Threshold - p.Remaining
+}
+
+// failover brings back the state replica returned, as a replica that
+// takes over does, under another history: the line counts used units,
+// the mark is mark.
+func (e *markFlaky) failover(t *testing.T, req ratelimit.Request, mark string, used int64) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ctx := context.Background()
+	require.NoError(t, e.MemoryLimiter.Reset(ctx, req.Name, req.Key))
+	if used > 0 {
+		at := req
+		at.Cost = used
+		d, err := e.MemoryLimiter.Allow(ctx, at)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	e.mark = mark
+	e.history = "after " + e.history
 }
 
 // ledgerOf wraps backend in the guards, with a breaker of short backoffs
 // and no WithFallbackProcesses (so the fallback counts its fleet, and
-// keeps a ledger), and waits for the heartbeat's first beat, which reads
-// the epoch marker.
-func ledgerOf(t *testing.T, backend *epochFlaky) (ratelimit.Limiter, *guard.Breaker, *guard.Fallback) {
+// keeps a ledger), and waits for the heartbeat's first beat, which writes
+// the process's first mark.
+func ledgerOf(t *testing.T, backend *markFlaky) (ratelimit.Limiter, *guard.Breaker, *guard.Fallback) {
 	t.Helper()
 	l := guard.Wrap(backend, guard.WithBreaker(2, 5*time.Millisecond, 5*time.Millisecond))
 	t.Cleanup(func() { guard.Close(l) })
@@ -84,13 +123,13 @@ func ledgerOf(t *testing.T, backend *epochFlaky) (ratelimit.Limiter, *guard.Brea
 }
 
 // TestLedgerRefillsAWindowTheBackendForgot: the backend admits a window's
-// limit, then loses its state (and its epoch marker) while it answers;
-// the heartbeat finds the marker changed and the fallback charges the
-// backend again what it had admitted, at the times it did, so the window
-// is full again and the next call is denied.
+// limit, then loses its state (and the process's mark) while it answers;
+// the heartbeat finds the mark gone and the fallback charges the backend
+// again what it had admitted, at the times it did, so the window is full
+// again and the next call is denied.
 func TestLedgerRefillsAWindowTheBackendForgot(t *testing.T) {
 	ctx := context.Background()
-	backend := newEpochFlaky("ledger-refill")
+	backend := newMarkFlaky("ledger-refill")
 	l, breaker, fallback := ledgerOf(t, backend)
 	const limit = 100
 	rule := &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
@@ -120,12 +159,12 @@ func TestLedgerRefillsAWindowTheBackendForgot(t *testing.T) {
 
 // TestLedgerCarriedBackBeforeTheBreakerCloses: the backend admits some
 // calls, goes down (the breaker opens, the fallback admits a few) and
-// comes back without its state; the probe that finds it back checks the
-// epoch marker and charges the ledger, then the fallback's admissions,
+// comes back without its state; the probe that finds it back writes the
+// process's mark, finds the one before gone, and charges the ledger, then the fallback's admissions,
 // before the breaker closes: the window admits its limit, no more.
 func TestLedgerCarriedBackBeforeTheBreakerCloses(t *testing.T) {
 	ctx := context.Background()
-	backend := newEpochFlaky("ledger-breaker")
+	backend := newMarkFlaky("ledger-breaker")
 	l, breaker, fallback := ledgerOf(t, backend)
 	const limit, before, during = 100, 60, 10
 	rule := &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
@@ -163,7 +202,7 @@ func TestLedgerCarriedBackBeforeTheBreakerCloses(t *testing.T) {
 // what the backend admitted of it before.
 func TestLedgerForgetsAReset(t *testing.T) {
 	ctx := context.Background()
-	backend := newEpochFlaky("ledger-reset")
+	backend := newMarkFlaky("ledger-reset")
 	l, _, fallback := ledgerOf(t, backend)
 	rule := &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 10}}}
 	for range 10 {
@@ -178,4 +217,44 @@ func TestLedgerForgetsAReset(t *testing.T) {
 	p, err := backend.Peek(ctx, ratelimit.Request{Name: rule.Name, Key: "k", Limits: rule.Limits})
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, p.Remaining, "the reset key stays reset")
+}
+
+// TestLedgerRefillsWhatAFailoverLost: the backend admits some calls, a
+// replica copies its state and the process's mark, the backend admits
+// more, and the replica takes over without them; the next mark finds
+// the backend answering from another history, and the fallback charges
+// again what it admitted after the mark the backend holds: exactly the
+// calls the replica missed, none when it missed none.
+func TestLedgerRefillsWhatAFailoverLost(t *testing.T) {
+	for _, missed := range []int64{3, 0} {
+		t.Run(fmt.Sprintf("missed_%d", missed), func(t *testing.T) {
+			ctx := context.Background()
+			backend := newMarkFlaky("ledger-failover-" + strconv.FormatInt(missed, 10))
+			l, breaker, fallback := ledgerOf(t, backend)
+			rule := &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Hour, Threshold: 100}}}
+			req := ratelimit.Request{Name: rule.Name, Key: "k", Limits: rule.Limits}
+			const cost, before = 10, 4
+			for range before {
+				require.NoError(t, rule.Check(ctx, l, cost, "k"))
+			}
+			marks := backend.marks.Load()
+			require.Eventually(t, func() bool { return backend.marks.Load() >= marks+2 }, time.Minute, time.Millisecond,
+				"a mark is written after the admissions were noted")
+			mark, used := backend.replica(t, req)
+			require.EqualValues(t, before*cost, used)
+			for range missed {
+				require.NoError(t, rule.Check(ctx, l, cost, "k"))
+			}
+			backend.failover(t, req, mark, used)
+			require.Eventually(t, func() bool { n, _, _ := fallback.Restored(); return n == 1 }, time.Minute, time.Millisecond,
+				"a mark finds the backend answering from another history")
+			_, charged, dropped := fallback.Restored()
+			assert.EqualValues(t, missed*cost, charged, "what the replica missed is charged again, no more")
+			assert.Zero(t, dropped)
+			assert.False(t, breaker.CircuitOpen())
+			p, err := backend.Peek(ctx, req)
+			require.NoError(t, err)
+			assert.EqualValues(t, 100-(before+missed)*cost, p.Remaining, "the line counts every admission")
+		})
+	}
 }

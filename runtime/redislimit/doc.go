@@ -167,19 +167,25 @@
 // the fallback admitted it and carried it back. That errs towards denying,
 // by at most the calls that failed that way. The
 // heartbeat stops when the last limiter of its client is closed
-// ([Limiter.Close]) or the client is. Each beat also reads an epoch
-// marker, <prefix>{processes}:epoch, set when absent, and so does a
-// probe that finds Redis back: when it changed, Redis lost its state
-// (a restart without persistence, FLUSHALL), and each process charges it
-// again what Redis had admitted it in windows still open (its ledger,
-// bounded as the carry-back), so a window admits at most its limit plus
-// the fallbacks' admissions plus what Redis admitted between the loss and
-// the ledgers' arrival (a heartbeat period at most); not on a Cluster or
-// a Ring, nor under WithFallbackProcesses (docs/reliability.md, What a
-// restart forgets). A failover to a replica
-// forgets the charges the replica had not received: under Sentinel those
-// of about the last second before a SENTINEL FAILOVER, unless writes are
-// paused on the primary first (see docs/operations.md, Redis Sentinel).
+// ([Limiter.Close]) or the client is. Each beat also writes the
+// process's mark, <prefix>{processes}:mark:<member>, a number that grows
+// with each write of it, and so does a write every 100 ms while Redis
+// admits the process calls, and a probe that finds Redis back: each reads
+// the mark Redis held before and its replication ID. A mark older than
+// the last one Redis acknowledged (or none), or another replication ID,
+// says Redis lost the writes after the mark it holds (a restart, FLUSHALL,
+// a failover to a replica that missed them), and the process charges it
+// again what Redis had admitted it since then in windows still open (its
+// ledger, bounded as the carry-back). A client (not a Cluster's) that
+// dials another server than its last one, as a failover client does when
+// a replica was promoted, holds its commands until every limiter on it
+// has written its mark there and charged what it lacks (its fence). So a
+// window admits at most its limit plus the fallbacks' admissions plus
+// what Redis admitted between the loss and the ledgers' arrival (after a
+// failover, the calls inside the client when it dialled; else a mark's
+// period, 100 ms, while calls flow); not on a Cluster or a Ring, nor
+// under WithFallbackProcesses (docs/reliability.md, What a restart
+// forgets).
 //
 // # Overrides
 //

@@ -2,11 +2,18 @@ package redislimit
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,8 +60,7 @@ func lineCount(t *testing.T, s *redistest.Server, key string) int64 {
 // TestLedgerRefillsALineAfterFlushAll: three processes (each a limiter
 // on a client of its own, counting a fleet of 3) fill a shared line of
 // 100 a minute through Redis; FLUSHALL empties Redis, opening no breaker;
-// within about a heartbeat's period each process finds the epoch marker
-// changed and charges Redis again what it had admitted, so the line holds
+// within a mark's period each process finds its mark gone and charges Redis again what it had admitted, so the line holds
 // 100 again and the next call is denied.
 func TestLedgerRefillsALineAfterFlushAll(t *testing.T) {
 	s, ls := fleetOf(t, 3)
@@ -94,7 +100,7 @@ func TestLedgerRefillsALineAfterFlushAll(t *testing.T) {
 // TestLedgerAcrossARestart: three processes fill a shared line of 100 a
 // minute through Redis; the server is killed (SIGKILL), the breakers open
 // and each fallback admits a few calls, and a server is started empty on
-// the same port. Each probe that finds it back finds the epoch marker
+// the same port. Each probe that finds it back finds the process's mark
 // gone and charges the ledger, then the fallback's admissions, before its
 // breaker closes: the minute admits at most its limit plus what the
 // fallbacks admitted (docs/reliability.md, What a restart forgets), where
@@ -156,7 +162,7 @@ func TestLedgerAcrossARestart(t *testing.T) {
 // with their text under testdata/scripts (rewritten with -update); the
 // fleet and ledger tests run them.
 func TestHeartbeatScriptsRenderAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"heartbeat": heartbeatText, "epoch": epochText} {
+	for name, text := range map[string]string{"heartbeat": heartbeatText, "mark": markText} {
 		file := filepath.Join("testdata", "scripts", name+".lua")
 		if *updateScripts {
 			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
@@ -167,4 +173,150 @@ func TestHeartbeatScriptsRenderAsGolden(t *testing.T) {
 			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 		}
 	}
+}
+
+// TestLedgerRefillsWhatAReplicaMissed: a process admits calls on a
+// primary, and a mark after them reaches its replica; the replica is
+// promoted (REPLICAOF NO ONE) while the process admits more on the old
+// primary, which the new one never gets; then the old primary dies and
+// the client reaches the new one. A mark finds Redis answering from
+// another replication ID, and the fallback charges it what it admitted
+// after the mark the new primary holds: the line counts every admission
+// again and admits only what is left of its limit, where without the
+// marks it would admit the missed calls a second time.
+func TestLedgerRefillsWhatAReplicaMissed(t *testing.T) {
+	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog} {
+		t.Run(string(alg), func(t *testing.T) {
+			ctx := context.Background()
+			m := missedByReplica(t, alg)
+			require.Eventually(t, func() bool { n, _, _ := m.l.fallback.Restored(); return n == 1 }, time.Minute, time.Millisecond,
+				"a mark finds Redis answering from another replication ID")
+			_, charged, dropped := m.l.fallback.Restored()
+			assert.EqualValues(t, m.missed, charged, "what the replica missed is charged again, no more")
+			assert.Zero(t, dropped)
+			var after int64
+			for range m.limit {
+				if err := m.rule.Check(ctx, m.l, 1, "k"); err == nil {
+					after++
+				} else {
+					require.ErrorIs(t, err, ratelimit.ErrLimited)
+				}
+			}
+			assert.Equal(t, m.limit-m.before-m.missed, after, "the line admits what is left of its limit")
+		})
+	}
+}
+
+// TestFenceHoldsCallsUntilTheReplicaIsCharged: as in
+// TestLedgerRefillsWhatAReplicaMissed, but goroutines call as fast as
+// they can from the moment the client switches to the new primary: the
+// client's dial to another server raises its fence, which holds every
+// command until the process's mark is checked there and what the
+// replica missed is charged, so the line admits at most its limit, plus
+// the calls already inside the client when it dialled (one per
+// goroutine at most). Without the fence the new primary admits what the
+// replica missed a second time before the next mark finds the loss.
+func TestFenceHoldsCallsUntilTheReplicaIsCharged(t *testing.T) {
+	const goroutines = 8
+	m := missedByReplica(t, ratelimit.SlidingLog)
+	var admitted, decided atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for decided.Load() < 4*m.limit {
+				_, err := m.rule.Admit(context.Background(), m.l, 1, "k")
+				if err == nil {
+					admitted.Add(1)
+				}
+				var le *ratelimit.LimitError
+				if err == nil || errors.As(err, &le) {
+					decided.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n, _, _ := m.l.fallback.Restored()
+	assert.EqualValues(t, 1, n, "the fence's check found the loss")
+	total := m.before + m.missed + admitted.Load()
+	t.Logf("the line admitted %d: %d before the promotion, %d the replica missed, %d after the switch", total, m.before, m.missed, admitted.Load())
+	assert.LessOrEqual(t, total, m.limit+goroutines, "at most the limit, and the calls inside the client when it dialled")
+}
+
+// missed is a line of limit an hour whose new primary missed the last
+// missed of the before+missed calls the limiter l admitted.
+type missed struct {
+	l                     *Limiter
+	rule                  *ratelimit.Rule
+	limit, before, missed int64
+}
+
+// missedByReplica admits before calls of a line of alg on a primary,
+// waits until a mark after them and the calls reached its replica,
+// promotes the replica, admits missed calls more on the old primary,
+// points the limiter's client at the new primary and stops the old one.
+func missedByReplica(t *testing.T, alg ratelimit.Algorithm) missed {
+	ctx := context.Background()
+	m := missed{limit: 100, before: 40, missed: 30}
+	primary, replica := replicated(t)
+	var target atomic.Value
+	target.Store(primary.Addr)
+	client := redis.NewClient(&redis.Options{Addr: primary.Addr, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, target.Load().(string))
+	}})
+	t.Cleanup(func() { client.Close() })
+	m.l = New(client)
+	t.Cleanup(func() { m.l.Close() })
+	m.rule = &ratelimit.Rule{Name: "line", Limits: []ratelimit.Limit{{Algorithm: alg, Period: time.Hour, Threshold: m.limit}}}
+	awaitRoom(t, time.Hour, time.Minute)
+	for range m.before {
+		require.NoError(t, m.rule.Check(ctx, m.l, 1, "k"))
+	}
+	awaitMarks(t, adminClient(t, primary.Addr), 2)
+	require.NoError(t, adminClient(t, primary.Addr).Do(ctx, "WAIT", 1, 30000).Err())
+	require.NoError(t, adminClient(t, replica.Addr).SlaveOf(ctx, "NO", "ONE").Err())
+	for range m.missed {
+		a, err := m.rule.Admit(ctx, m.l, 1, "k")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceBackend, a.Decision.Source, "the old primary admits it")
+	}
+	target.Store(replica.Addr)
+	primary.Stop()
+	return m
+}
+
+// replicated starts a primary and a replica of it, and waits until the
+// replica's link is up.
+func replicated(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	primary, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(primary.Stop)
+	host, port, err := net.SplitHostPort(primary.Addr)
+	require.NoError(t, err)
+	replica, err = redistest.Start("replicaof " + host + " " + port)
+	require.NoError(t, err)
+	t.Cleanup(replica.Stop)
+	require.Eventually(t, func() bool {
+		info, err := adminClient(t, replica.Addr).Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, time.Minute, 10*time.Millisecond, "the replica's link is up")
+	return primary, replica
+}
+
+// awaitMarks waits until the one process's mark on admin's server has
+// been written n times more.
+func awaitMarks(t *testing.T, admin *redis.Client, n int64) {
+	t.Helper()
+	read := func() int64 {
+		keys, err := admin.Keys(context.Background(), "*{processes}:mark:*").Result()
+		require.NoError(t, err)
+		require.Len(t, keys, 1)
+		v, err := admin.Get(context.Background(), keys[0]).Int64()
+		require.NoError(t, err)
+		return v
+	}
+	from := read()
+	require.Eventually(t, func() bool { return read() >= from+n }, time.Minute, time.Millisecond, "the process writes its mark")
 }

@@ -16,10 +16,9 @@ import (
 // (and a key prefix) count themselves (see [guard.JoinFleet] and
 // [WithFallbackProcesses]): each process's member of the sorted set
 // <prefix>{processes}, scored by when it stops counting (ms since the
-// epoch). The limiters that share a client and prefix are one process.
-// Beside it, <prefix>{processes}:epoch holds the epoch marker by which the
-// processes tell that Redis lost its state ([guard.Epocher]), read by each
-// beat.
+// Unix epoch). The limiters that share a client and prefix are one process.
+// Beside it, <prefix>{processes}:mark:<member> holds each process's mark,
+// by which it tells which of its writes Redis lost ([guard.Marker]).
 
 // fleetName names the heartbeat of a client and a prefix.
 type fleetName struct {
@@ -32,17 +31,17 @@ type fleetName struct {
 // storage key has a tag without a colon in it.
 func fleetKey(prefix string) string { return prefix + "{processes}" }
 
-// epochKey returns the key of the epoch marker of prefix (see
-// [guard.Epocher]), beside the heartbeat's, with its hash tag.
-func epochKey(prefix string) string { return fleetKey(prefix) + ":epoch" }
+// markKey returns the key of member's mark (see [guard.Marker]), beside
+// the heartbeat's, with its hash tag.
+func markKey(prefix, member string) string { return fleetKey(prefix) + ":mark:" + member }
 
-// The heartbeat's scripts (lua/heartbeat.lua.tmpl): a beat, which reads
-// the epoch marker too, and a read of the marker alone.
+// The heartbeat's scripts (lua/heartbeat.lua.tmpl): a beat, which writes
+// the process's mark too, and a mark alone.
 var (
 	heartbeatText   = renderScript("heartbeat", scriptData{})
-	epochText       = renderScript("epoch", scriptData{})
+	markText        = renderScript("mark", scriptData{})
 	heartbeatScript = redis.NewScript(sendable(heartbeatText))
-	epochScript     = redis.NewScript(sendable(epochText))
+	markScript      = redis.NewScript(sendable(markText))
 )
 
 // FleetName names the limiter's heartbeat: its client and prefix. See
@@ -53,48 +52,65 @@ func (l guarded) FleetName() any { return fleetName{l.client, l.prefix} }
 // are left, in one script run on one key (the scores are the process's
 // clock). See [guard.Heartbeater].
 func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
-	n, _, err := l.BeatEpoch(ctx, member, now, ttl, "")
+	n, _, err := l.beat(ctx, member, now, ttl, "")
 	return n, err
 }
 
-// BeatEpoch is Beat, which also reads the epoch marker,
-// <prefix>{processes}:epoch, setting it to fresh when absent (unless fresh
-// is ""), in the same script run. A Ring's marker is "": it is kept on
-// one shard of several. See [guard.Epocher].
-func (l guarded) BeatEpoch(ctx context.Context, member string, now time.Time, ttl time.Duration, fresh string) (int64, string, error) {
-	_, ring := l.client.(*redis.Ring)
-	if ring {
-		fresh = ""
+// BeatMark is Beat, which also writes member's mark,
+// <prefix>{processes}:mark:<member>, and reads the one before and the
+// server's replication ID, in the same script run. A Ring cannot keep
+// marks: they would be kept on one shard of several. See [guard.Marker].
+func (l guarded) BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, guard.MarkRead, error) {
+	if _, ring := l.client.(*redis.Ring); ring {
+		return 0, guard.MarkRead{}, errRingMarks
 	}
-	ms := now.UnixMilli()
-	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
-	reply, err := heartbeatScript.Run(ctx, l.client, keys, member, ms+ttl.Milliseconds(), "("+strconv.FormatInt(ms, 10), ttl.Milliseconds(), fresh).Slice()
-	if err != nil {
-		return 0, "", closedError(err)
-	}
-	if len(reply) != 2 {
-		return 0, "", fmt.Errorf("redislimit: heartbeat replied %v", reply)
-	}
-	n, ok := reply[0].(int64)
-	if !ok {
-		return 0, "", fmt.Errorf("redislimit: heartbeat replied %v", reply)
-	}
-	epoch, _ := reply[1].(string) // nil when fresh is "" and it is absent
-	if ring {
-		epoch = ""
-	}
-	return n, epoch, nil
+	return l.beat(ctx, member, now, ttl, mark)
 }
 
-// Epoch reads the epoch marker, setting it to fresh when absent, in one
-// script run ("" for a Ring, see BeatEpoch). See [guard.Epocher].
-func (l guarded) Epoch(ctx context.Context, fresh string) (string, error) {
-	if _, ring := l.client.(*redis.Ring); ring {
-		return "", nil
+// errRingMarks says that a Ring cannot keep marks.
+var errRingMarks = fmt.Errorf("redislimit: a Ring keeps no marks: %w", errors.ErrUnsupported)
+
+// beat runs the heartbeat's script, which writes mark unless it is "".
+func (l guarded) beat(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, guard.MarkRead, error) {
+	ms := now.UnixMilli()
+	keys := []string{fleetKey(l.prefix), markKey(l.prefix, member)}
+	reply, err := heartbeatScript.Run(ctx, l.client, keys, member, ms+ttl.Milliseconds(), "("+strconv.FormatInt(ms, 10), ttl.Milliseconds(), mark, guard.MarkTTL.Milliseconds()).Slice()
+	if err != nil {
+		return 0, guard.MarkRead{}, closedError(err)
 	}
-	keys := []string{fleetKey(l.prefix), epochKey(l.prefix)}
-	epoch, err := epochScript.Run(ctx, l.client, keys, fresh).Text()
-	return epoch, closedError(err)
+	n, ok := int64(0), len(reply) == 3
+	if ok {
+		n, ok = reply[0].(int64)
+	}
+	if !ok {
+		return 0, guard.MarkRead{}, fmt.Errorf("redislimit: heartbeat replied %v", reply)
+	}
+	return n, markRead(reply[1:]), nil
+}
+
+// Mark writes member's mark and reads the one before and the server's
+// replication ID, in one script run. See [guard.Marker].
+func (l guarded) Mark(ctx context.Context, member, mark string) (guard.MarkRead, error) {
+	if _, ring := l.client.(*redis.Ring); ring {
+		return guard.MarkRead{}, errRingMarks
+	}
+	keys := []string{fleetKey(l.prefix), markKey(l.prefix, member)}
+	reply, err := markScript.Run(ctx, l.client, keys, mark, guard.MarkTTL.Milliseconds()).Slice()
+	if err != nil {
+		return guard.MarkRead{}, closedError(err)
+	}
+	if len(reply) != 2 {
+		return guard.MarkRead{}, fmt.Errorf("redislimit: mark replied %v", reply)
+	}
+	return markRead(reply), nil
+}
+
+// markRead reads a script's reply of the mark before and the replication
+// ID (nil and "" when absent).
+func markRead(reply []any) guard.MarkRead {
+	before, _ := reply[0].(string)
+	history, _ := reply[1].(string)
+	return guard.MarkRead{Before: before, History: history}
 }
 
 // Rejoin marks member back, in the sorted set <prefix>{processes}:back

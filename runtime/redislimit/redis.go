@@ -44,6 +44,9 @@ type Limiter struct {
 	// leases is the lease guard: it admits the calls of a limit with a
 	// Prefetch from leases (see guard.Leases).
 	leases *guard.Leases
+	// leaveFence takes the fallback out of its client's fence (see
+	// fence.go); nil when it is in none.
+	leaveFence func()
 }
 
 // front is what Limiter calls through its guards.
@@ -120,6 +123,9 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 	}
 	l.leases = guard.NewLeases(l.front, opts...)
 	l.front = l.leases
+	if c, ok := client.(*redis.Client); ok && heartbeat {
+		l.leaveFence = joinFence(c, l.fallback)
+	}
 	return l
 }
 
@@ -387,7 +393,7 @@ var (
 	_ guard.Carrier        = guarded{}
 	_ guard.Heartbeater    = guarded{}
 	_ guard.Rejoiner       = guarded{}
-	_ guard.Epocher        = guarded{}
+	_ guard.Marker         = guarded{}
 	_ guard.Nodes          = clusterBackend{}
 )
 

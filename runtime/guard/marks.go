@@ -1,0 +1,268 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Marks: each process stores, in the backend beside its state, a mark
+// that grows with each write of it (a beat, or between beats a write
+// every [MarkEvery] while the process has been admitted calls). The
+// backend's writes are applied in order, so a backend whose copy of the
+// process's last mark is older than the one it acknowledged (or absent)
+// lost every write the process made after that older mark: a restart
+// without persistence or with an old snapshot, a flush, a failover to a
+// replica that lacked the latest writes. A backend that answers from
+// another history of writes than the last mark did (another server took
+// over, or one restarted) may have lost what followed the mark it holds,
+// even when that is the latest acknowledged.
+const (
+	// MarkEvery is how often, between beats, a process that was admitted
+	// calls writes its mark: a loss is found within it while calls flow.
+	MarkEvery = 100 * time.Millisecond
+	// MarkTTL is how long a [Marker] keeps a process's mark after its
+	// last write: a process whose beats pause longer (a breaker open that
+	// long) finds its mark gone and charges its whole ledger again.
+	MarkTTL = 24 * time.Hour
+)
+
+// Marker is a [Heartbeater] backend that can tell a process which of its
+// writes it lost (see [MarkEvery]): it keeps each process's latest mark
+// for [MarkTTL], writing it in order with the process's other writes.
+type Marker interface {
+	Heartbeater
+	// Mark stores mark as member's and reads what it held before, in one
+	// round trip; it wraps errors.ErrUnsupported when the backend cannot
+	// keep marks.
+	Mark(ctx context.Context, member, mark string) (MarkRead, error)
+	// BeatMark is Beat and Mark in one round trip.
+	BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, MarkRead, error)
+}
+
+// MarkRead is what a [Marker] read when it stored a mark.
+type MarkRead struct {
+	// Before is the mark it held before ("" when none).
+	Before string
+	// History names the history of writes it answered from (Redis: the
+	// server's replication ID), which changes when another copy of the
+	// state takes over or a server restarts; "" when it cannot tell.
+	History string
+}
+
+// loss is what a mark found: whether the backend lost writes, and the
+// latest mark it still held (0: none), after which it lost them all.
+type loss struct {
+	lost bool
+	kept int64
+}
+
+// marks is a fleet's state of its marks.
+type marks struct {
+	// mu is held while a mark is written: sent is the latest mark
+	// written, acked the latest the backend acknowledged, history the
+	// history it answered from.
+	mu          sync.Mutex
+	sent, acked int64
+	history     string
+	// admitted is set when a call was admitted since the last mark;
+	// unsupported when the backend said it cannot keep marks.
+	admitted, unsupported atomic.Bool
+}
+
+// beatOnce renews the process's member and reads how many members are
+// live, and writes its mark when the backend is a [Marker] (see mark), in
+// one round trip.
+func (f *Fleet) beatOnce(ctx context.Context) (int64, loss, error) {
+	mk, ok := f.hb.(Marker)
+	if !ok || f.marks.unsupported.Load() {
+		n, err := f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
+		return n, loss{}, err
+	}
+	var n int64
+	l, err := f.mark(ctx, func(mark string) (read MarkRead, err error) {
+		n, read, err = mk.BeatMark(ctx, f.id, time.Now(), HeartbeatTTL, mark)
+		return read, err
+	})
+	if errors.Is(err, errors.ErrUnsupported) {
+		n, err = f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
+	}
+	return n, l, err
+}
+
+// markNow writes the process's mark alone, when the backend is a
+// [Marker], and tells the joins of a loss it found; it reports whether it
+// found one, and the backend's error.
+func (f *Fleet) markNow(ctx context.Context) (bool, error) {
+	mk, ok := f.hb.(Marker)
+	if !ok || f.marks.unsupported.Load() {
+		return false, nil
+	}
+	l, err := f.mark(ctx, func(mark string) (MarkRead, error) { return mk.Mark(ctx, f.id, mark) })
+	if err == nil && l.lost {
+		f.tell(l)
+	}
+	return l.lost, err
+}
+
+// mark writes the process's next mark with write, which reads what the
+// backend held before, and reports whether the backend lost writes: when
+// the mark it held is older than the latest it acknowledged, or it
+// answered from another history. Each join notes the mark first (see
+// onBeat), so that its ledger knows what it had admitted before the mark
+// was sent. One mark at a time.
+func (f *Fleet) mark(ctx context.Context, write func(mark string) (MarkRead, error)) (loss, error) {
+	m := &f.marks
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.admitted.Store(false)
+	m.sent++
+	f.noteMark(m.sent)
+	read, err := write(strconv.FormatInt(m.sent, 10))
+	if errors.Is(err, errors.ErrUnsupported) {
+		m.unsupported.Store(true)
+	}
+	if err != nil {
+		m.admitted.Store(true) // write it again soon
+		return loss{}, err
+	}
+	held, _ := strconv.ParseInt(read.Before, 10, 64) // 0 when none
+	moved := read.History != m.history && m.history != "" && read.History != ""
+	l := loss{lost: m.acked > 0 && (held < m.acked || moved), kept: held}
+	m.acked, m.history = max(m.acked, m.sent), read.History
+	return l, nil
+}
+
+// admitted notes that the backend admitted a call of the process: a mark
+// is written within MarkEvery. A load, and a store only once per mark.
+func (f *Fleet) admitted() {
+	if !f.marks.admitted.Load() {
+		f.marks.admitted.Store(true)
+	}
+}
+
+// markDue reports whether a mark is to be written between beats: the
+// backend is a [Marker] and a call was admitted since the last one.
+func (f *Fleet) markDue() bool {
+	_, ok := f.hb.(Marker)
+	return ok && !f.marks.unsupported.Load() && f.marks.admitted.Load()
+}
+
+// noteMark tells each join of the heartbeat that mark is about to be sent.
+func (f *Fleet) noteMark(mark int64) {
+	for _, j := range f.joins() {
+		if j.marking != nil {
+			j.marking(mark)
+		}
+	}
+}
+
+// tell tells each join of the heartbeat that the backend answered a beat
+// or a mark, and what the mark found, outside the lock of the fleets.
+func (f *Fleet) tell(l loss) {
+	for _, j := range f.joins() {
+		if j.beaten != nil {
+			j.beaten(l)
+		}
+	}
+}
+
+// joins returns the joins' hooks, read under the lock of the fleets.
+func (f *Fleet) joins() []fleetHooks {
+	fleets.mu.Lock()
+	defer fleets.mu.Unlock()
+	out := make([]fleetHooks, 0, len(f.members))
+	for m := range f.members {
+		out = append(out, m.hooks)
+	}
+	return out
+}
+
+// fleetHooks are what a join of a heartbeat is told: marking before each
+// mark is sent, beaten after each beat (or mark that found a loss) the
+// backend answered. Neither may block long.
+type fleetHooks struct {
+	marking func(mark int64)
+	beaten  func(loss)
+}
+
+// onBeat sets the hooks m's heartbeat calls.
+func (m *FleetMember) onBeat(h fleetHooks) {
+	fleets.mu.Lock()
+	defer fleets.mu.Unlock()
+	m.hooks = h
+}
+
+// markRing is how many marks a ledger remembers the times of: at one
+// mark every MarkEvery, about 13 seconds of them.
+const markRing = 128
+
+// markTimes remembers when (µs, on the ledger's clock) each of the latest
+// marks was noted: the ledger then held every admission the backend had
+// acknowledged before the mark was sent.
+type markTimes struct {
+	mu   sync.Mutex
+	mark [markRing]int64
+	at   [markRing]int64
+	next int
+}
+
+// note remembers that mark was noted at at.
+func (r *markTimes) note(mark, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := r.next % markRing
+	r.mark[i], r.at[i] = mark, at
+	r.next++
+}
+
+// since returns the time from which the ledger is to be charged again
+// when the backend kept mark and lost the writes after it: the time
+// noted with it, or 0 (everything) when it is not among those
+// remembered.
+func (r *markTimes) since(mark int64) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range min(r.next, markRing) {
+		if r.mark[i] == mark && mark > 0 {
+			return r.at[i]
+		}
+	}
+	return 0
+}
+
+// lower lowers the times of the marks noted so far to at most at: an
+// admission of that time was charged after they were sent (a carry-back),
+// so a backend that kept one of them may have lost the charge.
+func (r *markTimes) lower(at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range min(r.next, markRing) {
+		r.at[i] = min(r.at[i], at)
+	}
+}
+
+// admittedSince returns the admissions of as at or after since (µs).
+func admittedSince(as []Admission, since int64) []Admission {
+	out := as[:0]
+	for _, a := range as {
+		if a.At.UnixMicro() >= since {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// earliest returns the time (µs) of the earliest of as; MaxInt64 when
+// there is none.
+func earliest(as []Admission) int64 {
+	at := int64(math.MaxInt64)
+	for _, a := range as {
+		at = min(at, a.At.UnixMicro())
+	}
+	return at
+}

@@ -1,0 +1,183 @@
+package redislimit
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+)
+
+// The fence: a client that dials a connection to another server than its
+// last one (a failover's new primary) may have reached a state that lacks
+// some of the process's writes. From the dial until each limiter of the
+// client has checked its mark there and charged back what Redis lost
+// ([guard.Fallback.CheckMarks]), the client's commands wait, so that Redis
+// decides no call on a state that lacks what the process admitted: only
+// the commands already inside the client when it dialed go on. Then they
+// wait until every process of the fleet has done the same
+// ([guard.Fallback.AwaitFleet]), so that none decides on the new server
+// while another still charges the old one. A server that restarted where
+// it was is found by the probe that closes the breaker, or by the next
+// mark.
+
+// fence is a client's fence: one hook on the client, and the fallbacks of
+// the limiters that use it.
+type fence struct {
+	// up is the channel of the fence that is up, closed when it drops;
+	// nil while none is.
+	up atomic.Pointer[chan struct{}]
+	// again is set by a dial while the fence is up: it checks once more.
+	again atomic.Bool
+	// server is the address of the server last dialled.
+	server atomic.Pointer[string]
+	mu     sync.Mutex
+	joins  map[*guard.Fallback]int
+}
+
+// fenceTimeout bounds how long a fence stays up: a Redis that does not
+// answer its marks by then, or a fleet that has not all come over, is
+// left to the calls and their breaker.
+const fenceTimeout = 2 * time.Second
+
+// fences holds the fence of each client that has one.
+var fences sync.Map // *redis.Client → *fence
+
+// throughFence makes ctx's commands pass the fence: those of its checks.
+type throughFence struct{}
+
+// joinFence adds fallback to the fence of client, hooking the client the
+// first time; the returned func takes it out again.
+func joinFence(client *redis.Client, fallback *guard.Fallback) (leave func()) {
+	v, loaded := fences.LoadOrStore(client, &fence{joins: map[*guard.Fallback]int{}})
+	f := v.(*fence)
+	if !loaded {
+		client.AddHook(f)
+	}
+	f.mu.Lock()
+	f.joins[fallback]++
+	f.mu.Unlock()
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.joins[fallback]--; f.joins[fallback] <= 0 {
+			delete(f.joins, fallback)
+		}
+	}
+}
+
+// DialHook raises the fence after the client dialled another server than
+// the one it dialled last.
+func (f *fence) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil && f.moved(conn.RemoteAddr().String()) {
+			f.raise()
+		}
+		return conn, err
+	}
+}
+
+// moved notes server as the one last dialled, and reports whether another
+// was before it.
+func (f *fence) moved(server string) bool {
+	last := f.server.Swap(&server)
+	return last != nil && *last != server
+}
+
+// ProcessHook holds a command while the fence is up.
+func (f *fence) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := f.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook holds a pipeline while the fence is up.
+func (f *fence) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := f.wait(ctx); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// wait waits until no fence is up, unless ctx's commands pass it, or ctx
+// ends first (its error).
+func (f *fence) wait(ctx context.Context) error {
+	up := f.up.Load()
+	if up == nil || ctx.Value(throughFence{}) != nil {
+		return nil
+	}
+	select {
+	case <-*up:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// raise puts the fence up, unless it is up already (then it checks once
+// more before it drops), and checks the marks on a goroutine of its own.
+func (f *fence) raise() {
+	f.again.Store(true)
+	up := make(chan struct{})
+	if !f.up.CompareAndSwap(nil, &up) {
+		return
+	}
+	go func() {
+		since := time.Now().Add(-guard.HeartbeatTTL)
+		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), throughFence{}, true), fenceTimeout)
+		for f.again.Swap(false) {
+			f.check(ctx)
+		}
+		for _, fallback := range f.fallbacks() {
+			fallback.AwaitFleet(ctx, since)
+		}
+		cancel()
+		f.up.Store(nil)
+		close(up)
+		if f.again.Load() {
+			f.raise() // a dial after the last check
+		}
+	}()
+}
+
+// check checks each joined fallback's marks, trying again every 10 ms
+// while Redis does not answer, until ctx ends.
+func (f *fence) check(ctx context.Context) {
+	for _, fallback := range f.fallbacks() {
+		for {
+			_, err := fallback.CheckMarks(ctx)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// fallbacks returns the fallbacks joined.
+func (f *fence) fallbacks() []*guard.Fallback {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*guard.Fallback, 0, len(f.joins))
+	for fb := range f.joins {
+		out = append(out, fb)
+	}
+	return out
+}
