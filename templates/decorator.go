@@ -258,22 +258,28 @@ func (r *renderer) constructor(g *jen.Group, p *decoratorPlan) {
 	}
 	doc(g, p.ctor+" returns a "+p.name+" that calls "+next+" after "+limiter+
 		" admits each call of a limited method of "+typeName+". It panics if "+
-		next+" or "+limiter+" is nil.")
+		next+" or "+limiter+" is nil or holds a nil pointer, before anything is charged.")
 	// A nil is a mistake in the program, found where it is made: a
 	// panic here, naming the argument, as http.Handle panics on a nil
 	// handler, rather than a nil dereference at the first call (after
 	// the limiter charged it, for a nil next). An error result would
 	// change the constructor every caller writes.
-	refuse := func(arg, want string) jen.Code {
-		return jen.If(jen.Id(arg).Op("==").Nil()).Block(
+	// An interface argument is refused when it holds a nil pointer too
+	// (a typed nil), which == nil lets through.
+	refuse := func(arg string, iface bool, want string) jen.Code {
+		isNil := jen.Id(arg).Op("==").Nil()
+		if iface {
+			isNil = jen.Id(r.isNil).Call(jen.Id(arg))
+		}
+		return jen.If(isNil).Block(
 			jen.Panic(jen.Lit(r.f.PkgName + "." + p.ctor + ": " + arg + " is nil: want " + want)))
 	}
 	g.Func().Id(p.ctor).Types(r.typeParamList(p)...).
 		Params(jen.Id(next).Add(nextType), jen.Id(limiter).Add(r.rt("Limiter"))).
 		Op("*").Add(p.selfType()).
 		Block(
-			refuse(next, "the "+typeName+" whose calls it limits"),
-			refuse(limiter, "a ratelimit.Limiter, such as ratelimit.NewMemory()"),
+			refuse(next, p.Interface(), "the "+typeName+" whose calls it limits"),
+			refuse(limiter, true, "a ratelimit.Limiter, such as ratelimit.NewMemory()"),
 			jen.Return(jen.Op("&").Add(p.selfType()).Values(
 				jen.Id(p.next).Op(":").Id(next),
 				jen.Id(p.limiter).Op(":").Id(limiter),

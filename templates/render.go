@@ -58,6 +58,9 @@ type renderer struct {
 	// constructors and rule variables, avoiding the user's declarations.
 	pkg  *names
 	decs []*decoratorPlan
+	// isNil names the file's helper that tells a nil argument (see
+	// nilHelper).
+	isNil string
 }
 
 func newRenderer(f *model.File) *renderer {
@@ -74,6 +77,7 @@ func newRenderer(f *model.File) *renderer {
 		}
 	}
 	r.planImports()
+	r.isNil = r.pkg.fresh("isNil")
 	for _, d := range f.Decorators {
 		r.decs = append(r.decs, r.planDecorator(d))
 	}
@@ -113,7 +117,7 @@ func importRank(path string) int {
 // neededImports returns the name of every package the file refers to, by
 // import path.
 func (r *renderer) neededImports() map[string]string {
-	pkgs := map[string]string{RuntimePath: "ratelimit", "time": "time"}
+	pkgs := map[string]string{RuntimePath: "ratelimit", "time": "time", "reflect": "reflect"}
 	add := func(obj *types.TypeName) {
 		if p := obj.Pkg(); p != nil && p.Path() != r.f.PkgPath && !isTypeParam(obj) {
 			pkgs[p.Path()] = p.Name()
@@ -188,7 +192,25 @@ func (r *renderer) file() *jen.File {
 		r.decorator(f.Group, d)
 	}
 	r.rulesFunc(f.Group)
+	r.nilHelper(f.Group)
 	return f
+}
+
+// nilHelper writes the function the constructors refuse a nil argument
+// with: nil itself, or an interface that holds a nil pointer (a typed
+// nil), which == nil does not catch.
+func (r *renderer) nilHelper(g *jen.Group) {
+	v := jen.Id("v")
+	doc(g, r.isNil+" reports whether "+"v is nil, or holds a nil pointer, map, slice, func or channel.")
+	kind := func(k string) jen.Code { return jen.Qual("reflect", k) }
+	g.Func().Id(r.isNil).Params(jen.Id("v").Any()).Bool().Block(
+		jen.Switch(jen.Id("rv").Op(":=").Qual("reflect", "ValueOf").Call(v), jen.Id("rv").Dot("Kind").Call()).Block(
+			jen.Case(kind("Invalid")).Block(jen.Return(jen.True())),
+			jen.Case(kind("Pointer"), kind("Map"), kind("Slice"), kind("Func"), kind("Chan")).Block(
+				jen.Return(jen.Id("rv").Dot("IsNil").Call())),
+		),
+		jen.Return(jen.False()),
+	)
 }
 
 // namesZone reports whether a limit of the file has a calendar period in

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/examples/grpcservice/quotepb"
@@ -27,12 +28,13 @@ type LimitedQuotesWithRateLimit struct {
 
 // NewLimitedQuotesWithRateLimit returns a LimitedQuotesWithRateLimit that calls
 // next after limiter admits each call of a limited method of LimitedQuotes. It
-// panics if next or limiter is nil.
+// panics if next or limiter is nil or holds a nil pointer, before anything is
+// charged.
 func NewLimitedQuotesWithRateLimit(next LimitedQuotes, limiter ratelimit.Limiter) *LimitedQuotesWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("main.NewLimitedQuotesWithRateLimit: next is nil: want the LimitedQuotes whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("main.NewLimitedQuotesWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &LimitedQuotesWithRateLimit{LimitedQuotes: next, limiter: limiter}
@@ -98,4 +100,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		limitedQuotesGetRateLimit.Clone(),
 		limitedQuotesListRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type NotesWithRateLimit struct {
 
 // NewNotesWithRateLimit returns a NotesWithRateLimit that calls next after
 // limiter admits each call of a limited method of Notes. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewNotesWithRateLimit(next Notes, limiter ratelimit.Limiter) *NotesWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("main.NewNotesWithRateLimit: next is nil: want the Notes whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("main.NewNotesWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &NotesWithRateLimit{next: next, limiter: limiter}
@@ -102,4 +103,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		notesPostRateLimit.Clone(),
 		notesSearchRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

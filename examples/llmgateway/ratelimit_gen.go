@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type CompleterWithRateLimit struct {
 
 // NewCompleterWithRateLimit returns a CompleterWithRateLimit that calls next
 // after limiter admits each call of a limited method of Completer. It panics if
-// next or limiter is nil.
+// next or limiter is nil or holds a nil pointer, before anything is charged.
 func NewCompleterWithRateLimit(next Completer, limiter ratelimit.Limiter) *CompleterWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("main.NewCompleterWithRateLimit: next is nil: want the Completer whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("main.NewCompleterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &CompleterWithRateLimit{next: next, limiter: limiter}
@@ -95,12 +96,12 @@ type ProviderWithRateLimit struct {
 
 // NewProviderWithRateLimit returns a ProviderWithRateLimit that calls next
 // after limiter admits each call of a limited method of Provider. It panics if
-// next or limiter is nil.
+// next or limiter is nil or holds a nil pointer, before anything is charged.
 func NewProviderWithRateLimit(next Provider, limiter ratelimit.Limiter) *ProviderWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("main.NewProviderWithRateLimit: next is nil: want the Provider whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("main.NewProviderWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ProviderWithRateLimit{next: next, limiter: limiter}
@@ -146,4 +147,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		completerCompleteRateLimit.Clone(),
 		providerCompleteRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

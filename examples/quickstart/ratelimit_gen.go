@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -22,12 +23,12 @@ type GreeterWithRateLimit struct {
 
 // NewGreeterWithRateLimit returns a GreeterWithRateLimit that calls next after
 // limiter admits each call of a limited method of Greeter. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewGreeterWithRateLimit(next Greeter, limiter ratelimit.Limiter) *GreeterWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("main.NewGreeterWithRateLimit: next is nil: want the Greeter whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("main.NewGreeterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &GreeterWithRateLimit{next: next, limiter: limiter}
@@ -57,4 +58,16 @@ func (d *GreeterWithRateLimit) Greet(ctx context.Context, name string) (string, 
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{greeterGreetRateLimit.Clone()}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

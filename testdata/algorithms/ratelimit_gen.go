@@ -5,6 +5,7 @@ package algorithms
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type APIWithRateLimit struct {
 
 // NewAPIWithRateLimit returns a APIWithRateLimit that calls next after limiter
 // admits each call of a limited method of API. It panics if next or limiter is
-// nil.
+// nil or holds a nil pointer, before anything is charged.
 func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("algorithms.NewAPIWithRateLimit: next is nil: want the API whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("algorithms.NewAPIWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &APIWithRateLimit{next: next, limiter: limiter}
@@ -209,4 +210,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		apiRolloutRateLimit.Clone(),
 		apiWindowRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

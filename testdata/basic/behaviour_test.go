@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 	"github.com/ratelimitgen/ratelimitgen/testdata/internal/backends"
 )
 
@@ -182,17 +183,24 @@ func TestDecoratedCallsRecordTheirAdmission(t *testing.T) {
 }
 
 // TestConstructorRefusesNil: the constructor given a nil next or a nil
-// limiter panics at once, naming the argument, as http.Handle does with a
-// nil handler; a decorator that would fail at its first call (a nil
-// limiter), or after the limiter charged it (a nil next), is never made.
+// limiter, untyped or a nil pointer in the interface (a typed nil), panics
+// at once, naming the argument, as http.Handle does with a nil handler; a
+// decorator that would fail at its first call (a nil limiter), or after
+// the limiter charged it (a nil next), is never made.
 func TestConstructorRefusesNil(t *testing.T) {
 	limiter := ratelimit.NewMemory()
-	require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits", func() {
-		NewStoreWithRateLimit(nil, limiter)
-	})
-	require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()", func() {
-		NewStoreWithRateLimit(newFake(), nil)
-	})
+	var nilStore *fakeStore
+	var nilLimiter *redislimit.Limiter
+	for _, next := range []Store{nil, nilStore} {
+		require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits", func() {
+			NewStoreWithRateLimit(next, limiter)
+		}, "next %#v", next)
+	}
+	for _, l := range []ratelimit.Limiter{nil, nilLimiter, (*ratelimit.MemoryLimiter)(nil)} {
+		require.PanicsWithValue(t, "basic.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()", func() {
+			NewStoreWithRateLimit(newFake(), l)
+		}, "limiter %#v", l)
+	}
 	// Nothing was charged: the rule's first calls are all admitted.
 	d := NewStoreWithRateLimit(newFake(), limiter)
 	for range 2 {

@@ -5,6 +5,7 @@ package basic
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -24,12 +25,12 @@ type StoreWithRateLimit struct {
 
 // NewStoreWithRateLimit returns a StoreWithRateLimit that calls next after
 // limiter admits each call of a limited method of Store. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("basic.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("basic.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &StoreWithRateLimit{next: next, limiter: limiter}
@@ -108,4 +109,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		storeGetRateLimit.Clone(),
 		storePutRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package buildtags
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -20,12 +21,12 @@ type OtherWithRateLimit struct {
 
 // NewOtherWithRateLimit returns a OtherWithRateLimit that calls next after
 // limiter admits each call of a limited method of Other. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewOtherWithRateLimit(next Other, limiter ratelimit.Limiter) *OtherWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("buildtags.NewOtherWithRateLimit: next is nil: want the Other whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("buildtags.NewOtherWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &OtherWithRateLimit{next: next, limiter: limiter}
@@ -60,12 +61,12 @@ type StoreWithRateLimit struct {
 
 // NewStoreWithRateLimit returns a StoreWithRateLimit that calls next after
 // limiter admits each call of a limited method of Store. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("buildtags.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("buildtags.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &StoreWithRateLimit{next: next, limiter: limiter}
@@ -97,4 +98,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		otherDoRateLimit.Clone(),
 		storeGetRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

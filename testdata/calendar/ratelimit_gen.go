@@ -6,6 +6,7 @@ package calendar
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 	_ "time/tzdata"
 
@@ -24,12 +25,12 @@ type QuotasWithRateLimit struct {
 
 // NewQuotasWithRateLimit returns a QuotasWithRateLimit that calls next after
 // limiter admits each call of a limited method of Quotas. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewQuotasWithRateLimit(next Quotas, limiter ratelimit.Limiter) *QuotasWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("calendar.NewQuotasWithRateLimit: next is nil: want the Quotas whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("calendar.NewQuotasWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &QuotasWithRateLimit{next: next, limiter: limiter}
@@ -152,4 +153,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		quotasWeeklyRateLimit.Clone(),
 		quotasYearlyRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package collisions
 
 import (
 	"context"
+	"reflect"
 	strconv1 "strconv"
 	"time"
 
@@ -25,12 +26,12 @@ type ChainWithRateLimit struct {
 
 // NewChainWithRateLimit returns a ChainWithRateLimit that calls next after
 // limiter admits each call of a limited method of Chain. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewChainWithRateLimit(next Chain, limiter ratelimit.Limiter) *ChainWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("collisions.NewChainWithRateLimit: next is nil: want the Chain whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("collisions.NewChainWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ChainWithRateLimit{wrapped: next, rateLimiter: limiter}
@@ -69,12 +70,12 @@ type GenericWithRateLimit[ratelimit2 any, key comparable] struct {
 
 // NewGenericWithRateLimit returns a GenericWithRateLimit that calls next after
 // limiter admits each call of a limited method of Generic. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewGenericWithRateLimit[ratelimit2 any, key comparable](next Generic[ratelimit2, key], limiter ratelimit.Limiter) *GenericWithRateLimit[ratelimit2, key] {
-	if next == nil {
+	if isNil(next) {
 		panic("collisions.NewGenericWithRateLimit: next is nil: want the Generic whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("collisions.NewGenericWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &GenericWithRateLimit[ratelimit2, key]{next: next, limiter: limiter}
@@ -111,12 +112,13 @@ type LimitedStore struct {
 }
 
 // NewLimitedStore returns a LimitedStore that calls next after limiter admits
-// each call of a limited method of Store. It panics if next or limiter is nil.
+// each call of a limited method of Store. It panics if next or limiter is nil
+// or holds a nil pointer, before anything is charged.
 func NewLimitedStore(next Store, limiter ratelimit.Limiter) *LimitedStore {
-	if next == nil {
+	if isNil(next) {
 		panic("collisions.NewLimitedStore: next is nil: want the Store whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("collisions.NewLimitedStore: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &LimitedStore{next: next, limiter: limiter}
@@ -234,12 +236,12 @@ type cacheWithRateLimit1 struct {
 
 // newCacheWithRateLimit1 returns a cacheWithRateLimit1 that calls next after
 // limiter admits each call of a limited method of cache. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func newCacheWithRateLimit1(next cache, limiter ratelimit.Limiter) *cacheWithRateLimit1 {
-	if next == nil {
+	if isNil(next) {
 		panic("collisions.newCacheWithRateLimit1: next is nil: want the cache whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("collisions.newCacheWithRateLimit1: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &cacheWithRateLimit1{next: next, limiter: limiter}
@@ -278,4 +280,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		storeZeroRateLimit.Clone(),
 		cacheGetRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

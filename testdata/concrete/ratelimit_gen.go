@@ -5,6 +5,7 @@ package concrete
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -26,12 +27,12 @@ type CounterWithRateLimit struct {
 
 // NewCounterWithRateLimit returns a CounterWithRateLimit that calls next after
 // limiter admits each call of a limited method of Counter. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewCounterWithRateLimit(next *Counter, limiter ratelimit.Limiter) *CounterWithRateLimit {
 	if next == nil {
 		panic("concrete.NewCounterWithRateLimit: next is nil: want the Counter whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("concrete.NewCounterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &CounterWithRateLimit{Counter: next, limiter: limiter}
@@ -84,12 +85,12 @@ type ServerWithRateLimit struct {
 
 // NewServerWithRateLimit returns a ServerWithRateLimit that calls next after
 // limiter admits each call of a limited method of Server. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewServerWithRateLimit(next *Server, limiter ratelimit.Limiter) *ServerWithRateLimit {
 	if next == nil {
 		panic("concrete.NewServerWithRateLimit: next is nil: want the Server whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("concrete.NewServerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ServerWithRateLimit{Server: next, rateLimiter: limiter}
@@ -156,4 +157,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		serverSearchRateLimit.Clone(),
 		serverVersionRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -6,6 +6,7 @@ package concurrency
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type ExporterWithRateLimit struct {
 
 // NewExporterWithRateLimit returns a ExporterWithRateLimit that calls next
 // after limiter admits each call of a limited method of Exporter. It panics if
-// next or limiter is nil.
+// next or limiter is nil or holds a nil pointer, before anything is charged.
 func NewExporterWithRateLimit(next Exporter, limiter ratelimit.Limiter) *ExporterWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("concurrency.NewExporterWithRateLimit: next is nil: want the Exporter whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("concurrency.NewExporterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ExporterWithRateLimit{next: next, limiter: limiter}
@@ -142,4 +143,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		exporterQueryRateLimit.Clone(),
 		exporterScanRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

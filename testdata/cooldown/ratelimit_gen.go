@@ -6,6 +6,7 @@ package cooldown
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type ProviderWithRateLimit struct {
 
 // NewProviderWithRateLimit returns a ProviderWithRateLimit that calls next
 // after limiter admits each call of a limited method of Provider. It panics if
-// next or limiter is nil.
+// next or limiter is nil or holds a nil pointer, before anything is charged.
 func NewProviderWithRateLimit(next Provider, limiter ratelimit.Limiter) *ProviderWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("cooldown.NewProviderWithRateLimit: next is nil: want the Provider whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("cooldown.NewProviderWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ProviderWithRateLimit{next: next, limiter: limiter}
@@ -149,4 +150,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		providerCompleteRateLimit.Clone(),
 		providerPingRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -6,6 +6,7 @@ package embedded
 import (
 	"context"
 	"io"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -24,12 +25,12 @@ type ClientWithRateLimit struct {
 
 // NewClientWithRateLimit returns a ClientWithRateLimit that calls next after
 // limiter admits each call of a limited method of Client. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewClientWithRateLimit(next Client, limiter ratelimit.Limiter) *ClientWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("embedded.NewClientWithRateLimit: next is nil: want the Client whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("embedded.NewClientWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ClientWithRateLimit{next: next, limiter: limiter}
@@ -128,12 +129,12 @@ type ReaderWithRateLimit struct {
 
 // NewReaderWithRateLimit returns a ReaderWithRateLimit that calls next after
 // limiter admits each call of a limited method of Reader. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewReaderWithRateLimit(next Reader, limiter ratelimit.Limiter) *ReaderWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("embedded.NewReaderWithRateLimit: next is nil: want the Reader whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("embedded.NewReaderWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ReaderWithRateLimit{next: next, limiter: limiter}
@@ -169,4 +170,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		clientReadRateLimit.Clone(),
 		readerReadRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

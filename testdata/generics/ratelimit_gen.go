@@ -6,6 +6,7 @@ package generics
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -27,12 +28,12 @@ type CacheWithRateLimit[K comparable, V any] struct {
 
 // NewCacheWithRateLimit returns a CacheWithRateLimit that calls next after
 // limiter admits each call of a limited method of Cache. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewCacheWithRateLimit[K comparable, V any](next *Cache[K, V], limiter ratelimit.Limiter) *CacheWithRateLimit[K, V] {
 	if next == nil {
 		panic("generics.NewCacheWithRateLimit: next is nil: want the Cache whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("generics.NewCacheWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &CacheWithRateLimit[K, V]{Cache: next, limiter: limiter}
@@ -65,12 +66,12 @@ type LabelerWithRateLimit[L fmt.Stringer, M ~int | ~string] struct {
 
 // NewLabelerWithRateLimit returns a LabelerWithRateLimit that calls next after
 // limiter admits each call of a limited method of Labeler. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewLabelerWithRateLimit[L fmt.Stringer, M ~int | ~string](next Labeler[L, M], limiter ratelimit.Limiter) *LabelerWithRateLimit[L, M] {
-	if next == nil {
+	if isNil(next) {
 		panic("generics.NewLabelerWithRateLimit: next is nil: want the Labeler whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("generics.NewLabelerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &LabelerWithRateLimit[L, M]{next: next, limiter: limiter}
@@ -109,12 +110,12 @@ type RepoWithRateLimit[K comparable, V any] struct {
 
 // NewRepoWithRateLimit returns a RepoWithRateLimit that calls next after
 // limiter admits each call of a limited method of Repo. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewRepoWithRateLimit[K comparable, V any](next Repo[K, V], limiter ratelimit.Limiter) *RepoWithRateLimit[K, V] {
-	if next == nil {
+	if isNil(next) {
 		panic("generics.NewRepoWithRateLimit: next is nil: want the Repo whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("generics.NewRepoWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &RepoWithRateLimit[K, V]{next: next, limiter: limiter}
@@ -174,15 +175,15 @@ type SummerWithRateLimit[T Number, S interface {
 
 // NewSummerWithRateLimit returns a SummerWithRateLimit that calls next after
 // limiter admits each call of a limited method of Summer. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewSummerWithRateLimit[T Number, S interface {
 	~[]T
 	Len() int
 }](next Summer[T, S], limiter ratelimit.Limiter) *SummerWithRateLimit[T, S] {
-	if next == nil {
+	if isNil(next) {
 		panic("generics.NewSummerWithRateLimit: next is nil: want the Summer whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("generics.NewSummerWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &SummerWithRateLimit[T, S]{next: next, limiter: limiter}
@@ -223,4 +224,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		repoPutRateLimit.Clone(),
 		summerSumRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

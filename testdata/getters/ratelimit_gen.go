@@ -5,6 +5,7 @@ package getters
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -25,12 +26,12 @@ type APIWithRateLimit struct {
 
 // NewAPIWithRateLimit returns a APIWithRateLimit that calls next after limiter
 // admits each call of a limited method of API. It panics if next or limiter is
-// nil.
+// nil or holds a nil pointer, before anything is charged.
 func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("getters.NewAPIWithRateLimit: next is nil: want the API whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("getters.NewAPIWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &APIWithRateLimit{next: next, limiter: limiter}
@@ -230,4 +231,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		apiReserveByPriorityRateLimit.Clone(),
 		apiWeightedRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

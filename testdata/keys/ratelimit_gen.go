@@ -5,6 +5,7 @@ package keys
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -25,12 +26,12 @@ type APIWithRateLimit struct {
 
 // NewAPIWithRateLimit returns a APIWithRateLimit that calls next after limiter
 // admits each call of a limited method of API. It panics if next or limiter is
-// nil.
+// nil or holds a nil pointer, before anything is charged.
 func NewAPIWithRateLimit(next API, limiter ratelimit.Limiter) *APIWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("keys.NewAPIWithRateLimit: next is nil: want the API whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("keys.NewAPIWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &APIWithRateLimit{next: next, limiter: limiter}
@@ -234,12 +235,12 @@ type GenericWithRateLimit[S Str, N Num] struct {
 
 // NewGenericWithRateLimit returns a GenericWithRateLimit that calls next after
 // limiter admits each call of a limited method of Generic. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewGenericWithRateLimit[S Str, N Num](next Generic[S, N], limiter ratelimit.Limiter) *GenericWithRateLimit[S, N] {
-	if next == nil {
+	if isNil(next) {
 		panic("keys.NewGenericWithRateLimit: next is nil: want the Generic whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("keys.NewGenericWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &GenericWithRateLimit[S, N]{next: next, limiter: limiter}
@@ -301,4 +302,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		genericByNumberRateLimit.Clone(),
 		genericByStringRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package linekeys
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -23,12 +24,12 @@ type AdminWithRateLimit struct {
 
 // NewAdminWithRateLimit returns a AdminWithRateLimit that calls next after
 // limiter admits each call of a limited method of Admin. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewAdminWithRateLimit(next Admin, limiter ratelimit.Limiter) *AdminWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("linekeys.NewAdminWithRateLimit: next is nil: want the Admin whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("linekeys.NewAdminWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &AdminWithRateLimit{next: next, limiter: limiter}
@@ -88,12 +89,12 @@ type FeedWithRateLimit struct {
 
 // NewFeedWithRateLimit returns a FeedWithRateLimit that calls next after
 // limiter admits each call of a limited method of Feed. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewFeedWithRateLimit(next Feed, limiter ratelimit.Limiter) *FeedWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("linekeys.NewFeedWithRateLimit: next is nil: want the Feed whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("linekeys.NewFeedWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &FeedWithRateLimit{next: next, limiter: limiter}
@@ -294,4 +295,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		feedSearchRateLimit.Clone(),
 		feedStatsRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package options
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -24,12 +25,12 @@ type JobsWithRateLimit struct {
 
 // NewJobsWithRateLimit returns a JobsWithRateLimit that calls next after
 // limiter admits each call of a limited method of Jobs. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewJobsWithRateLimit(next Jobs, limiter ratelimit.Limiter) *JobsWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("options.NewJobsWithRateLimit: next is nil: want the Jobs whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("options.NewJobsWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &JobsWithRateLimit{next: next, limiter: limiter}
@@ -288,4 +289,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		jobsSteadyRateLimit.Clone(),
 		jobsSubmitRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

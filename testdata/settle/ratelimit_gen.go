@@ -6,6 +6,7 @@ package settle
 import (
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -23,12 +24,12 @@ type ModelWithRateLimit struct {
 
 // NewModelWithRateLimit returns a ModelWithRateLimit that calls next after
 // limiter admits each call of a limited method of Model. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewModelWithRateLimit(next Model, limiter ratelimit.Limiter) *ModelWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("settle.NewModelWithRateLimit: next is nil: want the Model whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("settle.NewModelWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &ModelWithRateLimit{next: next, limiter: limiter}
@@ -284,4 +285,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		modelLoginRateLimit.Clone(),
 		modelProbeRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

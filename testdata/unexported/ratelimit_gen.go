@@ -5,6 +5,7 @@ package unexported
 
 import (
 	"context"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -22,12 +23,12 @@ type HTTPClientWithRateLimit struct {
 
 // NewHTTPClientWithRateLimit returns a HTTPClientWithRateLimit that calls next
 // after limiter admits each call of a limited method of HTTPClient. It panics
-// if next or limiter is nil.
+// if next or limiter is nil or holds a nil pointer, before anything is charged.
 func NewHTTPClientWithRateLimit(next HTTPClient, limiter ratelimit.Limiter) *HTTPClientWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("unexported.NewHTTPClientWithRateLimit: next is nil: want the HTTPClient whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("unexported.NewHTTPClientWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &HTTPClientWithRateLimit{next: next, limiter: limiter}
@@ -62,12 +63,12 @@ type storeWithRateLimit struct {
 
 // newStoreWithRateLimit returns a storeWithRateLimit that calls next after
 // limiter admits each call of a limited method of store. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func newStoreWithRateLimit(next store, limiter ratelimit.Limiter) *storeWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("unexported.newStoreWithRateLimit: next is nil: want the store whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("unexported.newStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &storeWithRateLimit{next: next, limiter: limiter}
@@ -105,4 +106,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		httpClientDoRateLimit.Clone(),
 		storeGetRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

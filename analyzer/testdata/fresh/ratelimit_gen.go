@@ -5,6 +5,7 @@ package fresh
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -22,12 +23,12 @@ type StoreWithRateLimit struct {
 
 // NewStoreWithRateLimit returns a StoreWithRateLimit that calls next after
 // limiter admits each call of a limited method of Store. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewStoreWithRateLimit(next Store, limiter ratelimit.Limiter) *StoreWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("fresh.NewStoreWithRateLimit: next is nil: want the Store whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("fresh.NewStoreWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &StoreWithRateLimit{next: next, limiter: limiter}
@@ -61,4 +62,16 @@ func (d *StoreWithRateLimit) Get(ctx context.Context, id string) (string, error)
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{storeGetRateLimit.Clone()}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

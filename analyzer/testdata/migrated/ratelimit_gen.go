@@ -5,6 +5,7 @@ package migrated
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -22,12 +23,12 @@ type FeedWithRateLimit struct {
 
 // NewFeedWithRateLimit returns a FeedWithRateLimit that calls next after
 // limiter admits each call of a limited method of Feed. It panics if next or
-// limiter is nil.
+// limiter is nil or holds a nil pointer, before anything is charged.
 func NewFeedWithRateLimit(next Feed, limiter ratelimit.Limiter) *FeedWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("migrated.NewFeedWithRateLimit: next is nil: want the Feed whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("migrated.NewFeedWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &FeedWithRateLimit{next: next, limiter: limiter}
@@ -60,4 +61,16 @@ func (d *FeedWithRateLimit) Post(ctx context.Context, user string, text string) 
 // no decorator.
 func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{feedPostRateLimit.Clone()}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
