@@ -593,11 +593,7 @@ func (mg *methodGen) doc() string {
 	}
 	s := name + " calls " + target + " if the limiter admits the call under " + mg.m.rule +
 		"; otherwise it returns the limiter's error."
-	paths := mg.nilPaths()
-	if _, shared := mg.m.Rule.SharedKey(); !shared {
-		paths = unique(paths)
-	}
-	if len(paths) > 0 {
+	if paths := unique(mg.nilPaths()); len(paths) > 0 {
 		s += " If " + orList(paths) + " is nil, it returns an error wrapping " +
 			"ratelimit.ErrNilKey instead."
 	}

@@ -52,7 +52,7 @@ var completerCompleteRateLimit = &ratelimit.Rule{
 
 // Complete calls the wrapped Completer's Complete if the limiter admits the
 // call under completerCompleteRateLimit; otherwise it returns the limiter's
-// error. If req or req is nil, it returns an error wrapping ratelimit.ErrNilKey
+// error. If req is nil, it returns an error wrapping ratelimit.ErrNilKey
 // instead. The call holds a slot of its concurrency limit until it returns,
 // panics included. It reserves the cost before the call, and settles at
 // resp.Usage.TotalTokens once the call returns no error; a call that fails, or

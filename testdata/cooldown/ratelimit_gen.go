@@ -88,14 +88,14 @@ func (d *ProviderWithRateLimit) Ask(ctx context.Context, req *Request) (*Answer,
 
 // Complete calls the wrapped Provider's Complete if the limiter admits the call
 // under providerCompleteRateLimit; otherwise it returns the limiter's error. If
-// req or req is nil, it returns an error wrapping ratelimit.ErrNilKey instead.
-// The call holds a slot of its concurrency limit until it returns, panics
-// included. It reserves the cost before the call, and settles at resp.Used once
-// the call returns no error; a call that fails, or whose resp.Used cannot be
-// read, stays charged as reserved. A call that a limit further in denies (an
-// error wrapping ratelimit.ErrLimited) is given back all it took. An error that
-// carries a retry time (one with a RetryAfter() time.Duration method), such as
-// an upstream's 429, cools the lines marked cooldown=true
+// req is nil, it returns an error wrapping ratelimit.ErrNilKey instead. The
+// call holds a slot of its concurrency limit until it returns, panics included.
+// It reserves the cost before the call, and settles at resp.Used once the call
+// returns no error; a call that fails, or whose resp.Used cannot be read, stays
+// charged as reserved. A call that a limit further in denies (an error wrapping
+// ratelimit.ErrLimited) is given back all it took. An error that carries a
+// retry time (one with a RetryAfter() time.Duration method), such as an
+// upstream's 429, cools the lines marked cooldown=true
 // (ratelimit.Rule.CooldownOn): their key's calls are denied until then, in
 // every process.
 func (d *ProviderWithRateLimit) Complete(ctx context.Context, req *Request) (*Answer, error) {

@@ -94,9 +94,9 @@ var modelProbeRateLimit = &ratelimit.Rule{
 }
 
 // Ask calls the wrapped Model's Ask if the limiter admits the call under
-// modelAskRateLimit; otherwise it returns the limiter's error. If req or req is
-// nil, it returns an error wrapping ratelimit.ErrNilKey instead. A call whose
-// error makes retryable(err) true is given back all it took
+// modelAskRateLimit; otherwise it returns the limiter's error. If req is nil,
+// it returns an error wrapping ratelimit.ErrNilKey instead. A call whose error
+// makes retryable(err) true is given back all it took
 // (ratelimit.Reservation.Refund). A call that a limit further in denies (an
 // error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion, error) {
@@ -119,9 +119,9 @@ func (d *ModelWithRateLimit) Ask(ctx context.Context, req *Request) (*Completion
 }
 
 // Chat calls the wrapped Model's Chat if the limiter admits the call under
-// modelChatRateLimit; otherwise it returns the limiter's error. If req or req
-// is nil, it returns an error wrapping ratelimit.ErrNilKey instead. It reserves
-// the cost before the call, and settles at resp.Usage.TotalTokens once the call
+// modelChatRateLimit; otherwise it returns the limiter's error. If req is nil,
+// it returns an error wrapping ratelimit.ErrNilKey instead. It reserves the
+// cost before the call, and settles at resp.Usage.TotalTokens once the call
 // returns no error; a call that fails, or whose resp.Usage.TotalTokens cannot
 // be read, stays charged as reserved. A call that a limit further in denies (an
 // error wrapping ratelimit.ErrLimited) is given back all it took.
@@ -153,12 +153,11 @@ func (d *ModelWithRateLimit) Chat(ctx context.Context, req *Request) (*Completio
 
 // Complete calls the wrapped Model's Complete if the limiter admits the call
 // under modelCompleteRateLimit; otherwise it returns the limiter's error. If
-// req or req is nil, it returns an error wrapping ratelimit.ErrNilKey instead.
-// It reserves the cost before the call, and settles at resp.Usage.TotalTokens
-// once the call returns no error; a call that fails, or whose
-// resp.Usage.TotalTokens cannot be read, stays charged as reserved. A call that
-// a limit further in denies (an error wrapping ratelimit.ErrLimited) is given
-// back all it took.
+// req is nil, it returns an error wrapping ratelimit.ErrNilKey instead. It
+// reserves the cost before the call, and settles at resp.Usage.TotalTokens once
+// the call returns no error; a call that fails, or whose resp.Usage.TotalTokens
+// cannot be read, stays charged as reserved. A call that a limit further in
+// denies (an error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *ModelWithRateLimit) Complete(ctx context.Context, req *Request) (*Completion, error) {
 	if req == nil {
 		return nil, &ratelimit.KeyError{Name: modelCompleteRateLimit.Name, Expr: "req", Err: ratelimit.ErrNilKey}
