@@ -273,25 +273,31 @@ type API interface {
 	//ratelimit:period=1m threshold=60
 	//ratelimit:period=1m threshold=1000 cost=max settle=used
 	Chat(ctx context.Context, max int) (used int, err error)
+	//ratelimit:period=15m threshold=5 key=user refund=success
+	Login(ctx context.Context, user string) error
+	//ratelimit:period=1m threshold=50 cost=10 settle=0 refund=error
+	Ping(ctx context.Context) error
 }
 `})
 	code, stdout, stderr := cli(t, "-C", dir, "-list", "./...")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	want := `POSITION     METHOD    NAME                      PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
-p/p.go:6:2   API.Put   api/put                   1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
-p/p.go:7:2   API.Put   api/put                   1s      10         -     1           token_bucket  burst=20 wait=250ms onerror=deny
-p/p.go:9:2   API.Get   example.com/m/p.API.Get   1s      5          -     2           sliding_log   shadow=true
-p/p.go:11:2  API.Chat  example.com/m/p.API.Chat  1m      60         -     1           sliding_log   -
-p/p.go:12:2  API.Chat  example.com/m/p.API.Chat  1m      1000       -     max         sliding_log   settle=used
+	want := `POSITION     METHOD     NAME                       PERIOD  THRESHOLD  KEY   COST        ALGORITHM     OPTIONS
+p/p.go:6:2   API.Put    api/put                    1m      100        user  len(items)  sliding_log   wait=250ms onerror=deny emptykey=deny
+p/p.go:7:2   API.Put    api/put                    1s      10         -     1           token_bucket  burst=20 wait=250ms onerror=deny
+p/p.go:9:2   API.Get    example.com/m/p.API.Get    1s      5          -     2           sliding_log   shadow=true
+p/p.go:11:2  API.Chat   example.com/m/p.API.Chat   1m      60         -     1           sliding_log   -
+p/p.go:12:2  API.Chat   example.com/m/p.API.Chat   1m      1000       -     max         sliding_log   settle=used
+p/p.go:14:2  API.Login  example.com/m/p.API.Login  15m     5          user  1           sliding_log   refund=success
+p/p.go:16:2  API.Ping   example.com/m/p.API.Ping   1m      50         -     10          sliding_log   settle=0 refund=error
 `
 	if stdout != want {
 		t.Errorf("-list printed\n%s\nwant\n%s", stdout, want)
 	}
 	code, stdout, _ = cli(t, "-C", dir, "-list", "-json", "./...")
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 5 {
+	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 7 {
 		t.Fatalf("-list -json: exit %d, %v\n%s", code, err, stdout)
 	}
 	for k, v := range map[string]any{"name": "api/put", "key": "user", "cost": "len(items)", "wait": "250ms", "onerror": "deny", "emptykey": "deny"} {
@@ -310,6 +316,9 @@ p/p.go:12:2  API.Chat  example.com/m/p.API.Chat  1m      1000       -     max   
 	}
 	if rows[4]["cost"] != "max" || rows[4]["settle"] != "used" {
 		t.Errorf("-list -json: the token line of Chat: cost %v settle %v, want max and used", rows[4]["cost"], rows[4]["settle"])
+	}
+	if rows[5]["refund"] != "success" || rows[6]["refund"] != "error" || rows[6]["settle"] != "0" {
+		t.Errorf("-list -json: Login's refund %v, Ping's refund %v and settle %v, want success, error and 0", rows[5]["refund"], rows[6]["refund"], rows[6]["settle"])
 	}
 }
 

@@ -30,6 +30,7 @@ type listRow struct {
 	Key       string `json:"key,omitempty"`
 	Cost      string `json:"cost,omitempty"`
 	Settle    string `json:"settle,omitempty"`
+	Refund    string `json:"refund,omitempty"`
 	Algorithm string `json:"algorithm"`
 	Burst     int64  `json:"burst,omitempty"`
 	Capacity  int64  `json:"capacity,omitempty"`
@@ -85,8 +86,12 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 		case rule.Cost != 0:
 			row.Cost = strconv.FormatInt(rule.Cost, 10)
 		}
-		if rule.Settle != nil && !l.PerCall && l.Algorithm != limitfacts.Concurrency {
-			row.Settle = rule.Settle.Source
+		if !l.PerCall && l.Algorithm != limitfacts.Concurrency {
+			row.Settle = settleOf(rule)
+		}
+		row.Refund = rule.Refund
+		if rule.RefundValue != nil {
+			row.Refund = rule.RefundValue.Source
 		}
 		if rule.Wait != 0 {
 			row.Wait = compactDuration(rule.Wait)
@@ -94,6 +99,18 @@ func methodRows(pkgPath, typeName string, m *model.Method) []listRow {
 		rows[i] = row
 	}
 	return rows
+}
+
+// settleOf writes rule's settle= as its directive does: an expression of
+// the results or a fixed cost; "" without one.
+func settleOf(rule *model.Rule) string {
+	switch {
+	case rule.Settle != nil:
+		return rule.Settle.Source
+	case rule.SettleUnits != nil:
+		return strconv.FormatInt(*rule.SettleUnits, 10)
+	}
+	return ""
 }
 
 // printList prints the rows sorted by position, as an aligned table or as
@@ -136,6 +153,7 @@ func (r *listRow) options() string {
 	}
 	add("tz", r.TZ)
 	add("settle", r.Settle)
+	add("refund", r.Refund)
 	if r.Burst != 0 {
 		add("burst", strconv.FormatInt(r.Burst, 10))
 	}
