@@ -383,9 +383,9 @@ func (a *admin) lookup(r *http.Request) (any, error) {
 	view := keyView{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
-		RetryAfter: d.RetryAfter.String(),
-		ResetAfter: d.ResetAfter.String(),
-		Delay:      d.Delay.String(),
+		RetryAfter: shown(d.RetryAfter),
+		ResetAfter: shown(d.ResetAfter),
+		Delay:      shown(d.Delay),
 		Limit:      d.LimitIndex,
 		Source:     d.Source.String(),
 	}}
@@ -621,9 +621,9 @@ func (a *admin) lineState(ctx context.Context, rule *ratelimit.Rule, limits []ra
 		Budget:     budget,
 		Used:       max(budget-left, 0),
 		Remaining:  left,
-		ResetAfter: d.ResetAfter.String(),
+		ResetAfter: shown(d.ResetAfter),
 		Allowed:    d.Allowed,
-		RetryAfter: d.RetryAfter.String(),
+		RetryAfter: shown(d.RetryAfter),
 	}
 }
 
@@ -692,9 +692,9 @@ func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (an
 	view := linesView{Name: rule.Name, Cost: cost, Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
-		RetryAfter: d.RetryAfter.String(),
-		ResetAfter: d.ResetAfter.String(),
-		Delay:      d.Delay.String(),
+		RetryAfter: shown(d.RetryAfter),
+		ResetAfter: shown(d.ResetAfter),
+		Delay:      shown(d.Delay),
 		Limit:      d.LimitIndex,
 		Source:     d.Source.String(),
 	}}
@@ -751,4 +751,24 @@ func adminJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v) // a failed write is the client's gone
+}
+
+// shown writes d as the admin view shows a wait: rounded up, to the
+// millisecond under a second, to the tenth of a second under ten seconds,
+// else to the second (51s, 74h21m13s, not 50.942722s), so that a caller
+// who waits what it reads is never early; ParseDuration reads it back.
+func shown(d time.Duration) string {
+	unit := time.Second
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		unit = time.Millisecond
+	case d < 10*time.Second:
+		unit = 100 * time.Millisecond
+	}
+	if r := d % unit; r != 0 {
+		d += unit - r
+	}
+	return d.String()
 }
