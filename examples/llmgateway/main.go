@@ -19,7 +19,9 @@
 // runs a scripted demo against the gateway on a loopback port, with the
 // in-process limiter; with REDIS_URL set (such as
 // redis://localhost:6379/0) the limits live in Redis, shared by every
-// replica of the gateway. With -listen it serves instead:
+// replica of the gateway, and with REDIS_CLUSTER_URL (such as
+// redis://node-1:6379?addr=node-2:6379&addr=node-3:6379) in a Redis
+// Cluster. With -listen it serves instead:
 //
 //	go run ./examples/llmgateway -listen localhost:8080
 //	curl -H 'Authorization: Bearer alice' -d '{"prompt":"say hi","max_tokens":50}' localhost:8080/v1/completions
@@ -205,7 +207,7 @@ func handler(c Completer, org string) *http.ServeMux {
 func main() {
 	listen := flag.String("listen", "", "serve on this address instead of running the demo")
 	flag.Parse()
-	limiter, backend, err := newLimiter(os.Getenv("REDIS_URL"))
+	limiter, backend, err := newLimiter(os.Getenv("REDIS_URL"), os.Getenv("REDIS_CLUSTER_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -221,17 +223,28 @@ func main() {
 	}
 }
 
-// newLimiter returns the in-process limiter, or a Redis one when url is
-// set, and says which.
-func newLimiter(url string) (ratelimit.Limiter, string, error) {
-	if url == "" {
-		return ratelimit.NewMemory(), "in-process memory", nil
+// newLimiter returns the in-process limiter, a Redis one when url is set,
+// or one on a Redis Cluster when clusterURL is (one node's URL, with the
+// others as addr= parameters), and says which.
+func newLimiter(url, clusterURL string) (ratelimit.Limiter, string, error) {
+	switch {
+	case url != "" && clusterURL != "":
+		return nil, "", errors.New("REDIS_URL and REDIS_CLUSTER_URL are both set: set one")
+	case clusterURL != "":
+		opts, err := redis.ParseClusterURL(clusterURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("REDIS_CLUSTER_URL: %w", err)
+		}
+		client := redis.NewClusterClient(redislimit.ClusterOptions(opts))
+		return redislimit.New(client), "Redis Cluster at " + strings.Join(opts.Addrs, ", "), nil
+	case url != "":
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, "", fmt.Errorf("REDIS_URL: %w", err)
+		}
+		return redislimit.New(redis.NewClient(redislimit.ClientOptions(opts))), "Redis at " + opts.Addr, nil
 	}
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, "", fmt.Errorf("REDIS_URL: %w", err)
-	}
-	return redislimit.New(redis.NewClient(redislimit.ClientOptions(opts))), "Redis at " + opts.Addr, nil
+	return ratelimit.NewMemory(), "in-process memory", nil
 }
 
 // demo runs the gateway on a loopback port and sends it a script of

@@ -30,7 +30,16 @@ func TestDemo(t *testing.T) {
 			if err := demo(context.Background(), &out, limiter); err != nil {
 				t.Fatal(err)
 			}
-			want := `-- alice: 5 requests and 1000 tokens a minute; each request reserves its max_tokens and settles at what it used
+			want := demoOutput
+			if got := out.String(); got != want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// demoOutput is what the demo prints, on any limiter.
+const demoOutput = `-- alice: 5 requests and 1000 tokens a minute; each request reserves its max_tokens and settles at what it used
 alice "write a haiku about rate limits" max_tokens=400: 200, used 24 tokens (376 of the reservation given back)
 alice "now one about Redis" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
 alice "and one about Go" max_tokens=400: 200, used 16 tokens (384 of the reservation given back)
@@ -58,10 +67,34 @@ carol: 5 of 5/1m0s (sliding_log); 20 of 1000/1m0s (sliding_log); 20 of 20000/mon
 dave: 0 of 5/1m0s (sliding_log); 0 of 1000/1m0s (sliding_log); 0 of 20000/month (fixed_window)
 the organisation, at the provider: 13 of 20/1m0s (sliding_log)
 `
-			if got := out.String(); got != want {
-				t.Errorf("got:\n%s\nwant:\n%s", got, want)
-			}
-		})
+
+// TestDemoOnACluster runs the demo on a 3-master Redis Cluster, reached as
+// main does with REDIS_CLUSTER_URL (one node's URL, the others as addr=
+// parameters): the same output.
+func TestDemoOnACluster(t *testing.T) {
+	c, err := redistest.StartCluster(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	addrs := c.Addrs()
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	limiter, backend, err := newLimiter("", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Redis Cluster at " + strings.Join(addrs, ", "); backend != want {
+		t.Errorf("newLimiter says %q, want %q", backend, want)
+	}
+	var out bytes.Buffer
+	if err := demo(context.Background(), &out, limiter); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != demoOutput {
+		t.Errorf("got:\n%s\nwant:\n%s", got, demoOutput)
+	}
+	if _, _, err := newLimiter("redis://localhost:6379", url); err == nil {
+		t.Error("newLimiter took REDIS_URL and REDIS_CLUSTER_URL at once")
 	}
 }
 
