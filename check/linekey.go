@@ -48,6 +48,18 @@ func (rc *ruleChecker) keys(r *model.Rule) {
 	}
 }
 
+// checkKeysAlone checks the key= of each line that parsed one against the
+// signature, reporting what does not resolve, for a rule that has lines
+// with syntax errors: no rule is built, but the line's other problems are
+// reported with them.
+func (rc *ruleChecker) checkKeysAlone() {
+	for _, d := range rc.dirs {
+		if a, ok := d.Arg("key"); ok && d.Key != nil {
+			rc.value(a, d.Key)
+		}
+	}
+}
+
 // checkUnkeyed reports emptykey= and keyhash=true on a line without
 // key=: they qualify the key of their own line, and such a line has none.
 func (rc *ruleChecker) checkUnkeyed(d *parser.Directive) {

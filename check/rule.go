@@ -49,10 +49,13 @@ type option struct {
 var errorType = types.Universe.Lookup("error").Type()
 
 // rule returns the rule, or nil when a directive has errors (reported).
+// A line with syntax errors (reported) still has its keys checked, so
+// that every problem of the line is reported at once; no rule is built.
 func (rc *ruleChecker) rule(defaultName string) *model.Rule {
 	for _, d := range rc.dirs {
 		if rc.c.broken[d] {
-			return nil // its syntax errors are reported; don't pile on
+			rc.checkKeysAlone()
+			return nil
 		}
 	}
 	rc.ok = true

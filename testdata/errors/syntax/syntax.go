@@ -14,4 +14,7 @@ type S interface {
 	D() error
 	//ratelimit:period=1 threshold=1 onerror=lcoal
 	E() error
+	// A line's every problem is reported: the period's and the key's.
+	//ratelimit:period=3x threshold=5 key=nosuch2
+	F(user string) error
 }
