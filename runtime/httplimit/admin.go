@@ -309,10 +309,48 @@ func (a *admin) target(r *http.Request) (*ratelimit.Rule, string, error) {
 		return nil, "", &lookupError{http.StatusNotFound, "no rule of that name"}
 	}
 	key := q.Get("key")
-	if rule.KeyExprs == nil && allHashed(rule) {
-		key = ratelimit.KeyDigest(key) // the limiter knows the key by its digest
+	if rule.KeyExprs == nil {
+		var err error
+		if key, err = limiterKey(allHashed(rule), key); err != nil {
+			return nil, "", err
+		}
 	}
 	return rule, key, nil
+}
+
+// limiterKey returns the key the limiter keeps for given, a key as on-call
+// types it: for a keyhash=true limit (hashed), the digest of given, or
+// given's digest itself when written sha256:<its 64 hex digits>. The
+// redacted form the page and logs show (sha256: and 12 hex digits) names
+// no key the limiter can be asked about: it is refused, saying what to
+// give instead, rather than looked up as a key of its own (which would
+// answer for a key no one uses).
+func limiterKey(hashed bool, given string) (string, error) {
+	digits, digest := strings.CutPrefix(given, "sha256:")
+	if digest && len(digits) == 12 && isHex(digits) {
+		what := "the key itself"
+		if hashed {
+			what = "the key itself, or its whole digest (sha256: and the 64 hex digits of printf %s \"$key\" | sha256sum)"
+		}
+		return "", &lookupError{http.StatusBadRequest, "key " + given + " is a key's redacted form, which names no key to look up: give " + what}
+	}
+	if !hashed {
+		return given, nil
+	}
+	if digest && len(digits) == 64 && isHex(digits) {
+		return digits, nil // the limiter knows the key by this digest
+	}
+	return ratelimit.KeyDigest(given), nil
+}
+
+// isHex reports whether s is lowercase hex digits.
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // allHashed reports whether every limit of rule is keyed by the digest of
@@ -672,8 +710,12 @@ func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (an
 		return nil, &lookupError{http.StatusBadRequest, "key: want one key, or one per keyed limit (" + strconv.Itoa(n) + ")"}
 	}
 	for i := range keys {
-		if hashedLimit(rule, i) {
-			keys[i] = ratelimit.KeyDigest(keys[i]) // the limiter knows the key by its digest
+		if i >= len(rule.KeyExprs) || rule.KeyExprs[i] == "" {
+			continue
+		}
+		var err error
+		if keys[i], err = limiterKey(hashedLimit(rule, i), keys[i]); err != nil {
+			return nil, err
 		}
 	}
 	ctx := r.Context()

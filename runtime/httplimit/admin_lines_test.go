@@ -33,6 +33,45 @@ func TestAdminDigestsARawKeyOfAKeyhashRule(t *testing.T) {
 	})
 }
 
+// TestAdminLooksUpTheDigestsOnCallSees is issue 35's finding that the
+// lookup given a key as the page and logs show it (sha256: and 12 hex
+// digits), or a keyhash=true key's whole digest, hashed it again and
+// answered allowed:true for a key that was blocked. The whole digest,
+// written sha256:<64 hex digits>, is looked up as the limiter keeps the
+// key, one key or a key per line; the redacted form is refused, saying
+// what to give, on a keyhash=true rule and on any other.
+func TestAdminLooksUpTheDigestsOnCallSees(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
+		ctx := context.Background()
+		l := newLimiter()
+		raw := "sk_live_abc"
+		digest := ratelimit.KeyDigest(raw)
+		secret := &ratelimit.Rule{Name: "secret", Limits: perPeriod(20, time.Minute), KeyHash: []bool{true}}
+		lines := &ratelimit.Rule{Name: "lines", Limits: perPeriod(20, time.Minute), KeyExprs: []string{"token"}, KeyHash: []bool{true}}
+		plain := &ratelimit.Rule{Name: "plain", Limits: perPeriod(20, time.Minute)}
+		for range 20 {
+			require.NoError(t, secret.Check(ctx, l, 1, digest))
+			require.NoError(t, lines.Check(ctx, l, 1, digest))
+			require.NoError(t, plain.Check(ctx, l, 1, raw))
+		}
+		h := AdminHandler(l, []*ratelimit.Rule{secret, lines, plain})
+		for _, name := range []string{"secret", "lines"} {
+			code, body := adminDo(t, h, "GET", "key", url.Values{"name": {name}, "key": {"sha256:" + digest}})
+			require.Equal(t, http.StatusOK, code, "%v", body)
+			require.Equal(t, false, body["decision"].(map[string]any)["allowed"], "%s: the digest names the blocked key: %v", name, body)
+		}
+		for _, name := range []string{"secret", "lines", "plain"} {
+			code, body := adminDo(t, h, "GET", "key", url.Values{"name": {name}, "key": {ratelimit.RedactKey(digest, true)}})
+			require.Equal(t, http.StatusBadRequest, code, "%s: %v", name, body)
+			require.Contains(t, body["error"], "redacted form", name)
+			require.Contains(t, body["error"], "give the key itself", name)
+		}
+		code, body := adminDo(t, h, "GET", "key", url.Values{"name": {"plain"}, "key": {raw}})
+		require.Equal(t, http.StatusOK, code, "%v", body)
+		require.Equal(t, false, body["decision"].(map[string]any)["allowed"], "the raw key of a plain rule: %v", body)
+	})
+}
+
 // TestAdminShowsEveryLinesUsage is issue 29's finding that the view
 // probed at cost 1 and showed the tightest limit only ("remaining 2" for
 // a tenant that had spent 5,120 tokens of its month): .../key now shows
