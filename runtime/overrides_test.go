@@ -153,3 +153,42 @@ func TestParseOverride(t *testing.T) {
 		}
 	}
 }
+
+// TestAKeyOverrideNamesAKeyhashKeyAsItself is issue 35's finding that an
+// override naming a keyhash=true rule's key as itself (a raw API key) was
+// ignored: the rule's calls come by the key's digest. The override now
+// applies to the calls of that digest, whether set by a field, by SetKey
+// or by a tier, and the digest itself still names the key.
+func TestAKeyOverrideNamesAKeyhashKeyAsItself(t *testing.T) {
+	ctx := context.Background()
+	rule := &Rule{Name: "items.list", Limits: []Limit{perMinute(100)}, KeyHash: []bool{true}}
+	parsed, err := ParseOverrides(map[string]string{
+		"items.list|key=key-raw-blocked":       "block",
+		"items.list|key=key-raw-gold":          "tier=gold",
+		"items.list|tier=gold":                 "period=1m threshold=2",
+		"items.list|key=" + KeyDigest("by-dg"): "block",
+	})
+	assert.NoError(t, err)
+	var set StaticOverrides
+	set.SetKey("items.list", "key-raw-set", perMinute(3))
+	for _, tc := range []struct {
+		src  Overrides
+		key  string
+		want int // calls admitted of 5
+	}{
+		{parsed, "key-raw-blocked", 0},
+		{parsed, "key-raw-gold", 2},
+		{parsed, "by-dg", 0},
+		{parsed, "key-other", 5},
+		{&set, "key-raw-set", 3},
+	} {
+		l := NewMemory(WithOverrides(tc.src))
+		admitted := 0
+		for range 5 {
+			if rule.Check(ctx, l, 1, KeyDigest(tc.key)) == nil {
+				admitted++
+			}
+		}
+		assert.Equal(t, tc.want, admitted, "key %s", tc.key)
+	}
+}

@@ -60,6 +60,10 @@ type ruleOverrides struct {
 	// key; nil when no key has any, so that the calls of a rule without
 	// key overrides never look at their key.
 	keys map[string][]Limit
+	// digests holds the table key of each key named, by the key's
+	// [KeyDigest]: the calls of a keyhash=true rule come by the digest of
+	// the key an override names as itself.
+	digests map[string]string
 }
 
 // membership puts a key in a tier.
@@ -101,7 +105,24 @@ func (e *ruleOverrides) key(key string) []Limit {
 	if e == nil || e.keys == nil {
 		return nil
 	}
-	return e.keys[callkey.Bound(key)]
+	if l := e.keys[callkey.Bound(key)]; l != nil {
+		return l
+	}
+	if k, ok := e.digests[key]; ok {
+		return e.keys[k] // a keyhash=true rule's key, named as itself
+	}
+	return nil
+}
+
+// named returns the table key of key (see callkey.Named), noting it by
+// key's digest too.
+func (e *ruleOverrides) named(key string) string {
+	k := callkey.Named(key)
+	if e.digests == nil {
+		e.digests = map[string]string{}
+	}
+	e.digests[KeyDigest(key)] = k
+	return k
 }
 
 // entry returns the overrides of the rule named name, adding them when
@@ -201,14 +222,16 @@ func (t ruleTable) setKeyField(field, name, key, value string) error {
 		if err := checkTier(tier); err != nil {
 			return err
 		}
-		t.entry(name).setMember(k, membership{tier, field})
+		e := t.entry(name)
+		e.setMember(e.named(key), membership{tier, field})
 		return nil
 	}
 	l, err := parseOverride(value)
 	if err != nil {
 		return err
 	}
-	t.entry(name).setOwn(k, l)
+	e := t.entry(name)
+	e.setOwn(e.named(key), l)
 	return nil
 }
 
@@ -312,7 +335,8 @@ func (e *ruleOverrides) clone() *ruleOverrides {
 	if e == nil {
 		return &ruleOverrides{}
 	}
-	return &ruleOverrides{limits: e.limits, tiers: maps.Clone(e.tiers), own: maps.Clone(e.own), member: maps.Clone(e.member)}
+	return &ruleOverrides{limits: e.limits, tiers: maps.Clone(e.tiers), own: maps.Clone(e.own), member: maps.Clone(e.member),
+		digests: maps.Clone(e.digests)}
 }
 
 // empty reports whether e overrides nothing.
@@ -342,7 +366,7 @@ func (s *StaticOverrides) SetRule(name string, limits ...Limit) {
 // SetKey sets the limits of the calls of key of the rule named name,
 // instead of its tier's; without limits it removes them.
 func (s *StaticOverrides) SetKey(name, key string, limits ...Limit) {
-	s.update(name, func(e *ruleOverrides) { e.setOwn(callkey.Named(key), nonEmpty(limits)) })
+	s.update(name, func(e *ruleOverrides) { e.setOwn(e.named(key), nonEmpty(limits)) })
 }
 
 // SetTier sets the limits of the keys of the rule named name that are in
@@ -354,7 +378,7 @@ func (s *StaticOverrides) SetTier(name, tier string, limits ...Limit) {
 // SetKeyTier puts key of the rule named name in tier, instead of giving
 // it its own limits; an empty tier takes it out of any.
 func (s *StaticOverrides) SetKeyTier(name, key, tier string) {
-	s.update(name, func(e *ruleOverrides) { e.setMember(callkey.Named(key), membership{tier: tier}) })
+	s.update(name, func(e *ruleOverrides) { e.setMember(e.named(key), membership{tier: tier}) })
 }
 
 // update swaps in a table in which f has changed the overrides of name.
