@@ -5,6 +5,7 @@ package greeter
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -27,12 +28,13 @@ type LimitedGreeterWithRateLimit struct {
 
 // NewLimitedGreeterWithRateLimit returns a LimitedGreeterWithRateLimit that
 // calls next after limiter admits each call of a limited method of
-// LimitedGreeter. It panics if next or limiter is nil.
+// LimitedGreeter. It panics if next or limiter is nil or holds a nil pointer,
+// before anything is charged.
 func NewLimitedGreeterWithRateLimit(next LimitedGreeter, limiter ratelimit.Limiter) *LimitedGreeterWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("greeter.NewLimitedGreeterWithRateLimit: next is nil: want the LimitedGreeter whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("greeter.NewLimitedGreeterWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &LimitedGreeterWithRateLimit{LimitedGreeter: next, limiter: limiter}
@@ -95,4 +97,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		limitedGreeterSayHelloRateLimit.Clone(),
 		limitedGreeterStreamHellosRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -5,6 +5,7 @@ package inventory
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
@@ -29,12 +30,13 @@ type LimitedInventoryWithRateLimit struct {
 
 // NewLimitedInventoryWithRateLimit returns a LimitedInventoryWithRateLimit that
 // calls next after limiter admits each call of a limited method of
-// LimitedInventory. It panics if next or limiter is nil.
+// LimitedInventory. It panics if next or limiter is nil or holds a nil pointer,
+// before anything is charged.
 func NewLimitedInventoryWithRateLimit(next LimitedInventory, limiter ratelimit.Limiter) *LimitedInventoryWithRateLimit {
-	if next == nil {
+	if isNil(next) {
 		panic("inventory.NewLimitedInventoryWithRateLimit: next is nil: want the LimitedInventory whose calls it limits")
 	}
-	if limiter == nil {
+	if isNil(limiter) {
 		panic("inventory.NewLimitedInventoryWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
 	}
 	return &LimitedInventoryWithRateLimit{LimitedInventory: next, limiter: limiter}
@@ -140,4 +142,16 @@ func RateLimitRules() []*ratelimit.Rule {
 		limitedInventoryReserveRateLimit.Clone(),
 		limitedInventoryWatchRateLimit.Clone(),
 	}
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice, func or
+// channel.
+func isNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Invalid:
+		return true
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
 }
