@@ -72,6 +72,32 @@ type LimitError struct {
 	// or [SourceBusy] (the call was shed: the limiter was saturated, or
 	// its processes were rejoining the backend after an outage).
 	Source Source
+	// Line is the name of the shared line that denied the call (see
+	// [Rule.Shared]), such as "example.com/svc#global"; empty when the
+	// method's own limit did.
+	Line string
+}
+
+// Cause says why the call was denied, in a word callers can switch on:
+// "blocked" (an override blocks the key), "cooldown" (an upstream asked
+// its line to pause, until RetryAfter), "concurrency" (no slot free: its
+// most calls are in flight), "queue" (it waits its turn behind earlier
+// calls), "shed" (undecided: see [SourceBusy]), or "limit" (the limit,
+// or the shared Line, is used up).
+func (e *LimitError) Cause() string {
+	switch {
+	case e.Source == SourceBusy:
+		return "shed"
+	case e.Limit.Algorithm == Block:
+		return "blocked"
+	case e.Source == SourceCooldown:
+		return "cooldown"
+	case isConcurrency(e.Limit):
+		return "concurrency"
+	case e.Source == SourceQueue:
+		return "queue"
+	}
+	return "limit"
 }
 
 // Error describes the denial, including when to retry. It names the key
@@ -87,14 +113,25 @@ func (e *LimitError) Error() string {
 	case e.Key != "":
 		key = fmt.Sprintf(" key %q", e.Key)
 	}
-	if e.Source == SourceBusy {
+	line := ""
+	if e.Line != "" {
+		line = " (shared line " + e.Line + ")"
+	}
+	switch e.Cause() {
+	case "shed":
 		return fmt.Sprintf("ratelimit: %s%s was shed undecided: the limiter is saturated or rejoining its backend; retry after %s", e.Name, key, e.RetryAfter)
-	}
-	if e.Limit.Algorithm == Block {
+	case "blocked":
 		return fmt.Sprintf("ratelimit: %s%s is blocked by an override; retry after %s", e.Name, key, e.RetryAfter)
-	}
-	if isConcurrency(e.Limit) {
+	case "cooldown":
+		return fmt.Sprintf("ratelimit: %s%s%s is cooling down: an upstream asked for a pause; retry after %s", e.Name, key, line, e.RetryAfter)
+	case "concurrency":
 		return fmt.Sprintf("ratelimit: %s%s has %d calls in flight, its most; retry after %s at the latest", e.Name, key, e.Limit.Threshold, e.RetryAfter)
+	case "queue":
+		return fmt.Sprintf("ratelimit: %s%s waits its turn behind earlier calls; retry after %s", e.Name, key, e.RetryAfter)
+	}
+	if e.Line != "" {
+		return fmt.Sprintf("ratelimit: %s: shared line %s%s exceeded %d per %s; retry after %s",
+			e.Name, e.Line, key, e.Limit.Threshold, e.Limit.per(), e.RetryAfter)
 	}
 	if e.KeyExpr != "" {
 		return fmt.Sprintf("ratelimit: %s exceeded %d per %s%s; retry after %s",

@@ -535,6 +535,9 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 				e.KeyExpr = r.KeyExprs[i]
 			}
 		}
+		if i < len(req.Shared) {
+			e.Line = req.Shared[i]
+		}
 	}
 	return e
 }

@@ -47,7 +47,7 @@ alice "a long essay please" max_tokens=960: 429, Retry-After 60s: Too Many Reque
 alice "a shorter essay then" max_tokens=900: 200, used 16 tokens (884 of the reservation given back)
 -- carol: a provider's 429 is given back whole, and its Retry-After pauses the provider for every key
 carol "busy provider" max_tokens=100: 502, the provider refused it
-dave "hello" max_tokens=100: 429, Retry-After 1s: Too Many Requests: retry after 1 s
+dave "hello" max_tokens=100: 429, Retry-After 1s: Too Many Requests: cooling down, an upstream asked for a pause; retry after 1 s
 -- a second later: carol's sixth request a minute is denied (the refused one did not count)
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
@@ -56,7 +56,7 @@ carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given ba
 carol "hello" max_tokens=100: 200, used 4 tokens (96 of the reservation given back)
 carol "hello" max_tokens=100: 429, Retry-After 60s: Too Many Requests: retry after 60 s
 -- bob: at most 2 requests in flight
-bob "a third at once" max_tokens=50: 429, Retry-After 30s: Too Many Requests: retry after 30 s
+bob "a third at once" max_tokens=50: 429, Retry-After 30s: Too Many Requests: too many calls in flight; retry after 30 s
 bob "slow first question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
 bob "slow second question" max_tokens=50: 200, used 12 tokens (38 of the reservation given back)
 bob "once the others are done" max_tokens=50: 200, used 20 tokens (30 of the reservation given back)

@@ -50,7 +50,7 @@ func TestWriteErrorAsJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
 	assert.Equal(t, ErrorBody{
 		Error: "rate_limited", Message: "Too Many Requests: retry after 3 s",
-		Policy: "svc.Post/tenant", RetryAfter: 3, Remaining: 3,
+		Policy: "svc.Post/tenant", RetryAfter: 3, Remaining: 3, Cause: "limit",
 	}, body)
 	assert.NotContains(t, w.Body.String(), "secret-api-key")
 	assert.False(t, WriteErrorAs(httptest.NewRecorder(), fmt.Errorf("boom"), JSON), "not a denial")

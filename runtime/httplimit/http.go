@@ -112,8 +112,28 @@ func retrySeconds(le *ratelimit.LimitError) int64 { return max(ceilSeconds(le.Re
 // Text is the [ErrorFormat] of [WriteError]: text/plain, as
 //
 //	Too Many Requests: retry after 2 s
+//
+// naming the cause of a denial that is not a used-up limit, and a shared
+// line's name (see [ratelimit.LimitError.Cause]):
+//
+//	Too Many Requests: blocked by an override; retry after 60 s
 func Text(le *ratelimit.LimitError) (string, []byte) {
-	return "text/plain; charset=utf-8", fmt.Appendf(nil, "Too Many Requests: retry after %d s\n", retrySeconds(le))
+	return "text/plain; charset=utf-8", append([]byte(message(le)), '\n')
+}
+
+// message is Text's line.
+func message(le *ratelimit.LimitError) string {
+	why := map[string]string{
+		"blocked":     "blocked by an override; ",
+		"cooldown":    "cooling down, an upstream asked for a pause; ",
+		"concurrency": "too many calls in flight; ",
+		"queue":       "waiting its turn behind earlier calls; ",
+		"shed":        "shed, the limiter is busy; ",
+	}[le.Cause()]
+	if why == "" && le.Line != "" {
+		why = "the shared line " + le.Line + " is used up; "
+	}
+	return fmt.Sprintf("Too Many Requests: %sretry after %d s", why, retrySeconds(le))
 }
 
 // ErrorBody is the body that [JSON] writes.
@@ -130,16 +150,22 @@ type ErrorBody struct {
 	RetryAfter int64 `json:"retry_after"`
 	// Remaining is what the limit has left, at least 0.
 	Remaining int64 `json:"remaining"`
+	// Cause says why the call was denied: "limit", "blocked",
+	// "cooldown", "concurrency", "queue" or "shed" (see
+	// [ratelimit.LimitError.Cause]).
+	Cause string `json:"cause"`
+	// Line names the shared line that denied the call, if one did.
+	Line string `json:"line,omitempty"`
 }
 
 // JSON is an [ErrorFormat] that writes an [ErrorBody] as application/json:
 //
-//	{"error":"rate_limited","message":"Too Many Requests: retry after 2 s","policy":"svc.Get","retry_after":2,"remaining":0}
+//	{"error":"rate_limited","message":"Too Many Requests: retry after 2 s","policy":"svc.Get","retry_after":2,"remaining":0,"cause":"limit"}
 func JSON(le *ratelimit.LimitError) (string, []byte) {
-	retry := retrySeconds(le)
 	body, _ := json.Marshal(ErrorBody{
-		Error: "rate_limited", Message: fmt.Sprintf("Too Many Requests: retry after %d s", retry),
-		Policy: policyName(le.Name, le.KeyExpr), RetryAfter: retry, Remaining: max(le.Remaining, 0),
+		Error: "rate_limited", Message: message(le),
+		Policy: policyName(le.Name, le.KeyExpr), RetryAfter: retrySeconds(le), Remaining: max(le.Remaining, 0),
+		Cause: le.Cause(), Line: le.Line,
 	})
 	return "application/json", append(body, '\n')
 }
