@@ -63,13 +63,15 @@ type KeyChange struct {
 
 // KeyChanges returns the methods of f whose code in old, a file generated
 // for f's package, is from before each line had its own key=: it checks
-// the call under one key (Rule.Check) where f's code has a key per line.
+// the call with Rule.Check under a rule that has no key per line
+// (KeyExprs) where f's code has a key per line. A method whose old code
+// has a key per line already is none, whatever else changed.
 func KeyChanges(f *model.File, old []byte) []KeyChange {
 	var out []KeyChange
 	r := newRenderer(f)
 	for _, p := range r.decs {
 		for _, m := range p.methods {
-			if m.rule == "" || !bytes.Contains(old, []byte(m.rule+".Check(")) {
+			if m.rule == "" || !bytes.Contains(old, []byte(m.rule+".Check(")) || keyedPerLine(old, m.rule) {
 				continue
 			}
 			if msg := keyChange(m.Rule); msg != "" {
@@ -80,8 +82,21 @@ func KeyChanges(f *model.File, old []byte) []KeyChange {
 	return out
 }
 
+// keyedPerLine reports whether old declares the rule variable rule with
+// a key per line (KeyExprs), as code from after issue 21 does.
+func keyedPerLine(old []byte, rule string) bool {
+	_, decl, ok := bytes.Cut(old, []byte("\nvar "+rule+" = "))
+	if !ok {
+		return false
+	}
+	decl, _, _ = bytes.Cut(decl, []byte("\n}\n"))
+	return bytes.Contains(decl, []byte("KeyExprs:"))
+}
+
 // keyChange describes the lines of rule without key= when its other lines
-// all have the same one, or returns "".
+// all have the same one, or returns "". A shared line is left out: it is
+// declared once for every method that takes it, and limits them together
+// by its own key= or none, before as now.
 func keyChange(rule *model.Rule) string {
 	keys := rule.Keys()
 	if len(keys) != 1 {
@@ -89,7 +104,7 @@ func keyChange(rule *model.Rule) string {
 	}
 	var at []string
 	for _, l := range rule.Limits {
-		if l.Key == nil {
+		if l.Key == nil && l.Shared == "" {
 			at = append(at, fmt.Sprintf("%s:%d:%d", filepath.Base(l.Pos.Filename), l.Pos.Line, l.Pos.Column))
 		}
 	}

@@ -433,6 +433,44 @@ type Limited interface {
 	}
 }
 
+// TestCheckReportsTheChangedMethodAlone is issue 35's finding that, on a
+// type with a shared line, changing method A's threshold made -check
+// report B stale too, advising "write key=user" on the shared line, which
+// would make the service-wide line a per-user one: code with a key per
+// line is not from before keys per line, and a shared line is never
+// advised a key.
+func TestCheckReportsTheChangedMethodAlone(t *testing.T) {
+	src := `package p
+
+import "context"
+
+//ratelimit:shared=global period=1m threshold=1000
+type API interface {
+	//ratelimit:period=1m threshold=10 key=user
+	//ratelimit:shared=global
+	A(ctx context.Context, user string) error
+	//ratelimit:period=1m threshold=20 key=user
+	//ratelimit:shared=global
+	B(ctx context.Context, user string) error
+}
+`
+	dir := tempModule(t, map[string]string{"p/p.go": src})
+	if code, _, stderr := cli(t, "-C", dir, "./..."); code != exitOK {
+		t.Fatalf("generate: exit %d\n%s", code, stderr)
+	}
+	writeFiles(t, dir, map[string]string{"p/p.go": strings.Replace(src, "threshold=10 key=user", "threshold=11 key=user", 1)})
+	code, stdout, stderr := cli(t, "-C", dir, "-check", "./...")
+	if code == exitOK {
+		t.Fatalf("-check passed stale code\n%s", stdout)
+	}
+	if strings.Contains(stderr, "API.B") || strings.Contains(stderr, "write key=") {
+		t.Errorf("-check reports more than API.A's change:\n%s", stderr)
+	}
+	if !strings.Contains(stdout, "-		{Period: time.Minute, Threshold: 10},") {
+		t.Errorf("-check's diff lacks A's threshold:\n%s", stdout)
+	}
+}
+
 // TestCheckReportsCodeFromBeforeKeysPerLine: a file generated before each
 // directive line had its own key= (issue 21 item 2), for lines of which
 // only some have a key= (the analyzer's testdata/migrated holds one, as
