@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +162,8 @@ func details(t *testing.T, st *status.Status) (*errdetails.RetryInfo, *errdetail
 			retry = d
 		case *errdetails.QuotaFailure:
 			quota = d
+		case *errdetails.ErrorInfo:
+			assert.Equal(t, strings.ToUpper(d.Metadata["cause"]), d.Reason, "the ErrorInfo's reason is its cause")
 		default:
 			t.Errorf("unexpected detail %T: %v", d, d)
 		}

@@ -14,8 +14,10 @@
 //	the call's error                          its status
 //
 //	denied                                    ResourceExhausted "ratelimit: <name> exceeded
-//	  *ratelimit.LimitError                   <threshold> per <period>; retry after <delay>",
-//	                                          RetryInfo, QuotaFailure (shaped by DenyStatus)
+//	  *ratelimit.LimitError                   <threshold> per <period>; retry after <delay>"
+//	                                          (or its cause: blocked, cooling down, ...),
+//	                                          RetryInfo, QuotaFailure, ErrorInfo (shaped by
+//	                                          DenyStatus)
 //
 //	no key: "" under emptykey=deny, a nil     InvalidArgument, or MissingKeyCode's code
 //	  pointer (*ratelimit.KeyError); a        (such as Unauthenticated): "ratelimit: <name>:
@@ -47,9 +49,12 @@
 //
 //	any other error of a handler              unchanged: what gRPC makes of it
 //
-// A denial's status has two details, as Google's API design guide
-// describes: an errdetails.RetryInfo saying when to retry and an
-// errdetails.QuotaFailure whose violation subject is the limit's name. No
+// A denial's status has three details, as Google's API design guide
+// describes: an errdetails.RetryInfo saying when to retry, an
+// errdetails.QuotaFailure whose violation subject is the limit's name (the
+// shared line's, when one denied the call) and an errdetails.ErrorInfo
+// whose reason is the denial's cause in capitals (LIMIT, BLOCKED,
+// COOLDOWN, CONCURRENCY, QUEUE, SHED; see ratelimit.LimitError.Cause). No
 // status the adapter makes holds the call's key (a user id, an address),
 // the Go expression of a key= or cost= directive, the text of a key or
 // cost function's error or the cause of a backend failure (a Redis
@@ -225,29 +230,62 @@ func limitStatus(le *ratelimit.LimitError) *status.Status {
 	if le.Limit.Calendar != "" {
 		per = strings.TrimSpace(le.Limit.Calendar + " " + le.Limit.TZ) // "month Europe/Paris", as Limit.String writes it
 	}
-	msg := fmt.Sprintf("ratelimit: %s exceeded %d per %s; retry after %s", le.Name, le.Limit.Threshold, per, delay)
-	desc := fmt.Sprintf("rate limit %s exceeded", le.Limit)
-	switch le.Limit.Algorithm {
-	case ratelimit.Block:
-		msg = fmt.Sprintf("ratelimit: %s is blocked; retry after %s", le.Name, delay)
-		desc = "blocked by an override"
-	case "concurrency":
-		msg = fmt.Sprintf("ratelimit: %s has %d calls in flight, its most; retry after %s at the latest", le.Name, le.Limit.Threshold, delay)
-		desc = fmt.Sprintf("concurrency limit %s reached", le.Limit)
+	msg, desc := denialText(le, per, delay)
+	subject := le.Name
+	if le.Line != "" {
+		subject = le.Line
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	withDetails, err := st.WithDetails(
 		&errdetails.RetryInfo{RetryDelay: durationpb.New(delay)},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-			Subject:     le.Name,
+			Subject:     subject,
 			Description: desc,
 			QuotaValue:  le.Limit.Threshold,
 		}}},
+		errorInfo(le),
 	)
 	if err != nil { // only for a status of code OK, which st is not
 		return st
 	}
 	return withDetails
+}
+
+// denialText returns the message and the QuotaFailure description of the
+// denial le, which say its cause (see ratelimit.LimitError.Cause): per is
+// the limit's period as written, delay the retry.
+func denialText(le *ratelimit.LimitError, per string, delay time.Duration) (msg, desc string) {
+	switch le.Cause() {
+	case "blocked":
+		return fmt.Sprintf("ratelimit: %s is blocked; retry after %s", le.Name, delay), "blocked by an override"
+	case "concurrency":
+		return fmt.Sprintf("ratelimit: %s has %d calls in flight, its most; retry after %s at the latest", le.Name, le.Limit.Threshold, delay),
+			fmt.Sprintf("concurrency limit %s reached", le.Limit)
+	case "cooldown":
+		return fmt.Sprintf("ratelimit: %s is cooling down: an upstream asked for a pause; retry after %s", le.Name, delay), "cooling down"
+	case "queue":
+		return fmt.Sprintf("ratelimit: %s waits its turn behind earlier calls; retry after %s", le.Name, delay), "waiting its turn"
+	case "shed":
+		return fmt.Sprintf("ratelimit: %s was shed undecided: the limiter is busy; retry after %s", le.Name, delay), "shed: the limiter is busy"
+	}
+	if le.Line != "" {
+		return fmt.Sprintf("ratelimit: %s: shared line %s exceeded %d per %s; retry after %s", le.Name, le.Line, le.Limit.Threshold, per, delay),
+			fmt.Sprintf("rate limit %s of shared line %s exceeded", le.Limit, le.Line)
+	}
+	return fmt.Sprintf("ratelimit: %s exceeded %d per %s; retry after %s", le.Name, le.Limit.Threshold, per, delay),
+		fmt.Sprintf("rate limit %s exceeded", le.Limit)
+}
+
+// errorInfo is the ErrorInfo of the denial le: its reason is its cause in
+// capitals (LIMIT, BLOCKED, COOLDOWN, CONCURRENCY, QUEUE, SHED), a client
+// can switch on; its metadata the cause and the shared line, if one
+// denied it. Never its key.
+func errorInfo(le *ratelimit.LimitError) *errdetails.ErrorInfo {
+	md := map[string]string{"cause": le.Cause()}
+	if le.Line != "" {
+		md["line"] = le.Line
+	}
+	return &errdetails.ErrorInfo{Reason: strings.ToUpper(le.Cause()), Domain: "ratelimitgen", Metadata: md}
 }
 
 // costStatus describes a cost no limit can admit: InvalidArgument, with a

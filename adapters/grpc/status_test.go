@@ -3,6 +3,7 @@ package ratelimitgrpc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -279,8 +280,8 @@ func TestDenyStatus(t *testing.T) {
 	helped := func(st *status.Status) {
 		t.Helper()
 		assert.Equal(t, codes.ResourceExhausted, st.Code())
-		require.Len(t, st.Details(), 3, "RetryInfo, QuotaFailure and Help")
-		assert.IsType(t, &errdetails.Help{}, st.Details()[2])
+		require.Len(t, st.Details(), 4, "RetryInfo, QuotaFailure, ErrorInfo and Help")
+		assert.IsType(t, &errdetails.Help{}, st.Details()[3])
 	}
 	helped(r.status)
 
@@ -378,4 +379,42 @@ func TestHandlerErrorsStayTheirs(t *testing.T) {
 // function (expr) fails with err.
 func ratelimitFuncError(name, expr string, err error) error {
 	return &ratelimit.FuncError{Name: name, Expr: expr, Err: err}
+}
+
+// TestStatusSaysTheDenialsCause: a denial's status says why it was denied
+// (issue 35): its message, its QuotaFailure (whose subject is the shared
+// line that denied it, when one did) and an ErrorInfo whose reason is the
+// cause, which a client can switch on; never the key.
+func TestStatusSaysTheDenialsCause(t *testing.T) {
+	minute := ratelimit.Limit{Period: time.Minute, Threshold: 300}
+	for _, tc := range []struct {
+		le              ratelimit.LimitError
+		reason, subject string
+		says            string
+	}{
+		{ratelimit.LimitError{Name: "svc.Get", Key: "k-secret", Limit: minute}, "LIMIT", "svc.Get", "exceeded 300 per 1m0s"},
+		{ratelimit.LimitError{Name: "svc.Get", Key: "k-secret", Limit: minute, Line: "svc#global"}, "LIMIT", "svc#global", "shared line svc#global exceeded"},
+		{ratelimit.LimitError{Name: "svc.Get", Key: "k-secret", Limit: minute, Source: ratelimit.SourceCooldown}, "COOLDOWN", "svc.Get", "cooling down"},
+		{ratelimit.LimitError{Name: "svc.Get", Key: "k-secret", Limit: ratelimit.Limit{Algorithm: ratelimit.Block, Period: time.Minute}, Source: ratelimit.SourceOverride}, "BLOCKED", "svc.Get", "is blocked"},
+	} {
+		st, ok := ratelimitgrpc.Status(&tc.le)
+		require.True(t, ok)
+		assert.Equal(t, codes.ResourceExhausted, st.Code())
+		assert.Contains(t, st.Message(), tc.says)
+		var info *errdetails.ErrorInfo
+		var quota *errdetails.QuotaFailure
+		for _, d := range st.Details() {
+			switch d := d.(type) {
+			case *errdetails.ErrorInfo:
+				info = d
+			case *errdetails.QuotaFailure:
+				quota = d
+			}
+		}
+		require.NotNil(t, info, tc.says)
+		require.NotNil(t, quota, tc.says)
+		assert.Equal(t, tc.reason, info.Reason)
+		assert.Equal(t, tc.subject, quota.Violations[0].Subject)
+		assert.NotContains(t, fmt.Sprint(st.Proto()), "k-secret", "the status holds no key")
+	}
 }
