@@ -588,7 +588,7 @@ func (b *breaker) confirmed() bool {
 		return false
 	}
 	defer b.confirming.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	ctx, cancel := context.WithTimeout(backgroundContext(), confirmTimeout)
 	defer cancel()
 	for range confirmProbes {
 		err := b.confirm(ctx)

@@ -507,7 +507,7 @@ func (f *Fallback) awaitFleet(ctx context.Context, wait time.Duration, since tim
 // it left.
 func (f *Fallback) AwaitFleet(ctx context.Context, since time.Time) {
 	if f.rejoins() {
-		f.awaitFleet(ctx, 0, since, true)
+		f.awaitFleet(asBackground(ctx), 0, since, true)
 	}
 }
 

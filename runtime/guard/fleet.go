@@ -113,7 +113,7 @@ func JoinFleet(hb Heartbeater, paused func() bool) *FleetMember {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
 		f = &Fleet{name: name, id: hex.EncodeToString(b[:]), hb: hb, members: map[*FleetMember]struct{}{}}
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(backgroundContext())
 		f.cancel, f.done = cancel, make(chan struct{})
 		fleets.m[name] = f
 		go f.heartbeat(ctx)
@@ -215,7 +215,7 @@ func (f *Fleet) paused() bool {
 // remove removes the process's member, so that the others stop counting
 // it at their next beat, within a second at most.
 func (f *Fleet) remove() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(backgroundContext(), time.Second)
 	defer cancel()
 	_ = f.hb.Leave(ctx, f.id)
 }

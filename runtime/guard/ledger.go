@@ -149,6 +149,7 @@ func (f *Fallback) CheckMarks(ctx context.Context) (bool, error) {
 	if f.ledger == nil {
 		return false, nil
 	}
+	ctx = asBackground(ctx)
 	lost, err := f.fleet.Fleet().markNow(ctx)
 	f.carryLedger(ctx)
 	return lost, err

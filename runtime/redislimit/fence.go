@@ -47,9 +47,6 @@ const fenceTimeout = 2 * time.Second
 // fences holds the fence of each client that has one.
 var fences sync.Map // *redis.Client → *fence
 
-// throughFence makes ctx's commands pass the fence: those of its checks.
-type throughFence struct{}
-
 // joinFence adds fallback to the fence of client, hooking the client the
 // first time; the returned func takes it out again.
 func joinFence(client *redis.Client, fallback *guard.Fallback) (leave func()) {
@@ -113,11 +110,12 @@ func (f *fence) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	}
 }
 
-// wait waits until no fence is up, unless ctx's commands pass it, or ctx
-// ends first (its error).
+// wait waits until no fence is up, unless ctx is the guards' own work
+// (guard.IsBackground: the fence's checks, the heartbeat's marks, the
+// carry-backs it may wait for), or ctx ends first (its error).
 func (f *fence) wait(ctx context.Context) error {
 	up := f.up.Load()
-	if up == nil || ctx.Value(throughFence{}) != nil {
+	if up == nil || guard.IsBackground(ctx) {
 		return nil
 	}
 	select {
@@ -138,7 +136,7 @@ func (f *fence) raise() {
 	}
 	go func() {
 		since := time.Now().Add(-guard.HeartbeatTTL)
-		ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), throughFence{}, true), fenceTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
 		for f.again.Swap(false) {
 			f.check(ctx)
 		}

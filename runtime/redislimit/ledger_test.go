@@ -290,7 +290,7 @@ func missedByReplica(t *testing.T, alg ratelimit.Algorithm) missed {
 // replica's link is up.
 func replicated(t *testing.T) (primary, replica *redistest.Server) {
 	t.Helper()
-	primary, err := redistest.Start()
+	primary, err := redistest.Start("repl-diskless-sync-delay 0") // a replica syncs at once
 	require.NoError(t, err)
 	t.Cleanup(primary.Stop)
 	host, port, err := net.SplitHostPort(primary.Addr)
