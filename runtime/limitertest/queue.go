@@ -97,15 +97,16 @@ func (s *suite) slotOrder(t *testing.T) {
 			e.whileRunning(func() {
 				var wg sync.WaitGroup
 				for i := range waiters {
-					placed := w.placed()
+					placed, done := w.placed(), make(chan struct{})
 					wg.Go(func() {
+						defer close(done)
 						var res *ratelimit.Reservation
 						if res, errs[i] = r.Reserve(e.ctx, w, 1, l.name); errs[i] == nil {
 							time.Sleep(2 * time.Millisecond)
 							errs[i] = res.Release(e.ctx)
 						}
 					})
-					w.placedBeyond(placed) // so the next begins to wait after it
+					w.placedBeyond(placed, done) // so the next begins to wait after it
 				}
 				peeked, peekErr = r.Peek(e.ctx, w, l.name)
 				if holder != nil {
@@ -268,10 +269,15 @@ func (w *queuedLimiter) inOrder(e *env, name string, errs []error) {
 	}
 }
 
-// placedBeyond returns once more than n calls got a place.
-func (w *queuedLimiter) placedBeyond(n int) {
+// placedBeyond returns once more than n calls got a place, or done is
+// closed (the call returned without one, which the caller reports).
+func (w *queuedLimiter) placedBeyond(n int, done <-chan struct{}) {
 	for w.placed() <= n {
-		time.Sleep(time.Millisecond)
+		select {
+		case <-done:
+			return
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
@@ -358,15 +364,16 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 				}
 				var wg sync.WaitGroup
 				for i := range waiters {
-					placed := w.placed()
+					placed, done := w.placed(), make(chan struct{})
 					wg.Go(func() {
+						defer close(done)
 						if way == "reserve" {
 							_, errs[i] = r.Reserve(e.ctx, w, 1, l.name)
 						} else {
 							errs[i] = r.Check(e.ctx, w, 1, l.name)
 						}
 					})
-					w.placedBeyond(placed) // so the next begins to wait after it
+					w.placedBeyond(placed, done) // so the next begins to wait after it
 				}
 				peeked, peekErr = r.Peek(e.ctx, w, l.name)
 				w.mu.Lock()
