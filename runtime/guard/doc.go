@@ -101,6 +101,12 @@
 // same, so no process decides by the backend while another still spends
 // its share of the same window.
 //
+// A backend may hold calls back for a while, as redislimit's client does
+// from a dial to a new primary until [Fallback.CheckMarks] charged it what
+// it lacks (its fence). The guards' own work (the heartbeat and its marks,
+// probes, carry-backs) runs under contexts that [IsBackground] reports,
+// which such a backend lets through: the calls may be waiting for it.
+//
 // A guard's options are [Option] values that change nothing in a
 // [ratelimit.Config]: [Wrap] and the guards' constructors find them among
 // the options they are given by their type, as a backend finds its own, so
