@@ -121,15 +121,19 @@ func Text(le *ratelimit.LimitError) (string, []byte) {
 	return "text/plain; charset=utf-8", append([]byte(message(le)), '\n')
 }
 
+// causeText says each cause but a used-up limit's (see
+// ratelimit.LimitError.Cause) in Text's line: built once, not per 429.
+var causeText = map[string]string{
+	"blocked":     "blocked by an override; ",
+	"cooldown":    "cooling down, an upstream asked for a pause; ",
+	"concurrency": "too many calls in flight; ",
+	"queue":       "waiting its turn behind earlier calls; ",
+	"shed":        "shed, the limiter is busy; ",
+}
+
 // message is Text's line.
 func message(le *ratelimit.LimitError) string {
-	why := map[string]string{
-		"blocked":     "blocked by an override; ",
-		"cooldown":    "cooling down, an upstream asked for a pause; ",
-		"concurrency": "too many calls in flight; ",
-		"queue":       "waiting its turn behind earlier calls; ",
-		"shed":        "shed, the limiter is busy; ",
-	}[le.Cause()]
+	why := causeText[le.Cause()]
 	if why == "" && le.Line != "" {
 		why = "the shared line " + le.Line + " is used up; "
 	}
