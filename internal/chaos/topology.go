@@ -187,7 +187,17 @@ func (c *cluster) faults() []fault {
 		{name: "master killed", outage: false,
 			inject: func(context.Context) error { c.c.Kill(0); return nil },
 			heal:   func(context.Context) error { return nil }},
+		// Each master forgets what it held, as each would restarting
+		// empty, answering all the while.
+		{name: "FLUSHALL", inject: c.flushAll, heal: func(context.Context) error { return nil }},
 	}
+}
+
+// flushAll runs FLUSHALL on each master.
+func (c *cluster) flushAll(ctx context.Context) error {
+	client := c.c.Client()
+	defer client.Close()
+	return client.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushAll(ctx).Err() })
 }
 
 func (c *cluster) stop() {
