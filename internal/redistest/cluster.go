@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +170,30 @@ func (c *Cluster) Client() *redis.ClusterClient {
 func (c *Cluster) Kill(i int) {
 	c.nodes[i].kill()
 	c.killed[i] = true
+}
+
+// Restart kills node i, as a crash would, and starts it again on its
+// port and directory: it keeps its nodes.conf, so it rejoins the cluster
+// as the master of its slots, but none of its data (no persistence). It
+// returns once every node reports the cluster ok again.
+func (c *Cluster) Restart(i int) error {
+	old := c.nodes[i]
+	old.kill()
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	_, p, _ := net.SplitHostPort(old.Addr)
+	port, _ := strconv.Atoi(p)
+	s, err := startOnPort(bin, old.dir, port, clusterConfig)
+	if err != nil {
+		c.killed[i] = true
+		return err
+	}
+	c.nodes[i], c.killed[i] = s, false
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	return c.waitOK(ctx)
 }
 
 // Signal sends sig to node i's process, such as SIGSTOP and SIGCONT to

@@ -88,7 +88,9 @@
 // process (written by each beat, every [MarkEvery] while calls are
 // admitted, and by Recover before the breaker closes) finds that the
 // backend lost writes, what the ledger holds since the mark the backend
-// kept is charged to it again as the fallback's admissions are.
+// kept is charged to it again as the fallback's admissions are; around a
+// [Nodes] backend, whose nodes keep marks of their own, only what a node
+// that lost writes holds.
 //
 // Three rules keep a fleet exact across an outage. A fallback that starts
 // deciding in a window spends only its share of what the backend last

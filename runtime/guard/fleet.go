@@ -225,13 +225,16 @@ func (f *Fleet) remove() {
 func (f *Fleet) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, HeartbeatTTL)
 	defer cancel()
-	n, l, err := f.beatOnce(ctx)
+	n, lost, err := f.beatOnce(ctx)
 	if err != nil {
+		if len(lost) > 0 {
+			f.tell(lost) // a node's mark answered, the beat's did not
+		}
 		return err
 	}
 	f.counted(max(n, 1), time.Now())
 	f.beats.Add(1)
-	f.tell(l)
+	f.tell(lost)
 	return nil
 }
 

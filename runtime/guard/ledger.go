@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +35,15 @@ type ledger struct {
 	kept    []Admission
 	keptN   atomic.Int64
 	// owed is set when a loss was seen and the ledger is not carried back
-	// yet, from the time since (µs), guarded by owedMu; carrying while it
-	// is.
+	// yet: owedAt holds, for each node that lost writes ("": the
+	// backend's only one), the time (µs) from which to charge it again,
+	// guarded by owedMu; carrying while it is.
 	owed, carrying atomic.Bool
 	owedMu         sync.Mutex
-	since          int64
+	owedAt         map[string]int64
+	// nodes tells which node holds a limit's key, around a [Nodes]
+	// backend; nil: one node.
+	nodes Nodes
 	// losses counts the losses carried back; charged and dropped the
 	// units charged again and those that did not fit or got no reply.
 	losses, charged, dropped atomic.Int64
@@ -49,18 +54,18 @@ type ledger struct {
 }
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and a
-// [Marker] and f counts its fleet, whose heartbeat writes the marks; not
-// around a [Nodes] backend, whose marks tell nothing of the nodes that do
-// not hold them.
+// [Marker] and f counts its fleet, whose heartbeat writes the marks.
+// Around a [Nodes] backend, each node keeps marks of its own, and a node
+// that lost writes is charged again only what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	_, ok := ratelimit.As[Marker](backend)
-	_, nodes := ratelimit.As[Nodes](backend)
-	if !ok || nodes || f.carrier == nil || f.fleet == nil {
+	if !ok || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()
 	admitted.ledger = true
 	f.ledger = &ledger{admitted: admitted}
+	f.ledger.nodes, _ = ratelimit.As[Nodes](backend)
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }
@@ -99,15 +104,15 @@ func (f *Fallback) ledgerNow() int64 {
 
 // beaten is told of each beat of f's heartbeat that the backend answered,
 // and of each mark that found a loss: the ledger forgets the admissions
-// whose windows closed; when the backend lost writes, or when the last
+// whose windows closed; when a node lost writes, or when the last
 // carry-back of the ledger kept admissions, the ledger is carried back on
 // a goroutine of its own.
-func (f *Fallback) beaten(found loss) {
+func (f *Fallback) beaten(lost []loss) {
 	l := f.ledger
 	l.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	l.admitted.sweep(f.now())
-	if found.lost {
-		l.owe(l.marks.since(found.kept))
+	for _, found := range lost {
+		l.owe(found.node, l.marks.since(found.kept))
 	}
 	if !l.owed.Load() && l.keptN.Load() == 0 {
 		return
@@ -119,22 +124,29 @@ func (f *Fallback) beaten(found loss) {
 	})
 }
 
-// owe notes that the ledger is to be charged again from since (µs): the
-// earliest of the losses not carried back yet.
-func (l *ledger) owe(since int64) {
+// owe notes that node is to be charged again what the ledger holds from
+// since (µs): the earliest of its losses not carried back yet.
+func (l *ledger) owe(node string, since int64) {
 	l.owedMu.Lock()
 	defer l.owedMu.Unlock()
-	if !l.owed.Load() || since < l.since {
-		l.since = since
+	if l.owedAt == nil {
+		l.owedAt = map[string]int64{}
+	}
+	if at, ok := l.owedAt[node]; !ok || since < at {
+		l.owedAt[node] = since
 	}
 	l.owed.Store(true)
 }
 
-// owing returns whether a loss is owed and from when, owing it no more.
-func (l *ledger) owing() (bool, int64) {
+// owing returns the losses owed, by node, owing them no more; nil when
+// none is.
+func (l *ledger) owing() map[string]int64 {
 	l.owedMu.Lock()
 	defer l.owedMu.Unlock()
-	return l.owed.Swap(false), l.since
+	owed := l.owedAt
+	l.owedAt = nil
+	l.owed.Store(false)
+	return owed
 }
 
 // CheckMarks writes the process's mark now and, if it finds that the
@@ -166,10 +178,11 @@ func (f *Fallback) carryLedger(ctx context.Context) {
 	l.carrying.Store(true)
 	defer l.carrying.Store(false)
 	send := l.kept
-	lost, since := l.owing()
-	if lost {
-		// The ledger holds what was kept: send it once.
-		send = admittedSince(l.admitted.snapshot(f.now()), since)
+	owed := l.owing()
+	if owed != nil {
+		// The ledger holds what a node lost, and what was kept of it.
+		send = l.lostOf(ctx, l.admitted.snapshot(f.now()), owed, true)
+		send = append(send, l.lostOf(ctx, l.kept, owed, false)...)
 		defer l.losses.Add(1)
 	}
 	if len(send) == 0 {
@@ -181,10 +194,75 @@ func (f *Fallback) carryLedger(ctx context.Context) {
 	l.keptN.Store(int64(len(res.Kept)))
 	l.charged.Add(res.Charged)
 	l.dropped.Add(res.Dropped)
-	if lost {
+	if owed != nil {
 		slog.Default().Warn("ratelimit: the backend lost writes: charged again what it had admitted after the last mark it kept, in windows still open",
 			"admissions", len(send), "charged", res.Charged, "dropped", res.Dropped, "kept", len(res.Kept))
 	}
+}
+
+// lostOf returns the parts of as that the nodes in owed lost (in), or
+// those they did not (!in): an admission's limits whose keys a node that
+// lost writes holds, admitted at or after the time it is owed from. A
+// limit whose node cannot be told (no answer, or a key kept as a
+// stand-in, whose node the request no longer tells) counts as on each
+// node that lost writes: it errs towards denying.
+func (l *ledger) lostOf(ctx context.Context, as []Admission, owed map[string]int64, in bool) []Admission {
+	var out []Admission
+	for _, a := range as {
+		var only []int
+		for _, i := range limitsOf(&a) {
+			since, ok := l.owedSince(ctx, &a.Req, i, owed)
+			if (ok && a.At.UnixMicro() >= since) == in {
+				only = append(only, i)
+			}
+		}
+		if len(only) == 0 {
+			continue
+		}
+		if a.Only != nil || len(only) < len(limitsOf(&a)) {
+			a.Only = only
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// limitsOf returns the indices of the limits of a to charge.
+func limitsOf(a *Admission) []int {
+	if a.Only != nil {
+		return a.Only
+	}
+	idx := make([]int, max(len(a.Req.Limits), 1))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// owedSince returns from when the node that holds the key of req's limit
+// i is owed (see lostOf), and whether it is.
+func (l *ledger) owedSince(ctx context.Context, req *ratelimit.Request, i int, owed map[string]int64) (int64, bool) {
+	if l.nodes == nil {
+		since, ok := owed[""]
+		return since, ok
+	}
+	key := req.Key
+	if req.Keys != nil && i < len(req.Keys) {
+		key = req.Keys[i]
+	}
+	node, err := "", error(nil)
+	if callkey.Bound(key) == key {
+		node, err = l.nodes.NodeOf(ctx, *req, i)
+	}
+	if node == "" || err != nil {
+		earliest := int64(math.MaxInt64)
+		for _, since := range owed {
+			earliest = min(earliest, since)
+		}
+		return earliest, true
+	}
+	since, ok := owed[node]
+	return since, ok
 }
 
 // pending reports whether l is to be carried back, or is on its way: a

@@ -41,18 +41,18 @@ func (e *markFlaky) Beat(ctx context.Context, member string, now time.Time, ttl 
 	return n, err
 }
 
-func (e *markFlaky) BeatMark(ctx context.Context, member string, _ time.Time, _ time.Duration, mark string) (int64, guard.MarkRead, error) {
-	read, err := e.Mark(ctx, member, mark)
+func (e *markFlaky) BeatMark(ctx context.Context, member string, _ time.Time, _ time.Duration, mark string) (int64, []guard.MarkRead, error) {
+	reads, err := e.Mark(ctx, member, mark)
 	if err != nil {
-		return 0, read, err
+		return 0, nil, err
 	}
 	e.beats.Add(1)
-	return 1, read, nil
+	return 1, reads, nil
 }
 
-func (e *markFlaky) Mark(_ context.Context, _, mark string) (guard.MarkRead, error) {
+func (e *markFlaky) Mark(_ context.Context, _, mark string) ([]guard.MarkRead, error) {
 	if e.down.Load() {
-		return guard.MarkRead{}, errDown
+		return nil, errDown
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -61,7 +61,7 @@ func (e *markFlaky) Mark(_ context.Context, _, mark string) (guard.MarkRead, err
 		e.mark = mark
 		e.marks.Add(1)
 	}
-	return read, nil
+	return []guard.MarkRead{read}, nil
 }
 
 func (e *markFlaky) Leave(context.Context, string) error { return nil }

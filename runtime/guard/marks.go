@@ -33,15 +33,17 @@ const (
 
 // Marker is a [Heartbeater] backend that can tell a process which of its
 // writes it lost (see [MarkEvery]): it keeps each process's latest mark
-// for [MarkTTL], writing it in order with the process's other writes.
+// for [MarkTTL], writing it in order with the process's other writes. A
+// backend of [Nodes] keeps a mark on each node, for the part of the keys
+// the node holds (see [MarkRead]).
 type Marker interface {
 	Heartbeater
-	// Mark stores mark as member's and reads what it held before, in one
-	// round trip; it wraps errors.ErrUnsupported when the backend cannot
-	// keep marks.
-	Mark(ctx context.Context, member, mark string) (MarkRead, error)
-	// BeatMark is Beat and Mark in one round trip.
-	BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, MarkRead, error)
+	// Mark stores mark as member's and reads what it held before, one read
+	// per part of the keys that answered (an error when none did); it
+	// wraps errors.ErrUnsupported when the backend cannot keep marks.
+	Mark(ctx context.Context, member, mark string) ([]MarkRead, error)
+	// BeatMark is Beat and Mark at once; its error is the beat's.
+	BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, []MarkRead, error)
 }
 
 // MarkRead is what a [Marker] read when it stored a mark.
@@ -52,89 +54,118 @@ type MarkRead struct {
 	// server's replication ID), which changes when another copy of the
 	// state takes over or a server restarts; "" when it cannot tell.
 	History string
+	// Part names the part of the backend's keys the mark stands for, the
+	// same across failovers ("": all of them).
+	Part string
+	// Node names the node that holds Part now, as [Nodes] NodeOf names it
+	// ("": the backend's only one).
+	Node string
 }
 
-// loss is what a mark found: whether the backend lost writes, and the
-// latest mark it still held (0: none), after which it lost them all.
+// loss is what a mark found on a node that lost writes (node "": the
+// backend's only one): the latest mark it still held (0: none), after
+// which it lost them all.
 type loss struct {
-	lost bool
+	node string
 	kept int64
 }
 
 // marks is a fleet's state of its marks.
 type marks struct {
 	// mu is held while a mark is written: sent is the latest mark
-	// written, acked the latest the backend acknowledged, history the
-	// history it answered from.
-	mu          sync.Mutex
-	sent, acked int64
-	history     string
+	// written, parts what each part of the keys acknowledged.
+	mu    sync.Mutex
+	sent  int64
+	parts map[string]partMarks
 	// admitted is set when a call was admitted since the last mark;
 	// unsupported when the backend said it cannot keep marks.
 	admitted, unsupported atomic.Bool
 }
 
+// partMarks is what a part of the backend's keys acknowledged: the latest
+// mark, and the history it answered from.
+type partMarks struct {
+	acked   int64
+	history string
+}
+
 // beatOnce renews the process's member and reads how many members are
 // live, and writes its mark when the backend is a [Marker] (see mark), in
-// one round trip.
-func (f *Fleet) beatOnce(ctx context.Context) (int64, loss, error) {
+// one round trip; it returns the losses the mark found.
+func (f *Fleet) beatOnce(ctx context.Context) (int64, []loss, error) {
 	mk, ok := f.hb.(Marker)
 	if !ok || f.marks.unsupported.Load() {
 		n, err := f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
-		return n, loss{}, err
+		return n, nil, err
 	}
 	var n int64
-	l, err := f.mark(ctx, func(mark string) (read MarkRead, err error) {
-		n, read, err = mk.BeatMark(ctx, f.id, time.Now(), HeartbeatTTL, mark)
-		return read, err
+	lost, err := f.mark(func(mark string) (reads []MarkRead, err error) {
+		n, reads, err = mk.BeatMark(ctx, f.id, time.Now(), HeartbeatTTL, mark)
+		return reads, err
 	})
 	if errors.Is(err, errors.ErrUnsupported) {
 		n, err = f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
 	}
-	return n, l, err
+	return n, lost, err
 }
 
 // markNow writes the process's mark alone, when the backend is a
-// [Marker], and tells the joins of a loss it found; it reports whether it
-// found one, and the backend's error.
+// [Marker], and tells the joins of the losses it found; it reports
+// whether it found one, and the backend's error.
 func (f *Fleet) markNow(ctx context.Context) (bool, error) {
 	mk, ok := f.hb.(Marker)
 	if !ok || f.marks.unsupported.Load() {
 		return false, nil
 	}
-	l, err := f.mark(ctx, func(mark string) (MarkRead, error) { return mk.Mark(ctx, f.id, mark) })
-	if err == nil && l.lost {
-		f.tell(l)
+	lost, err := f.mark(func(mark string) ([]MarkRead, error) { return mk.Mark(ctx, f.id, mark) })
+	if len(lost) > 0 {
+		f.tell(lost)
 	}
-	return l.lost, err
+	return len(lost) > 0, err
 }
 
-// mark writes the process's next mark with write, which reads what the
-// backend held before, and reports whether the backend lost writes: when
-// the mark it held is older than the latest it acknowledged, or it
-// answered from another history. Each join notes the mark first (see
+// mark writes the process's next mark with write, which reads what each
+// part of the keys held before, and returns the losses found: a part that
+// held a mark older than the latest it acknowledged, or answered from
+// another history, lost writes. Each join notes the mark first (see
 // onBeat), so that its ledger knows what it had admitted before the mark
-// was sent. One mark at a time.
-func (f *Fleet) mark(ctx context.Context, write func(mark string) (MarkRead, error)) (loss, error) {
+// was sent. One mark at a time; a part that did not answer is read at
+// the next.
+func (f *Fleet) mark(write func(mark string) ([]MarkRead, error)) ([]loss, error) {
 	m := &f.marks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.admitted.Store(false)
 	m.sent++
 	f.noteMark(m.sent)
-	read, err := write(strconv.FormatInt(m.sent, 10))
+	reads, err := write(strconv.FormatInt(m.sent, 10))
 	if errors.Is(err, errors.ErrUnsupported) {
 		m.unsupported.Store(true)
 	}
 	if err != nil {
 		m.admitted.Store(true) // write it again soon
-		return loss{}, err
 	}
-	held, _ := strconv.ParseInt(read.Before, 10, 64) // 0 when none
-	moved := read.History != m.history && m.history != "" && read.History != ""
-	l := loss{lost: m.acked > 0 && (held < m.acked || moved), kept: held}
-	m.acked, m.history = max(m.acked, m.sent), read.History
-	return l, nil
+	var lost []loss
+	for _, r := range reads {
+		if l, ok := m.read(r); ok {
+			lost = append(lost, l)
+		}
+	}
+	return lost, err
+}
+
+// read takes what a part of the keys read when it stored the latest mark
+// sent, and reports what it lost, if anything.
+func (m *marks) read(r MarkRead) (loss, bool) {
+	if m.parts == nil {
+		m.parts = map[string]partMarks{}
+	}
+	p := m.parts[r.Part]
+	held, _ := strconv.ParseInt(r.Before, 10, 64) // 0 when none
+	moved := r.History != p.history && p.history != "" && r.History != ""
+	lost := p.acked > 0 && (held < p.acked || moved)
+	m.parts[r.Part] = partMarks{acked: max(p.acked, m.sent), history: r.History}
+	return loss{node: r.Node, kept: held}, lost
 }
 
 // admitted notes that the backend admitted a call of the process: a mark
@@ -162,11 +193,12 @@ func (f *Fleet) noteMark(mark int64) {
 }
 
 // tell tells each join of the heartbeat that the backend answered a beat
-// or a mark, and what the mark found, outside the lock of the fleets.
-func (f *Fleet) tell(l loss) {
+// or a mark, and the losses the mark found, outside the lock of the
+// fleets.
+func (f *Fleet) tell(lost []loss) {
 	for _, j := range f.joins() {
 		if j.beaten != nil {
-			j.beaten(l)
+			j.beaten(lost)
 		}
 	}
 }
@@ -187,7 +219,7 @@ func (f *Fleet) joins() []fleetHooks {
 // backend answered. Neither may block long.
 type fleetHooks struct {
 	marking func(mark int64)
-	beaten  func(loss)
+	beaten  func([]loss)
 }
 
 // onBeat sets the hooks m's heartbeat calls.

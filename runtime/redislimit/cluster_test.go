@@ -68,6 +68,8 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesCalendar", ct.linesCalendar)
 	t.Run("ReserveAcrossSlots", ct.reserveAcrossSlots)
 	t.Run("Conformance", ct.conformance)
+	t.Run("LedgerRefillsAFlushedMaster", ct.ledgerRefillsAFlushedMaster)
+	t.Run("LedgerAcrossAMasterRestart", ct.ledgerAcrossAMasterRestart)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
 }

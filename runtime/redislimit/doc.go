@@ -134,58 +134,57 @@
 // (Sentinel) has one, whose probe dials through the sentinels, so it finds
 // a promoted replica.
 //
-// [ClientOptions] (or [ClusterOptions], [FailoverOptions] for Sentinel)
-// make that one short timeout: they set short timeouts and one attempt per
-// call. [Limiter.HealthCheck] says at start-up whether Redis can decide
-// calls. The limiter's own load is no outage: a call that waited the
-// client's PoolTimeout for a connection is shed (denied with a retry,
+// [ClientOptions] (or [ClusterOptions], [FailoverOptions] for Sentinel) make
+// that one short timeout: they set short timeouts and one attempt per call.
+// [Limiter.HealthCheck] says at start-up whether Redis can decide calls. The
+// limiter's own load is no outage: a call that waited the client's
+// PoolTimeout for a connection is shed (denied with a retry,
 // ratelimit.ErrBusy, whatever the policy) and counts toward no breaker.
 // Under ratelimit.FailLocal, the default, the limiter's in-process fallback
 // decides what Redis cannot, against each process's share of the same
-// limits, starting in a window from its share of what Redis last told it
-// was left there: the processes sharing a Redis count themselves with a
-// heartbeat, one script run a second per client on <prefix>{processes} (the limiters of
-// one client are one process; see [WithFallbackProcesses]),
-// and a denied caller is told the share that denied it. When a probe
-// finds Redis back, before the breaker closes, what the fallback admitted
-// in windows still open (and a sliding window's previous window, which
-// still weighs) is charged to Redis at the times it was admitted, as much
-// as fits (bounded: 65,536 admissions per process), and the probe
-// waits until every process the heartbeat counted has found Redis back
-// and done the same (4 s at most); callers
-// are decided by the fallback meanwhile. Without an open breaker (breakers
-// off, or failures too few to open one), the first call Redis decides
-// after the fallback admitted some starts the same carry-back on a
-// goroutine of its own, and Redis decides calls meanwhile. So a window that
-// spans an outage admits at most its limit plus the calls Redis admitted
-// in it without the fallbacks knowing (after a process's last answer
-// before the outage, answered late around it, or, without a breaker,
-// decided before the charges arrived, a round trip or so).
-// Each admission is carried back at most once: a carry-back whose reply is
-// lost is not sent again (Redis may have run it). A call whose own reply
-// was lost, though, may count twice: Redis may have run its script before
-// the fallback admitted it and carried it back. That errs towards denying,
-// by at most the calls that failed that way. The
-// heartbeat stops when the last limiter of its client is closed
-// ([Limiter.Close]) or the client is. Each beat also writes the
-// process's mark, <prefix>{processes}:mark:<member>, a number that grows
-// with each write of it, and so does a write every 100 ms while Redis
-// admits the process calls, and a probe that finds Redis back: each reads
-// the mark Redis held before and its replication ID. A mark older than
-// the last one Redis acknowledged (or none), or another replication ID,
-// says Redis lost the writes after the mark it holds (a restart, FLUSHALL,
-// a failover to a replica that missed them), and the process charges it
-// again what Redis had admitted it since then in windows still open (its
-// ledger, bounded as the carry-back). A client (not a Cluster's) that
-// dials another server than its last one, as a failover client does when
-// a replica was promoted, holds its commands until every limiter on it
-// has written its mark there and charged what it lacks (its fence). So a
-// window admits at most its limit plus the fallbacks' admissions plus
-// what Redis admitted between the loss and the ledgers' arrival (after a
-// failover, the calls inside the client when it dialled; else a mark's
-// period, 100 ms, while calls flow); not on a Cluster or a Ring, nor
-// under WithFallbackProcesses (docs/reliability.md, What a restart
-// forgets).
+// limits, starting in a window from its share of what Redis last told it was
+// left there: the processes sharing a Redis count themselves with a
+// heartbeat, one script run a second per client on <prefix>{processes} (the
+// limiters of one client are one process; see [WithFallbackProcesses]), and
+// a denied caller is told the share that denied it. When a probe finds Redis
+// back, before the breaker closes, what the fallback admitted in windows
+// still open (and a sliding window's previous window, which still weighs) is
+// charged to Redis at the times it was admitted, as much as fits (bounded:
+// 65,536 admissions per process), and the probe waits until every process
+// the heartbeat counted has found Redis back and done the same (4 s at
+// most); callers are decided by the fallback meanwhile. Without an open
+// breaker (breakers off, or failures too few to open one), the first call
+// Redis decides after the fallback admitted some starts the same carry-back
+// on a goroutine of its own, and Redis decides calls meanwhile. So a window
+// that spans an outage admits at most its limit plus the calls Redis
+// admitted in it without the fallbacks knowing (after a process's last
+// answer before the outage, answered late around it, or, without a breaker,
+// decided before the charges arrived, a round trip or so). Each admission is
+// carried back at most once: a carry-back whose reply is lost is not sent
+// again (Redis may have run it). A call whose own reply was lost, though,
+// may count twice: Redis may have run its script before the fallback
+// admitted it and carried it back. That errs towards denying, by at most the
+// calls that failed that way. The heartbeat stops when the last limiter of
+// its client is closed ([Limiter.Close]) or the client is. Each beat also
+// writes the process's mark, <prefix>{processes}:mark:<member>, a number
+// that grows with each write of it, and so does a write every 100 ms while
+// Redis admits the process calls, and a probe that finds Redis back: each
+// reads the mark Redis held before and its replication ID. A mark older than
+// the last one Redis acknowledged (or none), or another replication ID, says
+// Redis lost the writes after the mark it holds (a restart, FLUSHALL, a
+// failover to a replica that missed them), and the process charges it again
+// what Redis had admitted it since then in windows still open (its ledger,
+// bounded as the carry-back). On a Cluster each master keeps the marks of
+// the keys it holds, <prefix>{processes-<n>}:mark:<member>, and a master
+// that lost writes is charged again what the ledger holds of its keys. A
+// client (not a Cluster's) that dials another server than its last one, as a
+// failover client does when a replica was promoted, holds its commands until
+// every limiter on it has written its mark there and charged what it lacks
+// (its fence). So a window admits at most its limit plus the fallbacks'
+// admissions plus what Redis admitted between the loss and the ledgers'
+// arrival (after a failover, the calls inside the client when it dialled;
+// else a mark's period, 100 ms, while calls flow); not on a Ring, nor under
+// WithFallbackProcesses (docs/reliability.md, What a restart forgets).
 //
 // # Overrides
 //

@@ -3,9 +3,11 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,4 +321,173 @@ func awaitMarks(t *testing.T, admin *redis.Client, n int64) {
 	}
 	from := read()
 	require.Eventually(t, func() bool { return read() >= from+n }, time.Minute, time.Millisecond, "the process writes its mark")
+}
+
+// ledgerRefillsAFlushedMaster: three processes, each a limiter on a
+// cluster client of its own, admit calls of lines whose keys spread over
+// the masters (a key per user and a line for everyone, often on two
+// masters); FLUSHALL empties one master. Each process finds its mark gone
+// on that master alone and charges it again what it had admitted of the
+// keys it holds: each key there counts what it did before, and no key on
+// another master is charged twice.
+func (ct *clusterTest) ledgerRefillsAFlushedMaster(t *testing.T) {
+	ct.cluster.Flush(t)
+	ctx := context.Background()
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i] = New(ct.client(t), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+	}
+	awaitFleet(t, ls)
+	limits := []ratelimit.Limit{
+		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 50},
+		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1000},
+	}
+	c := ct.client(t)
+	type line struct{ name, key, storage string }
+	var lines []line
+	awaitRoom(t, time.Hour, 30*time.Second)
+	for i := range 8 {
+		name, user := fmt.Sprintf("ledger-%d", i), fmt.Sprintf("u%d", i)
+		req := ratelimit.Request{Name: name, Keys: []string{user, ""}, Limits: limits}
+		for j := range 10 + i {
+			require.True(t, allow(t, ls[j%3], req).Allowed)
+		}
+		lines = append(lines, line{name, user, ls[0].Key(name, user, 0, ratelimit.FixedWindow)}, line{name, "", ls[0].Key(name, "", 1, ratelimit.FixedWindow)})
+	}
+	before := map[string]int64{}
+	byMaster := map[string][]string{}
+	for _, ln := range lines {
+		n, err := c.Get(ctx, ln.storage).Int64()
+		require.NoError(t, err)
+		before[ln.storage] = n
+		m, err := c.MasterForKey(ctx, ln.storage)
+		require.NoError(t, err)
+		byMaster[m.Options().Addr] = append(byMaster[m.Options().Addr], ln.storage)
+	}
+	victim, err := c.MasterForKey(ctx, lines[0].storage)
+	require.NoError(t, err)
+	lost := byMaster[victim.Options().Addr]
+	require.Less(t, len(lost), len(lines), "the keys lie on several masters")
+	var want int64
+	for _, k := range lost {
+		want += before[k]
+	}
+
+	require.NoError(t, victim.FlushAll(ctx).Err())
+	flushed := time.Now()
+	count := func(k string) int64 { n, _ := c.Get(ctx, k).Int64(); return n }
+	for _, k := range lost {
+		require.Eventually(t, func() bool { return count(k) == before[k] }, 30*time.Second, time.Millisecond, "the ledgers refill %s", k)
+	}
+	t.Logf("the flushed master's %d keys held their counts again %v after FLUSHALL", len(lost), time.Since(flushed))
+	var charged int64
+	for i, l := range ls {
+		require.Eventually(t, func() bool { n, _, _ := l.fallback.Restored(); return n >= 1 }, 30*time.Second, time.Millisecond)
+		losses, c, dropped := l.fallback.Restored()
+		t.Logf("process %d: %d losses, %d units charged again, %d dropped", i, losses, c, dropped)
+		charged += c
+	}
+	assert.Equal(t, want, charged, "each process charged the flushed master what it had admitted there, once")
+	for _, ln := range lines {
+		assert.Equal(t, before[ln.storage], count(ln.storage), "%s of %s", ln.key, ln.name)
+	}
+}
+
+// awaitFleet waits until each of ls counts them all.
+func awaitFleet(t *testing.T, ls []*Limiter) {
+	t.Helper()
+	for _, l := range ls {
+		require.Eventually(t, func() bool { return l.fallback.Processes() == len(ls) }, 30*time.Second, 10*time.Millisecond)
+	}
+}
+
+// ledgerAcrossAMasterRestart: three processes fill lines whose keys
+// spread over the masters; one master is killed (the processes' breakers
+// of it open, and their fallbacks, told by Redis that its lines are full,
+// admit none of them) and started again empty on its port, as the master
+// of its slots. Each probe that finds it back finds the process's mark
+// gone there and charges it again what the process had admitted of its
+// keys before the breaker closes: its lines stay full, and no key on
+// another master is charged twice.
+func (ct *clusterTest) ledgerAcrossAMasterRestart(t *testing.T) {
+	ct.cluster.Flush(t)
+	ctx := context.Background()
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i] = New(ct.client(t), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+	}
+	awaitFleet(t, ls)
+	const limit = 20
+	lim := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: limit}}
+	rules := make([]*ratelimit.Rule, 8)
+	awaitRoom(t, time.Hour, 30*time.Second)
+	for i := range rules {
+		rules[i] = &ratelimit.Rule{Name: fmt.Sprintf("restarted-%d", i), Limits: lim, OnError: ratelimit.FailLocal}
+		for j := range limit {
+			require.NoError(t, rules[i].Check(ctx, ls[j%3], 1))
+		}
+	}
+	c := ct.client(t)
+	master := func(r *ratelimit.Rule) string {
+		m, err := c.MasterForKey(ctx, ls[0].Key(r.Name, "", 0, ratelimit.FixedWindow))
+		require.NoError(t, err)
+		return m.Options().Addr
+	}
+	victim := master(rules[0])
+	node := slices.Index(ct.cluster.Addrs(), victim)
+	var lost, kept []*ratelimit.Rule
+	for _, r := range rules {
+		if master(r) == victim {
+			lost = append(lost, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	require.NotEmpty(t, kept, "the lines lie on several masters")
+
+	ct.cluster.Kill(node)
+	for _, l := range ls {
+		decideUntil(t, lost[0], l, ratelimit.SourceFallback)
+		for !l.CircuitOpen() {
+			decideUntil(t, lost[0], l, ratelimit.SourceFallback)
+		}
+	}
+	require.NoError(t, ct.cluster.Restart(node))
+	for i, l := range ls {
+		decideUntil(t, lost[0], l, ratelimit.SourceBackend)
+		for _, r := range lost {
+			a, err := r.Admit(ctx, l, 1)
+			require.ErrorIs(t, err, ratelimit.ErrLimited, "process %d: %s is full again", i, r.Name)
+			assert.Equal(t, ratelimit.SourceBackend, a.Decision.Source)
+		}
+	}
+	var charged int64
+	for i, l := range ls {
+		losses, c, dropped := l.fallback.Restored()
+		t.Logf("process %d: %d losses, %d units charged again, %d dropped", i, losses, c, dropped)
+		charged += c
+	}
+	assert.EqualValues(t, limit*len(lost), charged, "each process charged the restarted master what it had admitted there, once")
+	for _, r := range rules {
+		n, err := c.Get(ctx, ls[0].Key(r.Name, "", 0, ratelimit.FixedWindow)).Int64()
+		require.NoError(t, err)
+		assert.EqualValues(t, limit, n, r.Name)
+	}
+}
+
+// decideUntil calls r on l, each call denied, until one is decided by
+// source; it fails the test on an admission, or after a minute.
+func decideUntil(t *testing.T, r *ratelimit.Rule, l *Limiter, source ratelimit.Source) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		a, err := r.Admit(context.Background(), l, 1)
+		require.Error(t, err, "a full line admits nothing: admitted by %v, %+v", a.Decision.Source, a.Decision)
+		var le *ratelimit.LimitError
+		if errors.As(err, &le) && le.Source == source {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no call decided by %v within a minute: %v (%v)", source, err, a.Decision.Source)
+		time.Sleep(5 * time.Millisecond)
+	}
 }

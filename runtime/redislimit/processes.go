@@ -58,13 +58,22 @@ func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl tim
 
 // BeatMark is Beat, which also writes member's mark,
 // <prefix>{processes}:mark:<member>, and reads the one before and the
-// server's replication ID, in the same script run. A Ring cannot keep
-// marks: they would be kept on one shard of several. See [guard.Marker].
-func (l guarded) BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, guard.MarkRead, error) {
-	if _, ring := l.client.(*redis.Ring); ring {
-		return 0, guard.MarkRead{}, errRingMarks
+// server's replication ID, in the same script run; on a cluster, it
+// writes a mark on each master at once (see markMasters). A Ring cannot
+// keep marks: it cannot tell which of its shards holds a key. See
+// [guard.Marker].
+func (l guarded) BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, []guard.MarkRead, error) {
+	switch l.client.(type) {
+	case *redis.Ring:
+		return 0, nil, errRingMarks
+	case *redis.ClusterClient:
+		return l.beatMasters(ctx, member, now, ttl, mark)
 	}
-	return l.beat(ctx, member, now, ttl, mark)
+	n, read, err := l.beat(ctx, member, now, ttl, mark)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, []guard.MarkRead{read}, nil
 }
 
 // errRingMarks says that a Ring cannot keep marks.
@@ -89,13 +98,27 @@ func (l guarded) beat(ctx context.Context, member string, now time.Time, ttl tim
 }
 
 // Mark writes member's mark and reads the one before and the server's
-// replication ID, in one script run. See [guard.Marker].
-func (l guarded) Mark(ctx context.Context, member, mark string) (guard.MarkRead, error) {
-	if _, ring := l.client.(*redis.Ring); ring {
-		return guard.MarkRead{}, errRingMarks
+// replication ID, in one script run; on a cluster, on each master (see
+// markMasters). See [guard.Marker].
+func (l guarded) Mark(ctx context.Context, member, mark string) ([]guard.MarkRead, error) {
+	switch l.client.(type) {
+	case *redis.Ring:
+		return nil, errRingMarks
+	case *redis.ClusterClient:
+		return l.markMasters(ctx, member, mark)
 	}
-	keys := []string{fleetKey(l.prefix), markKey(l.prefix, member)}
-	reply, err := markScript.Run(ctx, l.client, keys, mark, guard.MarkTTL.Milliseconds()).Slice()
+	read, err := l.markOn(ctx, l.client, fleetKey(l.prefix), member, mark)
+	if err != nil {
+		return nil, err
+	}
+	return []guard.MarkRead{read}, nil
+}
+
+// markOn runs the mark script on client, with the mark's key beside key
+// (which names the slot).
+func (l guarded) markOn(ctx context.Context, client redis.Scripter, key, member, mark string) (guard.MarkRead, error) {
+	keys := []string{key, key + ":mark:" + member}
+	reply, err := markScript.Run(ctx, client, keys, mark, guard.MarkTTL.Milliseconds()).Slice()
 	if err != nil {
 		return guard.MarkRead{}, closedError(err)
 	}

@@ -283,8 +283,9 @@ func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
 	return storageKey(l.prefix, name, key, j, lim.AlgorithmOrDefault())
 }
 
-// ProbeNode asks a cluster master whether it runs scripts: with a script
-// on the master that holds a key it held when its breaker was made.
+// ProbeNode asks a cluster master whether it runs scripts and serves
+// keys: with a script, then EXISTS of a key it held when its breaker was
+// made, on the master that holds that key.
 // Asking the cluster client for the master each time finds the node's
 // current client, and a master that took over the key's slot. See
 // [guard.Nodes].
@@ -294,10 +295,16 @@ func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
 		return errors.New("redislimit: no key of node " + node)
 	}
 	master, err := l.cluster.MasterForKey(ctx, key.(string))
-	if err != nil {
-		return closedError(err)
+	if err == nil {
+		err = probeClient(ctx, master)
 	}
-	return closedError(probeClient(ctx, master))
+	if err == nil {
+		// A master back from a restart answers scripts before it serves
+		// keys (CLUSTERDOWN): its breaker closes once it serves them, so
+		// that the marks the fallback then writes there find what it lost.
+		err = master.Exists(ctx, key.(string)).Err()
+	}
+	return closedError(err)
 }
 
 // Allow decides req, through the limiter's guards: the deny cache repeats
