@@ -65,8 +65,8 @@ func HotFaults(topology string) []string {
 		return []string{"none", "SENTINEL FAILOVER", "primary killed", "burst"}
 	case "cluster":
 		// One line's key lives on one master, which "master SIGSTOP" (of
-		// the first master) need not be: ask for it by name.
-		return []string{"none", "burst"}
+		// the first master) need not be: these faults hit every master.
+		return []string{"none", "SIGSTOP", "kill+restart", "burst"}
 	}
 	return []string{"none", "SIGSTOP", "kill+restart", "burst"}
 }

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"errors"
+	"os"
 	"syscall"
 	"time"
 
@@ -190,7 +192,39 @@ func (c *cluster) faults() []fault {
 		// Each master forgets what it held, as each would restarting
 		// empty, answering all the while.
 		{name: "FLUSHALL", inject: c.flushAll, heal: func(context.Context) error { return nil }},
+		// The faults of every master at once, whichever holds a line.
+		{name: "SIGSTOP", outage: true,
+			inject: func(context.Context) error { return c.signalAll(syscall.SIGSTOP) },
+			heal:   func(context.Context) error { return c.signalAll(syscall.SIGCONT) }},
+		{name: "kill+restart", outage: true,
+			inject: func(context.Context) error {
+				for i := range c.c.Addrs() {
+					c.c.Kill(i)
+				}
+				return nil
+			},
+			heal: func(context.Context) error { return c.c.Start(c.all()...) }},
 	}
+}
+
+// all returns the indices of the masters.
+func (c *cluster) all() []int {
+	idx := make([]int, len(c.c.Addrs()))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// signalAll sends sig to each master that runs.
+func (c *cluster) signalAll(sig os.Signal) error {
+	var errs []error
+	for i := range c.all() {
+		if err := c.c.Signal(i, sig); !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // flushAll runs FLUSHALL on each master.
@@ -201,6 +235,6 @@ func (c *cluster) flushAll(ctx context.Context) error {
 }
 
 func (c *cluster) stop() {
-	_ = c.c.Signal(0, syscall.SIGCONT)
+	_ = c.signalAll(syscall.SIGCONT)
 	c.c.Stop()
 }

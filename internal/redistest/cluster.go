@@ -89,8 +89,8 @@ func (c *Cluster) create(cli string) error {
 	return c.waitOK(ctx)
 }
 
-// waitOK polls CLUSTER INFO on every node until each reports the cluster
-// ok, all slots assigned and every node known.
+// waitOK polls CLUSTER INFO on every node that runs until each reports
+// the cluster ok, all slots assigned and every node known.
 func (c *Cluster) waitOK(ctx context.Context) error {
 	want := []string{
 		"cluster_state:ok",
@@ -99,7 +99,10 @@ func (c *Cluster) waitOK(ctx context.Context) error {
 	}
 	for {
 		var bad error
-		for _, s := range c.nodes {
+		for i, s := range c.nodes {
+			if c.killed[i] {
+				continue
+			}
 			info, err := clusterInfo(ctx, s)
 			if err != nil {
 				bad = fmt.Errorf("CLUSTER INFO on %s: %w", s.Addr, err)
@@ -172,25 +175,31 @@ func (c *Cluster) Kill(i int) {
 	c.killed[i] = true
 }
 
-// Restart kills node i, as a crash would, and starts it again on its
-// port and directory: it keeps its nodes.conf, so it rejoins the cluster
-// as the master of its slots, but none of its data (no persistence). It
-// returns once every node reports the cluster ok again.
+// Restart kills node i, as a crash would, and starts it again (see
+// Start).
 func (c *Cluster) Restart(i int) error {
-	old := c.nodes[i]
-	old.kill()
+	c.Kill(i)
+	return c.Start(i)
+}
+
+// Start starts the killed nodes again, each on its port and directory:
+// each keeps its nodes.conf, so it rejoins the cluster as the master of
+// its slots, but none of its data (no persistence). It returns once every
+// node that runs reports the cluster ok.
+func (c *Cluster) Start(nodes ...int) error {
 	bin, err := Binary()
 	if err != nil {
 		return err
 	}
-	_, p, _ := net.SplitHostPort(old.Addr)
-	port, _ := strconv.Atoi(p)
-	s, err := startOnPort(bin, old.dir, port, clusterConfig)
-	if err != nil {
-		c.killed[i] = true
-		return err
+	for _, i := range nodes {
+		_, p, _ := net.SplitHostPort(c.nodes[i].Addr)
+		port, _ := strconv.Atoi(p)
+		s, err := startOnPort(bin, c.nodes[i].dir, port, clusterConfig)
+		if err != nil {
+			return err
+		}
+		c.nodes[i], c.killed[i] = s, false
 	}
-	c.nodes[i], c.killed[i] = s, false
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	return c.waitOK(ctx)
