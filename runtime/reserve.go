@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // Reservation is units that [Rule.Reserve] took ahead of a call whose
@@ -70,6 +72,9 @@ type Reservation struct {
 	at      time.Time // when the backend charged it
 	settled atomic.Bool
 	slot    *heldSlot // the concurrency slot held, or nil
+	// uncharged is set for a call of a rule that counts only failures,
+	// admitted by a Peek: Settle charges on top, Refund gives nothing.
+	uncharged bool
 }
 
 // Reserve takes units (0 means 1) under r's limits on limiter for a call
@@ -85,6 +90,14 @@ type Reservation struct {
 // [Queuer], as Check does. A rule with a concurrency
 // limit also takes a slot, which the call holds until it gives it back
 // (see Concurrency limits at [Reservation]).
+//
+// A rule with OnlyFailures charges nothing here: a call is admitted while
+// a [Peek] of its cost admits it (waiting up to r.Wait, as a denied call
+// does, and told to the limiter's hook as a decision), and Settle charges
+// it when it failed, on top, as a debt is (see [Reservation]); failures
+// may so take a limit past its threshold by the calls in flight when it
+// filled. On a limiter that cannot peek, on a backend failure (met as
+// above), and with a concurrency limit, the call is charged as it runs.
 //
 // A reservation is made, settled and given back under one key: keys is
 // no key ("") or one, else Reserve fails with an error wrapping
@@ -123,6 +136,11 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
 		if v := verdictOf(req.Limits); v != "" {
 			return res, r.verdict(ctx, limiter, &req, v, -1)
+		}
+	}
+	if r.OnlyFailures {
+		if res, decided, err := r.reserveUncharged(ctx, limiter, backend, req, res); decided {
+			return res, err
 		}
 	}
 	var start time.Time
@@ -177,6 +195,43 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 	}
 }
 
+// reserveUncharged admits a call of a rule that counts only failures while
+// a Peek of it admits it, charging nothing (see Rule.Reserve), and
+// reports whether it decided: a Peek that failed leaves the call to be
+// charged as it runs.
+func (r *Rule) reserveUncharged(ctx context.Context, limiter Limiter, backend Reserver, req Request, res *Reservation) (*Reservation, bool, error) {
+	start := time.Now()
+	for {
+		d, cooling := r.cooling(ctx, limiter, &req)
+		if !cooling {
+			var err error
+			if d, err = Peek(ctx, limiter, req); err != nil {
+				return nil, false, nil
+			}
+			r.tell(ctx, limiter, &req, d)
+		}
+		switch {
+		case d.Allowed || r.Shadow:
+			res.backend, res.at, res.uncharged = backend, time.Now(), true
+			return res, true, nil
+		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
+			return nil, true, r.limitError(&req, d)
+		}
+		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
+			return nil, true, fmt.Errorf("ratelimit: %s: %w while waiting %s to reserve", r.Name, err, d.RetryAfter)
+		}
+	}
+}
+
+// tell tells the limiter's hook, if any, the decision d of req that a
+// Peek made.
+func (r *Rule) tell(ctx context.Context, limiter Limiter, req *Request, d Decision) {
+	if c := configOf(limiter); c != nil && c.Hook != nil {
+		seen := Request{Name: req.Name, Key: callkey.Bound(req.Key), Cost: req.Cost, Limits: req.Limits, Rule: req.Rule}
+		c.Hook.Decided(ctx, &seen, d)
+	}
+}
+
 // Settle makes actual the final charge of the reservation: it refunds what
 // was reserved beyond it, or charges on top what it exceeds the
 // reservation by (see [Reservation] for what that does per algorithm). It
@@ -203,9 +258,15 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	delta := actual - res.req.Units()
+	if res.uncharged {
+		delta = actual
+	}
 	var err error
 	if res.backend != nil && delta != 0 {
 		err = res.backend.Adjust(ctx, res.req, res.at, delta)
+	}
+	if calls, ok := callsOf(res.req); ok && res.uncharged && actual > 0 && err == nil {
+		err = res.backend.Adjust(ctx, calls, res.at, 1) // a failure counts as a call too
 	}
 	if rerr := res.Release(ctx); err == nil {
 		err = rerr
@@ -229,7 +290,7 @@ func (res *Reservation) Refund(ctx context.Context) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	var err error
-	if res.backend != nil {
+	if res.backend != nil && !res.uncharged {
 		err = res.backend.Adjust(ctx, res.req, res.at, -res.req.Units())
 		if calls, ok := callsOf(res.req); ok && err == nil {
 			err = res.backend.Adjust(ctx, calls, res.at, -1)
@@ -265,7 +326,8 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // errSettled is wrapped by the error of a second [Reservation.Settle].
 var errSettled = fmt.Errorf("%w: settled twice", ErrInvalidLimit)
 
-// Units returns the units the reservation took.
+// Units returns the units reserved: what the reservation took or, for a
+// rule that counts only failures, what a failure's Settle charges.
 func (res *Reservation) Units() int64 { return res.req.Units() }
 
 // Settled reports whether Settle was called.

@@ -52,6 +52,12 @@ type Rule struct {
 	// Shadow makes Check report would-be denials to the limiter's hook
 	// without ever denying a call.
 	Shadow bool
+	// OnlyFailures makes the rule count only the calls that fail:
+	// [Rule.Reserve] admits a call while the failures so far leave room
+	// for it, charging nothing, so calls in flight never deny each other;
+	// [Reservation.Settle] charges a failure, [Reservation.Refund] nothing.
+	// See [Rule.Reserve].
+	OnlyFailures bool
 
 	// prep holds the *rulePrep of Limits, once a call has validated them.
 	prep atomic.Value
@@ -146,7 +152,7 @@ func (r *Rule) Clone() *Rule {
 	if r == nil {
 		return nil
 	}
-	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), KeyHash: slices.Clone(r.KeyHash), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow}
+	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), KeyHash: slices.Clone(r.KeyHash), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow, OnlyFailures: r.OnlyFailures}
 }
 
 // outcome is what check learnt about one call.

@@ -641,7 +641,7 @@ func (mg *methodGen) doc() string {
 	case rule.Refund == "error":
 		s += " A call that returns an error is given back all it took (ratelimit.Reservation.Refund)."
 	case rule.Refund == "success":
-		s += " A call that returns no error is given back all it took (ratelimit.Reservation.Refund): only failures count."
+		s += " Only failures count: a call is admitted while the failures so far leave room, charging nothing, and is charged when it returns an error (ratelimit.Rule.OnlyFailures)."
 	case rule.RefundValue != nil:
 		s += " A call whose error makes " + rule.RefundValue.Source + " true is given back all it took (ratelimit.Reservation.Refund)."
 	}

@@ -58,6 +58,9 @@ func (r *renderer) ruleVar(g *jen.Group, p *decoratorPlan, m *methodPlan) {
 	if rule.Shadow {
 		fields = append(fields, jen.Id("Shadow").Op(":").True())
 	}
+	if rule.Refund == "success" {
+		fields = append(fields, jen.Id("OnlyFailures").Op(":").True())
+	}
 	g.Var().Id(m.rule).Op("=").Op("&").Add(r.rt("Rule")).Add(multiline(fields...))
 }
 

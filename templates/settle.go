@@ -14,8 +14,10 @@ import (
 // reserve the cost (and a slot, given back by a deferred Release, panics
 // included), call the wrapped method, and then: when it returns an error,
 // give the reservation back (Refund) if a limit further in denied the
-// call (errors.Is(err, ratelimit.ErrLimited)), or refund= says so, else let it stand; when
-// it returns none, give it back with refund=success, else settle at the
+// call (errors.Is(err, ratelimit.ErrLimited)), or refund= says so, else
+// let it stand (with refund=success, whose rule charged nothing, charge
+// it: Settle at its units); when it returns none, give it back with
+// refund=success, else settle at the
 // value settle= reads from its results (or its number). A call whose
 // settle value cannot be computed (a nil pointer on the way, a function
 // that fails) returns its results as they are: the reservation stands. A
@@ -51,7 +53,12 @@ func (mg *methodGen) reserveBody(keys []jen.Code, cost jen.Code, decls []jen.Cod
 			mg.settling = false
 			denied = denied.Op("||").Add(x())
 		}
-		onError = append(valueStmts, jen.If(denied).Block(refund))
+		branch := jen.If(denied).Block(refund)
+		if rule.Refund == "success" {
+			// Only failures count: a failure is charged now.
+			branch = branch.Else().Block(jen.Id("_").Op("=").Id(res).Dot("Settle").Call(mg.ctx(), jen.Id(res).Dot("Units").Call()))
+		}
+		onError = append(valueStmts, branch)
 	}
 	if rule.Cools() {
 		onError = append([]jen.Code{mg.cool(keys)}, onError...)

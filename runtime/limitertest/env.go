@@ -316,6 +316,16 @@ func (e *env) settle(res reservations, actual int64) {
 	}
 }
 
+// refund refunds both reservations.
+func (e *env) refund(res reservations) {
+	e.step++
+	err := res.got.Refund(e.ctx)
+	e.check(err == nil, "Refund: %v", err)
+	if res.want != nil {
+		e.check(res.want.Refund(e.ctx) == nil, "twin's Refund")
+	}
+}
+
 // release releases both reservations' slots.
 func (e *env) release(res reservations) {
 	e.step++

@@ -263,6 +263,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("reserve/settle_cancelled", func(t *testing.T) { s.settleCancelled(t, alg) })
 	t.Run("reserve/refund", func(t *testing.T) { s.refund(t, alg) })
+	t.Run("reserve/only_failures", func(t *testing.T) { s.onlyFailures(t, alg) })
 	t.Run("keys_per_line/adjust", func(t *testing.T) { s.adjustKeys(t, alg) })
 	t.Run("per_call", func(t *testing.T) { s.perCall(t, alg) })
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })

@@ -136,3 +136,34 @@ func (s *suite) refund(t *testing.T, alg ratelimit.Algorithm) {
 		}
 	})
 }
+
+// onlyFailures: a rule that counts only failures (OnlyFailures) admits
+// its calls while the failures so far leave room, however many run at
+// once: three times its threshold held at once are all admitted and,
+// refunded (successes), leave its limit as it was; failures settled one
+// by one fill it, a per-call limit with the cost's, and the call after
+// the last is denied.
+func (s *suite) onlyFailures(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	need(t, "peek (Peek)", s.caps.peek)
+	r := &ratelimit.Rule{Name: "failures", Limits: perCallLimits(alg, day), OnlyFailures: true}
+	const threshold = 3 // perCallLimits: 3 calls, 9 units
+	s.run(t, func(e *env) {
+		var held []reservations
+		for i := range 3 * threshold {
+			_, res := e.reserve(r, "ada", 2)
+			e.check(res.got != nil, "call %d in flight, no failure yet, was denied", i)
+			held = append(held, res)
+		}
+		for _, res := range held {
+			e.refund(res)
+		}
+		for i := range threshold {
+			_, res := e.reserve(r, "ada", 2)
+			e.check(res.got != nil, "a call after %d failures of %d was denied", i, threshold)
+			e.settle(res, res.got.Units())
+		}
+		o, res := e.reserve(r, "ada", 2)
+		e.check(res.got == nil && o.Err == "limited", "a call after %d failures of %d was not denied: %+v", threshold, threshold, o)
+	})
+}

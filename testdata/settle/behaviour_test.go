@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -181,6 +183,52 @@ func TestRefundSuccessCountsOnlyFailures(t *testing.T) {
 			require.ErrorIs(t, d.Probe(ctx, "mallory"), wrong)
 		}
 		require.ErrorIs(t, d.Probe(ctx, "mallory"), ratelimit.ErrLimited, "2 failures")
+	})
+}
+
+// gatedLogins is a Login that holds each call until the gate opens, and
+// counts the calls that reached it.
+type gatedLogins struct {
+	model
+	gate    chan struct{}
+	entered atomic.Int64
+}
+
+func (g *gatedLogins) Login(ctx context.Context, user, password string) error {
+	g.entered.Add(1)
+	<-g.gate
+	return g.model.Login(ctx, user, password)
+}
+
+// TestConcurrentLoginsNeverDenyEachOther: 30 correct logins of one user
+// at once, on a line of 3 failures per 15 minutes (refund=success), all
+// reach the method together; the failures after them are counted from
+// nothing, and the fourth is denied.
+func TestConcurrentLoginsNeverDenyEachOther(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		ctx := context.Background()
+		g := &gatedLogins{gate: make(chan struct{})}
+		d := NewModelWithRateLimit(g, limiter)
+		errs := make(chan error, 30)
+		for range 30 {
+			go func() { errs <- d.Login(ctx, "ann", "right") }()
+		}
+		for g.entered.Load() < 30 {
+			select {
+			case err := <-errs:
+				t.Fatalf("a login returned before the gate opened: %v", err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		close(g.gate)
+		for range 30 {
+			require.NoError(t, <-errs)
+		}
+		g.err = errors.New("wrong password")
+		for range 3 {
+			require.ErrorIs(t, d.Login(ctx, "ann", "guess"), g.err)
+		}
+		require.ErrorIs(t, d.Login(ctx, "ann", "guess"), ratelimit.ErrLimited, "3 failures, the successes counting none")
 	})
 }
 

@@ -82,8 +82,9 @@ var modelEmbedRateLimit = &ratelimit.Rule{
 // modelLoginRateLimit is the rule of Model.Login: 3 calls per 15m for each
 // user.
 var modelLoginRateLimit = &ratelimit.Rule{
-	Name:   "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Login",
-	Limits: []ratelimit.Limit{{Period: 15 * time.Minute, Threshold: 3}},
+	Name:         "github.com/ratelimitgen/ratelimitgen/testdata/settle.Model.Login",
+	Limits:       []ratelimit.Limit{{Period: 15 * time.Minute, Threshold: 3}},
+	OnlyFailures: true,
 }
 
 // modelProbeRateLimit is the rule of Model.Probe: 2 calls per minute for each
@@ -229,10 +230,11 @@ func (d *ModelWithRateLimit) Embed(ctx context.Context, texts []string) ([][]flo
 }
 
 // Login calls the wrapped Model's Login if the limiter admits the call under
-// modelLoginRateLimit; otherwise it returns the limiter's error. A call that
-// returns no error is given back all it took (ratelimit.Reservation.Refund):
-// only failures count. A call that a limit further in denies (an error wrapping
-// ratelimit.ErrLimited) is given back all it took.
+// modelLoginRateLimit; otherwise it returns the limiter's error. Only failures
+// count: a call is admitted while the failures so far leave room, charging
+// nothing, and is charged when it returns an error
+// (ratelimit.Rule.OnlyFailures). A call that a limit further in denies (an
+// error wrapping ratelimit.ErrLimited) is given back all it took.
 func (d *ModelWithRateLimit) Login(ctx context.Context, user string, password string) error {
 	reservation, err := modelLoginRateLimit.Reserve(ctx, d.limiter, 1, user)
 	if err != nil {
@@ -242,6 +244,8 @@ func (d *ModelWithRateLimit) Login(ctx context.Context, user string, password st
 	if err != nil {
 		if errors.Is(err, ratelimit.ErrLimited) {
 			_ = reservation.Refund(ctx)
+		} else {
+			_ = reservation.Settle(ctx, reservation.Units())
 		}
 		return err
 	}
