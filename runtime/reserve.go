@@ -104,19 +104,9 @@ type Reservation struct {
 // [ErrInvalidLimit], as it does when the limiter does not offer
 // reservations as a [Reserver] (see [As]).
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys ...string) (*Reservation, error) {
-	key, lines, err := r.split(keys)
-	if err == nil && lines != nil {
-		err = fmt.Errorf("%w: %s: a reservation is made under one key, not a key per limit", ErrInvalidLimit, r.Name)
-	}
+	key, err := r.reserveKey(units, keys)
 	if err != nil {
 		return nil, err
-	}
-	if units < 0 {
-		ce := &CostError{Name: r.Name, Cost: units}
-		if len(r.Limits) > 0 {
-			ce.Limit = r.Limits[0]
-		}
-		return nil, ce
 	}
 	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
 		if err != nil {
@@ -193,6 +183,23 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 			return nil, fmt.Errorf("ratelimit: %s: %w while waiting %s to reserve", r.Name, err, d.RetryAfter)
 		}
 	}
+}
+
+// reserveKey returns the one key of a reservation of units under keys, or
+// why there is none: keys per limit, or a negative cost.
+func (r *Rule) reserveKey(units int64, keys []string) (string, error) {
+	key, lines, err := r.split(keys)
+	if err == nil && lines != nil {
+		err = fmt.Errorf("%w: %s: a reservation is made under one key, not a key per limit", ErrInvalidLimit, r.Name)
+	}
+	if err == nil && units < 0 {
+		ce := &CostError{Name: r.Name, Cost: units}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		err = ce
+	}
+	return key, err
 }
 
 // reserveUncharged admits a call of a rule that counts only failures while
