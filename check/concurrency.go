@@ -21,28 +21,20 @@ func (rc *ruleChecker) checkConcurrency() {
 	}
 }
 
-// checkReservedKeys reports a method whose calls are reserved (settle=, or
-// a concurrency line) but whose lines have keys of their own: a
-// reservation is made, settled and given back under one key (see
-// ratelimit.Rule.Reserve), so its lines must share their key=.
+// checkReservedKeys reports a method that holds a concurrency slot but
+// whose lines have keys of their own: a slot is held under one key (see
+// ratelimit.Rule.Reserve), so its lines must share their key=. (Settles
+// and refunds take a key per line.)
 func (rc *ruleChecker) checkReservedKeys(r *model.Rule) {
 	if _, shared := r.SharedKey(); shared || rc.takesShared() != nil {
 		return // one key; or shared lines, which checkSharedReserved reports
 	}
 	for _, d := range rc.dirs {
-		name := ""
-		for _, n := range []string{"settle", "refund"} {
-			if _, ok := d.Arg(n); ok && name == "" {
-				name = n
-			}
-		}
-		if d.Concurrency != 0 {
-			name = "concurrency"
-		} else if name == "" {
+		if d.Concurrency == 0 {
 			continue
 		}
-		a, _ := d.Arg(name)
-		rc.errorf(a.NamePos, "%s= needs every line of %s to have the same key=, as its calls are reserved under one key; write the same key= on each line", name, rc.where)
+		a, _ := d.Arg("concurrency")
+		rc.errorf(a.NamePos, "concurrency= needs every line of %s to have the same key=, as its calls hold a slot under one key; write the same key= on each line", rc.where)
 		return
 	}
 }

@@ -128,28 +128,20 @@ func (rc *ruleChecker) takesShared() *parser.Directive {
 	return nil
 }
 
-// checkSharedReserved reports a method whose calls are reserved (settle=,
-// refund= or a concurrency line) and that takes a shared line: a reservation is
-// made under one key, and a shared line is checked with a key per limit.
+// checkSharedReserved reports a method that holds a concurrency slot and
+// takes a shared line: a slot is held under one key, and a shared line is
+// checked with a key per limit. (Settles and refunds take a key per line.)
 func (rc *ruleChecker) checkSharedReserved(r *model.Rule) {
 	shared := rc.takesShared()
 	if shared == nil {
 		return
 	}
 	for _, d := range rc.dirs {
-		var name string
-		switch {
-		case d.Concurrency != 0:
-			name = "concurrency"
-		case d.Settle != nil:
-			name = "settle"
-		case d.Refund != "" || d.RefundExpr != nil:
-			name = "refund"
-		default:
+		if d.Concurrency == 0 {
 			continue
 		}
-		a, _ := d.Arg(name)
-		rc.errorf(a.NamePos, "%s= does not go with shared line %s on %s: its calls are reserved under one key, and a shared line is decided with a key per line; limit this method without the shared line", name, shared.Shared, rc.where).
+		a, _ := d.Arg("concurrency")
+		rc.errorf(a.NamePos, "concurrency= does not go with shared line %s on %s: a slot is held under one key, and a shared line is decided with a key per line; limit this method without the shared line", shared.Shared, rc.where).
 			AddNote(shared.Pos, "shared line %s", shared.Shared)
 		return
 	}

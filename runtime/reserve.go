@@ -99,16 +99,22 @@ type Reservation struct {
 // filled. On a limiter that cannot peek, on a backend failure (met as
 // above), and with a concurrency limit, the call is charged as it runs.
 //
-// A reservation is made, settled and given back under one key: keys is
-// no key ("") or one, else Reserve fails with an error wrapping
-// [ErrInvalidLimit], as it does when the limiter does not offer
-// reservations as a [Reserver] (see [As]).
+// A reservation is made, settled and given back under the keys it was
+// made with, as Check takes them: no key ("") or one, or a key per limit
+// (the only way with shared lines); a call with a concurrency limit is
+// reserved under one key. Settle and Refund change every limit's key in
+// one Adjust, all or nothing as a decision is. Reserve fails with an
+// error wrapping [ErrInvalidLimit] otherwise, as it does when the limiter
+// does not offer reservations as a [Reserver] (see [As]).
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys ...string) (*Reservation, error) {
-	key, err := r.reserveKey(units, keys)
+	key, lines, err := r.reserveKeys(limiter, units, keys)
 	if err != nil {
 		return nil, err
 	}
 	if _, slot, ok, err := splitSlot(r.Name, r.Limits); err != nil || ok {
+		if err == nil && lines != nil {
+			err = fmt.Errorf("%w: %s: a call with a concurrency limit is reserved under one key, not a key per limit", ErrInvalidLimit, r.Name)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -118,14 +124,14 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
 	}
-	req := Request{Name: r.Name, Key: key, Cost: units, Limits: r.oneKeyLimits(ctx, limiter, key), Rule: r}
+	req, line := r.request(ctx, limiter, key, lines, units)
 	res := &Reservation{rule: r, req: req}
 	if r.Shadow {
 		ctx = withShadow(ctx) // its hook tells would-be denials apart
 	}
 	if len(req.Limits) == 1 && len(r.Limits) > 0 && &req.Limits[0] != &r.Limits[0] {
 		if v := verdictOf(req.Limits); v != "" {
-			return res, r.verdict(ctx, limiter, &req, v, -1)
+			return res, r.verdict(ctx, limiter, &req, v, line)
 		}
 	}
 	if r.OnlyFailures {
@@ -185,13 +191,11 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 	}
 }
 
-// reserveKey returns the one key of a reservation of units under keys, or
-// why there is none: keys per limit, or a negative cost.
-func (r *Rule) reserveKey(units int64, keys []string) (string, error) {
+// reserveKeys returns the key of a reservation of units under keys: one
+// key, or a key per limit (lines), or why there is none: a negative cost,
+// or lines that the rule's shared lines or the limiter do not allow.
+func (r *Rule) reserveKeys(limiter Limiter, units int64, keys []string) (string, []string, error) {
 	key, lines, err := r.split(keys)
-	if err == nil && lines != nil {
-		err = fmt.Errorf("%w: %s: a reservation is made under one key, not a key per limit", ErrInvalidLimit, r.Name)
-	}
 	if err == nil && units < 0 {
 		ce := &CostError{Name: r.Name, Cost: units}
 		if len(r.Limits) > 0 {
@@ -199,7 +203,10 @@ func (r *Rule) reserveKey(units int64, keys []string) (string, error) {
 		}
 		err = ce
 	}
-	return key, err
+	if err == nil {
+		err = r.canShare(limiter, lines)
+	}
+	return key, lines, err
 }
 
 // reserveUncharged admits a call of a rule that counts only failures while

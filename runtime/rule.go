@@ -261,6 +261,20 @@ func (r *Rule) oneKey(keys []string) (key string, ok bool) {
 	return key, true
 }
 
+// request returns the request of a call of r of cost, with one key or a
+// key per limit (lines), its limits as the overrides make them, and the
+// limit whose key's override exempts or blocks the call (-1: none).
+func (r *Rule) request(ctx context.Context, limiter Limiter, key string, lines []string, cost int64) (Request, int) {
+	req := Request{Name: r.Name, Key: key, Keys: lines, Cost: cost, Rule: r, Shared: r.Shared}
+	line := -1
+	if lines == nil {
+		req.Limits = r.oneKeyLimits(ctx, limiter, key)
+	} else {
+		req.Limits, line = r.lineLimits(ctx, limiter, lines)
+	}
+	return req, line
+}
+
 // check is [Rule.Check], also telling in o what it learnt of the call.
 // given are Check's keys.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
@@ -334,13 +348,7 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		o.limits = r.Limits
 		return err
 	}
-	req := Request{Name: r.Name, Key: key, Keys: keys, Cost: cost, Rule: r, Shared: r.Shared}
-	line := -1 // the limit whose key's override exempts or blocks the call
-	if keys == nil {
-		req.Limits = r.oneKeyLimits(ctx, limiter, key)
-	} else {
-		req.Limits, line = r.lineLimits(ctx, limiter, keys)
-	}
+	req, line := r.request(ctx, limiter, key, keys, cost)
 	o.limits, o.perLimit = req.Limits, keys != nil
 	if r.Shadow {
 		ctx = withShadow(ctx)

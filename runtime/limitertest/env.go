@@ -306,6 +306,21 @@ func (e *env) reserve(r *ratelimit.Rule, key string, units int64) (outcome, rese
 	return o, res
 }
 
+// reserveKeys is Rule.Reserve of r with keys on both limiters.
+func (e *env) reserveKeys(r *ratelimit.Rule, keys []string, units int64) (outcome, reservations) {
+	var res reservations
+	o := e.same(fmt.Sprintf("%s Reserve(keys %q, %d units)", r.Name, keys, units), func(l ratelimit.Limiter, twin bool) outcome {
+		v, err := r.Reserve(e.ctx, l, units, keys...)
+		if twin {
+			res.want = v
+		} else {
+			res.got = v
+		}
+		return outcomeOf(ratelimit.Admission{}, err)
+	})
+	return o, res
+}
+
 // settle settles both reservations with actual units.
 func (e *env) settle(res reservations, actual int64) {
 	e.step++

@@ -32,8 +32,12 @@
 //     Rule.Check with a key per limit and reserve/ through Rule.Reserve;
 //   - reserve/settle=refund_all, refund, exact and debt (Rule.Reserve and
 //     Reservation.Settle), reserve/settle_cancelled (a settle and a slot's
-//     give-back on a cancelled context still give back) and reserve/refund
-//     (Reservation.Refund gives back all a reservation took);
+//     give-back on a cancelled context still give back), reserve/refund
+//     (Reservation.Refund gives back all a reservation took),
+//     reserve/only_failures (Rule.OnlyFailures: calls in flight never deny
+//     each other, failures fill the limit) and reserve/shared_line
+//     (reservations with a key per limit, a shared line among them,
+//     refunded and settled on every line at once);
 //   - keys_per_line/adjust: Reserver.Adjust of a request with a key per
 //     limit (a shared line among them, where the backend decides shared
 //     lines) charges, and with Backend.Clock refunds, each limit under
@@ -264,6 +268,7 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	t.Run("reserve/settle_cancelled", func(t *testing.T) { s.settleCancelled(t, alg) })
 	t.Run("reserve/refund", func(t *testing.T) { s.refund(t, alg) })
 	t.Run("reserve/only_failures", func(t *testing.T) { s.onlyFailures(t, alg) })
+	t.Run("reserve/shared_line", func(t *testing.T) { s.sharedLineReserve(t, alg) })
 	t.Run("keys_per_line/adjust", func(t *testing.T) { s.adjustKeys(t, alg) })
 	t.Run("per_call", func(t *testing.T) { s.perCall(t, alg) })
 	t.Run("peek_reset", func(t *testing.T) { s.peekReset(t, alg) })

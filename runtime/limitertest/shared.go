@@ -84,3 +84,37 @@ func (s *suite) sharedLineOf(t *testing.T, own ratelimit.Limit, period time.Dura
 		e.check(o.Err == "limited" && o.Denial.Limit == b.Limits[2], "a fresh user on a spent shared line: %+v", o)
 	})
 }
+
+// sharedLineReserve: reservations with a key per limit take the user's own
+// line and the shared line together; a refund gives both back and a
+// settle changes both, all or nothing: after a reservation of 2 units
+// refunded and one of 2 settled at 3, the shared line of 8 admits 5 more
+// units, and the refunded user's own line all of its threshold.
+func (s *suite) sharedLineReserve(t *testing.T, alg ratelimit.Algorithm) {
+	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
+	a, _, c := sharedRules(alg, day)
+	s.run(t, func(e *env) {
+		o, refunded := e.reserveKeys(a, []string{"ada", ""}, 2)
+		e.check(refunded.got != nil, "a reservation of 2 on a fresh shared line was denied: %+v", o)
+		o, settled := e.reserveKeys(c, []string{""}, 2)
+		e.check(settled.got != nil, "a second reservation of 2 was denied: %+v", o)
+		e.refund(refunded)
+		e.settle(settled, 3)
+		admitted := int64(0)
+		for range 8 {
+			if o := e.admit(c, "", []string{""}, 1); o.Err == "" {
+				admitted++
+			}
+		}
+		e.check(admitted == 5, "the shared line admitted %d units after a refund of 2 and a settle at 3, want 5", admitted)
+		own := ratelimit.Request{Name: a.Name, Key: "ada", Limits: a.Limits[:1]}
+		left := int64(0)
+		for range a.Limits[0].Threshold + 1 {
+			if o := e.allow(own); o.Decision.Allowed {
+				left++
+			}
+		}
+		e.check(left == a.Limits[0].Threshold, "ada's own line admitted %d after its refund, want %d", left, a.Limits[0].Threshold)
+	})
+}

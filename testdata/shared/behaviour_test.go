@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,4 +172,81 @@ type allowOnly struct{ m *ratelimit.MemoryLimiter }
 
 func (l allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return l.m.Allow(ctx, req)
+}
+
+// auth fails the logins whose password is not "right", and the rotations
+// of user "bad"; Login holds each call until gate, when set, is closed.
+type auth struct {
+	gate    chan struct{}
+	entered atomic.Int64
+}
+
+func (a *auth) Login(_ context.Context, _, password string) error {
+	a.entered.Add(1)
+	if a.gate != nil {
+		<-a.gate
+	}
+	if password != "right" {
+		return errors.New("wrong password")
+	}
+	return nil
+}
+
+func (a *auth) Rotate(_ context.Context, user string) error {
+	if user == "bad" {
+		return errors.New("rotation failed")
+	}
+	return nil
+}
+
+// TestLoginsCountFailuresOnASharedLine: 30 logins at once succeed, none
+// denying another, and spend neither line; failures spend both, all or
+// nothing: 3 failures fill ann's own line, 2 of bob fill the shared line
+// of 5, which then denies carl before his own line.
+func TestLoginsCountFailuresOnASharedLine(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		impl := &auth{gate: make(chan struct{})}
+		a := NewAuthWithRateLimit(impl, limiter)
+		errs := make(chan error, 30)
+		for i := range 30 {
+			go func() { errs <- a.Login(ctx, fmt.Sprintf("u%d", i%3), "right") }()
+		}
+		for impl.entered.Load() < 30 {
+			select {
+			case err := <-errs:
+				t.Fatalf("a login returned before the gate opened: %v", err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		close(impl.gate)
+		for range 30 {
+			require.NoError(t, <-errs)
+		}
+		impl.gate = nil
+		for range 3 {
+			require.EqualError(t, a.Login(ctx, "ann", "guess"), "wrong password")
+		}
+		require.Equal(t, "user", deniedBy(t, a.Login(ctx, "ann", "right")), "ann's 3 failures")
+		for range 2 {
+			require.EqualError(t, a.Login(ctx, "bob", "guess"), "wrong password")
+		}
+		require.Equal(t, "", deniedBy(t, a.Login(ctx, "carl", "right")), "5 failures in all")
+	})
+}
+
+// TestFailedRotationsAreGivenBackOnEveryLine: a rotation that fails is
+// given back on its own line and the shared one: 5 failures leave both
+// as they were, and 2 rotations of a user then spend his line.
+func TestFailedRotationsAreGivenBackOnEveryLine(t *testing.T) {
+	backends.Each(t, srv, func(t *testing.T, limiter ratelimit.Limiter) {
+		a := NewAuthWithRateLimit(&auth{}, limiter)
+		for range 5 {
+			require.EqualError(t, a.Rotate(ctx, "bad"), "rotation failed")
+		}
+		for _, user := range []string{"ann", "ann", "bob", "bob", "carl"} {
+			require.NoError(t, a.Rotate(ctx, user), "%s's rotation", user)
+		}
+		require.Equal(t, "user", deniedBy(t, a.Rotate(ctx, "ann")), "ann's 2 rotations")
+		require.Equal(t, "", deniedBy(t, a.Rotate(ctx, "dave")), "5 rotations in all")
+	})
 }

@@ -5,6 +5,7 @@ package shared
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"time"
 
@@ -93,6 +94,98 @@ func (d *APIWithRateLimit) Search(ctx context.Context, tenant string, apiKey str
 	return d.next.Search(ctx, tenant, apiKey, q)
 }
 
+// AuthWithRateLimit is a Auth that asks a ratelimit.Limiter to admit each call
+// of its limited methods (Login, Rotate) before calling the wrapped Auth. A
+// denied call returns the limiter's error, a *ratelimit.LimitError, without
+// calling it. An admitted call whose context comes from ratelimit.WithAdmission
+// records its admission there.
+type AuthWithRateLimit struct {
+	next    Auth
+	limiter ratelimit.Limiter
+}
+
+// NewAuthWithRateLimit returns a AuthWithRateLimit that calls next after
+// limiter admits each call of a limited method of Auth. It panics if next or
+// limiter is nil or holds a nil pointer, before anything is charged.
+func NewAuthWithRateLimit(next Auth, limiter ratelimit.Limiter) *AuthWithRateLimit {
+	if isNil(next) {
+		panic("shared.NewAuthWithRateLimit: next is nil: want the Auth whose calls it limits")
+	}
+	if isNil(limiter) {
+		panic("shared.NewAuthWithRateLimit: limiter is nil: want a ratelimit.Limiter, such as ratelimit.NewMemory()")
+	}
+	return &AuthWithRateLimit{next: next, limiter: limiter}
+}
+
+var _ Auth = (*AuthWithRateLimit)(nil)
+
+// authLoginRateLimit is the rule of Auth.Login: 3 calls per 15m for each user
+// and 5 calls per hour in total on the shared line logins.
+var authLoginRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/shared.Auth.Login",
+	Limits: []ratelimit.Limit{
+		{Period: 15 * time.Minute, Threshold: 3},
+		{Period: time.Hour, Threshold: 5},
+	},
+	KeyExprs:     []string{"user", ""},
+	Shared:       []string{"", "github.com/ratelimitgen/ratelimitgen/testdata/shared#logins"},
+	OnlyFailures: true,
+}
+
+// authRotateRateLimit is the rule of Auth.Rotate: 2 calls per hour for each
+// user and 5 calls per hour in total on the shared line logins.
+var authRotateRateLimit = &ratelimit.Rule{
+	Name: "github.com/ratelimitgen/ratelimitgen/testdata/shared.Auth.Rotate",
+	Limits: []ratelimit.Limit{
+		{Period: time.Hour, Threshold: 2},
+		{Period: time.Hour, Threshold: 5},
+	},
+	KeyExprs: []string{"user", ""},
+	Shared:   []string{"", "github.com/ratelimitgen/ratelimitgen/testdata/shared#logins"},
+}
+
+// Login calls the wrapped Auth's Login if the limiter admits the call under
+// authLoginRateLimit; otherwise it returns the limiter's error. Only failures
+// count: a call is admitted while the failures so far leave room, charging
+// nothing, and is charged when it returns an error
+// (ratelimit.Rule.OnlyFailures). A call that a limit further in denies (an
+// error wrapping ratelimit.ErrLimited) is given back all it took.
+func (d *AuthWithRateLimit) Login(ctx context.Context, user string, password string) error {
+	reservation, err := authLoginRateLimit.Reserve(ctx, d.limiter, 1, user, "")
+	if err != nil {
+		return err
+	}
+	err = d.next.Login(ctx, user, password)
+	if err != nil {
+		if errors.Is(err, ratelimit.ErrLimited) {
+			_ = reservation.Refund(ctx)
+		} else {
+			_ = reservation.Settle(ctx, reservation.Units())
+		}
+		return err
+	}
+	_ = reservation.Refund(ctx)
+	return nil
+}
+
+// Rotate calls the wrapped Auth's Rotate if the limiter admits the call under
+// authRotateRateLimit; otherwise it returns the limiter's error. A call that
+// returns an error is given back all it took (ratelimit.Reservation.Refund). A
+// call that a limit further in denies (an error wrapping ratelimit.ErrLimited)
+// is given back all it took.
+func (d *AuthWithRateLimit) Rotate(ctx context.Context, user string) error {
+	reservation, err := authRotateRateLimit.Reserve(ctx, d.limiter, 1, user, "")
+	if err != nil {
+		return err
+	}
+	err = d.next.Rotate(ctx, user)
+	if err != nil {
+		_ = reservation.Refund(ctx)
+		return err
+	}
+	return nil
+}
+
 // BillingWithRateLimit is a Billing that asks a ratelimit.Limiter to admit each
 // call of its limited method Charge before calling the wrapped Billing. A
 // denied call returns the limiter's error, a *ratelimit.LimitError, without
@@ -144,6 +237,8 @@ func RateLimitRules() []*ratelimit.Rule {
 	return []*ratelimit.Rule{
 		apiExportRateLimit.Clone(),
 		apiSearchRateLimit.Clone(),
+		authLoginRateLimit.Clone(),
+		authRotateRateLimit.Clone(),
 		billingChargeRateLimit.Clone(),
 	}
 }

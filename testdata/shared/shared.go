@@ -33,3 +33,19 @@ type Billing interface {
 	//ratelimit:shared=global
 	Charge(ctx context.Context, tenant string, cents int64) error
 }
+
+// Auth counts failed logins on two lines: 3 per 15 minutes per user, and
+// 5 an hour across users on its shared line logins.
+//
+//ratelimit:shared=logins period=1h threshold=5
+type Auth interface {
+	// Login counts only its failures, on both lines: a success spends
+	// nothing, and logins in flight never deny each other.
+	//ratelimit:period=15m threshold=3 key=user refund=success
+	Login(ctx context.Context, user, password string) error
+
+	// Rotate takes 2 an hour per user and the logins line; a rotation that
+	// fails is given back on both.
+	//ratelimit:period=1h threshold=2 key=user refund=error
+	Rotate(ctx context.Context, user string) error
+}
