@@ -65,6 +65,7 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesCarryBack", ct.linesCarryBack)
 	t.Run("LinesPeekAndReset", ct.linesPeekAndReset)
 	t.Run("LinesFailureRefunds", ct.linesFailureRefunds)
+	t.Run("LinesSettleFailureChangesBack", ct.linesSettleFailureChangesBack)
 	t.Run("LinesCalendar", ct.linesCalendar)
 	t.Run("ReserveAcrossSlots", ct.reserveAcrossSlots)
 	t.Run("Conformance", ct.conformance)

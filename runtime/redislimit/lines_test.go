@@ -436,6 +436,27 @@ func (ct *clusterTest) linesFailureRefunds(t *testing.T) {
 	assert.Zero(t, n, "ann's charge was refunded")
 }
 
+// linesSettleFailureChangesBack: on a cluster, a settle of a reservation
+// with a key per limit whose second key's run fails (WRONGTYPE) after the
+// first key's run charged on top has the first changed back: all or
+// nothing, as a decision is.
+func (ct *clusterTest) linesSettleFailureChangesBack(t *testing.T) {
+	ctx := context.Background()
+	l, c := ct.limiter(t)
+	r := &ratelimit.Rule{Name: "settled", KeyExprs: []string{"user", ""},
+		Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 10}, {Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 10}}}
+	awaitRoom(t, time.Hour, 10*time.Second)
+	res, err := r.Reserve(ctx, l, 1, "ann", "")
+	require.NoError(t, err)
+	ann, global := l.Key("settled", "ann", 0, ratelimit.FixedWindow), l.Key("settled", "", 1, ratelimit.FixedWindow)
+	require.NoError(t, c.Del(ctx, global).Err())
+	require.NoError(t, c.HSet(ctx, global, "f", "v").Err())
+	require.ErrorIs(t, res.Settle(ctx, 4), ratelimit.ErrBackend)
+	n, err := c.Get(ctx, ann).Int64()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, n, "ann's charge on top was changed back")
+}
+
 // TestLinesBehindSentinel: behind Sentinel, as on a single server, one
 // script run decides every line of the example of docs/keys-and-costs.md.
 func TestLinesBehindSentinel(t *testing.T) {

@@ -255,7 +255,8 @@ func (l *redisBackend) adjustMode(ctx context.Context, req ratelimit.Request, at
 // Each limit's state is where a decision keeps it (storageKey of
 // [ratelimit.Request.Line] and the limit's key): on a Redis Cluster (or a
 // Ring) the limits are grouped as allowKeys groups them, one run per
-// group, so that the keys of a run share a hash tag. A limit that counts
+// group, so that the keys of a run share a hash tag, all or nothing: a
+// run that fails has the runs before it changed back. A limit that counts
 // calls ([ratelimit.Limit.PerCall]) is left as it is: a settle changes
 // what the call cost, not that it was made.
 func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, now any, at, delta, around int64, hold string) error {
@@ -276,30 +277,43 @@ func (l *redisBackend) adjustRun(ctx context.Context, req *ratelimit.Request, no
 		}
 		groups[g] = append(groups[g], i)
 	}
-	for _, idx := range groups {
-		keys := make([]string, len(idx))
-		limits := make([]ratelimit.Limit, len(idx))
-		for n, i := range idx {
-			name, j := req.Line(i)
-			keys[n] = storageKey(l.prefix, name, keyOf(req, i), j, req.Limits[i].AlgorithmOrDefault())
-			limits[n] = req.Limits[i]
-		}
-		run := func(around int64) error {
-			args := make([]any, 0, 3+4*len(limits))
-			args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
-			args = appendLimitsFrom(args, 4, limits, around)
-			if hold != "" {
-				args = withArg(args, 3+4*len(limits), hold)
+	for n, idx := range groups {
+		if err := l.adjustGroup(ctx, req, idx, now, at, delta, around, hold); err != nil {
+			// All or nothing: the groups changed before are changed back,
+			// best effort, as a denied call's charges are (see refund).
+			for _, done := range groups[:n] {
+				_ = l.adjustGroup(context.WithoutCancel(ctx), req, done, now, at, -delta, around, hold)
 			}
-			return adjustScript.Run(ctx, l.client, keys, args...).Err()
-		}
-		err := run(around)
-		if t, skewed := calendarSkew(err); skewed {
-			err = run(t)
-		}
-		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// adjustGroup runs the adjust script on the limits idx of req, whose keys
+// share a hash tag, with the bounds of their calendar periods around the
+// time around (µs), or around the time a run's calendar-skew error tells
+// (that run again).
+func (l *redisBackend) adjustGroup(ctx context.Context, req *ratelimit.Request, idx []int, now any, at, delta, around int64, hold string) error {
+	keys := make([]string, len(idx))
+	limits := make([]ratelimit.Limit, len(idx))
+	for n, i := range idx {
+		name, j := req.Line(i)
+		keys[n] = storageKey(l.prefix, name, keyOf(req, i), j, req.Limits[i].AlgorithmOrDefault())
+		limits[n] = req.Limits[i]
+	}
+	run := func(around int64) error {
+		args := make([]any, 0, 3+4*len(limits))
+		args = append(args, now, strconv.FormatInt(delta, 10), strconv.FormatInt(at, 10))
+		args = appendLimitsFrom(args, 4, limits, around)
+		if hold != "" {
+			args = withArg(args, 3+4*len(limits), hold)
+		}
+		return adjustScript.Run(ctx, l.client, keys, args...).Err()
+	}
+	err := run(around)
+	if t, skewed := calendarSkew(err); skewed {
+		err = run(t)
+	}
+	return err
 }
