@@ -180,7 +180,8 @@
 // client (not a Cluster's) that dials another server than its last one, as a
 // failover client does when a replica was promoted, holds its commands until
 // every limiter on it has written its mark there and charged what it lacks
-// (its fence). So a window admits at most its limit plus the fallbacks'
+// (its fence); a call in flight on the server it left that fails then is
+// shed (ratelimit.ErrBusy), counted toward no breaker. So a window admits at most its limit plus the fallbacks'
 // admissions plus what Redis admitted between the loss and the ledgers'
 // arrival (after a failover, the calls inside the client when it dialled;
 // else a mark's period, 100 ms, while calls flow); not on a Ring, nor under

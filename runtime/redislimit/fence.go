@@ -2,6 +2,7 @@ package redislimit
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,10 @@ import (
 // ([guard.Fallback.AwaitFleet]), so that none decides on the new server
 // while another still charges the old one. A server that restarted where
 // it was is found by the probe that closes the breaker, or by the next
-// mark.
+// mark. A command in flight when the client moved that fails as an
+// unreachable server does (it was sent to the server the client left) is
+// shed ([ratelimit.ErrBusy]): it says nothing of the server the client
+// uses now, so it counts toward no breaker.
 
 // fence is a client's fence: one hook on the client, and the fallbacks of
 // the limiters that use it.
@@ -33,8 +37,10 @@ type fence struct {
 	up atomic.Pointer[chan struct{}]
 	// again is set by a dial while the fence is up: it checks once more.
 	again atomic.Bool
-	// server is the address of the server last dialled.
+	// server is the address of the server last dialled; moves counts the
+	// dials to another server than the last.
 	server atomic.Pointer[string]
+	moves  atomic.Int64
 	mu     sync.Mutex
 	joins  map[*guard.Fallback]int
 }
@@ -73,6 +79,7 @@ func (f *fence) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := next(ctx, network, addr)
 		if err == nil && f.moved(conn.RemoteAddr().String()) {
+			f.moves.Add(1)
 			f.raise()
 		}
 		return conn, err
@@ -93,8 +100,28 @@ func (f *fence) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			cmd.SetErr(err)
 			return err
 		}
-		return next(ctx, cmd)
+		moves := f.moves.Load()
+		err := next(ctx, cmd)
+		if f.left(moves, err) {
+			err = movedError(err)
+			cmd.SetErr(err)
+		}
+		return err
 	}
+}
+
+// left reports whether a command that failed with err was in flight when
+// the client moved to another server (moves was the count of moves when
+// it was sent), and failed as a server that cannot be reached does.
+func (f *fence) left(moves int64, err error) bool {
+	return err != nil && f.moves.Load() != moves && redisUnavailable(err)
+}
+
+// movedError marks err, the failure of a command sent to the server the
+// client left, as a call the client could not send: shed, and counted
+// toward no breaker.
+func movedError(err error) error {
+	return busyError{fmt.Errorf("redislimit: the client moved to another server while the call ran: %w", err)}
 }
 
 // ProcessPipelineHook holds a pipeline while the fence is up.
@@ -106,7 +133,17 @@ func (f *fence) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 			}
 			return err
 		}
-		return next(ctx, cmds)
+		moves := f.moves.Load()
+		err := next(ctx, cmds)
+		if f.left(moves, err) {
+			err = movedError(err)
+			for _, cmd := range cmds {
+				if cmd.Err() != nil {
+					cmd.SetErr(movedError(cmd.Err()))
+				}
+			}
+		}
+		return err
 	}
 }
 

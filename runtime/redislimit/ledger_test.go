@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -490,4 +491,56 @@ func decideUntil(t *testing.T, r *ratelimit.Rule, l *Limiter, source ratelimit.S
 		require.True(t, time.Now().Before(deadline), "no call decided by %v within a minute: %v (%v)", source, err, a.Decision.Source)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestCallsInFlightOnTheServerLeftAreShed: a call in flight on a server
+// that stopped answering when the client moved to another server (a
+// failover's new primary) fails as a call the client could not send:
+// shed, whatever its policy, and counted toward no breaker; it says
+// nothing of the server the client uses now.
+func TestCallsInFlightOnTheServerLeftAreShed(t *testing.T) {
+	ctx := context.Background()
+	left, next := startServer(t), startServer(t)
+	var target atomic.Value
+	target.Store(left.Addr)
+	client := redis.NewClient(ClientOptions(&redis.Options{Addr: left.Addr, ReadTimeout: 500 * time.Millisecond, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, target.Load().(string))
+	}}))
+	t.Cleanup(func() { client.Close() })
+	l := New(client)
+	t.Cleanup(func() { l.Close() })
+	rule := &ratelimit.Rule{Name: "moved", OnError: ratelimit.FailClosed, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+	require.NoError(t, rule.Check(ctx, l, 1, "k"))
+	require.Eventually(t, func() bool { return client.PoolStats().IdleConns > 0 }, time.Minute, time.Millisecond)
+	idle := client.PoolStats().IdleConns
+
+	require.NoError(t, left.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = left.Signal(syscall.SIGCONT) })
+	inFlight := make(chan error, 1)
+	go func() { inFlight <- rule.Check(ctx, l, 1, "k") }()
+	require.Eventually(t, func() bool { return client.PoolStats().IdleConns < idle }, time.Minute, time.Millisecond, "the call took a connection to the stopped server")
+	target.Store(next.Addr)
+	for client.PoolStats().IdleConns > 0 { // the next call dials the new server
+		require.NoError(t, client.Conn().Close()) // drop an idle connection to the old one
+	}
+	require.NoError(t, rule.Check(ctx, l, 1, "k"), "decided on the new server")
+
+	err := <-inFlight
+	require.ErrorIs(t, err, ratelimit.ErrLimited, "shed: %v", err)
+	var le *ratelimit.LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, ratelimit.SourceBusy, le.Source)
+	assert.NotErrorIs(t, err, ratelimit.ErrBackend)
+	assert.False(t, l.CircuitOpen())
+}
+
+// startServer starts a redis-server of the test's own, stopped when it
+// ends.
+func startServer(t *testing.T) *redistest.Server {
+	t.Helper()
+	s, err := redistest.Start()
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	return s
 }
