@@ -130,6 +130,9 @@ type DeniedKey struct {
 	Name string
 	// Key is the key's redacted form ([Request.RedactedKey]).
 	Key string
+	// Kept is the key as the limiter keeps it (bounded, or a digest):
+	// what to ask the limiter about it. Show Key, never Kept.
+	Kept string
 	// Denials counts its denials; it exceeds the true count by at most
 	// Error.
 	Denials, Error int64

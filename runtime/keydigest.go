@@ -27,7 +27,13 @@ func KeyDigest(key string) string {
 // directive's keyhash=true), that is the digest's own first 12 digits,
 // not a digest of the digest, so one recipe finds every key.
 func (r *Request) RedactedKey(key string, i int) string {
-	return RedactKey(key, r != nil && r.Rule != nil && hashed(r.Rule.KeyHash, i))
+	return RedactKey(key, r.KeyHashed(i))
+}
+
+// KeyHashed reports whether the key of limit i of r (i < 0: the one key
+// of every limit) is a digest of the caller's key ([Rule.KeyHash]).
+func (r *Request) KeyHashed(i int) bool {
+	return r != nil && r.Rule != nil && hashed(r.Rule.KeyHash, i)
 }
 
 // RedactKey returns the redacted form of key (see [Request.RedactedKey]):

@@ -433,7 +433,7 @@ func (l *MemoryLimiter) wallNow() time.Time {
 func deniedKeys(entries []denied.Entry) []DeniedKey {
 	out := make([]DeniedKey, len(entries))
 	for i, e := range entries {
-		out[i] = DeniedKey{Name: e.Name, Key: RedactKey(e.Key, e.Hashed), Denials: e.Count, Error: e.Error}
+		out[i] = DeniedKey{Name: e.Name, Key: RedactKey(e.Key, e.Hashed), Kept: e.Key, Denials: e.Count, Error: e.Error}
 	}
 	return out
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
@@ -71,7 +73,9 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 // mounted under any prefix. Only the names of rules
 // are looked up; a key is shown bounded, as the limiters keep it (see
 // [ratelimit.Request.Key]), and may be given as its stand-in, as errors
-// show it. It reveals
+// show it, or, for a key the most-denied keys list, as its redacted form,
+// as they show it (the page links each to its lookup; the answer shows
+// it redacted still). It reveals
 // keys (user ids, addresses), and with [WithAdminReset] lifts limits:
 // mount it behind the service's own authentication and authorization,
 // never on a public listener. Rules are taken as given: each generated
@@ -311,28 +315,32 @@ func (a *admin) target(r *http.Request) (*ratelimit.Rule, string, error) {
 	key := q.Get("key")
 	if rule.KeyExprs == nil {
 		var err error
-		if key, err = limiterKey(allHashed(rule), key); err != nil {
+		if key, err = a.limiterKey(r.Context(), rule.Name, allHashed(rule), key); err != nil {
 			return nil, "", err
 		}
 	}
 	return rule, key, nil
 }
 
-// limiterKey returns the key the limiter keeps for given, a key as on-call
-// types it: for a keyhash=true limit (hashed), the digest of given, or
-// given's digest itself when written sha256:<its 64 hex digits>. The
-// redacted form the page and logs show (sha256: and 12 hex digits) names
-// no key the limiter can be asked about: it is refused, saying what to
-// give instead, rather than looked up as a key of its own (which would
-// answer for a key no one uses).
-func limiterKey(hashed bool, given string) (string, error) {
+// limiterKey returns the key the limiter keeps for given, a key of rule
+// name as on-call types it: for a keyhash=true limit (hashed), the digest
+// of given, or given's digest itself when written sha256:<its 64 hex
+// digits>. The redacted form the page and logs show (sha256: and 12 hex
+// digits) names the key the most-denied keys list with it (the page
+// links each to its lookup); one they do not list is refused, saying what
+// to give instead, rather than looked up as a key of its own (which
+// would answer for a key no one uses).
+func (a *admin) limiterKey(ctx context.Context, name string, hashed bool, given string) (string, error) {
 	digits, digest := strings.CutPrefix(given, "sha256:")
 	if digest && len(digits) == 12 && isHex(digits) {
+		if kept, ok := a.deniedKey(ctx, name, given); ok {
+			return kept, nil
+		}
 		what := "the key itself"
 		if hashed {
 			what = "the key itself, or its whole digest (sha256: and the 64 hex digits of printf %s \"$key\" | sha256sum)"
 		}
-		return "", &lookupError{http.StatusBadRequest, "key " + given + " is a key's redacted form, which names no key to look up: give " + what}
+		return "", &lookupError{http.StatusBadRequest, "key " + given + " is a key's redacted form, and none of the most-denied keys of the last five minutes has it: give " + what}
 	}
 	if !hashed {
 		return given, nil
@@ -341,6 +349,16 @@ func limiterKey(hashed bool, given string) (string, error) {
 		return digits, nil // the limiter knows the key by this digest
 	}
 	return ratelimit.KeyDigest(given), nil
+}
+
+// shownKey returns what the view shows of key, the key the limiter keeps
+// for given: given itself when it is a redacted form, which the view
+// answers for without showing the key; else key, bounded.
+func shownKey(given, key string) string {
+	if digits, ok := strings.CutPrefix(given, "sha256:"); ok && len(digits) == 12 && isHex(digits) {
+		return given
+	}
+	return callkey.Named(key)
 }
 
 // isHex reports whether s is lowercase hex digits.
@@ -418,7 +436,8 @@ func (a *admin) lookup(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	view := keyView{Name: rule.Name, Key: callkey.Named(key), Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
+	given := shownKey(r.URL.Query().Get("key"), key)
+	view := keyView{Name: rule.Name, Key: given, Cost: cost, Limits: adminLimits(limits), From: from[0], Lines: []adminLine{}, Decision: adminDecision{
 		Allowed:    d.Allowed,
 		Remaining:  d.Remaining,
 		RetryAfter: shown(d.RetryAfter),
@@ -433,7 +452,7 @@ func (a *admin) lookup(r *http.Request) (any, error) {
 			keys[i] = key
 		}
 		for i, l := range adminLimits(limits) {
-			line := adminLine{adminLimit: l, Key: callkey.Named(key), From: from[0]}
+			line := adminLine{adminLimit: l, Key: given, From: from[0]}
 			line.State = a.lineState(ctx, rule, limits, keys, i, cost)
 			view.Lines = append(view.Lines, line)
 		}
@@ -530,21 +549,22 @@ type deniedEntry struct {
 	Key     string `json:"key"`
 	Denials int64  `json:"denials"`
 	Error   int64  `json:"error"`
+	kept    string // the key as the limiter keeps it: never shown
 }
 
 // topDenied returns the most-denied keys of the last minutes: the
 // limiter's, when it is a [ratelimit.DenialCounter], else those of the
 // Denials of [WithDenials]; ok is false when neither counts them.
-func (a *admin) topDenied(ctx context.Context) (deniedView, bool, error) {
+func (a *admin) topDenied(ctx context.Context, n int) (deniedView, bool, error) {
 	view := deniedView{Denied: []deniedEntry{}}
 	if c, ok := ratelimit.As[ratelimit.DenialCounter](a.limiter); ok {
-		top, err := c.TopDenied(ctx, adminPage)
+		top, err := c.TopDenied(ctx, n)
 		if err != nil {
 			return view, true, err
 		}
 		view.Source = "limiter"
 		for _, k := range top {
-			view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Denials, k.Error})
+			view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Denials, k.Error, k.Kept})
 		}
 		return view, true, nil
 	}
@@ -552,15 +572,31 @@ func (a *admin) topDenied(ctx context.Context) (deniedView, bool, error) {
 		return view, false, nil
 	}
 	view.Source = "hook"
-	for _, k := range a.denials.top(adminPage) {
-		view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Count, k.Error})
+	for _, k := range a.denials.top(n) {
+		view.Denied = append(view.Denied, deniedEntry{k.Name, ratelimit.RedactKey(k.Key, k.Hashed), k.Count, k.Error, k.Key})
 	}
 	return view, true, nil
 }
 
+// deniedKey returns the key the limiter keeps of the key of rule name
+// whose redacted form is given, when the most-denied keys of the last
+// minutes list it.
+func (a *admin) deniedKey(ctx context.Context, name, given string) (string, bool) {
+	view, _, err := a.topDenied(ctx, denied.Slots)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range view.Denied {
+		if e.Name == name && e.Key == given {
+			return e.kept, true
+		}
+	}
+	return "", false
+}
+
 // listDenied writes the most-denied keys of the last minutes.
 func (a *admin) listDenied(w http.ResponseWriter, r *http.Request) {
-	view, ok, err := a.topDenied(r.Context())
+	view, ok, err := a.topDenied(r.Context(), adminPage)
 	switch {
 	case err != nil:
 		adminFailure(w, err)
@@ -709,12 +745,13 @@ func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (an
 	if len(given) > 1 && len(given) != n {
 		return nil, &lookupError{http.StatusBadRequest, "key: want one key, or one per keyed limit (" + strconv.Itoa(n) + ")"}
 	}
+	typed := slices.Clone(keys)
 	for i := range keys {
 		if i >= len(rule.KeyExprs) || rule.KeyExprs[i] == "" {
 			continue
 		}
 		var err error
-		if keys[i], err = limiterKey(hashedLimit(rule, i), keys[i]); err != nil {
+		if keys[i], err = a.limiterKey(r.Context(), rule.Name, hashedLimit(rule, i), keys[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -745,7 +782,7 @@ func (a *admin) peekLines(r *http.Request, rule *ratelimit.Rule, cost int64) (an
 		limits, from = rule.Limits, nil
 	}
 	for i, l := range withShared(adminLimitsOf(limits, rule.KeyExprs), rule.Shared) {
-		line := adminLine{adminLimit: l, Key: callkey.Named(keys[i]), From: "directive"}
+		line := adminLine{adminLimit: l, Key: shownKey(typed[i], keys[i]), From: "directive"}
 		if i < len(from) {
 			line.From = from[i]
 		}

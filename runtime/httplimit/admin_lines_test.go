@@ -2,8 +2,10 @@ package httplimit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +41,9 @@ func TestAdminDigestsARawKeyOfAKeyhashRule(t *testing.T) {
 // answered allowed:true for a key that was blocked. The whole digest,
 // written sha256:<64 hex digits>, is looked up as the limiter keeps the
 // key, one key or a key per line; the redacted form is refused, saying
-// what to give, on a keyhash=true rule and on any other.
+// what to give, on a keyhash=true rule and on any other, until the key is
+// among the most denied, whose lookup the page links to: then it answers
+// for that key, showing it redacted.
 func TestAdminLooksUpTheDigestsOnCallSees(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, newLimiter func(opts ...ratelimit.Option) ratelimit.Limiter) {
 		ctx := context.Background()
@@ -69,6 +73,22 @@ func TestAdminLooksUpTheDigestsOnCallSees(t *testing.T) {
 		code, body := adminDo(t, h, "GET", "key", url.Values{"name": {"plain"}, "key": {raw}})
 		require.Equal(t, http.StatusOK, code, "%v", body)
 		require.Equal(t, false, body["decision"].(map[string]any)["allowed"], "the raw key of a plain rule: %v", body)
+
+		// Denied once each: the most-denied keys list them, and the
+		// redacted form the page shows and links to looks each up.
+		require.ErrorIs(t, secret.Check(ctx, l, 1, digest), ratelimit.ErrLimited)
+		require.ErrorIs(t, lines.Check(ctx, l, 1, digest), ratelimit.ErrLimited)
+		require.ErrorIs(t, plain.Check(ctx, l, 1, raw), ratelimit.ErrLimited)
+		redacted := map[string]string{"secret": ratelimit.RedactKey(digest, true), "lines": ratelimit.RedactKey(digest, true), "plain": ratelimit.RedactKey(raw, false)}
+		for name, key := range redacted {
+			code, body := adminDo(t, h, "GET", "key", url.Values{"name": {name}, "key": {key}})
+			require.Equal(t, http.StatusOK, code, "%s: %v", name, body)
+			require.Equal(t, false, body["decision"].(map[string]any)["allowed"], "%s: the redacted form names the blocked key: %v", name, body)
+			require.NotContains(t, fmt.Sprint(body), raw, "%s: the raw key is not shown", name)
+		}
+		page := adminPageBody(t, h)
+		link := `href="?name=plain&amp;key=` + strings.Replace(redacted["plain"], ":", "%3a", 1) + `#lookup"`
+		require.Contains(t, page, link, "the most-denied table links to the lookup")
 	})
 }
 

@@ -351,3 +351,12 @@ func TestAdminHandlerShowsLeasedUnits(t *testing.T) {
 		require.Contains(t, rec.Body.String(), fmt.Sprintf(`<p id="leased">Line %d holds %d units leased`, tc.line, held))
 	}
 }
+
+// adminPageBody returns the page h serves for on-call.
+func adminPageBody(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/admin/ratelimit/", nil))
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	return rec.Body.String()
+}

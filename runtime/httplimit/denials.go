@@ -13,9 +13,10 @@ import (
 // last few minutes, for the admin view's list of the most-denied keys
 // ([WithDenials]). It is a [ratelimit.Hook]: pass it to the limiter with
 // ratelimit.WithHook (alone or beside others). Its memory is
-// bounded whatever the number of keys, and it keeps no key as it came:
-// each is held redacted, as the logs show it (sha256: and a prefix of its
-// digest). Make one with [NewDenials].
+// bounded whatever the number of keys; it keeps each key as the limiter
+// keeps it (bounded, or a digest), so that the admin view's lookup can
+// ask about a key it lists, and shows it only redacted, as the logs do
+// (sha256: and a prefix of its digest). Make one with [NewDenials].
 //
 // Counts are those of a Space-Saving summary per minute (the memory
 // limiter's, package internal/denied) in each of 16 shards: a key denied
@@ -42,21 +43,22 @@ func (d *Denials) Decided(_ context.Context, req *ratelimit.Request, dec ratelim
 		if i := dec.LimitIndex; req.Keys != nil && i >= 0 && i < len(req.Keys) {
 			key = req.Keys[i] // the key of the limit that denied the call
 		}
-		d.count(req.Name, req.RedactedKey(key, dec.LimitIndex))
+		d.count(req.Name, key, req.KeyHashed(dec.LimitIndex))
 	}
 }
 
 // Failed does nothing. See [ratelimit.Hook].
 func (d *Denials) Failed(context.Context, *ratelimit.Request, error) {}
 
-// count counts one denial of name and key (redacted) now.
-func (d *Denials) count(name, key string) {
+// count counts one denial of name and key (as the limiter keeps it;
+// hashed: a digest) now.
+func (d *Denials) count(name, key string, hashed bool) {
 	var h maphash.Hash
 	h.SetSeed(d.seed)
 	h.WriteString(name)
 	h.WriteByte(0)
 	h.WriteString(key)
-	d.shards[h.Sum64()%denialShards].Add(name, key, false, 1, 0, d.now())
+	d.shards[h.Sum64()%denialShards].Add(name, key, hashed, 1, 0, d.now())
 }
 
 // top returns the n most-denied (rule, key)s of the last five minutes,

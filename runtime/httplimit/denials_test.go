@@ -48,7 +48,7 @@ func TestDenialsListTheMostDenied(t *testing.T) {
 	top := d.top(3)
 	require.Len(t, top, 3)
 	assert.Equal(t, []string{"svc.Get", "svc.List"}, []string{top[0].Name, top[1].Name})
-	assert.Equal(t, []string{callkey.Redact("mallory"), callkey.Redact("eve")}, []string{top[0].Key, top[1].Key})
+	assert.Equal(t, []string{"mallory", "eve"}, []string{top[0].Key, top[1].Key}, "kept as the limiter keeps them, redacted when shown")
 	assert.GreaterOrEqual(t, top[0].Count, int64(10_000))
 	assert.LessOrEqual(t, top[0].Count-top[0].Error, int64(10_000), "the error bounds the overcount")
 	assert.GreaterOrEqual(t, top[1].Count, int64(2_000))
@@ -62,11 +62,11 @@ func TestDenialsListTheMostDenied(t *testing.T) {
 	now = now.Add(4 * time.Minute)
 	clock.Unlock()
 	deny("svc.Get", "late")
-	assert.Equal(t, callkey.Redact("mallory"), d.top(1)[0].Key, "still within five minutes")
+	assert.Equal(t, "mallory", d.top(1)[0].Key, "still within five minutes")
 	clock.Lock()
 	now = now.Add(2 * time.Minute)
 	clock.Unlock()
-	assert.Equal(t, []denied.Entry{{Name: "svc.Get", Key: callkey.Redact("late"), Count: 1}}, d.top(10), "older minutes are gone")
+	assert.Equal(t, []denied.Entry{{Name: "svc.Get", Key: "late", Count: 1}}, d.top(10), "older minutes are gone")
 }
 
 // TestAdminListsTheMostDeniedKeys: the admin view lists a limiter's

@@ -90,7 +90,7 @@ func (a *admin) page(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Problems = a.overrideProblems()
 	var err error
-	d.Denied, d.DeniedOK, err = a.topDenied(ctx)
+	d.Denied, d.DeniedOK, err = a.topDenied(ctx, adminPage)
 	if err != nil {
 		d.DeniedErr = err.Error()
 	}
@@ -261,9 +261,9 @@ input, select, button { font: inherit; margin-right: .5em; }
 <h2 id="denied">Most-denied keys, last five minutes</h2>
 {{if .DeniedErr}}<p class="bad">{{.DeniedErr}}</p>
 {{else if not .DeniedOK}}<p class="muted">Not counted: the limiter counts no denials, and no httplimit.Denials is given.</p>
-{{else if .Denied.Denied}}<p class="muted">Counted by the {{.Denied.Source}}{{if eq .Denied.Source "limiter"}} (for a shared backend, every replica){{end}}; keys redacted (sha256: and 12 hex digits of the key's SHA-256).</p>
+{{else if .Denied.Denied}}<p class="muted">Counted by the {{.Denied.Source}}{{if eq .Denied.Source "limiter"}} (for a shared backend, every replica){{end}}; keys redacted (sha256: and 12 hex digits of the key's SHA-256); each links to why it is limited.</p>
 <table><tr><th>rule</th><th>key</th><th>denials</th><th>± error</th></tr>
-{{range .Denied.Denied}}<tr><td>{{.Name}}</td><td><code>{{.Key}}</code></td><td>{{.Denials}}</td><td>{{.Error}}</td></tr>{{end}}</table>
+{{range .Denied.Denied}}<tr><td>{{.Name}}</td><td><a href="?name={{.Name}}&amp;key={{.Key}}#lookup"><code>{{.Key}}</code></a></td><td>{{.Denials}}</td><td>{{.Error}}</td></tr>{{end}}</table>
 {{else}}<p class="ok">No denials.</p>{{end}}
 
 <h2 id="rules">Rules</h2>

@@ -293,17 +293,7 @@ type reservations struct{ got, want *ratelimit.Reservation }
 
 // reserve is Rule.Reserve of r on both limiters.
 func (e *env) reserve(r *ratelimit.Rule, key string, units int64) (outcome, reservations) {
-	var res reservations
-	o := e.same(fmt.Sprintf("%s Reserve(key %q, %d units)", r.Name, key, units), func(l ratelimit.Limiter, twin bool) outcome {
-		v, err := r.Reserve(e.ctx, l, units, key)
-		if twin {
-			res.want = v
-		} else {
-			res.got = v
-		}
-		return outcomeOf(ratelimit.Admission{}, err)
-	})
-	return o, res
+	return e.reserveKeys(r, []string{key}, units)
 }
 
 // reserveKeys is Rule.Reserve of r with keys on both limiters.

@@ -195,7 +195,7 @@ func (l *redisBackend) TopDenied(ctx context.Context, n int) ([]ratelimit.Denied
 	top := denied.Merge(all, n)
 	out := make([]ratelimit.DeniedKey, len(top))
 	for i, e := range top {
-		out[i] = ratelimit.DeniedKey{Name: e.Name, Key: ratelimit.RedactKey(e.Key, e.Hashed), Denials: e.Count, Error: e.Error}
+		out[i] = ratelimit.DeniedKey{Name: e.Name, Key: ratelimit.RedactKey(e.Key, e.Hashed), Kept: e.Key, Denials: e.Count, Error: e.Error}
 	}
 	return out, nil
 }

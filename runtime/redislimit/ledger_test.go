@@ -332,13 +332,8 @@ func awaitMarks(t *testing.T, admin *redis.Client, n int64) {
 // keys it holds: each key there counts what it did before, and no key on
 // another master is charged twice.
 func (ct *clusterTest) ledgerRefillsAFlushedMaster(t *testing.T) {
-	ct.cluster.Flush(t)
 	ctx := context.Background()
-	ls := make([]*Limiter, 3)
-	for i := range ls {
-		ls[i] = New(ct.client(t), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
-	}
-	awaitFleet(t, ls)
+	ls := ct.fleet(t)
 	limits := []ratelimit.Limit{
 		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 50},
 		{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1000},
@@ -394,12 +389,18 @@ func (ct *clusterTest) ledgerRefillsAFlushedMaster(t *testing.T) {
 	}
 }
 
-// awaitFleet waits until each of ls counts them all.
-func awaitFleet(t *testing.T, ls []*Limiter) {
-	t.Helper()
+// fleet returns three limiters on the flushed cluster, each on a client
+// of its own (a process), once each counts them all.
+func (ct *clusterTest) fleet(t *testing.T) []*Limiter {
+	ct.cluster.Flush(t)
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i] = New(ct.client(t), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
+	}
 	for _, l := range ls {
 		require.Eventually(t, func() bool { return l.fallback.Processes() == len(ls) }, 30*time.Second, 10*time.Millisecond)
 	}
+	return ls
 }
 
 // ledgerAcrossAMasterRestart: three processes fill lines whose keys
@@ -411,13 +412,8 @@ func awaitFleet(t *testing.T, ls []*Limiter) {
 // keys before the breaker closes: its lines stay full, and no key on
 // another master is charged twice.
 func (ct *clusterTest) ledgerAcrossAMasterRestart(t *testing.T) {
-	ct.cluster.Flush(t)
 	ctx := context.Background()
-	ls := make([]*Limiter, 3)
-	for i := range ls {
-		ls[i] = New(ct.client(t), WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond))
-	}
-	awaitFleet(t, ls)
+	ls := ct.fleet(t)
 	const limit = 20
 	lim := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: limit}}
 	rules := make([]*ratelimit.Rule, 8)
