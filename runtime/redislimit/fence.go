@@ -174,13 +174,24 @@ func (f *fence) raise() {
 	go func() {
 		since := time.Now().Add(-guard.HeartbeatTTL)
 		ctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
-		for f.again.Swap(false) {
-			f.check(ctx)
+		defer cancel()
+		checked := make(chan struct{})
+		go func() {
+			defer close(checked)
+			for f.again.Swap(false) {
+				f.check(ctx)
+			}
+			for _, fallback := range f.fallbacks() {
+				fallback.AwaitFleet(ctx, since)
+			}
+		}()
+		// At most fenceTimeout, though a check waits on a command stuck
+		// on the server the client left (the heartbeat's mark, until its
+		// read timeout), which no context ends.
+		select {
+		case <-checked:
+		case <-ctx.Done():
 		}
-		for _, fallback := range f.fallbacks() {
-			fallback.AwaitFleet(ctx, since)
-		}
-		cancel()
 		f.up.Store(nil)
 		close(up)
 		if f.again.Load() {
