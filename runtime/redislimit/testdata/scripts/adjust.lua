@@ -226,10 +226,16 @@ for i = 1, n do
               hi = mid
             end
           end
-          -- The first lo entries go, up to a held entry whose hold keeps it;
-          -- past a count, less their surplus.
+          -- The first lo entries go, up to the first still in the window (a
+          -- carry-back logs units at their past times, so the list may be out
+          -- of order there; the twin drops runs from the oldest alike), and up
+          -- to a held entry whose hold keeps it; past a count, less their
+          -- surplus.
+          local gone = redis.call("LRANGE", key, h, h + lo - 1)
+          for j = 2, lo do
+            if string.match(gone[j], "%d+") + 0 > start then lo = j - 1 break end
+          end
           if h == 1 then
-            local gone = redis.call("LRANGE", key, "1", lo)
             if held then
               for j = 2, lo do
                 local t, k = string.match(gone[j], "^-?(%d+):%d+:(%d+)$")

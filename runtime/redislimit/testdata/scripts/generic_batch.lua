@@ -185,7 +185,9 @@ local function decide_one(KEYS, ARGV)
       -- Clock: if it reads earlier than the oldest entry, the call is logged at
       -- the newest entry's time, so the log stays sorted. A clock step back
       -- smaller than the log's span is not seen; entries logged then are out of
-      -- order by at most the step.
+      -- order by at most the step, as are a carry-back's, logged at the times
+      -- their units were admitted: a trim drops only the leading entries that
+      -- left the window, never one behind an entry still in it.
       --
       -- Record: refresh (this call sets the TTL: the TTL's span in periods
       -- once admitted), logged, units (the log's units with the call).
@@ -264,10 +266,16 @@ local function decide_one(KEYS, ARGV)
               hi = mid
             end
           end
-          -- The first lo entries go, up to a held entry whose hold keeps it;
-          -- past a count, less their surplus.
+          -- The first lo entries go, up to the first still in the window (a
+          -- carry-back logs units at their past times, so the list may be out
+          -- of order there; the twin drops runs from the oldest alike), and up
+          -- to a held entry whose hold keeps it; past a count, less their
+          -- surplus.
+          local gone = redis.call("LRANGE", key, h, h + lo - 1)
+          for j = 2, lo do
+            if string.match(gone[j], "%d+") + 0 > start then lo = j - 1 break end
+          end
           if h == 1 then
-            local gone = redis.call("LRANGE", key, "1", lo)
             if held then
               for j = 2, lo do
                 local t, k = string.match(gone[j], "^-?(%d+):%d+:(%d+)$")
