@@ -20,7 +20,7 @@ import (
 func TestSlidingLogCountsCarriesOutOfOrder(t *testing.T) {
 	const period = time.Second
 	const threshold = 1 << 20
-	for seed := range uint64(20) {
+	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		clock := clocktest.NewManual()
 		clock.Set(time.Now().Truncate(time.Hour))
@@ -49,6 +49,9 @@ func TestSlidingLogCountsCarriesOutOfOrder(t *testing.T) {
 				for range 1 + rng.IntN(4) {
 					r := req
 					r.Cost = 1 + rng.Int64N(40)
+					if rng.IntN(8) == 0 {
+						r.Cost = 1 + rng.Int64N(2000) // a merged run
+					}
 					as = append(as, guard.Admission{Req: r, At: at})
 					all = append(all, admitted{at, r.Cost})
 					at = at.Add(time.Duration(rng.Int64N(int64(period / 20))))
