@@ -40,9 +40,9 @@ func TestTopDeniedIsTheFleets(t *testing.T) {
 	deny(replicas[1], rule, "noisy", 4)
 	deny(replicas[2], secret, ratelimit.KeyDigest("sk_live_x"), 3)
 	want := []ratelimit.DeniedKey{
-		{Name: "api", Key: ratelimit.RedactKey("abuser", false), Denials: 13},
-		{Name: "api", Key: ratelimit.RedactKey("noisy", false), Denials: 4},
-		{Name: "secret", Key: ratelimit.RedactKey(ratelimit.KeyDigest("sk_live_x"), true), Denials: 3},
+		{Name: "api", Key: ratelimit.RedactKey("abuser", false), Kept: "abuser", Denials: 13},
+		{Name: "api", Key: ratelimit.RedactKey("noisy", false), Kept: "noisy", Denials: 4},
+		{Name: "secret", Key: ratelimit.RedactKey(ratelimit.KeyDigest("sk_live_x"), true), Kept: ratelimit.KeyDigest("sk_live_x"), Denials: 3},
 	}
 	require.Equal(t, ratelimit.RedactKey(ratelimit.KeyDigest("sk_live_x"), true), "sha256:"+ratelimit.KeyDigest("sk_live_x")[:12])
 	for i, l := range replicas {

@@ -493,40 +493,50 @@ func decideUntil(t *testing.T, r *ratelimit.Rule, l *Limiter, source ratelimit.S
 // that stopped answering when the client moved to another server (a
 // failover's new primary) fails as a call the client could not send:
 // shed, whatever its policy, and counted toward no breaker; it says
-// nothing of the server the client uses now. Meanwhile the fence holds
-// calls on the new server no longer than its timeout, though a mark is
-// stuck on the old one.
+// nothing of the server the client uses now.
 func TestCallsInFlightOnTheServerLeftAreShed(t *testing.T) {
 	ctx := context.Background()
-	left, next := startServer(t), startServer(t)
-	var target atomic.Value
-	target.Store(left.Addr)
-	// A read timeout no loaded machine reaches: the call in flight fails
-	// when the server it waits on is killed, after the client moved.
-	client := redis.NewClient(ClientOptions(&redis.Options{Addr: left.Addr, ReadTimeout: time.Minute, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, target.Load().(string))
-	}}))
-	t.Cleanup(func() { client.Close() })
-	l := New(client, WithBatching(0)) // no call waits on the batch in flight
+	m := newMovingClient(t)
+	// No heartbeat: the test's calls are the client's only commands.
+	l := New(m.client, withoutHeartbeat(), WithBatching(0))
 	t.Cleanup(func() { l.Close() })
 	rule := &ratelimit.Rule{Name: "moved", OnError: ratelimit.FailClosed, Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
 	require.NoError(t, rule.Check(ctx, l, 1, "k"))
-	require.Eventually(t, func() bool { return client.PoolStats().IdleConns > 0 }, time.Minute, time.Millisecond)
-	idle := client.PoolStats().IdleConns
+	time.Sleep(2 * movingIdle) // its connection goes stale: the next call dials
 
-	require.NoError(t, left.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = left.Signal(syscall.SIGCONT) })
+	require.NoError(t, m.left.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = m.left.Signal(syscall.SIGCONT) })
 	inFlight := make(chan error, 1)
 	go func() { inFlight <- rule.Check(ctx, l, 1, "k") }()
-	require.Eventually(t, func() bool { return client.PoolStats().IdleConns < idle }, time.Minute, time.Millisecond, "the call took a connection to the stopped server")
-	target.Store(next.Addr)
-	for client.PoolStats().IdleConns > 0 { // the next call dials the new server
-		require.NoError(t, client.Conn().Close()) // drop an idle connection to the old one
-	}
-	// The fence holds the call for its marks at most fenceTimeout, though
-	// the heartbeat's mark is stuck on the stopped server until its read
-	// timeout (a minute).
+	require.Eventually(t, func() bool { p := m.client.PoolStats(); return p.TotalConns > p.IdleConns }, time.Minute, time.Millisecond, "the call took a connection to the stopped server")
+	m.target.Store(m.next.Addr)
+	require.NoError(t, rule.Check(ctx, l, 1, "k"), "decided on the new server")
+	m.left.Stop() // the call in flight there fails
+	err := <-inFlight
+	require.ErrorIs(t, err, ratelimit.ErrLimited, "shed: %v", err)
+	var le *ratelimit.LimitError
+	require.ErrorAs(t, err, &le)
+	assert.Equal(t, ratelimit.SourceBusy, le.Source)
+	assert.NotErrorIs(t, err, ratelimit.ErrBackend)
+	assert.False(t, l.CircuitOpen())
+}
+
+// TestFenceDropsWhileAMarkIsStuck: the fence holds calls on the new
+// server at most fenceTimeout, though its check of the marks waits on
+// the heartbeat's mark, stuck on the stopped server the client left
+// until its read timeout (a minute).
+func TestFenceDropsWhileAMarkIsStuck(t *testing.T) {
+	ctx := context.Background()
+	m := newMovingClient(t)
+	l := New(m.client, WithBatching(0))
+	t.Cleanup(func() { l.Close() })
+	rule := &ratelimit.Rule{Name: "fenced", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}}
+	require.NoError(t, rule.Check(ctx, l, 1, "k")) // the heartbeat marks within 100 ms
+	require.NoError(t, m.left.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = m.left.Signal(syscall.SIGCONT) })
+	require.Eventually(t, func() bool { p := m.client.PoolStats(); return p.TotalConns > p.IdleConns }, time.Minute, time.Millisecond, "a heartbeat's command waits on the stopped server")
+	m.target.Store(m.next.Addr)
+	time.Sleep(2 * movingIdle) // the idle connections to the stopped server are stale: the next call dials
 	decided := make(chan error, 1)
 	go func() { decided <- rule.Check(ctx, l, 1, "k") }()
 	select {
@@ -535,14 +545,30 @@ func TestCallsInFlightOnTheServerLeftAreShed(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call on the new server waited for a command stuck on the old one")
 	}
-	left.Stop() // the call in flight there fails
-	err := <-inFlight
-	require.ErrorIs(t, err, ratelimit.ErrLimited, "shed: %v", err)
-	var le *ratelimit.LimitError
-	require.ErrorAs(t, err, &le)
-	assert.Equal(t, ratelimit.SourceBusy, le.Source)
-	assert.NotErrorIs(t, err, ratelimit.ErrBackend)
-	assert.False(t, l.CircuitOpen())
+}
+
+// movingClient is a client of left that moves to next when target is
+// set to its address, as a failover client does (which also drops its
+// connections to the old server: here they go stale after movingIdle),
+// with a read timeout no loaded machine reaches.
+type movingClient struct {
+	left, next *redistest.Server
+	target     *atomic.Value
+	client     *redis.Client
+}
+
+// movingIdle is how long a movingClient's connection stays idle.
+const movingIdle = 100 * time.Millisecond
+
+func newMovingClient(t *testing.T) movingClient {
+	m := movingClient{left: startServer(t), next: startServer(t), target: &atomic.Value{}}
+	m.target.Store(m.left.Addr)
+	m.client = redis.NewClient(ClientOptions(&redis.Options{Addr: m.left.Addr, ReadTimeout: time.Minute, ConnMaxIdleTime: movingIdle, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, m.target.Load().(string))
+	}}))
+	t.Cleanup(func() { m.client.Close() })
+	return m
 }
 
 // startServer starts a redis-server of the test's own, stopped when it
