@@ -180,7 +180,9 @@ func (f *Fallback) carryLedger(ctx context.Context) {
 	send := l.kept
 	owed := l.owing()
 	if owed != nil {
-		// The ledger holds what a node lost, and what was kept of it.
+		// What each node that lost writes held since the mark it kept
+		// (the ledger holds it), and what an earlier carry kept of the
+		// others (the ledger's admissions it holds are sent once).
 		send = l.lostOf(ctx, l.admitted.snapshot(f.now()), owed, true)
 		send = append(send, l.lostOf(ctx, l.kept, owed, false)...)
 		defer l.losses.Add(1)

@@ -278,17 +278,6 @@ func (r *markTimes) lower(at int64) {
 	}
 }
 
-// admittedSince returns the admissions of as at or after since (µs).
-func admittedSince(as []Admission, since int64) []Admission {
-	out := as[:0]
-	for _, a := range as {
-		if a.At.UnixMicro() >= since {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
 // earliest returns the time (µs) of the earliest of as; MaxInt64 when
 // there is none.
 func earliest(as []Admission) int64 {
