@@ -181,8 +181,8 @@ func (f *Fallback) carryLedger(ctx context.Context) {
 	owed := l.owing()
 	if owed != nil {
 		// What each node that lost writes held since the mark it kept
-		// (the ledger holds it), and what an earlier carry kept of the
-		// others (the ledger's admissions it holds are sent once).
+		// (the ledger holds it), and what an earlier carry kept, less
+		// what that first part sends again.
 		send = l.lostOf(ctx, l.admitted.snapshot(f.now()), owed, true)
 		send = append(send, l.lostOf(ctx, l.kept, owed, false)...)
 		defer l.losses.Add(1)
