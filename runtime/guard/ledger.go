@@ -209,11 +209,16 @@ func (f *Fallback) carryLedger(ctx context.Context) {
 // stand-in, whose node the request no longer tells) counts as on each
 // node that lost writes: it errs towards denying.
 func (l *ledger) lostOf(ctx context.Context, as []Admission, owed map[string]int64, in bool) []Admission {
+	earliest := int64(math.MaxInt64) // of a limit whose node cannot be told
+	for _, since := range owed {
+		earliest = min(earliest, since)
+	}
 	var out []Admission
 	for _, a := range as {
 		var only []int
-		for _, i := range limitsOf(&a) {
-			since, ok := l.owedSince(ctx, &a.Req, i, owed)
+		limits := limitsOf(&a)
+		for _, i := range limits {
+			since, ok := l.owedSince(ctx, &a.Req, i, owed, earliest)
 			if (ok && a.At.UnixMicro() >= since) == in {
 				only = append(only, i)
 			}
@@ -221,7 +226,7 @@ func (l *ledger) lostOf(ctx context.Context, as []Admission, owed map[string]int
 		if len(only) == 0 {
 			continue
 		}
-		if a.Only != nil || len(only) < len(limitsOf(&a)) {
+		if a.Only != nil || len(only) < len(limits) {
 			a.Only = only
 		}
 		out = append(out, a)
@@ -242,8 +247,9 @@ func limitsOf(a *Admission) []int {
 }
 
 // owedSince returns from when the node that holds the key of req's limit
-// i is owed (see lostOf), and whether it is.
-func (l *ledger) owedSince(ctx context.Context, req *ratelimit.Request, i int, owed map[string]int64) (int64, bool) {
+// i is owed (see lostOf), and whether it is; earliest when its node
+// cannot be told.
+func (l *ledger) owedSince(ctx context.Context, req *ratelimit.Request, i int, owed map[string]int64, earliest int64) (int64, bool) {
 	if l.nodes == nil {
 		since, ok := owed[""]
 		return since, ok
@@ -257,10 +263,6 @@ func (l *ledger) owedSince(ctx context.Context, req *ratelimit.Request, i int, o
 		node, err = l.nodes.NodeOf(ctx, *req, i)
 	}
 	if node == "" || err != nil {
-		earliest := int64(math.MaxInt64)
-		for _, since := range owed {
-			earliest = min(earliest, since)
-		}
 		return earliest, true
 	}
 	since, ok := owed[node]
