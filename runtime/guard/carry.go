@@ -20,8 +20,10 @@ import (
 type Carrier interface {
 	// Carry charges each admission to the backend, to the limits of its
 	// request whose windows are still open (or, as a sliding window's
-	// previous window, still weigh), at its time, as much of it as fits
-	// (a window is then full); what does not fit is dropped. A limit that
+	// previous window, still weigh), at its time, deciding nothing: an
+	// admission that no longer fits is charged all the same, within the
+	// bound the backend keeps a state to (the backend documents it;
+	// what is beyond it is dropped). A limit that
 	// counts calls (ratelimit.Limit.PerCall) takes 1 of each admission,
 	// whatever its cost. Each limit is charged where the backend keeps its
 	// state (a shared line's under its own name: ratelimit.Request.Line).
@@ -61,11 +63,12 @@ const (
 	// admission beyond it is not carried back (it is counted as dropped).
 	MaxCarried = 1 << 16
 	// MaxCarriedPerCall bounds the admissions remembered per name, key
-	// and limits: beyond it, an admission is added to the call's latest
-	// one, whose time becomes its own, so the units are charged later
-	// than they were admitted (which denies more, never less). The
-	// admissions of a call with a limit that counts calls
-	// (ratelimit.Limit.PerCall) are kept apart, within MaxCarried.
+	// and limits: beyond it, the two nearest in time (the latest and the
+	// new one, or two before) merge, at the later's time, so some units
+	// are charged later than they were admitted, by the least gap (which
+	// denies more, never less). The admissions of a call with a limit
+	// that counts calls (ratelimit.Limit.PerCall) are kept apart, within
+	// MaxCarried.
 	MaxCarriedPerCall = 32
 )
 
@@ -220,9 +223,7 @@ func (c *carryBack) record(req *ratelimit.Request, only []int, now int64) {
 			mergeLedger(e, now, units, c.marked.Load())
 			return
 		}
-		last := len(e.at) - 1
-		e.at[last] = max(e.at[last], now)
-		e.units[last] += units
+		mergeNearest(e, now, units)
 		return
 	}
 	if c.n.Add(1) > MaxCarried {
@@ -447,6 +448,8 @@ func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 		// admitted before is carried back before this process says it is
 		// back: the others close their breakers once it has.
 		f.rejoining.Store(true)
+		f.admitting.Lock() // for the decisions that looked before
+		f.admitting.Unlock()
 		f.CarryBack(ctx)
 	}
 	f.awaitFleet(ctx, wait, since, rejoins)

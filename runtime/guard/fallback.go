@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +45,12 @@ type Fallback struct {
 	// fleet until a little after the breaker closed: the fallback then
 	// sheds the calls it would admit (see AllowLocal).
 	rejoining atomic.Bool
+	// admitting is held shared by a decision of the fallback from its
+	// look at rejoining to its record of what it admitted, and alone by a
+	// recovery once it set rejoining, so that the carry-back after it
+	// holds every admission made before (a decision preempted in between
+	// would otherwise record its admission after the fleet returned).
+	admitting sync.RWMutex
 	// deciding is set by a decision of the fallback, and cleared once a
 	// recovery has waited for the fleet (see Recovering).
 	deciding atomic.Bool
@@ -143,32 +150,12 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 	if req.Keys != nil {
 		req.Keys = boundKeys(req.Keys)
 	}
-	if f.rejoining.Load() {
-		// Carried back and waiting for the other processes: an admission
-		// now would reach the backend after processes that closed their
-		// breakers decide there. Shed it; the backend decides within a
-		// poll or so.
-		return ratelimit.Decision{RetryAfter: rejoinPoll, Source: ratelimit.SourceBusy}, req.Limits, nil
-	}
-	if !f.deciding.Load() {
-		f.deciding.Store(true)
-	}
-	local := req
-	n := f.Processes()
-	if n > 1 {
-		local.Limits = make([]ratelimit.Limit, len(req.Limits))
-		for i, lim := range req.Limits {
-			local.Limits[i] = Share(lim, n)
-		}
-	}
-	f.told.seed(ctx, f.local, &local, n, f.now())
-	d, err := f.local.Allow(ctx, local)
+	local, d, err := f.decide(ctx, req)
 	if err != nil {
 		return ratelimit.Decision{}, nil, err
 	}
-	d.Source = ratelimit.SourceFallback
-	if d.Allowed && f.carrier != nil {
-		f.carry.record(&req, nil, f.now())
+	if d.Source == ratelimit.SourceBusy {
+		return d, req.Limits, nil
 	}
 	if f.hook != nil {
 		f.decided(ctx, local, d)
@@ -182,6 +169,41 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 	// probe run within a round of the runnable goroutines.
 	runtime.Gosched()
 	return d, local.Limits, nil
+}
+
+// decide decides req in process against this process's share of its
+// limits (local: req with the shares), and remembers an admission to be
+// carried back; while the fallback rejoins, it sheds req.
+func (f *Fallback) decide(ctx context.Context, req ratelimit.Request) (local ratelimit.Request, d ratelimit.Decision, err error) {
+	f.admitting.RLock()
+	defer f.admitting.RUnlock()
+	local = req
+	if f.rejoining.Load() {
+		// Carried back and waiting for the other processes: an admission
+		// now would reach the backend after processes that closed their
+		// breakers decide there. Shed it; the backend decides within a
+		// poll or so.
+		return local, ratelimit.Decision{RetryAfter: rejoinPoll, Source: ratelimit.SourceBusy}, nil
+	}
+	if !f.deciding.Load() {
+		f.deciding.Store(true)
+	}
+	n := f.Processes()
+	if n > 1 {
+		local.Limits = make([]ratelimit.Limit, len(req.Limits))
+		for i, lim := range req.Limits {
+			local.Limits[i] = Share(lim, n)
+		}
+	}
+	f.told.seed(ctx, f.local, &local, n, f.now())
+	if d, err = f.local.Allow(ctx, local); err != nil {
+		return local, d, err
+	}
+	d.Source = ratelimit.SourceFallback
+	if d.Allowed && f.carrier != nil {
+		f.carry.record(&req, nil, f.now())
+	}
+	return local, d, nil
 }
 
 // decided reports d, the decision of req, to the hook. It takes req by

@@ -369,16 +369,46 @@ func mergeLedger(e *carried, now, units, mark int64) {
 		e.units[last] += units
 		return
 	}
+	mergePair(e, nearestPair(e), now, units)
+	e.mark = mark
+}
+
+// mergeNearest adds units admitted at now to e, which holds
+// MaxCarriedPerCall admissions of the fallback: to its latest, whose time
+// becomes now, when now is no farther from it than the two nearest
+// admissions of e are from each other; else those two are merged, at the
+// later's time, and now's is e's latest. Either charges units later than
+// they were admitted, by the least gap: it denies more, never less.
+func mergeNearest(e *carried, now, units int64) {
+	last := len(e.at) - 1
+	if i := nearestPair(e); now-e.at[last] > e.at[i+1]-e.at[i] {
+		mergePair(e, i, now, units)
+		return
+	}
+	e.at[last] = max(e.at[last], now)
+	e.units[last] += units
+}
+
+// nearestPair returns i such that e's admissions i and i+1 are the nearest
+// in time of any two in a row.
+func nearestPair(e *carried) int {
 	i := 0
-	for j := 1; j < last; j++ {
+	for j := 1; j < len(e.at)-1; j++ {
 		if e.at[j+1]-e.at[j] < e.at[i+1]-e.at[i] {
 			i = j
 		}
 	}
+	return i
+}
+
+// mergePair merges e's admission i into i+1, at the later's time, and
+// makes units admitted at now e's latest.
+func mergePair(e *carried, i int, now, units int64) {
+	last := len(e.at) - 1
 	e.units[i+1] += e.units[i]
 	copy(e.at[i:], e.at[i+1:])
 	copy(e.units[i:], e.units[i+1:])
-	e.at[last], e.units[last], e.mark = now, units, mark
+	e.at[last], e.units[last] = now, units
 }
 
 // sweep forgets the admissions whose windows all closed before now.

@@ -124,3 +124,43 @@ func BenchmarkLedgerRecord(b *testing.B) {
 		c.record(&req, nil, now)
 	}
 }
+
+// TestCarryMergesTheNearestAdmissions: the fallback keeps at most
+// MaxCarriedPerCall admissions of a call however many it admits, every
+// unit at its time or later (it denies more, never less), and merges the
+// admissions nearest in time: of bursts a period apart (an outage's
+// shares, as the fallback spends them), each unit is charged within its
+// own burst, never a burst later.
+func TestCarryMergesTheNearestAdmissions(t *testing.T) {
+	req := ratelimit.Request{Name: "n", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Period: time.Second, Threshold: 2000}}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		c := newCarryBack()
+		var admitted []int64
+		now := int64(1e15)
+		for burst := range 4 {
+			start := int64(1e15) + int64(burst)*time.Second.Microseconds()
+			now = max(now, start)
+			for range 100 + rng.IntN(400) {
+				now += rng.Int64N(200)
+				c.record(&req, nil, now)
+				admitted = append(admitted, now)
+			}
+		}
+		got := c.take()
+		require.LessOrEqual(t, len(got), MaxCarriedPerCall)
+		slices.SortFunc(got, func(a, b Admission) int { return a.At.Compare(b.At) })
+		var total int64
+		for _, a := range got {
+			total += a.Req.Cost
+		}
+		require.EqualValues(t, len(admitted), total, "every unit is kept")
+		for _, at := range admitted {
+			require.LessOrEqual(t, chargedBy(got, at), int64(countBy(admitted, at)), "seed %d: a unit is charged before it was admitted", seed)
+		}
+		for burst := range 4 {
+			end := int64(1e15) + int64(burst)*time.Second.Microseconds() + 200*time.Millisecond.Microseconds()
+			require.EqualValues(t, countBy(admitted, end), chargedBy(got, end), "seed %d: burst %d's units are charged within it", seed, burst)
+		}
+	}
+}

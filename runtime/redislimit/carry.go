@@ -39,9 +39,12 @@ func mayHaveRun(err error) bool {
 
 // Carry charges admissions of the local fallback to Redis, at the times
 // they were admitted, deciding nothing (see [guard.Carrier]): to each
-// admission's limits whose windows are still open, with the generic decide
-// script at the admission's time, and to a sliding window's previous
-// window, where it still weighs, with the previous script. It sends them
+// admission's sliding logs whose period still holds it, all of it, at its
+// time (logScript); to its other limits whose windows are still open, with
+// the generic decide script at the admission's time, or on top when it no
+// longer fits (up to twice a limit's capacity, as a settle); and to a
+// sliding window's previous window, where it still weighs, as much as fits
+// there (previousScript). It sends them
 // in pipelines of carryChunk; when Redis is away again, it returns what
 // was not charged, to be kept for the next time it answers (a sliding
 // window's ended window that was charged may be charged again then: it
@@ -55,10 +58,10 @@ func (l guarded) Carry(ctx context.Context, admissions []guard.Admission) guard.
 	}
 	for len(batch) > 0 {
 		n := min(len(batch), carryChunk)
-		if !l.sendPrevious(ctx, batch[:n], &res) || !l.sendCharges(ctx, current(batch[:n]), &res) {
+		if !l.sendPrevious(ctx, batch[:n], &res) || !l.sendLogs(ctx, batch[:n], &res) || !l.sendCharges(ctx, current(batch[:n]), &res) {
 			for _, ch := range batch {
 				if !ch.done {
-					res.Kept = append(res.Kept, guard.Admission{Req: ch.req, Only: slices.Concat(ch.idx, ch.prev), At: time.UnixMicro(ch.at)})
+					res.Kept = append(res.Kept, guard.Admission{Req: ch.req, Only: slices.Concat(ch.idx, ch.logs, ch.prev), At: time.UnixMicro(ch.at)})
 				}
 			}
 			return res
@@ -93,14 +96,16 @@ func current(chs []*charge) []*charge {
 }
 
 // charge is one admission of the fallback carried back: units at time at
-// (µs), against the limits of req whose indices are in idx, and, in prev,
-// its sliding windows whose window has ended but still weighs.
+// (µs), against the limits of req whose indices are in idx, in logs its
+// sliding logs, and in prev its sliding windows whose window has ended but
+// still weighs.
 type charge struct {
 	req   ratelimit.Request // Cost is the units
-	key   string            // the key of the limits in idx and prev
+	key   string            // the key of the limits in idx, logs and prev
 	name  string            // the name their state belongs to (see Request.Line)
 	at    int64
 	idx   []int
+	logs  []int
 	prev  []int
 	tries int
 	done  bool
@@ -121,7 +126,7 @@ func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
 			continue
 		}
 		p := lim.Period.Microseconds()
-		var open, prev bool
+		var open, prev, log bool
 		c, calendar := calendarOf(lim)
 		switch factsOf(lim).State {
 		case limitfacts.Window:
@@ -131,7 +136,7 @@ func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
 				open = at/p == now/p
 			}
 		case limitfacts.Log:
-			open = at > now-p
+			open, log = at > now-p, true
 		case limitfacts.Windows:
 			open = at/p == now/p
 			prev = at/p+1 == now/p
@@ -155,9 +160,12 @@ func (l *redisBackend) newCharges(a guard.Admission, now int64) []*charge {
 			ch.req.Cost = units
 			chs = append(chs, ch)
 		}
-		if open {
+		switch {
+		case open && log:
+			ch.logs = append(ch.logs, i)
+		case open:
 			ch.idx = append(ch.idx, i)
-		} else {
+		default:
 			ch.prev = append(ch.prev, i)
 		}
 	}
@@ -212,6 +220,76 @@ func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge, res *gua
 		res.Dropped += units - n
 	}
 	return true
+}
+
+// logScript charges units admitted at a past time to a sliding log's
+// key, at that time, deciding nothing and charging all of them (see
+// "carry sliding_log" in lua/sliding_log_settle.lua.tmpl): the generic
+// decide script, run at a past time, would log them at the newest entry's
+// time, and a charge on top is bounded. It returns the units charged, 0
+// when they no longer count. KEYS[1] is the key; ARGV: the time (µs), the
+// units, the period (µs), and now (µs, or "" for the server's clock).
+var (
+	logText   = renderScript("carry_log.lua.tmpl", scriptData{})
+	logScript = redis.NewScript(sendable(logText))
+)
+
+// sendLogs charges the sliding logs in the logs of each of chs, in one
+// pipeline (a script not loaded is sent again alone, loading it), and
+// forgets them once charged. A charge with no other limits to charge is
+// then done, and counted once. It returns false when Redis could not be
+// asked about some: those it may have charged without answering are
+// forgotten too (never sent twice), the others kept.
+func (l *redisBackend) sendLogs(ctx context.Context, chs []*charge, res *guard.CarryResult) bool {
+	type sent struct {
+		cmd  *redis.Cmd
+		ch   *charge
+		i    int
+		key  string
+		args []any
+	}
+	var all []sent
+	pipe := l.client.Pipeline()
+	for _, ch := range chs {
+		for _, i := range ch.logs {
+			lim := ch.req.Limits[i]
+			key := storageKey(l.prefix, ch.name, ch.key, lineIndex(&ch.req, i), ratelimit.SlidingLog)
+			args := []any{ch.at, lim.Units(ch.req.Cost), lim.Period.Microseconds(), l.now()}
+			all = append(all, sent{logScript.EvalSha(ctx, pipe, []string{key}, args...), ch, i, key, args})
+		}
+	}
+	if len(all) == 0 {
+		return true
+	}
+	_, _ = pipe.Exec(ctx)
+	ok := true
+	charged := map[*charge]bool{}
+	for _, s := range all {
+		n, err := s.cmd.Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && ok {
+			n, err = logScript.Run(ctx, l.client, []string{s.key}, s.args...).Int64()
+		}
+		switch {
+		case mayHaveRun(err):
+			ok = false // forgotten: never sent twice
+		case err != nil && redisUnavailable(err):
+			ok = false
+			continue // kept for the next time
+		}
+		charged[s.ch] = charged[s.ch] || err == nil && n > 0
+		s.ch.logs = slices.DeleteFunc(s.ch.logs, func(i int) bool { return i == s.i })
+		if len(s.ch.logs) == 0 && len(s.ch.idx) == 0 {
+			// Nothing else to charge (an ended sliding window's units were
+			// charged before): done, and counted once.
+			s.ch.done = true
+			if charged[s.ch] {
+				res.Charged += s.ch.req.Cost
+			} else {
+				res.Dropped += s.ch.req.Cost
+			}
+		}
+	}
+	return ok
 }
 
 // args returns the generic decide script's KEYS and ARGV for ch: its

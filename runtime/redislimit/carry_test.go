@@ -82,6 +82,7 @@ func TestCarryBackIsNeverChargedTwice(t *testing.T) {
 			d.refuse.Store(false)
 			require.NoError(t, client.Ping(ctx).Err())
 			require.NoError(t, decideScript.Load(ctx, client).Err(), "a NOSCRIPT reply would be lost too")
+			require.NoError(t, logScript.Load(ctx, client).Err())
 			d.lose.Store(true)
 			l.fallback.CarryBack(ctx)
 			d.lose.Store(false)
@@ -127,18 +128,20 @@ func TestCarryBackCountsCalls(t *testing.T) {
 	assert.EqualValues(t, admitted, req.Limits[0].Threshold-p.Remaining, "the limit that counts calls was charged each call")
 }
 
-// TestCarryScriptRendersAsGolden compares the carry-back script with its
-// text under testdata/scripts (rewritten with -update); the carry tests
-// run it.
+// TestCarryScriptRendersAsGolden compares the carry-back scripts with
+// their texts under testdata/scripts (rewritten with -update); the carry
+// tests run them.
 func TestCarryScriptRendersAsGolden(t *testing.T) {
-	file := filepath.Join("testdata", "scripts", "carry_previous.lua")
-	if *updateScripts {
-		require.NoError(t, os.WriteFile(file, []byte(previousText), 0o644))
-	}
-	want, err := os.ReadFile(file)
-	require.NoError(t, err, "run with -update to write it")
-	if string(want) != previousText {
-		t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
+	for name, text := range map[string]string{"carry_previous.lua": previousText, "carry_log.lua": logText} {
+		file := filepath.Join("testdata", "scripts", name)
+		if *updateScripts {
+			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
+		}
+		want, err := os.ReadFile(file)
+		require.NoError(t, err, "run with -update to write it")
+		if string(want) != text {
+			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
+		}
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // count never falls below the units admitted in the last period.
 func TestSlidingLogCountsCarriesOutOfOrder(t *testing.T) {
 	const period = time.Second
-	const threshold = 1 << 20
+	const threshold = 100
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		clock := clocktest.NewManual()
@@ -65,15 +65,16 @@ func TestSlidingLogCountsCarriesOutOfOrder(t *testing.T) {
 			case 1:
 				d, err := l.Allow(t.Context(), req)
 				require.NoError(t, err)
-				require.True(t, d.Allowed)
-				all = append(all, admitted{now, 1})
+				if d.Allowed {
+					all = append(all, admitted{now, 1})
+				}
 			default:
 				clock.Advance(time.Duration(rng.Int64N(int64(period / 10))))
 			}
 			d, err := l.Peek(t.Context(), req)
 			require.NoError(t, err)
 			counted := threshold - d.Remaining
-			require.GreaterOrEqual(t, counted, lower(clock.Now()), "seed %d, step %d: Redis counts fewer units than were admitted in the last period", seed, step)
+			require.Equal(t, lower(clock.Now()), counted, "seed %d, step %d: Redis counts other units than were admitted in the last period", seed, step)
 		}
 	}
 }
