@@ -133,18 +133,7 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			return nil // fails open: no slot taken, nothing to settle
 		}
 		if d.Allowed {
-			if len(req.Limits) > 0 {
-				res.backend, _ = backend.(Reserver)
-			}
-			res.at = at
-			h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
-			if c := configOf(limiter); c != nil {
-				if h.hook, _ = c.Hook.(InFlightHook); h.hook != nil {
-					h.hook.InFlight(ctx, r.Name, 1)
-				}
-			}
-			h.schedule()
-			res.slot = h
+			r.holdSlot(ctx, limiter, backend, req, slot, token, at, res)
 			return r.pace(ctx, d.Delay)
 		}
 		pause, ok := r.slotPause(ctx, start, d, len(req.Limits))
@@ -161,6 +150,24 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			return fmt.Errorf("ratelimit: %s: %w while waiting for a slot", r.Name, err)
 		}
 	}
+}
+
+// holdSlot makes res hold the slot that the call of req took with token
+// (its rate limits charged at at), tells the hook it is in flight, and
+// schedules the slot's renewals.
+func (r *Rule) holdSlot(ctx context.Context, limiter Limiter, backend SlotHolder, req Request, slot Limit, token string, at time.Time, res *Reservation) {
+	if len(req.Limits) > 0 {
+		res.backend, _ = backend.(Reserver)
+	}
+	res.at = at
+	h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
+	if c := configOf(limiter); c != nil {
+		if h.hook, _ = c.Hook.(InFlightHook); h.hook != nil {
+			h.hook.InFlight(ctx, r.Name, 1)
+		}
+	}
+	h.schedule()
+	res.slot = h
 }
 
 // slotPause returns how long a call of r with a concurrency limit,

@@ -100,14 +100,16 @@ func (s *standalone) stop() {
 	}
 }
 
-// sentinel is a primary, a replica and three sentinels.
+// sentinel is a primary, two replicas and three sentinels: a killed
+// primary does not come back, and a hot run kills one per algorithm, each
+// time with a replica left to promote.
 type sentinel struct {
 	d    *redistest.Sentinel
 	logf func(string, ...any)
 }
 
 func startSentinel(_ context.Context, logf func(string, ...any)) (*sentinel, error) {
-	d, err := redistest.StartSentinel(1, 3)
+	d, err := redistest.StartSentinel(2, 3)
 	if err != nil {
 		return nil, err
 	}

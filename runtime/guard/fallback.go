@@ -150,7 +150,8 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 	if req.Keys != nil {
 		req.Keys = boundKeys(req.Keys)
 	}
-	local, d, err := f.decide(ctx, req)
+	local := req
+	d, err := f.decide(ctx, &req, &local)
 	if err != nil {
 		return ratelimit.Decision{}, nil, err
 	}
@@ -172,18 +173,17 @@ func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratel
 }
 
 // decide decides req in process against this process's share of its
-// limits (local: req with the shares), and remembers an admission to be
-// carried back; while the fallback rejoins, it sheds req.
-func (f *Fallback) decide(ctx context.Context, req ratelimit.Request) (local ratelimit.Request, d ratelimit.Decision, err error) {
+// limits (setting local's limits to the shares), and remembers an
+// admission to be carried back; while the fallback rejoins, it sheds req.
+func (f *Fallback) decide(ctx context.Context, req, local *ratelimit.Request) (d ratelimit.Decision, err error) {
 	f.admitting.RLock()
 	defer f.admitting.RUnlock()
-	local = req
 	if f.rejoining.Load() {
 		// Carried back and waiting for the other processes: an admission
 		// now would reach the backend after processes that closed their
 		// breakers decide there. Shed it; the backend decides within a
 		// poll or so.
-		return local, ratelimit.Decision{RetryAfter: rejoinPoll, Source: ratelimit.SourceBusy}, nil
+		return ratelimit.Decision{RetryAfter: rejoinPoll, Source: ratelimit.SourceBusy}, nil
 	}
 	if !f.deciding.Load() {
 		f.deciding.Store(true)
@@ -195,15 +195,15 @@ func (f *Fallback) decide(ctx context.Context, req ratelimit.Request) (local rat
 			local.Limits[i] = Share(lim, n)
 		}
 	}
-	f.told.seed(ctx, f.local, &local, n, f.now())
-	if d, err = f.local.Allow(ctx, local); err != nil {
-		return local, d, err
+	f.told.seed(ctx, f.local, local, n, f.now())
+	if d, err = f.local.Allow(ctx, *local); err != nil {
+		return d, err
 	}
 	d.Source = ratelimit.SourceFallback
 	if d.Allowed && f.carrier != nil {
-		f.carry.record(&req, nil, f.now())
+		f.carry.record(req, nil, f.now())
 	}
-	return local, d, nil
+	return d, nil
 }
 
 // decided reports d, the decision of req, to the hook. It takes req by

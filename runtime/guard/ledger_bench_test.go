@@ -78,3 +78,23 @@ func BenchmarkFallbackLocalAdmits(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFallbackLocalDenies: calls that the fallback denies in process
+// (AllowLocal, as while the backend is down, the share spent), on one key:
+// what most calls cost during an outage, the admissions being bounded by
+// the shares.
+func BenchmarkFallbackLocalDenies(b *testing.B) {
+	f := guard.NewFallback(newMarkFlaky("bench-deny"), guard.WithFallbackProcesses(1))
+	defer f.Close()
+	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1}}}
+	ctx := context.Background()
+	if d, _, err := f.AllowLocal(ctx, req); err != nil || !d.Allowed {
+		b.Fatal(d, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _, err := f.AllowLocal(ctx, req); err != nil || d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
