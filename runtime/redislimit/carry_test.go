@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,16 +131,8 @@ func TestCarryBackCountsCalls(t *testing.T) {
 // their texts under testdata/scripts (rewritten with -update); the carry
 // tests run them.
 func TestCarryScriptRendersAsGolden(t *testing.T) {
-	for name, text := range map[string]string{"carry_previous.lua": previousText, "carry_log.lua": logText} {
-		file := filepath.Join("testdata", "scripts", name)
-		if *updateScripts {
-			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
-		}
-		want, err := os.ReadFile(file)
-		require.NoError(t, err, "run with -update to write it")
-		if string(want) != text {
-			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
-		}
+	for name, text := range map[string]string{"carry_previous": previousText, "carry_log": logText} {
+		matchesGolden(t, name, text)
 	}
 }
 

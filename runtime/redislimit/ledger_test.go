@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,15 +164,7 @@ func TestLedgerAcrossARestart(t *testing.T) {
 // fleet and ledger tests run them.
 func TestHeartbeatScriptsRenderAsGolden(t *testing.T) {
 	for name, text := range map[string]string{"heartbeat": heartbeatText, "mark": markText} {
-		file := filepath.Join("testdata", "scripts", name+".lua")
-		if *updateScripts {
-			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
-		}
-		want, err := os.ReadFile(file)
-		require.NoError(t, err, "run with -update to write it")
-		if string(want) != text {
-			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
-		}
+		matchesGolden(t, name, text)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,15 +136,7 @@ func TestReserveTimeOnServerClock(t *testing.T) {
 // differential test runs them.
 func TestReserveScriptsRenderAsGolden(t *testing.T) {
 	for name, text := range map[string]string{"reserve": reserveText, "adjust": adjustText, "queue": queueText, "queue_slot": queueSlotText} {
-		file := filepath.Join("testdata", "scripts", name+".lua")
-		if *updateScripts {
-			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
-		}
-		want, err := os.ReadFile(file)
-		require.NoError(t, err, "run with -update to write it")
-		if string(want) != text {
-			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
-		}
+		matchesGolden(t, name, text)
 	}
 }
 

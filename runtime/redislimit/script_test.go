@@ -198,18 +198,9 @@ func TestEveryScriptShapeRendersAsGoldenAndDecides(t *testing.T) {
 	for _, s := range scriptShapes() {
 		t.Run(s.name, func(t *testing.T) {
 			text := s.text()
-			file := filepath.Join("testdata", "scripts", s.name+".lua")
-			if *updateScripts {
-				require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
-				require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
-			}
-			want, err := os.ReadFile(file)
-			require.NoError(t, err, "run with -update to write it")
-			if string(want) != text {
-				t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
-			}
+			matchesGolden(t, s.name, text)
 			src := s.source()
-			require.Equal(t, sendable(string(want)), src, "the script sent is the golden without its comment lines")
+			require.Equal(t, sendable(text), src, "the script sent is the golden without its comment lines")
 
 			req := ratelimit.Request{Name: "shape", Key: s.name, Limits: []ratelimit.Limit{s.lim}}
 			keys, args := l.appendCall(nil, nil, &req, "")
@@ -260,5 +251,21 @@ func TestEveryScriptShapeRendersAsGoldenAndDecides(t *testing.T) {
 			assert.True(t, d.Allowed)
 			assert.Equal(t, int64(s.lim.Threshold-1), d.Remaining)
 		})
+	}
+}
+
+// matchesGolden compares text, a rendered script, with its golden,
+// testdata/scripts/<name>.lua, which -update rewrites.
+func matchesGolden(t *testing.T, name, text string) {
+	t.Helper()
+	file := filepath.Join("testdata", "scripts", name+".lua")
+	if *updateScripts {
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run with -update to write it")
+	if string(want) != text {
+		t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -152,14 +150,6 @@ func TestSlotsOnACluster(t *testing.T) {
 // -update).
 func TestSlotScriptsRenderAsGolden(t *testing.T) {
 	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText, "cool": coolText, "cooling": coolingText, "waiting": waitingText} {
-		file := filepath.Join("testdata", "scripts", name+".lua")
-		if *updateScripts {
-			require.NoError(t, os.WriteFile(file, []byte(text), 0o644))
-		}
-		want, err := os.ReadFile(file)
-		require.NoError(t, err, "run with -update to write it")
-		if string(want) != text {
-			t.Errorf("the rendered script differs from %s: run with -update, and review the diff", file)
-		}
+		matchesGolden(t, name, text)
 	}
 }
