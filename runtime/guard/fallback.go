@@ -229,11 +229,22 @@ func (f *Fallback) now() int64 {
 func (f *Fallback) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	d, err := f.next.Allow(ctx, req)
 	if err == nil {
-		f.told.record(&req, &d, f.now())
-		f.ledgerAdmitted(&req, d)
+		now := f.answeredAt()
+		f.told.record(&req, &d, now)
+		f.ledgerAdmitted(&req, d, now)
 		f.carrySoon()
 	}
 	return d, err
+}
+
+// answeredAt returns the time (µs) at which the fallback records an
+// answer of the backend: the ledger's time (one read of the monotonic
+// clock) when it keeps a ledger, else now's.
+func (f *Fallback) answeredAt() int64 {
+	if f.ledger != nil {
+		return f.ledgerNow()
+	}
+	return f.now()
 }
 
 // Reserve passes the call on to the backend, and remembers what it told

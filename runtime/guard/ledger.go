@@ -70,9 +70,9 @@ func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }
 
-// ledgerAdmitted records in f's ledger that the backend admitted req now,
-// when it did and f keeps a ledger.
-func (f *Fallback) ledgerAdmitted(req *ratelimit.Request, d ratelimit.Decision) {
+// ledgerAdmitted records in f's ledger that the backend admitted req at
+// now (see ledgerNow), when it did and f keeps a ledger.
+func (f *Fallback) ledgerAdmitted(req *ratelimit.Request, d ratelimit.Decision, now int64) {
 	if f.ledger == nil || !d.Allowed {
 		return
 	}
@@ -81,7 +81,7 @@ func (f *Fallback) ledgerAdmitted(req *ratelimit.Request, d ratelimit.Decision) 
 	if req.Keys != nil {
 		bounded.Keys = boundKeys(req.Keys)
 	}
-	f.ledger.admitted.record(&bounded, nil, f.ledgerNow())
+	f.ledger.admitted.record(&bounded, nil, now)
 	f.fleet.Fleet().admitted()
 }
 
