@@ -22,16 +22,15 @@ type Carrier interface {
 	// request whose windows are still open (or, as a sliding window's
 	// previous window, still weigh), at its time, deciding nothing: an
 	// admission that no longer fits is charged all the same, within the
-	// bound the backend keeps a state to (the backend documents it;
-	// what is beyond it is dropped). A limit that
-	// counts calls (ratelimit.Limit.PerCall) takes 1 of each admission,
-	// whatever its cost. Each limit is charged where the backend keeps its
-	// state (a shared line's under its own name: ratelimit.Request.Line).
-	// It returns
-	// what it charged and dropped, in units, and the admissions it could
-	// not ask the backend about, which the fallback keeps for the next
-	// time (an admission that may have been charged without a reply is
-	// dropped, never sent twice).
+	// bound the backend keeps a state to (the backend documents it; what
+	// is beyond it is dropped). A limit that counts calls
+	// (ratelimit.Limit.PerCall) takes 1 of each admission, whatever its
+	// cost. Each limit is charged where the backend keeps its state (a
+	// shared line's under its own name: ratelimit.Request.Line). It
+	// returns what it charged and dropped, in units, and the admissions
+	// it could not ask the backend about, which the fallback keeps for
+	// the next time (an admission that may have been charged without a
+	// reply is dropped, never sent twice).
 	Carry(ctx context.Context, admissions []Admission) CarryResult
 }
 
