@@ -184,40 +184,26 @@ var (
 )
 
 // sendPrevious charges the sliding windows in the prev of each of chs, in
-// one pipeline (a script not loaded is sent again alone, loading it). It
-// returns false when Redis could not be asked.
+// one pipeline (see runEach). It returns false when Redis could not be
+// asked.
 func (l *redisBackend) sendPrevious(ctx context.Context, chs []*charge, res *guard.CarryResult) bool {
-	type sent struct {
-		cmd  *redis.Cmd
-		key  string
-		args []any
-	}
-	var all []sent
-	pipe := l.client.Pipeline()
+	var runs []*carryRun
 	for _, ch := range chs {
 		for _, i := range ch.prev {
 			lim := ch.req.Limits[i]
 			p := lim.Period.Milliseconds()
 			key := storageKey(l.prefix, ch.name, ch.key, lineIndex(&ch.req, i), ratelimit.SlidingWindow)
-			args := []any{ch.at / 1000 / p * p, p, lim.Units(ch.req.Cost), lim.Threshold}
-			all = append(all, sent{previousScript.EvalSha(ctx, pipe, []string{key}, args...), key, args})
+			runs = append(runs, &carryRun{ch: ch, i: i, key: key, units: lim.Units(ch.req.Cost),
+				args: []any{ch.at / 1000 / p * p, p, lim.Units(ch.req.Cost), lim.Threshold}})
 		}
 	}
-	if len(all) == 0 {
-		return true
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, s := range all {
-		n, err := s.cmd.Int64()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			n, err = previousScript.Run(ctx, l.client, []string{s.key}, s.args...).Int64()
-		}
-		if err != nil && redisUnavailable(err) {
+	l.runEach(ctx, previousScript, runs)
+	for _, r := range runs {
+		if r.err != nil && redisUnavailable(r.err) {
 			return false
 		}
-		units := s.args[2].(int64)
-		res.Charged += n
-		res.Dropped += units - n
+		res.Charged += r.n
+		res.Dropped += r.units - r.n
 	}
 	return true
 }
@@ -235,61 +221,80 @@ var (
 )
 
 // sendLogs charges the sliding logs in the logs of each of chs, in one
-// pipeline (a script not loaded is sent again alone, loading it), and
-// forgets them once charged. A charge with no other limits to charge is
-// then done, and counted once. It returns false when Redis could not be
-// asked about some: those it may have charged without answering are
-// forgotten too (never sent twice), the others kept.
+// pipeline (see runEach), and forgets them once charged. A charge with no
+// other limits to charge is then done, and counted once. It returns false
+// when Redis could not be asked about some: those it may have charged
+// without answering are forgotten too (never sent twice), the others
+// kept.
 func (l *redisBackend) sendLogs(ctx context.Context, chs []*charge, res *guard.CarryResult) bool {
-	type sent struct {
-		cmd  *redis.Cmd
-		ch   *charge
-		i    int
-		key  string
-		args []any
-	}
-	var all []sent
-	pipe := l.client.Pipeline()
+	var runs []*carryRun
 	for _, ch := range chs {
 		for _, i := range ch.logs {
 			lim := ch.req.Limits[i]
 			key := storageKey(l.prefix, ch.name, ch.key, lineIndex(&ch.req, i), ratelimit.SlidingLog)
-			args := []any{ch.at, lim.Units(ch.req.Cost), lim.Period.Microseconds(), l.now()}
-			all = append(all, sent{logScript.EvalSha(ctx, pipe, []string{key}, args...), ch, i, key, args})
+			runs = append(runs, &carryRun{ch: ch, i: i, key: key, units: lim.Units(ch.req.Cost),
+				args: []any{ch.at, lim.Units(ch.req.Cost), lim.Period.Microseconds(), l.now()}})
 		}
 	}
-	if len(all) == 0 {
-		return true
-	}
-	_, _ = pipe.Exec(ctx)
+	l.runEach(ctx, logScript, runs)
 	ok := true
 	charged := map[*charge]bool{}
-	for _, s := range all {
-		n, err := s.cmd.Int64()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && ok {
-			n, err = logScript.Run(ctx, l.client, []string{s.key}, s.args...).Int64()
-		}
+	for _, r := range runs {
 		switch {
-		case mayHaveRun(err):
+		case mayHaveRun(r.err):
 			ok = false // forgotten: never sent twice
-		case err != nil && redisUnavailable(err):
+		case r.err != nil && redisUnavailable(r.err):
 			ok = false
 			continue // kept for the next time
 		}
-		charged[s.ch] = charged[s.ch] || err == nil && n > 0
-		s.ch.logs = slices.DeleteFunc(s.ch.logs, func(i int) bool { return i == s.i })
-		if len(s.ch.logs) == 0 && len(s.ch.idx) == 0 {
+		ch := r.ch
+		charged[ch] = charged[ch] || r.err == nil && r.n > 0
+		ch.logs = slices.DeleteFunc(ch.logs, func(i int) bool { return i == r.i })
+		if len(ch.logs) == 0 && len(ch.idx) == 0 {
 			// Nothing else to charge (an ended sliding window's units were
 			// charged before): done, and counted once.
-			s.ch.done = true
-			if charged[s.ch] {
-				res.Charged += s.ch.req.Cost
+			ch.done = true
+			if charged[ch] {
+				res.Charged += ch.req.Cost
 			} else {
-				res.Dropped += s.ch.req.Cost
+				res.Dropped += ch.req.Cost
 			}
 		}
 	}
 	return ok
+}
+
+// carryRun is one run of a carry-back script: on key, the state of limit
+// i of ch, charging units; n and err are its reply.
+type carryRun struct {
+	ch    *charge
+	i     int
+	key   string
+	args  []any
+	units int64
+	n     int64
+	err   error
+}
+
+// runEach runs script on each of runs in one pipeline, and again alone a
+// run whose reply is NOSCRIPT (which loads the script), and sets each
+// run's reply.
+func (l *redisBackend) runEach(ctx context.Context, script *redis.Script, runs []*carryRun) {
+	if len(runs) == 0 {
+		return
+	}
+	pipe := l.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(runs))
+	for j, r := range runs {
+		cmds[j] = script.EvalSha(ctx, pipe, []string{r.key}, r.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for j, r := range runs {
+		r.n, r.err = cmds[j].Int64()
+		if r.err != nil && redis.HasErrorPrefix(r.err, "NOSCRIPT") {
+			r.n, r.err = script.Run(ctx, l.client, []string{r.key}, r.args...).Int64()
+		}
+	}
 }
 
 // args returns the generic decide script's KEYS and ARGV for ch: its
