@@ -36,22 +36,32 @@ func TestLedgerChargesLaterNeverEarlier(t *testing.T) {
 			c.record(&req, nil, now)
 			admitted = append(admitted, now)
 		}
-		got := c.snapshot(now)
-		require.LessOrEqual(t, len(got), MaxCarriedPerCall)
-		slices.SortFunc(got, func(a, b Admission) int { return a.At.Compare(b.At) })
-		var total int64
-		for _, a := range got {
-			total += a.Req.Cost
-		}
-		require.EqualValues(t, len(admitted), total, "every unit is kept")
-		// Units charged at or before each time are at most those admitted
-		// then (never earlier), and at least those admitted an eighth of
-		// the span before (not much later).
+		got := requireKeptNeverEarlier(t, c.snapshot(now), admitted, seed)
+		// And at least those admitted an eighth of the span before are
+		// charged by each time (not much later).
 		for _, at := range admitted {
-			require.LessOrEqual(t, chargedBy(got, at), int64(countBy(admitted, at)), "seed %d", seed)
 			require.GreaterOrEqual(t, chargedBy(got, at+span/8), int64(countBy(admitted, at)), "seed %d", seed)
 		}
 	}
+}
+
+// requireKeptNeverEarlier requires got, what a carry-back kept of the
+// admissions at the times admitted (sorted), to be at most
+// MaxCarriedPerCall admissions holding every unit, none charged before it
+// was admitted; it returns got sorted by time.
+func requireKeptNeverEarlier(t *testing.T, got []Admission, admitted []int64, seed uint64) []Admission {
+	t.Helper()
+	require.LessOrEqual(t, len(got), MaxCarriedPerCall)
+	slices.SortFunc(got, func(a, b Admission) int { return a.At.Compare(b.At) })
+	var total int64
+	for _, a := range got {
+		total += a.Req.Cost
+	}
+	require.EqualValues(t, len(admitted), total, "every unit is kept")
+	for _, at := range admitted {
+		require.LessOrEqual(t, chargedBy(got, at), int64(countBy(admitted, at)), "seed %d: a unit is charged before it was admitted", seed)
+	}
+	return got
 }
 
 // chargedBy returns the units of got charged at or before at.
@@ -147,17 +157,7 @@ func TestCarryMergesTheNearestAdmissions(t *testing.T) {
 				admitted = append(admitted, now)
 			}
 		}
-		got := c.take()
-		require.LessOrEqual(t, len(got), MaxCarriedPerCall)
-		slices.SortFunc(got, func(a, b Admission) int { return a.At.Compare(b.At) })
-		var total int64
-		for _, a := range got {
-			total += a.Req.Cost
-		}
-		require.EqualValues(t, len(admitted), total, "every unit is kept")
-		for _, at := range admitted {
-			require.LessOrEqual(t, chargedBy(got, at), int64(countBy(admitted, at)), "seed %d: a unit is charged before it was admitted", seed)
-		}
+		got := requireKeptNeverEarlier(t, c.take(), admitted, seed)
 		for burst := range 4 {
 			end := int64(1e15) + int64(burst)*time.Second.Microseconds() + 200*time.Millisecond.Microseconds()
 			require.EqualValues(t, countBy(admitted, end), chargedBy(got, end), "seed %d: burst %d's units are charged within it", seed, burst)
