@@ -105,7 +105,7 @@ func TestWithAdmissionConcurrentCalls(t *testing.T) {
 }
 
 // failingLimiter fails every call as a backend that is down.
-type failingLimiter struct{}
+type failingLimiter struct{ decidesOnly }
 
 func (failingLimiter) Allow(context.Context, Request) (Decision, error) {
 	return Decision{}, fmt.Errorf("%w: down", ErrBackend)

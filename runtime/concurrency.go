@@ -16,13 +16,13 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
-// slotHolderOf returns the [SlotHolder] that limiter offers (see [As]).
-func slotHolderOf(name string, limiter Limiter) (SlotHolder, error) {
-	backend, ok := As[SlotHolder](limiter)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, name, limiter)
+// holdsSlots returns an error unless limiter holds concurrency slots
+// (OpTakeSlot).
+func holdsSlots(name string, limiter Limiter) error {
+	if !can(limiter, OpTakeSlot) {
+		return fmt.Errorf("%w: %s: limiter %T cannot hold concurrency slots", ErrInvalidLimit, name, limiter)
 	}
-	return backend, nil
+	return nil
 }
 
 // isConcurrency reports whether l is a concurrency limit.
@@ -80,7 +80,7 @@ func newToken() string { return tokenPrefix + strconv.FormatUint(tokenSeq.Add(1)
 // heldSlot is the slot a reservation holds, until released.
 type heldSlot struct {
 	hook     InFlightHook // told of the slot taken and given back, or nil
-	backend  SlotHolder
+	limiter  Limiter
 	req      Request
 	limit    Limit
 	token    string
@@ -91,35 +91,34 @@ type heldSlot struct {
 
 // reserveSlot is Reserve for a rule with a concurrency limit.
 func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, slot Limit, res *Reservation) error {
-	backend, err := slotHolderOf(r.Name, limiter)
-	if err != nil {
+	if err := holdsSlots(r.Name, limiter); err != nil {
 		return err
 	}
 	req.Rule = nil // its limits are the rate limits alone
 	all := req
 	all.Limits = append(req.Limits[:len(req.Limits):len(req.Limits)], slot)
 	var start time.Time
-	var queuer Queuer // when its waiting calls queue
-	var ticket int64  // the call's place in its queue
+	var queues bool  // its waiting calls queue
+	var ticket int64 // the call's place in its queue
 	if r.Wait > 0 {
 		start = time.Now()
-		queuer, _ = As[Queuer](limiter)
+		queues = can(limiter, OpSlotTurn)
 	}
-	defer func() { r.dequeue(ctx, queuer, &req, ticket) }()
+	defer func() { r.dequeue(ctx, limiter, &req, ticket) }()
 	for {
 		token := newToken()
 		d, cooling := r.cooling(ctx, limiter, &req)
 		var at time.Time
 		var err error
 		if !cooling {
-			if queuer != nil {
-				d, ticket, at, err = queuer.ReserveSlotInTurn(ctx, req, slot, token, ticket, time.Until(r.deadline(ctx, start)))
+			if queues {
+				d, ticket, at, err = slotTurn(ctx, limiter, req, slot, token, ticket, time.Until(r.deadline(ctx, start)))
 				if errors.Is(err, errors.ErrUnsupported) {
-					queuer = nil
+					queues = false
 				}
 			}
-			if queuer == nil {
-				d, at, err = backend.ReserveSlot(ctx, req, slot, token)
+			if !queues {
+				d, at, err = takeSlot(ctx, limiter, req, slot, token)
 			}
 			if err == nil && d.Source != SourceQueue {
 				r.reportSlot(ctx, limiter, &all, d)
@@ -133,14 +132,14 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 			return nil // fails open: no slot taken, nothing to settle
 		}
 		if d.Allowed {
-			r.holdSlot(ctx, limiter, backend, req, slot, token, at, res)
+			r.holdSlot(ctx, limiter, req, slot, token, at, res)
 			return r.pace(ctx, d.Delay)
 		}
 		pause, ok := r.slotPause(ctx, start, d, len(req.Limits))
 		switch {
-		case queuer != nil && ticket == 0 && !cooling:
+		case queues && ticket == 0 && !cooling:
 			ok = false // no place: denied beyond its wait, or the queue is full
-		case queuer != nil && d.Source == SourceQueue:
+		case queues && d.Source == SourceQueue:
 			pause = max(d.RetryAfter, minRetrySleep) // behind others: as told
 		}
 		if !ok {
@@ -155,12 +154,12 @@ func (r *Rule) reserveSlot(ctx context.Context, limiter Limiter, req Request, sl
 // holdSlot makes res hold the slot that the call of req took with token
 // (its rate limits charged at at), tells the hook it is in flight, and
 // schedules the slot's renewals.
-func (r *Rule) holdSlot(ctx context.Context, limiter Limiter, backend SlotHolder, req Request, slot Limit, token string, at time.Time, res *Reservation) {
-	if len(req.Limits) > 0 {
-		res.backend, _ = backend.(Reserver)
+func (r *Rule) holdSlot(ctx context.Context, limiter Limiter, req Request, slot Limit, token string, at time.Time, res *Reservation) {
+	if len(req.Limits) > 0 && can(limiter, OpAdjust) {
+		res.limiter = limiter
 	}
 	res.at = at
-	h := &heldSlot{backend: backend, req: req, limit: slot, token: token}
+	h := &heldSlot{limiter: limiter, req: req, limit: slot, token: token}
 	if c := configOf(limiter); c != nil {
 		if h.hook, _ = c.Hook.(InFlightHook); h.hook != nil {
 			h.hook.InFlight(ctx, r.Name, 1)
@@ -216,7 +215,7 @@ func (h *heldSlot) schedule() {
 	h.renew = time.AfterFunc(h.limit.lease()/3, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), h.limit.lease()/3)
 		defer cancel()
-		if held, err := h.backend.RenewSlot(ctx, h.req, h.limit, h.token); err == nil && !held {
+		if held, err := renewSlot(ctx, h.limiter, h.req, h.limit, h.token); err == nil && !held {
 			return // lost (the process stalled past its lease): nothing to renew
 		}
 		h.schedule()
@@ -238,7 +237,7 @@ func (h *heldSlot) release(ctx context.Context) error {
 	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	return h.backend.ReleaseSlot(ctx, h.req, h.limit, h.token)
+	return giveSlot(ctx, h.limiter, h.req, h.limit, h.token)
 }
 
 // Release gives back the concurrency slot the reservation holds, if any,
@@ -439,8 +438,7 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	backend, ok := As[SlotHolder](limiter)
-	if !ok {
+	if !can(limiter, OpPeekSlot) {
 		return Decision{}, fmt.Errorf("ratelimit: %s: %T cannot peek at concurrency slots: %w", req.Name, limiter, errors.ErrUnsupported)
 	}
 	if req.Keys != nil {
@@ -462,7 +460,7 @@ func peekSlot(ctx context.Context, limiter Limiter, req Request) (Decision, erro
 		}
 	}
 	req.Limits, req.Rule = rates, nil
-	d, held, err := backend.PeekSlot(ctx, req, slot)
+	d, held, err := peekSlotOf(ctx, limiter, req, slot)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -183,7 +183,7 @@ func TestConcurrencyPeekAsReserveDecides(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidLimit, "a slot and rate limits of different keys")
 	_, err = Peek(ctx, m, Request{Name: "peek", Key: "k", Limits: []Limit{slot, slot}})
 	require.ErrorIs(t, err, ErrInvalidLimit, "two concurrency limits")
-	_, err = Peek(ctx, struct{ Limiter }{m}, Request{Name: "peek", Key: "k", Limits: r.Limits})
+	_, err = Peek(ctx, allowsOnly{next: m}, Request{Name: "peek", Key: "k", Limits: r.Limits})
 	require.ErrorIs(t, err, errors.ErrUnsupported, "a limiter that holds no slots")
 }
 
@@ -260,14 +260,20 @@ func TestConcurrencyCheckFailsEvenUnderAnOverride(t *testing.T) {
 	require.NoError(t, res.Release(ctx))
 }
 
-// slotsOnly is a memory limiter offering slots but no queue (no Queuer),
-// as a backend written before queues would.
+// slotsOnly is a memory limiter offering slots but no queue (no OpTurn
+// or OpSlotTurn), as a backend written before queues would.
 type slotsOnly struct{ m *MemoryLimiter }
 
 func (s slotsOnly) Allow(ctx context.Context, req Request) (Decision, error) {
 	return s.m.Allow(ctx, req)
 }
-func (s slotsOnly) Config() *Config { return s.m.Config() }
+func (s slotsOnly) Do(ctx context.Context, op Op) (Result, error) {
+	h := Handlers{TakeSlot: s.ReserveSlot, GiveSlot: s.ReleaseSlot, RenewSlot: s.RenewSlot, PeekSlot: s.PeekSlot}
+	return h.Do(ctx, s, op)
+}
+func (s slotsOnly) Abilities() Abilities {
+	return Abilities{Ops: OpsOf(OpTakeSlot, OpGiveSlot, OpRenewSlot, OpPeekSlot), Config: s.m.Abilities().Config}
+}
 func (s slotsOnly) ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, time.Time, error) {
 	return s.m.ReserveSlot(ctx, req, slot, token)
 }

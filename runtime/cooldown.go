@@ -33,28 +33,7 @@ func retryAfterOf(err error) (d time.Duration, ok bool) {
 	return min(d, MaxCooldown), true
 }
 
-// Cooler is a [Limiter] that keeps cooldowns: an upstream's "retry after
-// d" recorded against a line (limit i of a request: the state
-// [Request.Line] names, under the limit's key), which every process
-// sharing the limiter's state then enforces. [Rule.Cooldown] records one;
-// [Rule.Check], [Rule.Reserve] and [Rule.Peek] of a rule with a line
-// marked [Limit.Cooldown] ask Cooling before they decide, and deny a call
-// of a cooling line without charging any limit. A rule whose limiter
-// offers no Cooler (found with [As]) is decided without its cooldowns,
-// and the limiter's process logs that once per rule.
-type Cooler interface {
-	Limiter
-	// Cool records that limit i of req cools for d from now, on the
-	// backend's clock: a cooldown that ends later than one already
-	// recorded replaces it, one that ends sooner changes nothing.
-	Cool(ctx context.Context, req Request, i int, d time.Duration) error
-	// Cooling returns the limit of req, among those marked
-	// [Limit.Cooldown], whose cooldown ends last, and how long it still
-	// cools; i is -1 when none cools now.
-	Cooling(ctx context.Context, req Request) (i int, left time.Duration, err error)
-}
-
-// Cooldown records, on limiter's [Cooler], that the calls of r's line (the
+// Cooldown records on limiter ([OpCool]) that the calls of r's line (the
 // index of the limit in r.Limits, which must be marked [Limit.Cooldown])
 // with key are denied for d, such as an upstream's Retry-After read with
 // [Rule.CooldownOn]: until then every call of the line's key, in every
@@ -63,7 +42,7 @@ type Cooler interface {
 // A cooldown never shortens a longer one, and d is capped at
 // [MaxCooldown]; a d that is not positive does nothing. Cooldown runs on
 // a context detached from ctx's cancellation, with its own timeout (as
-// settles do). A limiter without a Cooler records nothing: Cooldown then
+// settles do). A limiter that keeps no cooldowns records nothing: Cooldown then
 // returns an error wrapping [errors.ErrUnsupported]; a failure of the
 // backend an error wrapping [ErrBackend], also told to its hook.
 func (r *Rule) Cooldown(ctx context.Context, limiter Limiter, line int, key string, d time.Duration) error {
@@ -73,14 +52,13 @@ func (r *Rule) Cooldown(ctx context.Context, limiter Limiter, line int, key stri
 	if d <= 0 {
 		return nil
 	}
-	cooler, ok := As[Cooler](limiter)
-	if !ok {
-		return fmt.Errorf("ratelimit: %s: limiter %T keeps no cooldowns (it is no ratelimit.Cooler): %w", r.Name, limiter, errors.ErrUnsupported)
+	if !can(limiter, OpCool) {
+		return fmt.Errorf("ratelimit: %s: limiter %T keeps no cooldowns (no OpCool): %w", r.Name, limiter, errors.ErrUnsupported)
 	}
 	req := r.coolRequest(line, key)
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	err := cooler.Cool(ctx, req, line, min(d, MaxCooldown))
+	_, err := limiter.Do(ctx, Op{Kind: OpCool, Request: req, Line: line, Wait: min(d, MaxCooldown)})
 	if err != nil {
 		if c := configOf(limiter); c != nil && c.Hook != nil {
 			c.Hook.Failed(ctx, &req, err)
@@ -113,10 +91,10 @@ func cools(limits []Limit) bool {
 
 // cooling returns the denial of a call of req (whose keys are the call's,
 // against r) while one of r's lines cools, and whether one does. The
-// cooldowns are asked of limiter's [Cooler] against r's own limits, so an
+// cooldowns are asked of limiter ([OpCooling]) against r's own limits, so an
 // override keeps the line's cooldown; the denial names the cooling limit
 // of req (req.Limits), with Remaining 0 and the cooldown's end as its
-// RetryAfter and ResetAfter. A limiter without a Cooler, or one that
+// RetryAfter and ResetAfter. A limiter that keeps no cooldowns, or one that
 // fails to tell (its hook is told), leaves the call to the limits.
 func (r *Rule) cooling(ctx context.Context, limiter Limiter, req *Request) (Decision, bool) {
 	if !cools(r.Limits) {
@@ -127,16 +105,15 @@ func (r *Rule) cooling(ctx context.Context, limiter Limiter, req *Request) (Deci
 
 // coolingOf is cooling of a rule with a cooldown line.
 func (r *Rule) coolingOf(ctx context.Context, limiter Limiter, req *Request) (Decision, bool) {
-	cooler, ok := As[Cooler](limiter)
-	if !ok {
+	if !can(limiter, OpCooling) {
 		if _, logged := coolUnsupported.LoadOrStore(r, true); !logged {
-			slog.Default().Warn("ratelimit: cooldown unsupported: the limiter keeps no cooldowns (it is no ratelimit.Cooler); its calls are decided without them",
+			slog.Default().Warn("ratelimit: cooldown unsupported: the limiter keeps no cooldowns (no OpCooling); its calls are decided without them",
 				"name", r.Name, "limiter", fmt.Sprintf("%T", limiter))
 		}
 		return Decision{}, false
 	}
 	ask := Request{Name: r.Name, Key: req.Key, Keys: req.Keys, Limits: r.Limits, Shared: r.Shared, Rule: r}
-	i, left, err := cooler.Cooling(ctx, ask)
+	i, left, err := coolingOf(ctx, limiter, ask)
 	if err != nil {
 		if c := configOf(limiter); c != nil && c.Hook != nil {
 			c.Hook.Failed(ctx, &ask, err)
@@ -202,7 +179,7 @@ func lineOf(req *Request, i int) coolLine {
 	return coolLine{name: name, index: index, key: callkey.Named(key)}
 }
 
-// Cool records a cooldown of limit i of req. See [Cooler].
+// Cool records a cooldown of limit i of req. See [OpCool].
 func (l *MemoryLimiter) Cool(_ context.Context, req Request, i int, d time.Duration) error {
 	if i < 0 || i >= len(req.Limits) || (req.Keys != nil && len(req.Keys) != len(req.Limits)) {
 		return fmt.Errorf("%w: %s: no limit %d to cool", ErrInvalidLimit, req.Name, i)
@@ -235,7 +212,7 @@ func (l *MemoryLimiter) Cool(_ context.Context, req Request, i int, d time.Durat
 	return nil
 }
 
-// Cooling returns the limit of req that cools longest. See [Cooler].
+// Cooling returns the limit of req that cools longest. See [OpCooling].
 func (l *MemoryLimiter) Cooling(_ context.Context, req Request) (int, time.Duration, error) {
 	if req.Keys != nil && len(req.Keys) != len(req.Limits) {
 		return -1, 0, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, req.Name, len(req.Keys), len(req.Limits))

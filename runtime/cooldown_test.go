@@ -42,12 +42,18 @@ func TestRetryAfterOfFindsTheRetryThroughWrapping(t *testing.T) {
 	}
 }
 
-// allowOnly is a limiter that offers nothing but Allow.
+// allowOnly is a limiter that carries out nothing but Allow.
 type allowOnly struct{ ratelimit.Limiter }
 
 func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return a.Limiter.Allow(ctx, req)
 }
+
+func (a allowOnly) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(a, op.Kind)
+}
+
+func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
 
 func TestCooldownUnsupportedIsLoggedOnceAndDecidedWithout(t *testing.T) {
 	var logs bytes.Buffer
@@ -158,12 +164,8 @@ type stepClock struct{ t time.Time }
 
 func (c *stepClock) Now() time.Time { return c.t }
 
-// resetKey clears the state of name and key on l, through the Resetter it
-// offers (see ratelimit.As).
+// resetKey clears the state of name and key on l (OpReset).
 func resetKey(ctx context.Context, l ratelimit.Limiter, name, key string) error {
-	r, ok := ratelimit.As[ratelimit.Resetter](l)
-	if !ok {
-		return fmt.Errorf("%T cannot reset: %w", l, errors.ErrUnsupported)
-	}
-	return r.Reset(ctx, name, key)
+	_, err := l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpReset, Request: ratelimit.Request{Name: name, Key: key}})
+	return err
 }

@@ -44,7 +44,7 @@
 // With Wait > 0, a denied call sleeps until the limit should admit it (the
 // denial's RetryAfter) and tries again, for at most Wait and never past
 // its context's deadline; a denial whose RetryAfter is beyond that budget
-// is returned at once. On a limiter that offers [Queuer] (the memory and
+// is returned at once. On a limiter that offers [OpTurn] (the memory and
 // Redis limiters do), the calls of one rule and key are admitted in the
 // order they began to wait across every process sharing its backend: a
 // call is decided only in its turn, and one behind others is told when
@@ -68,10 +68,10 @@
 // An error wrapping [ErrBackend] (the backend failed, or its circuit
 // breaker is open: [ErrCircuitOpen]) is handled by the error policy: the
 // rule's OnError, or when empty the limiter's default (its [Config]'s
-// ErrorPolicy, [FailLocal] unless set; FailLocal for a limiter that is not
-// [Configured] too). Under
+// ErrorPolicy, [FailLocal] unless set; FailLocal for a limiter that
+// reports no Config too). Under
 // [FailOpen] Check returns nil (the limiter has reported the error to its
-// hook), under [FailLocal] what the limiter's [Fallback] decides, and under
+// hook), under [FailLocal] what the limiter's [OpFallback] decides, and under
 // [FailClosed] (or any other value, or FailLocal when the fallback cannot
 // decide) the error. Other errors are returned whatever the policy: an
 // invalid request (wrapping [ErrInvalidLimit], such as a [*CostError]) is a
@@ -103,19 +103,20 @@
 //
 // # Backends
 //
-// A backend is a [Limiter] and offers each further capability by
-// implementing its interface, which any limiter, in this module or not, can
-// do: [Peeker], [Resetter], [Reserver], [SlotHolder], [Configured] (the
-// overrides, default error policy and hook of its calls) and [Fallback]
-// (an in-process stand-in for [FailLocal]). [Rule] and the functions of
-// this package find each with [As], by one rule: on the limiter, else on
-// the limiter a [Wrapper] (one that measures or traces its calls) wraps,
-// and so on, so a wrapper sees each call whose capability it implements.
-// The requests of a Rule carry it ([Request.Rule]), so a backend can keep
-// what it derives from the rule's limits once, as [MemoryLimiter] keeps
-// their plans. Package limitertest checks a backend against this contract.
-// The modules under adapters/ of the repository export to Prometheus and
-// OpenTelemetry as Wrappers, and serve limits over gRPC.
+// A backend is a [Limiter]: Allow decides, Do carries out every other
+// operation ([OpKind]: reservations and settles, slots, cooldowns, turns
+// in a queue, peeks, resets, denials, the in-process fallback of
+// [FailLocal]) and Abilities reports which it supports, and the [Config]
+// of its options. Any limiter, in this module or not, can be one;
+// [Handlers] carry out Do for a backend that fills them. [Rule] and the
+// functions of this package call nothing but these three methods of the
+// limiter they are given, so a limiter that wraps another (one that
+// measures or traces its calls) sees every call. The requests of a Rule
+// carry it ([Request.Rule]), so a backend can keep what it derives from
+// the rule's limits once, and offer a fast path ([Plan]), as
+// [MemoryLimiter] does. Package limitertest checks a backend against this
+// contract. The modules under adapters/ of the repository export to
+// Prometheus and OpenTelemetry as wrappers, and serve limits over gRPC.
 //
 // Under [FailLocal] (onerror=local), a call the backend cannot decide is
 // decided by its in-process fallback, with the same algorithms against the

@@ -5,21 +5,7 @@ import (
 	"errors"
 )
 
-// Fallback is a [Limiter] with an in-process stand-in for its backend:
-// [Rule.Check] asks it to decide a call of a [FailLocal] rule that Allow
-// could not decide.
-type Fallback interface {
-	Limiter
-	// AllowLocal decides req in process, as Allow would with the backend's
-	// state out of reach, and charges it there; an error means it cannot
-	// decide req either. It returns the limits it decided against, which
-	// the decision's LimitIndex indexes: req.Limits, or what it enforces
-	// in their stead (such as one process's share of each), so that a
-	// denied caller is told the limit that denied it.
-	AllowLocal(ctx context.Context, req Request) (Decision, []Limit, error)
-}
-
-// fallback returns the decision of limiter's [Fallback] for req, which
+// fallback returns the decision of limiter's fallback ([OpFallback]) for req, which
 // limiter could not decide because of err, and the limits it enforced,
 // when r's error policy is [FailLocal]; a call shed because the limiter
 // was saturated ([ErrBusy]) is denied instead, whatever the policy.
@@ -33,14 +19,14 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 	if ctx.Err() != nil || !errors.Is(err, ErrBackend) || r.policy(limiter) != FailLocal {
 		return Decision{}, nil, err
 	}
-	local, ok := As[Fallback](limiter)
-	if !ok {
+	if !can(limiter, OpFallback) {
 		return Decision{}, nil, err
 	}
-	d, limits, lerr := local.AllowLocal(ctx, req)
+	res, lerr := limiter.Do(ctx, Op{Kind: OpFallback, Request: req})
 	if lerr != nil {
 		return Decision{}, nil, err
 	}
+	d, limits := res.Decision, res.Limits
 	if len(limits) != len(req.Limits) {
 		limits = req.Limits
 	}

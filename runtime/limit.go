@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -133,11 +132,11 @@ const (
 	// after the hour too, which cools the line again.
 	MaxCooldown = time.Hour
 	// QueueGrace is how long after the retry it was told a waiting call
-	// keeps its place in its queue (see [Queuer]): a call that comes back
+	// keeps its place in its queue (see [OpTurn]): a call that comes back
 	// later (its process stalled or died) loses it, so the calls behind it
 	// wait at most that much longer for a place nobody will take.
 	QueueGrace = 5 * time.Second
-	// MaxQueue is the most calls that wait in one queue (see [Queuer]): a
+	// MaxQueue is the most calls that wait in one queue (see [OpTurn]): a
 	// call denied while as many wait is refused its place, and returns its
 	// denial.
 	MaxQueue = 4096
@@ -145,7 +144,7 @@ const (
 	// limit's slots asks again while fewer calls than slots are ahead of
 	// it in its queue (a slot frees when a call gives it back, which
 	// nothing foretells), and k+1 times that while k times the slots are
-	// (see [Queuer]).
+	// (see [OpTurn]).
 	SlotPoll = 10 * time.Millisecond
 	// BusyRetry is the RetryAfter of a call shed because the limiter's
 	// client was saturated ([ErrBusy]).
@@ -198,7 +197,7 @@ type Limit struct {
 	// Cooldown marks the limit's line as one an upstream can cool (the
 	// directive's cooldown=true): [Rule.Cooldown] records that the line's
 	// key is denied until an upstream's retry time, and every process
-	// sharing the limiter's state enforces it (see [Cooler]). A
+	// sharing the limiter's state enforces it (see [OpCool]). A
 	// concurrency limit takes no cooldown.
 	Cooldown bool
 }
@@ -337,7 +336,7 @@ type Request struct {
 	// whatever the request's Name and i (see [Request.Line]), so every
 	// request with the line shares it. A request with Shared has a key
 	// per limit (Keys), len(Shared) is len(Limits), and no two of its
-	// limits name the same line. Only a limiter that offers [LineSharer]
+	// limits name the same line. Only a limiter that shares lines ([Abilities])
 	// may be given one.
 	Shared []string
 
@@ -493,7 +492,7 @@ const (
 	// upstream asked to retry later (see [Rule.Cooldown]).
 	SourceCooldown
 	// SourceQueue is a denial of a call that waits its turn behind calls
-	// that began to wait before it (see [Queuer]); nothing was decided.
+	// that began to wait before it (see [OpTurn]); nothing was decided.
 	SourceQueue
 	// SourceBusy is a denial of a call that the limiter shed undecided:
 	// its own client was saturated ([ErrBusy]), or its fallback had
@@ -522,27 +521,4 @@ func (s Source) String() string {
 		return "fallback"
 	}
 	return "backend"
-}
-
-// Limiter decides calls. Implementations are safe for concurrent use.
-type Limiter interface {
-	// Allow decides req and, if every limit admits it, charges its cost to
-	// each. The error is non-nil only when no decision could be made (a
-	// backend failure, wrapping ErrBackend, or an invalid request); a denied
-	// call is a Decision with Allowed false and a nil error.
-	Allow(ctx context.Context, req Request) (Decision, error)
-}
-
-// Wrapper is a [Limiter] that wraps another, such as one that measures or
-// traces its calls. Its Allow should pass requests on unchanged. Each
-// capability the wrapper does not implement itself is found on the limiter
-// Unwrap returns (see [As]): [Rule.Check] applies the overrides
-// ([WithOverrides]), the default error policy ([WithErrorPolicy]) and the
-// local fallback ([FailLocal]) found so, and wrapping a limiter changes
-// none of its decisions. The fallback's decisions are made without the
-// wrapper's Allow.
-type Wrapper interface {
-	Limiter
-	// Unwrap returns the wrapped limiter.
-	Unwrap() Limiter
 }

@@ -44,8 +44,9 @@ type MemoryLimiter struct {
 	cools  coolTable    // cooldowns (cooldown.go)
 	queues memoryQueues // the queues of waiting calls (memoryqueue.go)
 	// denials counts the denials of the process's rules (see
-	// [DenialCounter]).
+	// [OpCountDenial]).
 	denials denied.Summary
+	ops     Handlers // Do's
 }
 
 type memoryShard struct {
@@ -74,7 +75,34 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 	for i := range l.shards {
 		l.shards[i].entries = make(map[uint64]*memoryEntry)
 	}
+	l.ops = Handlers{
+		Plan: l.plan, Reserve: l.Reserve, Adjust: l.Adjust, Peek: l.Peek, Reset: l.Reset,
+		TakeSlot: l.ReserveSlot, RenewSlot: l.RenewSlot, GiveSlot: l.ReleaseSlot, PeekSlot: l.PeekSlot,
+		Cool: l.Cool, Cooling: l.Cooling,
+		Turn: l.AllowInTurn, SlotTurn: l.ReserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.Waiting,
+		CountDenial: l.CountDenial, TopDenied: l.TopDenied,
+	}
 	return l
+}
+
+// Do carries out op. See [Limiter].
+func (l *MemoryLimiter) Do(ctx context.Context, op Op) (Result, error) {
+	return l.ops.Do(ctx, l, op)
+}
+
+// Abilities reports every operation but OpFallback (the limiter has no
+// backend to stand in for), shared lines, and the limiter's Config. See
+// [Limiter].
+func (l *MemoryLimiter) Abilities() Abilities {
+	return Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
+}
+
+// plan returns the limiter's fast path for r's calls. See [OpPlan].
+func (l *MemoryLimiter) plan(r *Rule) Plan {
+	if d := l.decideRule(r); d != nil {
+		return Plan{By: l, Decide: d}
+	}
+	return Plan{}
 }
 
 // Allow decides req. See [Limiter]. The requests of a [Rule] are decided
@@ -96,10 +124,10 @@ func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d D
 	l.cfg.Hook.Decided(ctx, &req, d)
 }
 
-// DecideRule returns the function that decides the calls of r against its
+// decideRule returns the function that decides the calls of r against its
 // plans, made once, without a Request: the limiter's fast path (see
-// [RuleDecider]); nil when r's limits are not valid.
-func (l *MemoryLimiter) DecideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error) {
+// [Plan]); nil when r's limits are not valid.
+func (l *MemoryLimiter) decideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error) {
 	prep := r.prepared()
 	if prep == nil {
 		return nil
@@ -141,10 +169,6 @@ func (l *MemoryLimiter) now() int64 {
 	}
 	return monotime.Micros()
 }
-
-// Config returns the configuration the limiter was made with. See
-// [Configured].
-func (l *MemoryLimiter) Config() *Config { return &l.cfg }
 
 // hashOf returns the hash of the pair of name and a bounded key, which
 // picks the pair's shard and its slot there. The name's hash is prep's
@@ -400,23 +424,13 @@ func init() {
 	}
 }
 
-// The capabilities the memory limiter offers (see [As]).
-var (
-	_ RuleDecider = (*MemoryLimiter)(nil)
-	_ Peeker      = (*MemoryLimiter)(nil)
-	_ Resetter    = (*MemoryLimiter)(nil)
-	_ Reserver    = (*MemoryLimiter)(nil)
-	_ SlotHolder  = (*MemoryLimiter)(nil)
-	_ Configured  = (*MemoryLimiter)(nil)
-)
-
-// CountDenial counts a denial for TopDenied. See [DenialCounter].
+// CountDenial counts a denial for TopDenied. See [OpCountDenial].
 func (l *MemoryLimiter) CountDenial(name, key string, hashed bool) {
 	l.denials.Add(name, key, hashed, 1, 0, l.wallNow())
 }
 
 // TopDenied returns the most-denied keys of the limiter's process. See
-// [DenialCounter].
+// [OpTopDenied].
 func (l *MemoryLimiter) TopDenied(_ context.Context, n int) ([]DeniedKey, error) {
 	return deniedKeys(l.denials.Top(n, l.wallNow())), nil
 }
@@ -437,5 +451,3 @@ func deniedKeys(entries []denied.Entry) []DeniedKey {
 	}
 	return out
 }
-
-var _ DenialCounter = (*MemoryLimiter)(nil)

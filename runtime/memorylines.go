@@ -118,9 +118,3 @@ func (set *lineSet) addShard(s uint8) {
 func (set *lineSet) decide(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
 	decideLimits(plans, set.entries[:len(plans)], set.index[:len(plans)], nil, cost, now, charge, d)
 }
-
-// SharesLines marks the memory limiter a [LineSharer]: decideKeys keeps
-// limit i's state where [Request.Line] says.
-func (l *MemoryLimiter) SharesLines() {}
-
-var _ LineSharer = (*MemoryLimiter)(nil)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The memory limiter's queues of waiting calls (see [Queuer]): one per
+// The memory limiter's queues of waiting calls (see [OpTurn]): one per
 // name and key (or keys) with calls waiting, in shards by the pair's hash.
 // A shard's lock is also held while a call of its pairs is decided in its
 // turn, so that no call is decided past a waiting one; calls of pairs
@@ -46,7 +46,7 @@ func (l *MemoryLimiter) queueOf(req *Request) (*queueShard, queueID) {
 
 // AllowInTurn decides req when it is the call's turn, else denies it with
 // the soonest it could be admitted; a call that waits holds a place. See
-// [Queuer].
+// [OpTurn].
 func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
 	// decide validates req (as Allow does), and the peek of a call behind
 	// others too, before the call takes a place.
@@ -60,7 +60,7 @@ func (l *MemoryLimiter) AllowInTurn(ctx context.Context, req Request, ticket int
 	return l.inTurn(ctx, &req, ticket, wait, nil, decide)
 }
 
-// ReserveSlotInTurn is ReserveSlot in the call's turn. See [Queuer].
+// ReserveSlotInTurn is ReserveSlot in the call's turn. See [OpTurn].
 func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot Limit, token string, ticket int64, wait time.Duration) (Decision, int64, time.Time, error) {
 	if len(req.Limits) > 0 { // a call behind others takes its place before any peek
 		if err := req.Validate(); err != nil {
@@ -235,7 +235,7 @@ func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
 	return max(units, 1), span
 }
 
-// Dequeue frees ticket's place in req's queue. See [Queuer].
+// Dequeue frees ticket's place in req's queue. See [OpTurn].
 func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) error {
 	qs, id := l.queueOf(&req)
 	qs.mu.Lock()
@@ -249,7 +249,7 @@ func (l *MemoryLimiter) Dequeue(_ context.Context, req Request, ticket int64) er
 }
 
 // Waiting returns how many calls hold a place in req's queue, and how
-// long until the last of them is due back. See [Queuer].
+// long until the last of them is due back. See [OpTurn].
 func (l *MemoryLimiter) Waiting(_ context.Context, req Request) (int, time.Duration, error) {
 	qs, id := l.queueOf(&req)
 	qs.mu.Lock()

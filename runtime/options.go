@@ -32,8 +32,16 @@ type ShadowHook interface {
 	ShadowLimited(ctx context.Context, req *Request, d Decision)
 }
 
+// InFlightHook is a [Hook] that counts the calls in flight: it is told of
+// each concurrency slot a call takes (delta 1) and gives back (-1), as
+// limitmetrics.Metrics counts them.
+type InFlightHook interface {
+	Hook
+	InFlight(ctx context.Context, name string, delta int)
+}
+
 // Config is what a limiter's [Option]s set. A limiter reads it once, when
-// it is made; [Rule.Check] reads a [Configured] limiter's Overrides and
+// it is made; [Rule.Check] reads a limiter's Overrides and
 // ErrorPolicy on every call.
 type Config struct {
 	// Clock tells the time; nil means the backend's own clock (the Redis
@@ -92,17 +100,6 @@ type configure func(*Config)
 func (o configure) Configure(c *Config) { o(c) }
 
 func (configure) option() {}
-
-// Configured is a [Limiter] made from [Option]s. [Rule.Check] decides the
-// calls of a Configured limiter against its Config's Overrides, and
-// handles its failures by its Config's ErrorPolicy; a limiter that is not
-// Configured has neither.
-type Configured interface {
-	Limiter
-	// Config returns the configuration the limiter was made with, which
-	// must not change.
-	Config() *Config
-}
 
 // WithClock makes the limiter read the time from clock instead of from the
 // Redis server (or the process's clock for the memory limiter). It exists

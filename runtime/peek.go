@@ -2,80 +2,60 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
-// Peeker is a [Limiter] that can tell how it would decide a call without
-// charging it: [MemoryLimiter] and redislimit.Limiter.
-type Peeker interface {
-	// Peek returns the decision Allow would return for req now, without
-	// charging any limit: Allowed, RetryAfter, Delay and LimitIndex as Allow's,
-	// and ResetAfter as Allow's (for an admitted call, counting the call).
-	// Remaining is the units the limit at LimitIndex has left now, before
-	// the call: Allow's Remaining plus the cost when admitted (after 2 of
-	// 3 calls, a Peek of cost 1 admits with 1 remaining). It reports
-	// nothing to the limiter's hook.
-	//
-	// Of a request with a concurrency limit, Peek decides the slot with
-	// the rate limits in one step, as [Rule.Reserve] would (each limiter
-	// holding slots answers this way, and [Peek] for any): a call denied
-	// for want of a slot has the slot's LimitIndex, RetryAfter when the
-	// soonest lease ends and ResetAfter when the last does; an admitted
-	// call has the slot's LimitIndex when the slot is its tightest limit
-	// (fewer slots left after the call than the rate limits' Remaining,
-	// or no rate limits), with Remaining the slots free now and
-	// ResetAfter the lease.
-	//
-	// req.Key may also be the stand-in of a long key, as [LimitError]'s
-	// Key shows it, which peeks at that key.
-	//
-	// A Peek changes no later decision. Like Allow, it drops what no longer
-	// counts at its time (a log's old entries, an ended window), as a
-	// later call would; only a clock that steps back ([WithClock], in
-	// tests) could tell the difference. (The lease guard, guard.Leases,
-	// answers as its Allow would, from this process's lease of a limit
-	// with a [Limit.Prefetch]; a Peek its lease cannot serve ends that
-	// lease, as the call would, which never admits more.)
-	Peek(ctx context.Context, req Request) (Decision, error)
-}
-
-// Resetter is a [Limiter] that can forget the calls of a name and key:
-// [MemoryLimiter] and redislimit.Limiter.
-type Resetter interface {
-	// Reset clears the state of every limit of the calls named name with
-	// the per-call key key (or the long key whose stand-in key is, as
-	// [LimitError]'s Key shows it), so that the next call starts afresh:
-	// its concurrency slots too (the calls holding them run on, and their
-	// give-back finds nothing to give).
-	Reset(ctx context.Context, name, key string) error
-}
-
-// Peek asks the [Peeker] that limiter offers (see [As]) how it would decide req now; see [Peeker]. The error wraps
-// errors.ErrUnsupported when there is none.
+// Peek asks limiter how it would decide req now ([OpPeek], or
+// [OpPeekSlot] for a request with a concurrency limit); the error wraps
+// errors.ErrUnsupported when it cannot tell.
+//
+// Peek returns the decision Allow would return for req now, without
+// charging any limit: Allowed, RetryAfter, Delay and LimitIndex as Allow's,
+// and ResetAfter as Allow's (for an admitted call, counting the call).
+// Remaining is the units the limit at LimitIndex has left now, before
+// the call: Allow's Remaining plus the cost when admitted (after 2 of
+// 3 calls, a Peek of cost 1 admits with 1 remaining). It reports
+// nothing to the limiter's hook.
+//
+// Of a request with a concurrency limit, Peek decides the slot with
+// the rate limits in one step, as [Rule.Reserve] would (each limiter
+// holding slots answers this way, and [Peek] for any): a call denied
+// for want of a slot has the slot's LimitIndex, RetryAfter when the
+// soonest lease ends and ResetAfter when the last does; an admitted
+// call has the slot's LimitIndex when the slot is its tightest limit
+// (fewer slots left after the call than the rate limits' Remaining,
+// or no rate limits), with Remaining the slots free now and
+// ResetAfter the lease.
+//
+// req.Key may also be the stand-in of a long key, as [LimitError]'s
+// Key shows it, which peeks at that key.
+//
+// A Peek changes no later decision. Like Allow, it drops what no longer
+// counts at its time (a log's old entries, an ended window), as a
+// later call would; only a clock that steps back ([WithClock], in
+// tests) could tell the difference. (The lease guard, guard.Leases,
+// answers as its Allow would, from this process's lease of a limit
+// with a [Limit.Prefetch]; a Peek its lease cannot serve ends that
+// lease, as the call would, which never admits more.)
 func Peek(ctx context.Context, limiter Limiter, req Request) (Decision, error) {
 	if hasSlot(req.Limits) {
 		return peekSlot(ctx, limiter, req)
 	}
-	p, ok := As[Peeker](limiter)
-	if !ok {
-		return Decision{}, fmt.Errorf("ratelimit: %T cannot peek: %w", limiter, errors.ErrUnsupported)
-	}
-	return p.Peek(ctx, req)
+	res, err := limiter.Do(ctx, Op{Kind: OpPeek, Request: req})
+	return res.Decision, err
 }
 
-// Reset has the [Resetter] that limiter offers (see [As]) clear the state
-// that r's calls of key keep: every limit of r's name under key. The error
-// wraps errors.ErrUnsupported when limiter offers none. (For another name,
-// such as a shared line's, ask the Resetter itself.)
+// Reset has limiter clear the state that r's calls of key keep: every
+// limit of r's name under key, concurrency slots too (the calls holding
+// them run on, and their give-back finds nothing to give), so that the
+// next call starts afresh ([OpReset]; key may also be the stand-in of a
+// long key, as [LimitError]'s Key shows it). The error wraps
+// errors.ErrUnsupported when limiter cannot. (For another name, such as a
+// shared line's, send OpReset with that name.)
 func (r *Rule) Reset(ctx context.Context, limiter Limiter, key string) error {
-	rs, ok := As[Resetter](limiter)
-	if !ok {
-		return fmt.Errorf("ratelimit: %T cannot reset: %w", limiter, errors.ErrUnsupported)
-	}
-	return rs.Reset(ctx, r.Name, key)
+	_, err := limiter.Do(ctx, Op{Kind: OpReset, Request: Request{Name: r.Name, Key: key}})
+	return err
 }
 
 // peeked turns the decision an uncharged call of req got into Peek's: an
@@ -87,7 +67,7 @@ func peeked(req *Request, d Decision) Decision {
 	return d
 }
 
-// Peek checks req's limits without charging them. See [Peeker].
+// Peek checks req's limits without charging them. See [Peek].
 func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
 	if hasSlot(req.Limits) {
 		return peekSlot(ctx, l, req)
@@ -132,7 +112,7 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 	return d, nil
 }
 
-// Reset forgets the state of name and key. See [Resetter].
+// Reset forgets the state of name and key. See [OpReset].
 func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 	key = callkey.Named(key)
 	hash := l.hashOf(name, key, nil)
@@ -155,13 +135,13 @@ func (l *MemoryLimiter) Reset(_ context.Context, name, key string) error {
 
 // Peek tells how limiter would decide a call of r with keys (as for
 // [Rule.Check]) and cost 1 now, without charging it: against r's limits
-// or their overrides, as a call would be (see [Peeker]; an override that
+// or their overrides, as a call would be (see [Peek]; an override that
 // exempts or blocks the call answers as the call would be answered). A
 // limit that has all its units has ResetAfter 0. Of a rule with Wait
 // while calls wait on the key, it tells what a new call would be told
 // behind them, not decided: Source [SourceQueue], Remaining 0 (the units
 // there are the waiting calls'), and RetryAfter the soonest it could be
-// admitted (see [Queuer]); on a limiter that queues no calls, the denial
+// admitted (see [OpTurn]); on a limiter that queues no calls, the denial
 // the calls waiting in this process were told last.
 func (r *Rule) Peek(ctx context.Context, limiter Limiter, keys ...string) (Decision, error) {
 	key, lines, err := r.split(keys)

@@ -59,15 +59,15 @@ import (
 // slot frees as soon as a call gives it back); with the rule's Wait the
 // call polls for a slot until its wait is over, whatever the lease, so
 // a slot given back admits it, in the order calls began to wait on a
-// limiter that offers [Queuer]. Overrides apply to the rate limits
+// limiter that offers [OpTurn]. Overrides apply to the rate limits
 // only, shadow mode to neither; when the backend fails, [FailOpen] lets
 // the call run without a slot, and the other policies fail it. A limiter
-// holds slots as a [SlotHolder], which the limiter offers (see [As]); an
+// holds slots when it carries out [OpTakeSlot]; an
 // [InFlightHook] is told of each slot taken (1) and given back (-1), as
 // limitmetrics.Metrics counts them.
 type Reservation struct {
 	rule    *Rule
-	backend Reserver  // nil: nothing was charged, so Settle charges nothing
+	limiter Limiter   // nil: nothing was charged, so Settle charges nothing
 	req     Request   // what was charged: name, key (as given), units, limits
 	at      time.Time // when the backend charged it
 	settled atomic.Bool
@@ -87,7 +87,7 @@ type Reservation struct {
 // nothing; a call the fallback decided ([FailLocal]) stays charged there
 // as reserved. A denied call waits up to r.Wait, retrying when the denial
 // says, in the order calls began to wait when the limiter offers
-// [Queuer], as Check does. A rule with a concurrency
+// [OpTurn], as Check does. A rule with a concurrency
 // limit also takes a slot, which the call holds until it gives it back
 // (see Concurrency limits at [Reservation]).
 //
@@ -105,7 +105,7 @@ type Reservation struct {
 // reserved under one key. Settle and Refund change every limit's key in
 // one Adjust, all or nothing as a decision is. Reserve fails with an
 // error wrapping [ErrInvalidLimit] otherwise, as it does when the limiter
-// does not offer reservations as a [Reserver] (see [As]).
+// does not carry out [OpReserve] and [OpAdjust].
 func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys ...string) (*Reservation, error) {
 	key, lines, err := r.reserveKeys(limiter, units, keys)
 	if err != nil {
@@ -120,8 +120,7 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 		}
 		return r.reserveWithSlot(ctx, limiter, key, units, slot)
 	}
-	backend, ok := As[Reserver](limiter)
-	if !ok {
+	if !can(limiter, OpReserve) || !can(limiter, OpAdjust) {
 		return nil, fmt.Errorf("%w: %s: limiter %T cannot settle reservations", ErrInvalidLimit, r.Name, limiter)
 	}
 	req, line := r.request(ctx, limiter, key, lines, units)
@@ -135,32 +134,39 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 		}
 	}
 	if r.OnlyFailures {
-		if res, decided, err := r.reserveUncharged(ctx, limiter, backend, req, res); decided {
+		if res, decided, err := r.reserveUncharged(ctx, limiter, req, res); decided {
 			return res, err
 		}
 	}
+	return r.reserveCharged(ctx, limiter, req, res)
+}
+
+// reserveCharged is Reserve of req once nothing but the limiter can
+// decide it: it charges res's call, waiting up to r.Wait for its turn,
+// and falls back or fails as r's error policy says.
+func (r *Rule) reserveCharged(ctx context.Context, limiter Limiter, req Request, res *Reservation) (*Reservation, error) {
 	var start time.Time
-	var queuer Queuer // when its waiting calls queue
-	var ticket int64  // the call's place in its queue
+	var queues bool  // its waiting calls queue
+	var ticket int64 // the call's place in its queue
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		queuer, _ = As[Queuer](limiter)
+		queues = can(limiter, OpTurn)
 	}
-	defer func() { r.dequeue(ctx, queuer, &req, ticket) }()
+	defer func() { r.dequeue(ctx, limiter, &req, ticket) }()
 	for {
 		d, cooling := r.cooling(ctx, limiter, &req)
 		var at time.Time
 		var err error
 		switch {
 		case cooling:
-		case queuer != nil:
-			d, ticket, at, err = queuer.AllowInTurn(ctx, req, ticket, time.Until(r.deadline(ctx, start)))
+		case queues:
+			d, ticket, at, err = turn(ctx, limiter, req, ticket, time.Until(r.deadline(ctx, start)))
 			if errors.Is(err, errors.ErrUnsupported) {
-				queuer = nil
-				d, at, err = backend.Reserve(ctx, req)
+				queues = false
+				d, at, err = reserve(ctx, limiter, req)
 			}
 		default:
-			d, at, err = backend.Reserve(ctx, req)
+			d, at, err = reserve(ctx, limiter, req)
 		}
 		if err != nil {
 			if d, limits, ferr := r.fallback(ctx, limiter, req, err); ferr == nil {
@@ -178,11 +184,11 @@ func (r *Rule) Reserve(ctx context.Context, limiter Limiter, units int64, keys .
 		}
 		switch {
 		case d.Allowed:
-			res.backend, res.at = backend, at
+			res.limiter, res.at = limiter, at
 			return res, r.pace(ctx, d.Delay)
 		case r.Shadow:
 			return res, nil
-		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) || queuer != nil && ticket == 0 && !cooling:
+		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)) || queues && ticket == 0 && !cooling:
 			return nil, r.limitError(&req, d)
 		}
 		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
@@ -213,7 +219,7 @@ func (r *Rule) reserveKeys(limiter Limiter, units int64, keys []string) (string,
 // a Peek of it admits it, charging nothing (see Rule.Reserve), and
 // reports whether it decided: a Peek that failed leaves the call to be
 // charged as it runs.
-func (r *Rule) reserveUncharged(ctx context.Context, limiter Limiter, backend Reserver, req Request, res *Reservation) (*Reservation, bool, error) {
+func (r *Rule) reserveUncharged(ctx context.Context, limiter Limiter, req Request, res *Reservation) (*Reservation, bool, error) {
 	start := time.Now()
 	for {
 		d, cooling := r.cooling(ctx, limiter, &req)
@@ -226,7 +232,7 @@ func (r *Rule) reserveUncharged(ctx context.Context, limiter Limiter, backend Re
 		}
 		switch {
 		case d.Allowed || r.Shadow:
-			res.backend, res.at, res.uncharged = backend, time.Now(), true
+			res.limiter, res.at, res.uncharged = limiter, time.Now(), true
 			return res, true, nil
 		case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
 			return nil, true, r.limitError(&req, d)
@@ -276,11 +282,11 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 		delta = actual
 	}
 	var err error
-	if res.backend != nil && delta != 0 {
-		err = res.backend.Adjust(ctx, res.req, res.at, delta)
+	if res.limiter != nil && delta != 0 {
+		err = adjust(ctx, res.limiter, res.req, res.at, delta)
 	}
 	if calls, ok := callsOf(res.req); ok && res.uncharged && actual > 0 && err == nil {
-		err = res.backend.Adjust(ctx, calls, res.at, 1) // a failure counts as a call too
+		err = adjust(ctx, res.limiter, calls, res.at, 1) // a failure counts as a call too
 	}
 	if rerr := res.Release(ctx); err == nil {
 		err = rerr
@@ -304,10 +310,10 @@ func (res *Reservation) Refund(ctx context.Context) error {
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	var err error
-	if res.backend != nil && !res.uncharged {
-		err = res.backend.Adjust(ctx, res.req, res.at, -res.req.Units())
+	if res.limiter != nil && !res.uncharged {
+		err = adjust(ctx, res.limiter, res.req, res.at, -res.req.Units())
 		if calls, ok := callsOf(res.req); ok && err == nil {
-			err = res.backend.Adjust(ctx, calls, res.at, -1)
+			err = adjust(ctx, res.limiter, calls, res.at, -1)
 		}
 	}
 	if rerr := res.Release(ctx); err == nil {

@@ -108,7 +108,7 @@ func TestReserveWithoutABackendThatSettles(t *testing.T) {
 }
 
 // foreign is a limiter that cannot settle reservations.
-type foreign struct{}
+type foreign struct{ decidesOnly }
 
 func (foreign) Allow(context.Context, Request) (Decision, error) { return Decision{Allowed: true}, nil }
 
@@ -125,6 +125,13 @@ func TestReserveFailOpenSettlesNothing(t *testing.T) {
 
 // failing is a backend that settles reservations but never answers.
 type failing struct{ foreign }
+
+func (f failing) Do(ctx context.Context, op Op) (Result, error) {
+	h := Handlers{Reserve: f.Reserve, Adjust: f.Adjust}
+	return h.Do(ctx, f, op)
+}
+
+func (failing) Abilities() Abilities { return Abilities{Ops: OpsOf(OpReserve, OpAdjust)} }
 
 func (failing) Reserve(context.Context, Request) (Decision, time.Time, error) {
 	return Decision{}, time.Time{}, &BackendError{Name: "x", Err: errors.New("down")}
@@ -179,5 +186,3 @@ func (h *shadowCounts) Failed(context.Context, *Request, error) {}
 func (h *shadowCounts) ShadowLimited(context.Context, *Request, Decision) {
 	h.shadowLimited++
 }
-
-var _ Reserver = failing{}

@@ -41,7 +41,7 @@ type Rule struct {
 	// key and index), not to the rule's: every rule with the line shares
 	// it, and a call is decided against its rule's own limits and the
 	// shared lines all or nothing. A rule with Shared has KeyExprs and is
-	// checked with a key per limit, on a limiter that offers [LineSharer].
+	// checked with a key per limit, on a limiter that shares lines ([Abilities]).
 	Shared []string
 	// Wait is how long a denied call may wait to be admitted before
 	// Check gives up; zero means no waiting. See [Rule.Check].
@@ -75,7 +75,7 @@ const (
 	// FailClosed denies the call with an error wrapping ErrBackend.
 	FailClosed ErrorPolicy = "deny"
 	// FailLocal has the call decided by the limiter's in-process fallback
-	// (see [Fallback]), so an outage never lifts a limit; a call the
+	// (see [OpFallback]), so an outage never lifts a limit; a call the
 	// fallback cannot decide, and the calls of a limiter without one, fail
 	// as under FailClosed.
 	FailLocal ErrorPolicy = "local"
@@ -289,7 +289,7 @@ func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost 
 }
 
 // direct returns the function that decides a call of r with keys and cost
-// on limiter (see [RuleDecider]), and the call's one key, when check has
+// on limiter (see [Plan]), and the call's one key, when check has
 // nothing to do before asking it: a call of one key, of a rule without
 // Wait, Shadow or shared lines, whose limits hold no concurrency limit and
 // no cooldown, on a limiter without overrides that could replace them.
@@ -359,11 +359,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		}
 	}
 	var start time.Time
-	var queuer Queuer
+	var queues bool
 	if r.Wait > 0 && !r.Shadow {
 		start = time.Now()
-		queuer, _ = As[Queuer](limiter)
-		if queuer == nil && waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
+		queues = can(limiter, OpTurn)
+		if !queues && waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
 			k := queueKeyOf(limiter, &req)
 			if q := joinQueue(k, nil); q != nil {
 				return r.waitFor(ctx, limiter, &req, k, q, start, o)
@@ -375,11 +375,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 			return err
 		}
 	}
-	if queuer != nil {
-		return r.checkInTurn(ctx, limiter, queuer, &req, start, o)
+	if queues {
+		return r.checkInTurn(ctx, limiter, &req, start, o)
 	}
 	// A call of one key against the rule's own limits: the limiter's
-	// RuleDecider, if it is one.
+	// plan, if it has one.
 	var f *ruleFast
 	if keys == nil && len(req.Limits) == len(r.Limits) && len(r.Limits) > 0 && &req.Limits[0] == &r.Limits[0] {
 		f = r.fastDecide(limiter)
@@ -448,7 +448,7 @@ func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, s
 
 // canShare returns nil unless r has shared lines and the call cannot be
 // decided with them: keys is nil (one key for every limit), or limiter
-// offers no [LineSharer]. The error wraps [ErrInvalidLimit].
+// does not share lines ([Abilities]). The error wraps [ErrInvalidLimit].
 func (r *Rule) canShare(limiter Limiter, keys []string) error {
 	if r.Shared == nil {
 		return nil
@@ -456,8 +456,8 @@ func (r *Rule) canShare(limiter Limiter, keys []string) error {
 	if keys == nil || len(r.Shared) != len(r.Limits) {
 		return fmt.Errorf("%w: %s: a rule with shared lines takes a key per limit, and a shared name per limit", ErrInvalidLimit, r.Name)
 	}
-	if _, ok := As[LineSharer](limiter); !ok {
-		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (it is no ratelimit.LineSharer)", ErrInvalidLimit, r.Name, limiter)
+	if !limiter.Abilities().SharesLines {
+		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (its Abilities say no SharesLines)", ErrInvalidLimit, r.Name, limiter)
 	}
 	return nil
 }
@@ -556,11 +556,12 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 	return e
 }
 
-// denied tells limiter's [DenialCounter], if it offers one (see [As]),
-// of the denial e by r's limit i, and returns e.
+// denied has limiter count the denial e by r's limit i, if it counts
+// denials ([OpCountDenial]), and returns e.
 func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
-	if c, ok := As[DenialCounter](limiter); ok {
-		c.CountDenial(r.Name, e.Key, hashed(r.KeyHash, i))
+	if can(limiter, OpCountDenial) {
+		op := Op{Kind: OpCountDenial, Request: Request{Name: r.Name, Key: e.Key, Rule: r}, Line: i}
+		_, _ = limiter.Do(context.Background(), op)
 	}
 	return e
 }

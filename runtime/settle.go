@@ -11,7 +11,7 @@ import (
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch) at
 // which an admitted call was charged, for [MemoryLimiter.Adjust]. See
-// [Reserver].
+// [OpReserve].
 func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, time.Time, error) {
 	d, at, err := l.reserve(ctx, req, true, 0)
 	return d, fromMicros(at), err
@@ -92,7 +92,7 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool, h
 // for a request with a key per limit (Keys), and a shared line's under
 // its own name ([Request.Line]). A limit that counts calls
 // ([Limit.PerCall]) is left as it is. Its twin is redislimit's adjust
-// script. See [Reserver].
+// script. See [OpReserve].
 func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Time, delta int64) error {
 	return l.adjust(ctx, req, atTime, 0, delta)
 }

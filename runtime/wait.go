@@ -231,12 +231,12 @@ func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, 
 }
 
 // checkInTurn is check of a call of a rule with Wait on a limiter that
-// queues waiting calls (q): the call is decided in its turn (see
-// [Queuer]), sleeping between tries for the RetryAfter it is told, until
+// queues waiting calls: the call is decided in its turn (see
+// [OpTurn]), sleeping between tries for the RetryAfter it is told, until
 // it is admitted, its wait is over or ctx ends; the place it holds is
 // freed when it stops waiting. A failure goes to conclude: the fallback,
 // and r's OnError.
-func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *Request, start time.Time, o *outcome) error {
+func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) error {
 	deadline := r.deadline(ctx, start)
 	// The first try's wait is counted from start, without reading the
 	// clock again: if anything took time since (a cooldown's read), the
@@ -245,7 +245,7 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 	left := deadline.Sub(start)
 	var ticket int64
 	for {
-		d, held, _, err := q.AllowInTurn(ctx, *req, ticket, left)
+		d, held, _, err := turn(ctx, limiter, *req, ticket, left)
 		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
 			// The limiter cannot queue this call: it waits in its
 			// process's order.
@@ -253,7 +253,7 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 			return r.conclude(ctx, limiter, req, start, err, o)
 		}
 		if err != nil {
-			r.dequeue(ctx, q, req, ticket)
+			r.dequeue(ctx, limiter, req, ticket)
 			if ctx.Err() != nil && ticket != 0 {
 				_, err := r.stopped(ctx, req, o.d)
 				return err
@@ -265,11 +265,11 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 			return r.pace(ctx, d.Delay)
 		}
 		if ticket = held; ticket == 0 || d.RetryAfter > time.Until(deadline) {
-			r.dequeue(ctx, q, req, ticket)
+			r.dequeue(ctx, limiter, req, ticket)
 			return r.denied(limiter, r.limitError(req, d), d.LimitIndex)
 		}
 		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
-			r.dequeue(ctx, q, req, ticket)
+			r.dequeue(ctx, limiter, req, ticket)
 			_, err := r.stopped(ctx, req, d)
 			return err
 		}
@@ -280,22 +280,22 @@ func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, q Queuer, req *
 // dequeue frees the place ticket holds in req's queue, if any, on a
 // context detached from ctx's cancellation: a place the backend did not
 // free is dropped QueueGrace after it was due.
-func (r *Rule) dequeue(ctx context.Context, q Queuer, req *Request, ticket int64) {
+func (r *Rule) dequeue(ctx context.Context, limiter Limiter, req *Request, ticket int64) {
 	if ticket == 0 {
 		return
 	}
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	_ = q.Dequeue(ctx, *req, ticket) // the backend tells its hook of a failure
+	_, _ = limiter.Do(ctx, Op{Kind: OpDequeue, Request: *req, Ticket: ticket}) // the backend tells its hook of a failure
 }
 
 // peekQueue tells a Peek of a call of r (req, with r's effective limits)
 // whether calls wait on its key ahead of it, and if so what it would be
-// told behind them: by the limiter's queue (see [Queuer.Waiting]), or,
+// told behind them: by the limiter's queue (see [OpWaiting]), or,
 // when the limiter queues none or declines the call, by the queue of the
 // calls waiting in this process, which were last told a denial.
 func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Decision, bool, error) {
-	if q, ok := As[Queuer](limiter); ok {
+	if can(limiter, OpWaiting) {
 		rates, slotIndex := req, -1 // a slot's queue is that of the rate limits (see reserveSlot)
 		for i, l := range req.Limits {
 			if isConcurrency(l) {
@@ -306,7 +306,7 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 		if slotIndex >= 0 && req.Keys != nil { // one key for the slot and the rate limits, as Reserve keys them
 			rates.Key, rates.Keys = req.Keys[0], nil
 		}
-		n, due, err := q.Waiting(ctx, rates)
+		n, due, err := waiting(ctx, limiter, rates)
 		switch {
 		case errors.Is(err, errors.ErrUnsupported): // its calls wait in process order
 		case err != nil:
@@ -349,8 +349,8 @@ func (r *Rule) peekSlotQueue(ctx context.Context, limiter Limiter, req, rates Re
 		return Decision{}, false, err
 	}
 	if d.LimitIndex == len(rates.Limits) { // the slot's: are enough free?
-		if h, ok := As[SlotHolder](limiter); ok {
-			_, held, err := h.PeekSlot(ctx, rates, slot)
+		if can(limiter, OpPeekSlot) {
+			_, held, err := peekSlotOf(ctx, limiter, rates, slot)
 			if err != nil {
 				return Decision{}, false, err
 			}

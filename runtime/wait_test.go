@@ -25,6 +25,13 @@ func (c *countingLimiter) Allow(ctx context.Context, req Request) (Decision, err
 	return c.Limiter.Allow(ctx, req)
 }
 
+// Do carries out nothing: the limiter only decides (it queues no calls).
+func (c *countingLimiter) Do(_ context.Context, op Op) (Result, error) {
+	return Result{}, Unsupported(c, op.Kind)
+}
+
+func (c *countingLimiter) Abilities() Abilities { return Abilities{} }
+
 func perPeriod(n int64, period time.Duration) []Limit {
 	return []Limit{{Period: period, Threshold: n}}
 }
@@ -106,6 +113,7 @@ func TestWaitUnderContentionCostsAtMostTwoDecisionsPerAdmission(t *testing.T) {
 // denyingLimiter denies its first denials calls with no RetryAfter, then
 // admits.
 type denyingLimiter struct {
+	decidesOnly
 	denials int64
 	calls   atomic.Int64
 }
@@ -134,9 +142,12 @@ type peekingLimiter struct {
 	m *MemoryLimiter
 }
 
-func (p *peekingLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
-	return p.m.Peek(ctx, req)
+func (p *peekingLimiter) Do(ctx context.Context, op Op) (Result, error) {
+	h := Handlers{Peek: p.m.Peek}
+	return h.Do(ctx, p, op)
 }
+
+func (p *peekingLimiter) Abilities() Abilities { return Abilities{Ops: OpsOf(OpPeek)} }
 
 // TestPeekOfAWaitRuleTellsWhatItsWaitingCallsWereTold: on a limiter that
 // queues no calls, Rule.Peek of a rule with Wait tells, while calls wait
@@ -145,8 +156,7 @@ func (p *peekingLimiter) Peek(ctx context.Context, req Request) (Decision, error
 func TestPeekOfAWaitRuleTellsWhatItsWaitingCallsWereTold(t *testing.T) {
 	m := NewMemory()
 	l := &peekingLimiter{countingLimiter{Limiter: m}, m}
-	_, queues := As[Queuer](l)
-	require.False(t, queues)
+	require.False(t, l.Abilities().Can(OpTurn))
 	rule := &Rule{Name: "peek/wait", Limits: perPeriod(2, time.Hour), Wait: 2 * time.Hour}
 	ctx := t.Context()
 	require.NoError(t, rule.Check(ctx, l, 1, "ada"))

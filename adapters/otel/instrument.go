@@ -25,13 +25,13 @@ import (
 // limit; a concurrency slot is the line after the rate limits, one unit a
 // slot): an admission's on every line, a denial's on the line that denied
 // it, a settlement's refund or addition. No attribute holds a key. Each
-// attempt of a waiting call is one call; the time a call waits or is
-// paced is not counted, nor the decisions the local fallback makes after
-// an error under onerror=local (the hook counts those, with source
-// "fallback").
+// try of a waiting call is one call, and each decision of the local
+// fallback after an error under onerror=local (call "fallback"); the
+// time a call sleeps or is paced is not counted.
 //
-// It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
-// and error policy of the wrapped limiter, so wrapping changes no decision.
+// It wraps the limiter (see [limitmetrics.Measured]): it sees every call,
+// and reports the wrapped limiter's abilities and configuration, so
+// wrapping changes no decision.
 type Limiter struct {
 	*limitmetrics.Measured
 	t *Telemetry
@@ -54,9 +54,4 @@ func (l *Limiter) record(ctx context.Context, m limitmetrics.Measurement) {
 	})
 }
 
-var (
-	_ ratelimit.Wrapper    = (*Limiter)(nil)
-	_ ratelimit.Reserver   = (*Limiter)(nil)
-	_ ratelimit.SlotHolder = (*Limiter)(nil)
-	_ ratelimit.Peeker     = (*Limiter)(nil)
-)
+var _ ratelimit.Limiter = (*Limiter)(nil)

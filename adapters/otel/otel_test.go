@@ -193,6 +193,8 @@ func TestTelemetryCountsAndTraces(t *testing.T) {
 		set(name("beta"), call("allow"), source("backend")):   2,
 		set(name("pay"), call("allow"), source("error")):      1,
 		set(name("steady"), call("allow"), source("error")):   2,
+		// The fallback's decisions of those two calls, measured too.
+		set(name("steady"), call("fallback"), source("fallback")): 2,
 	}, counts)
 
 	for _, span := range s.spans.Ended() {

@@ -24,9 +24,10 @@ var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001
 //	ratelimit_units_total{name, line, outcome}               counter
 //
 // call is the call of the backend contract (allow for a plain check,
-// reserve and adjust for a settle= rule's charge and settlement,
-// reserve_slot, release_slot and renew_slot for a concurrency= rule's
-// slot, peek and peek_slot: see [limitmetrics.Call]); source is the Source
+// turn for a waiting call's try, reserve and adjust for a settle= rule's
+// charge and settlement, reserve_slot, slot_turn, release_slot and
+// renew_slot for a concurrency= rule's slot, peek and peek_slot, cool,
+// reset, fallback: see [limitmetrics.Call]); source is the Source
 // of the [ratelimit.Decision] ("backend", or "cache" for a denial answered
 // from a deny cache), "backend" for a call that decides nothing, and
 // "error" for a call the wrapped limiter could not answer; outcome is
@@ -36,13 +37,13 @@ var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001
 // ("0" for its first line; a concurrency slot is the line after the rate
 // limits, one unit a slot): an admission's on every line, a denial's on
 // the line that denied it, a settlement's refund or addition. No label
-// holds a key. Each attempt of a waiting call is one call; the time a
-// call waits or is paced is not counted, nor the decisions that the local
-// fallback makes after an error under onerror=local (the Metrics hook
-// counts those).
+// holds a key. Each try of a waiting call is one call, and each decision
+// of the local fallback after an error under onerror=local (call
+// "fallback"); the time a call sleeps or is paced is not counted.
 //
-// It is a [ratelimit.Wrapper]: [ratelimit.Rule.Check] uses the overrides
-// and error policy of the wrapped limiter, so wrapping changes no decision.
+// It wraps the limiter (see [limitmetrics.Measured]): it sees every call,
+// and reports the wrapped limiter's abilities and configuration, so
+// wrapping changes no decision.
 type Limiter struct {
 	*limitmetrics.Measured
 	duration *prometheus.HistogramVec
@@ -110,9 +111,6 @@ func (l *Limiter) Collect(ch chan<- prometheus.Metric) {
 }
 
 var (
-	_ ratelimit.Wrapper    = (*Limiter)(nil)
-	_ ratelimit.Reserver   = (*Limiter)(nil)
-	_ ratelimit.SlotHolder = (*Limiter)(nil)
-	_ ratelimit.Peeker     = (*Limiter)(nil)
+	_ ratelimit.Limiter    = (*Limiter)(nil)
 	_ prometheus.Collector = (*Limiter)(nil)
 )

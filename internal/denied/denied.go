@@ -1,6 +1,6 @@
 // Package denied keeps the most-denied keys of a limiter: a bounded
 // Space-Saving summary per minute over the last few minutes, for the
-// memory limiter's ratelimit.DenialCounter, and the pending counts a
+// memory limiter's ratelimit.OpTopDenied, and the pending counts a
 // process has yet to merge into a shared store (the Redis limiter's).
 package denied
 

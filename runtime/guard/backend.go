@@ -7,55 +7,72 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// backend is what a guard wraps, with the capabilities it offers (found
-// with As; nil when it offers none): the guards embed it, and its
-// methods pass on, unguarded, the calls no guard intercepts.
+// backend is what a guard wraps, with the operations it carries out as
+// typed calls (nil when it does not carry them out): the guards embed
+// it.
 type backend struct {
 	next     ratelimit.Limiter
-	reserver ratelimit.Reserver
-	slots    ratelimit.SlotHolder
-	resetter ratelimit.Resetter
+	ops      ratelimit.Handlers // the guard's: what it intercepts, and next
+	reserver *nextOps           // OpReserve and OpAdjust
+	slots    *nextOps           // the slot operations
+	resetter *nextOps           // OpReset
 }
 
-// backendOf returns next and its capabilities.
+// backendOf returns next and what it carries out.
 func backendOf(next ratelimit.Limiter) backend {
-	b := backend{next: next}
-	b.reserver, _ = ratelimit.As[ratelimit.Reserver](next)
-	b.slots, _ = ratelimit.As[ratelimit.SlotHolder](next)
-	b.resetter, _ = ratelimit.As[ratelimit.Resetter](next)
+	b := backend{next: next, ops: ratelimit.Handlers{Next: next}}
+	a := next.Abilities()
+	if a.Can(ratelimit.OpReserve) && a.Can(ratelimit.OpAdjust) {
+		b.reserver = &nextOps{next}
+	}
+	if a.Can(ratelimit.OpTakeSlot) {
+		b.slots = &nextOps{next}
+	}
+	if a.Can(ratelimit.OpReset) {
+		b.resetter = &nextOps{next}
+	}
 	return b
 }
 
-// ReleaseSlot passes the call on to the backend.
-func (b backend) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	if b.slots == nil {
-		return unsupported(b.next, "hold concurrency slots")
-	}
-	return b.slots.ReleaseSlot(ctx, req, slot, token)
+// Abilities reports the wrapped limiter's. See [ratelimit.Limiter].
+func (b *backend) Abilities() ratelimit.Abilities { return b.next.Abilities() }
+
+// do carries out op with the guard's handlers, or passes it on.
+func (b *backend) do(ctx context.Context, g ratelimit.Limiter, op ratelimit.Op) (ratelimit.Result, error) {
+	return b.ops.Do(ctx, g, op)
 }
 
-// RenewSlot passes the call on to the backend.
-func (b backend) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	if b.slots == nil {
-		return false, unsupported(b.next, "hold concurrency slots")
-	}
-	return b.slots.RenewSlot(ctx, req, slot, token)
+// nextOps calls the operations of the limiter a guard wraps, typed.
+type nextOps struct{ l ratelimit.Limiter }
+
+// Reserve is OpReserve.
+func (n *nextOps) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
+	res, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpReserve, Request: req})
+	return res.Decision, res.At, err
 }
 
-// PeekSlot passes the call on to the backend.
-func (b backend) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	if b.slots == nil {
-		return ratelimit.Decision{}, 0, unsupported(b.next, "hold concurrency slots")
-	}
-	return b.slots.PeekSlot(ctx, req, slot)
+// Adjust is OpAdjust.
+func (n *nextOps) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	_, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpAdjust, Request: req, At: at, Units: delta})
+	return err
 }
 
-// Reset passes the call on to the backend.
-func (b backend) Reset(ctx context.Context, name, key string) error {
-	if b.resetter == nil {
-		return unsupported(b.next, "reset")
-	}
-	return b.resetter.Reset(ctx, name, key)
+// ReserveSlot is OpTakeSlot.
+func (n *nextOps) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
+	res, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpTakeSlot, Request: req, Slot: slot, Token: token})
+	return res.Decision, res.At, err
+}
+
+// Reset is OpReset.
+func (n *nextOps) Reset(ctx context.Context, name, key string) error {
+	_, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpReset, Request: ratelimit.Request{Name: name, Key: key}})
+	return err
+}
+
+// Peek is OpPeek.
+func (n *nextOps) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	res, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpPeek, Request: req})
+	return res.Decision, err
 }
 
 // HeldReserver is a backend whose reservations can weigh longer, for the

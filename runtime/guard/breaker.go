@@ -76,7 +76,7 @@ func (e *PartError) Error() string { return e.Err.Error() }
 func (e *PartError) Unwrap() error { return e.Err }
 
 // Breaker is the circuit breaker guard (see [WithBreaker]): a
-// [ratelimit.Wrapper] that fails the calls of its backend at once, with a
+// [ratelimit.Limiter] that fails the calls of its backend at once, with a
 // [*ratelimit.BackendError] wrapping [ratelimit.ErrCircuitOpen], after
 // consecutive calls failed because the backend was unavailable, and probes
 // it in the background until it is back. It guards Allow and, when the
@@ -104,22 +104,23 @@ type Breaker struct {
 // NewBreaker returns the circuit breaker guard of backend, tuned by the
 // options of this package among opts, or nil when they turn it off or
 // backend is not [Probed]. It tells the [BreakerHook] of the
-// backend's hook (from its [ratelimit.Configured] Config) when a breaker
+// backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
 // opens and closes, and logs it to slog.Default() unless that hook logs it
 // ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
 // the backend back, it tells the backend's [Recoverer], if any, before
 // the breaker closes. Its probes run until [Breaker.Close].
 func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	s := newSettings(opts)
-	probed, ok := ratelimit.As[Probed](backend)
+	probed, ok := find[Probed](backend)
 	if !ok || s.breaker.failures <= 0 {
 		return nil
 	}
 	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
-	g.nodes, _ = ratelimit.As[Nodes](backend)
-	g.recoverer, _ = ratelimit.As[Recoverer](backend)
-	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
-		g.hook = cfg.Config().Hook
+	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot = g.Reserve, g.Adjust, g.ReserveSlot
+	g.nodes, _ = find[Nodes](backend)
+	g.recoverer, _ = find[Recoverer](backend)
+	if cfg := backend.Abilities().Config; cfg != nil {
+		g.hook = cfg.Hook
 		g.bhook, _ = g.hook.(BreakerHook)
 	}
 	if lb, ok := g.hook.(interface{ LogsBreakers() bool }); !ok || !lb.LogsBreakers() {
@@ -137,6 +138,12 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 
 // Unwrap returns the backend.
 func (g *Breaker) Unwrap() ratelimit.Limiter { return g.next }
+
+// Do guards OpReserve, OpAdjust and OpTakeSlot as Allow, and passes on
+// the other operations. See [ratelimit.Limiter].
+func (g *Breaker) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return g.do(ctx, g, op)
+}
 
 // Close stops the breakers' probes and their recoveries, and waits for
 // them to end. A breaker that opens after Close stays open: nothing

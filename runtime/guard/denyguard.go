@@ -20,11 +20,11 @@ type DenySlacker interface {
 	DenySlack(limits []ratelimit.Limit) time.Duration
 }
 
-// DenyCache is the deny cache guard: a [ratelimit.Wrapper] that repeats
+// DenyCache is the deny cache guard: a [ratelimit.Limiter] that repeats
 // its backend's recent denials without asking it (see [WithDenyCache]).
 // It intercepts Allow and, when the backend offers them, Reserve and
-// Adjust ([ratelimit.Reserver]), ReserveSlot ([ratelimit.SlotHolder]) and
-// Reset ([ratelimit.Resetter]); the backend's other capabilities are found
+// Adjust ([ratelimit.OpReserve]), ReserveSlot ([ratelimit.OpTakeSlot]) and
+// Reset ([ratelimit.OpReset]); the backend's other capabilities are found
 // through Unwrap. Use [Wrap] to get it as a limiter that offers exactly
 // the backend's capabilities.
 type DenyCache struct {
@@ -43,7 +43,7 @@ type DenyCache struct {
 // NewDenyCache returns the deny cache guard of backend, sized and held as
 // the options of this package among opts say, or nil when they turn it
 // off. It reads the backend's clock and hook from its [ratelimit.Config]
-// ([ratelimit.Configured], found with As), and its slack from
+// (the Config of its [ratelimit.Abilities]), and its slack from
 // [DenySlacker].
 func NewDenyCache(backend ratelimit.Limiter, opts ...Option) *DenyCache {
 	s := newSettings(opts)
@@ -52,15 +52,23 @@ func NewDenyCache(backend ratelimit.Limiter, opts ...Option) *DenyCache {
 		return nil
 	}
 	c := &DenyCache{backend: backendOf(backend), hold: s.denyHold, cache: cache}
-	c.slacker, _ = ratelimit.As[DenySlacker](backend)
-	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
-		c.clock, c.hook = cfg.Config().Clock, cfg.Config().Hook
+	c.ops.Reserve, c.ops.Adjust, c.ops.TakeSlot, c.ops.Reset = c.Reserve, c.Adjust, c.ReserveSlot, c.Reset
+	c.slacker, _ = find[DenySlacker](backend)
+	if cfg := backend.Abilities().Config; cfg != nil {
+		c.clock, c.hook = cfg.Clock, cfg.Hook
 	}
 	return c
 }
 
 // Unwrap returns the backend.
 func (c *DenyCache) Unwrap() ratelimit.Limiter { return c.next }
+
+// Do answers OpReserve as Allow, forgets what OpAdjust, OpTakeSlot and
+// OpReset change, and passes on the other operations. See
+// [ratelimit.Limiter].
+func (c *DenyCache) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return c.do(ctx, c, op)
+}
 
 // Allow repeats a denial of req the cache holds, telling the backend's
 // hook, or asks the backend and remembers its denial. Calls with a key

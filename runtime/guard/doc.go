@@ -1,41 +1,44 @@
 // Package guard holds the guards every backend gets: limiters that wrap a
 // backend (a [ratelimit.Limiter], such as the Redis limiter or one written
 // outside this module) and make it cheaper or keep it deciding when it
-// fails, without changing any decision it makes. Each guard uses only the
-// backend contract of package ratelimit (its capabilities, found with
-// [ratelimit.As]) and the capability interfaces declared here, which a
-// backend implements to offer what a guard needs to know about it.
+// fails, without changing any decision it makes. Each guard uses the
+// backend contract of package ratelimit ([ratelimit.Limiter]: Allow, Do
+// and Abilities) and the interfaces declared here, which a backend
+// implements to offer what a guard needs to know about it (found on the
+// backend, or on what a limiter with an Unwrap method wraps).
 //
 // # Design
 //
-// A guard is a [ratelimit.Wrapper]: it sees every call whose capability it
-// implements, and passes the others on through Unwrap. [Wrap] stacks the
-// guards that its options turn on around a backend, outermost first:
+// A guard is a [ratelimit.Limiter]: it sees every call, intercepts the
+// operations it guards and passes the others on to the limiter it wraps
+// ([ratelimit.Handlers] with Next). [Wrap] stacks the guards that its
+// options turn on around a backend, outermost first:
 //
 //	leases → deny cache → circuit breaker → local fallback (+ fleet count) → backend
 //
-// and returns a limiter that offers exactly the capabilities the backend
-// offers (a guard that intercepts Reserve is a [ratelimit.Reserver] only
-// around a backend that is one), so [ratelimit.Rule] finds the same
-// capabilities with or without guards.
+// Each reports the abilities of the backend (the fallback adds
+// [ratelimit.OpFallback]), so [ratelimit.Rule] finds the same abilities
+// with or without guards, and an operation the backend lacks fails as
+// the backend's would.
 //
-//	guard          calls of the wrapper it intercepts     needs of the backend
-//	Leases         Allow (of a limit with a Prefetch),    Reserver: charge a lease,
-//	               Peek, Reset                            give back what it did not
-//	                                                      use; Peeker (optional);
-//	                                                      Configured (clock); the
-//	                                                      Fallback's fleet count
-//	DenyCache      Allow, Reserve, Adjust, ReserveSlot,   Configured (clock, hook);
-//	               Reset                                  DenySlacker (optional)
-//	Breaker        Allow, Reserve, Adjust, ReserveSlot    Probed: a probe, which
+//	guard          calls it intercepts                    needs of the backend
+//	Leases         Allow (of a limit with a Prefetch),    OpReserve, OpAdjust: charge
+//	               OpPeek, OpReset                        a lease, give back what it
+//	                                                      did not use; OpPeek
+//	                                                      (optional); its Config
+//	                                                      (clock); the Fallback's
+//	                                                      fleet count
+//	DenyCache      Allow, OpReserve, OpAdjust,            its Config (clock, hook);
+//	               OpTakeSlot, OpReset                    DenySlacker (optional)
+//	Breaker        Allow, OpReserve, OpAdjust, OpTakeSlot Probed: a probe, which
 //	                                                      errors are outages; Nodes
 //	                                                      (optional): the node of a
 //	                                                      key, a probe of a node;
 //	                                                      Recoverer (optional; the
 //	                                                      fallback is one)
-//	Fallback       Allow (to start a carry-back and keep  Configured (clock, key
-//	               its ledger), Reset; offers AllowLocal  bound, hook); Carrier
-//	               (ratelimit.Fallback) and Recover       (optional): charge
+//	Fallback       Allow (to start a carry-back and keep  its Config (clock, key
+//	               its ledger), OpReset; carries out      bound, hook); Carrier
+//	               OpFallback, and Recover                (optional): charge
 //	               (Recoverer)                            admissions at their
 //	                                                      times, deciding nothing;
 //	                                                      Heartbeater (optional);
@@ -73,7 +76,7 @@
 // which offers DenySlacker, Probed (and, for a cluster client, Nodes),
 // Carrier (the carry script) and Heartbeater (a sorted set of members).
 //
-// The fallback is the backend's [ratelimit.Fallback]: [ratelimit.Rule]
+// The fallback is the backend's [ratelimit.OpFallback]: [ratelimit.Rule]
 // asks it to decide a call of a [ratelimit.FailLocal] rule that the chain
 // failed (the breaker's refusal among them). It decides in process against
 // each process's share of the limits ([Share]; the processes counted by

@@ -11,8 +11,8 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Fallback is the local fallback guard: a [ratelimit.Wrapper] that is the
-// [ratelimit.Fallback] of its backend, deciding in process the calls of
+// Fallback is the local fallback guard: a [ratelimit.Limiter] that is the
+// [ratelimit.OpFallback] of its backend, deciding in process the calls of
 // [ratelimit.FailLocal] rules that the backend could not decide, against
 // each process's share of their limits (see [WithFallbackProcesses]),
 // and, around a [Carrier] backend, charging what it admitted to the
@@ -62,25 +62,27 @@ type Fallback struct {
 
 // NewFallback returns the fallback guard of backend, configured by the
 // options of this package among opts, with the clock, key bound and hook
-// of the backend's [ratelimit.Config] ([ratelimit.Configured]). Unless
+// of the backend's [ratelimit.Config] (that of its [ratelimit.Abilities]). Unless
 // [WithFallbackProcesses] fixes the number of processes, a [Heartbeater]
 // backend's process joins its fleet ([JoinFleet]), whose count divides
 // the limits. Its background work runs until [Fallback.Close].
 func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
 	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), told: newToldLines(), bg: newBackground()}
-	f.carrier, _ = ratelimit.As[Carrier](backend)
-	f.rejoiner, _ = ratelimit.As[Rejoiner](backend)
+	f.ops.Reserve, f.ops.Adjust, f.ops.TakeSlot, f.ops.Reset = f.Reserve, f.Adjust, f.ReserveSlot, f.Reset
+	f.ops.Fallback = f.AllowLocal
+	f.carrier, _ = find[Carrier](backend)
+	f.rejoiner, _ = find[Rejoiner](backend)
 	var cfg ratelimit.Config
-	if c, ok := ratelimit.As[ratelimit.Configured](backend); ok {
-		cfg = *c.Config()
+	if c := backend.Abilities().Config; c != nil {
+		cfg = *c
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = ratelimit.DefaultMaxKeys
 	}
 	f.hook, f.clock = cfg.Hook, cfg.Clock
 	f.local = ratelimit.NewMemory(ratelimit.WithClock(cfg.Clock), ratelimit.WithMaxKeys(cfg.MaxKeys))
-	if hb, ok := ratelimit.As[Heartbeater](backend); ok && f.processes == 0 {
+	if hb, ok := find[Heartbeater](backend); ok && f.processes == 0 {
 		f.fleet = JoinFleet(hb, f.down)
 	}
 	f.startLedger(backend)
@@ -107,6 +109,25 @@ func (f *Fallback) circuitOpen() bool {
 
 // Unwrap returns the backend.
 func (f *Fallback) Unwrap() ratelimit.Limiter { return f.next }
+
+// Carries reports whether f carries its admissions back to its backend
+// (a [Carrier]).
+func (f *Fallback) Carries() bool { return f.carrier != nil }
+
+// Do decides OpFallback in process ([Fallback.AllowLocal]), answers
+// OpReserve as Allow, and passes on the other operations. See
+// [ratelimit.Limiter].
+func (f *Fallback) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return f.do(ctx, f, op)
+}
+
+// Abilities reports the backend's, and OpFallback. See
+// [ratelimit.Limiter].
+func (f *Fallback) Abilities() ratelimit.Abilities {
+	a := f.next.Abilities()
+	a.Ops |= ratelimit.OpsOf(ratelimit.OpFallback)
+	return a
+}
 
 // Close takes f out of its fleet (the last join of a process stops the
 // heartbeat and removes its member) and abandons the carry-back of what
@@ -144,7 +165,7 @@ func (f *Fallback) Fleet() *Fleet {
 // as one of [ratelimit.SourceFallback], against the shares, and returns
 // the shares: the limits a denied caller is told. An admitted call is
 // remembered, to be charged to the backend when it answers again. See
-// [ratelimit.Fallback].
+// [ratelimit.OpFallback].
 func (f *Fallback) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
 	req.Key = callkey.Bound(req.Key) // for the hook; the fallback bounds a 97-byte stand-in again
 	if req.Keys != nil {

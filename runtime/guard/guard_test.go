@@ -49,6 +49,13 @@ func (f *flaky) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 	return f.MemoryLimiter.Allow(ctx, req)
 }
 
+// Do reserves with Reserve, and passes the other operations on to the
+// memory limiter.
+func (f *flaky) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	h := ratelimit.Handlers{Next: f.MemoryLimiter, Reserve: f.Reserve}
+	return h.Do(ctx, f, op)
+}
+
 // Reserve reserves req, or fails while the backend is down.
 func (f *flaky) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	f.asked.Add(1)
@@ -74,7 +81,7 @@ func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
 // Carry charges what a fallback admitted to the in-process state, at the
 // times it was admitted, deciding nothing: a charge on top of a
-// reservation made then (ratelimit.Reserver's Adjust).
+// reservation made then (ratelimit.OpReserve's Adjust).
 func (f *flaky) Carry(ctx context.Context, admissions []guard.Admission) guard.CarryResult {
 	var res guard.CarryResult
 	f.carries.Add(1)
@@ -166,42 +173,47 @@ func allow(t *testing.T, l ratelimit.Limiter, req ratelimit.Request) ratelimit.D
 	return d
 }
 
-// TestWrapOffersTheBackendsCapabilities: Wrap's limiter offers a
-// capability the guards intercept only when the backend does, and the
-// backend's others through Unwrap.
-func TestWrapOffersTheBackendsCapabilities(t *testing.T) {
+// TestWrapReportsTheBackendsAbilities: Wrap's limiter reports what the
+// backend carries out, and the fallback's decisions, and carries out
+// each (through the guards that intercept it).
+func TestWrapReportsTheBackendsAbilities(t *testing.T) {
 	mem := ratelimit.NewMemory()
 	l := guard.Wrap(mem)
-	_, ok := ratelimit.As[ratelimit.Reserver](l)
-	assert.True(t, ok, "Reserver")
-	_, ok = ratelimit.As[ratelimit.SlotHolder](l)
-	assert.True(t, ok, "SlotHolder")
-	_, ok = ratelimit.As[ratelimit.Peeker](l)
-	assert.True(t, ok, "Peeker, through Unwrap")
-	_, ok = ratelimit.As[ratelimit.Configured](l)
-	assert.True(t, ok, "Configured, through Unwrap")
+	a := l.Abilities()
+	for _, k := range []ratelimit.OpKind{ratelimit.OpReserve, ratelimit.OpAdjust, ratelimit.OpTakeSlot, ratelimit.OpPeek, ratelimit.OpReset, ratelimit.OpTurn, ratelimit.OpFallback} {
+		assert.True(t, a.Can(k), "%s", k)
+	}
+	assert.Same(t, mem.Abilities().Config, a.Config, "the backend's Config")
+	_, err := l.Do(context.Background(), ratelimit.Op{Kind: ratelimit.OpReset, Request: ratelimit.Request{Name: "x", Key: "k"}})
+	require.NoError(t, err)
 
 	plain := guard.Wrap(allowOnly{mem})
-	_, ok = ratelimit.As[ratelimit.Reserver](plain)
-	assert.False(t, ok, "no Reserver around a backend that is none")
-	_, ok = ratelimit.As[ratelimit.Resetter](plain)
-	assert.False(t, ok, "no Resetter around a backend that is none")
-	_, ok = guard.Of[*guard.DenyCache](plain)
+	a = plain.Abilities()
+	assert.False(t, a.Can(ratelimit.OpReserve), "no reservations around a backend without them")
+	assert.False(t, a.Can(ratelimit.OpReset), "no reset around a backend without it")
+	_, err = plain.Do(context.Background(), ratelimit.Op{Kind: ratelimit.OpReserve, Request: ratelimit.Request{Name: "x", Key: "k"}})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	_, ok := guard.Of[*guard.DenyCache](plain)
 	assert.True(t, ok, "the deny cache is found")
-	_, ok = ratelimit.As[ratelimit.Fallback](plain)
-	assert.True(t, ok, "the fallback guard is the backend's Fallback")
+	assert.True(t, a.Can(ratelimit.OpFallback), "the fallback guard decides in process")
 	_, ok = guard.Of[*guard.Breaker](plain)
 	assert.False(t, ok, "no breaker around a backend that cannot be probed")
 	guard.Close(plain)
 	guard.Close(l)
 }
 
-// allowOnly is a backend that offers nothing but Allow.
+// allowOnly is a backend that carries out nothing but Allow.
 type allowOnly struct{ l ratelimit.Limiter }
 
 func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return a.l.Allow(ctx, req)
 }
+
+func (a allowOnly) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(a, op.Kind)
+}
+
+func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
 
 // TestBreakerOfAForeignBackendOpensAndCloses: the breaker around a backend
 // of another module opens after its failures, fails calls at once without

@@ -16,11 +16,11 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Leases is the lease guard: a [ratelimit.Wrapper] that admits the calls
+// Leases is the lease guard: a [ratelimit.Limiter] that admits the calls
 // of a limit with a [ratelimit.Limit.Prefetch] from leases, so that a hot
 // key costs its backend a round trip per lease rather than per call, and
 // never admits a call the limit would deny. It needs a backend that is a
-// [ratelimit.Reserver]; around another, it decides every call exactly, as
+// [ratelimit.OpReserve]; around another, it decides every call exactly, as
 // the backend does.
 //
 // # Leases
@@ -218,7 +218,8 @@ type lease struct {
 const ended = -1 << 62
 
 // NewLeases returns the lease guard of backend. It reads the backend's
-// clock and hook from its [ratelimit.Config] ([ratelimit.Configured]), and
+// clock and hook from its [ratelimit.Config] (that of its
+// [ratelimit.Abilities]), and
 // the number of processes sharing the backend from the [Fallback] in its
 // chain (found with [Of]), 1 without one. Close it when done with it.
 //
@@ -229,9 +230,13 @@ const ended = -1 << 62
 // Reserve); a give-back tells it nothing.
 func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 	g := &Leases{backend: backendOf(backend), processes: func() int { return 1 }}
-	g.held, _ = ratelimit.As[HeldReserver](backend)
-	if cfg, ok := ratelimit.As[ratelimit.Configured](backend); ok {
-		g.clock, g.hook = cfg.Config().Clock, cfg.Config().Hook
+	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot, g.ops.Reset = g.Reserve, g.Adjust, g.ReserveSlot, g.Reset
+	if a := backend.Abilities(); a.Can(ratelimit.OpPeek) && a.Can(ratelimit.OpReserve) {
+		g.ops.Peek = g.Peek // around another backend it leases nothing
+	}
+	g.held, _ = find[HeldReserver](backend)
+	if cfg := backend.Abilities().Config; cfg != nil {
+		g.clock, g.hook = cfg.Clock, cfg.Hook
 	}
 	if f, ok := Of[*Fallback](backend); ok {
 		g.processes = f.Processes
@@ -241,6 +246,13 @@ func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 
 // Unwrap returns the backend.
 func (g *Leases) Unwrap() ratelimit.Limiter { return g.next }
+
+// Do answers OpPeek as its Allow would decide, gives back what a lease
+// holds before OpReset, and passes on the other operations (OpReserve,
+// OpAdjust and OpTakeSlot are the backend's). See [ratelimit.Limiter].
+func (g *Leases) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return g.do(ctx, g, op)
+}
 
 // now returns the local time in µs.
 func (g *Leases) now() int64 {
@@ -371,7 +383,7 @@ func tightest(d ratelimit.Decision, idx int, left int64) ratelimit.Decision {
 }
 
 // Peek returns the decision Allow would return for req now, charging
-// nothing (see [ratelimit.Peeker]): a call of a leased line that the
+// nothing (see [ratelimit.Peek]): a call of a leased line that the
 // line's lease can serve is answered from it (Remaining is the units the
 // lease holds for calls, before the call, with Source
 // [ratelimit.SourceLease], or the other lines' answer when they deny it

@@ -238,7 +238,14 @@ func (p plainReserver) Allow(ctx context.Context, req ratelimit.Request) (rateli
 	return p.m.Allow(ctx, req)
 }
 
-func (p plainReserver) Config() *ratelimit.Config { return p.m.Config() }
+func (p plainReserver) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	h := ratelimit.Handlers{Reserve: p.Reserve, Adjust: p.Adjust}
+	return h.Do(ctx, p, op)
+}
+
+func (p plainReserver) Abilities() ratelimit.Abilities {
+	return ratelimit.Abilities{Ops: ratelimit.OpsOf(ratelimit.OpReserve, ratelimit.OpAdjust), Config: p.m.Abilities().Config}
+}
 
 func (p plainReserver) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	return p.m.Reserve(ctx, req)
@@ -257,6 +264,12 @@ var errRelog = errors.New("charging on top failed")
 // heldRelogFails is the memory limiter, a guard.HeldReserver, whose
 // Adjust fails to charge more.
 type heldRelogFails struct{ *ratelimit.MemoryLimiter }
+
+// Do adjusts with Adjust, and passes the other operations on.
+func (h heldRelogFails) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	hs := ratelimit.Handlers{Next: h.MemoryLimiter, Adjust: h.Adjust}
+	return hs.Do(ctx, h, op)
+}
 
 // Adjust fails to charge more; it refunds as the memory limiter does.
 func (h heldRelogFails) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {

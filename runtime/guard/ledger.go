@@ -58,14 +58,14 @@ type ledger struct {
 // Around a [Nodes] backend, each node keeps marks of its own, and a node
 // that lost writes is charged again only what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
-	_, ok := ratelimit.As[Marker](backend)
+	_, ok := find[Marker](backend)
 	if !ok || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()
 	admitted.ledger = true
 	f.ledger = &ledger{admitted: admitted}
-	f.ledger.nodes, _ = ratelimit.As[Nodes](backend)
+	f.ledger.nodes, _ = find[Nodes](backend)
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }

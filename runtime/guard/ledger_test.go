@@ -209,7 +209,7 @@ func TestLedgerForgetsAReset(t *testing.T) {
 		require.NoError(t, rule.Check(ctx, l, 1, "k"))
 		require.NoError(t, rule.Check(ctx, l, 1, "other"))
 	}
-	require.NoError(t, l.(ratelimit.Resetter).Reset(ctx, rule.Name, "k"))
+	require.NoError(t, rule.Reset(ctx, l, "k"))
 	backend.lose(rule.Name, "other")
 	require.Eventually(t, func() bool { n, _, _ := fallback.Restored(); return n == 1 }, time.Minute, time.Millisecond)
 	_, charged, _ := fallback.Restored()

@@ -16,6 +16,7 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/denied"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // adminPage is the most rules one response of [AdminHandler] lists.
@@ -49,7 +50,7 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             has them as remaining, source lease, and the line's
 //	                             state counts them as left; see Limit.Prefetch)
 //	                             (of a rule with a concurrency limit, the decision counts
-//	                             its slots: see [ratelimit.Peeker]);
+//	                             its slots: see [ratelimit.Peek]);
 //	                             for a rule with a key per limit, key=K keys each of its
 //	                             keyed limits (or key=K1&key=K2…, one per keyed limit in
 //	                             order), and each limit is shown with its key expression,
@@ -58,7 +59,7 @@ func WithAdminReset() AdminOption { return func(a *admin) { a.reset = true } }
 //	                             when; and the fields of its overrides that cannot be used
 //	GET .../denied               the most-denied keys of the last five minutes, redacted
 //	                             (see [ratelimit.Request.RedactedKey]): the fleet's, as the
-//	                             limiter's [ratelimit.DenialCounter] keeps them (the memory
+//	                             limiter's [ratelimit.OpTopDenied] keeps them (the memory
 //	                             and Redis limiters do), else this process's, with [WithDenials]
 //	POST or DELETE .../key?name=N&key=K
 //	                             [ratelimit.Reset] of rule N's key K, only with [WithAdminReset]
@@ -457,9 +458,7 @@ func (a *admin) lookup(r *http.Request) (any, error) {
 			view.Lines = append(view.Lines, line)
 		}
 	}
-	if c, ok := ratelimit.As[interface {
-		CachedDenial(ratelimit.Request) (time.Duration, bool)
-	}](a.limiter); ok {
+	if c, ok := guard.Of[*guard.DenyCache](a.limiter); ok {
 		if left, held := c.CachedDenial(ratelimit.Request{Name: rule.Name, Key: key, Limits: limits}); held {
 			view.CachedFor = left.String()
 		}
@@ -485,7 +484,7 @@ func leasedLine(limits []ratelimit.Limit) int {
 // limiter's lease guard holds leased unused in this process (see
 // guard.Leases.Held), or 0 when it has none.
 func (a *admin) held(rule *ratelimit.Rule, i int, key string) int64 {
-	h, ok := ratelimit.As[interface{ Held(name, key string) int64 }](a.limiter)
+	h, ok := guard.Of[*guard.Leases](a.limiter)
 	if !ok {
 		return 0
 	}
@@ -526,7 +525,7 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 		OpenCircuits map[string]string `json:"open_circuits"`
 		Overrides    []string          `json:"override_problems"`
 	}{OpenCircuits: map[string]string{}, Overrides: []string{}}
-	if c, ok := ratelimit.As[interface{ Circuits() map[string]time.Time }](a.limiter); ok {
+	if c, ok := guard.Of[*guard.Breaker](a.limiter); ok {
 		for node, since := range c.Circuits() {
 			view.OpenCircuits[node] = since.UTC().Format(time.RFC3339Nano)
 		}
@@ -538,7 +537,7 @@ func (a *admin) showLimiter(w http.ResponseWriter, _ *http.Request) {
 // deniedView is the JSON form of the most-denied keys.
 type deniedView struct {
 	// Source says who counted them: "limiter" (the limiter's
-	// ratelimit.DenialCounter: for a shared backend such as Redis, every
+	// ratelimit.OpTopDenied: for a shared backend such as Redis, every
 	// process of the fleet) or "hook" (a [Denials] of this process).
 	Source string        `json:"source"`
 	Denied []deniedEntry `json:"denied"`
@@ -553,17 +552,17 @@ type deniedEntry struct {
 }
 
 // topDenied returns the most-denied keys of the last minutes: the
-// limiter's, when it is a [ratelimit.DenialCounter], else those of the
+// limiter's, when it counts them ([ratelimit.OpTopDenied]), else those of the
 // Denials of [WithDenials]; ok is false when neither counts them.
 func (a *admin) topDenied(ctx context.Context, n int) (deniedView, bool, error) {
 	view := deniedView{Denied: []deniedEntry{}}
-	if c, ok := ratelimit.As[ratelimit.DenialCounter](a.limiter); ok {
-		top, err := c.TopDenied(ctx, n)
+	if a.limiter.Abilities().Can(ratelimit.OpTopDenied) {
+		res, err := a.limiter.Do(ctx, ratelimit.Op{Kind: ratelimit.OpTopDenied, Units: int64(n)})
 		if err != nil {
 			return view, true, err
 		}
 		view.Source = "limiter"
-		for _, k := range top {
+		for _, k := range res.Denied {
 			view.Denied = append(view.Denied, deniedEntry{k.Name, k.Key, k.Denials, k.Error, k.Kept})
 		}
 		return view, true, nil
@@ -601,7 +600,7 @@ func (a *admin) listDenied(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		adminFailure(w, err)
 	case !ok:
-		adminError(w, http.StatusNotFound, "no denials are counted: the limiter is no ratelimit.DenialCounter; see httplimit.WithDenials")
+		adminError(w, http.StatusNotFound, "no denials are counted: the limiter is no ratelimit.OpTopDenied; see httplimit.WithDenials")
 	default:
 		adminJSON(w, http.StatusOK, view)
 	}

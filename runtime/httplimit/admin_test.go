@@ -165,7 +165,7 @@ func TestAdminHandlerBackendDown(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	code, _ = adminDo(t, h, "POST", "key", q)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	code, _ = adminDo(t, AdminHandler(wrapped{}, []*ratelimit.Rule{rule}), "GET", "key", q)
+	code, _ = adminDo(t, AdminHandler(allowOnly{}, []*ratelimit.Rule{rule}), "GET", "key", q)
 	require.Equal(t, http.StatusNotImplemented, code)
 }
 

@@ -101,6 +101,12 @@ func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.
 	return a.l.Allow(ctx, req)
 }
 
+func (a allowOnly) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(a, op.Kind)
+}
+
+func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
+
 // TestAdminListsTheFleetsDenials: the replica that answers .../denied
 // lists the denials of another replica on the same Redis.
 func TestAdminListsTheFleetsDenials(t *testing.T) {

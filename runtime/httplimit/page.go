@@ -9,13 +9,14 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // The page for on-call at the admin view's root (a path ending in "/"):
 // one server-rendered HTML page, with no script and no external asset,
 // that shows the rules and their lines, the open circuit breakers, the
 // overrides' problems, the most-denied keys (the fleet's, from a
-// ratelimit.DenialCounter) and a lookup form that explains why a key is
+// ratelimit.OpTopDenied) and a lookup form that explains why a key is
 // limited (.../key's answer, as prose and a table of its lines).
 
 // pageData is what the page shows.
@@ -82,7 +83,7 @@ func (a *admin) page(w http.ResponseWriter, r *http.Request) {
 		})
 		d.Names = append(d.Names, rule.Name)
 	}
-	if c, ok := ratelimit.As[interface{ Circuits() map[string]time.Time }](a.limiter); ok {
+	if c, ok := guard.Of[*guard.Breaker](a.limiter); ok {
 		for node, since := range c.Circuits() {
 			d.Circuits = append(d.Circuits, pageCircuit{node, since.UTC().Format(time.RFC3339)})
 		}
@@ -180,8 +181,8 @@ func (a *admin) explain(r *http.Request) *pageLookup {
 // cannot be used.
 func (a *admin) overrideProblems() []string {
 	out := []string{}
-	if c, ok := ratelimit.As[ratelimit.Configured](a.limiter); ok && c.Config().Overrides != nil {
-		if p, ok := c.Config().Overrides.(interface {
+	if c := a.limiter.Abilities().Config; c != nil && c.Overrides != nil {
+		if p, ok := c.Overrides.(interface {
 			Problems() []*ratelimit.FieldError
 		}); ok {
 			for _, fe := range p.Problems() {

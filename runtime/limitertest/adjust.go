@@ -8,7 +8,7 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// adjustKeys: Reserver.Adjust of a request with a key per limit (and, on
+// adjustKeys: OpAdjust of a request with a key per limit (and, on
 // a backend that decides shared lines, a shared line among them) changes
 // each limit under its own key, where a decision keeps it: after a call of
 // 2 units and an Adjust of 3 more, a Peek of each limit's key with fresh
@@ -16,7 +16,7 @@ import (
 // keys tells none; with Backend.Clock, an Adjust of -5 at the call's
 // time then gives all 5 back to every key.
 func (s *suite) adjustKeys(t *testing.T, alg ratelimit.Algorithm) {
-	need(t, "settle reservations (ratelimit.Reserver)", s.caps.reserve)
+	need(t, "settle reservations (ratelimit.OpReserve)", s.caps.reserve)
 	need(t, "peek (ratelimit.Peek)", s.caps.peek)
 	lim := ratelimit.Limit{Algorithm: alg, Period: 24 * time.Hour, Threshold: 10}
 	req := ratelimit.Request{Name: "adjust_keys", Cost: 2, Limits: []ratelimit.Limit{lim, lim}, Keys: []string{"ada", "acme"}}
@@ -46,9 +46,8 @@ func (s *suite) adjustKeys(t *testing.T, alg ratelimit.Algorithm) {
 		e.check(o.Err == "" && o.Decision.Allowed, "a fresh call of 2 units: %+v", o)
 		adjust := func(delta int64) {
 			e.same(fmt.Sprintf("Adjust(keys %q, %d)", req.Keys, delta), func(l ratelimit.Limiter, _ bool) outcome {
-				r, ok := ratelimit.As[ratelimit.Reserver](l)
-				e.check(ok, "%T offers no ratelimit.Reserver", l)
-				return decisionOutcome(ratelimit.Decision{}, r.Adjust(e.ctx, req, at, delta))
+				e.check(can(l, ratelimit.OpAdjust), "%T carries out no OpAdjust", l)
+				return decisionOutcome(ratelimit.Decision{}, adjustOn(e.ctx, l, req, at, delta))
 			})
 		}
 		peek := func(i int) ratelimit.Decision {

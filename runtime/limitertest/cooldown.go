@@ -13,7 +13,7 @@ import (
 // backend without a controllable clock still sees them cool.
 const cooldownSpan = time.Minute
 
-// cooldown runs the crosses of cooldowns (ratelimit.Cooler), or, for a
+// cooldown runs the crosses of cooldowns (ratelimit.OpCool), or, for a
 // backend that keeps none, cooldown/unsupported: Rule.Cooldown fails with
 // errors.ErrUnsupported and calls are decided without cooldowns.
 func (s *suite) cooldown(t *testing.T) {
@@ -256,7 +256,7 @@ func (s *suite) coolUnsupported(t *testing.T) {
 	l := s.b.New(t)
 	ctx := t.Context()
 	if err := r.Cooldown(ctx, l, 0, "ada", cooldownSpan); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("Cooldown on a limiter without ratelimit.Cooler: %v, want errors.ErrUnsupported", err)
+		t.Fatalf("Cooldown on a limiter without ratelimit.OpCool: %v, want errors.ErrUnsupported", err)
 	}
 	for i := range 2 {
 		if err := r.Check(ctx, l, 1, "ada"); err != nil {

@@ -9,18 +9,17 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// topDenied: a backend that counts denials (ratelimit.DenialCounter)
+// topDenied: a backend that counts denials (ratelimit.OpTopDenied)
 // lists the keys its rules denied, most first, each counted at least as
 // often as it was denied, keys redacted (a keyhash rule's key as the raw
 // key's redacted form), and never a key that was only admitted.
 func (s *suite) topDenied(t *testing.T) {
 	probe := s.b.New(t)
-	if _, ok := ratelimit.As[ratelimit.DenialCounter](probe); !ok {
-		t.Skip("the backend counts no denials (it is no ratelimit.DenialCounter)")
+	if !can(probe, ratelimit.OpTopDenied) {
+		t.Skip("the backend counts no denials (no OpTopDenied)")
 	}
 	ctx := context.Background()
 	l := s.b.New(t)
-	c, _ := ratelimit.As[ratelimit.DenialCounter](l)
 	rule := &ratelimit.Rule{Name: "denied/api", Limits: []ratelimit.Limit{{Period: day, Threshold: 1}}}
 	secret := &ratelimit.Rule{Name: "denied/secret", Limits: []ratelimit.Limit{{Period: day, Threshold: 1}}, KeyHash: []bool{true}}
 	for range 6 {
@@ -30,7 +29,7 @@ func (s *suite) topDenied(t *testing.T) {
 		_ = secret.Check(ctx, l, 1, ratelimit.KeyDigest("sk_live_x"))
 	}
 	_ = rule.Check(ctx, l, 1, "fine")
-	top, err := c.TopDenied(ctx, 10)
+	top, err := topDenied(ctx, l, 10)
 	if err != nil {
 		t.Fatalf("TopDenied: %v", err)
 	}
@@ -57,21 +56,20 @@ func (s *suite) topDeniedOutage(t *testing.T) {
 		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
 	l := s.b.New(t)
-	c, ok := ratelimit.As[ratelimit.DenialCounter](l)
-	if !ok {
-		t.Skip("the backend counts no denials (it is no ratelimit.DenialCounter)")
+	if !can(l, ratelimit.OpTopDenied) {
+		t.Skip("the backend counts no denials (no OpTopDenied)")
 	}
 	ctx := context.Background()
-	if _, err := c.TopDenied(ctx, 10); err != nil {
+	if _, err := topDenied(ctx, l, 10); err != nil {
 		t.Fatalf("TopDenied before the outage: %v", err)
 	}
 	restore := s.b.Outage(t)
-	if top, err := c.TopDenied(ctx, 10); !errors.Is(err, ratelimit.ErrBackend) {
+	if top, err := topDenied(ctx, l, 10); !errors.Is(err, ratelimit.ErrBackend) {
 		t.Fatalf("TopDenied while the backend is down: %+v, %v; want an error wrapping ErrBackend", top, err)
 	}
 	restore()
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		_, err := c.TopDenied(ctx, 10)
+		_, err := topDenied(ctx, l, 10)
 		if err == nil {
 			return
 		}

@@ -411,13 +411,3 @@ func limitError(err error) *ratelimit.LimitError {
 	}
 	return nil
 }
-
-// resetKey clears the state of name and key on l, through the Resetter it
-// offers (see ratelimit.As).
-func resetKey(ctx context.Context, l ratelimit.Limiter, name, key string) error {
-	r, ok := ratelimit.As[ratelimit.Resetter](l)
-	if !ok {
-		return fmt.Errorf("%T cannot reset: %w", l, errors.ErrUnsupported)
-	}
-	return r.Reset(ctx, name, key)
-}

@@ -14,32 +14,20 @@ import (
 )
 
 // forwarding is a backend written outside package ratelimit with its
-// exported API only: a limiter that is not a *MemoryLimiter (nor a
-// ratelimit.Wrapper, so the core cannot reach past it) and offers every
-// capability by forwarding to one.
+// exported API only: a limiter that is not a *MemoryLimiter and carries
+// out every operation by forwarding to one (its plan is the memory
+// limiter's, not its own, so its calls are decided through its Allow).
 type forwarding struct{ m *ratelimit.MemoryLimiter }
 
 func (f forwarding) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return f.m.Allow(ctx, req)
 }
 
-func (f forwarding) Config() *ratelimit.Config { return f.m.Config() }
-
-func (f forwarding) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return f.m.Peek(ctx, req)
+func (f forwarding) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return f.m.Do(ctx, op)
 }
 
-func (f forwarding) Reset(ctx context.Context, name, key string) error {
-	return f.m.Reset(ctx, name, key)
-}
-
-func (f forwarding) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
-	return f.m.Reserve(ctx, req)
-}
-
-func (f forwarding) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
-	return f.m.Adjust(ctx, req, at, delta)
-}
+func (f forwarding) Abilities() ratelimit.Abilities { return f.m.Abilities() }
 
 // ReserveHeld and RefundHeld make it a guard.HeldReserver: a sliding
 // log's lease is charged to weigh as long as the calls it admits.
@@ -51,72 +39,7 @@ func (f forwarding) RefundHeld(ctx context.Context, req ratelimit.Request, at ti
 	return f.m.RefundHeld(ctx, req, at, hold, n)
 }
 
-func (f forwarding) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
-	return f.m.ReserveSlot(ctx, req, slot, token)
-}
-
-func (f forwarding) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	return f.m.ReleaseSlot(ctx, req, slot, token)
-}
-
-func (f forwarding) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	return f.m.RenewSlot(ctx, req, slot, token)
-}
-
-func (f forwarding) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	return f.m.PeekSlot(ctx, req, slot)
-}
-
-// CountDenial and TopDenied forward to the memory limiter's summary.
-func (f forwarding) CountDenial(name, key string, hashed bool) { f.m.CountDenial(name, key, hashed) }
-
-func (f forwarding) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
-	return f.m.TopDenied(ctx, n)
-}
-
-// Cool and Cooling forward to the memory limiter's cooldowns.
-func (f forwarding) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {
-	return f.m.Cool(ctx, req, i, d)
-}
-
-func (f forwarding) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	return f.m.Cooling(ctx, req)
-}
-
-// AllowInTurn, ReserveSlotInTurn, Dequeue and Waiting forward to the memory limiter's queues.
-func (f forwarding) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	return f.m.AllowInTurn(ctx, req, ticket, wait)
-}
-
-func (f forwarding) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	return f.m.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
-}
-
-func (f forwarding) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
-	return f.m.Dequeue(ctx, req, ticket)
-}
-
-func (f forwarding) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	return f.m.Waiting(ctx, req)
-}
-
-// SharesLines: Allow forwards Request.Shared to the memory limiter,
-// which keeps each line's state where Request.Line says.
-func (f forwarding) SharesLines() {}
-
-// The capabilities forwarding offers, which the compiler checks.
-var (
-	_ ratelimit.Configured    = forwarding{}
-	_ ratelimit.Peeker        = forwarding{}
-	_ ratelimit.LineSharer    = forwarding{}
-	_ ratelimit.DenialCounter = forwarding{}
-	_ ratelimit.Resetter      = forwarding{}
-	_ ratelimit.Reserver      = forwarding{}
-	_ ratelimit.SlotHolder    = forwarding{}
-	_ ratelimit.Cooler        = forwarding{}
-	_ ratelimit.Queuer        = forwarding{}
-	_ guard.HeldReserver      = forwarding{}
-)
+var _ guard.HeldReserver = forwarding{}
 
 // TestForwardingBackend runs the suite on a backend of another package
 // that offers every capability.
@@ -147,53 +70,14 @@ func (o outageProne) Allow(ctx context.Context, req ratelimit.Request) (ratelimi
 	return o.forwarding.Allow(ctx, req)
 }
 
-func (o outageProne) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	if o.down.Load() {
-		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+// Do fails while down, as every call to a backend out of reach does,
+// but for the operations that never leave the process (a plan, a denial
+// counted).
+func (o outageProne) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	if o.down.Load() && op.Kind != ratelimit.OpPlan && op.Kind != ratelimit.OpCountDenial {
+		return ratelimit.Result{}, &ratelimit.BackendError{Name: op.Request.Name, Err: errDown}
 	}
-	return o.forwarding.AllowInTurn(ctx, req, ticket, wait)
-}
-
-func (o outageProne) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	if o.down.Load() {
-		return ratelimit.Decision{}, 0, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
-}
-
-func (o outageProne) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
-	if o.down.Load() {
-		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Dequeue(ctx, req, ticket)
-}
-
-func (o outageProne) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	if o.down.Load() {
-		return 0, 0, &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Waiting(ctx, req)
-}
-
-func (o outageProne) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {
-	if o.down.Load() {
-		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Cool(ctx, req, i, d)
-}
-
-func (o outageProne) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	if o.down.Load() {
-		return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Cooling(ctx, req)
-}
-
-func (o outageProne) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
-	if o.down.Load() {
-		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Reserve(ctx, req)
+	return o.forwarding.Do(ctx, op)
 }
 
 // ReserveHeld and RefundHeld fail while down, as Reserve and Adjust do.
@@ -211,15 +95,6 @@ func (o outageProne) RefundHeld(ctx context.Context, req ratelimit.Request, at t
 	return o.forwarding.RefundHeld(ctx, req, at, hold, n)
 }
 
-// Adjust fails while down, so a settle or a refund then fails with
-// ratelimit.ErrBackend, giving nothing back.
-func (o outageProne) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
-	if o.down.Load() {
-		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.Adjust(ctx, req, at, delta)
-}
-
 func (o outageProne) Node() string { return "outage-prone" }
 
 func (o outageProne) Probe(context.Context) error {
@@ -232,7 +107,7 @@ func (o outageProne) Probe(context.Context) error {
 func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
 // Carry charges what a fallback admitted on top of a reservation made at
-// its time (ratelimit.Reserver's Adjust), deciding nothing: its cost to
+// its time (ratelimit.OpReserve's Adjust), deciding nothing: its cost to
 // the limits that take it, and 1 call to those that count calls
 // (ratelimit.Limit.PerCall), which an Adjust of its cost leaves as they
 // are; of an admission with a key per limit, only the limits it lists
@@ -256,15 +131,21 @@ func (o outageProne) Carry(ctx context.Context, admissions []guard.Admission) gu
 // carry charges a's cost, and its call to the limits that count calls.
 func (o outageProne) carry(ctx context.Context, a guard.Admission) error {
 	if req, ok := chargedOf(a, false); ok {
-		if err := o.forwarding.Adjust(ctx, req, a.At, a.Req.Cost); err != nil {
+		if err := o.adjust(ctx, req, a.At, a.Req.Cost); err != nil {
 			return err
 		}
 	}
 	if req, ok := chargedOf(a, true); ok {
 		req.Cost = 1
-		return o.forwarding.Adjust(ctx, req, a.At, 1)
+		return o.adjust(ctx, req, a.At, 1)
 	}
 	return nil
+}
+
+// adjust charges delta on top of req, reserved at at (OpAdjust).
+func (o outageProne) adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	_, err := o.forwarding.Do(ctx, ratelimit.Op{Kind: ratelimit.OpAdjust, Request: req, At: at, Units: delta})
+	return err
 }
 
 // chargedOf returns a's request with only the limits of a.Only (all, when
@@ -283,21 +164,9 @@ func chargedOf(a guard.Admission, perCall bool) (req ratelimit.Request, ok bool)
 	return req, ok
 }
 
-// TopDenied fails as every call does while the backend is down; the
-// denials counted meanwhile (CountDenial never blocks) are listed once
-// it is back.
-func (o outageProne) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
-	if o.down.Load() {
-		return nil, &ratelimit.BackendError{Name: "top denied", Err: errDown}
-	}
-	return o.forwarding.TopDenied(ctx, n)
-}
-
 var (
-	_ guard.Probed            = outageProne{}
-	_ guard.Carrier           = outageProne{}
-	_ ratelimit.LineSharer    = outageProne{}
-	_ ratelimit.DenialCounter = outageProne{}
+	_ guard.Probed  = outageProne{}
+	_ guard.Carrier = outageProne{}
 )
 
 // TestGuardedForwardingBackend runs the suite on the forwarding backend
@@ -323,14 +192,20 @@ func TestGuardedForwardingBackend(t *testing.T) {
 	})
 }
 
-// allowOnly is a backend of another package that offers Allow alone: the
-// suite skips what needs more (Peek, Reset, reservations, slots and
-// overrides, which need a ratelimit.Configured limiter).
+// allowOnly is a backend of another package that decides calls alone:
+// the suite skips what needs more (Peek, Reset, reservations, slots and
+// overrides, which need a Config in its Abilities).
 type allowOnly struct{ m *ratelimit.MemoryLimiter }
 
 func (a allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return a.m.Allow(ctx, req)
 }
+
+func (a allowOnly) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(a, op.Kind)
+}
+
+func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
 
 // TestAllowOnlyBackend runs the suite on a backend that can only decide
 // calls, which skips the crosses of the capabilities it lacks.

@@ -61,7 +61,7 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 	}
 	var other *ratelimit.Rule // a rule sharing r's line 1, its calls not leased
 	if cross == "shared_line" {
-		need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+		need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
 		line := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}
 		r.Limits, r.KeyExprs, r.Shared = []ratelimit.Limit{lim, line}, []string{"", "user"}, []string{"", "leases/line"}
 		other = &ratelimit.Rule{Name: "leases/other", Limits: []ratelimit.Limit{line}, KeyExprs: []string{"user"}, Shared: []string{"leases/line"}}

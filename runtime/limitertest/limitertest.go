@@ -38,7 +38,7 @@
 //     each other, failures fill the limit) and reserve/shared_line
 //     (reservations with a key per limit, a shared line among them,
 //     refunded and settled on every line at once);
-//   - keys_per_line/adjust: Reserver.Adjust of a request with a key per
+//   - keys_per_line/adjust: OpAdjust of a request with a key per
 //     limit (a shared line among them, where the backend decides shared
 //     lines) charges, and with Backend.Clock refunds, each limit under
 //     its own key, as a Peek of each key tells;
@@ -103,7 +103,7 @@
 // one that fails with ratelimit.ErrBackend, FailOpen lets calls through
 // and FailClosed fails them, charging nothing (the backend, back, admits
 // what the limit had left), and FailLocal has them decided by the
-// backend's ratelimit.Fallback (Source ratelimit.SourceFallback, never
+// backend's fallback (ratelimit.OpFallback) (Source ratelimit.SourceFallback, never
 // more than the limit), or fails them when it has none. With
 // Backend.Outage, outage/real/onerror=allow, deny and local cross the
 // same policies with a real outage: the backend's guards see it fail and
@@ -116,9 +116,9 @@
 // outage to fail with ErrBackend and give nothing back;
 // outage/real/shared_line/onerror=local does what onerror=local does for
 // a line shared by two rules, to whose own state the fallback carries back, and outage/real/top_denied
-// requires TopDenied of a ratelimit.DenialCounter to fail with
+// requires OpTopDenied to fail with
 // ErrBackend while the backend is down and to answer once it is back.
-// The crosses of queues of waiting calls (ratelimit.Queuer) are, for
+// The crosses of queues of waiting calls (ratelimit.OpTurn) are, for
 // each algorithm, queue/<algorithm>/turns (AllowInTurn step by step on
 // the suite's clock: a place for a waiter, none for a call denied beyond
 // its wait, no call decided past a waiting one, a waiter that gives up
@@ -132,10 +132,10 @@
 // are free than calls are ahead of it, never the one a call ahead needs).
 // The turns and order crosses also check Rule.Peek of a rule with Wait
 // (what a new call would be told behind the waiters).
-// top_denied checks that a DenialCounter lists the keys its rules denied,
+// top_denied checks that a limiter that counts denials lists the keys its rules denied,
 // most first, redacted.
 //
-// The crosses of cooldowns (ratelimit.Cooler, Rule.Cooldown), for a
+// The crosses of cooldowns (ratelimit.OpCool, Rule.Cooldown), for a
 // backend that keeps them, are cooldown/<algorithm>/several_lines (a
 // cooled line denies its key with the cooldown's end as RetryAfter,
 // charging neither line; other keys are decided as ever; a sooner
@@ -182,7 +182,7 @@
 // it can do: which algorithms and calendar periods it decides, whether
 // ratelimit.Peek and ratelimit.Reset reach it, whether Rule.Reserve can
 // settle on it and take concurrency slots, whether its Config applies
-// WithOverrides (a ratelimit.Configured limiter), and whether it reports
+// WithOverrides (a limiter whose Abilities carry its Config), and whether it reports
 // to WithHook's hook. The crosses of a capability it lacks are skipped,
 // with t.Skip saying which and why.
 //
@@ -236,6 +236,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("top_denied", func(t *testing.T) { s.topDenied(t) })
 	t.Run("cooldown", func(t *testing.T) { s.cooldown(t) })
 	t.Run("queue", func(t *testing.T) { s.queue(t) })
+	t.Run("wrapped", func(t *testing.T) { s.wrapped(t) })
 }
 
 // suite is one Run: the backend and what it can do.

@@ -17,7 +17,7 @@ import (
 // ratelimit.ErrBackend while it is down, as a backend out of reach does.
 // FailOpen lets the calls through and FailClosed fails them, charging
 // nothing either way (the backend, back, admits what the limit had left);
-// FailLocal has them decided by the backend's ratelimit.Fallback, never
+// FailLocal has them decided by the backend's fallback (ratelimit.OpFallback), never
 // more than the limit, or fails them when it has none. With
 // Backend.Outage, the same policies are crossed with a real outage (see
 // realOutageOf).
@@ -31,7 +31,7 @@ func (s *suite) outage(t *testing.T) {
 	t.Run("real/per_call/onerror=local", func(t *testing.T) { s.realOutageOf(t, ratelimit.FailLocal, perCallCost, false) })
 	t.Run("real/settle", func(t *testing.T) { s.settleOutage(t) })
 	t.Run("real/shared_line/onerror=local", func(t *testing.T) {
-		need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+		need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
 		s.realOutageOf(t, ratelimit.FailLocal, 1, true)
 	})
 	t.Run("real/top_denied", func(t *testing.T) { s.topDeniedOutage(t) })
@@ -57,7 +57,7 @@ func (s *suite) outageOf(t *testing.T, p ratelimit.ErrorPolicy) {
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	l.down.Store(true)
-	_, local := ratelimit.As[ratelimit.Fallback](l)
+	local := can(l, ratelimit.OpFallback)
 	admitted := duringOutage(t, rule, l, p, local, 2*threshold, 1, "k")
 	if admitted > threshold || local && p == ratelimit.FailLocal && admitted == 0 {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d, want 1 (its share is never below 1) to %d", admitted, threshold, threshold)
@@ -149,7 +149,7 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64, 
 		t.Fatalf("the first call, before the outage: %v", err)
 	}
 	restore := s.b.Outage(t)
-	_, local := ratelimit.As[ratelimit.Fallback](l)
+	local := can(l, ratelimit.OpFallback)
 	admitted := int64(duringOutage(t, rule, l, p, local, 2*threshold, cost, keys...))
 	if admitted > threshold {
 		t.Fatalf("the fallback admitted %d calls of a limit of %d", admitted, threshold)
@@ -191,8 +191,7 @@ func carrier(l ratelimit.Limiter) (*guard.Fallback, bool) {
 	if !ok {
 		return nil, false
 	}
-	_, carries := ratelimit.As[guard.Carrier](f)
-	return f, carries
+	return f, f.Carries()
 }
 
 // carriedBack waits, for at most a minute, for f to carry back the units
@@ -235,8 +234,8 @@ func backAgain(t *testing.T, rule *ratelimit.Rule, l ratelimit.Limiter) {
 }
 
 // failing is a limiter whose Allow fails with ratelimit.ErrBackend while
-// down, and is next's otherwise; the core finds next's other capabilities
-// (its Config, its Fallback) through Unwrap.
+// down, and is next's otherwise; it passes every other operation on to
+// next (its fallback's too), and reports next's abilities.
 type failing struct {
 	next ratelimit.Limiter
 	down atomic.Bool
@@ -248,6 +247,12 @@ func (f *failing) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	}
 	return f.next.Allow(ctx, req)
 }
+
+func (f *failing) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return f.next.Do(ctx, op)
+}
+
+func (f *failing) Abilities() ratelimit.Abilities { return f.next.Abilities() }
 
 func (f *failing) Unwrap() ratelimit.Limiter { return f.next }
 
@@ -306,13 +311,13 @@ func (s *suite) settleOutage(t *testing.T) {
 // with ErrBackend, and calls are decided as the rule's policy says,
 // without the cooldown: FailOpen lets them through, FailClosed fails
 // them with ErrBackend, and FailLocal has the local fallback decide them
-// against its share of the limit (its ratelimit.Fallback keeps no
+// against its share of the limit (its fallback (ratelimit.OpFallback) keeps no
 // cooldowns).
 func (s *suite) cooldownOutage(t *testing.T, p ratelimit.ErrorPolicy) {
 	if s.b.Outage == nil {
 		t.Skip("limitertest: Backend.Outage is nil: no real outage to cross")
 	}
-	need(t, "keep cooldowns (ratelimit.Cooler)", s.caps.cooldown)
+	need(t, "keep cooldowns (ratelimit.OpCool)", s.caps.cooldown)
 	ctx := context.Background()
 	l := s.b.New(t)
 	rule := &ratelimit.Rule{Name: "real_outage/cooldown/" + string(p), Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3, Cooldown: true}}, OnError: p}
@@ -327,7 +332,7 @@ func (s *suite) cooldownOutage(t *testing.T, p ratelimit.ErrorPolicy) {
 	if err := rule.Cooldown(ctx, l, 0, "k", time.Hour); !errors.Is(err, ratelimit.ErrBackend) {
 		t.Fatalf("Cooldown while the backend is down: %v, want an error wrapping ErrBackend", err)
 	}
-	_, local := ratelimit.As[ratelimit.Fallback](l)
+	local := can(l, ratelimit.OpFallback)
 	err := rule.Check(ctx, l, 1, "k")
 	switch {
 	case p == ratelimit.FailOpen, p == ratelimit.FailLocal && local:

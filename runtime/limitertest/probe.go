@@ -69,10 +69,10 @@ func probe(t *testing.T, b Backend) capabilities {
 	}
 	block := &ratelimit.Rule{Name: "probe/overrides", Limits: hour(ratelimit.SlidingLog)}
 	if err := block.Check(ctx, l, 1, ""); !errors.Is(err, ratelimit.ErrLimited) {
-		caps.overrides = "a rule that WithOverrides blocks was not denied (is the limiter a ratelimit.Configured, or a ratelimit.Wrapper of one?)"
+		caps.overrides = "a rule that WithOverrides blocks was not denied (does the limiter report the Config of its options in its Abilities?)"
 	}
-	if _, ok := ratelimit.As[ratelimit.LineSharer](l); !ok {
-		caps.shared = "the limiter offers no ratelimit.LineSharer"
+	if !l.Abilities().SharesLines {
+		caps.shared = "the limiter's Abilities say no SharesLines"
 	}
 	cool := &ratelimit.Rule{Name: "probe/cooldown", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 3, Cooldown: true}}}
 	if err := cool.Cooldown(ctx, l, 0, "", time.Millisecond); err != nil {

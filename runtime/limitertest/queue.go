@@ -11,13 +11,13 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// queue runs the crosses of queues of waiting calls (ratelimit.Queuer),
+// queue runs the crosses of queues of waiting calls (ratelimit.OpTurn),
 // or, for a backend that keeps none, queue/unsupported: a rule with Wait
 // still waits (the wait crosses), in each process's order.
 func (s *suite) queue(t *testing.T) {
-	if _, ok := ratelimit.As[ratelimit.Queuer](s.b.New(t)); !ok {
+	if _, ok := queueOf(s.b.New(t)); !ok {
 		t.Run("unsupported", func(t *testing.T) {
-			t.Skip("the limiter offers no ratelimit.Queuer: waiting calls queue in each process's order")
+			t.Skip("the limiter offers no ratelimit.OpTurn: waiting calls queue in each process's order")
 		})
 		return
 	}
@@ -46,8 +46,8 @@ func (s *suite) slotTurns(t *testing.T) {
 	req := ratelimit.Request{Name: "queue/slot_turns", Key: "ada"}
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
-			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
-			h, _ := ratelimit.As[ratelimit.SlotHolder](l.limiter)
+			q, _ := queueOf(l.limiter)
+			h, _ := slotsOf(l.limiter)
 			turn := func(what, token string, ticket int64) (ratelimit.Decision, int64) {
 				d, held, _, err := q.ReserveSlotInTurn(e.ctx, req, slot, token, ticket, time.Hour)
 				e.check(err == nil, "%s: %s: %v", l.name, what, err)
@@ -87,7 +87,7 @@ func (s *suite) slotOrder(t *testing.T) {
 	r := &ratelimit.Rule{Name: "queue/slots", Limits: []ratelimit.Limit{{Algorithm: concurrency, Threshold: 1}}, Wait: time.Minute}
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
-			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			q, _ := queueOf(l.limiter)
 			w := &queuedLimiter{Limiter: l.limiter, q: q, back: map[int64]time.Time{}, slot: true}
 			holder, err := r.Reserve(e.ctx, w, 1, l.name)
 			e.check(err == nil, "%s: the first call: %v", l.name, err)
@@ -154,7 +154,7 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 	}
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
-			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			q, _ := queueOf(l.limiter)
 			if _, _, _, err := q.AllowInTurn(e.ctx, req, 0, 0); errors.Is(err, errors.ErrUnsupported) {
 				continue // it may decline a call it cannot queue: the call waits in its process's order (the wait crosses)
 			}
@@ -232,10 +232,11 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 }
 
 // queuedLimiter records, in the order its backend answered them, the
-// calls it passes to the Queuer it wraps, one at a time.
+// tries in turn (OpTurn, OpSlotTurn) it passes to the limiter it wraps,
+// one at a time.
 type queuedLimiter struct {
 	ratelimit.Limiter
-	q ratelimit.Queuer
+	q opCalls
 
 	slot     bool // its calls take a concurrency slot
 	mu       sync.Mutex
@@ -243,8 +244,6 @@ type queuedLimiter struct {
 	back     map[int64]time.Time // when each ticket may come back, at the soonest
 	early    []string            // tries before that
 }
-
-func (w *queuedLimiter) Unwrap() ratelimit.Limiter { return w.Limiter }
 
 func (w *queuedLimiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	w.mu.Lock()
@@ -329,17 +328,11 @@ func (w *queuedLimiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Req
 	return d, held, at, err
 }
 
-func (w *queuedLimiter) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
-	return w.q.Dequeue(ctx, req, ticket)
+// Do records OpTurn and OpSlotTurn, and passes on the other operations.
+func (w *queuedLimiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	h := ratelimit.Handlers{Next: w.Limiter, Turn: w.AllowInTurn, SlotTurn: w.ReserveSlotInTurn}
+	return h.Do(ctx, w, op)
 }
-
-func (w *queuedLimiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	return w.q.Waiting(ctx, req)
-}
-
-// A queuedLimiter short of a method of Queuer would not be asked at all:
-// the rule would find the limiter it wraps.
-var _ ratelimit.Queuer = (*queuedLimiter)(nil)
 
 // placed returns how many calls got a place so far.
 func (w *queuedLimiter) placed() int {
@@ -367,7 +360,7 @@ func (s *suite) queueOrder(t *testing.T, alg ratelimit.Algorithm, way string) {
 	now := &ratelimit.Rule{Name: r.Name, Limits: r.Limits} // the same calls, without waiting
 	s.run(t, func(e *env) {
 		for _, l := range e.limiters() {
-			q, _ := ratelimit.As[ratelimit.Queuer](l.limiter)
+			q, _ := queueOf(l.limiter)
 			w := &queuedLimiter{Limiter: l.limiter, q: q, back: map[int64]time.Time{}}
 			var errs [waiters]error
 			var peeked ratelimit.Decision

@@ -52,7 +52,7 @@ func (s *suite) sharedLine(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 // sharedLineOf is sharedLine with own, of about period, as the users' own
 // lines.
 func (s *suite) sharedLineOf(t *testing.T, own ratelimit.Limit, period time.Duration, cost int64) {
-	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+	need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
 	a, b, c := sharedRulesOf(own, period)
 	s.run(t, func(e *env) {
 		shared := a.Limits[1].Threshold / cost * cost
@@ -91,7 +91,7 @@ func (s *suite) sharedLineOf(t *testing.T, own ratelimit.Limit, period time.Dura
 // refunded and one of 2 settled at 3, the shared line of 8 admits 5 more
 // units, and the refunded user's own line all of its threshold.
 func (s *suite) sharedLineReserve(t *testing.T, alg ratelimit.Algorithm) {
-	need(t, "decide shared lines (ratelimit.LineSharer)", s.caps.shared)
+	need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
 	need(t, "settle reservations (Rule.Reserve)", s.caps.reserve)
 	a, _, c := sharedRules(alg, day)
 	s.run(t, func(e *env) {

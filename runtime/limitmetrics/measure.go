@@ -2,28 +2,32 @@ package limitmetrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math/bits"
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Call names the call of a limiter that a [Measurement] measured.
+// Call names the call of a limiter that a [Measurement] measured: Allow,
+// or an operation of its Do (see [ratelimit.OpKind]).
 type Call string
 
 // The calls a [Measured] limiter measures: every call of the backend
-// contract that decides, charges or gives back units.
+// contract that decides, charges, holds or gives back units.
 const (
 	CallAllow       Call = "allow"        // Allow: a plain check (Rule.Check)
-	CallReserve     Call = "reserve"      // Reserver.Reserve: a settle= rule's charge (Rule.Reserve)
-	CallAdjust      Call = "adjust"       // Reserver.Adjust: its settlement (Reservation.Settle)
-	CallReserveSlot Call = "reserve_slot" // SlotHolder.ReserveSlot: a concurrency= rule's slot and rate limits
-	CallReleaseSlot Call = "release_slot" // SlotHolder.ReleaseSlot: the slot given back
-	CallRenewSlot   Call = "renew_slot"   // SlotHolder.RenewSlot: its lease renewed
-	CallPeek        Call = "peek"         // Peeker.Peek: a look that charges nothing
-	CallPeekSlot    Call = "peek_slot"    // SlotHolder.PeekSlot: a look at the slots
+	CallReserve     Call = "reserve"      // OpReserve: a settle= rule's charge (Rule.Reserve)
+	CallAdjust      Call = "adjust"       // OpAdjust: its settlement or refund (Reservation.Settle, Refund)
+	CallReserveSlot Call = "reserve_slot" // OpTakeSlot: a concurrency= rule's slot and rate limits
+	CallReleaseSlot Call = "release_slot" // OpGiveSlot: the slot given back
+	CallRenewSlot   Call = "renew_slot"   // OpRenewSlot: its lease renewed
+	CallPeek        Call = "peek"         // OpPeek: a look that charges nothing
+	CallPeekSlot    Call = "peek_slot"    // OpPeekSlot: a look at the slots
+	CallTurn        Call = "turn"         // OpTurn: a waiting call's try in its turn (wait=)
+	CallSlotTurn    Call = "slot_turn"    // OpSlotTurn: a waiting call's try for a slot in its turn
+	CallCool        Call = "cool"         // OpCool: a cooldown recorded (Rule.Cooldown)
+	CallFallback    Call = "fallback"     // OpFallback: a decision in process while the backend failed
+	CallReset       Call = "reset"        // OpReset: a key's state forgotten
 )
 
 // Outcome is what a measured call did.
@@ -40,6 +44,8 @@ const (
 	OutcomeReleased  Outcome = "released"  // a slot given back
 	OutcomeRenewed   Outcome = "renewed"   // a slot's lease renewed
 	OutcomeExpired   Outcome = "expired"   // a renewal found the slot no longer held
+	OutcomeCooled    Outcome = "cooled"    // a cooldown recorded
+	OutcomeReset     Outcome = "reset"     // a key's state forgotten
 )
 
 // Measurement is one call that a [Measured] limiter passed on: how long
@@ -65,40 +71,43 @@ type Measurement struct {
 	// Lines has bit i set for each line i that moved Units: every rate
 	// limit of an admitted call, the one that denied a denied call.
 	Lines uint32
+	// Calls has bit i set for each line of Lines that counts calls
+	// ([ratelimit.Limit.PerCall]): it moved 1 unit (the call), not Units.
+	Calls uint32
 	// Slot is the line of the concurrency slot taken, denied or given
 	// back (one unit: a slot), or -1.
 	Slot int
 }
 
 // EachLine calls f with each line the call moved units on, in order, and
-// the units: Units for each of Lines, 1 for the Slot.
+// the units: Units for each of Lines (1 for one of Calls), 1 for the Slot.
 func (m *Measurement) EachLine(f func(line int, units int64)) {
 	for l := m.Lines; l != 0; l &= l - 1 {
-		f(bits.TrailingZeros32(l), m.Units)
+		i := bits.TrailingZeros32(l)
+		if m.Calls&(1<<i) != 0 {
+			f(i, 1)
+		} else {
+			f(i, m.Units)
+		}
 	}
 	if m.Slot >= 0 {
 		f(m.Slot, 1)
 	}
 }
 
-// Measured is a [ratelimit.Wrapper] that measures every call it passes
-// on to the limiter it wraps (see [Call]) and gives each [Measurement] to
-// an observer, such as the Prometheus and OpenTelemetry adapters' record
-// functions. It offers the capabilities of the backend contract that
-// decide or move units (Reserver, SlotHolder, Peeker), passing each on
-// to the wrapped limiter's (found with [ratelimit.As]); one the wrapped
-// limiter lacks fails with an error wrapping errors.ErrUnsupported and
-// [ratelimit.ErrInvalidLimit]. The others (Configured, Resetter,
-// Fallback) are found through Unwrap, so wrapping changes no decision.
-// Each attempt of a waiting call is one call; the time it waits is not
-// measured, nor the decisions of the local fallback after an error
-// (onerror=local; the hook sees those).
+// Measured is a [ratelimit.Limiter] that wraps another and measures every
+// call it passes on (see [Call]), giving each [Measurement] to an
+// observer, such as the Prometheus and OpenTelemetry adapters' record
+// functions. It reports the wrapped limiter's abilities, and passes on
+// the operations it does not measure (cooldowns asked, queue places
+// freed or counted, denials counted), so wrapping changes no decision.
+// Each try of a waiting call is one call; the time it sleeps between
+// tries is not measured. The wrapped limiter's fast path ([ratelimit.Plan])
+// is kept, measured as Allow.
 type Measured struct {
-	next     ratelimit.Limiter
-	reserver ratelimit.Reserver
-	slots    ratelimit.SlotHolder
-	peeker   ratelimit.Peeker
-	observe  func(context.Context, Measurement)
+	next    ratelimit.Limiter
+	observe func(context.Context, Measurement)
+	ops     ratelimit.Handlers
 }
 
 // Measure returns next wrapped in a [Measured] limiter that gives the
@@ -106,14 +115,19 @@ type Measured struct {
 // the call.
 func Measure(next ratelimit.Limiter, observe func(context.Context, Measurement)) *Measured {
 	m := &Measured{next: next, observe: observe}
-	m.reserver, _ = ratelimit.As[ratelimit.Reserver](next)
-	m.slots, _ = ratelimit.As[ratelimit.SlotHolder](next)
-	m.peeker, _ = ratelimit.As[ratelimit.Peeker](next)
+	m.ops = ratelimit.Handlers{
+		Next: next, Plan: m.plan, Reserve: m.reserve, Adjust: m.adjust, Peek: m.peek,
+		Reset: m.reset, TakeSlot: m.takeSlot, RenewSlot: m.renewSlot, GiveSlot: m.giveSlot,
+		PeekSlot: m.peekSlot, Cool: m.cool, Turn: m.turn, SlotTurn: m.slotTurn, Fallback: m.fallback,
+	}
 	return m
 }
 
 // Unwrap returns the wrapped limiter.
 func (m *Measured) Unwrap() ratelimit.Limiter { return m.next }
+
+// Abilities reports the wrapped limiter's. See [ratelimit.Limiter].
+func (m *Measured) Abilities() ratelimit.Abilities { return m.next.Abilities() }
 
 // Allow passes req on and measures the call. See [ratelimit.Limiter].
 func (m *Measured) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
@@ -123,33 +137,57 @@ func (m *Measured) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.
 	return d, err
 }
 
-// Reserve passes req on and measures the call. See [ratelimit.Reserver].
-func (m *Measured) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
-	if m.reserver == nil {
-		return ratelimit.Decision{}, time.Time{}, unsupported(m.next, "settle reservations")
+// Do passes op on and measures it, when it decides, charges, holds or
+// gives back units. See [ratelimit.Limiter].
+func (m *Measured) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	if !m.next.Abilities().Can(op.Kind) {
+		return ratelimit.Result{}, ratelimit.Unsupported(m.next, op.Kind)
 	}
-	start := time.Now()
-	d, at, err := m.reserver.Reserve(ctx, req)
-	m.decided(ctx, CallReserve, &req, d, err, time.Since(start), true, false)
-	return d, at, err
+	return m.ops.Do(ctx, m, op)
 }
 
-// Adjust passes the call on and measures it: the units refunded or added
-// on each rate limit of req. See [ratelimit.Reserver].
-func (m *Measured) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
-	if m.reserver == nil {
-		return unsupported(m.next, "settle reservations")
+// passOn passes op on to the wrapped limiter.
+func (m *Measured) passOn(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return m.next.Do(ctx, op)
+}
+
+// plan returns the wrapped limiter's plan for r, measured: a Plan of m's.
+func (m *Measured) plan(r *ratelimit.Rule) ratelimit.Plan {
+	res, err := m.passOn(context.Background(), ratelimit.Op{Kind: ratelimit.OpPlan, Request: ratelimit.Request{Name: r.Name, Limits: r.Limits, Rule: r}})
+	inner := res.Plan.Decide
+	if err != nil || !res.Plan.Of(m.next) {
+		return ratelimit.Plan{}
 	}
+	return ratelimit.Plan{By: m, Decide: func(ctx context.Context, key string, cost int64) (ratelimit.Decision, error) {
+		start := time.Now()
+		d, err := inner(ctx, key, cost)
+		req := ratelimit.Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, Rule: r}
+		m.decided(ctx, CallAllow, &req, d, err, time.Since(start), true, false)
+		return d, err
+	}}
+}
+
+// reserve is OpReserve, measured.
+func (m *Measured) reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
 	start := time.Now()
-	err := m.reserver.Adjust(ctx, req, at, delta)
+	res, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpReserve, Request: req})
+	m.decided(ctx, CallReserve, &req, res.Decision, err, time.Since(start), true, false)
+	return res.Decision, res.At, err
+}
+
+// adjust is OpAdjust, measured: the units refunded or added on each line
+// it changes (not those that count calls, which it leaves as they are).
+func (m *Measured) adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
+	start := time.Now()
+	_, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpAdjust, Request: req, At: at, Units: delta})
 	ms := Measurement{Name: req.Name, Call: CallAdjust, Source: "backend", Duration: time.Since(start), Slot: -1}
 	switch {
 	case err != nil:
 		ms.Source, ms.Outcome = "error", OutcomeError
 	case delta < 0:
-		ms.Outcome, ms.Units, ms.Lines = OutcomeRefunded, -delta, allLines(len(req.Limits))
+		ms.Outcome, ms.Units, ms.Lines = OutcomeRefunded, -delta, costLines(req.Limits)
 	case delta > 0:
-		ms.Outcome, ms.Units, ms.Lines = OutcomeAdded, delta, allLines(len(req.Limits))
+		ms.Outcome, ms.Units, ms.Lines = OutcomeAdded, delta, costLines(req.Limits)
 	default:
 		ms.Outcome = OutcomeUnchanged
 	}
@@ -157,26 +195,19 @@ func (m *Measured) Adjust(ctx context.Context, req ratelimit.Request, at time.Ti
 	return err
 }
 
-// ReserveSlot passes the call on and measures it: an admission moves the
-// call's units on each rate limit and takes a slot, the line after them.
-// See [ratelimit.SlotHolder].
-func (m *Measured) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
-	if m.slots == nil {
-		return ratelimit.Decision{}, time.Time{}, unsupported(m.next, "hold concurrency slots")
-	}
+// takeSlot is OpTakeSlot, measured: an admission moves the call's units
+// on each rate limit and takes a slot, the line after them.
+func (m *Measured) takeSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
 	start := time.Now()
-	d, at, err := m.slots.ReserveSlot(ctx, req, slot, token)
-	m.decided(ctx, CallReserveSlot, &req, d, err, time.Since(start), true, true)
-	return d, at, err
+	res, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpTakeSlot, Request: req, Slot: slot, Token: token})
+	m.decided(ctx, CallReserveSlot, &req, res.Decision, err, time.Since(start), true, true)
+	return res.Decision, res.At, err
 }
 
-// ReleaseSlot passes the call on and measures it. See [ratelimit.SlotHolder].
-func (m *Measured) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
-	if m.slots == nil {
-		return unsupported(m.next, "hold concurrency slots")
-	}
+// giveSlot is OpGiveSlot, measured.
+func (m *Measured) giveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error {
 	start := time.Now()
-	err := m.slots.ReleaseSlot(ctx, req, slot, token)
+	_, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpGiveSlot, Request: req, Slot: slot, Token: token})
 	ms := Measurement{Name: req.Name, Call: CallReleaseSlot, Source: "backend", Outcome: OutcomeReleased, Duration: time.Since(start), Slot: len(req.Limits)}
 	if err != nil {
 		ms.Source, ms.Outcome, ms.Slot = "error", OutcomeError, -1
@@ -185,94 +216,33 @@ func (m *Measured) ReleaseSlot(ctx context.Context, req ratelimit.Request, slot 
 	return err
 }
 
-// RenewSlot passes the call on and measures it. See [ratelimit.SlotHolder].
-func (m *Measured) RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
-	if m.slots == nil {
-		return false, unsupported(m.next, "hold concurrency slots")
-	}
+// renewSlot is OpRenewSlot, measured.
+func (m *Measured) renewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error) {
 	start := time.Now()
-	held, err := m.slots.RenewSlot(ctx, req, slot, token)
+	res, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpRenewSlot, Request: req, Slot: slot, Token: token})
 	ms := Measurement{Name: req.Name, Call: CallRenewSlot, Source: "backend", Outcome: OutcomeRenewed, Duration: time.Since(start), Slot: -1}
 	switch {
 	case err != nil:
 		ms.Source, ms.Outcome = "error", OutcomeError
-	case !held:
+	case !res.Held:
 		ms.Outcome = OutcomeExpired
 	}
 	m.observe(ctx, ms)
-	return held, err
+	return res.Held, err
 }
 
-// PeekSlot passes the call on and measures it; it moves no units. See
-// [ratelimit.SlotHolder].
-func (m *Measured) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
-	if m.slots == nil {
-		return ratelimit.Decision{}, 0, unsupported(m.next, "hold concurrency slots")
-	}
+// peekSlot is OpPeekSlot, measured; it moves no units.
+func (m *Measured) peekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
 	start := time.Now()
-	d, held, err := m.slots.PeekSlot(ctx, req, slot)
-	m.decided(ctx, CallPeekSlot, &req, d, err, time.Since(start), false, true)
-	return d, held, err
+	res, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpPeekSlot, Request: req, Slot: slot})
+	m.decided(ctx, CallPeekSlot, &req, res.Decision, err, time.Since(start), false, true)
+	return res.Decision, res.Count, err
 }
 
-// Peek passes req on and measures the call; it moves no units. See
-// [ratelimit.Peeker].
-func (m *Measured) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	if m.peeker == nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: %T cannot peek: %w", m.next, errors.ErrUnsupported)
-	}
+// peek is OpPeek, measured; it moves no units.
+func (m *Measured) peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	start := time.Now()
-	d, err := m.peeker.Peek(ctx, req)
-	m.decided(ctx, CallPeek, &req, d, err, time.Since(start), false, false)
-	return d, err
+	res, err := m.passOn(ctx, ratelimit.Op{Kind: ratelimit.OpPeek, Request: req})
+	m.decided(ctx, CallPeek, &req, res.Decision, err, time.Since(start), false, false)
+	return res.Decision, err
 }
-
-// decided observes a call that decided req's rate limits, and a slot
-// (the line after them) when withSlot is set: with charges, the units it
-// charged on every line or was denied on one.
-func (m *Measured) decided(ctx context.Context, call Call, req *ratelimit.Request, d ratelimit.Decision, err error, took time.Duration, charges, withSlot bool) {
-	ms := Measurement{Name: req.Name, Call: call, Duration: took, Slot: -1}
-	slot := -1
-	if withSlot {
-		slot = len(req.Limits)
-	}
-	switch {
-	case err != nil:
-		ms.Source, ms.Outcome = "error", OutcomeError
-	case d.Allowed:
-		ms.Source, ms.Outcome = d.Source.String(), OutcomeAllowed
-		if charges {
-			ms.Units, ms.Lines, ms.Slot = req.Units(), allLines(len(req.Limits)), slot
-		}
-	default:
-		ms.Source, ms.Outcome = d.Source.String(), OutcomeLimited
-		switch i := d.LimitIndex; {
-		case !charges:
-		case i == slot:
-			ms.Slot = slot
-		case i >= 0 && i < len(req.Limits) && i < 32:
-			ms.Units, ms.Lines = req.Units(), 1<<i
-		}
-	}
-	m.observe(ctx, ms)
-}
-
-// allLines returns the mask of lines 0 to n-1 (at most 32).
-func allLines(n int) uint32 {
-	if n >= 32 {
-		return ^uint32(0)
-	}
-	return 1<<n - 1
-}
-
-// unsupported is the error of a capability the wrapped limiter lacks.
-func unsupported(next ratelimit.Limiter, what string) error {
-	return fmt.Errorf("%w: %T cannot %s: %w", ratelimit.ErrInvalidLimit, next, what, errors.ErrUnsupported)
-}
-
-var (
-	_ ratelimit.Wrapper    = (*Measured)(nil)
-	_ ratelimit.Reserver   = (*Measured)(nil)
-	_ ratelimit.SlotHolder = (*Measured)(nil)
-	_ ratelimit.Peeker     = (*Measured)(nil)
-)

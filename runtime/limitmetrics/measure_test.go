@@ -117,3 +117,36 @@ func TestMeasuredEveryPath(t *testing.T) {
 		"exports 1 released": 1,
 	}, rec.units, keys(rec.units))
 }
+
+// TestMeasuredWaitingCallsSettlesAndCooldowns: the calls of a rule with
+// wait= are measured (each try in its turn), a settle moves units only on
+// the lines that take a call's cost (not on one that counts calls), and a
+// cooldown recorded is measured.
+func TestMeasuredWaitingCallsSettlesAndCooldowns(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{}
+	l := limitmetrics.Measure(ratelimit.NewMemory(), rec.observe)
+
+	waiting := &ratelimit.Rule{Name: "waiting", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5}}, Wait: time.Second}
+	for range 5 {
+		require.NoError(t, waiting.Check(ctx, l, 1, "k"))
+	}
+	llm := &ratelimit.Rule{Name: "llm", Limits: []ratelimit.Limit{
+		{Period: time.Hour, Threshold: 10, PerCall: true}, {Period: time.Hour, Threshold: 10000},
+	}}
+	for range 3 {
+		res, err := llm.Reserve(ctx, l, 2000, "k")
+		require.NoError(t, err)
+		require.NoError(t, res.Settle(ctx, 500))
+	}
+	cooled := &ratelimit.Rule{Name: "cooled", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: 5, Cooldown: true}}}
+	require.NoError(t, cooled.Cooldown(ctx, l, 0, "k", time.Minute))
+
+	assert.Equal(t, 5, rec.calls["waiting turn allowed backend"], keys(rec.calls))
+	assert.Equal(t, int64(5), rec.units["waiting 0 allowed"], keys(rec.units))
+	assert.Equal(t, 3, rec.calls["llm adjust refunded backend"], keys(rec.calls))
+	assert.Equal(t, int64(4500), rec.units["llm 1 refunded"], "the token line gave back 1,500 of each reservation")
+	assert.Zero(t, rec.units["llm 0 refunded"], "the request line counts calls: a settle leaves it as it is")
+	assert.Equal(t, int64(3), rec.units["llm 0 allowed"], "one call each")
+	assert.Equal(t, 1, rec.calls["cooled cool cooled backend"], keys(rec.calls))
+}

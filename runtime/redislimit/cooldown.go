@@ -40,7 +40,7 @@ func (l *redisBackend) lineCoolKey(req *ratelimit.Request, i int) string {
 // run on the server's clock (or the limiter's [ratelimit.WithClock]): a
 // later end replaces the one recorded, a sooner one changes nothing; the
 // key expires a second after the end. It bypasses the guards; an error
-// wraps [ratelimit.ErrBackend]. See [ratelimit.Cooler].
+// wraps [ratelimit.ErrBackend]. See [ratelimit.OpCool].
 func (l *redisBackend) Cool(ctx context.Context, req ratelimit.Request, i int, d time.Duration) error {
 	if i < 0 || i >= len(req.Limits) || (req.Keys != nil && len(req.Keys) != len(req.Limits)) {
 		return fmt.Errorf("%w: %s: no limit %d to cool", ratelimit.ErrInvalidLimit, req.Name, i)
@@ -58,7 +58,7 @@ func (l *redisBackend) Cool(ctx context.Context, req ratelimit.Request, i int, d
 // Cooling asks Redis which of req's lines marked [ratelimit.Limit.Cooldown]
 // cools longest, in one script run (on a cluster, one per line when they
 // have several hash tags). An error wraps [ratelimit.ErrBackend]. See
-// [ratelimit.Cooler].
+// [ratelimit.OpCool].
 func (l *redisBackend) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
 	if req.Keys != nil && len(req.Keys) != len(req.Limits) {
 		return -1, 0, fmt.Errorf("%w: %s: %d keys for %d limits", ratelimit.ErrInvalidLimit, req.Name, len(req.Keys), len(req.Limits))
@@ -109,12 +109,10 @@ func (l *redisBackend) Cooling(ctx context.Context, req ratelimit.Request) (int,
 // limiter is open: then it fails at once with an error wrapping
 // [ratelimit.ErrCircuitOpen], so that a call of a rule with a cooldown
 // line does not wait for an unreachable Redis before its policy decides
-// it (see [ratelimit.Cooler]).
+// it (see [ratelimit.OpCool]).
 func (l *Limiter) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
 	if l.CircuitOpen() {
 		return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: ratelimit.ErrCircuitOpen}
 	}
 	return l.redisBackend.Cooling(ctx, req)
 }
-
-var _ ratelimit.Cooler = (*Limiter)(nil)

@@ -13,7 +13,7 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// The fleet's most-denied keys (ratelimit.DenialCounter): each process
+// The fleet's most-denied keys (ratelimit.OpTopDenied): each process
 // counts its rules' denials in memory (denied.Pending) and, every
 // denialFlush, merges them into a Space-Saving summary per minute kept in
 // Redis, of at most denied.Slots keys:
@@ -99,7 +99,7 @@ func (l *redisBackend) wallTime() time.Time {
 }
 
 // CountDenial counts a denial, to merge into Redis within denialFlush.
-// See [ratelimit.DenialCounter].
+// See [ratelimit.OpTopDenied].
 func (l *redisBackend) CountDenial(name, key string, hashed bool) {
 	l.denials.pending.Add(name, key, hashed, l.wallTime())
 	l.denials.start.Do(func() {
@@ -160,7 +160,7 @@ func (l *redisBackend) flushDenials(ctx context.Context) error {
 
 // TopDenied merges this process's pending denials, then returns the most
 // denied keys of every process of the fleet over the last minutes. See
-// [ratelimit.DenialCounter].
+// [ratelimit.OpTopDenied].
 func (l *redisBackend) TopDenied(ctx context.Context, n int) ([]ratelimit.DeniedKey, error) {
 	if err := l.flushDenials(ctx); err != nil {
 		return nil, backendError("denied", err)
@@ -199,5 +199,3 @@ func (l *redisBackend) TopDenied(ctx context.Context, n int) ([]ratelimit.Denied
 	}
 	return out, nil
 }
-
-var _ ratelimit.DenialCounter = (*Limiter)(nil)

@@ -369,6 +369,12 @@ func (failingLimiter) Allow(_ context.Context, req ratelimit.Request) (ratelimit
 	return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errors.New("down")}
 }
 
+func (f failingLimiter) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(f, op.Kind)
+}
+
+func (failingLimiter) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
+
 // TestFallbackShadowAndWait checks a shadow rule and a waiting rule on the
 // fallback: the shadow rule reports would-be denials and never denies, the
 // waiting call waits for the fallback's RetryAfter and is admitted.

@@ -325,14 +325,6 @@ func (l *redisBackend) peekKeys(ctx context.Context, req ratelimit.Request) (rat
 	return d, nil
 }
 
-// SharesLines marks the limiter a [ratelimit.LineSharer]: a call with a
-// key per limit keeps limit i's state where req.Line(i) says, in one
-// script run on a single server or Sentinel, and in groups of one hash
-// tag each on a Cluster (see above).
-func (l *redisBackend) SharesLines() {}
-
-var _ ratelimit.LineSharer = (*Limiter)(nil)
-
 // sameName reports whether limits i and j of req keep their state under
 // one name (see ratelimit.Request.Line).
 func sameName(req *ratelimit.Request, i, j int) bool {

@@ -14,7 +14,7 @@ import (
 // concurrency limit, one run of the reserve slot script, see [Limiter.PeekSlot]): the same checks as Allow's, on the
 // server's clock (or the limiter's [ratelimit.WithClock]), so it decides as Allow
 // would. It bypasses the circuit breaker and the batching; an error wraps
-// [ratelimit.ErrBackend]. See [ratelimit.Peeker].
+// [ratelimit.ErrBackend]. See [ratelimit.Peek].
 func (l *redisBackend) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	for _, lim := range req.Limits {
 		if lim.Algorithm == limitfacts.Concurrency {
@@ -48,7 +48,7 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 		return ratelimit.Decision{}, backendError(req.Name, err)
 	}
 	if d.Allowed {
-		d.Remaining += req.UnitsOf(d.LimitIndex) // Remaining before the call, as [ratelimit.Peeker] says
+		d.Remaining += req.UnitsOf(d.LimitIndex) // Remaining before the call, as [ratelimit.Peek] says
 	}
 	return d, nil
 }
@@ -61,9 +61,9 @@ func (l *redisBackend) peekOne(ctx context.Context, req *ratelimit.Request) (rat
 // Other processes' deny caches are not told: each may keep denying the key
 // for at most the deny hold ([WithDenyHold]), and so may this process for
 // a call in flight during the Reset whose denial it remembers after. See
-// [redisBackend.Reset] and [ratelimit.Resetter].
+// [redisBackend.Reset] and [ratelimit.OpReset].
 func (l *Limiter) Reset(ctx context.Context, name, key string) error {
-	return l.front.Reset(ctx, name, key)
+	return l.leases.Reset(ctx, name, key)
 }
 
 // Reset deletes every Redis key that name and key may hold (of a rule
@@ -94,8 +94,3 @@ func resetKeys(prefix, name, key string) []string {
 	}
 	return append(keys, slotKey(prefix, name, key))
 }
-
-var (
-	_ ratelimit.Peeker   = (*Limiter)(nil)
-	_ ratelimit.Resetter = (*Limiter)(nil)
-)

@@ -228,7 +228,7 @@ func TestPeekErrors(t *testing.T) {
 	require.ErrorIs(t, err, ratelimit.ErrBackend)
 	require.ErrorIs(t, dead.Reset(ctx, "n", "k"), ratelimit.ErrBackend)
 
-	plain := wrapped{} // wraps no limiter that peeks
+	plain := failingLimiter{} // a limiter that peeks at nothing
 	_, err = ratelimit.Peek(ctx, plain, ratelimit.Request{})
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	require.ErrorIs(t, (&ratelimit.Rule{Name: "n"}).Reset(ctx, plain, "k"), errors.ErrUnsupported)
@@ -365,12 +365,8 @@ func TestHooksSeeRequestsAsBuilt(t *testing.T) {
 	assert.Equal(t, []ratelimit.Request{{Name: "built", Key: "k", Cost: 2, Limits: rule.Limits, Rule: rule}}, hook.reqs)
 }
 
-// resetKey clears the state of name and key on l, through the Resetter it
-// offers (see ratelimit.As).
+// resetKey clears the state of name and key on l (OpReset).
 func resetKey(ctx context.Context, l ratelimit.Limiter, name, key string) error {
-	r, ok := ratelimit.As[ratelimit.Resetter](l)
-	if !ok {
-		return fmt.Errorf("%T cannot reset: %w", l, errors.ErrUnsupported)
-	}
-	return r.Reset(ctx, name, key)
+	_, err := l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpReset, Request: ratelimit.Request{Name: name, Key: key}})
+	return err
 }

@@ -42,7 +42,7 @@ var errQueueLeased = fmt.Errorf("redislimit: a call with a leased line waits in 
 // it could be admitted, in one EVALSHA of the queue script; a call that
 // waits holds a place in Redis, so the processes sharing it admit their
 // waiting calls in the order they began to wait (see
-// [ratelimit.Queuer]). It goes past the guards: the deny cache is not
+// [ratelimit.OpTurn]). It goes past the guards: the deny cache is not
 // asked (a cached denial would keep a call out of the queue until its
 // retry, behind calls that began to wait after it), so a waiting call is
 // decided by Redis alone; while
@@ -58,7 +58,7 @@ func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket
 		return ratelimit.Decision{}, 0, time.Time{}, errQueueLeased
 	}
 	if l.breakers != nil && l.breakers.CircuitOpen() {
-		d, at, err := l.front.Reserve(ctx, req) // the breaker's error, or its fallback's decision
+		d, at, err := l.leases.Reserve(ctx, req) // the breaker's error, or its fallback's decision
 		return d, 0, at, err
 	}
 	return l.redisBackend.allowInTurn(ctx, req, ticket, wait)
@@ -118,10 +118,10 @@ func (l *redisBackend) queueRun(ctx context.Context, req *ratelimit.Request, tic
 // ReserveSlotInTurn takes a slot of slot under token and decides req's
 // rate limits, all or nothing, when it is the call's turn in its queue,
 // in one EVALSHA of the queue script's slot form (see
-// [ratelimit.Queuer]); past the guards, as [Limiter.AllowInTurn] is.
+// [ratelimit.OpTurn]); past the guards, as [Limiter.AllowInTurn] is.
 func (l *Limiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if l.breakers != nil && l.breakers.CircuitOpen() {
-		d, at, err := l.front.ReserveSlot(ctx, req, slot, token) // the breaker's error, or its fallback's
+		d, at, err := l.leases.ReserveSlot(ctx, req, slot, token) // the breaker's error, or its fallback's
 		return d, 0, at, err
 	}
 	return l.redisBackend.reserveSlotInTurn(ctx, req, slot, token, ticket, wait)
@@ -160,7 +160,7 @@ var errQueueOpen = fmt.Errorf("redislimit: while a circuit breaker is open, wait
 
 // Waiting counts the places of req's queue, and tells how long until the
 // last of them is due back, in one script run that changes nothing (see
-// [ratelimit.Queuer]). It declines the calls AllowInTurn declines, and
+// [ratelimit.OpTurn]). It declines the calls AllowInTurn declines, and
 // every call while a circuit breaker is open.
 func (l *Limiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
 	if l.leases.Leased(&req) {
@@ -212,7 +212,7 @@ func ticketArg(ticket int64) string {
 }
 
 // Dequeue frees ticket's place in req's queue with one ZREM and HDEL. See
-// [ratelimit.Queuer].
+// [ratelimit.OpTurn].
 func (l *redisBackend) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
 	req.Key = callkey.Bound(req.Key)
 	if req.Keys != nil {

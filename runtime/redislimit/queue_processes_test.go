@@ -46,7 +46,7 @@ func queueRule() *ratelimit.Rule {
 // queueProcess).
 type waiterLog struct {
 	ratelimit.Limiter
-	q ratelimit.Queuer
+	q queuer
 
 	mu       sync.Mutex
 	ticket   int64     // its place, once it had one
@@ -55,8 +55,6 @@ type waiterLog struct {
 	early    int       // tries before the RetryAfter it was told
 	back     time.Time // when it may come back
 }
-
-func (w *waiterLog) Unwrap() ratelimit.Limiter { return w.Limiter }
 
 func (w *waiterLog) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	w.mu.Lock()
@@ -79,21 +77,11 @@ func (w *waiterLog) AllowInTurn(ctx context.Context, req ratelimit.Request, tick
 	return d, held, at, err
 }
 
-func (w *waiterLog) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	return w.q.ReserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+// Do logs OpTurn, and passes on the other operations.
+func (w *waiterLog) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	h := ratelimit.Handlers{Next: w.Limiter, Turn: w.AllowInTurn}
+	return h.Do(ctx, w, op)
 }
-
-func (w *waiterLog) Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error {
-	return w.q.Dequeue(ctx, req, ticket)
-}
-
-func (w *waiterLog) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	return w.q.Waiting(ctx, req)
-}
-
-// A waiterLog short of a method of Queuer would not be asked at all: the
-// rule would find the limiter it wraps.
-var _ ratelimit.Queuer = (*waiterLog)(nil)
 
 // queueProcess is the main of a process of TestWaitersAcrossProcesses:
 // its waiters begin to wait in turn with the other processes', one every

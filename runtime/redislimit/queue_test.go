@@ -39,7 +39,7 @@ func TestQueueAgreesWithTheTwin(t *testing.T) {
 	clock := newManualClock()
 	red := newTestRedis(t, ratelimit.WithClock(clock))
 	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
-	both := []ratelimit.Queuer{twin, red}
+	both := []queuer{twin, red}
 	for n := range 150 {
 		limits := []ratelimit.Limit{randomLimit()}
 		if n%3 == 0 {
@@ -94,8 +94,8 @@ func TestSlotQueueAgreesWithTheTwin(t *testing.T) {
 	red := newTestRedis(t, ratelimit.WithClock(clock))
 	twin := ratelimit.NewMemory(ratelimit.WithClock(clock))
 	both := []interface {
-		ratelimit.Queuer
-		ratelimit.SlotHolder
+		queuer
+		slotHolder
 	}{twin, red}
 	overtook := 0 // admissions of a waiter with an earlier one still waiting
 	for n := range 100 {
@@ -215,4 +215,15 @@ func TestWaitingCallsOfALeasedLineUseTheLease(t *testing.T) {
 	leases, served := l.Leases().Stats()
 	t.Logf("%d leases served %d calls", leases, served)
 	assert.Positive(t, served, "no call was admitted from a lease")
+}
+
+// queuer is what the queue tests call of the memory limiter and the
+// Redis limiter alike: the methods behind OpTurn, OpSlotTurn, OpDequeue
+// and OpWaiting.
+type queuer interface {
+	Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error)
+	AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error)
+	ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error)
+	Dequeue(ctx context.Context, req ratelimit.Request, ticket int64) error
+	Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error)
 }

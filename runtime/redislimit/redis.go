@@ -32,8 +32,8 @@ import (
 // Reset) go through the guards; the others are the backend's.
 type Limiter struct {
 	*redisBackend
-	// front is the outermost guard, or the backend without guards.
-	front front
+	// ops carries out Do: through the guards, or to the backend.
+	ops ratelimit.Handlers
 	// denials is the deny cache guard; nil when off.
 	denials *guard.DenyCache
 	// breakers is the circuit breaker guard; nil when off.
@@ -47,13 +47,6 @@ type Limiter struct {
 	// leaveFence takes the fallback out of its client's fence (see
 	// fence.go); nil when it is in none.
 	leaveFence func()
-}
-
-// front is what Limiter calls through its guards.
-type front interface {
-	ratelimit.Reserver
-	ratelimit.SlotHolder
-	ratelimit.Resetter
 }
 
 // redisBackend is the Redis backend: it decides calls in Redis. The
@@ -74,6 +67,7 @@ type redisBackend struct {
 	genericOnly bool
 	// denials are the process's denials not yet merged into Redis.
 	denials denialLog
+	ops     ratelimit.Handlers // Do's
 	cfg     ratelimit.Config
 	settings
 }
@@ -101,7 +95,7 @@ func New(client redis.UniversalClient, opts ...Option) *Limiter {
 // client and prefix when heartbeat is set (tests keep some limiters out).
 func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Limiter {
 	b := newBackend(client, opts)
-	var backend front = guarded{b}
+	var backend ratelimit.Limiter = guarded{b}
 	if b.cluster != nil {
 		backend = clusterBackend{guarded{b}}
 	}
@@ -113,16 +107,16 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 		opts = append([]Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
 	l := &Limiter{redisBackend: b, fallback: guard.NewFallback(backend, opts...)}
-	l.front = l.fallback
-	if l.breakers = guard.NewBreaker(l.front, opts...); l.breakers != nil {
+	var front ratelimit.Limiter = l.fallback
+	if l.breakers = guard.NewBreaker(front, opts...); l.breakers != nil {
 		l.fallback.Guarded(l.breakers)
-		l.front = l.breakers
+		front = l.breakers
 	}
-	if l.denials = guard.NewDenyCache(l.front, opts...); l.denials != nil {
-		l.front = l.denials
+	if l.denials = guard.NewDenyCache(front, opts...); l.denials != nil {
+		front = l.denials
 	}
-	l.leases = guard.NewLeases(l.front, opts...)
-	l.front = l.leases
+	l.leases = guard.NewLeases(front, opts...)
+	l.ops = l.handlers()
 	if c, ok := client.(*redis.Client); ok && heartbeat {
 		l.leaveFence = joinFence(c, l.fallback)
 	}
@@ -142,7 +136,7 @@ func (l *Limiter) Held(name, key string) int64 { return l.leases.Held(name, key)
 // Peek tells how Allow would decide req now, charging nothing, through
 // the lease guard: a call that a lease of this process would admit is
 // answered from the lease ([guard.Leases.Peek]), any other by Redis (see
-// [redisBackend.Peek]). See [ratelimit.Peeker].
+// [redisBackend.Peek]). See [ratelimit.Peek].
 func (l *Limiter) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return l.leases.Peek(ctx, req)
 }
@@ -152,11 +146,11 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 	l := &redisBackend{client: client, cfg: ratelimit.NewConfig(opts...), settings: newSettings(opts)}
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.batcher = newBatcher(l, client, l.batch)
+	l.ops = l.handlers()
 	return l
 }
 
-// Config returns the configuration the limiter was made with. See
-// [ratelimit.Configured].
+// Config returns the configuration the limiter was made with.
 func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
 // Guards returns the limiter's guards, outermost first: its lease guard,
@@ -200,7 +194,7 @@ func (l *Limiter) Circuits() map[string]time.Time {
 // process's share of its limits (see [WithFallbackProcesses]), and
 // remembers an admitted call, to be charged to Redis when it answers again
 // (see the package doc, Outages). See [guard.Fallback.AllowLocal] and
-// [ratelimit.Fallback].
+// [ratelimit.OpFallback].
 func (l *Limiter) AllowLocal(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, []ratelimit.Limit, error) {
 	return l.fallback.AllowLocal(ctx, req)
 }
@@ -311,7 +305,7 @@ func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
 // a recent denial without asking Redis (see [WithDenyCache]). See
 // [ratelimit.Limiter].
 func (l *Limiter) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return l.front.Allow(ctx, req)
+	return l.leases.Allow(ctx, req)
 }
 
 // Allow decides req in one EVALSHA, shared with concurrent calls when
@@ -385,23 +379,17 @@ func (l *redisBackend) Key(name, key string, i int, alg ratelimit.Algorithm) str
 	return storageKey(l.prefix, name, callkey.Bound(key), i, alg)
 }
 
-// The capabilities the limiter offers (see [ratelimit.As]).
+// What the limiter and its backend are: the contract, and what the guards
+// need of the backend.
 var (
-	_ ratelimit.Limiter    = (*Limiter)(nil)
-	_ ratelimit.Peeker     = (*Limiter)(nil)
-	_ ratelimit.Resetter   = (*Limiter)(nil)
-	_ ratelimit.Reserver   = (*Limiter)(nil)
-	_ ratelimit.SlotHolder = (*Limiter)(nil)
-	_ ratelimit.Queuer     = (*Limiter)(nil)
-	_ ratelimit.Configured = (*Limiter)(nil)
-	_ ratelimit.Fallback   = (*Limiter)(nil)
-	_ guard.DenySlacker    = guarded{}
-	_ guard.Probed         = guarded{}
-	_ guard.Carrier        = guarded{}
-	_ guard.Heartbeater    = guarded{}
-	_ guard.Rejoiner       = guarded{}
-	_ guard.Marker         = guarded{}
-	_ guard.Nodes          = clusterBackend{}
+	_ ratelimit.Limiter = (*Limiter)(nil)
+	_ guard.DenySlacker = guarded{}
+	_ guard.Probed      = guarded{}
+	_ guard.Carrier     = guarded{}
+	_ guard.Heartbeater = guarded{}
+	_ guard.Rejoiner    = guarded{}
+	_ guard.Marker      = guarded{}
+	_ guard.Nodes       = clusterBackend{}
 )
 
 var _ guard.HeldReserver = guarded{}

@@ -30,7 +30,7 @@ var (
 // an admitted call was charged. See [redisBackend.Reserve] and
 // [ratelimit.Rule.Reserve].
 func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, time.Time, error) {
-	return l.front.Reserve(ctx, req)
+	return l.leases.Reserve(ctx, req)
 }
 
 // Adjust changes the charge of req, which [Limiter.Reserve] admitted at
@@ -42,7 +42,7 @@ func (l *Limiter) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit
 // repeated after a refund elsewhere, or a retry told too early, which
 // Redis then denies again. See [redisBackend.Adjust].
 func (l *Limiter) Adjust(ctx context.Context, req ratelimit.Request, at time.Time, delta int64) error {
-	return l.front.Adjust(ctx, req, at, delta)
+	return l.leases.Adjust(ctx, req, at, delta)
 }
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch, on

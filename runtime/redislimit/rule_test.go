@@ -38,6 +38,12 @@ func (s *stubLimiter) Allow(context.Context, ratelimit.Request) (ratelimit.Decis
 	return s.d, s.err
 }
 
+func (s *stubLimiter) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(s, op.Kind)
+}
+
+func (s *stubLimiter) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
+
 func perPeriod(n int64, period time.Duration) []ratelimit.Limit {
 	return []ratelimit.Limit{{Period: period, Threshold: n}}
 }
@@ -255,8 +261,8 @@ func TestErrorPolicyOfALimiterWithoutOne(t *testing.T) {
 }
 
 func TestErrorPolicyDefaults(t *testing.T) {
-	assert.Equal(t, ratelimit.FailLocal, ratelimit.NewMemory().Config().ErrorPolicy)
-	assert.Equal(t, ratelimit.FailClosed, ratelimit.NewMemory(ratelimit.WithErrorPolicy(ratelimit.FailClosed)).Config().ErrorPolicy)
+	assert.Equal(t, ratelimit.FailLocal, ratelimit.NewMemory().Abilities().Config.ErrorPolicy)
+	assert.Equal(t, ratelimit.FailClosed, ratelimit.NewMemory(ratelimit.WithErrorPolicy(ratelimit.FailClosed)).Abilities().Config.ErrorPolicy)
 	assert.Equal(t, ratelimit.FailClosed, New(nil, ratelimit.WithErrorPolicy(ratelimit.FailClosed), ratelimit.WithErrorPolicy("")).Config().ErrorPolicy)
 }
 

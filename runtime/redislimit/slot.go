@@ -37,7 +37,7 @@ func slotKey(prefix, name, key string) string {
 // req's rate limits, through the limiter's guards (the deny cache notes
 // the call's time, see [guard.DenyCache]). See [redisBackend.ReserveSlot].
 func (l *Limiter) ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error) {
-	return l.front.ReserveSlot(ctx, req, slot, token)
+	return l.leases.ReserveSlot(ctx, req, slot, token)
 }
 
 // ReserveSlot takes a concurrency slot of slot under token and decides
@@ -112,7 +112,7 @@ func (l *redisBackend) RenewSlot(ctx context.Context, req ratelimit.Request, slo
 // PeekSlot returns the decision ReserveSlot would return now, charging
 // and taking nothing, and how many slots are held now: one EVALSHA of the
 // reserve slot script, asked to peek. It bypasses the circuit breaker and
-// the deny cache, as Peek does. See [ratelimit.Peeker].
+// the deny cache, as Peek does. See [ratelimit.Peek].
 func (l *redisBackend) PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error) {
 	if len(req.Limits) > 0 {
 		if err := req.Validate(); err != nil {

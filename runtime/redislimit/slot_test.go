@@ -36,7 +36,7 @@ func TestSlotsBackendsAgree(t *testing.T) {
 			clock := newManualClock()
 			mem := ratelimit.NewMemory(ratelimit.WithClock(clock))
 			red := newTestRedis(t, ratelimit.WithClock(clock))
-			backends := []ratelimit.SlotHolder{mem, red}
+			backends := []slotHolder{mem, red}
 			slot := concurrencyLimit(3, 50*time.Millisecond)
 			type held struct {
 				req   ratelimit.Request
@@ -152,4 +152,13 @@ func TestSlotScriptsRenderAsGolden(t *testing.T) {
 	for name, text := range map[string]string{"reserve_slot": reserveSlotText, "renew_slot": renewSlotText, "cool": coolText, "cooling": coolingText, "waiting": waitingText} {
 		matchesGolden(t, name, text)
 	}
+}
+
+// slotHolder is what the slot tests call of the memory limiter and the
+// Redis limiter alike: the methods behind the slot operations.
+type slotHolder interface {
+	ReserveSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (ratelimit.Decision, time.Time, error)
+	ReleaseSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) error
+	RenewSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string) (bool, error)
+	PeekSlot(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit) (ratelimit.Decision, int64, error)
 }

@@ -86,10 +86,23 @@ type recorder struct {
 }
 
 func (r *recorder) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	r.record(ctx)
+	return r.Limiter.Allow(ctx, req)
+}
+
+// Do records the context of a call's decision in its turn (a rule with
+// wait=), and passes every operation on.
+func (r *recorder) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	if op.Kind == ratelimit.OpTurn {
+		r.record(ctx)
+	}
+	return r.Limiter.Do(ctx, op)
+}
+
+func (r *recorder) record(ctx context.Context) {
 	r.mu.Lock()
 	r.ctxs = append(r.ctxs, ctx)
 	r.mu.Unlock()
-	return r.Limiter.Allow(ctx, req)
 }
 
 type streamKey struct{}

@@ -100,9 +100,9 @@ func TestGlobalLineSharedByMethodsAndTypes(t *testing.T) {
 		require.GreaterOrEqual(t, units, 18, "the global line admitted %d units, less than its 20 minus one Export", units)
 		require.Error(t, b.Charge(ctx, "t-last", 1), "a call on the spent global line")
 		// The line's state is its name's: Reset of that name lifts it.
-		resetter, ok := ratelimit.As[ratelimit.Resetter](limiter)
-		require.True(t, ok)
-		require.NoError(t, resetter.Reset(ctx, "github.com/ratelimitgen/ratelimitgen/testdata/shared#global", ""))
+		reset := ratelimit.Op{Kind: ratelimit.OpReset, Request: ratelimit.Request{Name: "github.com/ratelimitgen/ratelimitgen/testdata/shared#global"}}
+		_, err := limiter.Do(ctx, reset)
+		require.NoError(t, err)
 		require.NoError(t, b.Charge(ctx, "t-last", 1), "a call once the global line is reset")
 	})
 }
@@ -173,6 +173,12 @@ type allowOnly struct{ m *ratelimit.MemoryLimiter }
 func (l allowOnly) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
 	return l.m.Allow(ctx, req)
 }
+
+func (l allowOnly) Do(_ context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return ratelimit.Result{}, ratelimit.Unsupported(l, op.Kind)
+}
+
+func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} }
 
 // auth fails the logins whose password is not "right", and the rotations
 // of user "bad"; Login holds each call until gate, when set, is closed.

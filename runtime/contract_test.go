@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -11,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// counting is a Wrapper that counts the calls of Allow and, as a Peeker,
-// of Peek it sees.
+// counting is a wrapper that counts the calls of Allow and the
+// operations of Do it sees, and passes each on unchanged (OpPlan too).
 type counting struct {
-	next         Limiter
-	allow, peeks int
+	next  Limiter
+	allow int
+	ops   map[OpKind]int
 }
 
 func (c *counting) Allow(ctx context.Context, req Request) (Decision, error) {
@@ -23,53 +25,54 @@ func (c *counting) Allow(ctx context.Context, req Request) (Decision, error) {
 	return c.next.Allow(ctx, req)
 }
 
-func (c *counting) Unwrap() Limiter { return c.next }
-
-// peeking is counting that also sees Peek.
-type peeking struct{ counting }
-
-func (p *peeking) Peek(ctx context.Context, req Request) (Decision, error) {
-	p.peeks++
-	return Peek(ctx, p.next, req)
+func (c *counting) Do(ctx context.Context, op Op) (Result, error) {
+	if c.ops == nil {
+		c.ops = map[OpKind]int{}
+	}
+	c.ops[op.Kind]++
+	return c.next.Do(ctx, op)
 }
 
-// TestAsFindsACapabilityOneStepAtATime: a wrapper that implements a
-// capability sees its calls even inside another wrapper, which passes
-// them on; one that does not passes them on to what it wraps.
-func TestAsFindsACapabilityOneStepAtATime(t *testing.T) {
+func (c *counting) Abilities() Abilities { return c.next.Abilities() }
+
+// TestEveryWrapperSeesEveryOperation: each wrapper of a chain sees each
+// operation of the contract a rule makes (peeks, reservations, settles,
+// slots, resets), outer first; none is found past it.
+func TestEveryWrapperSeesEveryOperation(t *testing.T) {
 	ctx := context.Background()
-	mem := NewMemory()
-	inner := &peeking{counting{next: mem}}
+	inner := &counting{next: NewMemory()}
 	outer := &counting{next: inner}
-	req := Request{Name: "as", Key: "k", Limits: []Limit{{Period: time.Second, Threshold: 2}}}
-
-	p, ok := As[Peeker](outer)
-	require.True(t, ok)
-	assert.Same(t, inner, p, "the first Peeker of the chain")
-	_, err := Peek(ctx, outer, req)
+	rule := &Rule{Name: "seen", Limits: []Limit{{Period: time.Second, Threshold: 5}, {Algorithm: "concurrency", Threshold: 2}}}
+	_, err := rule.Peek(ctx, outer, "k")
 	require.NoError(t, err)
-	assert.Equal(t, 1, inner.peeks, "the middle wrapper saw the Peek")
-
-	r, ok := As[Reserver](outer)
-	require.True(t, ok)
-	assert.Same(t, mem, r, "no wrapper reserves: the memory limiter does")
-	_, ok = As[SlotHolder](&counting{next: allowOnly{}})
-	assert.False(t, ok, "nothing in the chain holds slots")
-	_, ok = As[Peeker](nil)
-	assert.False(t, ok)
+	res, err := rule.Reserve(ctx, outer, 2, "k")
+	require.NoError(t, err)
+	require.NoError(t, res.Settle(ctx, 1))
+	require.NoError(t, rule.Reset(ctx, outer, "k"))
+	for _, c := range []*counting{outer, inner} {
+		assert.Equal(t, 1, c.ops[OpTakeSlot], "the slot taken")
+		assert.Equal(t, 1, c.ops[OpAdjust], "the settle")
+		assert.Equal(t, 1, c.ops[OpGiveSlot], "the slot given back")
+		assert.Equal(t, 1, c.ops[OpReset], "the reset")
+		assert.Positive(t, c.ops[OpPeekSlot], "the peek")
+	}
 }
 
-// allowOnly decides every call, and offers nothing else.
-type allowOnly struct{}
-
-func (allowOnly) Allow(context.Context, Request) (Decision, error) {
-	return Decision{Allowed: true}, nil
+// TestAnOperationNotSupportedSaysSo: an operation the limiter does not
+// report fails with an error wrapping errors.ErrUnsupported, naming it.
+func TestAnOperationNotSupportedSaysSo(t *testing.T) {
+	_, err := NewMemory().Do(context.Background(), Op{Kind: OpFallback})
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+	assert.Contains(t, err.Error(), "fallback")
+	assert.False(t, NewMemory().Abilities().Can(OpFallback))
+	assert.True(t, NewMemory().Abilities().Can(OpReserve))
 }
 
-// TestRuleDeciderIsNeverReachedThroughAWrapper: Check of a wrapped memory
-// limiter goes through the wrapper's Allow, whose calls the memory limiter's
-// fast path (DecideRule) would skip, and decides as the fast path does.
-func TestRuleDeciderIsNeverReachedThroughAWrapper(t *testing.T) {
+// TestAPlanPassedOnIsNotUsed: Check of a wrapped memory limiter goes
+// through the wrapper's Allow, though the wrapper passes on OpPlan
+// unchanged (the plan is not the wrapper's own), and decides as the
+// memory limiter's plan does.
+func TestAPlanPassedOnIsNotUsed(t *testing.T) {
 	ctx := context.Background()
 	clock := newManualClock()
 	wrapped := &counting{next: NewMemory(WithClock(clock))}
@@ -85,14 +88,14 @@ func TestRuleDeciderIsNeverReachedThroughAWrapper(t *testing.T) {
 	assert.Equal(t, 10, wrapped.allow, "the wrapper saw every call")
 }
 
-// TestRuleDeciderDecidesAsAllowForEveryAlgorithm: for every algorithm, one
+// TestThePlanDecidesAsAllowForEveryAlgorithm: for every algorithm, one
 // limit and two, the memory limiter's fast path (a call of one key on the
-// limiter itself: DecideRule, and a bucket's check and charge in one pass)
+// limiter itself: its Plan, and a bucket's check and charge in one pass)
 // makes the decisions that Allow makes of the same calls through a wrapper,
 // admissions and denials alike, at random costs and times. (A leaky
 // bucket's admitted calls are paced on a cancelled context, so that they
 // fail at once with an error that tells their delay.)
-func TestRuleDeciderDecidesAsAllowForEveryAlgorithm(t *testing.T) {
+func TestThePlanDecidesAsAllowForEveryAlgorithm(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -132,9 +135,9 @@ func TestRuleDeciderDecidesAsAllowForEveryAlgorithm(t *testing.T) {
 	}
 }
 
-// TestRuleDeciderNilFallsBackToAllow: a RuleDecider that declines a rule
-// has its calls decided by Allow.
-func TestRuleDeciderNilFallsBackToAllow(t *testing.T) {
+// TestAPlanDeclinedFallsBackToAllow: a limiter that has no plan for a
+// rule has its calls decided by Allow, and is asked once per rule.
+func TestAPlanDeclinedFallsBackToAllow(t *testing.T) {
 	l := &declining{}
 	rule := &Rule{Name: "declined", Limits: []Limit{{Period: time.Second, Threshold: 1}}}
 	require.NoError(t, rule.Check(context.Background(), l, 1, "k"))
@@ -143,7 +146,7 @@ func TestRuleDeciderNilFallsBackToAllow(t *testing.T) {
 	assert.Equal(t, 1, l.asked, "asked once per rule and limiter")
 }
 
-// declining is a RuleDecider that declines every rule.
+// declining is a limiter that reports plans, and has none.
 type declining struct{ allow, asked int }
 
 func (d *declining) Allow(context.Context, Request) (Decision, error) {
@@ -151,7 +154,12 @@ func (d *declining) Allow(context.Context, Request) (Decision, error) {
 	return Decision{Allowed: true}, nil
 }
 
-func (d *declining) DecideRule(*Rule) func(context.Context, string, int64) (Decision, error) {
-	d.asked++
-	return nil
+func (d *declining) Do(_ context.Context, op Op) (Result, error) {
+	if op.Kind == OpPlan {
+		d.asked++
+		return Result{}, nil
+	}
+	return Result{}, Unsupported(d, op.Kind)
 }
+
+func (d *declining) Abilities() Abilities { return Abilities{Ops: OpsOf(OpPlan)} }

@@ -1,0 +1,56 @@
+package redislimit
+
+import (
+	"context"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+)
+
+// Do carries out op through the limiter's guards, as its methods of the
+// same names do (see [ratelimit.OpKind]). See [ratelimit.Limiter].
+func (l *Limiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return l.ops.Do(ctx, l, op)
+}
+
+// Abilities reports every operation of the contract but OpPlan, shared
+// lines (a call with a key per limit keeps limit i's state where
+// req.Line(i) says, in one script run on a single server or Sentinel,
+// and in groups of one hash tag each on a Cluster), and the limiter's
+// Config. See [ratelimit.Limiter].
+func (l *Limiter) Abilities() ratelimit.Abilities {
+	return ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
+}
+
+// handlers returns the functions of the limiter's Do: its methods.
+func (l *Limiter) handlers() ratelimit.Handlers {
+	return ratelimit.Handlers{
+		Reserve: l.Reserve, Adjust: l.Adjust, Peek: l.Peek, Reset: l.Reset,
+		TakeSlot: l.ReserveSlot, RenewSlot: l.RenewSlot, GiveSlot: l.ReleaseSlot, PeekSlot: l.PeekSlot,
+		Cool: l.Cool, Cooling: l.Cooling,
+		Turn: l.AllowInTurn, SlotTurn: l.ReserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.Waiting,
+		CountDenial: l.CountDenial, TopDenied: l.TopDenied, Fallback: l.AllowLocal,
+	}
+}
+
+// Do carries out op in Redis, without guards: what the guards pass on.
+// See [ratelimit.Limiter].
+func (l *redisBackend) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return l.ops.Do(ctx, l, op)
+}
+
+// Abilities reports what the backend carries out in Redis. See
+// [ratelimit.Limiter].
+func (l *redisBackend) Abilities() ratelimit.Abilities {
+	return ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
+}
+
+// handlers returns the functions of the backend's Do.
+func (l *redisBackend) handlers() ratelimit.Handlers {
+	return ratelimit.Handlers{
+		Reserve: l.Reserve, Adjust: l.Adjust, Peek: l.Peek, Reset: l.Reset,
+		TakeSlot: l.ReserveSlot, RenewSlot: l.RenewSlot, GiveSlot: l.ReleaseSlot, PeekSlot: l.PeekSlot,
+		Cool: l.Cool, Cooling: l.Cooling,
+		Turn: l.allowInTurn, SlotTurn: l.reserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.waiting,
+		CountDenial: l.CountDenial, TopDenied: l.TopDenied,
+	}
+}
