@@ -176,13 +176,17 @@ func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request,
 	return d, now.(int64), nil
 }
 
-// timeScript replies the server time of the master of its key, in µs.
-var timeScript = redis.NewScript(`local t = redis.call("TIME") return t[1] * 1000000 + t[2]`)
+// serverTimeScript replies the time of the master of its key, in µs (see
+// lua/server_time.lua.tmpl).
+var (
+	serverTimeText   = renderScript("server_time.lua.tmpl", scriptData{})
+	serverTimeScript = redis.NewScript(sendable(serverTimeText))
+)
 
 // serverTime returns the time, in µs since the Unix epoch, on the clock
 // of the master that holds key.
 func (l *redisBackend) serverTime(ctx context.Context, key string) (int64, error) {
-	return timeScript.Run(ctx, l.client, []string{key}).Int64()
+	return serverTimeScript.Run(ctx, l.client, []string{key}).Int64()
 }
 
 // reserveRun runs the reserve script for req in mode (see reserveMode),
