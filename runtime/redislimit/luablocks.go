@@ -43,7 +43,7 @@ type luaAlgorithm struct {
 // row.
 var luaAlgorithms = []luaAlgorithm{
 	{
-		Algorithm: ratelimit.SlidingLog, Files: []string{"sliding_log.lua.tmpl", "sliding_log_settle.lua.tmpl"},
+		Algorithm: ratelimit.SlidingLog, Files: []string{"sliding_log.lua.tmpl", "sliding_log_entries.lua.tmpl", "sliding_log_settle.lua.tmpl"},
 		Check: "check sliding_log", Record: "refresh, logged, units",
 		Commit: "commit sliding_log", Rollback: "rollback sliding_log",
 		LinesRecord: "lines record sliding_log", Refund: "refund sliding_log", Settle: "settle sliding_log",

@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 	"text/template"
@@ -63,4 +64,17 @@ func TestLuaDispatchTestsEachAlgorithmOnce(t *testing.T) {
 	assert.True(t, strings.HasPrefix(text, `if algo == "sliding_log" then`+"\n  local refresh, logged, units = rec1, rec2, rec3"), text)
 	assert.NotContains(t, text, "\nelse ")
 	assert.True(t, strings.HasSuffix(text, "\nend"))
+}
+
+// TestNoLuaSourceIsOver300Lines: every template file under lua/ stays
+// within 300 lines (issue 36), split along its blocks when it grows.
+func TestNoLuaSourceIsOver300Lines(t *testing.T) {
+	files, err := fs.Glob(luaFiles, "lua/*.tmpl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := fs.ReadFile(luaFiles, f)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, strings.Count(strings.TrimSuffix(string(b), "\n"), "\n")+1, 300, f)
+	}
 }
