@@ -45,6 +45,8 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
 // The algorithm names, as directives and overrides write them.
@@ -131,6 +133,21 @@ const (
 	// drains, capacity×period/threshold after it.
 	Bucket
 )
+
+// Span returns how long (µs) a charge counts at most under a limit (not
+// a calendar one) of period µs, threshold and capacity whose state has
+// the shape s: a period for a Log or a Window, two for Windows (its window
+// and the next), and for a Bucket the drain of its capacity,
+// ⌈capacity×period/threshold⌉; a period for the zero State.
+func (s State) Span(period, threshold, capacity int64) int64 {
+	switch s {
+	case Windows:
+		return 2 * period
+	case Bucket:
+		return muldiv.Ceil(capacity, period, threshold)
+	}
+	return period
+}
 
 // algorithms lists every algorithm, in the order messages list them.
 var algorithms = [...]Algorithm{
