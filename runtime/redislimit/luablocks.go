@@ -37,6 +37,10 @@ type luaAlgorithm struct {
 	Refund string
 	// Settle refunds or charges on top of a reservation (adjust.lua.tmpl).
 	Settle string
+	// Queue sets rest, the units to peek at, and s, the span past the
+	// peek's retry before which m units behind others cannot all be
+	// admitted (queue.lua.tmpl).
+	Queue string
 	// LazyClock reports that the check, in a limit's own script on the
 	// server's clock, reads the clock itself, only when a window starts,
 	// and otherwise the time left from its key's TTL, in whole ms (see
@@ -61,20 +65,20 @@ var luaAlgorithms = []luaAlgorithm{
 		Check: "check sliding_log", Record: "refresh, logged, units",
 		Commit: "commit sliding_log", Rollback: "rollback sliding_log",
 		LinesRecord: "lines record sliding_log", Refund: "refund sliding_log", Settle: "settle sliding_log",
-		MuldivFromMs: noMuldiv,
+		Queue: "queue sliding_log", MuldivFromMs: noMuldiv,
 	},
 	{
 		Algorithm: ratelimit.FixedWindow, Files: []string{"fixed_window.lua.tmpl", "window.lua.tmpl"},
 		Check: "check fixed_window", Record: "value", Rollback: "rollback window",
 		LinesRecord: "lines record window", Refund: "refund window", Settle: "settle window",
-		LazyClock: true, MuldivFromMs: noMuldiv,
+		Queue: "queue fixed_window", LazyClock: true, MuldivFromMs: noMuldiv,
 	},
 	{
 		Algorithm: ratelimit.SlidingWindow, Files: []string{"sliding_window.lua.tmpl", "window.lua.tmpl"},
 		Check: "check sliding_window", Record: "value", Rollback: "rollback window",
 		LinesRecord: "lines record window", Refund: "refund window", Settle: "settle window",
 		// A count (below 2^26) times a period of 2^27 ms or more reaches 2^53.
-		LazyClock: true, MuldivFromMs: 1 << 27,
+		Queue: "queue sliding_window", LazyClock: true, MuldivFromMs: 1 << 27,
 	},
 	bucketRow(ratelimit.TokenBucket),
 	bucketRow(ratelimit.LeakyBucket),
@@ -87,7 +91,7 @@ func bucketRow(alg ratelimit.Algorithm) luaAlgorithm {
 		Algorithm: alg, Files: []string{"bucket.lua.tmpl"},
 		Check: "check bucket", Record: "newTat, newTatFrac, oldTat", Commit: "commit bucket",
 		LinesRecord: "lines record bucket", Refund: "refund bucket", Settle: "settle bucket",
-		MuldivFromMs: 0,
+		Queue: "queue bucket", MuldivFromMs: 0,
 	}
 }
 
@@ -169,6 +173,8 @@ func (a luaAlgorithm) block(step string) string {
 		return a.Refund
 	case "Settle":
 		return a.Settle
+	case "Queue":
+		return a.Queue
 	}
 	panic("redislimit: no Lua step " + step)
 }

@@ -33,13 +33,14 @@ func TestEveryAlgorithmHasItsLuaBlocks(t *testing.T) {
 		}
 		all, err := template.New("").Funcs(funcs).ParseFS(luaFiles, files...)
 		require.NoError(t, err, a.Algorithm)
-		for _, step := range []string{"Check", "Commit", "Rollback", "LinesRecord", "Refund", "Settle"} {
+		for _, step := range []string{"Check", "Commit", "Rollback", "LinesRecord", "Refund", "Settle", "Queue"} {
 			if block := a.block(step); block != "" {
 				assert.NotNil(t, all.Lookup(block), "%s: %s is not in %v", a.Algorithm, block, a.Files)
 			}
 		}
 		assert.NotEmpty(t, a.Check, a.Algorithm)
 		assert.NotEmpty(t, a.Settle, a.Algorithm)
+		assert.NotEmpty(t, a.Queue, a.Algorithm)
 	}
 	for _, alg := range ratelimit.Algorithms() {
 		assert.Equal(t, 1, rows[alg], "rows of %s", alg)
