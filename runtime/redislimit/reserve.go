@@ -86,8 +86,9 @@ func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at
 }
 
 // validHold returns the error of a held reservation of req with hold (see
-// [guard.HeldReserver]): a positive hold that each SlidingLog limit can
-// take (see limitfacts.CheckHold), as the memory limiter's does.
+// [guard.HeldReserver]): a positive hold that each limit kept in a log
+// (SlidingLog) can take (see limitfacts.CheckHold), as the memory
+// limiter's does.
 func validHold(req *ratelimit.Request, hold time.Duration) error {
 	if err := req.Validate(); err != nil {
 		return err
@@ -96,7 +97,7 @@ func validHold(req *ratelimit.Request, hold time.Duration) error {
 		return fmt.Errorf("%w: %s: a hold of %v", ratelimit.ErrInvalidLimit, req.Name, hold)
 	}
 	for _, lim := range req.Limits {
-		if lim.AlgorithmOrDefault() != ratelimit.SlidingLog {
+		if factsOf(lim).State != limitfacts.Log {
 			continue
 		}
 		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {
