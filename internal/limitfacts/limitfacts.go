@@ -27,12 +27,21 @@
 //     refund, chargeOnTop), which keep the decision free of indirect calls;
 //   - runtime/limit.go: its exported constant and doc, in the one block of
 //     Algorithm constants;
-//   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl and its row in the
-//     Lua registry;
+//   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl (its blocks:
+//     check, commit, rollback, refund, settle, queue) and its row in the
+//     Lua registry (luaAlgorithms in luablocks.go: its blocks, LazyClock,
+//     MuldivFromMs);
 //   - the docs that describe each algorithm: what a settle does
 //     (Reservation, in runtime/reserve.go), the algorithms of README.md,
 //     and when it takes burst= or capacity=, those options' docs in
 //     parser/directive.go and cmd/ratelimitgen/main.go.
+//
+// The code that depends on the shape of an algorithm's state switches on
+// its row's State (and Paces), never on its name: an algorithm of a
+// shape already listed touches nothing more. A new State is a new case in
+// [State.Span] here and in each switch on State (runtime's queuedSpan and
+// validHold, guard's leases and deny cache, redislimit's carry-back and
+// validHold).
 //
 // Tests that loop over [Algorithms] (runtime's and redislimit's
 // differential tests among them) then cover it; two pin the list itself
