@@ -292,15 +292,16 @@ func (l Limit) validate() error {
 }
 
 // validatePrefetch reports a Prefetch that no lease can honour: a
-// negative one, or one of a LeakyBucket (whose calls are each told their
-// own delay) or a concurrency limit (whose slots are held, not charged).
+// negative one, or one of an algorithm that paces (LeakyBucket, whose
+// calls are each told their own delay) or a concurrency limit (whose
+// slots are held, not charged).
 func (l Limit) validatePrefetch() error {
 	switch {
 	case l.Prefetch == 0:
 		return nil
 	case l.Prefetch < 0:
 		return fmt.Errorf("%w: negative prefetch %s", ErrInvalidLimit, l.Prefetch)
-	case l.algorithm() == LeakyBucket || isConcurrency(l):
+	case l.facts().Facts().Paces || isConcurrency(l):
 		return fmt.Errorf("%w: prefetch of a %s limit: its calls cannot be admitted from a lease", ErrInvalidLimit, l.algorithm())
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // The memory limiter's queues of waiting calls (see [OpTurn]): one per
@@ -204,22 +206,24 @@ func soonest(ctx context.Context, limiter Limiter, req Request, ahead int) (Deci
 // ahead took in the window before weighs less than they took); a bucket
 // admits the units past its burst (or capacity) at its
 // rate (in whole µs, less one per unit, as a bucket rounds its times).
-// Calendar limits add nothing. The cost is the least limit's.
+// Calendar limits add nothing. The cost is the least limit's. Each
+// limit's case is its state's shape ([limitfacts.State]); its twin is the
+// queue block of its redislimit/lua/<algorithm>.lua.tmpl.
 func queuedSpan(req *Request, ahead int) (units int64, span time.Duration) {
 	units = req.Units() + int64(ahead)
 	for _, lim := range req.Limits {
 		n := lim.Units(req.Cost) + int64(ahead)
 		c, t := lim.MaxCost(), lim.Threshold
 		rest, s := min(n, c), time.Duration(0)
-		switch alg := lim.AlgorithmOrDefault(); {
+		switch state := lim.facts().Facts().State; {
 		case lim.Period <= 0 || lim.Calendar != "":
-		case alg == SlidingLog || alg == FixedWindow || alg == SlidingWindow:
+		case state == limitfacts.Log || state == limitfacts.Window || state == limitfacts.Windows:
 			batches := (n - 1) / t
 			rest = n - batches*t
-			if alg != SlidingLog {
+			if state != limitfacts.Log {
 				batches = max(batches-1, 0)
 			}
-			if alg == SlidingWindow { // what the calls ahead took in the last window weighs less
+			if state == limitfacts.Windows { // what the calls ahead took in the last window weighs less
 				rest = lim.Units(req.Cost)
 			}
 			s = time.Duration(batches) * lim.Period

@@ -43,7 +43,7 @@ func (l *MemoryLimiter) RefundHeld(ctx context.Context, req Request, at time.Tim
 }
 
 // validHold returns the error of a held reservation of req with hold: a
-// positive hold that each SlidingLog limit can take (see
+// positive hold that each limit kept in a log (SlidingLog) can take (see
 // limitfacts.CheckHold).
 func validHold(req *Request, hold time.Duration) error {
 	if err := req.Validate(); err != nil {
@@ -53,7 +53,7 @@ func validHold(req *Request, hold time.Duration) error {
 		return fmt.Errorf("%w: %s: a hold of %v", ErrInvalidLimit, req.Name, hold)
 	}
 	for _, lim := range req.Limits {
-		if lim.algorithm() != SlidingLog {
+		if lim.facts().Facts().State != limitfacts.Log {
 			continue
 		}
 		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {

@@ -27,12 +27,21 @@
 //     refund, chargeOnTop), which keep the decision free of indirect calls;
 //   - runtime/limit.go: its exported constant and doc, in the one block of
 //     Algorithm constants;
-//   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl and its row in the
-//     Lua registry;
+//   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl (its blocks:
+//     check, commit, rollback, refund, settle, queue) and its row in the
+//     Lua registry (luaAlgorithms in luablocks.go: its blocks, LazyClock,
+//     MuldivFromMs);
 //   - the docs that describe each algorithm: what a settle does
 //     (Reservation, in runtime/reserve.go), the algorithms of README.md,
 //     and when it takes burst= or capacity=, those options' docs in
 //     parser/directive.go and cmd/ratelimitgen/main.go.
+//
+// The code that depends on the shape of an algorithm's state switches on
+// its row's State (and Paces), never on its name: an algorithm of a
+// shape already listed touches nothing more. A new State is a new case in
+// [State.Span] here and in each switch on State (runtime's queuedSpan and
+// validHold, guard's leases and deny cache, redislimit's carry-back and
+// validHold).
 //
 // Tests that loop over [Algorithms] (runtime's and redislimit's
 // differential tests among them) then cover it; two pin the list itself
@@ -45,6 +54,8 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
 // The algorithm names, as directives and overrides write them.
@@ -131,6 +142,21 @@ const (
 	// drains, capacity×period/threshold after it.
 	Bucket
 )
+
+// Span returns how long (µs) a charge counts at most under a limit (not
+// a calendar one) of period µs, threshold and capacity whose state has
+// the shape s: a period for a Log or a Window, two for Windows (its window
+// and the next), and for a Bucket the drain of its capacity,
+// ⌈capacity×period/threshold⌉; a period for the zero State.
+func (s State) Span(period, threshold, capacity int64) int64 {
+	switch s {
+	case Windows:
+		return 2 * period
+	case Bucket:
+		return muldiv.Ceil(capacity, period, threshold)
+	}
+	return period
+}
 
 // algorithms lists every algorithm, in the order messages list them.
 var algorithms = [...]Algorithm{

@@ -130,3 +130,14 @@ func TestCheckOfAValidLimitDoesNotAllocate(t *testing.T) {
 		}
 	}))
 }
+
+// TestSpanIsHowLongAChargeCounts: a log's and a window's charge counts a
+// period, a sliding window's two, and a bucket's until its capacity
+// drains, rounded up to the µs.
+func TestSpanIsHowLongAChargeCounts(t *testing.T) {
+	assert.EqualValues(t, 1_000_000, Log.Span(1_000_000, 3, 3))
+	assert.EqualValues(t, 1_000_000, Window.Span(1_000_000, 3, 3))
+	assert.EqualValues(t, 2_000_000, Windows.Span(1_000_000, 3, 3))
+	assert.EqualValues(t, 666_667, Bucket.Span(1_000_000, 3, 2))
+	assert.EqualValues(t, 1_000_000, State(0).Span(1_000_000, 3, 2))
+}

@@ -787,14 +787,14 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, idx int, n
 		return nil, d.Remaining, nil
 	}
 	l := &lease{req: lr, limit: limit, at: at, start: now, units: n, deadline: now + limit.Prefetch.Microseconds(), hold: hold}
-	switch limit.AlgorithmOrDefault() {
-	case ratelimit.FixedWindow, ratelimit.SlidingWindow:
+	switch a := factsOf(limit); {
+	case a.State == limitfacts.Window || a.State == limitfacts.Windows:
 		end := windowEnd(limit, at.UnixMicro())
 		l.deadline = min(l.deadline, now+end-at.UnixMicro())
-	case ratelimit.SlidingLog:
+	case a.State == limitfacts.Log:
 		l.log = true
 		l.deadline = now + min(limit.Prefetch, limit.Period/4).Microseconds()
-	case ratelimit.TokenBucket, ratelimit.GCRA:
+	case a.State == limitfacts.Bucket && !a.Paces: // a bucket that paces (leaky_bucket) takes no Prefetch
 		l.bucket = true
 		l.backlog = max(limit.MaxCost()-d.Remaining-1-n, 0)
 	}
@@ -805,7 +805,7 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, idx int, n
 // backend is a HeldReserver that did not fail since its last plain
 // reservation, its life (Prefetch, at most a quarter period); else 0.
 func (g *Leases) holdOf(limit ratelimit.Limit) time.Duration {
-	if g.held == nil || g.unheld.Load() || limit.AlgorithmOrDefault() != ratelimit.SlidingLog {
+	if g.held == nil || g.unheld.Load() || factsOf(limit).State != limitfacts.Log {
 		return 0
 	}
 	return min(limit.Prefetch, limit.Period/4)
@@ -832,8 +832,8 @@ func (g *Leases) reserveLease(ctx context.Context, lr ratelimit.Request, hold ti
 	return d, at, 0, err
 }
 
-// windowEnd returns the end (µs) of the window of a FixedWindow or
-// SlidingWindow limit that holds the time at (µs).
+// windowEnd returns the end (µs) of the window of a limit counted in
+// windows (a Window or Windows state) that holds the time at (µs).
 func windowEnd(limit ratelimit.Limit, at int64) int64 {
 	f := limitfacts.Limit{Period: limit.Period, Calendar: limit.Calendar, TZ: limit.TZ, Threshold: limit.Threshold, Algorithm: string(limit.Algorithm)}
 	if cal, ok := f.CalendarOf(); ok {

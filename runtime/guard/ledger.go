@@ -11,7 +11,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
-	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -328,13 +327,10 @@ func spanOf(limits []ratelimit.Limit) int64 {
 	for _, lim := range limits {
 		p := lim.Period.Microseconds()
 		a, _ := limitfacts.Lookup(string(lim.AlgorithmOrDefault()))
-		switch {
-		case lim.Calendar != "":
+		if lim.Calendar != "" {
 			p = calendarSpan(lim.Calendar)
-		case a.State == limitfacts.Windows:
-			p *= 2
-		case a.State == limitfacts.Bucket:
-			p = muldiv.Ceil(lim.MaxCost(), p, lim.Threshold)
+		} else {
+			p = a.State.Span(p, lim.Threshold, lim.MaxCost())
 		}
 		span = max(span, p)
 	}

@@ -26,35 +26,15 @@ import (
 // denials of every process, up to the last denialFlush of each.
 const denialFlush = time.Second
 
-// mergeDenials merges a process's pending counts of one minute into its
-// summary: ARGV is the summary's size, its TTL in seconds, then member,
-// count and error of each. A member the summary lacks when it is full
-// takes the place of the least counted, whose count it inherits, as its
-// error too (Space-Saving), so counts only ever overestimate, by at most
-// their error.
-var mergeDenials = redis.NewScript(`
-local slots = tonumber(ARGV[1])
-for i = 3, #ARGV, 3 do
-  local m = ARGV[i]
-  local c, e = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  if not redis.call('ZSCORE', KEYS[1], m) and redis.call('ZCARD', KEYS[1]) >= slots then
-    local least = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-    local lc = tonumber(least[2])
-    redis.call('ZREM', KEYS[1], least[1])
-    redis.call('ZREM', KEYS[2], least[1])
-    c, e = c + lc, e + lc
-  end
-  redis.call('ZINCRBY', KEYS[1], c, m)
-  if e > 0 then
-    redis.call('ZINCRBY', KEYS[2], e, m)
-  end
-end
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
-end
-return 1
-`)
+// mergeDenialsScript merges a process's pending counts of one minute into
+// the minute's summary, Space-Saving, so counts only ever overestimate, by
+// at most their error (see lua/merge_denials.lua.tmpl). KEYS: the
+// summary's two keys (deniedKeys); ARGV: its size, its TTL in seconds,
+// then member, count and error of each key.
+var (
+	mergeDenialsText   = renderScript("merge_denials.lua.tmpl", scriptData{})
+	mergeDenialsScript = redis.NewScript(sendable(mergeDenialsText))
+)
 
 // denialLog is a Redis limiter's pending denials and the goroutine that
 // merges them.
@@ -152,7 +132,7 @@ func (l *redisBackend) flushDenials(ctx context.Context) error {
 		for _, e := range entries {
 			args = append(args, member(e), e.Count, e.Error)
 		}
-		mergeDenials.Eval(ctx, pipe, deniedKeys(l.prefix, minute), args...)
+		mergeDenialsScript.Eval(ctx, pipe, deniedKeys(l.prefix, minute), args...)
 	}
 	_, err := pipe.Exec(ctx)
 	return err

@@ -60,3 +60,10 @@ func TestTopDeniedIsTheFleets(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeDenialsScriptRendersAsGolden compares the script that merges
+// denials with its text under testdata/scripts (rewritten with -update);
+// the tests of TopDenied run it.
+func TestMergeDenialsScriptRendersAsGolden(t *testing.T) {
+	matchesGolden(t, "merge_denials", mergeDenialsText)
+}

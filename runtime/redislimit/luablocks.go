@@ -1,6 +1,7 @@
 package redislimit
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"text/template"
@@ -36,27 +37,48 @@ type luaAlgorithm struct {
 	Refund string
 	// Settle refunds or charges on top of a reservation (adjust.lua.tmpl).
 	Settle string
+	// Queue sets rest, the units to peek at, and s, the span past the
+	// peek's retry before which m units behind others cannot all be
+	// admitted (queue.lua.tmpl).
+	Queue string
+	// LazyClock reports that the check, in a limit's own script on the
+	// server's clock, reads the clock itself, only when a window starts,
+	// and otherwise the time left from its key's TTL, in whole ms (see
+	// "read clock" in window.lua.tmpl).
+	LazyClock bool
+	// MuldivFromMs is the shortest period (ms) for which a limit's own
+	// script needs muldiv, its blocks multiplying past 2^53 from then on:
+	// 0 for every period, noMuldiv for none.
+	MuldivFromMs int64
 }
+
+// noMuldiv is the MuldivFromMs of an algorithm whose blocks never need
+// muldiv.
+const noMuldiv = math.MaxInt64
 
 // luaAlgorithms has a row per algorithm, in the order the generic scripts
 // test the algorithm's name: adding an algorithm adds its Lua file and its
 // row.
 var luaAlgorithms = []luaAlgorithm{
 	{
-		Algorithm: ratelimit.SlidingLog, Files: []string{"sliding_log.lua.tmpl", "sliding_log_settle.lua.tmpl"},
+		Algorithm: ratelimit.SlidingLog, Files: []string{"sliding_log.lua.tmpl", "sliding_log_entries.lua.tmpl", "sliding_log_settle.lua.tmpl"},
 		Check: "check sliding_log", Record: "refresh, logged, units",
 		Commit: "commit sliding_log", Rollback: "rollback sliding_log",
 		LinesRecord: "lines record sliding_log", Refund: "refund sliding_log", Settle: "settle sliding_log",
+		Queue: "queue sliding_log", MuldivFromMs: noMuldiv,
 	},
 	{
 		Algorithm: ratelimit.FixedWindow, Files: []string{"fixed_window.lua.tmpl", "window.lua.tmpl"},
 		Check: "check fixed_window", Record: "value", Rollback: "rollback window",
 		LinesRecord: "lines record window", Refund: "refund window", Settle: "settle window",
+		Queue: "queue fixed_window", LazyClock: true, MuldivFromMs: noMuldiv,
 	},
 	{
 		Algorithm: ratelimit.SlidingWindow, Files: []string{"sliding_window.lua.tmpl", "window.lua.tmpl"},
 		Check: "check sliding_window", Record: "value", Rollback: "rollback window",
 		LinesRecord: "lines record window", Refund: "refund window", Settle: "settle window",
+		// A count (below 2^26) times a period of 2^27 ms or more reaches 2^53.
+		Queue: "queue sliding_window", LazyClock: true, MuldivFromMs: 1 << 27,
 	},
 	bucketRow(ratelimit.TokenBucket),
 	bucketRow(ratelimit.LeakyBucket),
@@ -69,17 +91,28 @@ func bucketRow(alg ratelimit.Algorithm) luaAlgorithm {
 		Algorithm: alg, Files: []string{"bucket.lua.tmpl"},
 		Check: "check bucket", Record: "newTat, newTatFrac, oldTat", Commit: "commit bucket",
 		LinesRecord: "lines record bucket", Refund: "refund bucket", Settle: "settle bucket",
+		Queue: "queue bucket", MuldivFromMs: 0,
 	}
 }
 
 // luaAlgorithmOf returns the row of alg.
 func luaAlgorithmOf(alg ratelimit.Algorithm) luaAlgorithm {
+	a, ok := luaRow(alg)
+	if !ok {
+		panic("redislimit: no Lua blocks for algorithm " + string(alg))
+	}
+	return a
+}
+
+// luaRow returns the row of alg, and whether it has one (a concurrency
+// limit, or a script of no limit, has none).
+func luaRow(alg ratelimit.Algorithm) (luaAlgorithm, bool) {
 	for _, a := range luaAlgorithms {
 		if a.Algorithm == alg {
-			return a
+			return a, true
 		}
 	}
-	panic("redislimit: no Lua blocks for algorithm " + string(alg))
+	return luaAlgorithm{}, false
 }
 
 // luaBranch is one branch of a generic script's test of a limit's
@@ -140,6 +173,8 @@ func (a luaAlgorithm) block(step string) string {
 		return a.Refund
 	case "Settle":
 		return a.Settle
+	case "Queue":
+		return a.Queue
 	}
 	panic("redislimit: no Lua step " + step)
 }

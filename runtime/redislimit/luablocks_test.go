@@ -1,9 +1,11 @@
 package redislimit
 
 import (
+	"io/fs"
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,13 +33,14 @@ func TestEveryAlgorithmHasItsLuaBlocks(t *testing.T) {
 		}
 		all, err := template.New("").Funcs(funcs).ParseFS(luaFiles, files...)
 		require.NoError(t, err, a.Algorithm)
-		for _, step := range []string{"Check", "Commit", "Rollback", "LinesRecord", "Refund", "Settle"} {
+		for _, step := range []string{"Check", "Commit", "Rollback", "LinesRecord", "Refund", "Settle", "Queue"} {
 			if block := a.block(step); block != "" {
 				assert.NotNil(t, all.Lookup(block), "%s: %s is not in %v", a.Algorithm, block, a.Files)
 			}
 		}
 		assert.NotEmpty(t, a.Check, a.Algorithm)
 		assert.NotEmpty(t, a.Settle, a.Algorithm)
+		assert.NotEmpty(t, a.Queue, a.Algorithm)
 	}
 	for _, alg := range ratelimit.Algorithms() {
 		assert.Equal(t, 1, rows[alg], "rows of %s", alg)
@@ -63,4 +66,42 @@ func TestLuaDispatchTestsEachAlgorithmOnce(t *testing.T) {
 	assert.True(t, strings.HasPrefix(text, `if algo == "sliding_log" then`+"\n  local refresh, logged, units = rec1, rec2, rec3"), text)
 	assert.NotContains(t, text, "\nelse ")
 	assert.True(t, strings.HasSuffix(text, "\nend"))
+}
+
+// TestNoLuaSourceIsOver300Lines: every template file under lua/ stays
+// within 300 lines (issue 36), split along its blocks when it grows.
+func TestNoLuaSourceIsOver300Lines(t *testing.T) {
+	files, err := fs.Glob(luaFiles, "lua/*.tmpl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := fs.ReadFile(luaFiles, f)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, strings.Count(strings.TrimSuffix(string(b), "\n"), "\n")+1, 300, f)
+	}
+}
+
+// TestLuaRowFactsPerAlgorithm pins what the rows say of each algorithm's
+// own script: the windows read the server's clock lazily, so a denial
+// they tell may count from the start of the server's millisecond (the
+// deny cache's slack); the buckets always need muldiv, a sliding window
+// from a period of 2^27 ms, the others never.
+func TestLuaRowFactsPerAlgorithm(t *testing.T) {
+	own := func(alg ratelimit.Algorithm, period time.Duration) scriptData {
+		return scriptData{plan: planOf(ratelimit.Limit{Algorithm: alg, Period: period, Threshold: 10})}
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		window := alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow
+		assert.Equal(t, window, own(alg, time.Second).LazyClock(), alg)
+		slack := guarded{}.DenySlack([]ratelimit.Limit{{Period: time.Second, Threshold: 1}, {Algorithm: alg, Period: time.Second, Threshold: 1}})
+		assert.Equal(t, map[bool]time.Duration{true: time.Millisecond}[window], slack, alg)
+		bucket := alg != ratelimit.SlidingLog && !window
+		assert.Equal(t, bucket, own(alg, time.Second).Muldiv(), alg)
+		long := 1 << 27 * time.Millisecond
+		assert.Equal(t, bucket || alg == ratelimit.SlidingWindow, own(alg, long).Muldiv(), alg)
+		assert.Equal(t, bucket, own(alg, long-time.Millisecond).Muldiv(), alg)
+	}
+	assert.False(t, scriptData{Generic: true, plan: planOf(ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 1})}.LazyClock())
+	assert.True(t, scriptData{}.Muldiv(), "a script of no algorithm's, as before")
+	assert.Zero(t, guarded{}.DenySlack([]ratelimit.Limit{{Algorithm: "concurrency", Threshold: 2}}))
 }

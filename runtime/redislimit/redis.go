@@ -336,12 +336,13 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 
 // DenySlack is how much shorter than its RetryAfter the deny cache holds
 // a denial of a call of limits (see [guard.DenySlacker]): a millisecond
-// when a window's script may have told it from the start of the server's
-// millisecond, else nothing. The cache asks only without
+// when a limit's own script, reading the server's clock lazily (a
+// window's), may have told it from the start of the server's millisecond,
+// else nothing. The cache asks only without
 // [ratelimit.WithClock], whose clock the scripts read to the µs.
 func (l guarded) DenySlack(limits []ratelimit.Limit) time.Duration {
 	for _, lim := range limits {
-		if alg := lim.AlgorithmOrDefault(); alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
+		if lazyClock(lim.AlgorithmOrDefault()) {
 			return time.Millisecond
 		}
 	}

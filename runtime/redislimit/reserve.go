@@ -86,8 +86,9 @@ func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at
 }
 
 // validHold returns the error of a held reservation of req with hold (see
-// [guard.HeldReserver]): a positive hold that each SlidingLog limit can
-// take (see limitfacts.CheckHold), as the memory limiter's does.
+// [guard.HeldReserver]): a positive hold that each limit kept in a log
+// (SlidingLog) can take (see limitfacts.CheckHold), as the memory
+// limiter's does.
 func validHold(req *ratelimit.Request, hold time.Duration) error {
 	if err := req.Validate(); err != nil {
 		return err
@@ -96,7 +97,7 @@ func validHold(req *ratelimit.Request, hold time.Duration) error {
 		return fmt.Errorf("%w: %s: a hold of %v", ratelimit.ErrInvalidLimit, req.Name, hold)
 	}
 	for _, lim := range req.Limits {
-		if lim.AlgorithmOrDefault() != ratelimit.SlidingLog {
+		if factsOf(lim).State != limitfacts.Log {
 			continue
 		}
 		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {
@@ -176,13 +177,17 @@ func (l *redisBackend) reserveGroups(ctx context.Context, req ratelimit.Request,
 	return d, now.(int64), nil
 }
 
-// timeScript replies the server time of the master of its key, in µs.
-var timeScript = redis.NewScript(`local t = redis.call("TIME") return t[1] * 1000000 + t[2]`)
+// serverTimeScript replies the time of the master of its key, in µs (see
+// lua/server_time.lua.tmpl).
+var (
+	serverTimeText   = renderScript("server_time.lua.tmpl", scriptData{})
+	serverTimeScript = redis.NewScript(sendable(serverTimeText))
+)
 
 // serverTime returns the time, in µs since the Unix epoch, on the clock
 // of the master that holds key.
 func (l *redisBackend) serverTime(ctx context.Context, key string) (int64, error) {
-	return timeScript.Run(ctx, l.client, []string{key}).Int64()
+	return serverTimeScript.Run(ctx, l.client, []string{key}).Int64()
 }
 
 // reserveRun runs the reserve script for req in mode (see reserveMode),

@@ -140,6 +140,17 @@ func TestReserveScriptsRenderAsGolden(t *testing.T) {
 	}
 }
 
+// TestServerTimeScriptRendersAsGoldenAndReadsTheClock compares the
+// server time script with its text under testdata/scripts (rewritten with
+// -update) and runs it as sent: it replies the server's clock in µs.
+func TestServerTimeScriptRendersAsGoldenAndReadsTheClock(t *testing.T) {
+	matchesGolden(t, "server_time", serverTimeText)
+	before := time.Now().UnixMicro()
+	at, err := serverTimeScript.Run(context.Background(), rdb(t), []string{"any"}).Int64()
+	require.NoError(t, err)
+	require.InDelta(t, before, at, float64(time.Minute/time.Microsecond), "the server's time, in µs")
+}
+
 // TestSettleALongKey: a key longer than a Redis key keeps is settled
 // under the same stand-in it was reserved under, slot included.
 func TestSettleALongKey(t *testing.T) {

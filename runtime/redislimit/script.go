@@ -141,18 +141,13 @@ type scriptData struct {
 	plan
 }
 
-// Muldiv reports whether the script needs muldiv: the generic script and
-// those of the buckets do, and those of sliding_window whose period is so
-// long (2^27 ms, 37 hours, or more) that a count (below 2^26) times the
-// period in ms may reach 2^53.
+// Muldiv reports whether the script needs muldiv: the generic script
+// does, a script of no algorithm's does, and a limit's own script does
+// from its row's MuldivFromMs on (the buckets' always, sliding_window's
+// from 2^27 ms, 37 hours).
 func (d scriptData) Muldiv() bool {
-	switch {
-	case d.Generic:
-		return true
-	case d.Algorithm == ratelimit.SlidingWindow:
-		return d.PeriodMs() >= 1<<27
-	}
-	return d.Algorithm != ratelimit.SlidingLog && d.Algorithm != ratelimit.FixedWindow
+	row, ok := luaRow(d.Algorithm)
+	return d.Generic || !ok || d.PeriodMs() >= row.MuldivFromMs
 }
 
 // Row is the Lua blocks of the algorithm of the script's limit.
@@ -190,14 +185,8 @@ func (d scriptData) PackBits() int {
 	if d.Generic {
 		return 0
 	}
-	span := d.Period // sliding_log, fixed_window: a period
-	switch d.Algorithm {
-	case ratelimit.SlidingWindow:
-		span = 2 * d.Period // the next window's end
-	case ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.GCRA:
-		span = muldiv.Ceil(d.Capacity, d.Period, d.Threshold) // the TAT's most ahead
-	}
-	s := bits.Len64(uint64(span))
+	a, _ := limitfacts.Lookup(string(d.Algorithm))
+	s := bits.Len64(uint64(a.State.Span(d.Period, d.Threshold, d.Capacity)))
 	if s >= 47 || bits.Len64(uint64(max(d.Threshold, d.Capacity))) > 47-s { // packBound
 		return 0
 	}
@@ -208,10 +197,18 @@ func (d scriptData) PackBits() int {
 func (d scriptData) PackScale() int64 { return 1 << d.PackBits() }
 
 // LazyClock reports whether the script reads the server's clock only when
-// a window starts: the unclocked script of a window algorithm, which
-// otherwise knows where it is in the window from its key's TTL.
+// a window starts: a limit's own unclocked script whose row says so (the
+// windows'), which otherwise knows where it is in the window from its
+// key's TTL.
 func (d scriptData) LazyClock() bool {
-	return !d.Generic && !d.Clocked && (d.Algorithm == ratelimit.FixedWindow || d.Algorithm == ratelimit.SlidingWindow)
+	return !d.Generic && !d.Clocked && lazyClock(d.Algorithm)
+}
+
+// lazyClock reports whether alg's own script on the server's clock reads
+// it lazily (see luaAlgorithm.LazyClock).
+func lazyClock(alg ratelimit.Algorithm) bool {
+	row, _ := luaRow(alg)
+	return row.LazyClock
 }
 
 // plan is a single limit, as a script written for it has it built in.

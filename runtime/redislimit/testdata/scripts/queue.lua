@@ -737,17 +737,11 @@ local back -- when the call is to come back, if not at its retry
 local turn = ahead == 0
 if not turn then
   -- Behind others: the soonest it could be admitted, once each call
-  -- ahead took a unit (at least) and it took its own: n units per limit.
-  -- A sliding log admits at most its threshold in any period, so the last
-  -- of them is a period after the one a threshold before it: a period per
-  -- threshold past the remainder (the units peeked at); a window admits
-  -- at most its threshold in a window: a period per threshold past the
-  -- remainder and the next window (a sliding window peeks at the call's
-  -- own units: what the calls ahead took in the window before weighs
-  -- less than they took); a bucket admits the units past its
-  -- burst (or capacity) at its rate, less a µs per unit for the bucket's
-  -- rounding. A calendar limit adds nothing. Its twin is queuedSpan
-  -- (runtime/memoryqueue.go).
+  -- ahead took a unit (at least) and it took its own: m units per limit,
+  -- of which its algorithm's queue block sets rest, the units peeked at,
+  -- and s, the span past the peek's retry before which the last of them
+  -- cannot be admitted. A calendar limit adds nothing. Its twin is
+  -- queuedSpan (runtime/memoryqueue.go).
   local units, span = (argv[2] or 1) + ahead, 0
   retry, index = 0, 0
   for i = 1, n do
@@ -756,16 +750,35 @@ if not turn then
     local m = argv[2] + ahead
     if threshold < 0 then threshold, m = -threshold, 1 + ahead end
     local rest, s = math.min(m, capacity), 0
-    if period <= 0 then
-      -- a calendar period
-    elseif algo == "sliding_log" or algo == "fixed_window" or algo == "sliding_window" then
-      local batches = math.floor((m - 1) / threshold)
-      rest = m - batches * threshold
-      if algo ~= "sliding_log" then batches = math.max(batches - 1, 0) end
-      if algo == "sliding_window" then rest = m - ahead end -- its own units
-      s = batches * period
-    elseif m > capacity then
-      s = math.max(math.floor((m - capacity) * period / threshold) - (m - capacity), 0)
+    if period > 0 then -- not a calendar period
+      if algo == "sliding_log" then
+        -- sliding_log admits at most its threshold in any period, so the last of
+        -- the m units is a period after the one a threshold before it: a period
+        -- per threshold past the remainder, the units peeked at. Twin: queuedSpan
+        -- (a Log) in runtime/memoryqueue.go.
+        local batches = math.floor((m - 1) / threshold)
+        rest, s = m - batches * threshold, batches * period
+      elseif algo == "fixed_window" then
+        -- fixed_window admits at most its threshold in a window: a period per
+        -- threshold past the remainder, the units peeked at, and the next window.
+        -- Twin: queuedSpan (a Window) in runtime/memoryqueue.go.
+        local batches = math.floor((m - 1) / threshold)
+        rest, s = m - batches * threshold, math.max(batches - 1, 0) * period
+      elseif algo == "sliding_window" then
+        -- sliding_window admits at most its threshold in a window: a period per
+        -- threshold past the remainder and the next window, peeking at the call's
+        -- own units (what the calls ahead took in the window before weighs less
+        -- than they took). Twin: queuedSpan (Windows) in runtime/memoryqueue.go.
+        local batches = math.floor((m - 1) / threshold)
+        rest, s = m - ahead, math.max(batches - 1, 0) * period
+      else -- token_bucket, leaky_bucket, gcra
+        -- A bucket admits the units past its burst (or capacity) at its rate,
+        -- less a µs per unit for its rounding. Twin: queuedSpan (a Bucket) in
+        -- runtime/memoryqueue.go.
+        if m > capacity then
+          s = math.max(math.floor((m - capacity) * period / threshold) - (m - capacity), 0)
+        end
+      end
     end
     if argv[4 * i + 1] + 0 >= 0 and rest < units then units = rest end
     if s > span then span = s end
