@@ -125,6 +125,20 @@ const (
 	// each), which the decision's LimitIndex indexes. [Rule.Check] asks for
 	// it when Allow failed and the rule's error policy is [FailLocal].
 	OpFallback
+	// OpReserveHeld is OpReserve, except that the units it charges to each
+	// SlidingLog limit weigh until Op.Hold past a period after the time it
+	// charged them at (what else it charges weighs as OpReserve's does): a
+	// lease's charge (see guard.Leases), which covers the calls the lease
+	// admits however it ends. Hold is positive and at most a quarter of
+	// each SlidingLog limit's period, of which the Request takes 2 units at
+	// least (Cost, not PerCall); else it fails with [ErrInvalidLimit].
+	OpReserveHeld
+	// OpRefundHeld takes back up to Op.Units units that OpReserveHeld
+	// charged to the Request at Op.At with Op.Hold, as OpAdjust refunds,
+	// except that each SlidingLog limit gives back only units held with
+	// Hold, and a held charge keeps 2 units or none (a refund that would
+	// leave 1 leaves 2).
+	OpRefundHeld
 	opKinds // the number of kinds, plus one
 )
 
@@ -135,6 +149,7 @@ var opNames = [...]string{
 	OpCooling: "cooling", OpTurn: "turn", OpSlotTurn: "slot_turn",
 	OpDequeue: "dequeue", OpWaiting: "waiting", OpCountDenial: "count_denial",
 	OpTopDenied: "top_denied", OpFallback: "fallback",
+	OpReserveHeld: "reserve_held", OpRefundHeld: "refund_held",
 }
 
 // String returns the kind's name in snake case, such as "take_slot".
@@ -166,6 +181,9 @@ type Op struct {
 	// Wait is how long OpCool cools, or how long the call of OpTurn or
 	// OpSlotTurn may still wait.
 	Wait time.Duration
+	// Hold is how long past a period a held charge weighs
+	// (OpReserveHeld, OpRefundHeld).
+	Hold time.Duration
 }
 
 // KeyHashed reports whether the key of op's Line (of every line, for

@@ -32,6 +32,8 @@ type Handlers struct {
 	CountDenial func(name, key string, hashed bool)
 	TopDenied   func(ctx context.Context, n int) ([]DeniedKey, error)
 	Fallback    func(ctx context.Context, req Request) (Decision, []Limit, error)
+	ReserveHeld func(ctx context.Context, req Request, hold time.Duration) (Decision, time.Time, error)
+	RefundHeld  func(ctx context.Context, req Request, at time.Time, hold time.Duration, n int64) error
 }
 
 // Ops returns the kinds h has a function for (Next's not counted).
@@ -55,6 +57,7 @@ func (h *Handlers) has(k OpKind) bool {
 		OpTurn: h.Turn != nil, OpSlotTurn: h.SlotTurn != nil, OpDequeue: h.Dequeue != nil,
 		OpWaiting: h.Waiting != nil, OpCountDenial: h.CountDenial != nil,
 		OpTopDenied: h.TopDenied != nil, OpFallback: h.Fallback != nil,
+		OpReserveHeld: h.ReserveHeld != nil, OpRefundHeld: h.RefundHeld != nil,
 	}
 	return k > 0 && k < opKinds && fns[k]
 }
@@ -102,8 +105,8 @@ func (h *Handlers) doCharges(ctx context.Context, op Op) (res Result, err error)
 	return res, err
 }
 
-// doOthers is Do of a kind after OpPeekSlot: cooldowns, queues, denials
-// and the fallback.
+// doOthers is Do of a kind after OpPeekSlot: cooldowns, queues, denials,
+// the fallback and held charges.
 func (h *Handlers) doOthers(ctx context.Context, op Op) (res Result, err error) {
 	req := op.Request
 	switch op.Kind {
@@ -127,6 +130,10 @@ func (h *Handlers) doOthers(ctx context.Context, op Op) (res Result, err error) 
 		res.Denied, err = h.TopDenied(ctx, int(op.Units))
 	case OpFallback:
 		res.Decision, res.Limits, err = h.Fallback(ctx, req)
+	case OpReserveHeld:
+		res.Decision, res.At, err = h.ReserveHeld(ctx, req, op.Hold)
+	case OpRefundHeld:
+		err = h.RefundHeld(ctx, req, op.At, op.Hold, op.Units)
 	}
 	return res, err
 }

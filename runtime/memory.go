@@ -81,6 +81,7 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 		Cool: l.Cool, Cooling: l.Cooling,
 		Turn: l.AllowInTurn, SlotTurn: l.ReserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.Waiting,
 		CountDenial: l.CountDenial, TopDenied: l.TopDenied,
+		ReserveHeld: l.ReserveHeld, RefundHeld: l.RefundHeld,
 	}
 	return l
 }

@@ -19,8 +19,7 @@ func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, tim
 
 // ReserveHeld is Reserve, except that the units it charges to a
 // SlidingLog limit weigh until hold past a period after the time it
-// charged them at, as a lease's charge must (see Holder in package
-// guard); [MemoryLimiter.RefundHeld] gives them back. Its twin is
+// charged them at, as a lease's charge must (see [OpReserveHeld]); [MemoryLimiter.RefundHeld] gives them back. Its twin is
 // redislimit's reserve script with a hold.
 func (l *MemoryLimiter) ReserveHeld(ctx context.Context, req Request, hold time.Duration) (Decision, time.Time, error) {
 	if err := validHold(&req, hold); err != nil {

@@ -138,7 +138,7 @@ func (s *logState) resize(n int) {
 
 // refund removes up to n units logged at the time at with hold, newest
 // first, unless they left the window; a held run keeps at least 2 units
-// or none (see Holder in package guard). Its twin (settle sliding_log) takes them off the
+// or none (see [OpRefundHeld]). Its twin (settle sliding_log) takes them off the
 // entries of at and hold from the newest, removing an entry whose units
 // all go and lowering the weight of one that keeps some.
 func (s *logState) refund(period, now, at, hold, n int64) {

@@ -75,25 +75,14 @@ func (n *nextOps) Peek(ctx context.Context, req ratelimit.Request) (ratelimit.De
 	return res.Decision, err
 }
 
-// HeldReserver is a backend whose reservations can weigh longer, for the
-// lease guard ([Leases]): a sliding log's lease, charged at the time at,
-// admits calls until a hold after it, whose own charges would weigh until
-// a period after their time; a charge held that long covers them however
-// the lease ends, even when it never does (the process died). The
-// [ratelimit.MemoryLimiter] is one (its methods are the twins of Redis's
-// scripts), and so is redislimit's backend beneath its guards.
-type HeldReserver interface {
-	// ReserveHeld is Reserve of req, except that the units it charges to
-	// each SlidingLog limit weigh until hold past a period after the time
-	// it charged them at (what else it charges weighs as Reserve's
-	// does). hold is positive and at most a quarter of each SlidingLog
-	// limit's period, of which req takes 2 units at least (Cost, not
-	// PerCall); else it fails with ratelimit.ErrInvalidLimit.
-	ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error)
-	// RefundHeld takes back up to n units that ReserveHeld charged to req
-	// at the time at with hold, as Adjust refunds -n units, except that
-	// each SlidingLog limit gives back only units held with hold, and a
-	// held charge keeps 2 units or none (a refund that would leave 1
-	// leaves 2).
-	RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error
+// ReserveHeld is OpReserveHeld.
+func (n *nextOps) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
+	res, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpReserveHeld, Request: req, Hold: hold})
+	return res.Decision, res.At, err
+}
+
+// RefundHeld is OpRefundHeld.
+func (n *nextOps) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, units int64) error {
+	_, err := n.l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpRefundHeld, Request: req, At: at, Hold: hold, Units: units})
+	return err
 }

@@ -46,20 +46,6 @@ type Nodes interface {
 	ProbeNode(ctx context.Context, node string) error
 }
 
-// Recoverer is told by a breaker when its probe finds the backend back:
-// a local fallback whose admissions are to be charged to the backend
-// before it decides again.
-type Recoverer interface {
-	// Recover runs when a probe found the backend back, before the
-	// breaker closes (bounded by a timeout), and again on a goroutine of
-	// its own a little after it closed; wait is the breaker's longest
-	// backoff, within which the other processes' probes find it back too.
-	Recover(ctx context.Context, wait time.Duration)
-	// Recovering reports whether the breaker must stay open, though the
-	// backend answered a call, until its probe has run Recover.
-	Recovering() bool
-}
-
 // PartError is the error of a call whose limits a backend decided in
 // parts, a part per key (on several nodes), some of which failed: Failed
 // maps the index of the first limit of each part that failed to its
@@ -97,7 +83,7 @@ type Breaker struct {
 	byNode sync.Map
 	// probes counts the probes running.
 	probes    atomic.Int64
-	recoverer Recoverer
+	recoverer *Fallback // told when a probe finds the backend back, or nil
 	bg        *background
 }
 
@@ -107,7 +93,7 @@ type Breaker struct {
 // backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
 // opens and closes, and logs it to slog.Default() unless that hook logs it
 // ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
-// the backend back, it tells the backend's [Recoverer], if any, before
+// the backend back, it tells the [Fallback] it wraps, if any, before
 // the breaker closes. Its probes run until [Breaker.Close].
 func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	s := newSettings(opts)
@@ -118,7 +104,7 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot = g.Reserve, g.Adjust, g.ReserveSlot
 	g.nodes, _ = find[Nodes](backend)
-	g.recoverer, _ = find[Recoverer](backend)
+	g.recoverer, _ = find[*Fallback](backend)
 	if cfg := backend.Abilities().Config; cfg != nil {
 		g.hook = cfg.Hook
 		g.bhook, _ = g.hook.(BreakerHook)
@@ -390,7 +376,9 @@ func boundKeys(keys []string) []string {
 }
 
 // newBreaker returns the guard's breaker of node, which probe asks. When a
-// probe finds the node back, the breaker tells the backend's Recoverer.
+// probe finds the node back, the breaker tells the fallback it wraps
+// ([Fallback.Recover]), so that its admissions are charged to the backend
+// before it decides again.
 func (g *Breaker) newBreaker(node string, probe func(context.Context) error) *breaker {
 	b := newBreaker(g.cfg, node, probe, g.bhook)
 	b.bg, b.unavailable, b.probes = g.bg, g.probed.Unavailable, &g.probes
@@ -423,7 +411,7 @@ const (
 	DefaultBreakerMaxBackoff = DefaultBreakerBackoff
 )
 
-// stragglerWait is how long after a breaker closed its Recoverer is told
+// stragglerWait is how long after a breaker closed its fallback is told
 // again (for the charges of a fallback's last decisions); recoverTimeout
 // bounds the recovery a probe runs before the breaker closes.
 const (
@@ -460,7 +448,7 @@ type breaker struct {
 	probes *atomic.Int64
 	// recover, if set, is run by the probe that finds the node back,
 	// before the breaker closes, and on a goroutine of its own once it
-	// closed (see [Recoverer]).
+	// closed (see [Fallback.Recover]).
 	recover func(context.Context)
 	// holdOpen, if set, reports whether a call that the node answered
 	// late must leave the breaker open for the probe to close, after
@@ -647,7 +635,7 @@ func (b *breaker) probe(ctx context.Context, stop chan struct{}) {
 	}
 }
 
-// recovered runs the Recoverer's recovery, when there is one, after a
+// recovered runs the fallback's recovery, when there is one, after a
 // probe found the node back (first at back), and reports whether the
 // breaker may close: once the recovery left nothing to carry back, or
 // when it could not for recoverTimeout (the node answers the probe but

@@ -418,7 +418,11 @@ func (f *Fallback) carryRound(ctx context.Context) {
 // other processes (see awaitFleet), during which the fallback still
 // decides, so that their probes find the backend back too and carry back
 // theirs before this one lets the backend decide, and carries back what
-// the fallback admitted meanwhile. See [Recoverer].
+// the fallback admitted meanwhile. A [Breaker] around f calls it when its
+// probe finds the backend back, before it closes (bounded by a timeout),
+// and again on a goroutine of its own a little after it closed; wait is
+// the breaker's longest backoff, within which the other processes'
+// probes find it back too.
 func (f *Fallback) Recover(ctx context.Context, wait time.Duration) {
 	lost, _ := f.CheckMarks(ctx)
 	c := f.carry
@@ -529,7 +533,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // Recovering reports whether admissions of the fallback wait to be
 // carried back, or are on their way: a breaker stays open until its probe
-// carried them back. See [Recoverer].
+// carried them back: a [Breaker] around f stays open, though the backend
+// answered a call, until its probe has run Recover.
 func (f *Fallback) Recovering() bool {
 	c := f.carry
 	return c.size() > 0 || c.settling.Load() > 0 || c.carrying.Load() || f.ledger.pending() ||

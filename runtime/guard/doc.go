@@ -34,12 +34,12 @@
 //	                                                      errors are outages; Nodes
 //	                                                      (optional): the node of a
 //	                                                      key, a probe of a node;
-//	                                                      Recoverer (optional; the
-//	                                                      fallback is one)
+//	                                                      the Fallback it wraps
+//	                                                      (optional): Recover
 //	Fallback       Allow (to start a carry-back and keep  its Config (clock, key
 //	               its ledger), OpReset; carries out      bound, hook); Carrier
-//	               OpFallback, and Recover                (optional): charge
-//	               (Recoverer)                            admissions at their
+//	               OpFallback; Recover for the breaker    (optional): charge
+//	                                                      admissions at their
 //	                                                      times, deciding nothing;
 //	                                                      Heartbeater (optional);
 //	                                                      Marker (optional):
@@ -67,8 +67,8 @@
 // call on and records its outcome, judged by the backend's Unavailable
 // (for a call decided in parts on several nodes, each part's, from a
 // [PartError]). An open breaker's goroutine probes the backend (or the
-// node) until it answers; then it tells the backend's [Recoverer], if any,
-// and closes. A backend reports which parts of a call failed with a
+// node) until it answers; then it tells the [Fallback] it wraps, if any
+// ([Fallback.Recover]), and closes. A backend reports which parts of a call failed with a
 // PartError, and a [Nodes] backend names the node of each key, so the
 // breaker of a node that is down fails only the calls it serves.
 //
@@ -81,7 +81,7 @@
 // failed (the breaker's refusal among them). It decides in process against
 // each process's share of the limits ([Share]; the processes counted by
 // the fleet heartbeat, [JoinFleet], around a [Heartbeater] backend) and
-// remembers what it admitted. It is the breaker's [Recoverer]: when a
+// remembers what it admitted. The breaker tells it ([Fallback.Recover]): when a
 // probe finds the backend back, before the breaker closes, it hands the
 // admissions to the backend's [Carrier], which charges them at their
 // times; and when the backend decided a call while admissions wait and no

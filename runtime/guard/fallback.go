@@ -17,11 +17,11 @@ import (
 // each process's share of their limits (see [WithFallbackProcesses]),
 // and, around a [Carrier] backend, charging what it admitted to the
 // backend when it answers again (the carry-back): when a [Breaker]'s probe
-// finds the backend back, before the breaker closes (as the breaker's
-// [Recoverer]), and when the backend decided a call while admissions wait
-// and no breaker is open. It intercepts Allow (to start that carry-back)
-// and Reset (to forget the key's state in process); the backend's other
-// capabilities are found through Unwrap.
+// finds the backend back, before the breaker closes ([Fallback.Recover]),
+// and when the backend decided a call while admissions wait and no
+// breaker is open. It intercepts Allow (to start that carry-back),
+// OpReserve, OpAdjust, OpTakeSlot and OpReset (to forget the key's state
+// in process), and passes the other operations on.
 type Fallback struct {
 	backend         // what it wraps, and the capabilities it offers
 	carrier Carrier // nil: nothing is carried back

@@ -95,7 +95,8 @@ import (
 //   - SlidingLog: a unit counts for a period after its time, and a call
 //     at t would count until t + Period. A lease lasts hold = min(Prefetch,
 //     Period/4) at most, so its calls come before at + hold. On a backend
-//     that is a [HeldReserver] (the memory limiter, redislimit's), the
+//     that holds charges ([ratelimit.OpReserveHeld]: the memory limiter,
+//     redislimit's), the
 //     lease's N units are charged held: they weigh until at + hold +
 //     Period, covering every call the lease can admit however it ends,
 //     or if it never does (the process died, or its give-back failed).
@@ -146,10 +147,10 @@ import (
 // bucket is fuller than Prefetch of refill.
 type Leases struct {
 	backend
-	// held is the backend's HeldReserver, if any; unheld is set while a
+	// held is the backend's held charges (OpReserveHeld), if any; unheld is set while a
 	// held reservation failed and no plain one succeeded since (an
 	// outage: the guards between see the plain ones).
-	held      HeldReserver
+	held      *nextOps
 	unheld    atomic.Bool
 	clock     ratelimit.Clock
 	hook      ratelimit.Hook // the backend's, told of the calls leases admit
@@ -203,7 +204,7 @@ type lease struct {
 	backlog  int64             // buckets: emission intervals of backlog at at, at least
 	bucket   bool              // TokenBucket or GCRA: keeps pad(t)
 	log      bool              // SlidingLog: its end re-logs the used units at its time
-	hold     time.Duration     // SlidingLog: how long its charge was held (HeldReserver); 0: not held
+	hold     time.Duration     // SlidingLog: how long its charge was held (OpReserveHeld); 0: not held
 	timer    *time.Timer       // ends it at its deadline; set and stopped under the line's mu
 	// used is the units admitted, or ended once the lease ended: calls
 	// add to it with a compare-and-swap, and the end swaps it for ended,
@@ -234,7 +235,9 @@ func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 	if a := backend.Abilities(); a.Can(ratelimit.OpPeek) && a.Can(ratelimit.OpReserve) {
 		g.ops.Peek = g.Peek // around another backend it leases nothing
 	}
-	g.held, _ = find[HeldReserver](backend)
+	if a := backend.Abilities(); a.Can(ratelimit.OpReserveHeld) && a.Can(ratelimit.OpRefundHeld) {
+		g.held = &nextOps{backend}
+	}
 	if cfg := backend.Abilities().Config; cfg != nil {
 		g.clock, g.hook = cfg.Clock, cfg.Hook
 	}

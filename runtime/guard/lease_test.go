@@ -318,7 +318,7 @@ func TestLeasesPeekThroughWrap(t *testing.T) {
 // calls for a quarter of the period at most, whatever its Prefetch, even
 // when nothing ended it (no timer on a WithClock clock): the next call
 // takes a new lease, and the first gave back what it did not use.
-// (The memory limiter is a HeldReserver: a lease's held charge keeps 2
+// (The memory limiter holds charges (OpReserveHeld): a lease's held charge keeps 2
 // units or none, so the second lease's one call keeps 2.)
 func TestLeasesOfASlidingLogLastAQuarterPeriod(t *testing.T) {
 	clock := clocktest.NewManual()

@@ -46,33 +46,11 @@ func Close(limiter ratelimit.Limiter) {
 	}
 }
 
-// Holder is a limiter that holds guards without wrapping them, such as
-// redislimit.Limiter, which offers the guards' methods itself: [Of]
-// looks among its Guards too.
-type Holder interface {
-	// Guards returns the guards the limiter holds, outermost first.
-	Guards() []ratelimit.Limiter
-}
-
 // Of returns the guard of type G in limiter's chain of guards (such as
-// the *DenyCache of a limiter [Wrap] made), or among the guards of a
-// [Holder] in it, and whether there is one.
+// the *DenyCache of a limiter [Wrap] made, or of redislimit.Limiter),
+// following Unwrap methods, and whether there is one.
 func Of[G ratelimit.Limiter](limiter ratelimit.Limiter) (G, bool) {
-	for limiter != nil {
-		if g, ok := limiter.(G); ok {
-			return g, true
-		}
-		if h, ok := limiter.(Holder); ok {
-			for _, held := range h.Guards() {
-				if g, ok := Of[G](held); ok {
-					return g, true
-				}
-			}
-		}
-		limiter = unwrap(limiter)
-	}
-	var none G
-	return none, false
+	return find[G](limiter)
 }
 
 // find returns what backend, or a limiter it wraps, is of T: what a

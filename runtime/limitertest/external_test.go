@@ -29,18 +29,6 @@ func (f forwarding) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, 
 
 func (f forwarding) Abilities() ratelimit.Abilities { return f.m.Abilities() }
 
-// ReserveHeld and RefundHeld make it a guard.HeldReserver: a sliding
-// log's lease is charged to weigh as long as the calls it admits.
-func (f forwarding) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
-	return f.m.ReserveHeld(ctx, req, hold)
-}
-
-func (f forwarding) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
-	return f.m.RefundHeld(ctx, req, at, hold, n)
-}
-
-var _ guard.HeldReserver = forwarding{}
-
 // TestForwardingBackend runs the suite on a backend of another package
 // that offers every capability.
 func TestForwardingBackend(t *testing.T) {
@@ -78,21 +66,6 @@ func (o outageProne) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result,
 		return ratelimit.Result{}, &ratelimit.BackendError{Name: op.Request.Name, Err: errDown}
 	}
 	return o.forwarding.Do(ctx, op)
-}
-
-// ReserveHeld and RefundHeld fail while down, as Reserve and Adjust do.
-func (o outageProne) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
-	if o.down.Load() {
-		return ratelimit.Decision{}, time.Time{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.ReserveHeld(ctx, req, hold)
-}
-
-func (o outageProne) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
-	if o.down.Load() {
-		return &ratelimit.BackendError{Name: req.Name, Err: errDown}
-	}
-	return o.forwarding.RefundHeld(ctx, req, at, hold, n)
 }
 
 func (o outageProne) Node() string { return "outage-prone" }

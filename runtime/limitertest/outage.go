@@ -159,7 +159,7 @@ func (s *suite) realOutageOf(t *testing.T, p ratelimit.ErrorPolicy, cost int64, 
 	carried := int64(0)
 	if f, ok := carrier(l); ok {
 		// A guard.Breaker lets the backend decide once its probe has
-		// carried back what the fallback admitted (see guard.Recoverer).
+		// carried back what the fallback admitted (see guard.Fallback.Recover).
 		if _, breaker := guard.Of[*guard.Breaker](l); breaker && (f.Held() > 0 || f.Recovering()) {
 			t.Fatalf("the backend decided a call before the fallback carried back what it admitted (%d admissions held, recovering %v)", f.Held(), f.Recovering())
 		}

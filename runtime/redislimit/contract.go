@@ -52,5 +52,6 @@ func (l *redisBackend) handlers() ratelimit.Handlers {
 		Cool: l.Cool, Cooling: l.Cooling,
 		Turn: l.allowInTurn, SlotTurn: l.reserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.waiting,
 		CountDenial: l.CountDenial, TopDenied: l.TopDenied,
+		ReserveHeld: l.ReserveHeld, RefundHeld: l.RefundHeld,
 	}
 }

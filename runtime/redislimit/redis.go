@@ -153,9 +153,13 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 // Config returns the configuration the limiter was made with.
 func (l *redisBackend) Config() *ratelimit.Config { return &l.cfg }
 
+// Unwrap returns the limiter's outermost guard, its lease guard, in front
+// of its deny cache, breaker and fallback (those that are on): so
+// [guard.Of] finds them through it. Every call goes through Allow and Do.
+func (l *Limiter) Unwrap() ratelimit.Limiter { return l.leases }
+
 // Guards returns the limiter's guards, outermost first: its lease guard,
-// deny cache, breaker and fallback, those that are on; [guard.Of] finds
-// them through it (see [guard.Holder]).
+// deny cache, breaker and fallback, those that are on.
 func (l *Limiter) Guards() []ratelimit.Limiter {
 	var guards []ratelimit.Limiter
 	if l.leases != nil {
@@ -173,7 +177,6 @@ func (l *Limiter) Guards() []ratelimit.Limiter {
 	return guards
 }
 
-var _ guard.Holder = (*Limiter)(nil)
 
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
@@ -393,4 +396,3 @@ var (
 	_ guard.Nodes       = clusterBackend{}
 )
 
-var _ guard.HeldReserver = guarded{}

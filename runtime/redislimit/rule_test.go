@@ -26,6 +26,15 @@ func (c *countingLimiter) Allow(ctx context.Context, req ratelimit.Request) (rat
 	return c.Limiter.Allow(ctx, req)
 }
 
+// Do counts a waiting call's try in its turn (OpTurn) as a decision, as
+// Allow is, and passes every operation on.
+func (c *countingLimiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	if op.Kind == ratelimit.OpTurn {
+		c.calls.Add(1)
+	}
+	return c.Limiter.Do(ctx, op)
+}
+
 // stubLimiter answers every call with d and err, counting them.
 type stubLimiter struct {
 	d     ratelimit.Decision
@@ -125,6 +134,16 @@ func (p *pacedLimiter) Allow(ctx context.Context, req ratelimit.Request) (rateli
 		p.clock.Advance(d.RetryAfter)
 	}
 	return d, err
+}
+
+// Do advances the clock past a denied try in its turn (OpTurn), as Allow
+// does, and passes every operation on.
+func (p *pacedLimiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	res, err := p.Limiter.Do(ctx, op)
+	if op.Kind == ratelimit.OpTurn && err == nil && !res.Decision.Allowed {
+		p.clock.Advance(res.Decision.RetryAfter)
+	}
+	return res, err
 }
 
 func TestWaitIsAdmittedAfterSleeping(t *testing.T) {

@@ -20,7 +20,7 @@ type heldReservation struct {
 	hold time.Duration
 }
 
-// TestHeldLogBackendsAgree: held reservations (guard.HeldReserver) of
+// TestHeldLogBackendsAgree: held reservations (ratelimit.OpReserveHeld) of
 // sliding logs, beside plain calls and reservations, refunded in part or
 // in full, with plain refunds and debts, on a clock that sometimes steps
 // back, are decided, timed and refunded by the reserve and adjust scripts
