@@ -1,6 +1,7 @@
 package limitertest
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -41,31 +42,8 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 	if !s.b.Clock {
 		t.Skip("the backend does not read ratelimit.WithClock's clock: the oracle replays calls at their times")
 	}
-	lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 60, Prefetch: 100 * time.Millisecond}
-	if alg == ratelimit.FixedWindow && cross == "calendar" {
-		lim = ratelimit.Limit{Calendar: "day", TZ: "Europe/Paris", Threshold: 200, Prefetch: 100 * time.Millisecond}
-	}
-	r := &ratelimit.Rule{Name: "leases", Limits: []ratelimit.Limit{lim}}
-	if cross == "keys_per_line" {
-		r.Limits = []ratelimit.Limit{lim, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}}
-		r.KeyExprs = []string{"", "user"}
-	}
-	if cross == "second_line" {
-		r.Limits = []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}, lim}
-		r.KeyExprs = []string{"user", ""}
-	}
-	if cross == "per_call" { // the lease holds calls, whatever their cost
-		calls := lim
-		calls.PerCall = true
-		r.Limits = []ratelimit.Limit{calls, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 80 * cost}}
-	}
-	var other *ratelimit.Rule // a rule sharing r's line 1, its calls not leased
-	if cross == "shared_line" {
-		need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
-		line := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}
-		r.Limits, r.KeyExprs, r.Shared = []ratelimit.Limit{lim, line}, []string{"", "user"}, []string{"", "leases/line"}
-		other = &ratelimit.Rule{Name: "leases/other", Limits: []ratelimit.Limit{line}, KeyExprs: []string{"user"}, Shared: []string{"leases/line"}}
-	}
+	lim := leaseLimit(alg, cross)
+	r, other := s.leaseRules(t, lim, cross, cost)
 	step := lim.Period / 100
 	if lim.Calendar != "" {
 		step = time.Millisecond
@@ -75,65 +53,142 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 			e.advance(time.Date(2100, 3, 1, 22, 59, 59, 700_000_000, time.UTC).Sub(e.clock.Now()))
 		}
 		rnd := rng(t)
-		procs := make([]*guard.Leases, leaseProcesses)
-		for i := range procs {
-			procs[i] = guard.NewLeases(e.got)
-		}
-		var got []admitted
-		var asked []admitted
+		procs := newLeaseGuards(e.got, leaseProcesses)
+		var got, asked []admitted
 		for i := range 1200 {
 			e.step = i
 			e.advance(time.Duration(rnd.Int64N(int64(step))))
-			for _, p := range procs {
-				p.EndExpired() // as the timers of processes on this clock would
-			}
-			user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
-			req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits, Shared: r.Shared}
-			if r.KeyExprs != nil {
-				req.Key, req.Keys = "", []string{"", ""}
-				for j, expr := range r.KeyExprs {
-					if expr != "" {
-						req.Keys[j] = user
-					}
-				}
-			}
-			if other != nil && rnd.IntN(4) == 0 {
-				req = ratelimit.Request{Name: other.Name, Cost: cost, Limits: other.Limits, Keys: []string{user}, Shared: other.Shared}
-			}
+			endExpired(procs) // as the timers of processes on this clock would
+			req := leaseRequest(rnd, r, other, cost)
 			asked = append(asked, admitted{at: e.clock.Now(), req: req, step: i})
-			p := procs[rnd.IntN(len(procs))]
-			held := heldBy(p, &req)
-			d, err := p.Allow(e.ctx, req)
-			e.check(err == nil, "call %d: %v", i, err)
-			if d.Allowed {
+			if leaseCall(e, procs[rnd.IntN(len(procs))], req, i) {
 				got = append(got, admitted{at: e.clock.Now(), req: req, step: i})
 			}
-			// All or nothing: a call its lease can serve takes its units
-			// from the lease when admitted, and none when another line
-			// denies it.
-			if idx := leasedIndex(req.Limits); idx >= 0 && held >= req.UnitsOf(idx) {
-				want := held
-				if d.Allowed {
-					want -= req.UnitsOf(idx)
-				}
-				now := heldBy(p, &req)
-				e.check(d.Allowed || d.LimitIndex != idx, "call %d: the leased line %d, holding %d units in a lease, denied a call of %d: %+v", i, idx, held, req.UnitsOf(idx), d)
-				e.check(now == want, "call %d (%+v): the lease held %d units, then %d, want %d", i, d, held, now, want)
-			}
 		}
-		var served int64
-		for _, p := range procs {
-			p.Close()
-			_, n := p.Stats()
-			served += n
-		}
-		bad := replay(e, got)
-		e.check(bad < 0, "the oracle denies admitted call %d (of %d admitted)", bad, len(got))
-		exact := countAdmitted(e, asked) // the limit alone: what it admits of the calls asked
-		e.check(served > 0, "no call was admitted from a lease")
-		e.check(len(got)*10 >= exact*7, "leases admitted %d calls, the limit alone %d", len(got), exact)
-		t.Logf("admitted %d (%d from leases), the limit alone %d", len(got), served, exact)
+		served := closeLeases(procs)
+		checkLeaseOutcome(t, e, got, asked, served)
 	})
+}
+
+// leaseLimit returns the leased line of a leases cross: 60 units a second
+// of alg, leased 100ms at a time, or for fixed_window's calendar cross
+// 200 units a day in Paris.
+func leaseLimit(alg ratelimit.Algorithm, cross string) ratelimit.Limit {
+	if alg == ratelimit.FixedWindow && cross == "calendar" {
+		return ratelimit.Limit{Calendar: "day", TZ: "Europe/Paris", Threshold: 200, Prefetch: 100 * time.Millisecond}
+	}
+	return ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 60, Prefetch: 100 * time.Millisecond}
+}
+
+// leaseRules returns the rule of a leases cross, whose leased line is lim
+// beside the cross's other lines (see leaseCases), and for shared_line
+// the rule whose calls, not leased, share its exact line (else nil). It
+// skips shared_line when the backend cannot decide shared lines.
+func (s *suite) leaseRules(t *testing.T, lim ratelimit.Limit, cross string, cost int64) (r, other *ratelimit.Rule) {
+	r = &ratelimit.Rule{Name: "leases", Limits: []ratelimit.Limit{lim}}
+	exact := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 15}
+	switch cross {
+	case "keys_per_line":
+		r.Limits, r.KeyExprs = []ratelimit.Limit{lim, exact}, []string{"", "user"}
+	case "second_line":
+		r.Limits, r.KeyExprs = []ratelimit.Limit{exact, lim}, []string{"user", ""}
+	case "per_call": // the lease holds calls, whatever their cost
+		calls := lim
+		calls.PerCall = true
+		r.Limits = []ratelimit.Limit{calls, {Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 80 * cost}}
+	case "shared_line":
+		need(t, "decide shared lines (ratelimit.Abilities.SharesLines)", s.caps.shared)
+		r.Limits, r.KeyExprs, r.Shared = []ratelimit.Limit{lim, exact}, []string{"", "user"}, []string{"", "leases/line"}
+		other = &ratelimit.Rule{Name: "leases/other", Limits: []ratelimit.Limit{exact}, KeyExprs: []string{"user"}, Shared: []string{"leases/line"}}
+	}
+	return r, other
+}
+
+// leaseRequest returns the next call of a leases run: a call of r by a
+// random user, or, one time in four when other is not nil, a call of
+// other by that user.
+func leaseRequest(rnd *rand.Rand, r, other *ratelimit.Rule, cost int64) ratelimit.Request {
+	user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
+	req := ratelimit.Request{Name: r.Name, Key: user, Cost: cost, Limits: r.Limits, Shared: r.Shared}
+	if r.KeyExprs != nil {
+		req.Key, req.Keys = "", keysFor(r.KeyExprs, user)
+	}
+	if other != nil && rnd.IntN(4) == 0 {
+		req = ratelimit.Request{Name: other.Name, Cost: cost, Limits: other.Limits, Keys: []string{user}, Shared: other.Shared}
+	}
+	return req
+}
+
+// keysFor returns the keys of a call by user of a rule of key expressions
+// exprs: user for each line keyed by an expression, "" for the others.
+func keysFor(exprs []string, user string) []string {
+	keys := make([]string, len(exprs))
+	for j, expr := range exprs {
+		if expr != "" {
+			keys[j] = user
+		}
+	}
+	return keys
+}
+
+// leaseCall asks the process p to allow req, call i of the run, and
+// reports whether it was admitted. All or nothing: a call its lease can
+// serve takes its units from the lease when admitted, and none when
+// another line denies it; the leased line never denies it.
+func leaseCall(e *env, p *guard.Leases, req ratelimit.Request, i int) bool {
+	held := heldBy(p, &req)
+	d, err := p.Allow(e.ctx, req)
+	e.check(err == nil, "call %d: %v", i, err)
+	if idx := leasedIndex(req.Limits); idx >= 0 && held >= req.UnitsOf(idx) {
+		want := held
+		if d.Allowed {
+			want -= req.UnitsOf(idx)
+		}
+		now := heldBy(p, &req)
+		e.check(d.Allowed || d.LimitIndex != idx, "call %d: the leased line %d, holding %d units in a lease, denied a call of %d: %+v", i, idx, held, req.UnitsOf(idx), d)
+		e.check(now == want, "call %d (%+v): the lease held %d units, then %d, want %d", i, d, held, now, want)
+	}
+	return d.Allowed
+}
+
+// checkLeaseOutcome checks a leases run's calls: the oracle admits every
+// call admitted (got), some were served from leases, and the leases
+// admitted at least 70% of what the limit alone admits of those asked.
+func checkLeaseOutcome(t *testing.T, e *env, got, asked []admitted, served int64) {
+	bad := replay(e, got)
+	e.check(bad < 0, "the oracle denies admitted call %d (of %d admitted)", bad, len(got))
+	exact := countAdmitted(e, asked) // the limit alone: what it admits of the calls asked
+	e.check(served > 0, "no call was admitted from a lease")
+	e.check(len(got)*10 >= exact*7, "leases admitted %d calls, the limit alone %d", len(got), exact)
+	t.Logf("admitted %d (%d from leases), the limit alone %d", len(got), served, exact)
+}
+
+// newLeaseGuards returns n lease guards over l, each a process.
+func newLeaseGuards(l ratelimit.Limiter, n int) []*guard.Leases {
+	gs := make([]*guard.Leases, n)
+	for i := range gs {
+		gs[i] = guard.NewLeases(l)
+	}
+	return gs
+}
+
+// endExpired ends the expired leases of every guard of gs.
+func endExpired(gs []*guard.Leases) {
+	for _, g := range gs {
+		g.EndExpired()
+	}
+}
+
+// closeLeases closes every guard of gs and returns how many calls they
+// served from leases in all.
+func closeLeases(gs []*guard.Leases) int64 {
+	var served int64
+	for _, g := range gs {
+		g.Close()
+		_, n := g.Stats()
+		served += n
+	}
+	return served
 }
 
 // leasedIndex returns the index of the leased line of limits (the first
@@ -215,12 +270,10 @@ func exactOf(req ratelimit.Request) ratelimit.Request {
 // leasePeek runs leases/peek: calls of three rules, a leased line alone, a
 // leased line then an exact line per user, and an exact line per user
 // then a leased line, on the suite's clock, each asked of ratelimit.Peek
-// first, which must tell what Allow then decides: admitted or denied, by
-// the same limit, with the same source (a deny cache's repeat counting
-// as the backend's), Remaining (Peek's is before the call) and, when
-// denied, RetryAfter. The calls are those of the backend's own lease
-// guard (found with guard.Of, such as redislimit.Limiter's), or else of
-// leaseProcesses lease guards over the backend, each a process.
+// first, which must tell what Allow then decides (see peekAgrees). The
+// calls are those of the backend's own lease guard or else of
+// leaseProcesses lease guards over the backend (see peekProcesses); they
+// must meet both leases and denials.
 func (s *suite) leasePeek(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 	need(t, "settle reservations", s.caps.reserve)
 	need(t, "peek (ratelimit.Peek)", s.caps.peek)
@@ -228,63 +281,22 @@ func (s *suite) leasePeek(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 		t.Skip("the backend does not read ratelimit.WithClock's clock: Peek and Allow must see one time")
 	}
 	lim := ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 60, Prefetch: 100 * time.Millisecond}
-	user := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 25}
-	rules := []*ratelimit.Rule{
-		{Name: "leases/peek/alone", Limits: []ratelimit.Limit{lim}},
-		{Name: "leases/peek/first", Limits: []ratelimit.Limit{lim, user}, KeyExprs: []string{"", "user"}},
-		{Name: "leases/peek/second", Limits: []ratelimit.Limit{user, lim}, KeyExprs: []string{"user", ""}},
-	}
+	rules := leasePeekRules(lim)
 	s.run(t, func(e *env) {
 		rnd := rng(t)
-		// A guard over the backend's own would take leases of leases, and
-		// a Peek that ends the inner one's would change what the outer's
-		// lease is then charged against.
-		var procs []ratelimit.Limiter
-		var guards []*guard.Leases
-		if own, ok := guard.Of[*guard.Leases](e.got); ok {
-			procs, guards = []ratelimit.Limiter{e.got}, []*guard.Leases{own}
-		} else {
-			for range leaseProcesses {
-				g := guard.NewLeases(e.got)
-				procs, guards = append(procs, g), append(guards, g)
-			}
-		}
+		procs, guards := peekProcesses(e.got)
 		var leased, denied int
 		for i := range 900 {
 			e.step = i
 			e.advance(time.Duration(rnd.Int64N(int64(lim.Period / 100))))
-			for _, g := range guards {
-				g.EndExpired()
-			}
+			endExpired(guards)
 			r := rules[rnd.IntN(len(rules))]
-			u := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
+			user := []string{"ann", "bob", "cid"}[rnd.IntN(3)]
 			req := ratelimit.Request{Name: r.Name, Cost: cost, Limits: r.Limits}
 			if r.KeyExprs != nil {
-				req.Keys = []string{"", ""}
-				for j, expr := range r.KeyExprs {
-					if expr != "" {
-						req.Keys[j] = u
-					}
-				}
+				req.Keys = keysFor(r.KeyExprs, user)
 			}
-			p := procs[rnd.IntN(len(procs))]
-			peek, err := ratelimit.Peek(e.ctx, p, req)
-			e.check(err == nil, "call %d: Peek: %v", i, err)
-			got, err := p.Allow(e.ctx, req)
-			e.check(err == nil, "call %d: Allow: %v", i, err)
-			want := got
-			if got.Allowed {
-				want.Remaining += req.UnitsOf(got.LimitIndex)
-			}
-			if peek.Source == ratelimit.SourceCache {
-				peek.Source = ratelimit.SourceBackend // a repeat of the backend's denial
-			}
-			if want.Source == ratelimit.SourceCache {
-				want.Source = ratelimit.SourceBackend
-			}
-			e.check(peek.Allowed == want.Allowed && peek.LimitIndex == want.LimitIndex && peek.Source == want.Source && peek.Remaining == want.Remaining &&
-				(peek.Allowed || peek.RetryAfter == want.RetryAfter),
-				"call %d of %s: Peek told %+v, Allow decided %+v", i, r.Name, peek, got)
+			got := peekAgrees(e, procs[rnd.IntN(len(procs))], req, i)
 			if got.Source == ratelimit.SourceLease {
 				leased++
 			}
@@ -292,12 +304,60 @@ func (s *suite) leasePeek(t *testing.T, alg ratelimit.Algorithm, cost int64) {
 				denied++
 			}
 		}
-		for _, g := range guards {
-			g.Close()
-		}
+		closeLeases(guards)
 		e.check(leased > 0 && denied > 0, "%d calls answered from leases, %d denied: the calls never met both", leased, denied)
 		t.Logf("%d calls answered from leases, %d denied", leased, denied)
 	})
+}
+
+// leasePeekRules returns the rules of leases/peek: lim alone, lim then an
+// exact line per user, and that exact line then lim.
+func leasePeekRules(lim ratelimit.Limit) []*ratelimit.Rule {
+	user := ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Period: time.Second, Threshold: 25}
+	return []*ratelimit.Rule{
+		{Name: "leases/peek/alone", Limits: []ratelimit.Limit{lim}},
+		{Name: "leases/peek/first", Limits: []ratelimit.Limit{lim, user}, KeyExprs: []string{"", "user"}},
+		{Name: "leases/peek/second", Limits: []ratelimit.Limit{user, lim}, KeyExprs: []string{"user", ""}},
+	}
+}
+
+// peekProcesses returns the processes of leases/peek over l and their
+// lease guards: l alone when it has a lease guard of its own (found with
+// guard.Of, such as redislimit.Limiter's), that guard its one, or else
+// leaseProcesses lease guards over l. A guard over the backend's own
+// would take leases of leases, and a Peek that ends the inner one's would
+// change what the outer's lease is then charged against.
+func peekProcesses(l ratelimit.Limiter) ([]ratelimit.Limiter, []*guard.Leases) {
+	if own, ok := guard.Of[*guard.Leases](l); ok {
+		return []ratelimit.Limiter{l}, []*guard.Leases{own}
+	}
+	guards := newLeaseGuards(l, leaseProcesses)
+	procs := make([]ratelimit.Limiter, len(guards))
+	for i, g := range guards {
+		procs[i] = g
+	}
+	return procs, guards
+}
+
+// peekAgrees asks p to Peek req, call i of the run, then to Allow it, and
+// returns Allow's decision. Peek must have told what Allow decided:
+// admitted or denied, by the same limit, with the same source (a deny
+// cache's repeat counting as the backend's), Remaining (Peek's is before
+// the call) and, when denied, RetryAfter.
+func peekAgrees(e *env, p ratelimit.Limiter, req ratelimit.Request, i int) ratelimit.Decision {
+	peek, err := ratelimit.Peek(e.ctx, p, req)
+	e.check(err == nil, "call %d: Peek: %v", i, err)
+	got, err := p.Allow(e.ctx, req)
+	e.check(err == nil, "call %d: Allow: %v", i, err)
+	want := sameSource(got) // a deny cache's repeat of the backend's denial
+	if got.Allowed {
+		want.Remaining += req.UnitsOf(got.LimitIndex)
+	}
+	peek = sameSource(peek)
+	e.check(peek.Allowed == want.Allowed && peek.LimitIndex == want.LimitIndex && peek.Source == want.Source && peek.Remaining == want.Remaining &&
+		(peek.Allowed || peek.RetryAfter == want.RetryAfter),
+		"call %d of %s: Peek told %+v, Allow decided %+v", i, req.Name, peek, got)
+	return got
 }
 
 // leaseDeath runs leases/dead_process: a process (a lease guard over the

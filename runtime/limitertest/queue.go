@@ -144,6 +144,28 @@ func turnLimits(alg ratelimit.Algorithm, period time.Duration, keys bool) []rate
 func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 	s.needClock(t)
 	period := 10 * time.Second
+	r, req, peekKeys := turnsRequest(alg, period, keys)
+	s.run(t, func(e *env) {
+		for _, l := range e.limiters() {
+			q, _ := queueOf(l.limiter)
+			if _, _, _, err := q.AllowInTurn(e.ctx, req, 0, 0); errors.Is(err, errors.ErrUnsupported) {
+				continue // it may decline a call it cannot queue: the call waits in its process's order (the wait crosses)
+			}
+			waiter := r.Clone()
+			waiter.Wait = time.Hour
+			c := &turnCalls{e: e, l: l, q: q, req: req, waiter: waiter, peekKeys: peekKeys, alg: alg, period: period, keys: keys}
+			c.useUnitsUp()
+			first, t1, t2 := c.placeWaiters()
+			t3 := c.firstInTurn(first, t1, t2)
+			c.freePlaces(t2, t3)
+		}
+	})
+}
+
+// turnsRequest returns the rule of a turns run, of one unit a period of
+// alg (see turnLimits), with keys per line when keys is set; its call by
+// "ada"; and the keys Rule.Peek of it takes.
+func turnsRequest(alg ratelimit.Algorithm, period time.Duration, keys bool) (*ratelimit.Rule, ratelimit.Request, []string) {
 	r := &ratelimit.Rule{Name: "queue/turns/" + string(alg), Limits: turnLimits(alg, period, keys)}
 	req := ratelimit.Request{Name: r.Name, Key: "ada", Limits: r.Limits, Rule: r}
 	peekKeys := []string{"ada"}
@@ -152,83 +174,129 @@ func (s *suite) turns(t *testing.T, alg ratelimit.Algorithm, keys bool) {
 		req.Key, req.Keys = "", []string{"ada", ""}
 		peekKeys = req.Keys
 	}
-	s.run(t, func(e *env) {
-		for _, l := range e.limiters() {
-			q, _ := queueOf(l.limiter)
-			if _, _, _, err := q.AllowInTurn(e.ctx, req, 0, 0); errors.Is(err, errors.ErrUnsupported) {
-				continue // it may decline a call it cannot queue: the call waits in its process's order (the wait crosses)
-			}
-			turn := func(what string, ticket int64, wait time.Duration) (ratelimit.Decision, int64) {
-				d, held, at, err := q.AllowInTurn(e.ctx, req, ticket, wait)
-				e.check(err == nil, "%s: %s: %v", l.name, what, err)
-				e.check(d.Allowed == !at.IsZero(), "%s: %s: admitted %v, charged at %v", l.name, what, d.Allowed, at)
-				return d, held
-			}
-			hour := time.Hour
-			waiter := r.Clone()
-			waiter.Wait = hour
-			waiting := func(what string, want int) {
-				n, due, err := q.Waiting(e.ctx, req)
-				e.check(err == nil && n == want && due >= 0, "%s: %s: Waiting says %d (the last due in %s), %v; want %d", l.name, what, n, due, err, want)
-			}
-			peek := func(what string) ratelimit.Decision {
-				d, err := waiter.Peek(e.ctx, l.limiter, peekKeys...)
-				e.check(err == nil, "%s: %s: Rule.Peek: %v", l.name, what, err)
-				return d
-			}
-			for i := 0; ; i++ { // use the key's units up
-				d, held := turn("a call before any waits", 0, 0)
-				e.check(held == 0, "%s: a call that may not wait got a place", l.name)
-				if !d.Allowed {
-					break
-				}
-				e.check(i < 10, "%s: 10 calls admitted by a limit of 1", l.name)
-			}
-			waiting("nobody waits", 0)
-			p := peek("nobody waits")
-			e.check(!p.Allowed && p.Source != ratelimit.SourceQueue, "%s: with nobody waiting, Rule.Peek of a rule with Wait is not its limits' denial: %+v", l.name, p)
-			first, t1 := turn("the first waiter", 0, hour)
-			e.check(!first.Allowed && t1 != 0 && first.Source != ratelimit.SourceQueue, "%s: the first waiter is decided, denied and gets a place: %+v, ticket %d", l.name, first, t1)
-			second, t2 := turn("the second waiter", 0, hour)
-			e.check(!second.Allowed && second.Source == ratelimit.SourceQueue && t2 > t1, "%s: the second waiter is not decided and gets a later place: %+v, ticket %d after %d", l.name, second, t2, t1)
-			// Behind a call of a unit, it needs two: a period more for a
-			// log or a bucket admitting one per period (a window may
-			// admit it as its next window begins), less the µs per unit a
-			// bucket's retry is told early by, for its rounding.
-			soonest := first.RetryAfter
-			if alg != ratelimit.FixedWindow && alg != ratelimit.SlidingWindow && !keys {
-				soonest += period - time.Microsecond
-			}
-			e.check(second.RetryAfter >= soonest, "%s: the second waiter is told %s, before it could be admitted (%s)", l.name, second.RetryAfter, soonest)
-			waiting("two wait", 2)
-			_, none := turn("a call that may wait 1ms", 0, time.Millisecond)
-			e.check(none == 0, "%s: a call denied beyond its wait got a place", l.name)
+	return r, req, peekKeys
+}
 
-			e.advance(first.RetryAfter) // a unit is free; the first waiter has yet to come
-			d, again := turn("the second waiter, back", t2, hour)
-			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && again == t2, "%s: the second waiter overtook the first: %+v (ticket %d)", l.name, d, again)
-			e.check(d.RetryAfter > 0 && d.RetryAfter <= period, "%s: told to come back %s, after it could be admitted (a period, once the first, due now, took its unit)", l.name, d.RetryAfter)
-			p = peek("a new call's")
-			d, t3 := turn("a new call", 0, hour)
-			e.check(p == d, "%s: Rule.Peek of a rule with Wait tells %+v, a new call is told %+v", l.name, p, d)
-			e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && t3 > t2, "%s: a new call overtook the waiters: %+v (ticket %d)", l.name, d, t3)
-			d, held := turn("the first waiter, back", t1, hour)
-			e.check(d.Allowed && held == 0, "%s: the first waiter, first and with a unit free, was not admitted: %+v (held %d)", l.name, d, held)
+// turnCalls are the calls of a turns run on one limiter: tries of req in
+// turn, Waiting for it, and Rule.Peek of waiter (its rule with Wait), each
+// checked to succeed.
+type turnCalls struct {
+	e        *env
+	l        named
+	q        opCalls
+	req      ratelimit.Request
+	waiter   *ratelimit.Rule
+	peekKeys []string
+	alg      ratelimit.Algorithm
+	period   time.Duration
+	keys     bool
+}
 
-			waiting("the first waiter admitted", 2)
-			e.check(q.Dequeue(e.ctx, req, t2) == nil && q.Dequeue(e.ctx, req, t3) == nil, "%s: Dequeue", l.name)
-			waiting("the others gave up", 0)
-			d, t4 := turn("a call once the queue is empty", 0, hour)
-			e.check(!d.Allowed && d.Source != ratelimit.SourceQueue && t4 != 0, "%s: a new call with nobody waiting is decided (denied): %+v", l.name, d)
-			e.advance(d.RetryAfter + ratelimit.QueueGrace + time.Millisecond)
-			waiting("a place past its grace", 0)
-			d, held = turn("a new call after the first waiter's grace", 0, hour)
-			e.check(d.Allowed && held == 0, "%s: a place whose caller stayed away past its grace still held the queue: %+v", l.name, d)
-			d, held = turn("the waiter that stayed away", t4, hour)
-			e.check(!d.Allowed && held != t4 && held > t4, "%s: a waiter that lost its place is placed anew, at the end: %+v (ticket %d)", l.name, d, held)
-			e.check(q.Dequeue(e.ctx, req, held) == nil, "%s: Dequeue", l.name)
+// turn tries req in turn with ticket, waiting at most wait, and returns
+// the decision and the ticket of the place it holds. An admitted call
+// must be charged at a time, a denied one at none.
+func (c *turnCalls) turn(what string, ticket int64, wait time.Duration) (ratelimit.Decision, int64) {
+	d, held, at, err := c.q.AllowInTurn(c.e.ctx, c.req, ticket, wait)
+	c.e.check(err == nil, "%s: %s: %v", c.l.name, what, err)
+	c.e.check(d.Allowed == !at.IsZero(), "%s: %s: admitted %v, charged at %v", c.l.name, what, d.Allowed, at)
+	return d, held
+}
+
+// waiting checks that Waiting counts want places for req.
+func (c *turnCalls) waiting(what string, want int) {
+	n, due, err := c.q.Waiting(c.e.ctx, c.req)
+	c.e.check(err == nil && n == want && due >= 0, "%s: %s: Waiting says %d (the last due in %s), %v; want %d", c.l.name, what, n, due, err, want)
+}
+
+// peek returns what Rule.Peek of the rule with Wait tells.
+func (c *turnCalls) peek(what string) ratelimit.Decision {
+	d, err := c.waiter.Peek(c.e.ctx, c.l.limiter, c.peekKeys...)
+	c.e.check(err == nil, "%s: %s: Rule.Peek: %v", c.l.name, what, err)
+	return d
+}
+
+// useUnitsUp uses the key's units up with calls that may not wait, none
+// of which gets a place; then nobody waits, and Rule.Peek of the rule with
+// Wait tells its limits' denial.
+func (c *turnCalls) useUnitsUp() {
+	for i := 0; ; i++ {
+		d, held := c.turn("a call before any waits", 0, 0)
+		c.e.check(held == 0, "%s: a call that may not wait got a place", c.l.name)
+		if !d.Allowed {
+			break
 		}
-	})
+		c.e.check(i < 10, "%s: 10 calls admitted by a limit of 1", c.l.name)
+	}
+	c.waiting("nobody waits", 0)
+	p := c.peek("nobody waits")
+	c.e.check(!p.Allowed && p.Source != ratelimit.SourceQueue, "%s: with nobody waiting, Rule.Peek of a rule with Wait is not its limits' denial: %+v", c.l.name, p)
+}
+
+// placeWaiters places a first waiter, decided and denied, and a second
+// behind it, not decided and told to come back no sooner than two units
+// free; both wait, and a call denied beyond its wait gets no place. It
+// returns the first waiter's decision and both tickets.
+func (c *turnCalls) placeWaiters() (first ratelimit.Decision, t1, t2 int64) {
+	first, t1 = c.turn("the first waiter", 0, time.Hour)
+	c.e.check(!first.Allowed && t1 != 0 && first.Source != ratelimit.SourceQueue, "%s: the first waiter is decided, denied and gets a place: %+v, ticket %d", c.l.name, first, t1)
+	second, t2 := c.turn("the second waiter", 0, time.Hour)
+	c.e.check(!second.Allowed && second.Source == ratelimit.SourceQueue && t2 > t1, "%s: the second waiter is not decided and gets a later place: %+v, ticket %d after %d", c.l.name, second, t2, t1)
+	soonest := c.secondUnitIn(first.RetryAfter)
+	c.e.check(second.RetryAfter >= soonest, "%s: the second waiter is told %s, before it could be admitted (%s)", c.l.name, second.RetryAfter, soonest)
+	c.waiting("two wait", 2)
+	_, none := c.turn("a call that may wait 1ms", 0, time.Millisecond)
+	c.e.check(none == 0, "%s: a call denied beyond its wait got a place", c.l.name)
+	return first, t1, t2
+}
+
+// secondUnitIn returns the soonest a call behind one of a unit, which
+// itself may be admitted in first, may be admitted: a period more for a
+// log or a bucket admitting one per period (a window may admit it as its
+// next window begins), less the µs per unit a bucket's retry is told
+// early by, for its rounding.
+func (c *turnCalls) secondUnitIn(first time.Duration) time.Duration {
+	if c.alg != ratelimit.FixedWindow && c.alg != ratelimit.SlidingWindow && !c.keys {
+		return first + c.period - time.Microsecond
+	}
+	return first
+}
+
+// firstInTurn frees a unit once the first waiter (ticket t1, told first)
+// is due, before it comes back: the second waiter (t2), back first, does
+// not take it, nor does a new call, which Rule.Peek foretells exactly,
+// and the first waiter, back, does. It returns the new call's ticket.
+func (c *turnCalls) firstInTurn(first ratelimit.Decision, t1, t2 int64) (t3 int64) {
+	c.e.advance(first.RetryAfter) // a unit is free; the first waiter has yet to come
+	d, again := c.turn("the second waiter, back", t2, time.Hour)
+	c.e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && again == t2, "%s: the second waiter overtook the first: %+v (ticket %d)", c.l.name, d, again)
+	c.e.check(d.RetryAfter > 0 && d.RetryAfter <= c.period, "%s: told to come back %s, after it could be admitted (a period, once the first, due now, took its unit)", c.l.name, d.RetryAfter)
+	p := c.peek("a new call's")
+	d, t3 = c.turn("a new call", 0, time.Hour)
+	c.e.check(p == d, "%s: Rule.Peek of a rule with Wait tells %+v, a new call is told %+v", c.l.name, p, d)
+	c.e.check(!d.Allowed && d.Source == ratelimit.SourceQueue && t3 > t2, "%s: a new call overtook the waiters: %+v (ticket %d)", c.l.name, d, t3)
+	d, held := c.turn("the first waiter, back", t1, time.Hour)
+	c.e.check(d.Allowed && held == 0, "%s: the first waiter, first and with a unit free, was not admitted: %+v (held %d)", c.l.name, d, held)
+	return t3
+}
+
+// freePlaces frees the places left: the waiters holding t2 and t3 give
+// up, so a new call is decided (denied) and placed; when it stays away
+// past its due time and QueueGrace, its place no longer holds the queue,
+// so the next new call is admitted, and the caller, back, is placed anew
+// at the end.
+func (c *turnCalls) freePlaces(t2, t3 int64) {
+	c.waiting("the first waiter admitted", 2)
+	c.e.check(c.q.Dequeue(c.e.ctx, c.req, t2) == nil && c.q.Dequeue(c.e.ctx, c.req, t3) == nil, "%s: Dequeue", c.l.name)
+	c.waiting("the others gave up", 0)
+	d, t4 := c.turn("a call once the queue is empty", 0, time.Hour)
+	c.e.check(!d.Allowed && d.Source != ratelimit.SourceQueue && t4 != 0, "%s: a new call with nobody waiting is decided (denied): %+v", c.l.name, d)
+	c.e.advance(d.RetryAfter + ratelimit.QueueGrace + time.Millisecond)
+	c.waiting("a place past its grace", 0)
+	d, held := c.turn("a new call after the first waiter's grace", 0, time.Hour)
+	c.e.check(d.Allowed && held == 0, "%s: a place whose caller stayed away past its grace still held the queue: %+v", c.l.name, d)
+	d, held = c.turn("the waiter that stayed away", t4, time.Hour)
+	c.e.check(!d.Allowed && held != t4 && held > t4, "%s: a waiter that lost its place is placed anew, at the end: %+v (ticket %d)", c.l.name, d, held)
+	c.e.check(c.q.Dequeue(c.e.ctx, c.req, held) == nil, "%s: Dequeue", c.l.name)
 }
 
 // queuedLimiter records, in the order its backend answered them, the
