@@ -15,19 +15,20 @@ import (
 //	ratelimit.units              {unit}  {ratelimit.name, ratelimit.line, ratelimit.outcome}
 //
 // The call is the call of the backend contract ([AttrCall]: allow for a
-// plain check, reserve and adjust for a settle= rule's charge and
-// settlement, reserve_slot, release_slot and renew_slot for a
-// concurrency= rule's slot, peek and peek_slot); the source is the Source
-// of the [ratelimit.Decision] ("backend", or "cache" for a denial answered
-// from a deny cache), "backend" for a call that decides nothing, and
-// "error" for a call the wrapped limiter could not answer. The units are
-// the calls' costs each line moved ([AttrLine], the index of the rule's
-// limit; a concurrency slot is the line after the rate limits, one unit a
-// slot): an admission's on every line, a denial's on the line that denied
-// it, a settlement's refund or addition. No attribute holds a key. Each
-// try of a waiting call is one call, and each decision of the local
-// fallback after an error under onerror=local (call "fallback"); the
-// time a call sleeps or is paced is not counted.
+// plain check, turn for a waiting call's try, reserve and adjust for a
+// settle= rule's charge and settlement, reserve_slot, slot_turn,
+// release_slot and renew_slot for a concurrency= rule's slot, peek and
+// peek_slot, cool, reset, fallback: see [limitmetrics.Call]); the source
+// is the Source of the [ratelimit.Decision] ("backend", or "cache" for a
+// denial answered from a deny cache), "backend" for a call that decides
+// nothing, and "error" for a call the wrapped limiter could not answer.
+// The units are the calls' costs each line moved ([AttrLine], the index
+// of the rule's limit; a concurrency slot is the line after the rate
+// limits, one unit a slot): an admission's on every line, a denial's on
+// the line that denied it, a settlement's refund or addition. No
+// attribute holds a key. Each try of a waiting call is one call, and each
+// decision of the local fallback after an error under onerror=local (call
+// "fallback"); the time a call sleeps or is paced is not counted.
 //
 // It wraps the limiter (see [limitmetrics.Measured]): it sees every call,
 // and reports the wrapped limiter's abilities and configuration, so

@@ -47,8 +47,9 @@ const (
 	// server, or of a cluster master (see [guard.BreakerHook]).
 	AttrNode = attribute.Key("ratelimit.node")
 	// AttrCall is the call of the backend contract that [Limiter]
-	// measured: allow, reserve, adjust, reserve_slot, release_slot,
-	// renew_slot, peek or peek_slot ([limitmetrics.Call]).
+	// measured: allow, turn, reserve, adjust, reserve_slot, slot_turn,
+	// release_slot, renew_slot, peek, peek_slot, cool, reset or fallback
+	// ([limitmetrics.Call]).
 	AttrCall = attribute.Key("ratelimit.call")
 	// AttrOutcome is what a measured call did: allowed, limited, error,
 	// refunded, added, released... ([limitmetrics.Outcome]).
