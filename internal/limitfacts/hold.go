@@ -7,7 +7,7 @@ import (
 
 // CheckHold reports why a reservation of units units cannot hold its
 // charge to a sliding log of period hold longer than a plain charge (a
-// lease's, see guard.HeldReserver), or nil: a hold is positive and at
+// lease's, see ratelimit.OpReserveHeld), or nil: a hold is positive and at
 // most a quarter of the period, of 2 units at least of a log that counts
 // units (not perCall, which counts calls).
 func CheckHold(hold, period time.Duration, perCall bool, units int64) error {

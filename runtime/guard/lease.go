@@ -805,7 +805,7 @@ func (g *Leases) reserve(ctx context.Context, req *ratelimit.Request, idx int, n
 }
 
 // holdOf returns the hold of a lease of limit: for a SlidingLog, when the
-// backend is a HeldReserver that did not fail since its last plain
+// backend is one that holds charges (OpReserveHeld) and that did not fail since its last plain
 // reservation, its life (Prefetch, at most a quarter period); else 0.
 func (g *Leases) holdOf(limit ratelimit.Limit) time.Duration {
 	if g.held == nil || g.unheld.Load() || factsOf(limit).State != limitfacts.Log {

@@ -226,7 +226,7 @@ func TestLeaseEndsWhenItsLimitChanges(t *testing.T) {
 }
 
 // plainReserver is the memory limiter as a backend that takes
-// reservations but holds none (no guard.HeldReserver), whose Adjust
+// reservations but holds none (no ratelimit.OpReserveHeld), whose Adjust
 // fails to charge more when failUp is set.
 type plainReserver struct {
 	m      *ratelimit.MemoryLimiter
@@ -261,7 +261,7 @@ func (p plainReserver) Adjust(ctx context.Context, req ratelimit.Request, at tim
 // errRelog is the failure of a charge on top.
 var errRelog = errors.New("charging on top failed")
 
-// heldRelogFails is the memory limiter, a guard.HeldReserver, whose
+// heldRelogFails is the memory limiter, a ratelimit.OpReserveHeld, whose
 // Adjust fails to charge more.
 type heldRelogFails struct{ *ratelimit.MemoryLimiter }
 

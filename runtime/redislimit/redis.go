@@ -177,7 +177,6 @@ func (l *Limiter) Guards() []ratelimit.Limiter {
 	return guards
 }
 
-
 // CircuitOpen reports whether a circuit breaker of the limiter is failing
 // calls without asking Redis now (for a Redis Cluster, the calls of at
 // least one master), as a health check may want to know.
@@ -395,4 +394,3 @@ var (
 	_ guard.Marker      = guarded{}
 	_ guard.Nodes       = clusterBackend{}
 )
-

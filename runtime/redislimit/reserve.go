@@ -64,7 +64,7 @@ func (l *redisBackend) Reserve(ctx context.Context, req ratelimit.Request) (rate
 // SlidingLog limit weigh until hold past a period after the time it
 // charged them at: the reserve script logs them in a held entry (see
 // check sliding_log in lua/sliding_log.lua.tmpl), whose twin is
-// [ratelimit.MemoryLimiter.ReserveHeld]. See [guard.HeldReserver].
+// [ratelimit.MemoryLimiter.ReserveHeld]. See [ratelimit.OpReserveHeld].
 func (l *redisBackend) ReserveHeld(ctx context.Context, req ratelimit.Request, hold time.Duration) (ratelimit.Decision, time.Time, error) {
 	if err := validHold(&req, hold); err != nil {
 		return ratelimit.Decision{}, time.Time{}, err
@@ -77,7 +77,7 @@ func (l *redisBackend) ReserveHeld(ctx context.Context, req ratelimit.Request, h
 // charged to req at the time at with hold: the adjust script's refund of
 // the entries held with hold (see settle sliding_log in
 // lua/sliding_log_settle.lua.tmpl), whose twin is
-// [ratelimit.MemoryLimiter.RefundHeld]. See [guard.HeldReserver].
+// [ratelimit.MemoryLimiter.RefundHeld]. See [ratelimit.OpReserveHeld].
 func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at time.Time, hold time.Duration, n int64) error {
 	if err := validHold(&req, hold); err != nil || n <= 0 {
 		return err
@@ -86,7 +86,7 @@ func (l *redisBackend) RefundHeld(ctx context.Context, req ratelimit.Request, at
 }
 
 // validHold returns the error of a held reservation of req with hold (see
-// [guard.HeldReserver]): a positive hold that each limit kept in a log
+// [ratelimit.OpReserveHeld]): a positive hold that each limit kept in a log
 // (SlidingLog) can take (see limitfacts.CheckHold), as the memory
 // limiter's does.
 func validHold(req *ratelimit.Request, hold time.Duration) error {
