@@ -49,17 +49,64 @@ func (h *Handlers) Ops() Ops {
 
 // has reports whether h has a function for k.
 func (h *Handlers) has(k OpKind) bool {
-	fns := [opKinds]bool{
-		OpPlan: h.Plan != nil, OpReserve: h.Reserve != nil, OpAdjust: h.Adjust != nil,
-		OpPeek: h.Peek != nil, OpReset: h.Reset != nil, OpTakeSlot: h.TakeSlot != nil,
-		OpRenewSlot: h.RenewSlot != nil, OpGiveSlot: h.GiveSlot != nil,
-		OpPeekSlot: h.PeekSlot != nil, OpCool: h.Cool != nil, OpCooling: h.Cooling != nil,
-		OpTurn: h.Turn != nil, OpSlotTurn: h.SlotTurn != nil, OpDequeue: h.Dequeue != nil,
-		OpWaiting: h.Waiting != nil, OpCountDenial: h.CountDenial != nil,
-		OpTopDenied: h.TopDenied != nil, OpFallback: h.Fallback != nil,
-		OpReserveHeld: h.ReserveHeld != nil, OpRefundHeld: h.RefundHeld != nil,
+	if k <= OpPeekSlot {
+		return h.hasCharge(k)
 	}
-	return k > 0 && k < opKinds && fns[k]
+	return h.hasOther(k)
+}
+
+// hasCharge is has of a kind up to OpPeekSlot.
+func (h *Handlers) hasCharge(k OpKind) bool {
+	switch k {
+	case OpPlan:
+		return h.Plan != nil
+	case OpReserve:
+		return h.Reserve != nil
+	case OpAdjust:
+		return h.Adjust != nil
+	case OpPeek:
+		return h.Peek != nil
+	case OpReset:
+		return h.Reset != nil
+	case OpTakeSlot:
+		return h.TakeSlot != nil
+	case OpRenewSlot:
+		return h.RenewSlot != nil
+	case OpGiveSlot:
+		return h.GiveSlot != nil
+	case OpPeekSlot:
+		return h.PeekSlot != nil
+	}
+	return false
+}
+
+// hasOther is has of a kind after OpPeekSlot.
+func (h *Handlers) hasOther(k OpKind) bool {
+	switch k {
+	case OpCool:
+		return h.Cool != nil
+	case OpCooling:
+		return h.Cooling != nil
+	case OpTurn:
+		return h.Turn != nil
+	case OpSlotTurn:
+		return h.SlotTurn != nil
+	case OpDequeue:
+		return h.Dequeue != nil
+	case OpWaiting:
+		return h.Waiting != nil
+	case OpCountDenial:
+		return h.CountDenial != nil
+	case OpTopDenied:
+		return h.TopDenied != nil
+	case OpFallback:
+		return h.Fallback != nil
+	case OpReserveHeld:
+		return h.ReserveHeld != nil
+	case OpRefundHeld:
+		return h.RefundHeld != nil
+	}
+	return false
 }
 
 // Do carries out op with its kind's function, or else with Next's Do, on

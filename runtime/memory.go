@@ -46,7 +46,8 @@ type MemoryLimiter struct {
 	// denials counts the denials of the process's rules (see
 	// [OpCountDenial]).
 	denials denied.Summary
-	ops     Handlers // Do's
+	ops     Handlers  // Do's
+	can     Abilities // what Abilities reports
 }
 
 type memoryShard struct {
@@ -83,6 +84,7 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 		CountDenial: l.CountDenial, TopDenied: l.TopDenied,
 		ReserveHeld: l.ReserveHeld, RefundHeld: l.RefundHeld,
 	}
+	l.can = Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
 	return l
 }
 
@@ -94,9 +96,7 @@ func (l *MemoryLimiter) Do(ctx context.Context, op Op) (Result, error) {
 // Abilities reports every operation but OpFallback (the limiter has no
 // backend to stand in for), shared lines, and the limiter's Config. See
 // [Limiter].
-func (l *MemoryLimiter) Abilities() Abilities {
-	return Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
-}
+func (l *MemoryLimiter) Abilities() Abilities { return l.can }
 
 // plan returns the limiter's fast path for r's calls. See [OpPlan].
 func (l *MemoryLimiter) plan(r *Rule) Plan {

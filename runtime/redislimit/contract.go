@@ -17,9 +17,7 @@ func (l *Limiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, er
 // req.Line(i) says, in one script run on a single server or Sentinel,
 // and in groups of one hash tag each on a Cluster), and the limiter's
 // Config. See [ratelimit.Limiter].
-func (l *Limiter) Abilities() ratelimit.Abilities {
-	return ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
-}
+func (l *Limiter) Abilities() ratelimit.Abilities { return l.can }
 
 // handlers returns the functions of the limiter's Do: its methods.
 func (l *Limiter) handlers() ratelimit.Handlers {
@@ -40,9 +38,7 @@ func (l *redisBackend) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Resul
 
 // Abilities reports what the backend carries out in Redis. See
 // [ratelimit.Limiter].
-func (l *redisBackend) Abilities() ratelimit.Abilities {
-	return ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
-}
+func (l *redisBackend) Abilities() ratelimit.Abilities { return l.can }
 
 // handlers returns the functions of the backend's Do.
 func (l *redisBackend) handlers() ratelimit.Handlers {

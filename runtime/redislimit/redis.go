@@ -34,6 +34,7 @@ type Limiter struct {
 	*redisBackend
 	// ops carries out Do: through the guards, or to the backend.
 	ops ratelimit.Handlers
+	can ratelimit.Abilities // what Abilities reports
 	// denials is the deny cache guard; nil when off.
 	denials *guard.DenyCache
 	// breakers is the circuit breaker guard; nil when off.
@@ -67,7 +68,8 @@ type redisBackend struct {
 	genericOnly bool
 	// denials are the process's denials not yet merged into Redis.
 	denials denialLog
-	ops     ratelimit.Handlers // Do's
+	ops     ratelimit.Handlers  // Do's
+	can     ratelimit.Abilities // what Abilities reports
 	cfg     ratelimit.Config
 	settings
 }
@@ -117,6 +119,7 @@ func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Li
 	}
 	l.leases = guard.NewLeases(front, opts...)
 	l.ops = l.handlers()
+	l.can = ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
 	if c, ok := client.(*redis.Client); ok && heartbeat {
 		l.leaveFence = joinFence(c, l.fallback)
 	}
@@ -147,6 +150,7 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.batcher = newBatcher(l, client, l.batch)
 	l.ops = l.handlers()
+	l.can = ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
 	return l
 }
 
