@@ -153,7 +153,11 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 			down(t)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			for _, l := range ls {
+			// spent[i]: process i's fallback denied a call, so it spent
+			// its share (a fallback's share does not come back within the
+			// window: an hour).
+			var spent [3]atomic.Bool
+			for i, l := range ls {
 				for range 2 {
 					wg.Go(func() {
 						for {
@@ -173,6 +177,8 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 							} else if !errors.Is(err, ratelimit.ErrLimited) {
 								t.Errorf("call failed: %v", err)
 								return
+							} else if le := (*ratelimit.LimitError)(nil); errors.As(err, &le) && le.Source == ratelimit.SourceFallback {
+								spent[i].Store(true)
 							}
 							time.Sleep(time.Millisecond)
 						}
@@ -180,9 +186,22 @@ func TestWindowSpanningAnOutage(t *testing.T) {
 				}
 			}
 			// The outage lasts until the fallbacks have admitted their
-			// shares (sampled under a generous deadline).
+			// shares: until each process's fallback denied a call, with
+			// its breaker open, so that the calls in flight when the
+			// outage began have failed (sampled under a generous
+			// deadline). Their shares add up to at most limit-before, so
+			// waiting for the fallbacks to admit the limit ran out the
+			// deadline every time.
+			over := func() bool {
+				for i, l := range ls {
+					if !spent[i].Load() || !l.CircuitOpen() {
+						return false
+					}
+				}
+				return true
+			}
 			deadline := time.Now().Add(30 * time.Second)
-			for byFallback.Load() < limit && time.Now().Before(deadline) {
+			for !over() && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			up(t)
