@@ -36,8 +36,9 @@ func mixedLimits() [][]ratelimit.Limit {
 
 // TestCluster runs the Redis limiter against a real three-master Redis
 // Cluster, started once for all its subtests. It runs in parallel with
-// TestConformanceSentinel, once the package's other tests are done: each
-// has servers of its own, and waits on real time more than it computes.
+// TestClusterConformance and TestConformanceSentinel, once the package's
+// other tests are done: each has servers of its own, and waits on real
+// time more than it computes.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	c, err := redistest.StartCluster(3)
@@ -68,11 +69,24 @@ func TestCluster(t *testing.T) {
 	t.Run("LinesSettleFailureChangesBack", ct.linesSettleFailureChangesBack)
 	t.Run("LinesCalendar", ct.linesCalendar)
 	t.Run("ReserveAcrossSlots", ct.reserveAcrossSlots)
-	t.Run("Conformance", ct.conformance)
 	t.Run("LedgerRefillsAFlushedMaster", ct.ledgerRefillsAFlushedMaster)
 	t.Run("LedgerAcrossAMasterRestart", ct.ledgerAcrossAMasterRestart)
 	// Last: it kills a master, and the cluster stays that way.
 	t.Run("MasterDown", ct.masterDown)
+}
+
+// TestClusterConformance runs the conformance suite (see
+// clusterTest.conformance) on a three-master Cluster of its own, in
+// parallel with TestCluster: the suite waits on real time for minutes,
+// TestCluster's other subtests for about one, and each flushes the cluster
+// before it starts, so a cluster of its own changes nothing but the wall
+// time.
+func TestClusterConformance(t *testing.T) {
+	t.Parallel() // see TestCluster
+	c, err := redistest.StartCluster(3)
+	require.NoError(t, err)
+	t.Cleanup(c.Stop)
+	(&clusterTest{cluster: c}).conformance(t)
 }
 
 type clusterTest struct {
