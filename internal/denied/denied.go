@@ -6,9 +6,11 @@ package denied
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,11 +33,29 @@ type Entry struct {
 func (e *Entry) id() [2]string { return [2]string{e.Name, e.Key} }
 
 // Summary is a Space-Saving summary per minute, in a ring of Minutes.
-// Its zero value is ready; it is safe for concurrent use.
+// Its zero value is ready; it is safe for concurrent use. The key it
+// counted last is counted without its lock (a hot key under abuse: every
+// goroutine denies the same one) in a cell that every read folds in
+// first, so that no count is lost or late.
 type Summary struct {
 	mu      sync.Mutex
 	minutes [Minutes]minute
+	hot     atomic.Pointer[hotCell]
+	last    [2]string // the (name, key) counted last under the lock
 }
+
+// hotCell counts the denials of one (name, key) in one minute without the
+// summary's lock; a count below 0 means it was folded into the summary,
+// and counts no more.
+type hotCell struct {
+	name, key string
+	hashed    bool
+	at        int64 // minutes since the Unix epoch
+	count     atomic.Int64
+}
+
+// folded is a hot cell's count once folded: far below any count it held.
+const folded = math.MinInt64 / 2
 
 // minute is the summary of one minute.
 type minute struct {
@@ -48,11 +68,44 @@ type minute struct {
 // counts may exceed the truth by where they come from).
 func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time) {
 	at := now.Unix() / 60
+	if c := s.hot.Load(); err == 0 && c != nil && c.at == at && c.name == name && c.key == key && c.hashed == hashed {
+		if c.count.Add(n) > 0 {
+			return
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
+	s.addLocked(name, key, hashed, n, err, at)
+	if err == 0 && s.last == [2]string{name, key} {
+		// Twice in a row: a hot key, counted in a cell from now on.
+		s.hot.Store(&hotCell{name: s.last[0], key: s.last[1], hashed: hashed, at: at})
+		return
+	}
+	s.last = [2]string{strings.Clone(name), strings.Clone(key)}
+}
+
+// foldLocked moves the hot cell's count into the summary; s.mu is held.
+func (s *Summary) foldLocked() {
+	c := s.hot.Swap(nil)
+	if c == nil {
+		return
+	}
+	if v := c.count.Swap(folded); v > 0 {
+		s.addLocked(c.name, c.key, c.hashed, v, 0, c.at)
+	}
+}
+
+// addLocked counts n denials of (name, key) in minute at, with error
+// err; s.mu is held. A minute older than the one the ring holds in its
+// place is dropped: it is no longer listed.
+func (s *Summary) addLocked(name, key string, hashed bool, n, err, at int64) {
 	m := &s.minutes[at%Minutes]
 	if m.index == nil {
 		m.index = map[[2]string]int{}
+	}
+	if m.start > at {
+		return
 	}
 	if m.start != at {
 		clear(m.index)
@@ -89,6 +142,7 @@ func (s *Summary) Top(n int, now time.Time) []Entry {
 	at := now.Unix() / 60
 	var all []Entry
 	s.mu.Lock()
+	s.foldLocked()
 	for _, m := range s.minutes {
 		if m.start > at-Minutes && m.start <= at {
 			all = append(all, m.slots...)
@@ -141,6 +195,7 @@ func (p *Pending) Drain() map[int64][]Entry {
 	s := &p.sum
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.foldLocked()
 	out := map[int64][]Entry{}
 	for i := range s.minutes {
 		m := &s.minutes[i]

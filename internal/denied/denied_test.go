@@ -2,6 +2,7 @@ package denied
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -48,5 +49,64 @@ func TestPendingDrains(t *testing.T) {
 	p.Add("api", "a", false, now)
 	if got := p.Drain(); got[10][0].Count != 1 {
 		t.Errorf("after a Drain, a new count starts at 1: %+v", got)
+	}
+}
+
+// TestPendingCountsEveryDenialOfAHotKey: 8 goroutines count 20,000
+// denials each, of one hot key and now and then another, while drains
+// run beside them: the drains hold every denial, exactly once.
+func TestPendingCountsEveryDenialOfAHotKey(t *testing.T) {
+	var p Pending
+	now := time.Unix(6000, 0)
+	const goroutines, each = 8, 20000
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	got := map[string]int64{}
+	var mu sync.Mutex
+	drain := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, entries := range p.Drain() {
+			for _, e := range entries {
+				got[e.Key] += e.Count
+			}
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				drain()
+			}
+		}
+	}()
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				key := "hot"
+				if i%97 == g {
+					key = "cold"
+				}
+				p.Add("rule", key, false, now)
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	drain()
+	cold := int64(0)
+	for g := range goroutines {
+		for i := range each {
+			if i%97 == g {
+				cold++
+			}
+		}
+	}
+	if got["hot"] != goroutines*each-cold || got["cold"] != cold {
+		t.Fatalf("counted %v, want hot %d and cold %d", got, goroutines*each-cold, cold)
 	}
 }
