@@ -7,25 +7,21 @@ import (
 )
 
 // Option configures the guards made by [Wrap] and the constructors of this
-// package: the options of package ratelimit, which configure every
-// limiter, and those of this package, which are not ratelimit.Options (so
-// passing one to a limiter without guards, such as ratelimit.NewMemory,
-// does not compile). It is an alias, as redislimit.Option is, so one list
-// configures a backend and its guards.
-type Option = interface {
-	// Configure sets the part of c that the option sets: nothing, for
-	// the options of this package.
-	Configure(c *ratelimit.Config)
-}
+// package. Only this package makes Options, so another package's option
+// (a ratelimit.Option, a redislimit option) is a compile error where an
+// Option is taken: the guards read the rest of their configuration from
+// the backend's [ratelimit.Abilities]. An Option is not a ratelimit.Option
+// either (passing one to a limiter without guards, such as
+// ratelimit.NewMemory, does not compile); its Configure, which changes
+// nothing, lets a backend whose options are any value with that method
+// (as redislimit's) take it in the same list.
+type Option struct{ set func(*settings) }
 
-// option is an Option of this package: it configures the guards made by
-// [Wrap] and the constructors of this package, and changes nothing in a
-// [ratelimit.Config].
-type option func(*settings)
+// option returns the Option that runs set.
+func option(set func(*settings)) Option { return Option{set: set} }
 
-// Configure leaves c as it is: the guards find the option among their
-// options.
-func (option) Configure(*ratelimit.Config) {}
+// Configure leaves c as it is: the guards read the option itself.
+func (Option) Configure(*ratelimit.Config) {}
 
 // settings are what the options of this package set.
 type settings struct {
@@ -49,8 +45,8 @@ func newSettings(opts []Option) settings {
 		breaker:   breakerConfig{failures: DefaultBreakerFailures, backoff: DefaultBreakerBackoff, maxBackoff: DefaultBreakerMaxBackoff},
 	}
 	for _, o := range opts {
-		if o, ok := o.(option); ok {
-			o(&s)
+		if o.set != nil {
+			o.set(&s)
 		}
 	}
 	return s

@@ -11,13 +11,15 @@ import (
 // Option configures a [Limiter]: [New] takes the options of package
 // ratelimit, which configure every limiter, those of this package, which
 // configure only a Limiter (they are not ratelimit.Options, so passing one
-// to another limiter, such as ratelimit.NewMemory, does not compile), and
-// those of package guard, which configure the guards New puts around the
-// Redis backend. Any other option with the method Configure is taken too,
-// and changes what its Configure changes. Option is an alias, so a list of
-// them is a list of any other package that declares its options alike
-// (as package guard does: it is guard.Option).
-type Option = guard.Option
+// to another limiter, such as ratelimit.NewMemory, does not compile, nor
+// to a guard of package guard), and guard.Options, which configure the
+// guards New puts around the Redis backend. Any other option with the
+// method Configure is taken too, and changes what its Configure changes.
+type Option = interface {
+	// Configure sets the part of c that the option sets: nothing, for
+	// the options of this package and of package guard.
+	Configure(c *ratelimit.Config)
+}
 
 // option is an Option of this package; [New] finds it among its options.
 type option func(*settings)
@@ -41,15 +43,19 @@ func forGuards(o guard.Option) Option {
 }
 
 // newSettings returns the settings that the options of this package among
-// opts set, over the defaults.
+// opts set, over the defaults, and the options of package guard among
+// opts and those that options of this package carry, in their order.
 func newSettings(opts []Option) settings {
 	s := settings{
 		prefix: DefaultPrefix,
 		batch:  DefaultBatch,
 	}
 	for _, o := range opts {
-		if o, ok := o.(option); ok {
+		switch o := o.(type) {
+		case option:
 			o(&s)
+		case guard.Option:
+			s.guards = append(s.guards, o)
 		}
 	}
 	return s

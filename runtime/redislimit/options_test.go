@@ -47,6 +47,30 @@ func TestOwnOptionsDoNotCompileWithOtherLimiters(t *testing.T) {
 	}
 }
 
+// TestGuardsTakeTheirOwnOptionsOnly: a guard's constructor takes the
+// options of package guard alone (the rest of its configuration is the
+// backend's): an option of redislimit or of ratelimit, which it would
+// ignore, is a type error; New takes guard options in its one list.
+func TestGuardsTakeTheirOwnOptionsOnly(t *testing.T) {
+	check := newChecker(t)
+	require.NoError(t, check(`guard.Wrap(ratelimit.NewMemory(), guard.WithDenyCache(8), guard.WithFallbackProcesses(2))`))
+	require.NoError(t, check(`redislimit.New(nil, guard.WithDenyCache(8), redislimit.WithPrefix("p:"), ratelimit.WithMaxKeys(8))`))
+	for _, expr := range []string{
+		`guard.NewBreaker(ratelimit.NewMemory(), redislimit.WithPrefix("p:"))`,
+		`guard.Wrap(ratelimit.NewMemory(), ratelimit.WithMaxKeys(8))`,
+		`guard.NewDenyCache(ratelimit.NewMemory(), redislimit.WithDenyCache(8))`,
+	} {
+		err := check(expr)
+		if assert.Error(t, err, expr) {
+			assert.Contains(t, err.Error(), "guard.Option", expr)
+		}
+	}
+	err := check(`ratelimit.NewMemory(guard.WithDenyCache(8))`)
+	if assert.Error(t, err) {
+		assert.Contains(t, err.Error(), "does not implement ratelimit.Option")
+	}
+}
+
 // newChecker returns a function that type-checks a program whose main
 // function evaluates expr, with packages ratelimit, redislimit and time
 // imported, against the export data of this module's build.
@@ -67,10 +91,11 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 	"github.com/ratelimitgen/ratelimitgen/runtime/redislimit"
 )
 
-var _, _, _ = time.Second, ratelimit.NewMemory, redislimit.New
+var _, _, _, _ = time.Second, ratelimit.NewMemory, redislimit.New, guard.Wrap
 
 func main() { _ = ` + expr + ` }
 `

@@ -95,18 +95,18 @@ func New(client redis.UniversalClient, opts ...Option) *Limiter {
 
 // newLimiter returns the limiter New returns, in the heartbeat of its
 // client and prefix when heartbeat is set (tests keep some limiters out).
-func newLimiter(client redis.UniversalClient, opts []Option, heartbeat bool) *Limiter {
-	b := newBackend(client, opts)
+func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) *Limiter {
+	b := newBackend(client, options)
 	var backend ratelimit.Limiter = guarded{b}
 	if b.cluster != nil {
 		backend = clusterBackend{guarded{b}}
 	}
-	// The guards read the options of package guard: those passed to New,
-	// then those that this package's options carry.
-	opts = append(opts[:len(opts):len(opts)], b.guards...)
+	// The guards read the options of package guard: those passed to New
+	// and those that this package's options carry, in their order.
+	opts := b.guards
 	if !heartbeat || client == nil {
 		// No heartbeat: one process, unless the options say otherwise.
-		opts = append([]Option{guard.WithFallbackProcesses(1)}, opts...)
+		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
 	l := &Limiter{redisBackend: b, fallback: guard.NewFallback(backend, opts...)}
 	var front ratelimit.Limiter = l.fallback
