@@ -103,6 +103,7 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	}
 	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot = g.Reserve, g.Adjust, g.ReserveSlot
+	g.ops.Turn, g.ops.SlotTurn, g.ops.Waiting, g.ops.Cooling = g.turn, g.slotTurn, g.waiting, g.cooling
 	g.nodes, _ = find[Nodes](backend)
 	g.recoverer, _ = find[*Fallback](backend)
 	if cfg := backend.Abilities().Config; cfg != nil {
@@ -125,7 +126,9 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 // Unwrap returns the backend.
 func (g *Breaker) Unwrap() ratelimit.Limiter { return g.next }
 
-// Do guards OpReserve, OpAdjust and OpTakeSlot as Allow, and passes on
+// Do guards OpReserve, OpAdjust and OpTakeSlot as Allow; while a breaker
+// is open, it decides OpTurn and OpSlotTurn as reservations (out of any
+// queue), declines OpWaiting, and fails OpCooling at once. It passes on
 // the other operations. See [ratelimit.Limiter].
 func (g *Breaker) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	return g.do(ctx, g, op)

@@ -232,6 +232,7 @@ const ended = -1 << 62
 func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 	g := &Leases{backend: backendOf(backend), processes: func() int { return 1 }}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot, g.ops.Reset = g.Reserve, g.Adjust, g.ReserveSlot, g.Reset
+	g.ops.Turn, g.ops.Waiting = g.turn, g.waiting
 	if a := backend.Abilities(); a.Can(ratelimit.OpPeek) && a.Can(ratelimit.OpReserve) {
 		g.ops.Peek = g.Peek // around another backend it leases nothing
 	}
@@ -251,7 +252,9 @@ func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
 func (g *Leases) Unwrap() ratelimit.Limiter { return g.next }
 
 // Do answers OpPeek as its Allow would decide, gives back what a lease
-// holds before OpReset, and passes on the other operations (OpReserve,
+// holds before OpReset, declines OpTurn and OpWaiting of a call with a
+// leased line (it waits in its process's order, admitted from the leases
+// as Allow admits it), and passes on the other operations (OpReserve,
 // OpAdjust and OpTakeSlot are the backend's). See [ratelimit.Limiter].
 func (g *Leases) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	return g.do(ctx, g, op)

@@ -6,10 +6,12 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Do carries out op through the limiter's guards, as its methods of the
-// same names do (see [ratelimit.OpKind]). See [ratelimit.Limiter].
+// Do carries out op through the limiter's guards, outermost first: the
+// lease guard, the deny cache, the breaker and the fallback (see
+// [guard.Wrap] for what each does with an operation), then Redis. See
+// [ratelimit.Limiter].
 func (l *Limiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
-	return l.ops.Do(ctx, l, op)
+	return l.leases.Do(ctx, op)
 }
 
 // Abilities reports every operation of the contract but OpPlan, shared
@@ -18,17 +20,6 @@ func (l *Limiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, er
 // and in groups of one hash tag each on a Cluster), and the limiter's
 // Config. See [ratelimit.Limiter].
 func (l *Limiter) Abilities() ratelimit.Abilities { return l.can }
-
-// handlers returns the functions of the limiter's Do: its methods.
-func (l *Limiter) handlers() ratelimit.Handlers {
-	return ratelimit.Handlers{
-		Reserve: l.Reserve, Adjust: l.Adjust, Peek: l.Peek, Reset: l.Reset,
-		TakeSlot: l.ReserveSlot, RenewSlot: l.RenewSlot, GiveSlot: l.ReleaseSlot, PeekSlot: l.PeekSlot,
-		Cool: l.Cool, Cooling: l.Cooling,
-		Turn: l.AllowInTurn, SlotTurn: l.ReserveSlotInTurn, Dequeue: l.Dequeue, Waiting: l.Waiting,
-		CountDenial: l.CountDenial, TopDenied: l.TopDenied, Fallback: l.AllowLocal,
-	}
-}
 
 // Do carries out op in Redis, without guards: what the guards pass on.
 // See [ratelimit.Limiter].

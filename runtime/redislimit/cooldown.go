@@ -105,14 +105,12 @@ func (l *redisBackend) Cooling(ctx context.Context, req ratelimit.Request) (int,
 	return pick, time.Duration(left) * time.Microsecond, nil
 }
 
-// Cooling is the backend's Cooling, unless a circuit breaker of the
-// limiter is open: then it fails at once with an error wrapping
+// Cooling is the backend's Cooling, through the guards: while a circuit
+// breaker of the limiter is open it fails at once with an error wrapping
 // [ratelimit.ErrCircuitOpen], so that a call of a rule with a cooldown
 // line does not wait for an unreachable Redis before its policy decides
-// it (see [ratelimit.OpCool]).
+// it (see [ratelimit.OpCooling]).
 func (l *Limiter) Cooling(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	if l.CircuitOpen() {
-		return -1, 0, &ratelimit.BackendError{Name: req.Name, Err: ratelimit.ErrCircuitOpen}
-	}
-	return l.redisBackend.Cooling(ctx, req)
+	res, err := l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpCooling, Request: req})
+	return res.Line, res.Left, err
 }

@@ -32,39 +32,27 @@ var (
 // in one script, and the rule waits as for a limiter that queues nothing.
 var errQueueSlots = fmt.Errorf("redislimit: a call whose keys lie on several cluster slots waits in its process's order: %w", errors.ErrUnsupported)
 
-// errQueueLeased is AllowInTurn's error for a call with a leased line
-// (ratelimit.Limit.Prefetch): it waits in its process's order, admitted
-// from the process's leases as Allow admits it.
-var errQueueLeased = fmt.Errorf("redislimit: a call with a leased line waits in its process's order: %w", errors.ErrUnsupported)
-
 // AllowInTurn decides req when it is the call's turn in the queue of the
 // calls waiting on its name and key (or keys), else tells it the soonest
 // it could be admitted, in one EVALSHA of the queue script; a call that
 // waits holds a place in Redis, so the processes sharing it admit their
 // waiting calls in the order they began to wait (see
-// [ratelimit.OpTurn]). It goes past the guards: the deny cache is not
-// asked (a cached denial would keep a call out of the queue until its
-// retry, behind calls that began to wait after it), so a waiting call is
-// decided by Redis alone; while
-// a circuit breaker is open it fails at once, as Allow does, and the
-// rule's error policy applies (its fallback decides, and waits in
-// process order). Two calls fail with an error wrapping
+// [ratelimit.OpTurn]). The deny cache passes it on (a cached denial
+// would keep a call out of the queue until its retry, behind calls that
+// began to wait after it), so a waiting call is decided by Redis alone;
+// while a circuit breaker is open the breaker decides it as a reservation
+// (its refusal, and the rule's error policy: its fallback decides, and
+// waits in process order). Two calls fail with an error wrapping
 // errors.ErrUnsupported, and so wait in their process's order only: a
 // call with a leased line (its leases admit it, as Allow does), and on a
 // Redis Cluster one with a key per limit whose keys have several hash
 // tags.
 func (l *Limiter) AllowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	if l.leases.Leased(&req) {
-		return ratelimit.Decision{}, 0, time.Time{}, errQueueLeased
-	}
-	if l.breakers != nil && l.breakers.CircuitOpen() {
-		d, at, err := l.leases.Reserve(ctx, req) // the breaker's error, or its fallback's decision
-		return d, 0, at, err
-	}
-	return l.redisBackend.allowInTurn(ctx, req, ticket, wait)
+	res, err := l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpTurn, Request: req, Ticket: ticket, Wait: wait})
+	return res.Decision, res.Ticket, res.At, err
 }
 
-// allowInTurn is AllowInTurn without the breaker.
+// allowInTurn is AllowInTurn in Redis, without the guards.
 func (l *redisBackend) allowInTurn(ctx context.Context, req ratelimit.Request, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if err := req.Validate(); err != nil {
 		return ratelimit.Decision{}, 0, time.Time{}, err
@@ -118,16 +106,14 @@ func (l *redisBackend) queueRun(ctx context.Context, req *ratelimit.Request, tic
 // ReserveSlotInTurn takes a slot of slot under token and decides req's
 // rate limits, all or nothing, when it is the call's turn in its queue,
 // in one EVALSHA of the queue script's slot form (see
-// [ratelimit.OpTurn]); past the guards, as [Limiter.AllowInTurn] is.
+// [ratelimit.OpTurn]); through the guards, as [Limiter.AllowInTurn] is.
 func (l *Limiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
-	if l.breakers != nil && l.breakers.CircuitOpen() {
-		d, at, err := l.leases.ReserveSlot(ctx, req, slot, token) // the breaker's error, or its fallback's
-		return d, 0, at, err
-	}
-	return l.redisBackend.reserveSlotInTurn(ctx, req, slot, token, ticket, wait)
+	op := ratelimit.Op{Kind: ratelimit.OpSlotTurn, Request: req, Slot: slot, Token: token, Ticket: ticket, Wait: wait}
+	res, err := l.Do(ctx, op)
+	return res.Decision, res.Ticket, res.At, err
 }
 
-// reserveSlotInTurn is ReserveSlotInTurn without the breaker. It tells
+// reserveSlotInTurn is ReserveSlotInTurn in Redis, without the guards. It tells
 // its hook nothing but a failure: the rule does.
 func (l *redisBackend) reserveSlotInTurn(ctx context.Context, req ratelimit.Request, slot ratelimit.Limit, token string, ticket int64, wait time.Duration) (ratelimit.Decision, int64, time.Time, error) {
 	if len(req.Limits) > 0 {
@@ -154,25 +140,16 @@ func (l *redisBackend) reserveSlotInTurn(ctx context.Context, req ratelimit.Requ
 	return l.queued(ctx, req, run)
 }
 
-// errQueueOpen is Waiting's error while a circuit breaker is open: the
-// fallback decides the waiting calls, which wait in their process's order.
-var errQueueOpen = fmt.Errorf("redislimit: while a circuit breaker is open, waiting calls wait in their process's order: %w", errors.ErrUnsupported)
-
 // Waiting counts the places of req's queue, and tells how long until the
 // last of them is due back, in one script run that changes nothing (see
 // [ratelimit.OpTurn]). It declines the calls AllowInTurn declines, and
 // every call while a circuit breaker is open.
 func (l *Limiter) Waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
-	if l.leases.Leased(&req) {
-		return 0, 0, errQueueLeased
-	}
-	if l.breakers != nil && l.breakers.CircuitOpen() {
-		return 0, 0, errQueueOpen
-	}
-	return l.redisBackend.waiting(ctx, req)
+	res, err := l.Do(ctx, ratelimit.Op{Kind: ratelimit.OpWaiting, Request: req})
+	return int(res.Count), res.Left, err
 }
 
-// waiting is Waiting without the breaker.
+// waiting is Waiting in Redis, without the guards.
 func (l *redisBackend) waiting(ctx context.Context, req ratelimit.Request) (int, time.Duration, error) {
 	if err := l.boundQueued(&req); err != nil {
 		return 0, 0, err

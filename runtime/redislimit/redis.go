@@ -32,9 +32,7 @@ import (
 // Reset) go through the guards; the others are the backend's.
 type Limiter struct {
 	*redisBackend
-	// ops carries out Do: through the guards, or to the backend.
-	ops ratelimit.Handlers
-	can ratelimit.Abilities // what Abilities reports
+	can ratelimit.Abilities // what Abilities reports: its guards'
 	// denials is the deny cache guard; nil when off.
 	denials *guard.DenyCache
 	// breakers is the circuit breaker guard; nil when off.
@@ -118,8 +116,7 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 		front = l.denials
 	}
 	l.leases = guard.NewLeases(front, opts...)
-	l.ops = l.handlers()
-	l.can = ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
+	l.can = l.leases.Abilities()
 	if c, ok := client.(*redis.Client); ok && heartbeat {
 		l.leaveFence = joinFence(c, l.fallback)
 	}
