@@ -40,8 +40,8 @@ type MemoryLimiter struct {
 	cfg    Config
 	seed   maphash.Seed
 	shards [shardCount]memoryShard
-	slots  slotTable    // concurrency slots (concurrency.go)
-	cools  coolTable    // cooldowns (cooldown.go)
+	slots  slotTable    // concurrency slots (memoryslots.go)
+	cools  coolTable    // cooldowns (memorycool.go)
 	queues memoryQueues // the queues of waiting calls (memoryqueue.go)
 	// denials counts the denials of the process's rules (see
 	// [OpCountDenial]).
