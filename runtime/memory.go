@@ -133,6 +133,7 @@ func (l *MemoryLimiter) decideRule(r *Rule) func(ctx context.Context, key string
 	if prep == nil {
 		return nil
 	}
+	mp := prep.memory()
 	return func(ctx context.Context, key string, cost int64) (d Decision, err error) {
 		units := cost
 		if units == 0 {
@@ -144,15 +145,15 @@ func (l *MemoryLimiter) decideRule(r *Rule) func(ctx context.Context, key string
 		// decidePair, by hand: Go does not inline it, and the call would
 		// cost Rule.Check about 20 instructions (2%).
 		bound := callkey.Bound(key)
-		hash := prep.nameHash ^ maphash.String(l.seed, bound) // hashOf's, for prep's name
+		hash := mp.nameHash ^ maphash.String(l.seed, bound) // hashOf's, for prep's name
 		now := l.now()
 		shard := l.shardOf(hash)
 		shard.mu.Lock()
-		e := shard.entry(prep.name, bound, hash, len(prep.plans), now, l.cfg.MaxKeys/shardCount+1)
-		if len(prep.plans) == 1 { // decidePlans' first case, by hand too
-			e.decideOne(&prep.plans[0], units, now, true, &d)
+		e := shard.entry(prep.name, bound, hash, len(mp.plans), now, l.cfg.MaxKeys/shardCount+1)
+		if len(mp.plans) == 1 { // decidePlans' first case, by hand too
+			e.decideOne(&mp.plans[0], units, now, true, &d)
 		} else {
-			e.decidePlans(prep.plans, units, now, true, &d)
+			e.decidePlans(mp.plans, units, now, true, &d)
 		}
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
@@ -178,7 +179,7 @@ func (l *MemoryLimiter) now() int64 {
 func (l *MemoryLimiter) hashOf(name, key string, prep *rulePrep) uint64 {
 	var nameHash uint64
 	if prep != nil && prep.name == name {
-		nameHash = prep.nameHash
+		nameHash = prep.memory().nameHash
 	} else {
 		nameHash = maphash.String(nameSeed, name)
 	}
@@ -307,7 +308,7 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 // SlidingLog limits held hold µs (see ReserveHeld).
 func plansOf(req *Request, prep *rulePrep, buf *[4]memoryPlan, hold int64) []memoryPlan {
 	if prep != nil && hold == 0 {
-		return prep.plans
+		return prep.memory().plans
 	}
 	plans := buf[:0]
 	for _, lim := range req.Limits {

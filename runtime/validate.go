@@ -1,6 +1,6 @@
 package ratelimit
 
-import "hash/maphash"
+import "sync/atomic"
 
 // Validate reports whether the limit can be decided by this runtime: a
 // period of at least 1µs (or a calendar period, of FixedWindow, in a zone
@@ -13,11 +13,12 @@ func (l Limit) Validate() error { return l.validate() }
 // that its calls skip validating them again: a Rule must not change once
 // in use.
 type rulePrep struct {
-	limits   []Limit      // the limits validated, valid, with a name
-	name     string       // the name validated with them
-	nameHash uint64       // the name's hash with nameSeed
-	capacity int64        // the least capacity among those that take the cost: the most a call may cost
-	plans    []memoryPlan // the limits' plans, for the memory limiter
+	limits   []Limit // the limits validated, valid, with a name
+	name     string  // the name validated with them
+	capacity int64   // the least capacity among those that take the cost: the most a call may cost
+	// mem is what the in-process limiter derives from the limits, made
+	// when it first decides them (see rulePrep.memory).
+	mem atomic.Pointer[memoryPrep]
 }
 
 // covers reports whether limits are those p validated (the same slice).
@@ -35,12 +36,11 @@ func (r *Rule) prepared() *rulePrep {
 	if req.Validate() != nil {
 		return nil
 	}
-	p := &rulePrep{limits: r.Limits, capacity: maxLimitValue, name: r.Name, nameHash: maphash.String(nameSeed, r.Name)}
+	p := &rulePrep{limits: r.Limits, capacity: maxLimitValue, name: r.Name}
 	for _, l := range r.Limits {
 		if !l.PerCall {
 			p.capacity = min(p.capacity, l.MaxCost())
 		}
-		p.plans = append(p.plans, memoryPlanOf(l))
 	}
 	r.prep.Store(p)
 	return p
