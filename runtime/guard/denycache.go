@@ -42,7 +42,7 @@ const denyNameSlots = 1 << 12
 // repeat equals Redis's answer to the µs). It holds a denial from the
 // moment its call was sent, before Redis decided, for at most r less a
 // 1024th of r (a process clock that runs slow against the server's) and
-// less the backend's slack ([DenySlacker]: a millisecond for a Redis
+// less the backend's slack ([WithDenySlack]: a millisecond for a Redis
 // window's script on the server's clock, which tells times from the start
 // of the server's millisecond), so it never repeats a denial past Redis's own retry
 // time; and it counts RetryAfter and ResetAfter from the moment the answer

@@ -10,26 +10,14 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// DenySlacker is a backend whose denials may tell their times from the
-// start of a coarser tick than the clock it decides on: DenySlack returns
-// how much earlier than its RetryAfter says a denial of a call of limits
-// may end (Redis's window scripts on the server's clock: a millisecond).
-// The deny cache holds such a denial that much less. A backend that is
-// not a DenySlacker has none.
-type DenySlacker interface {
-	DenySlack(limits []ratelimit.Limit) time.Duration
-}
-
 // DenyCache is the deny cache guard: a [ratelimit.Limiter] that repeats
 // its backend's recent denials without asking it (see [WithDenyCache]).
 // It intercepts Allow and, when the backend offers them, Reserve and
 // Adjust ([ratelimit.OpReserve]), ReserveSlot ([ratelimit.OpTakeSlot]) and
-// Reset ([ratelimit.OpReset]); the backend's other capabilities are found
-// through Unwrap. Use [Wrap] to get it as a limiter that offers exactly
-// the backend's capabilities.
+// Reset ([ratelimit.OpReset]), and passes on the other operations.
 type DenyCache struct {
-	backend             // what it wraps, and the capabilities it offers
-	slacker DenySlacker // nil when next has no slack
+	backend                                       // what it wraps, and the capabilities it offers
+	slack   func([]ratelimit.Limit) time.Duration // the backend's slack ([WithDenySlack]), or nil
 	// clock is the backend's WithClock clock; nil when it decides on its own.
 	clock ratelimit.Clock
 	// hook is the backend's hook, told of the denials the cache repeats.
@@ -44,16 +32,15 @@ type DenyCache struct {
 // the options of this package among opts say, or nil when they turn it
 // off. It reads the backend's clock and hook from its [ratelimit.Config]
 // (the Config of its [ratelimit.Abilities]), and its slack from
-// [DenySlacker].
+// [WithDenySlack].
 func NewDenyCache(backend ratelimit.Limiter, opts ...Option) *DenyCache {
 	s := newSettings(opts)
 	cache := newDenyCache(s.denyCache)
 	if cache == nil {
 		return nil
 	}
-	c := &DenyCache{backend: backendOf(backend), hold: s.denyHold, cache: cache}
+	c := &DenyCache{backend: backendOf(backend), hold: s.denyHold, cache: cache, slack: s.denySlack}
 	c.ops.Reserve, c.ops.Adjust, c.ops.TakeSlot, c.ops.Reset = c.Reserve, c.Adjust, c.ReserveSlot, c.Reset
-	c.slacker, _ = find[DenySlacker](backend)
 	if cfg := backend.Abilities().Config; cfg != nil {
 		c.clock, c.hook = cfg.Clock, cfg.Hook
 	}
@@ -192,8 +179,8 @@ func (c *DenyCache) lookup(ctx context.Context, req *ratelimit.Request) (denyPro
 func (c *DenyCache) remember(req *ratelimit.Request, p denyProbe, d ratelimit.Decision) {
 	recv, _ := c.now()
 	var slack time.Duration
-	if c.slacker != nil && c.clock == nil {
-		slack = c.slacker.DenySlack(req.Limits)
+	if c.slack != nil && c.clock == nil {
+		slack = c.slack(req.Limits)
 	}
 	c.cache.remember(req, p, d, recv, slack, c.hold)
 }

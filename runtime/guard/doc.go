@@ -29,7 +29,7 @@
 //	                                                      (clock); the Fallback's
 //	                                                      fleet count
 //	DenyCache      Allow, OpReserve, OpAdjust,            its Config (clock, hook);
-//	               OpTakeSlot, OpReset                    DenySlacker (optional)
+//	               OpTakeSlot, OpReset                    its slack (WithDenySlack)
 //	Breaker        Allow, OpReserve, OpAdjust, OpTakeSlot Probed: a probe, which
 //	                                                      errors are outages; Nodes
 //	                                                      (optional): the node of a
@@ -58,7 +58,7 @@
 // earlier one), else the process's monotonic clock; a backend whose
 // denials may tell times from the start of a coarser clock tick than it
 // decides on (Redis's windows tell them from the start of the server's
-// millisecond) says by how much with [DenySlacker], and the cache holds
+// millisecond) says by how much with [WithDenySlack], and the cache holds
 // its denials that much less.
 //
 // The breaker fails a call at once, telling the backend's hook, while
@@ -73,8 +73,9 @@
 // breaker of a node that is down fails only the calls it serves.
 //
 // Package redislimit's Limiter is this stack around its Redis backend,
-// which offers DenySlacker, Probed (and, for a cluster client, Nodes),
-// Carrier (the carry script) and Heartbeater (a sorted set of members).
+// which offers Probed (and, for a cluster client, Nodes), Carrier (the
+// carry script) and Heartbeater (a sorted set of members), and passes its
+// slack with WithDenySlack.
 //
 // The fallback is the backend's [ratelimit.OpFallback]: [ratelimit.Rule]
 // asks it to decide a call of a [ratelimit.FailLocal] rule that the chain

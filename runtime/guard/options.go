@@ -29,6 +29,8 @@ type settings struct {
 	denyCache int
 	// denyHold bounds how long the deny cache holds a denial.
 	denyHold time.Duration
+	// denySlack is the backend's slack (see WithDenySlack), or nil.
+	denySlack func([]ratelimit.Limit) time.Duration
 	// breaker tunes the circuit breakers.
 	breaker breakerConfig
 	// fallbackProcesses divides the limits of the local fallback; 0:
@@ -71,6 +73,16 @@ const DefaultDenyHold = time.Second
 // On by default ([DefaultDenyCache] entries, a few MiB at most).
 func WithDenyCache(entries int) Option {
 	return option(func(s *settings) { s.denyCache = entries })
+}
+
+// WithDenySlack tells the deny cache its backend's slack: a backend whose
+// denials may tell their times from the start of a coarser tick than the
+// clock it decides on says, with slack, how much earlier than its
+// RetryAfter says a denial of a call of limits may end (Redis's window
+// scripts on the server's clock: a millisecond; redislimit.New passes
+// it). The cache holds such a denial that much less. None by default.
+func WithDenySlack(slack func(limits []ratelimit.Limit) time.Duration) Option {
+	return option(func(s *settings) { s.denySlack = slack })
 }
 
 // WithDenyHold bounds how long the deny cache repeats a denial without

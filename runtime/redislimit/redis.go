@@ -74,7 +74,8 @@ type redisBackend struct {
 
 // guarded is the Redis backend as the guards of package guard see it: it
 // offers them the capabilities they need ([guard.Probed],
-// [guard.DenySlacker], [guard.Heartbeater], [guard.Carrier]), which a
+// [guard.Heartbeater], [guard.Carrier]) and its slack
+// ([guard.WithDenySlack]), which a
 // Limiter does not show its users.
 type guarded struct{ *redisBackend }
 
@@ -101,7 +102,7 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 	}
 	// The guards read the options of package guard: those passed to New
 	// and those that this package's options carry, in their order.
-	opts := b.guards
+	opts := append(b.guards[:len(b.guards):len(b.guards)], guard.WithDenySlack(guarded{b}.DenySlack))
 	if !heartbeat || client == nil {
 		// No heartbeat: one process, unless the options say otherwise.
 		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
@@ -338,7 +339,7 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 }
 
 // DenySlack is how much shorter than its RetryAfter the deny cache holds
-// a denial of a call of limits (see [guard.DenySlacker]): a millisecond
+// a denial of a call of limits (see [guard.WithDenySlack]): a millisecond
 // when a limit's own script, reading the server's clock lazily (a
 // window's), may have told it from the start of the server's millisecond,
 // else nothing. The cache asks only without
@@ -387,7 +388,6 @@ func (l *redisBackend) Key(name, key string, i int, alg ratelimit.Algorithm) str
 // need of the backend.
 var (
 	_ ratelimit.Limiter = (*Limiter)(nil)
-	_ guard.DenySlacker = guarded{}
 	_ guard.Probed      = guarded{}
 	_ guard.Carrier     = guarded{}
 	_ guard.Heartbeater = guarded{}
