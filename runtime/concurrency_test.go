@@ -269,7 +269,7 @@ func (s slotsOnly) Allow(ctx context.Context, req Request) (Decision, error) {
 }
 func (s slotsOnly) Do(ctx context.Context, op Op) (Result, error) {
 	h := Handlers{TakeSlot: s.ReserveSlot, GiveSlot: s.ReleaseSlot, RenewSlot: s.RenewSlot, PeekSlot: s.PeekSlot}
-	return h.Do(ctx, s, op)
+	return h.Do(ctx, s, &op)
 }
 func (s slotsOnly) Abilities() Abilities {
 	return Abilities{Ops: OpsOf(OpTakeSlot, OpGiveSlot, OpRenewSlot, OpPeekSlot), Config: s.m.Abilities().Config}

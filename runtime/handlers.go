@@ -111,11 +111,12 @@ func (h *Handlers) hasOther(k OpKind) bool {
 
 // Do carries out op with its kind's function, or else with Next's Do, on
 // behalf of limiter (whose error it is when neither can: see
-// [Unsupported]).
-func (h *Handlers) Do(ctx context.Context, limiter Limiter, op Op) (res Result, err error) {
+// [Unsupported]). It takes op by address, so that a limiter's Do passes
+// its own copy on without another.
+func (h *Handlers) Do(ctx context.Context, limiter Limiter, op *Op) (res Result, err error) {
 	if !h.has(op.Kind) {
 		if h.Next != nil {
-			return h.Next.Do(ctx, op)
+			return h.Next.Do(ctx, *op)
 		}
 		return res, Unsupported(limiter, op.Kind)
 	}
@@ -127,7 +128,7 @@ func (h *Handlers) Do(ctx context.Context, limiter Limiter, op Op) (res Result, 
 
 // doCharges is Do of a kind up to OpPeekSlot: those that decide, charge
 // or hold.
-func (h *Handlers) doCharges(ctx context.Context, op Op) (res Result, err error) {
+func (h *Handlers) doCharges(ctx context.Context, op *Op) (res Result, err error) {
 	req := op.Request
 	switch op.Kind {
 	case OpPlan:
@@ -154,7 +155,7 @@ func (h *Handlers) doCharges(ctx context.Context, op Op) (res Result, err error)
 
 // doOthers is Do of a kind after OpPeekSlot: cooldowns, queues, denials,
 // the fallback and held charges.
-func (h *Handlers) doOthers(ctx context.Context, op Op) (res Result, err error) {
+func (h *Handlers) doOthers(ctx context.Context, op *Op) (res Result, err error) {
 	req := op.Request
 	switch op.Kind {
 	case OpCool:

@@ -90,7 +90,7 @@ func NewMemory(opts ...Option) *MemoryLimiter {
 
 // Do carries out op. See [Limiter].
 func (l *MemoryLimiter) Do(ctx context.Context, op Op) (Result, error) {
-	return l.ops.Do(ctx, l, op)
+	return l.ops.Do(ctx, l, &op)
 }
 
 // Abilities reports every operation but OpFallback (the limiter has no

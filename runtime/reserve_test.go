@@ -128,7 +128,7 @@ type failing struct{ foreign }
 
 func (f failing) Do(ctx context.Context, op Op) (Result, error) {
 	h := Handlers{Reserve: f.Reserve, Adjust: f.Adjust}
-	return h.Do(ctx, f, op)
+	return h.Do(ctx, f, &op)
 }
 
 func (failing) Abilities() Abilities { return Abilities{Ops: OpsOf(OpReserve, OpAdjust)} }

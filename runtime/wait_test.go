@@ -144,7 +144,7 @@ type peekingLimiter struct {
 
 func (p *peekingLimiter) Do(ctx context.Context, op Op) (Result, error) {
 	h := Handlers{Peek: p.m.Peek}
-	return h.Do(ctx, p, op)
+	return h.Do(ctx, p, &op)
 }
 
 func (p *peekingLimiter) Abilities() Abilities { return Abilities{Ops: OpsOf(OpPeek)} }

@@ -39,7 +39,7 @@ func (b *backend) Abilities() ratelimit.Abilities { return b.next.Abilities() }
 
 // do carries out op with the guard's handlers, or passes it on.
 func (b *backend) do(ctx context.Context, g ratelimit.Limiter, op ratelimit.Op) (ratelimit.Result, error) {
-	return b.ops.Do(ctx, g, op)
+	return b.ops.Do(ctx, g, &op)
 }
 
 // nextOps calls the operations of the limiter a guard wraps, typed.

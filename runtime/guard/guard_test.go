@@ -53,7 +53,7 @@ func (f *flaky) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Dec
 // memory limiter.
 func (f *flaky) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	h := ratelimit.Handlers{Next: f.MemoryLimiter, Reserve: f.Reserve}
-	return h.Do(ctx, f, op)
+	return h.Do(ctx, f, &op)
 }
 
 // Reserve reserves req, or fails while the backend is down.

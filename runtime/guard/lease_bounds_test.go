@@ -240,7 +240,7 @@ func (p plainReserver) Allow(ctx context.Context, req ratelimit.Request) (rateli
 
 func (p plainReserver) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	h := ratelimit.Handlers{Reserve: p.Reserve, Adjust: p.Adjust}
-	return h.Do(ctx, p, op)
+	return h.Do(ctx, p, &op)
 }
 
 func (p plainReserver) Abilities() ratelimit.Abilities {
@@ -268,7 +268,7 @@ type heldRelogFails struct{ *ratelimit.MemoryLimiter }
 // Do adjusts with Adjust, and passes the other operations on.
 func (h heldRelogFails) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	hs := ratelimit.Handlers{Next: h.MemoryLimiter, Adjust: h.Adjust}
-	return hs.Do(ctx, h, op)
+	return hs.Do(ctx, h, &op)
 }
 
 // Adjust fails to charge more; it refunds as the memory limiter does.

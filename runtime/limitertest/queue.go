@@ -399,7 +399,7 @@ func (w *queuedLimiter) ReserveSlotInTurn(ctx context.Context, req ratelimit.Req
 // Do records OpTurn and OpSlotTurn, and passes on the other operations.
 func (w *queuedLimiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	h := ratelimit.Handlers{Next: w.Limiter, Turn: w.AllowInTurn, SlotTurn: w.ReserveSlotInTurn}
-	return h.Do(ctx, w, op)
+	return h.Do(ctx, w, &op)
 }
 
 // placed returns how many calls got a place so far.

@@ -143,7 +143,7 @@ func (m *Measured) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, e
 	if !m.next.Abilities().Can(op.Kind) {
 		return ratelimit.Result{}, ratelimit.Unsupported(m.next, op.Kind)
 	}
-	return m.ops.Do(ctx, m, op)
+	return m.ops.Do(ctx, m, &op)
 }
 
 // passOn passes op on to the wrapped limiter.

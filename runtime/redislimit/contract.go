@@ -24,7 +24,7 @@ func (l *Limiter) Abilities() ratelimit.Abilities { return l.can }
 // Do carries out op in Redis, without guards: what the guards pass on.
 // See [ratelimit.Limiter].
 func (l *redisBackend) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
-	return l.ops.Do(ctx, l, op)
+	return l.ops.Do(ctx, l, &op)
 }
 
 // Abilities reports what the backend carries out in Redis. See

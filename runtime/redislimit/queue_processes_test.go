@@ -80,7 +80,7 @@ func (w *waiterLog) AllowInTurn(ctx context.Context, req ratelimit.Request, tick
 // Do logs OpTurn, and passes on the other operations.
 func (w *waiterLog) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
 	h := ratelimit.Handlers{Next: w.Limiter, Turn: w.AllowInTurn}
-	return h.Do(ctx, w, op)
+	return h.Do(ctx, w, &op)
 }
 
 // queueProcess is the main of a process of TestWaitersAcrossProcesses:
