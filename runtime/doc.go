@@ -180,7 +180,7 @@
 // logs at most 100 beginnings and 10 failures a minute, leaving the others
 // at Debug and counting them in the unlogged attribute of the next line
 // of their kind. An outage is logged once per change of a circuit
-// breaker's state (see guard.BreakerHook), and a breaker that opens and closes
+// breaker's state (see [BreakerHook]), and a breaker that opens and closes
 // again and again at most 5 times a minute per node: the calls it refuses
 // are logged at Debug, and only the failures that opened it (as many as
 // redislimit's WithBreaker failures, plus the calls in flight then, at

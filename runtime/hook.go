@@ -23,7 +23,7 @@ func isShadow(ctx context.Context) bool {
 
 // routeShadow wraps the hook a limiter is given so that denials decided
 // for shadow rules reach ShadowLimited when h implements [ShadowHook].
-// The router is a guard.BreakerHook only when h is one.
+// The router is a [BreakerHook] only when h is one.
 func routeShadow(h Hook) Hook {
 	switch h.(type) {
 	case *shadowRouter, *breakerRouter:
@@ -31,16 +31,16 @@ func routeShadow(h Hook) Hook {
 	}
 	r := &shadowRouter{Hook: h}
 	r.shadow, _ = h.(ShadowHook)
-	if bh, ok := h.(breakerHook); ok {
+	if bh, ok := h.(BreakerHook); ok {
 		return &breakerRouter{shadowRouter: r, breaker: bh}
 	}
 	return r
 }
 
-// breakerRouter is a shadowRouter of a hook that is a guard.BreakerHook.
+// breakerRouter is a shadowRouter of a hook that is a [BreakerHook].
 type breakerRouter struct {
 	*shadowRouter
-	breaker breakerHook
+	breaker BreakerHook
 }
 
 // BreakerOpened tells the hook.
@@ -91,7 +91,7 @@ func joinHooks(hooks ...Hook) Hook {
 	for _, h := range hooks {
 		if h != nil {
 			m = append(m, h)
-			_, bh := h.(breakerHook)
+			_, bh := h.(BreakerHook)
 			breakers = breakers || bh
 		}
 	}
@@ -107,7 +107,7 @@ func joinHooks(hooks ...Hook) Hook {
 }
 
 // breakerHooks is a multiHook of which at least one hook is a
-// guard.BreakerHook.
+// [BreakerHook].
 type breakerHooks struct{ multiHook }
 
 type multiHook []Hook
@@ -148,30 +148,19 @@ func (m multiHook) ShadowLimited(ctx context.Context, req *Request, d Decision) 
 	}
 }
 
-// breakerHook is guard.BreakerHook (a hook told when a circuit breaker
-// opens and closes), which a hook router passes on.
-type breakerHook interface {
-	// BreakerOpened is called when the breaker guarding node (the
-	// client's address, or a cluster master's) opens because of err.
-	BreakerOpened(node string, err error)
-	// BreakerClosed is called when Redis at node answers again after the
-	// breaker was open for the duration open.
-	BreakerClosed(node string, open time.Duration)
-}
-
-// BreakerOpened tells each hook that is a guard.BreakerHook.
+// BreakerOpened tells each hook that is a [BreakerHook].
 func (m breakerHooks) BreakerOpened(node string, err error) {
 	for _, h := range m.multiHook {
-		if bh, ok := h.(breakerHook); ok {
+		if bh, ok := h.(BreakerHook); ok {
 			bh.BreakerOpened(node, err)
 		}
 	}
 }
 
-// BreakerClosed tells each hook that is a guard.BreakerHook.
+// BreakerClosed tells each hook that is a [BreakerHook].
 func (m breakerHooks) BreakerClosed(node string, open time.Duration) {
 	for _, h := range m.multiHook {
-		if bh, ok := h.(breakerHook); ok {
+		if bh, ok := h.(BreakerHook); ok {
 			bh.BreakerClosed(node, open)
 		}
 	}

@@ -40,6 +40,22 @@ type InFlightHook interface {
 	InFlight(ctx context.Context, name string, delta int)
 }
 
+// BreakerHook is implemented by a [Hook] that wants to know when
+// a circuit breaker of a limiter opens and closes, to report an outage
+// once rather than once per failed call. Both methods are called once per
+// change of state, in order, on the goroutine that made it, so they must
+// be quick and must not call the limiter. limitmetrics.Metrics and
+// [SlogHook] are BreakerHooks (see guard.WithBreaker).
+type BreakerHook interface {
+	// BreakerOpened is called when the breaker guarding node (the
+	// backend's, or a node's: a Redis client's address, or a cluster
+	// master's) opens because of err.
+	BreakerOpened(node string, err error)
+	// BreakerClosed is called when node answers again after the breaker
+	// was open for the duration open.
+	BreakerClosed(node string, open time.Duration)
+}
+
 // Config is what a limiter's [Option]s set. A limiter reads it once, when
 // it is made; [Rule.Check] reads a limiter's Overrides and
 // ErrorPolicy on every call.
@@ -66,7 +82,7 @@ type Config struct {
 // package's Options or a backend's own option type (see [Option]); a Hook
 // is wrapped so that the would-be denials of shadow rules reach its
 // ShadowLimited method (see [ShadowHook]) and a breaker's changes its
-// guard.BreakerHook methods.
+// [BreakerHook] methods.
 func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
 	c := Config{MaxKeys: DefaultMaxKeys, ErrorPolicy: FailLocal}
 	for _, o := range opts {

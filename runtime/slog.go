@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// SlogHook is a [Hook] (and a [ShadowHook] and a guard.BreakerHook) that logs
+// SlogHook is a [Hook] (and a [ShadowHook] and a [BreakerHook]) that logs
 // to a [slog.Logger] what an on-call engineer needs: a line when a key
 // begins to be limited, not one per denied call. Make one with
 // [NewSlogHook]. Its levels mean:
@@ -175,7 +175,7 @@ func (h *SlogHook) Failed(ctx context.Context, req *Request, err error) {
 }
 
 // BreakerOpened logs at Warn that the breaker of node opened (at most 5
-// times a minute per node, the others at Debug). See guard.BreakerHook.
+// times a minute per node, the others at Debug). See [BreakerHook].
 func (h *SlogHook) BreakerOpened(node string, err error) {
 	b := h.breaker(node)
 	level, attrs := slog.LevelWarn, []slog.Attr{slog.String("node", node), slog.Any("error", err)}
@@ -190,7 +190,7 @@ func (h *SlogHook) BreakerOpened(node string, err error) {
 }
 
 // BreakerClosed logs at Info that Redis at node decides again, or at
-// Debug when its opening was logged at Debug. See guard.BreakerHook.
+// Debug when its opening was logged at Debug. See [BreakerHook].
 func (h *SlogHook) BreakerClosed(node string, open time.Duration) {
 	level := slog.LevelInfo
 	if !h.breaker(node).logged.Load() {

@@ -23,7 +23,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
-	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // ScopeName is the instrumentation scope of the meter [New] uses.
@@ -44,7 +43,7 @@ const (
 	// AttrLimit is the limit that denied a call, such as "2/30s (sliding_log)".
 	AttrLimit = attribute.Key("ratelimit.limit")
 	// AttrNode is the node of a circuit breaker: the address of a Redis
-	// server, or of a cluster master (see [guard.BreakerHook]).
+	// server, or of a cluster master (see [ratelimit.BreakerHook]).
 	AttrNode = attribute.Key("ratelimit.node")
 	// AttrCall is the call of the backend contract that [Limiter]
 	// measured: allow, turn, reserve, adjust, reserve_slot, slot_turn,
@@ -72,7 +71,7 @@ const (
 // denial) to 1 s (a Redis call that times out).
 var DefaultBuckets = []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
 
-// Telemetry is a [ratelimit.ShadowHook] and a [guard.BreakerHook]
+// Telemetry is a [ratelimit.ShadowHook] and a [ratelimit.BreakerHook]
 // that records, per limit name or per circuit breaker's node:
 //
 //	ratelimit.decisions       counter         {ratelimit.name, ratelimit.decision, ratelimit.source}
@@ -246,14 +245,14 @@ func (t *Telemetry) Failed(ctx context.Context, req *ratelimit.Request, err erro
 }
 
 // BreakerOpened counts the opening of node's breaker and marks it open.
-// See [guard.BreakerHook].
+// See [ratelimit.BreakerHook].
 func (t *Telemetry) BreakerOpened(node string, _ error) {
 	add := t.attributes(attrKey{node: node}).add
 	t.breakerOpens.Add(context.Background(), 1, add...)
 	t.breakerOpen.Add(context.Background(), 1, add...)
 }
 
-// BreakerClosed marks node's breaker closed. See [guard.BreakerHook].
+// BreakerClosed marks node's breaker closed. See [ratelimit.BreakerHook].
 func (t *Telemetry) BreakerClosed(node string, _ time.Duration) {
 	t.breakerOpen.Add(context.Background(), -1, t.attributes(attrKey{node: node}).add...)
 }
@@ -324,8 +323,8 @@ func (t *Telemetry) attributes(k attrKey) measurement {
 }
 
 var (
-	_ ratelimit.ShadowHook = (*Telemetry)(nil)
-	_ guard.BreakerHook    = (*Telemetry)(nil)
+	_ ratelimit.ShadowHook  = (*Telemetry)(nil)
+	_ ratelimit.BreakerHook = (*Telemetry)(nil)
 )
 
 // OverridesReporter is a source of overrides that reports the fields it

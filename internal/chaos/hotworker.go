@@ -179,7 +179,7 @@ const breakerOpened = "ratelimit: circuit open"
 
 // breakerCounter is a slog.Handler that counts breakerOpened records, at
 // every level, and passes the records next is enabled for to next. Counting
-// the log rather than installing a guard.BreakerHook keeps the limiter
+// the log rather than installing a ratelimit.BreakerHook keeps the limiter
 // without options: a hook is told of every failed call too, which would
 // change the cost of the calls a hot line measures.
 type breakerCounter struct{ next slog.Handler }

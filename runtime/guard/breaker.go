@@ -16,7 +16,7 @@ import (
 // asked whether it serves, and that tells an outage from a call's own
 // failure.
 type Probed interface {
-	// Node names the backend as a whole, for a [BreakerHook]:
+	// Node names the backend as a whole, for a [ratelimit.BreakerHook]:
 	// a server's address, "cluster" for a Redis Cluster client.
 	Node() string
 	// Probe asks the backend whether it can serve again: nil when it
@@ -75,7 +75,7 @@ type Breaker struct {
 	probed  Probed
 	nodes   Nodes // nil when the backend is one node
 	hook    ratelimit.Hook
-	bhook   BreakerHook
+	bhook   ratelimit.BreakerHook
 	cfg     breakerConfig
 	// root guards every call, or the look-ups of a Nodes backend's nodes.
 	root *breaker
@@ -89,7 +89,7 @@ type Breaker struct {
 
 // NewBreaker returns the circuit breaker guard of backend, tuned by the
 // options of this package among opts, or nil when they turn it off or
-// backend is not [Probed]. It tells the [BreakerHook] of the
+// backend is not [Probed]. It tells the [ratelimit.BreakerHook] of the
 // backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
 // opens and closes, and logs it to slog.Default() unless that hook logs it
 // ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
@@ -108,12 +108,12 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	g.recoverer, _ = find[*Fallback](backend)
 	if cfg := backend.Abilities().Config; cfg != nil {
 		g.hook = cfg.Hook
-		g.bhook, _ = g.hook.(BreakerHook)
+		g.bhook, _ = g.hook.(ratelimit.BreakerHook)
 	}
 	if lb, ok := g.hook.(interface{ LogsBreakers() bool }); !ok || !lb.LogsBreakers() {
 		// An outage is logged once, whatever the hook: its start at Warn,
 		// its end at Info. A hook that does not log (metrics) is told too.
-		logged := BreakerHook(ratelimit.NewSlogHook(nil))
+		logged := ratelimit.BreakerHook(ratelimit.NewSlogHook(nil))
 		if g.bhook != nil {
 			logged = breakerHooks{g.bhook, logged}
 		}
@@ -443,7 +443,7 @@ type breaker struct {
 	node string
 	// ask asks the node whether it can serve; hook may be nil.
 	ask  func(context.Context) error
-	hook BreakerHook
+	hook ratelimit.BreakerHook
 	// unavailable reports whether an error means the node could not be
 	// reached or cannot serve (see [Probed]).
 	unavailable func(error) bool
@@ -483,7 +483,7 @@ type breaker struct {
 // newBreaker returns the breaker for cfg guarding node, which ask probes,
 // or nil when it is turned off. Every error counts as the node being
 // unavailable until unavailable is set.
-func newBreaker(cfg breakerConfig, node string, ask func(context.Context) error, hook BreakerHook) *breaker {
+func newBreaker(cfg breakerConfig, node string, ask func(context.Context) error, hook ratelimit.BreakerHook) *breaker {
 	if cfg.failures <= 0 {
 		return nil
 	}
@@ -685,7 +685,7 @@ func (b *breaker) record(ctx context.Context, err error) {
 }
 
 // breakerHooks tells each of its hooks, in order.
-type breakerHooks []BreakerHook
+type breakerHooks []ratelimit.BreakerHook
 
 // BreakerOpened tells each hook.
 func (hs breakerHooks) BreakerOpened(node string, err error) {
@@ -699,22 +699,6 @@ func (hs breakerHooks) BreakerClosed(node string, open time.Duration) {
 	for _, h := range hs {
 		h.BreakerClosed(node, open)
 	}
-}
-
-// BreakerHook is implemented by a [ratelimit.Hook] that wants to know when
-// a circuit breaker of a limiter opens and closes, to report an outage
-// once rather than once per failed call. Both methods are called once per
-// change of state, in order, on the goroutine that made it, so they must
-// be quick and must not call the limiter. limitmetrics.Metrics and
-// ratelimit.SlogHook are BreakerHooks.
-type BreakerHook interface {
-	// BreakerOpened is called when the breaker guarding node (the
-	// backend's, or a node's: a Redis client's address, or a cluster
-	// master's) opens because of err.
-	BreakerOpened(node string, err error)
-	// BreakerClosed is called when node answers again after the breaker
-	// was open for the duration open.
-	BreakerClosed(node string, open time.Duration)
 }
 
 // nameOf returns the name limit i of req keeps its state under (see

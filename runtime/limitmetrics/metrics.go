@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
-	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 // Counters are the numbers [Metrics] keeps for one limit name.
@@ -41,7 +40,7 @@ type Counters struct {
 	InFlight int64
 }
 
-// Metrics is a [ratelimit.Hook] (and a [ratelimit.ShadowHook] and a [guard.BreakerHook]) that counts
+// Metrics is a [ratelimit.Hook] (and a [ratelimit.ShadowHook] and a [ratelimit.BreakerHook]) that counts
 // decisions and failures per limit name ([ratelimit.Request.Name]), and the state of
 // circuit breakers per node, with atomic counters, for exporting to a
 // monitoring system. Its zero value is ready to use, and it is safe for
@@ -124,14 +123,14 @@ func (m *Metrics) InFlight(_ context.Context, name string, delta int) {
 	m.of(name).inFlight.Add(int64(delta))
 }
 
-// BreakerOpened counts the opening of node's breaker. See [guard.BreakerHook].
+// BreakerOpened counts the opening of node's breaker. See [ratelimit.BreakerHook].
 func (m *Metrics) BreakerOpened(node string, _ error) {
 	b := m.breaker(node)
 	b.opened.Add(1)
 	b.open.Store(true)
 }
 
-// BreakerClosed records that node's breaker closed. See [guard.BreakerHook].
+// BreakerClosed records that node's breaker closed. See [ratelimit.BreakerHook].
 func (m *Metrics) BreakerClosed(node string, _ time.Duration) {
 	m.breaker(node).open.Store(false)
 }
@@ -198,7 +197,7 @@ func (n *Counters) add(s ratelimit.Source, c *sourceCounters) {
 }
 
 // Breakers returns the state of every circuit breaker that has opened so
-// far, by node (see [guard.BreakerHook]).
+// far, by node (see [ratelimit.BreakerHook]).
 func (m *Metrics) Breakers() map[string]BreakerState {
 	out := make(map[string]BreakerState)
 	m.breakers.Range(func(k, v any) bool {
@@ -222,5 +221,5 @@ func nearLimit(req *ratelimit.Request, d ratelimit.Decision) bool {
 var (
 	_ ratelimit.ShadowHook   = (*Metrics)(nil)
 	_ ratelimit.InFlightHook = (*Metrics)(nil)
-	_ guard.BreakerHook      = (*Metrics)(nil)
+	_ ratelimit.BreakerHook  = (*Metrics)(nil)
 )

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
-	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
 
 func TestNearLimitIsTenPercent(t *testing.T) {
@@ -65,7 +64,7 @@ func TestMetricsBreakers(t *testing.T) {
 	m := &Metrics{}
 	h := ratelimit.NewConfig(ratelimit.WithHook(m)).Hook // as a limiter holds it
 	assert.Empty(t, m.Breakers())
-	b := h.(guard.BreakerHook)
+	b := h.(ratelimit.BreakerHook)
 	b.BreakerOpened("10.0.0.1:6379", ratelimit.ErrBackend)
 	b.BreakerOpened("10.0.0.2:6379", ratelimit.ErrBackend)
 	b.BreakerClosed("10.0.0.1:6379", time.Second)

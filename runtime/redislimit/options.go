@@ -164,7 +164,7 @@ func WithDenyHold(d time.Duration) Option { return forGuards(guard.WithDenyHold(
 // client is saturated, not Redis, so the call is shed ([ratelimit.ErrBusy]:
 // denied with a retry, whatever the error policy) and no breaker opens on
 // the limiter's own load.
-// A [ratelimit.Hook] that implements [guard.BreakerHook] is told when
+// A [ratelimit.Hook] that implements [ratelimit.BreakerHook] is told when
 // a breaker opens and closes; without one, the opening is logged at Warn
 // and the closing at Info to slog.Default(), so an outage says so once.
 // The breakers are the circuit breaker guard of package guard around the

@@ -212,7 +212,7 @@ func (l *Limiter) CachedDenial(req ratelimit.Request) (time.Duration, bool) {
 	return l.denials.CachedDenial(req)
 }
 
-// Node names the client's breaker for a [guard.BreakerHook]: its
+// Node names the client's breaker for a [ratelimit.BreakerHook]: its
 // address, "cluster" for a cluster client (whose masters have breakers of
 // their own), "ring" for a ring. See [guard.Probed].
 func (l guarded) Node() string {
