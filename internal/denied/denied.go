@@ -6,6 +6,7 @@ package denied
 
 import (
 	"cmp"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ type Summary struct {
 	mu      sync.Mutex
 	minutes [Minutes]minute
 	hot     atomic.Pointer[hotCell]
-	last    [2]string // the (name, key) counted last under the lock
+	last    uint64 // the hash of the (name, key) counted last under the lock
 }
 
 // hotCell counts the denials of one (name, key) in one minute without the
@@ -53,6 +54,9 @@ type hotCell struct {
 	at        int64 // minutes since the Unix epoch
 	count     atomic.Int64
 }
+
+// lastSeed hashes the key a summary counted last.
+var lastSeed = maphash.MakeSeed()
 
 // folded is a hot cell's count once folded: far below any count it held.
 const folded = math.MinInt64 / 2
@@ -77,12 +81,14 @@ func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time
 	defer s.mu.Unlock()
 	s.foldLocked()
 	s.addLocked(name, key, hashed, n, err, at)
-	if err == 0 && s.last == [2]string{name, key} {
-		// Twice in a row: a hot key, counted in a cell from now on.
-		s.hot.Store(&hotCell{name: s.last[0], key: s.last[1], hashed: hashed, at: at})
+	h := maphash.String(lastSeed, name) ^ maphash.String(lastSeed, key)*31
+	if err == 0 && s.last == h {
+		// Twice in a row: a hot key, counted in a cell from now on (a
+		// hash that collides only picks another key for the cell).
+		s.hot.Store(&hotCell{name: strings.Clone(name), key: strings.Clone(key), hashed: hashed, at: at})
 		return
 	}
-	s.last = [2]string{strings.Clone(name), strings.Clone(key)}
+	s.last = h
 }
 
 // foldLocked moves the hot cell's count into the summary; s.mu is held.

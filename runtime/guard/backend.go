@@ -21,15 +21,15 @@ type backend struct {
 // backendOf returns next and what it carries out.
 func backendOf(next ratelimit.Limiter) backend {
 	b := backend{next: next, ops: ratelimit.Handlers{Next: next}}
-	a := next.Abilities()
+	a, calls := next.Abilities(), &nextOps{next}
 	if a.Can(ratelimit.OpReserve) && a.Can(ratelimit.OpAdjust) {
-		b.reserver = &nextOps{next}
+		b.reserver = calls
 	}
 	if a.Can(ratelimit.OpTakeSlot) {
-		b.slots = &nextOps{next}
+		b.slots = calls
 	}
 	if a.Can(ratelimit.OpReset) {
-		b.resetter = &nextOps{next}
+		b.resetter = calls
 	}
 	return b
 }
