@@ -219,23 +219,27 @@ type Result struct {
 	Plan Plan
 }
 
-// Plan is a limiter's fast path for the calls of one [Rule] with one key:
+// Plan is a limiter's fast path for the calls of one [Rule] with one key.
 // Decide decides a call with key and cost exactly as the limiter's Allow
 // decides Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits,
-// Rule: r}, without a Request. [Rule.Check] asks for it once per rule and
-// limiter (OpPlan), and uses it only when By is the limiter it was given:
-// so a wrapper that passes OpPlan on unchanged still sees every call
-// through its Allow, and one that wants the fast path returns a Plan of
-// its own, By itself, whose Decide calls the wrapped plan's.
+// Rule: r}, without a Request; CountDenial counts a denial of such a call
+// under key (hashed as [Op.KeyHashed] says) exactly as OpCountDenial
+// would, without an Op. Either may be nil: the call then goes through Allow or Do.
+// [Rule.Check] asks for a plan once per rule and limiter (OpPlan), and
+// uses it only when By is the limiter it was given: so a wrapper that
+// passes OpPlan on unchanged still sees every call through its Allow and
+// Do, and one that wants the fast path returns a Plan of its own, By
+// itself, whose functions call the wrapped plan's.
 type Plan struct {
-	By     Limiter
-	Decide func(ctx context.Context, key string, cost int64) (Decision, error)
+	By          Limiter
+	Decide      func(ctx context.Context, key string, cost int64) (Decision, error)
+	CountDenial func(key string, hashed bool)
 }
 
 // Of reports whether p is a plan of limiter's own: one to use when
 // deciding on limiter.
 func (p Plan) Of(limiter Limiter) bool {
-	return p.Decide != nil && p.By != nil && wordsOf(p.By) == wordsOf(limiter)
+	return p.By != nil && wordsOf(p.By) == wordsOf(limiter)
 }
 
 // Abilities is what a [Limiter] reports it supports, and the

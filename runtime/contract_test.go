@@ -163,3 +163,43 @@ func (d *declining) Do(_ context.Context, op Op) (Result, error) {
 }
 
 func (d *declining) Abilities() Abilities { return Abilities{Ops: OpsOf(OpPlan)} }
+
+// TestDenialsAreCountedAsDoWouldCountThem: a rule's denials on a limiter
+// are counted by its plan's CountDenial, and through a wrapper that
+// passes OpPlan on by OpCountDenial, which the wrapper sees once per
+// denial; both count the same keys, hashed ones as hashed.
+func TestDenialsAreCountedAsDoWouldCountThem(t *testing.T) {
+	ctx := context.Background()
+	clock := newManualClock()
+	direct := NewMemory(WithClock(clock))
+	wrapped := &counting{next: NewMemory(WithClock(clock))}
+	plain := &Rule{Name: "plain", Limits: []Limit{{Period: time.Minute, Threshold: 2}}}
+	digest := &Rule{Name: "digest", Limits: []Limit{{Period: time.Minute, Threshold: 1}}, KeyHash: []bool{true}}
+	denials := 0
+	for i := range 12 {
+		for _, rule := range []*Rule{plain, digest} {
+			key := fmt.Sprintf("k%d", i%3)
+			if rule == digest {
+				key = KeyDigest(key)
+			}
+			errA := rule.Check(ctx, direct, 1, key)
+			errB := rule.Check(ctx, wrapped, 1, key)
+			require.Equal(t, errA, errB)
+			if errA != nil {
+				denials++
+			}
+		}
+	}
+	require.Equal(t, 12-3*2+12-3, denials)
+	assert.Equal(t, denials, wrapped.ops[OpCountDenial], "the wrapper saw each denial counted")
+	want, err := direct.Do(ctx, Op{Kind: OpTopDenied, Units: 10})
+	require.NoError(t, err)
+	got, err := wrapped.Do(ctx, Op{Kind: OpTopDenied, Units: 10})
+	require.NoError(t, err)
+	assert.Len(t, want.Denied, 6)
+	assert.ElementsMatch(t, want.Denied, got.Denied)
+	require.NotEqual(t, RedactKey(KeyDigest("k0"), true), RedactKey(KeyDigest("k0"), false))
+	for _, k := range want.Denied {
+		assert.Equal(t, RedactKey(k.Kept, k.Name == "digest"), k.Key, "%+v: a digest is redacted as one", k)
+	}
+}

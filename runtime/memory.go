@@ -100,10 +100,8 @@ func (l *MemoryLimiter) Abilities() Abilities { return l.can }
 
 // plan returns the limiter's fast path for r's calls. See [OpPlan].
 func (l *MemoryLimiter) plan(r *Rule) Plan {
-	if d := l.decideRule(r); d != nil {
-		return Plan{By: l, Decide: d}
-	}
-	return Plan{}
+	count := func(key string, hashed bool) { l.CountDenial(r.Name, key, hashed) }
+	return Plan{By: l, Decide: l.decideRule(r), CountDenial: count}
 }
 
 // Allow decides req. See [Limiter]. The requests of a [Rule] are decided

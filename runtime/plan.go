@@ -15,6 +15,7 @@ type ruleFast struct {
 	limiter limiterWords // a pointer's: the words tell it apart
 	limits  []Limit      // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
+	count   func(key string, hashed bool) // the plan's CountDenial
 	direct  bool    // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve) and no cooldown
 	config  *Config // limiter's, whose Overrides may replace the limits
 }
@@ -32,10 +33,19 @@ func wordsOf(limiter Limiter) limiterWords { return *(*limiterWords)(unsafe.Poin
 // has no plan for r: see [Plan]), or nil when r has no limits:
 // the one kept with r when it was made for limiter, else a new one.
 func (r *Rule) fastDecide(limiter Limiter) *ruleFast {
-	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter == wordsOf(limiter) && f.covers(r.Limits) {
+	if f := r.keptFast(limiter); f != nil {
 		return f
 	}
 	return r.makeFast(limiter)
+}
+
+// keptFast returns the function kept with r for limiter, or nil when none
+// is.
+func (r *Rule) keptFast(limiter Limiter) *ruleFast {
+	if f := (*ruleFast)(atomic.LoadPointer(&r.fast)); f != nil && f.limiter == wordsOf(limiter) && f.covers(r.Limits) {
+		return f
+	}
+	return nil
 }
 
 // makeFast is fastDecide without a kept function: it asks limiter for
@@ -52,7 +62,8 @@ func (r *Rule) makeFast(limiter Limiter) *ruleFast {
 	// rule, and one without plans is not asked again.
 	f := &ruleFast{limiter: wordsOf(limiter), limits: r.Limits, config: abilities.Config}
 	if plans {
-		f.decide = planOf(limiter, r)
+		p := planOf(limiter, r)
+		f.decide, f.count = p.Decide, p.CountDenial
 	}
 	f.direct = f.decide != nil && !hasSlot(r.Limits) && !cools(r.Limits)
 	if kept {
@@ -70,14 +81,14 @@ func (f *ruleFast) covers(limits []Limit) bool {
 // none.
 func configOf(limiter Limiter) *Config { return limiter.Abilities().Config }
 
-// planOf returns the decide function of limiter's plan for r, or nil when
-// it has none or the plan is not limiter's own (see [Plan]).
-func planOf(limiter Limiter, r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error) {
+// planOf returns limiter's plan for r: a zero Plan when it has none or
+// the plan is not limiter's own (see [Plan]).
+func planOf(limiter Limiter, r *Rule) Plan {
 	res, err := limiter.Do(context.Background(), Op{Kind: OpPlan, Request: Request{Name: r.Name, Limits: r.Limits, Rule: r}})
 	if err != nil || !res.Plan.Of(limiter) {
-		return nil
+		return Plan{}
 	}
-	return res.Plan.Decide
+	return res.Plan
 }
 
 // micros returns t in µs since the Unix epoch, as the algorithms count

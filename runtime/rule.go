@@ -557,9 +557,12 @@ func (r *Rule) limitError(req *Request, d Decision) *LimitError {
 }
 
 // denied has limiter count the denial e by r's limit i, if it counts
-// denials ([OpCountDenial]), and returns e.
+// denials ([OpCountDenial]; through its plan when it has one), and
+// returns e.
 func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
-	if can(limiter, OpCountDenial) {
+	if f := r.keptFast(limiter); f != nil && f.count != nil {
+		f.count(e.Key, hashed(r.KeyHash, i))
+	} else if can(limiter, OpCountDenial) {
 		op := Op{Kind: OpCountDenial, Request: Request{Name: r.Name, Key: e.Key, Rule: r}, Line: i}
 		_, _ = limiter.Do(context.Background(), op)
 	}

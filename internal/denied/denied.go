@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -46,13 +47,23 @@ type Summary struct {
 }
 
 // hotCell counts the denials of one (name, key) in one minute without the
-// summary's lock; a count below 0 means it was folded into the summary,
-// and counts no more.
+// summary's lock, in stripes that goroutines pick at random so that the
+// cores do not take turns at one count; a stripe below 0 was folded into
+// the summary, and counts no more.
 type hotCell struct {
 	name, key string
 	hashed    bool
 	at        int64 // minutes since the Unix epoch
-	count     atomic.Int64
+	counts    [hotStripes]stripe
+}
+
+// hotStripes is how many stripes a hot cell counts in.
+const hotStripes = 8
+
+// stripe is one count of a hot cell, alone on its cache line.
+type stripe struct {
+	_     [64]byte
+	count atomic.Int64
 }
 
 // lastSeed hashes the key a summary counted last.
@@ -73,7 +84,7 @@ type minute struct {
 func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time) {
 	at := now.Unix() / 60
 	if c := s.hot.Load(); err == 0 && c != nil && c.at == at && c.name == name && c.key == key && c.hashed == hashed {
-		if c.count.Add(n) > 0 {
+		if c.counts[rand.Uint32()%hotStripes].count.Add(n) > 0 {
 			return
 		}
 	}
@@ -97,7 +108,11 @@ func (s *Summary) foldLocked() {
 	if c == nil {
 		return
 	}
-	if v := c.count.Swap(folded); v > 0 {
+	var v int64
+	for i := range c.counts {
+		v += max(c.counts[i].count.Swap(folded), 0)
+	}
+	if v > 0 {
 		s.addLocked(c.name, c.key, c.hashed, v, 0, c.at)
 	}
 }

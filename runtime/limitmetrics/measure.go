@@ -152,19 +152,24 @@ func (m *Measured) passOn(ctx context.Context, op ratelimit.Op) (ratelimit.Resul
 }
 
 // plan returns the wrapped limiter's plan for r, measured: a Plan of m's.
+// Its denials are counted by the wrapped plan's CountDenial, as Do would
+// pass OpCountDenial on.
 func (m *Measured) plan(r *ratelimit.Rule) ratelimit.Plan {
 	res, err := m.passOn(context.Background(), ratelimit.Op{Kind: ratelimit.OpPlan, Request: ratelimit.Request{Name: r.Name, Limits: r.Limits, Rule: r}})
-	inner := res.Plan.Decide
 	if err != nil || !res.Plan.Of(m.next) {
 		return ratelimit.Plan{}
 	}
-	return ratelimit.Plan{By: m, Decide: func(ctx context.Context, key string, cost int64) (ratelimit.Decision, error) {
-		start := time.Now()
-		d, err := inner(ctx, key, cost)
-		req := ratelimit.Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, Rule: r}
-		m.decided(ctx, CallAllow, &req, d, err, time.Since(start), true, false)
-		return d, err
-	}}
+	p := ratelimit.Plan{By: m, CountDenial: res.Plan.CountDenial}
+	if inner := res.Plan.Decide; inner != nil {
+		p.Decide = func(ctx context.Context, key string, cost int64) (ratelimit.Decision, error) {
+			start := time.Now()
+			d, err := inner(ctx, key, cost)
+			req := ratelimit.Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, Rule: r}
+			m.decided(ctx, CallAllow, &req, d, err, time.Since(start), true, false)
+			return d, err
+		}
+	}
+	return p
 }
 
 // reserve is OpReserve, measured.

@@ -8,14 +8,32 @@ import (
 
 // Do carries out op through the limiter's guards, outermost first: the
 // lease guard, the deny cache, the breaker and the fallback (see
-// [guard.Wrap] for what each does with an operation), then Redis. See
-// [ratelimit.Limiter].
+// [guard.Wrap] for what each does with an operation), then Redis. It
+// answers OpPlan itself (see [Limiter.plan]). See [ratelimit.Limiter].
 func (l *Limiter) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	if op.Kind == ratelimit.OpPlan {
+		return ratelimit.Result{Plan: l.plan(op.Request.Rule)}, nil
+	}
 	return l.leases.Do(ctx, op)
 }
 
-// Abilities reports every operation of the contract but OpPlan, shared
-// lines (a call with a key per limit keeps limit i's state where
+// plan returns the limiter's fast path for r's calls: Decide is Allow's
+// request made without a Request, and CountDenial counts in the process
+// as Do's OpCountDenial does, past guards that only pass it on.
+func (l *Limiter) plan(r *ratelimit.Rule) ratelimit.Plan {
+	if r == nil {
+		return ratelimit.Plan{}
+	}
+	return ratelimit.Plan{
+		By: l,
+		Decide: func(ctx context.Context, key string, cost int64) (ratelimit.Decision, error) {
+			return l.leases.Allow(ctx, ratelimit.Request{Name: r.Name, Key: key, Cost: cost, Limits: r.Limits, Rule: r})
+		},
+		CountDenial: func(key string, hashed bool) { l.CountDenial(r.Name, key, hashed) },
+	}
+}
+
+// Abilities reports every operation of the contract, shared lines (a call with a key per limit keeps limit i's state where
 // req.Line(i) says, in one script run on a single server or Sentinel,
 // and in groups of one hash tag each on a Cluster), and the limiter's
 // Config. See [ratelimit.Limiter].

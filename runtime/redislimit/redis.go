@@ -118,6 +118,7 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 	}
 	l.leases = guard.NewLeases(front, opts...)
 	l.can = l.leases.Abilities()
+	l.can.Ops |= ratelimit.OpsOf(ratelimit.OpPlan)
 	if c, ok := client.(*redis.Client); ok && heartbeat {
 		l.leaveFence = joinFence(c, l.fallback)
 	}
