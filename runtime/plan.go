@@ -16,8 +16,8 @@ type ruleFast struct {
 	limits  []Limit      // the rule's limits it decides
 	decide  func(ctx context.Context, key string, cost int64) (Decision, error)
 	count   func(key string, hashed bool) // the plan's CountDenial
-	direct  bool    // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve) and no cooldown
-	config  *Config // limiter's, whose Overrides may replace the limits
+	direct  bool                          // decide is not nil, and the limits hold no concurrency limit (see Rule.Reserve) and no cooldown
+	config  *Config                       // limiter's, whose Overrides may replace the limits
 }
 
 // limiterWords are the two words of a Limiter: its type's and its value's.
