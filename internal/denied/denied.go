@@ -8,12 +8,12 @@ import (
 	"cmp"
 	"hash/maphash"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // for go:linkname
 )
 
 // Minutes is how many minutes of denials are kept and listed.
@@ -47,9 +47,9 @@ type Summary struct {
 }
 
 // hotCell counts the denials of one (name, key) in one minute without the
-// summary's lock, in stripes that goroutines pick at random so that the
-// cores do not take turns at one count; a stripe below 0 was folded into
-// the summary, and counts no more.
+// summary's lock, in a stripe per processor (P) so that the cores do not
+// take turns at one count; a stripe below 0 was folded into the summary,
+// and counts no more.
 type hotCell struct {
 	name, key string
 	hashed    bool
@@ -57,8 +57,9 @@ type hotCell struct {
 	counts    [hotStripes]stripe
 }
 
-// hotStripes is how many stripes a hot cell counts in.
-const hotStripes = 8
+// hotStripes is how many stripes a hot cell counts in: the processors
+// beyond share them.
+const hotStripes = 16
 
 // stripe is one count of a hot cell, alone on its cache line.
 type stripe struct {
@@ -84,7 +85,7 @@ type minute struct {
 func (s *Summary) Add(name, key string, hashed bool, n, err int64, now time.Time) {
 	at := now.Unix() / 60
 	if c := s.hot.Load(); err == 0 && c != nil && c.at == at && c.name == name && c.key == key && c.hashed == hashed {
-		if c.counts[rand.Uint32()%hotStripes].count.Add(n) > 0 {
+		if c.counts[procID()%hotStripes].count.Add(n) > 0 {
 			return
 		}
 	}
@@ -228,3 +229,22 @@ func (p *Pending) Drain() map[int64][]Entry {
 	}
 	return out
 }
+
+// procID returns the id of the processor (P) that runs the goroutine now;
+// it may run on another by the time it uses it.
+func procID() int {
+	id := procPin()
+	procUnpin()
+	return id
+}
+
+// procPin and procUnpin pin the goroutine to its P, as sync.Pool does to
+// find its per-P pool; the runtime keeps them reachable for the packages
+// that call them so (go.dev/issue/67401) and promises not to change their
+// signatures.
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,7 +41,11 @@ var (
 // merges them.
 type denialLog struct {
 	pending denied.Pending
-	start   sync.Once
+	// minute is the wall clock's minute (since the Unix epoch) that
+	// denials count in, which the timer turn turns at each minute's end.
+	minute atomic.Int64
+	turn   atomic.Pointer[time.Timer]
+	start  sync.Once
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -81,11 +86,40 @@ func (l *redisBackend) wallTime() time.Time {
 // CountDenial counts a denial, to merge into Redis within denialFlush.
 // See [ratelimit.OpTopDenied].
 func (l *redisBackend) CountDenial(name, key string, hashed bool) {
-	l.denials.pending.Add(name, key, hashed, l.wallTime())
-	l.denials.start.Do(func() {
-		l.denials.stop, l.denials.done = make(chan struct{}), make(chan struct{})
-		go l.mergeLoop()
-	})
+	l.denials.start.Do(l.startDenials)
+	l.denials.pending.Add(name, key, hashed, l.denialTime())
+}
+
+// startDenials starts the merge loop and the turns of the minute.
+func (l *redisBackend) startDenials() {
+	l.denials.stop, l.denials.done = make(chan struct{}), make(chan struct{})
+	l.turnMinute()
+	go l.mergeLoop()
+}
+
+// denialTime returns the time a denial counts at: the limiter's clock's,
+// else the start of the minute turnMinute last turned to, which saves a
+// read of the clock per denial and is late by as much as a timer fires
+// late (a few ms under load) at each minute's end.
+func (l *redisBackend) denialTime() time.Time {
+	if l.cfg.Clock != nil {
+		return l.cfg.Clock.Now()
+	}
+	return time.Unix(l.denials.minute.Load()*60, 0)
+}
+
+// turnMinute sets the minute denials count in to the wall clock's, and
+// has a timer call it again when that minute ends, until stopDenials.
+func (l *redisBackend) turnMinute() {
+	select {
+	case <-l.denials.stop:
+		return
+	default:
+	}
+	now := time.Now()
+	l.denials.minute.Store(now.Unix() / 60)
+	next := time.Unix((now.Unix()/60+1)*60, 0)
+	l.denials.turn.Store(time.AfterFunc(next.Sub(now), l.turnMinute))
 }
 
 // mergeLoop merges the pending denials every denialFlush until Close.
@@ -114,6 +148,7 @@ func (l *redisBackend) stopDenials() {
 		default:
 			close(l.denials.stop)
 		}
+		l.denials.turn.Load().Stop() // one that turns after sees stop
 		<-l.denials.done
 	}
 }

@@ -67,3 +67,31 @@ func TestTopDeniedIsTheFleets(t *testing.T) {
 func TestMergeDenialsScriptRendersAsGolden(t *testing.T) {
 	matchesGolden(t, "merge_denials", mergeDenialsText)
 }
+
+// TestDenialsCountInTheWallClocksMinute: a denial counts in the wall
+// clock's minute, which the first denial reads and a timer turns at each
+// minute's end (turnMinute, called here at once), until the limiter
+// closes.
+func TestDenialsCountInTheWallClocksMinute(t *testing.T) {
+	c := srv.Client()
+	t.Cleanup(func() { c.Close() })
+	l := newTest(c, withoutHeartbeat())
+	t.Cleanup(func() { l.Close() })
+	inMinute := func() {
+		t.Helper()
+		before := time.Now().Unix() / 60
+		got := l.denialTime()
+		after := time.Now().Unix() / 60
+		require.Zero(t, got.Unix()%60, "the start of a minute")
+		require.True(t, got.Unix()/60 >= before-1 && got.Unix()/60 <= after, "minute %d, wall clock's %d..%d", got.Unix()/60, before, after)
+	}
+	l.CountDenial("api", "k", false)
+	inMinute()
+	l.redisBackend.denials.minute.Store(1) // a minute of 1970, as if a turn were missed
+	l.turnMinute()
+	inMinute()
+	l.Close()
+	l.redisBackend.denials.minute.Store(1)
+	l.turnMinute()
+	require.Equal(t, int64(1), l.redisBackend.denials.minute.Load(), "no turn after Close")
+}
