@@ -46,8 +46,8 @@ type denialLog struct {
 	minute atomic.Int64
 	turn   atomic.Pointer[time.Timer]
 	start  sync.Once
-	stop    chan struct{}
-	done    chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 // deniedKeys returns the Redis keys of the summary of minute.
