@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
@@ -11,11 +13,15 @@ import (
 // (see ruleStore).
 const maxKeptRules = 1024
 
+// frontBits is the log2 of the number of slots of ruleStore's front.
+const frontBits = 6
+
 // memoryRule is what the memory limiter derives from a rule's limits, once:
 // the limits and name it was made for, the name's hash (with nameSeed), the
 // limits' plans, and the most a call may cost (the least MaxCost of the
 // limits that take the cost). It never changes once made.
 type memoryRule struct {
+	rule     *Rule // the rule it is kept for, nil for none
 	limits   []Limit
 	name     string
 	nameHash uint64
@@ -47,33 +53,54 @@ func (m *memoryRule) covers(name string, limits []Limit) bool {
 // past that empties it first, and the rules still in use are derived again
 // on their next call. So a program that makes rules as it goes keeps the
 // plans of a bounded number of them, and one with more rules in use than
-// the bound decides them the same, only deriving plans more often.
+// the bound decides them the same, only deriving plans more often. A front
+// of 1<<frontBits slots, one per rule by its address, holds the rule last
+// found in each, which spares most calls the map's hashing.
 type ruleStore struct {
-	m  sync.Map   // *Rule → *memoryRule
-	mu sync.Mutex // held to add to m, which keeps n exact
-	n  int        // how many rules m holds
+	front [1 << frontBits]atomic.Pointer[memoryRule]
+	m     sync.Map   // *Rule → *memoryRule
+	mu    sync.Mutex // held to add to m, which keeps n exact
+	n     int        // how many rules m holds
+}
+
+// slotOf returns r's slot in the front.
+func (s *ruleStore) slotOf(r *Rule) *atomic.Pointer[memoryRule] {
+	const golden = 0x9E3779B97F4A7C15 // Fibonacci hashing of the address
+	return &s.front[uint64(uintptr(unsafe.Pointer(r)))*golden>>(64-frontBits)]
 }
 
 // load returns the memoryRule kept for r, or nil.
 func (s *ruleStore) load(r *Rule) *memoryRule {
+	slot := s.slotOf(r)
+	if m := slot.Load(); m != nil && m.rule == r {
+		return m
+	}
 	v, _ := s.m.Load(r)
 	m, _ := v.(*memoryRule)
+	if m != nil {
+		slot.Store(m)
+	}
 	return m
 }
 
 // keep keeps m as r's, replacing what was kept for it, after emptying the
 // store when r is new and the store holds maxKeptRules already.
 func (s *ruleStore) keep(r *Rule, m *memoryRule) {
+	m.rule = r
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.m.Load(r); !ok {
 		if s.n >= maxKeptRules {
 			s.m.Clear()
+			for i := range s.front {
+				s.front[i].Store(nil)
+			}
 			s.n = 0
 		}
 		s.n++
 	}
 	s.m.Store(r, m)
+	s.slotOf(r).Store(m)
 }
 
 // len returns how many rules the store keeps.

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +88,32 @@ func TestMemoryRulePlanKeepsNothing(t *testing.T) {
 		assert.Equal(t, i < 2, err == nil, "call %d: %v", i, err)
 	}
 	assert.Equal(t, 0, l.rules.len(), "the fast path keeps its plans in its closure")
+}
+
+func TestMemoryRuleStoreConcurrent(t *testing.T) {
+	ctx := context.Background()
+	l := NewMemory(WithClock(newManualClock()))
+	kept := &Rule{Name: "kept", Limits: []Limit{{Period: time.Hour, Threshold: 50}}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range maxKeptRules / 2 { // enough throwaway rules to empty the store
+				r := &Rule{Name: fmt.Sprint("throwaway-", g, "-", i), Limits: kept.Limits}
+				_, err := l.Allow(ctx, ruleRequest(r, "k"))
+				assert.NoError(t, err)
+				if i%8 == 0 {
+					d, err := l.Allow(ctx, ruleRequest(kept, "k"))
+					assert.NoError(t, err)
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(50), admitted.Load())
+	assert.LessOrEqual(t, storeLen(&l.rules), maxKeptRules)
+	assert.Equal(t, l.rules.len(), storeLen(&l.rules))
 }
