@@ -80,7 +80,7 @@ type plan struct {
 
 // memoryPlan is a limit as the memory limiter decides it: its plan and,
 // for a bucket, the bucket's depth and one unit's emission interval in µs, each a whole part and a fraction in 1/threshold µs. A
-// Rule's plans are made once (see rulePrep), a Request's on each call.
+// Rule's plans are made once (see memoryRule), a Request's on each call.
 type memoryPlan struct {
 	plan
 	// calendar is the calendar period of a FixedWindow limit that has

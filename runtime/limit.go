@@ -343,10 +343,10 @@ type Request struct {
 
 	// Rule is the rule whose call this is, when a [Rule] made the request,
 	// else nil. A Rule's Limits never change once in use, so a backend may
-	// keep what it derives from them (as [Request.Validate] keeps their
-	// validation) with the rule, for requests whose Limits are the rule's
-	// own: the same slice, not an override's. Hooks see it too, so that
-	// they show keys as [Request.RedactedKey] does.
+	// keep what it derives from them by rule (as [MemoryLimiter] keeps its
+	// plans, and [Request.Validate] their validation), for requests whose
+	// Limits are the rule's own: the same slice, not an override's. Hooks
+	// see it too, so that they show keys as [Request.RedactedKey] does.
 	Rule *Rule
 }
 

@@ -46,6 +46,7 @@ type MemoryLimiter struct {
 	// denials counts the denials of the process's rules (see
 	// [OpCountDenial]).
 	denials denied.Summary
+	rules   ruleStore // the plans of the rules of its requests (memoryprep.go)
 	ops     Handlers  // Do's
 	can     Abilities // what Abilities reports
 }
@@ -59,7 +60,7 @@ type memoryShard struct {
 }
 
 // nameSeed hashes limit names, the same way in every limiter, so that a
-// Rule hashes its name once (see rulePrep).
+// rule's name is hashed once (see memoryRule).
 var nameSeed = maphash.MakeSeed()
 
 // memoryEntry is the state of one (name, key) pair: one per limit index.
@@ -127,35 +128,34 @@ func (l *MemoryLimiter) report(ctx context.Context, req Request, key string, d D
 // plans, made once, without a Request: the limiter's fast path (see
 // [Plan]); nil when r's limits are not valid.
 func (l *MemoryLimiter) decideRule(r *Rule) func(ctx context.Context, key string, cost int64) (Decision, error) {
-	prep := r.prepared()
-	if prep == nil {
+	if req := (Request{Name: r.Name, Limits: r.Limits, Rule: r}); req.Validate() != nil {
 		return nil
 	}
-	mp := prep.memory()
+	mr := newMemoryRule(r.Name, r.Limits)
 	return func(ctx context.Context, key string, cost int64) (d Decision, err error) {
 		units := cost
 		if units == 0 {
 			units = 1
 		}
-		if units < 0 || units > prep.capacity {
-			return l.Allow(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}) // which says why not
+		if units < 0 || units > mr.capacity {
+			return l.Allow(ctx, Request{Name: mr.name, Key: key, Cost: cost, Limits: mr.limits, Rule: r}) // which says why not
 		}
 		// decidePair, by hand: Go does not inline it, and the call would
 		// cost Rule.Check about 20 instructions (2%).
 		bound := callkey.Bound(key)
-		hash := mp.nameHash ^ maphash.String(l.seed, bound) // hashOf's, for prep's name
+		hash := mr.nameHash ^ maphash.String(l.seed, bound) // hashOf's, for mr's name
 		now := l.now()
 		shard := l.shardOf(hash)
 		shard.mu.Lock()
-		e := shard.entry(prep.name, bound, hash, len(mp.plans), now, l.cfg.MaxKeys/shardCount+1)
-		if len(mp.plans) == 1 { // decidePlans' first case, by hand too
-			e.decideOne(&mp.plans[0], units, now, true, &d)
+		e := shard.entry(mr.name, bound, hash, len(mr.plans), now, l.cfg.MaxKeys/shardCount+1)
+		if len(mr.plans) == 1 { // decidePlans' first case, by hand too
+			e.decideOne(&mr.plans[0], units, now, true, &d)
 		} else {
-			e.decidePlans(mp.plans, units, now, true, &d)
+			e.decidePlans(mr.plans, units, now, true, &d)
 		}
 		shard.mu.Unlock()
 		if l.cfg.Hook != nil {
-			l.report(ctx, Request{Name: prep.name, Key: key, Cost: cost, Limits: prep.limits, Rule: r}, bound, d)
+			l.report(ctx, Request{Name: mr.name, Key: key, Cost: cost, Limits: mr.limits, Rule: r}, bound, d)
 		}
 		return d, nil
 	}
@@ -171,13 +171,13 @@ func (l *MemoryLimiter) now() int64 {
 }
 
 // hashOf returns the hash of the pair of name and a bounded key, which
-// picks the pair's shard and its slot there. The name's hash is prep's
-// when prep was made for that name (a Rule's requests), which spares
-// hashing it on every call.
-func (l *MemoryLimiter) hashOf(name, key string, prep *rulePrep) uint64 {
+// picks the pair's shard and its slot there. The name's hash is mr's when
+// mr was made for that name (a Rule's requests), which spares hashing it
+// on every call.
+func (l *MemoryLimiter) hashOf(name, key string, mr *memoryRule) uint64 {
 	var nameHash uint64
-	if prep != nil && prep.name == name {
-		nameHash = prep.memory().nameHash
+	if mr != nil && mr.name == name {
+		nameHash = mr.nameHash
 	} else {
 		nameHash = maphash.String(nameSeed, name)
 	}
@@ -190,14 +190,14 @@ func (l *MemoryLimiter) shardOf(hash uint64) *memoryShard {
 }
 
 // locate validates req and returns its bounded key, the hash of its pair
-// and its rule's validation, if any (see [Request.Rule]).
-func (l *MemoryLimiter) locate(req *Request) (string, uint64, *rulePrep, error) {
-	prep := req.prepared()
-	if err := req.validate(prep); err != nil {
+// and its rule's memoryRule, if any (see ruleOf).
+func (l *MemoryLimiter) locate(req *Request) (string, uint64, *memoryRule, error) {
+	if err := req.Validate(); err != nil {
 		return "", 0, nil, err
 	}
+	mr := l.ruleOf(req)
 	key := callkey.Bound(req.Key)
-	return key, l.hashOf(req.Name, key, prep), prep, nil
+	return key, l.hashOf(req.Name, key, mr), mr, nil
 }
 
 // lookup returns the state of name and key, or nil when there is none.
@@ -301,12 +301,12 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 }
 
 // plansOf returns the plans of req's limits: those of its rule, made
-// once, when prep (the rule's validation) covers them and hold is 0, else
-// made now in buf (on the caller's stack for up to 4 limits), those of
+// once, when mr (the rule's memoryRule) is not nil and hold is 0, else made
+// now in buf (on the caller's stack for up to 4 limits), those of
 // SlidingLog limits held hold µs (see ReserveHeld).
-func plansOf(req *Request, prep *rulePrep, buf *[4]memoryPlan, hold int64) []memoryPlan {
-	if prep != nil && hold == 0 {
-		return prep.memory().plans
+func plansOf(req *Request, mr *memoryRule, buf *[4]memoryPlan, hold int64) []memoryPlan {
+	if mr != nil && hold == 0 {
+		return mr.plans
 	}
 	plans := buf[:0]
 	for _, lim := range req.Limits {

@@ -26,10 +26,10 @@ type lineSet struct {
 // unset (Peek) it keeps no new state; hold holds the charge of its
 // SlidingLog limits (see plansOf). It returns the time it decided at.
 func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge bool, hold int64, d *Decision) (int64, error) {
-	prep := req.prepared()
-	if err := req.validate(prep); err != nil {
+	if err := req.Validate(); err != nil {
 		return 0, err
 	}
+	mr := l.ruleOf(req)
 	var set lineSet
 	n := len(req.Limits)
 	for i, k := range req.Keys {
@@ -39,7 +39,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 			set.keys[i] = callkey.Named(k)
 		}
 		set.names[i], set.index[i] = req.Line(i)
-		set.hashes[i] = l.hashOf(set.names[i], set.keys[i], prep)
+		set.hashes[i] = l.hashOf(set.names[i], set.keys[i], mr)
 		set.addShard(uint8(set.hashes[i] % shardCount))
 	}
 	for _, s := range set.shards[:set.nShards] {
@@ -77,7 +77,7 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 		set.entries[i] = e
 	}
 	var buf [4]memoryPlan
-	set.decide(plansOf(req, prep, &buf, hold), req.Units(), now, charge, d)
+	set.decide(plansOf(req, mr, &buf, hold), req.Units(), now, charge, d)
 	for _, s := range set.shards[:set.nShards] {
 		l.shards[s].mu.Unlock()
 	}

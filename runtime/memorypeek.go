@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // The memory limiter's peeks and resets (see [OpPeek], [OpReset]).
@@ -19,8 +20,10 @@ func peeked(req *Request, d Decision) Decision {
 
 // Peek checks req's limits without charging them. See [Peek].
 func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error) {
-	if hasSlot(req.Limits) {
-		return peekSlot(ctx, l, req)
+	for _, lim := range req.Limits {
+		if lim.Algorithm == limitfacts.Concurrency {
+			return Peek(ctx, l, req) // by PeekSlot, with the slot's numbers
+		}
 	}
 	if req.Keys != nil {
 		var d Decision
@@ -39,12 +42,12 @@ func (l *MemoryLimiter) Peek(ctx context.Context, req Request) (Decision, error)
 // peekOne decides req, which has one key, without charging it or keeping
 // a new pair's state: Allow's decision, not Peek's.
 func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
-	prep := req.prepared()
-	if err := req.validate(prep); err != nil {
+	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
+	mr := l.ruleOf(req)
 	key := callkey.Named(req.Key)
-	hash := l.hashOf(req.Name, key, prep)
+	hash := l.hashOf(req.Name, key, mr)
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -57,7 +60,7 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 	}
 	var d Decision
 	var buf [4]memoryPlan
-	e.decidePlans(plansOf(req, prep, &buf, 0), req.Units(), now, false, &d)
+	e.decidePlans(plansOf(req, mr, &buf, 0), req.Units(), now, false, &d)
 	shard.mu.Unlock()
 	return d, nil
 }

@@ -41,7 +41,7 @@ func (l *MemoryLimiter) queueOf(req *Request) (*queueShard, queueID) {
 	if req.Keys != nil {
 		id.key, id.perLimit = keysIdentity(req.Keys), true
 	}
-	return &l.queues.shards[l.hashOf(id.name, id.key, req.prepared())%shardCount], id
+	return &l.queues.shards[l.hashOf(id.name, id.key, l.keptRuleOf(req))%shardCount], id
 }
 
 // AllowInTurn decides req when it is the call's turn, else denies it with
@@ -117,7 +117,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 				q = append(q[:at], q[at+1:]...)
 			}
 			qs.keep(id, q)
-			return d, 0, fromMicros(charged), nil
+			return d, 0, time.UnixMicro(charged), nil
 		}
 		if d.LimitIndex == slotIndex { // it polls, until its wait is over
 			back = slotPoll(ahead, slots, wait)

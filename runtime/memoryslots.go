@@ -21,7 +21,7 @@ type slotTable struct {
 // all or nothing. See [Rule.Reserve] and the concurrency limits there.
 func (l *MemoryLimiter) ReserveSlot(ctx context.Context, req Request, slot Limit, token string) (Decision, time.Time, error) {
 	d, at, err := l.reserveSlot(ctx, req, slot, token)
-	return d, fromMicros(at), err
+	return d, time.UnixMicro(at), err
 }
 
 // reserveSlot is ReserveSlot, with the time in µs since the Unix epoch.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"sync/atomic"
-	"time"
 	"unsafe"
 )
 
@@ -90,10 +89,3 @@ func planOf(limiter Limiter, r *Rule) Plan {
 	}
 	return res.Plan
 }
-
-// micros returns t in µs since the Unix epoch, as the algorithms count
-// time.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-// fromMicros returns the time us µs after the Unix epoch.
-func fromMicros(us int64) time.Time { return time.UnixMicro(us) }

@@ -14,7 +14,7 @@ import (
 // [OpReserve].
 func (l *MemoryLimiter) Reserve(ctx context.Context, req Request) (Decision, time.Time, error) {
 	d, at, err := l.reserve(ctx, req, true, 0)
-	return d, fromMicros(at), err
+	return d, time.UnixMicro(at), err
 }
 
 // ReserveHeld is Reserve, except that the units it charges to a
@@ -26,7 +26,7 @@ func (l *MemoryLimiter) ReserveHeld(ctx context.Context, req Request, hold time.
 		return Decision{}, time.Time{}, err
 	}
 	d, at, err := l.reserve(ctx, req, true, hold.Microseconds())
-	return d, fromMicros(at), err
+	return d, time.UnixMicro(at), err
 }
 
 // RefundHeld takes back up to n units that [MemoryLimiter.ReserveHeld]
@@ -71,12 +71,12 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool, h
 		now, err := l.decideKeys(ctx, &req, true, hold, &d)
 		return d, now, err
 	}
-	key, hash, prep, err := l.locate(&req)
+	key, hash, mr, err := l.locate(&req)
 	if err != nil {
 		return d, 0, err
 	}
 	var buf [4]memoryPlan
-	now := l.decidePair(req.Name, key, hash, plansOf(&req, prep, &buf, hold), req.Units(), &d)
+	now := l.decidePair(req.Name, key, hash, plansOf(&req, mr, &buf, hold), req.Units(), &d)
 	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
 	}
@@ -99,7 +99,7 @@ func (l *MemoryLimiter) Adjust(ctx context.Context, req Request, atTime time.Tim
 // adjust is Adjust of a reservation whose SlidingLog limits were held
 // hold µs (0: none).
 func (l *MemoryLimiter) adjust(_ context.Context, req Request, atTime time.Time, hold, delta int64) error {
-	at := micros(atTime)
+	at := atTime.UnixMicro()
 	if req.Keys != nil {
 		if err := req.Validate(); err != nil || delta == 0 {
 			return err

@@ -1,7 +1,5 @@
 package ratelimit
 
-import "sync/atomic"
-
 // Validate reports whether the limit can be decided by this runtime: a
 // period of at least 1µs (or a calendar period, of FixedWindow, in a zone
 // it can load), a positive threshold, an algorithm it implements,
@@ -16,9 +14,6 @@ type rulePrep struct {
 	limits   []Limit // the limits validated, valid, with a name
 	name     string  // the name validated with them
 	capacity int64   // the least capacity among those that take the cost: the most a call may cost
-	// mem is what the in-process limiter derives from the limits, made
-	// when it first decides them (see rulePrep.memory).
-	mem atomic.Pointer[memoryPrep]
 }
 
 // covers reports whether limits are those p validated (the same slice).
