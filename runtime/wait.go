@@ -370,15 +370,3 @@ func (r *Rule) peekSlotQueue(ctx context.Context, limiter Limiter, req, rates Re
 func retryJitter(d time.Duration) time.Duration {
 	return d + rand.N(d/10+1)
 }
-
-// sleepCtx waits for d or until ctx ends, returning ctx.Err() then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
