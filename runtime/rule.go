@@ -294,25 +294,10 @@ func (r *Rule) concludeDirect(ctx context.Context, limiter Limiter, key string, 
 // nil for a call of one key.
 func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
 	key, keys, err := r.split(given)
+	if err == nil {
+		err = r.checkable(limiter, keys, cost)
+	}
 	if err != nil {
-		o.limits = r.Limits
-		return err
-	}
-	if cost < 0 {
-		ce := &CostError{Name: r.Name, Cost: cost}
-		if len(r.Limits) > 0 {
-			ce.Limit = r.Limits[0]
-		}
-		o.limits = r.Limits
-		return ce
-	}
-	if hasSlot(r.Limits) && r.prepared() == nil {
-		// Not even when an override replaces the limits: the slot is not
-		// an override's to lift.
-		o.limits = r.Limits
-		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
-	}
-	if err := r.canShare(limiter, keys); err != nil {
 		o.limits = r.Limits
 		return err
 	}
@@ -329,12 +314,10 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 	var start time.Time
 	var queues bool
 	if r.Wait > 0 && !r.Shadow {
-		start = time.Now()
-		queues = can(limiter, OpTurn)
-		if !queues && waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
-			k := queueKeyOf(limiter, &req)
-			if q := joinQueue(k, nil); q != nil {
-				return r.waitFor(ctx, limiter, &req, k, q, start, o)
+		start, queues = time.Now(), can(limiter, OpTurn)
+		if !queues {
+			if joined, err := r.joinWaiting(ctx, limiter, &req, start, o); joined {
+				return err
 			}
 		}
 	}
@@ -344,7 +327,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		}
 	}
 	if queues {
-		return r.checkInTurn(ctx, limiter, &req, start, o)
+		done, err := r.checkInTurn(ctx, limiter, &req, start, o)
+		if done {
+			return err
+		}
+		return r.conclude(ctx, limiter, &req, start, err, o)
 	}
 	// A call of one key against the rule's own limits: the limiter's
 	// plan, if it has one.
@@ -391,8 +378,7 @@ func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, star
 		}
 		return r.denied(limiter, r.limitError(req, *d), d.LimitIndex)
 	}
-	k := queueKeyOf(limiter, req)
-	return r.waitFor(ctx, limiter, req, k, joinQueue(k, d), start, o)
+	return r.waitDenied(ctx, limiter, req, start, o)
 }
 
 // cooledCheck is check's answer to a call of req while a line of r cools
@@ -408,10 +394,29 @@ func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, s
 	case r.Shadow:
 		return true, nil
 	case r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)):
-		k := queueKeyOf(limiter, req)
-		return true, r.waitFor(ctx, limiter, req, k, joinQueue(k, &o.d), start, o)
+		return true, r.waitDenied(ctx, limiter, req, start, o)
 	}
 	return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
+}
+
+// checkable returns why Check refuses a call of r with keys (as split
+// returns them) and cost, or nil: a negative cost, a concurrency limit
+// (which [Rule.Reserve] checks), or shared lines the call cannot be
+// decided with (see canShare).
+func (r *Rule) checkable(limiter Limiter, keys []string, cost int64) error {
+	if cost < 0 {
+		ce := &CostError{Name: r.Name, Cost: cost}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		return ce
+	}
+	if hasSlot(r.Limits) && r.prepared() == nil {
+		// Not even when an override replaces the limits: the slot is not
+		// an override's to lift.
+		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
+	}
+	return r.canShare(limiter, keys)
 }
 
 // canShare returns nil unless r has shared lines and the call cannot be
@@ -428,27 +433,4 @@ func (r *Rule) canShare(limiter Limiter, keys []string) error {
 		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (its Abilities say no SharesLines)", ErrInvalidLimit, r.Name, limiter)
 	}
 	return nil
-}
-
-// waitFor is wait, telling in o what it learnt of the call.
-func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time, o *outcome) error {
-	w, err := r.wait(ctx, limiter, req, k, q, start)
-	w.perLimit = req.Keys != nil
-	*o = w
-	return err
-}
-
-// allow asks limiter to decide req, and its fallback when limiter could not
-// (check does the same in place, sparing a copy of req and the decision).
-// It returns the limits the decision describes: req.Limits, or those the
-// fallback enforced.
-func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
-	if d, ok := r.cooling(ctx, limiter, req); ok {
-		return d, req.Limits, nil
-	}
-	d, err := limiter.Allow(ctx, *req)
-	if err != nil {
-		return r.fallback(ctx, limiter, *req, err)
-	}
-	return d, req.Limits, nil
 }
