@@ -3,6 +3,23 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
+)
+
+// ErrorPolicy says what to do with a call when the limiter cannot decide it.
+type ErrorPolicy string
+
+// The error policies. The zero value means the limiter's default.
+const (
+	// FailOpen lets the call through and reports the error to the hook.
+	FailOpen ErrorPolicy = "allow"
+	// FailClosed denies the call with an error wrapping ErrBackend.
+	FailClosed ErrorPolicy = "deny"
+	// FailLocal has the call decided by the limiter's in-process fallback
+	// (see [OpFallback]), so an outage never lifts a limit; a call the
+	// fallback cannot decide, and the calls of a limiter without one, fail
+	// as under FailClosed.
+	FailLocal ErrorPolicy = "local"
 )
 
 // fallback returns the decision of limiter's fallback ([OpFallback]) for req, which
@@ -31,6 +48,41 @@ func (r *Rule) fallback(ctx context.Context, limiter Limiter, req Request, err e
 		limits = req.Limits
 	}
 	return d, limits, nil
+}
+
+// failure returns what Check returns when no decision was made for the
+// call, because of err.
+func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return err
+	}
+	if !errors.Is(err, ErrBackend) {
+		return err
+	}
+	if r.Shadow || r.policy(limiter) == FailOpen {
+		return nil
+	}
+	return err
+}
+
+// policy returns the error policy that applies to r's calls on limiter.
+func (r *Rule) policy(limiter Limiter) ErrorPolicy {
+	p := r.OnError
+	if p == "" {
+		if c := configOf(limiter); c != nil {
+			p = c.ErrorPolicy
+		}
+	}
+	switch p {
+	case FailOpen:
+		return FailOpen
+	case "", FailLocal:
+		return FailLocal
+	}
+	return FailClosed
 }
 
 // shed returns the denial of a call shed undecided because the limiter was

@@ -2,9 +2,62 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
+
+// split returns the one key of a call of r with keys, or, when the call
+// has a key per limit, those keys (lines, a copy of keys, so that keys
+// stays on its caller's stack); see [Rule.Check] for which is which.
+func (r *Rule) split(keys []string) (key string, lines []string, err error) {
+	if key, ok := r.oneKey(keys); ok {
+		return key, nil, nil
+	}
+	switch {
+	case len(keys) == 0:
+		return "", make([]string, len(r.Limits)), nil
+	case len(keys) == len(r.Limits):
+		return "", slices.Clone(keys), nil
+	}
+	return "", nil, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
+}
+
+// oneKey returns the one key of a call of r with keys (no key is ""),
+// and whether the call has one key rather than a key per limit. It is
+// small enough to inline, so a call of one key pays no call of split.
+func (r *Rule) oneKey(keys []string) (key string, ok bool) {
+	if r.KeyExprs != nil || len(keys) > 1 {
+		return "", false
+	}
+	if len(keys) == 1 {
+		key = keys[0]
+	}
+	return key, true
+}
+
+// request returns the request of a call of r of cost, with one key or a
+// key per limit (lines), its limits as the overrides make them, and the
+// limit whose key's override exempts or blocks the call (-1: none).
+func (r *Rule) request(ctx context.Context, limiter Limiter, key string, lines []string, cost int64) (Request, int) {
+	req := Request{Name: r.Name, Key: key, Keys: lines, Cost: cost, Rule: r, Shared: r.Shared}
+	line := -1
+	if lines != nil {
+		req.Limits, line = r.lineLimits(ctx, limiter, lines)
+	} else {
+		req.Limits = r.oneKeyLimits(ctx, limiter, key)
+	}
+	return req, line
+}
+
+// oneKeyLimits returns the limits of a call of r with one key on limiter.
+func (r *Rule) oneKeyLimits(ctx context.Context, limiter Limiter, key string) []Limit {
+	if c := configOf(limiter); c != nil && c.Overrides != nil {
+		return effectiveLimits(ctx, c.Overrides, r, key)
+	}
+	return r.Limits
+}
 
 // keyed reports whether limit i of r takes its key's overrides.
 func (r *Rule) keyed(i int) bool {
@@ -21,6 +74,62 @@ func (r *Rule) lineLimits(ctx context.Context, limiter Limiter, keys []string) (
 	}
 	limits, _, line := r.explainLines(ctx, c.Overrides, keys, false)
 	return limits, line
+}
+
+// EffectiveLimits returns the limits the calls of r with the given keys
+// (as for [Rule.Check]) are decided against on limiter: the overrides of
+// limiter's [Config] (see [WithOverrides]) for the keys or the rule, else
+// r.Limits. Keys of a number Check refuses get r.Limits.
+func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, keys ...string) []Limit {
+	key, lines, err := r.split(keys)
+	switch {
+	case err != nil:
+		return r.Limits
+	case lines != nil:
+		limits, _ := r.lineLimits(ctx, limiter, lines)
+		return limits
+	}
+	return r.oneKeyLimits(ctx, limiter, key)
+}
+
+// Explain returns what [Rule.EffectiveLimits] returns, and where each of
+// those limits comes from: "key" (its key's own override), "tier:<tier>"
+// (the override of its key's tier), "rule" (the rule's override) or
+// "directive" (r.Limits), for an operator asking why a key is limited.
+// When an override exempts or blocks the call, limits is that one
+// [Unlimited] or [Block] limit and from names its source alone.
+func (r *Rule) Explain(ctx context.Context, limiter Limiter, keys ...string) (limits []Limit, from []string) {
+	key, lines, err := r.split(keys)
+	c := configOf(limiter)
+	if err != nil || c == nil || c.Overrides == nil {
+		return r.Limits, r.fromEach(len(r.Limits), "directive")
+	}
+	if lines != nil {
+		limits, from, _ = r.explainLines(ctx, c.Overrides, lines, true)
+		return limits, from
+	}
+	limits, src := r.explainKey(ctx, c.Overrides, key)
+	return limits, r.fromEach(len(limits), src)
+}
+
+// explainKey returns the limits of a call of r with one key against the
+// overrides src, and where they come from (see [Rule.Explain]).
+func (r *Rule) explainKey(ctx context.Context, src Overrides, key string) ([]Limit, string) {
+	byRule, _ := src.Lookup(ctx, r.Name)
+	if ks, ok := src.(KeyOverrides); ok {
+		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok && (len(byRule) == 0 || len(ov) == 0 || &ov[0] != &byRule[0]) {
+			if l, ok := usable(ov, r); ok {
+				if tier := ks.Tier(r.Name, key); tier != "" {
+					return l, "tier:" + tier
+				}
+				return l, "key"
+			}
+		}
+	}
+	if l, ok := usable(byRule, r); ok {
+		return l, "rule"
+	}
+	return r.Limits, "directive"
 }
 
 // explainLines returns the limits of a call of r with keys against the

@@ -2,14 +2,11 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // Rule is the compiled form of the //ratelimit: directives of one method.
@@ -64,22 +61,6 @@ type Rule struct {
 	// fast is the *ruleFast of the limiter last used (atomic).
 	fast unsafe.Pointer
 }
-
-// ErrorPolicy says what to do with a call when the limiter cannot decide it.
-type ErrorPolicy string
-
-// The error policies. The zero value means the limiter's default.
-const (
-	// FailOpen lets the call through and reports the error to the hook.
-	FailOpen ErrorPolicy = "allow"
-	// FailClosed denies the call with an error wrapping ErrBackend.
-	FailClosed ErrorPolicy = "deny"
-	// FailLocal has the call decided by the limiter's in-process fallback
-	// (see [OpFallback]), so an outage never lifts a limit; a call the
-	// fallback cannot decide, and the calls of a limiter without one, fail
-	// as under FailClosed.
-	FailLocal ErrorPolicy = "local"
-)
 
 // Check asks limiter whether a call of the given cost (0 means 1) and
 // keys may proceed, against r's limits or their overrides on limiter. No
@@ -155,126 +136,6 @@ func (r *Rule) Clone() *Rule {
 	return &Rule{Name: r.Name, Limits: slices.Clone(r.Limits), KeyExprs: slices.Clone(r.KeyExprs), Shared: slices.Clone(r.Shared), KeyHash: slices.Clone(r.KeyHash), Wait: r.Wait, OnError: r.OnError, Shadow: r.Shadow, OnlyFailures: r.OnlyFailures}
 }
 
-// outcome is what check learnt about one call.
-type outcome struct {
-	// d is the last decision made for the call.
-	d Decision
-	// limits are the limits it was decided against.
-	limits []Limit
-	// decided is false when no decision was made (the call went through
-	// on a failure, or failed).
-	decided bool
-	// perLimit is set for a call with a key per limit.
-	perLimit bool
-}
-
-// EffectiveLimits returns the limits the calls of r with the given keys
-// (as for [Rule.Check]) are decided against on limiter: the overrides of
-// limiter's [Config] (see [WithOverrides]) for the keys or the rule, else
-// r.Limits. Keys of a number Check refuses get r.Limits.
-func (r *Rule) EffectiveLimits(ctx context.Context, limiter Limiter, keys ...string) []Limit {
-	key, lines, err := r.split(keys)
-	switch {
-	case err != nil:
-		return r.Limits
-	case lines != nil:
-		limits, _ := r.lineLimits(ctx, limiter, lines)
-		return limits
-	}
-	return r.oneKeyLimits(ctx, limiter, key)
-}
-
-// Explain returns what [Rule.EffectiveLimits] returns, and where each of
-// those limits comes from: "key" (its key's own override), "tier:<tier>"
-// (the override of its key's tier), "rule" (the rule's override) or
-// "directive" (r.Limits), for an operator asking why a key is limited.
-// When an override exempts or blocks the call, limits is that one
-// [Unlimited] or [Block] limit and from names its source alone.
-func (r *Rule) Explain(ctx context.Context, limiter Limiter, keys ...string) (limits []Limit, from []string) {
-	key, lines, err := r.split(keys)
-	c := configOf(limiter)
-	if err != nil || c == nil || c.Overrides == nil {
-		return r.Limits, r.fromEach(len(r.Limits), "directive")
-	}
-	if lines != nil {
-		limits, from, _ = r.explainLines(ctx, c.Overrides, lines, true)
-		return limits, from
-	}
-	limits, src := r.explainKey(ctx, c.Overrides, key)
-	return limits, r.fromEach(len(limits), src)
-}
-
-// explainKey returns the limits of a call of r with one key against the
-// overrides src, and where they come from (see [Rule.Explain]).
-func (r *Rule) explainKey(ctx context.Context, src Overrides, key string) ([]Limit, string) {
-	byRule, _ := src.Lookup(ctx, r.Name)
-	if ks, ok := src.(KeyOverrides); ok {
-		if ov, ok := ks.LookupKey(ctx, r.Name, key); ok && (len(byRule) == 0 || len(ov) == 0 || &ov[0] != &byRule[0]) {
-			if l, ok := usable(ov, r); ok {
-				if tier := ks.Tier(r.Name, key); tier != "" {
-					return l, "tier:" + tier
-				}
-				return l, "key"
-			}
-		}
-	}
-	if l, ok := usable(byRule, r); ok {
-		return l, "rule"
-	}
-	return r.Limits, "directive"
-}
-
-// oneKeyLimits returns the limits of a call of r with one key on limiter.
-func (r *Rule) oneKeyLimits(ctx context.Context, limiter Limiter, key string) []Limit {
-	if c := configOf(limiter); c != nil && c.Overrides != nil {
-		return effectiveLimits(ctx, c.Overrides, r, key)
-	}
-	return r.Limits
-}
-
-// split returns the one key of a call of r with keys, or, when the call
-// has a key per limit, those keys (lines, a copy of keys, so that keys
-// stays on its caller's stack); see [Rule.Check] for which is which.
-func (r *Rule) split(keys []string) (key string, lines []string, err error) {
-	if key, ok := r.oneKey(keys); ok {
-		return key, nil, nil
-	}
-	switch {
-	case len(keys) == 0:
-		return "", make([]string, len(r.Limits)), nil
-	case len(keys) == len(r.Limits):
-		return "", slices.Clone(keys), nil
-	}
-	return "", nil, fmt.Errorf("%w: %s: %d keys for %d limits", ErrInvalidLimit, r.Name, len(keys), len(r.Limits))
-}
-
-// oneKey returns the one key of a call of r with keys (no key is ""),
-// and whether the call has one key rather than a key per limit. It is
-// small enough to inline, so a call of one key pays no call of split.
-func (r *Rule) oneKey(keys []string) (key string, ok bool) {
-	if r.KeyExprs != nil || len(keys) > 1 {
-		return "", false
-	}
-	if len(keys) == 1 {
-		key = keys[0]
-	}
-	return key, true
-}
-
-// request returns the request of a call of r of cost, with one key or a
-// key per limit (lines), its limits as the overrides make them, and the
-// limit whose key's override exempts or blocks the call (-1: none).
-func (r *Rule) request(ctx context.Context, limiter Limiter, key string, lines []string, cost int64) (Request, int) {
-	req := Request{Name: r.Name, Key: key, Keys: lines, Cost: cost, Rule: r, Shared: r.Shared}
-	line := -1
-	if lines == nil {
-		req.Limits = r.oneKeyLimits(ctx, limiter, key)
-	} else {
-		req.Limits, line = r.lineLimits(ctx, limiter, lines)
-	}
-	return req, line
-}
-
 // check is [Rule.Check], also telling in o what it learnt of the call.
 // given are Check's keys.
 func (r *Rule) check(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
@@ -326,25 +187,10 @@ func (r *Rule) concludeDirect(ctx context.Context, limiter Limiter, key string, 
 // nil for a call of one key.
 func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, cost int64, o *outcome) error {
 	key, keys, err := r.split(given)
+	if err == nil {
+		err = r.checkable(limiter, keys, cost)
+	}
 	if err != nil {
-		o.limits = r.Limits
-		return err
-	}
-	if cost < 0 {
-		ce := &CostError{Name: r.Name, Cost: cost}
-		if len(r.Limits) > 0 {
-			ce.Limit = r.Limits[0]
-		}
-		o.limits = r.Limits
-		return ce
-	}
-	if hasSlot(r.Limits) && r.prepared() == nil {
-		// Not even when an override replaces the limits: the slot is not
-		// an override's to lift.
-		o.limits = r.Limits
-		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
-	}
-	if err := r.canShare(limiter, keys); err != nil {
 		o.limits = r.Limits
 		return err
 	}
@@ -361,12 +207,10 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 	var start time.Time
 	var queues bool
 	if r.Wait > 0 && !r.Shadow {
-		start = time.Now()
-		queues = can(limiter, OpTurn)
-		if !queues && waitQueueCount.Load() > 0 { // somebody waits: maybe for this rule and key
-			k := queueKeyOf(limiter, &req)
-			if q := joinQueue(k, nil); q != nil {
-				return r.waitFor(ctx, limiter, &req, k, q, start, o)
+		start, queues = time.Now(), can(limiter, OpTurn)
+		if !queues {
+			if joined, err := r.joinWaiting(ctx, limiter, &req, start, o); joined {
+				return err
 			}
 		}
 	}
@@ -376,7 +220,11 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		}
 	}
 	if queues {
-		return r.checkInTurn(ctx, limiter, &req, start, o)
+		done, err := r.checkInTurn(ctx, limiter, &req, start, o)
+		if done {
+			return err
+		}
+		return r.conclude(ctx, limiter, &req, start, err, o)
 	}
 	// A call of one key against the rule's own limits: the limiter's
 	// plan, if it has one.
@@ -390,6 +238,60 @@ func (r *Rule) checkSlow(ctx context.Context, limiter Limiter, given []string, c
 		o.d, err = limiter.Allow(ctx, req)
 	}
 	return r.conclude(ctx, limiter, &req, start, err, o)
+}
+
+// checkable returns why Check refuses a call of r with keys (as split
+// returns them) and cost, or nil: a negative cost, a concurrency limit
+// (which [Rule.Reserve] checks), or shared lines the call cannot be
+// decided with (see canShare).
+func (r *Rule) checkable(limiter Limiter, keys []string, cost int64) error {
+	if cost < 0 {
+		ce := &CostError{Name: r.Name, Cost: cost}
+		if len(r.Limits) > 0 {
+			ce.Limit = r.Limits[0]
+		}
+		return ce
+	}
+	if hasSlot(r.Limits) && r.prepared() == nil {
+		// Not even when an override replaces the limits: the slot is not
+		// an override's to lift.
+		return fmt.Errorf("%w: %s: a rule with a concurrency limit is checked by Rule.Reserve", ErrInvalidLimit, r.Name)
+	}
+	return r.canShare(limiter, keys)
+}
+
+// canShare returns nil unless r has shared lines and the call cannot be
+// decided with them: keys is nil (one key for every limit), or limiter
+// does not share lines ([Abilities]). The error wraps [ErrInvalidLimit].
+func (r *Rule) canShare(limiter Limiter, keys []string) error {
+	if r.Shared == nil {
+		return nil
+	}
+	if keys == nil || len(r.Shared) != len(r.Limits) {
+		return fmt.Errorf("%w: %s: a rule with shared lines takes a key per limit, and a shared name per limit", ErrInvalidLimit, r.Name)
+	}
+	if !limiter.Abilities().SharesLines {
+		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (its Abilities say no SharesLines)", ErrInvalidLimit, r.Name, limiter)
+	}
+	return nil
+}
+
+// cooledCheck is check's answer to a call of req while a line of r cools
+// (cooled): denied, admitted by a shadow rule, or waiting for the
+// cooldown's end when r's wait reaches it.
+func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (cooled bool, err error) {
+	d, ok := r.coolingOf(ctx, limiter, req)
+	if !ok {
+		return false, nil
+	}
+	o.d, o.decided = d, true
+	switch {
+	case r.Shadow:
+		return true, nil
+	case r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)):
+		return true, r.waitDenied(ctx, limiter, req, start, o)
+	}
+	return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
 }
 
 // conclude ends check of the call req, which limiter decided as o.d
@@ -423,187 +325,5 @@ func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, star
 		}
 		return r.denied(limiter, r.limitError(req, *d), d.LimitIndex)
 	}
-	k := queueKeyOf(limiter, req)
-	return r.waitFor(ctx, limiter, req, k, joinQueue(k, d), start, o)
-}
-
-// cooledCheck is check's answer to a call of req while a line of r cools
-// (cooled): denied, admitted by a shadow rule, or waiting for the
-// cooldown's end when r's wait reaches it.
-func (r *Rule) cooledCheck(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (cooled bool, err error) {
-	d, ok := r.coolingOf(ctx, limiter, req)
-	if !ok {
-		return false, nil
-	}
-	o.d, o.decided = d, true
-	switch {
-	case r.Shadow:
-		return true, nil
-	case r.Wait > 0 && d.RetryAfter <= time.Until(r.deadline(ctx, start)):
-		k := queueKeyOf(limiter, req)
-		return true, r.waitFor(ctx, limiter, req, k, joinQueue(k, &o.d), start, o)
-	}
-	return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
-}
-
-// canShare returns nil unless r has shared lines and the call cannot be
-// decided with them: keys is nil (one key for every limit), or limiter
-// does not share lines ([Abilities]). The error wraps [ErrInvalidLimit].
-func (r *Rule) canShare(limiter Limiter, keys []string) error {
-	if r.Shared == nil {
-		return nil
-	}
-	if keys == nil || len(r.Shared) != len(r.Limits) {
-		return fmt.Errorf("%w: %s: a rule with shared lines takes a key per limit, and a shared name per limit", ErrInvalidLimit, r.Name)
-	}
-	if !limiter.Abilities().SharesLines {
-		return fmt.Errorf("%w: %s: limiter %T cannot share lines between rules (its Abilities say no SharesLines)", ErrInvalidLimit, r.Name, limiter)
-	}
-	return nil
-}
-
-// waitFor is wait, telling in o what it learnt of the call.
-func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time, o *outcome) error {
-	w, err := r.wait(ctx, limiter, req, k, q, start)
-	w.perLimit = req.Keys != nil
-	*o = w
-	return err
-}
-
-// allow asks limiter to decide req, and its fallback when limiter could not
-// (check does the same in place, sparing a copy of req and the decision).
-// It returns the limits the decision describes: req.Limits, or those the
-// fallback enforced.
-func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
-	if d, ok := r.cooling(ctx, limiter, req); ok {
-		return d, req.Limits, nil
-	}
-	d, err := limiter.Allow(ctx, *req)
-	if err != nil {
-		return r.fallback(ctx, limiter, *req, err)
-	}
-	return d, req.Limits, nil
-}
-
-// failure returns what Check returns when no decision was made for the
-// call, because of err.
-func (r *Rule) failure(ctx context.Context, limiter Limiter, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		return err
-	}
-	if !errors.Is(err, ErrBackend) {
-		return err
-	}
-	if r.Shadow || r.policy(limiter) == FailOpen {
-		return nil
-	}
-	return err
-}
-
-// policy returns the error policy that applies to r's calls on limiter.
-func (r *Rule) policy(limiter Limiter) ErrorPolicy {
-	p := r.OnError
-	if p == "" {
-		if c := configOf(limiter); c != nil {
-			p = c.ErrorPolicy
-		}
-	}
-	switch p {
-	case FailOpen:
-		return FailOpen
-	case "", FailLocal:
-		return FailLocal
-	}
-	return FailClosed
-}
-
-// pace sleeps delay, an admitted call's.
-func (r *Rule) pace(ctx context.Context, delay time.Duration) error {
-	if delay <= 0 || r.Shadow {
-		return nil
-	}
-	if err := sleepCtx(ctx, delay); err != nil {
-		return fmt.Errorf("ratelimit: %s: admitted, but %w while paced for %s", r.Name, err, delay)
-	}
-	return nil
-}
-
-// limitError describes the denial d of req.
-func (r *Rule) limitError(req *Request, d Decision) *LimitError {
-	e := &LimitError{
-		Name:       r.Name,
-		Key:        callkey.Bound(req.Key),
-		Remaining:  max(d.Remaining, 0), // negative: a debt (see Reservation)
-		RetryAfter: d.RetryAfter,
-		ResetAfter: d.ResetAfter,
-		Source:     d.Source,
-	}
-	if i := d.LimitIndex; i >= 0 && i < len(req.Limits) {
-		e.Limit = req.Limits[i]
-		if req.Keys != nil && i < len(req.Keys) {
-			e.Key = callkey.Bound(req.Keys[i])
-			if i < len(r.KeyExprs) {
-				e.KeyExpr = r.KeyExprs[i]
-			}
-		}
-		if i < len(req.Shared) {
-			e.Line = req.Shared[i]
-		}
-	}
-	return e
-}
-
-// denied has limiter count the denial e by r's limit i, if it counts
-// denials ([OpCountDenial]; through its plan when it has one), and
-// returns e.
-func (r *Rule) denied(limiter Limiter, e *LimitError, i int) *LimitError {
-	if f := r.keptFast(limiter); f != nil && f.count != nil {
-		f.count(e.Key, hashed(r.KeyHash, i))
-	} else if can(limiter, OpCountDenial) {
-		op := Op{Kind: OpCountDenial, Request: Request{Name: r.Name, Key: e.Key, Rule: r}, Line: i}
-		_, _ = limiter.Do(context.Background(), op)
-	}
-	return e
-}
-
-// verdict answers a call that an override exempts (v is [Unlimited]) or
-// blocks ([Block]) without asking the limiter. A blocked call is denied
-// with a [*LimitError] whose Limit is the Block limit over the period of
-// the rule's first limit (the rest of its window, for a calendar period),
-// which is also its RetryAfter (the override is
-// asked again on the next call); the limiter's hook sees the denial, with
-// [SourceOverride].
-//
-// For a call with a key per limit, line is the limit whose key's override
-// gave the verdict (the hook sees that key, the error its expression), -1
-// when the rule's override did.
-func (r *Rule) verdict(ctx context.Context, limiter Limiter, req *Request, v Algorithm, line int) error {
-	if v == Unlimited {
-		return nil
-	}
-	period := r.Limits[0].blockSpan(limiter)
-	d := Decision{RetryAfter: period, ResetAfter: period, Source: SourceOverride}
-	blocked := *req
-	blocked.Limits = []Limit{{Algorithm: Block, Period: period}}
-	if req.Keys != nil {
-		blocked.Key, blocked.Keys = "", nil
-		if line >= 0 {
-			blocked.Key = req.Keys[line]
-		}
-	}
-	if c := configOf(limiter); c != nil && c.Hook != nil {
-		seen := Request{Name: req.Name, Key: callkey.Bound(blocked.Key), Cost: req.Cost, Limits: blocked.Limits, Rule: req.Rule}
-		c.Hook.Decided(ctx, &seen, d)
-	}
-	if r.Shadow {
-		return nil
-	}
-	e := r.limitError(&blocked, d)
-	if line >= 0 && line < len(r.KeyExprs) {
-		e.KeyExpr = r.KeyExprs[line]
-	}
-	return r.denied(limiter, e, line)
+	return r.waitDenied(ctx, limiter, req, start, o)
 }

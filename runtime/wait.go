@@ -16,6 +16,220 @@ import (
 // limiter is ever polled in a tight loop.
 const minRetrySleep = time.Millisecond
 
+// joinWaiting starts check of a call of req by a rule with Wait, on a
+// limiter that does not queue waiting calls ([OpTurn]): when calls of the
+// same queue already wait in this process, the call joins them (joined)
+// and waits its turn, within r.Wait from start, telling in o what it
+// learnt of the call.
+func (r *Rule) joinWaiting(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (joined bool, err error) {
+	if waitQueueCount.Load() == 0 { // nobody waits
+		return false, nil
+	}
+	k := queueKeyOf(limiter, req)
+	q := joinQueue(k, nil)
+	if q == nil {
+		return false, nil
+	}
+	return true, r.waitFor(ctx, limiter, req, k, q, start, o)
+}
+
+// waitDenied has a call of req, denied as o.d tells, wait to be admitted
+// within r.Wait from start: it joins the queue of its calls waiting in
+// this process, or opens it, and tells in o what it learnt of the call.
+func (r *Rule) waitDenied(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) error {
+	k := queueKeyOf(limiter, req)
+	return r.waitFor(ctx, limiter, req, k, joinQueue(k, &o.d), start, o)
+}
+
+// waitFor is wait, telling in o what it learnt of the call.
+func (r *Rule) waitFor(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time, o *outcome) error {
+	w, err := r.wait(ctx, limiter, req, k, q, start)
+	w.perLimit = req.Keys != nil
+	*o = w
+	return err
+}
+
+// wait makes a denied call, a member of queue, wait to be admitted.
+func (r *Rule) wait(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time) (outcome, error) {
+	o, err := r.waitInQueue(ctx, limiter, req, q, r.deadline(ctx, start))
+	q.leave(k)
+	if err == nil && o.decided && o.d.Allowed {
+		err = r.pace(ctx, o.d.Delay)
+	}
+	return o, err
+}
+
+// waitInQueue waits for the head of the queue and, there, for admission.
+func (r *Rule) waitInQueue(ctx context.Context, limiter Limiter, req *Request, q *waitQueue, deadline time.Time) (outcome, error) {
+	if d := q.latest(); !d.Allowed && d.RetryAfter > time.Until(deadline) {
+		// Nothing will be admitted within the budget: the calls ahead
+		// were just told so.
+		return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
+	}
+	select {
+	case q.turn <- struct{}{}:
+	default:
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case q.turn <- struct{}{}:
+			timer.Stop()
+		case <-ctx.Done():
+			timer.Stop()
+			return r.stopped(ctx, req, q.latest())
+		case <-timer.C:
+			// The budget ran out in the queue: one last try of its own.
+			return r.attempt(ctx, limiter, req, q)
+		}
+	}
+	defer func() { <-q.turn }()
+	tried := false
+	for {
+		if d := q.latest(); !d.Allowed {
+			pause := d.RetryAfter
+			if tried {
+				pause = max(pause, minRetrySleep)
+			}
+			if pause > 0 {
+				left := time.Until(deadline)
+				if pause > left {
+					return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
+				}
+				if err := sleepCtx(ctx, min(retryJitter(pause), left)); err != nil {
+					return r.stopped(ctx, req, q.latest())
+				}
+			}
+		}
+		o, err := r.attempt(ctx, limiter, req, q)
+		if err == nil || !o.decided || ctx.Err() != nil || o.d.RetryAfter > time.Until(deadline) {
+			return o, err
+		}
+		tried = true
+	}
+}
+
+// attempt asks the limiter once for a waiting call and notes the decision
+// in its queue. A denial is returned as a *LimitError.
+func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, q *waitQueue) (outcome, error) {
+	if ctx.Err() != nil {
+		return r.stopped(ctx, req, q.latest())
+	}
+	d, limits, err := r.allow(ctx, limiter, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.stopped(ctx, req, q.latest())
+		}
+		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
+	}
+	q.note(d, time.Now())
+	o := outcome{d: d, limits: limits, decided: true}
+	if d.Allowed {
+		return o, nil
+	}
+	decided := *req
+	decided.Limits = limits // the fallback's, when it decided
+	return o, r.limitError(&decided, d)
+}
+
+// allow asks limiter to decide req, and its fallback when limiter could not
+// (check does the same in place, sparing a copy of req and the decision).
+// It returns the limits the decision describes: req.Limits, or those the
+// fallback enforced.
+func (r *Rule) allow(ctx context.Context, limiter Limiter, req *Request) (Decision, []Limit, error) {
+	if d, ok := r.cooling(ctx, limiter, req); ok {
+		return d, req.Limits, nil
+	}
+	d, err := limiter.Allow(ctx, *req)
+	if err != nil {
+		return r.fallback(ctx, limiter, *req, err)
+	}
+	return d, req.Limits, nil
+}
+
+// stopped returns the error of a call whose ctx ended while it waited:
+// it wraps both ctx.Err() and the LimitError of the latest denial d.
+func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, error) {
+	d.Allowed = false
+	return outcome{d: d, limits: req.Limits, decided: true},
+		fmt.Errorf("%w while waiting: %w", ctx.Err(), r.limitError(req, d))
+}
+
+// checkInTurn is check of a call of a rule with Wait on a limiter that
+// queues waiting calls: the call is decided in its turn (see
+// [OpTurn]), sleeping between tries for the RetryAfter it is told, until
+// it is admitted, its wait is over or ctx ends; the place it holds is
+// freed when it stops waiting. done is false when the call is left to
+// conclude (the fallback, and r's OnError) as err and o.d tell: the
+// limiter failed to decide it, or cannot queue it and decided it (or
+// failed to) without a turn.
+func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) (done bool, err error) {
+	deadline := r.deadline(ctx, start)
+	// The first try's wait is counted from start, without reading the
+	// clock again: if anything took time since (a cooldown's read), the
+	// call may get a place it gives back at once, as the denial's retry is
+	// checked against the clock below.
+	left := deadline.Sub(start)
+	var ticket int64
+	for {
+		d, held, _, err := turn(ctx, limiter, *req, ticket, left)
+		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
+			// The limiter cannot queue this call: it waits in its
+			// process's order.
+			o.d, err = limiter.Allow(ctx, *req)
+			return false, err
+		}
+		if err != nil {
+			r.dequeue(ctx, limiter, req, ticket)
+			if ctx.Err() != nil && ticket != 0 {
+				_, err := r.stopped(ctx, req, o.d)
+				return true, err
+			}
+			return false, err
+		}
+		o.d, o.limits, o.decided = d, req.Limits, true
+		if d.Allowed {
+			return true, r.pace(ctx, d.Delay)
+		}
+		if ticket = held; ticket == 0 || d.RetryAfter > time.Until(deadline) {
+			r.dequeue(ctx, limiter, req, ticket)
+			return true, r.denied(limiter, r.limitError(req, d), d.LimitIndex)
+		}
+		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
+			r.dequeue(ctx, limiter, req, ticket)
+			_, err := r.stopped(ctx, req, d)
+			return true, err
+		}
+		left = time.Until(deadline)
+	}
+}
+
+// dequeue frees the place ticket holds in req's queue, if any, on a
+// context detached from ctx's cancellation: a place the backend did not
+// free is dropped QueueGrace after it was due.
+func (r *Rule) dequeue(ctx context.Context, limiter Limiter, req *Request, ticket int64) {
+	if ticket == 0 {
+		return
+	}
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	_, _ = limiter.Do(ctx, Op{Kind: OpDequeue, Request: *req, Ticket: ticket}) // the backend tells its hook of a failure
+}
+
+// deadline returns when a call that started waiting at start must stop:
+// after r.Wait, or at ctx's deadline if that is sooner.
+func (r *Rule) deadline(ctx context.Context, start time.Time) time.Time {
+	end := start.Add(r.Wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return end
+}
+
+// retryJitter returns d plus up to 10% of it, so that callers told the same
+// RetryAfter do not all come back at once.
+func retryJitter(d time.Duration) time.Duration {
+	return d + rand.N(d/10+1)
+}
+
 // queueKey identifies the calls that queue together: those of one limit
 // identity and key on one limiter.
 type queueKey struct {
@@ -24,6 +238,7 @@ type queueKey struct {
 	perLimit  bool // key is keysIdentity of a key per limit
 }
 
+// queueKeyOf returns the queueKey of the calls of req on limiter.
 func queueKeyOf(limiter Limiter, req *Request) queueKey {
 	k := queueKey{name: req.Name, key: req.Key}
 	if req.Keys != nil {
@@ -113,6 +328,7 @@ func (q *waitQueue) note(d Decision, at time.Time) {
 	q.mu.Unlock()
 }
 
+// noteLocked is note, with q.mu held.
 func (q *waitQueue) noteLocked(d Decision, at time.Time) {
 	if at.After(q.lastAt) {
 		q.last, q.lastAt = d, at
@@ -129,164 +345,6 @@ func (q *waitQueue) latest() Decision {
 	d.RetryAfter = max(d.RetryAfter-elapsed, 0)
 	d.ResetAfter = max(d.ResetAfter-elapsed, 0)
 	return d
-}
-
-// deadline returns when a call that started waiting at start must stop:
-// after r.Wait, or at ctx's deadline if that is sooner.
-func (r *Rule) deadline(ctx context.Context, start time.Time) time.Time {
-	end := start.Add(r.Wait)
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
-		end = d
-	}
-	return end
-}
-
-// wait makes a denied call, a member of queue, wait to be admitted.
-func (r *Rule) wait(ctx context.Context, limiter Limiter, req *Request, k queueKey, q *waitQueue, start time.Time) (outcome, error) {
-	o, err := r.waitInQueue(ctx, limiter, req, q, r.deadline(ctx, start))
-	q.leave(k)
-	if err == nil && o.decided && o.d.Allowed {
-		err = r.pace(ctx, o.d.Delay)
-	}
-	return o, err
-}
-
-// waitInQueue waits for the head of the queue and, there, for admission.
-func (r *Rule) waitInQueue(ctx context.Context, limiter Limiter, req *Request, q *waitQueue, deadline time.Time) (outcome, error) {
-	if d := q.latest(); !d.Allowed && d.RetryAfter > time.Until(deadline) {
-		// Nothing will be admitted within the budget: the calls ahead
-		// were just told so.
-		return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
-	}
-	select {
-	case q.turn <- struct{}{}:
-	default:
-		timer := time.NewTimer(time.Until(deadline))
-		select {
-		case q.turn <- struct{}{}:
-			timer.Stop()
-		case <-ctx.Done():
-			timer.Stop()
-			return r.stopped(ctx, req, q.latest())
-		case <-timer.C:
-			// The budget ran out in the queue: one last try of its own.
-			return r.attempt(ctx, limiter, req, q)
-		}
-	}
-	defer func() { <-q.turn }()
-	tried := false
-	for {
-		if d := q.latest(); !d.Allowed {
-			pause := d.RetryAfter
-			if tried {
-				pause = max(pause, minRetrySleep)
-			}
-			if pause > 0 {
-				left := time.Until(deadline)
-				if pause > left {
-					return outcome{d: d, limits: req.Limits, decided: true}, r.limitError(req, d)
-				}
-				if err := sleepCtx(ctx, min(retryJitter(pause), left)); err != nil {
-					return r.stopped(ctx, req, q.latest())
-				}
-			}
-		}
-		o, err := r.attempt(ctx, limiter, req, q)
-		if err == nil || !o.decided || ctx.Err() != nil || o.d.RetryAfter > time.Until(deadline) {
-			return o, err
-		}
-		tried = true
-	}
-}
-
-// attempt asks the limiter once for a waiting call and notes the decision
-// in its queue. A denial is returned as a *LimitError.
-func (r *Rule) attempt(ctx context.Context, limiter Limiter, req *Request, q *waitQueue) (outcome, error) {
-	if ctx.Err() != nil {
-		return r.stopped(ctx, req, q.latest())
-	}
-	d, limits, err := r.allow(ctx, limiter, req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return r.stopped(ctx, req, q.latest())
-		}
-		return outcome{limits: req.Limits}, r.failure(ctx, limiter, err)
-	}
-	q.note(d, time.Now())
-	o := outcome{d: d, limits: limits, decided: true}
-	if d.Allowed {
-		return o, nil
-	}
-	decided := *req
-	decided.Limits = limits // the fallback's, when it decided
-	return o, r.limitError(&decided, d)
-}
-
-// stopped returns the error of a call whose ctx ended while it waited:
-// it wraps both ctx.Err() and the LimitError of the latest denial d.
-func (r *Rule) stopped(ctx context.Context, req *Request, d Decision) (outcome, error) {
-	d.Allowed = false
-	return outcome{d: d, limits: req.Limits, decided: true},
-		fmt.Errorf("%w while waiting: %w", ctx.Err(), r.limitError(req, d))
-}
-
-// checkInTurn is check of a call of a rule with Wait on a limiter that
-// queues waiting calls: the call is decided in its turn (see
-// [OpTurn]), sleeping between tries for the RetryAfter it is told, until
-// it is admitted, its wait is over or ctx ends; the place it holds is
-// freed when it stops waiting. A failure goes to conclude: the fallback,
-// and r's OnError.
-func (r *Rule) checkInTurn(ctx context.Context, limiter Limiter, req *Request, start time.Time, o *outcome) error {
-	deadline := r.deadline(ctx, start)
-	// The first try's wait is counted from start, without reading the
-	// clock again: if anything took time since (a cooldown's read), the
-	// call may get a place it gives back at once, as the denial's retry is
-	// checked against the clock below.
-	left := deadline.Sub(start)
-	var ticket int64
-	for {
-		d, held, _, err := turn(ctx, limiter, *req, ticket, left)
-		if err != nil && ticket == 0 && errors.Is(err, errors.ErrUnsupported) {
-			// The limiter cannot queue this call: it waits in its
-			// process's order.
-			o.d, err = limiter.Allow(ctx, *req)
-			return r.conclude(ctx, limiter, req, start, err, o)
-		}
-		if err != nil {
-			r.dequeue(ctx, limiter, req, ticket)
-			if ctx.Err() != nil && ticket != 0 {
-				_, err := r.stopped(ctx, req, o.d)
-				return err
-			}
-			return r.conclude(ctx, limiter, req, start, err, o)
-		}
-		o.d, o.limits, o.decided = d, req.Limits, true
-		if d.Allowed {
-			return r.pace(ctx, d.Delay)
-		}
-		if ticket = held; ticket == 0 || d.RetryAfter > time.Until(deadline) {
-			r.dequeue(ctx, limiter, req, ticket)
-			return r.denied(limiter, r.limitError(req, d), d.LimitIndex)
-		}
-		if err := sleepCtx(ctx, max(d.RetryAfter, minRetrySleep)); err != nil {
-			r.dequeue(ctx, limiter, req, ticket)
-			_, err := r.stopped(ctx, req, d)
-			return err
-		}
-		left = time.Until(deadline)
-	}
-}
-
-// dequeue frees the place ticket holds in req's queue, if any, on a
-// context detached from ctx's cancellation: a place the backend did not
-// free is dropped QueueGrace after it was due.
-func (r *Rule) dequeue(ctx context.Context, limiter Limiter, req *Request, ticket int64) {
-	if ticket == 0 {
-		return
-	}
-	ctx, cancel := detached(ctx)
-	defer cancel()
-	_, _ = limiter.Do(ctx, Op{Kind: OpDequeue, Request: *req, Ticket: ticket}) // the backend tells its hook of a failure
 }
 
 // peekQueue tells a Peek of a call of r (req, with r's effective limits)
@@ -363,22 +421,4 @@ func (r *Rule) peekSlotQueue(ctx context.Context, limiter Limiter, req, rates Re
 		d.LimitIndex++
 	}
 	return d, true, nil
-}
-
-// retryJitter returns d plus up to 10% of it, so that callers told the same
-// RetryAfter do not all come back at once.
-func retryJitter(d time.Duration) time.Duration {
-	return d + rand.N(d/10+1)
-}
-
-// sleepCtx waits for d or until ctx ends, returning ctx.Err() then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
