@@ -303,7 +303,6 @@ func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, star
 	if err != nil {
 		var enforced []Limit
 		if o.d, enforced, err = r.fallback(ctx, limiter, *req, err); err == nil {
-			// The fallback's decision describes the limits it enforced.
 			o.limits, fellBack = enforced, true
 		}
 	}
@@ -318,12 +317,13 @@ func (r *Rule) conclude(ctx context.Context, limiter Limiter, req *Request, star
 	case r.Shadow:
 		return nil
 	case r.Wait <= 0 || d.RetryAfter > time.Until(r.deadline(ctx, start)):
-		if fellBack {
-			decided := *req
-			decided.Limits = o.limits
-			return r.denied(limiter, r.limitError(&decided, *d), d.LimitIndex)
+		decided := req
+		if fellBack { // the fallback's decision describes the limits it enforced
+			enforced := *req
+			enforced.Limits = o.limits
+			decided = &enforced
 		}
-		return r.denied(limiter, r.limitError(req, *d), d.LimitIndex)
+		return r.denied(limiter, r.limitError(decided, *d), d.LimitIndex)
 	}
 	return r.waitDenied(ctx, limiter, req, start, o)
 }
