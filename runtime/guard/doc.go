@@ -31,9 +31,10 @@
 //	DenyCache      Allow, OpReserve, OpAdjust,            its Config (clock, hook);
 //	               OpTakeSlot, OpReset                    its slack (WithDenySlack)
 //	Breaker        Allow, OpReserve, OpAdjust, OpTakeSlot Probed: a probe, which
-//	                                                      errors are outages; Nodes
-//	                                                      (optional): the node of a
-//	                                                      key, a probe of a node;
+//	                                                      errors are outages; for a
+//	                                                      backend of nodes (PerNode),
+//	                                                      the node of a key, a probe
+//	                                                      of a node;
 //	                                                      the Fallback it wraps
 //	                                                      (optional): Recover
 //	Fallback       Allow (to start a carry-back and keep  its Config (clock, key
@@ -62,20 +63,21 @@
 // its denials that much less.
 //
 // The breaker fails a call at once, telling the backend's hook, while
-// the breaker of the backend (or, for a [Nodes] backend, of a node that
-// serves the call, found with NodeOf) is open; otherwise it passes the
-// call on and records its outcome, judged by the backend's Unavailable
-// (for a call decided in parts on several nodes, each part's, from a
-// [PartError]). An open breaker's goroutine probes the backend (or the
-// node) until it answers; then it tells the [Fallback] it wraps, if any
-// ([Fallback.Recover]), and closes. A backend reports which parts of a call failed with a
-// PartError, and a [Nodes] backend names the node of each key, so the
-// breaker of a node that is down fails only the calls it serves.
+// the breaker of the backend (or, for a backend of nodes that fail apart,
+// [Probed.PerNode], of a node that serves the call, found with NodeOf) is
+// open; otherwise it passes the call on and records its outcome, judged
+// by the backend's Unavailable (for a call decided in parts on several
+// nodes, each part's, from a [PartError]). An open breaker's goroutine
+// probes the backend (or the node) until it answers; then it tells the
+// [Fallback] it wraps, if any ([Fallback.Recover]), and closes. A backend
+// reports which parts of a call failed with a PartError, and a backend of
+// nodes names the node of each key, so the breaker of a node that is down
+// fails only the calls it serves.
 //
 // Package redislimit's Limiter is this stack around its Redis backend,
-// which offers Probed (and, for a cluster client, Nodes), Carrier (the
-// carry script) and Heartbeater (a sorted set of members), and passes its
-// slack with WithDenySlack.
+// which offers Probed (with a breaker per master for a cluster client),
+// Carrier (the carry script) and Heartbeater (a sorted set of members),
+// and passes its slack with WithDenySlack.
 //
 // The fallback is the backend's [ratelimit.OpFallback]: [ratelimit.Rule]
 // asks it to decide a call of a [ratelimit.FailLocal] rule that the chain
@@ -93,7 +95,7 @@
 // admitted, and by Recover before the breaker closes) finds that the
 // backend lost writes, what the ledger holds since the mark the backend
 // kept is charged to it again as the fallback's admissions are; around a
-// [Nodes] backend, whose nodes keep marks of their own, only what a node
+// backend of nodes, whose nodes keep marks of their own, only what a node
 // that lost writes holds.
 //
 // Three rules keep a fleet exact across an outage. A fallback that starts

@@ -40,9 +40,9 @@ type ledger struct {
 	owed, carrying atomic.Bool
 	owedMu         sync.Mutex
 	owedAt         map[string]int64
-	// nodes tells which node holds a limit's key, around a [Nodes]
-	// backend; nil: one node.
-	nodes Nodes
+	// nodes tells which node holds a limit's key, around a backend that
+	// reports [Probed.PerNode]; nil: one node.
+	nodes Probed
 	// losses counts the losses carried back; charged and dropped the
 	// units charged again and those that did not fit or got no reply.
 	losses, charged, dropped atomic.Int64
@@ -54,8 +54,9 @@ type ledger struct {
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and a
 // [Marker] and f counts its fleet, whose heartbeat writes the marks.
-// Around a [Nodes] backend, each node keeps marks of its own, and a node
-// that lost writes is charged again only what it holds.
+// Around a backend of several nodes ([Probed.PerNode]), each node keeps
+// marks of its own, and a node that lost writes is charged again only
+// what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	_, ok := find[Marker](backend)
 	if !ok || f.carrier == nil || f.fleet == nil {
@@ -64,7 +65,8 @@ func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	admitted := newCarryBack()
 	admitted.ledger = true
 	f.ledger = &ledger{admitted: admitted}
-	f.ledger.nodes, _ = find[Nodes](backend)
+	probed, _ := find[Probed](backend)
+	f.ledger.nodes = perNode(probed)
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }

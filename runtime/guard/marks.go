@@ -34,8 +34,8 @@ const (
 // Marker is a [Heartbeater] backend that can tell a process which of its
 // writes it lost (see [MarkEvery]): it keeps each process's latest mark
 // for [MarkTTL], writing it in order with the process's other writes. A
-// backend of [Nodes] keeps a mark on each node, for the part of the keys
-// the node holds (see [MarkRead]).
+// backend of several nodes ([Probed.PerNode]) keeps a mark on each node,
+// for the part of the keys the node holds (see [MarkRead]).
 type Marker interface {
 	Heartbeater
 	// Mark stores mark as member's and reads what it held before, one read
@@ -57,8 +57,8 @@ type MarkRead struct {
 	// Part names the part of the backend's keys the mark stands for, the
 	// same across failovers ("": all of them).
 	Part string
-	// Node names the node that holds Part now, as [Nodes] NodeOf names it
-	// ("": the backend's only one).
+	// Node names the node that holds Part now, as [Probed.NodeOf] names
+	// it ("": the backend's only one).
 	Node string
 }
 
