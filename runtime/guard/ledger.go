@@ -15,11 +15,11 @@ import (
 )
 
 // The ledger: what the backend admitted in windows still open, with the
-// fallback's admissions once carried back, so that when the backend
-// lost writes (a [Marker]'s mark of the process is older than the one it
-// acknowledged) each process charges it again what it had admitted after
-// the mark it kept, and a window that the loss emptied does not start
-// empty. It is a [carryBack] that prunes admissions whose windows
+// fallback's admissions once carried back, so that when the backend lost
+// writes (the process's mark it holds is older than the one it
+// acknowledged: [FleetAbilities.Marks]) each process charges it again
+// what it had admitted after the mark it kept, and a window that the loss
+// emptied does not start empty. It is a [carryBack] that prunes admissions whose windows
 // closed, bounded as the fallback's (MaxCarried, MaxCarriedPerCall).
 
 // ledger is a fallback's ledger and the state of its carry-back.
@@ -53,13 +53,14 @@ type ledger struct {
 }
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and a
-// [Marker] and f counts its fleet, whose heartbeat writes the marks.
+// [Heartbeater] that keeps marks ([FleetAbilities.Marks]) and f counts its
+// fleet, whose heartbeat writes the marks.
 // Around a backend of several nodes ([Probed.PerNode]), each node keeps
 // marks of its own, and a node that lost writes is charged again only
 // what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
-	_, ok := find[Marker](backend)
-	if !ok || f.carrier == nil || f.fleet == nil {
+	hb, ok := find[Heartbeater](backend)
+	if !ok || !hb.FleetAbilities().Marks || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()

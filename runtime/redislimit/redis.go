@@ -413,7 +413,5 @@ var (
 	_ guard.Probed      = guarded{}
 	_ guard.Carrier     = guarded{}
 	_ guard.Heartbeater = guarded{}
-	_ guard.Rejoiner    = guarded{}
-	_ guard.Marker      = guarded{}
 	_ guard.Probed      = clusterBackend{}
 )
