@@ -19,8 +19,9 @@ import (
 // writes (the process's mark it holds is older than the one it
 // acknowledged: [FleetAbilities.Marks]) each process charges it again
 // what it had admitted after the mark it kept, and a window that the loss
-// emptied does not start empty. It is a [carryBack] that prunes admissions whose windows
-// closed, bounded as the fallback's (MaxCarried, MaxCarriedPerCall).
+// emptied does not start empty. It is a [carryBack] that prunes
+// admissions whose windows closed, bounded as the fallback's (MaxCarried,
+// MaxCarriedPerCall).
 
 // ledger is a fallback's ledger and the state of its carry-back.
 type ledger struct {
@@ -53,11 +54,10 @@ type ledger struct {
 }
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and a
-// [Heartbeater] that keeps marks ([FleetAbilities.Marks]) and f counts its
-// fleet, whose heartbeat writes the marks.
-// Around a backend of several nodes ([Probed.PerNode]), each node keeps
-// marks of its own, and a node that lost writes is charged again only
-// what it holds.
+// [Heartbeater] that keeps marks ([FleetAbilities.Marks]) and f counts
+// its fleet, whose heartbeat writes the marks. Around a backend of
+// several nodes ([Probed.PerNode]), each node keeps marks of its own, and
+// a node that lost writes is charged again only what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
 	hb, ok := find[Heartbeater](backend)
 	if !ok || !hb.FleetAbilities().Marks || f.carrier == nil || f.fleet == nil {
