@@ -96,26 +96,24 @@ func NewConfig[O interface{ Configure(*Config) }](opts ...O) Config {
 	return c
 }
 
-// Option configures every limiter; only this package makes Options, so a
-// backend's own option is a compile error where an Option is taken (as by
-// [NewMemory]). A backend with options of its own declares
+// Option configures every limiter. Only this package makes Options (the
+// zero Option changes nothing), so a backend's own option is a compile
+// error where an Option is taken (as by [NewMemory]). A backend with
+// options of its own declares
 // "type Option = interface{ Configure(*ratelimit.Config) }", which Options
 // satisfy, gives its own a Configure that changes nothing, and passes its
 // list to NewConfig: one list then configures it, as in redislimit.New.
-type Option interface {
-	// Configure sets the part of c that the option sets.
-	Configure(c *Config)
-	// option seals Option.
-	option()
+type Option struct{ set func(*Config) }
+
+// configure returns the Option that runs set.
+func configure(set func(*Config)) Option { return Option{set: set} }
+
+// Configure sets the part of c that o sets.
+func (o Option) Configure(c *Config) {
+	if o.set != nil {
+		o.set(c)
+	}
 }
-
-// configure is an Option of this package.
-type configure func(*Config)
-
-// Configure calls o.
-func (o configure) Configure(c *Config) { o(c) }
-
-func (configure) option() {}
 
 // WithClock makes the limiter read the time from clock instead of from the
 // Redis server (or the process's clock for the memory limiter). It exists

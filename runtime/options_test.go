@@ -22,7 +22,7 @@ func (tableOption) Configure(*ratelimit.Config) {}
 // list, applying the core's options in it and leaving the backend's own
 // to the backend.
 func TestNewConfigTakesABackendsOptions(t *testing.T) {
-	opts := []backendOption{tableOption("limits"), ratelimit.WithErrorPolicy(ratelimit.FailClosed), nil, ratelimit.WithMaxKeys(7)}
+	opts := []backendOption{tableOption("limits"), ratelimit.WithErrorPolicy(ratelimit.FailClosed), nil, ratelimit.Option{}, ratelimit.WithMaxKeys(7)}
 	c := ratelimit.NewConfig(opts...)
 	assert.Equal(t, ratelimit.FailClosed, c.ErrorPolicy)
 	assert.Equal(t, 7, c.MaxKeys)
@@ -35,4 +35,11 @@ func TestNewConfigTakesABackendsOptions(t *testing.T) {
 	}
 	assert.Equal(t, tableOption("limits"), table)
 	assert.Equal(t, ratelimit.NewConfig[ratelimit.Option]().MaxKeys, ratelimit.DefaultMaxKeys)
+}
+
+// TestZeroOptionChangesNothing: the zero Option, the only one another
+// package can make, configures nothing.
+func TestZeroOptionChangesNothing(t *testing.T) {
+	assert.Equal(t, ratelimit.NewConfig[ratelimit.Option](), ratelimit.NewConfig(ratelimit.Option{}))
+	assert.Equal(t, ratelimit.DefaultMaxKeys, ratelimit.NewMemory(ratelimit.Option{}).Abilities().Config.MaxKeys)
 }

@@ -14,7 +14,10 @@ import (
 
 // Probed is a backend that a circuit breaker can guard: one that can be
 // asked whether it serves, and that tells an outage from a call's own
-// failure.
+// failure. A backend whose calls are served by nodes that fail apart (a
+// Redis Cluster's masters) says so with PerNode: each node then has a
+// breaker of its own, so a node that is down fails only the calls it
+// serves, and the backend's breaker guards only the look-ups of the nodes.
 type Probed interface {
 	// Node names the backend as a whole, for a [ratelimit.BreakerHook]:
 	// a server's address, "cluster" for a Redis Cluster client.
@@ -30,14 +33,12 @@ type Probed interface {
 	// means that the backend (or the node) could not be reached or cannot
 	// serve, rather than that it rejected this one call.
 	Unavailable(err error) bool
-}
-
-// Nodes is a [Probed] backend whose calls are served by nodes that fail
-// apart (a Redis Cluster's masters): each node has a breaker of its own,
-// so a node that is down fails only the calls it serves, and the
-// backend's breaker guards only the look-ups of the nodes.
-type Nodes interface {
-	Probed
+	// PerNode reports whether the backend's calls are served by nodes
+	// that fail apart, each with a breaker of its own; it must not
+	// change. A backend that reports false is one node: the guards never
+	// call its NodeOf or ProbeNode, which may fail wrapping
+	// errors.ErrUnsupported.
+	PerNode() bool
 	// NodeOf returns the node that serves the key of req's limit i (of
 	// req's first limit when it has none); an error when it cannot tell,
 	// which fails the call and counts against the backend's breaker.
@@ -68,18 +69,18 @@ func (e *PartError) Unwrap() error { return e.Err }
 // it in the background until it is back. It guards Allow and, when the
 // backend offers them, Reserve, Adjust and ReserveSlot; the backend's
 // other capabilities are found through Unwrap, and its own calls (a
-// Peek, a Reset) are not guarded. The backend must be [Probed]; a
-// [Nodes] backend has a breaker per node.
+// Peek, a Reset) are not guarded. The backend must be [Probed]; one
+// that reports [Probed.PerNode] has a breaker per node.
 type Breaker struct {
 	backend // what it wraps, and the capabilities it offers
 	probed  Probed
-	nodes   Nodes // nil when the backend is one node
+	nodes   Probed // nil when the backend is one node (not PerNode)
 	hook    ratelimit.Hook
 	bhook   ratelimit.BreakerHook
 	cfg     breakerConfig
-	// root guards every call, or the look-ups of a Nodes backend's nodes.
+	// root guards every call, or the look-ups of a PerNode backend's nodes.
 	root *breaker
-	// byNode holds the breakers of a Nodes backend's nodes: node → *breaker.
+	// byNode holds the breakers of a PerNode backend's nodes: node → *breaker.
 	byNode sync.Map
 	// probes counts the probes running.
 	probes    atomic.Int64
@@ -104,7 +105,7 @@ func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot = g.Reserve, g.Adjust, g.ReserveSlot
 	g.ops.Turn, g.ops.SlotTurn, g.ops.Waiting, g.ops.Cooling = g.turn, g.slotTurn, g.waiting, g.cooling
-	g.nodes, _ = find[Nodes](backend)
+	g.nodes = perNode(probed)
 	g.recoverer, _ = find[*Fallback](backend)
 	if cfg := backend.Abilities().Config; cfg != nil {
 		g.hook = cfg.Hook
@@ -197,8 +198,8 @@ func (g *Breaker) ReserveSlot(ctx context.Context, req ratelimit.Request, slot r
 }
 
 // CircuitOpen reports whether a breaker of the guard is failing calls
-// without asking the backend now (for a [Nodes] backend, the calls of at
-// least one node).
+// without asking the backend now (for a backend of several nodes, the
+// calls of at least one node).
 func (g *Breaker) CircuitOpen() bool {
 	open := g.root.open()
 	g.byNode.Range(func(_, b any) bool {
@@ -211,8 +212,8 @@ func (g *Breaker) CircuitOpen() bool {
 // Down reports whether the breaker of the backend as a whole is open.
 func (g *Breaker) Down() bool { return g.root.open() }
 
-// NodeOpen reports whether the breaker of node (of a [Nodes] backend) is
-// open.
+// NodeOpen reports whether the breaker of node (of a backend that reports
+// [Probed.PerNode]) is open.
 func (g *Breaker) NodeOpen(node string) bool {
 	b, ok := g.byNode.Load(node)
 	return ok && b.(*breaker).open()
@@ -238,9 +239,9 @@ func (g *Breaker) Circuits() map[string]time.Time {
 	return open
 }
 
-// passage is the breakers a call passed: one, or for a call of a [Nodes]
-// backend with a key per limit, one per part (a key), with the index of
-// the part's first limit.
+// passage is the breakers a call passed: one, or for a call of a backend
+// of several nodes with a key per limit, one per part (a key), with the
+// index of the part's first limit.
 type passage struct {
 	one   *breaker
 	parts []part
@@ -392,6 +393,16 @@ func (g *Breaker) newBreaker(node string, probe func(context.Context) error) *br
 		b.holdOpen = r.Recovering
 	}
 	return b
+}
+
+// perNode returns probed when its calls are served by nodes that fail
+// apart ([Probed.PerNode]), else nil: a breaker and a ledger ask the
+// node of a call only then.
+func perNode(probed Probed) Probed {
+	if probed != nil && probed.PerNode() {
+		return probed
+	}
+	return nil
 }
 
 // unsupported is the error of a capability that backend does not offer.

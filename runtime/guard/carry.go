@@ -483,11 +483,13 @@ func (f *Fallback) openedAt() (time.Time, bool) {
 
 // awaitFleet waits until every process of the fleet, as the heartbeat
 // counted it before the outage, has found the backend back since its
-// breaker opened at since (its heartbeat renewed since then, [Rejoiner]),
-// polling every rejoinPoll for at most [HeartbeatTTL]: a process that died
-// before or during the outage is waited for no longer. Unless it rejoins
-// (a Rejoiner fleet, a breaker still open), it waits wait and a little
-// more, within which the other processes' probes find the backend back.
+// breaker opened at since (it marked itself back since then:
+// [Heartbeater.Rejoin]), polling every rejoinPoll for at most
+// [HeartbeatTTL]: a process that died before or during the outage is
+// waited for no longer. Unless it rejoins (a fleet that rejoins,
+// [FleetAbilities.Rejoins], and a breaker still open), it waits wait and
+// a little more, within which the other processes' probes find the
+// backend back.
 func (f *Fallback) awaitFleet(ctx context.Context, wait time.Duration, since time.Time, rejoins bool) {
 	if !rejoins {
 		sleepCtx(ctx, wait+stragglerWait)
@@ -505,12 +507,12 @@ func (f *Fallback) awaitFleet(ctx context.Context, wait time.Duration, since tim
 	}
 }
 
-// AwaitFleet marks the process back, around a [Rejoiner] backend, and
-// waits until every process the heartbeat counts has marked itself back
-// since since (at most [HeartbeatTTL], or until ctx ends): a backend
-// that reached another server calls it, after CheckMarks, so that it
-// decides no call there while another process still charges the server
-// it left.
+// AwaitFleet marks the process back, around a backend whose fleet
+// rejoins ([FleetAbilities.Rejoins]), and waits until every process the
+// heartbeat counts has marked itself back since since (at most
+// [HeartbeatTTL], or until ctx ends): a backend that reached another
+// server calls it, after CheckMarks, so that it decides no call there
+// while another process still charges the server it left.
 func (f *Fallback) AwaitFleet(ctx context.Context, since time.Time) {
 	if f.rejoins() {
 		f.awaitFleet(asBackground(ctx), 0, since, true)

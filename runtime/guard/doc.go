@@ -31,9 +31,10 @@
 //	DenyCache      Allow, OpReserve, OpAdjust,            its Config (clock, hook);
 //	               OpTakeSlot, OpReset                    its slack (WithDenySlack)
 //	Breaker        Allow, OpReserve, OpAdjust, OpTakeSlot Probed: a probe, which
-//	                                                      errors are outages; Nodes
-//	                                                      (optional): the node of a
-//	                                                      key, a probe of a node;
+//	                                                      errors are outages; for a
+//	                                                      backend of nodes (PerNode),
+//	                                                      the node of a key, a probe
+//	                                                      of a node;
 //	                                                      the Fallback it wraps
 //	                                                      (optional): Recover
 //	Fallback       Allow (to start a carry-back and keep  its Config (clock, key
@@ -41,9 +42,10 @@
 //	               OpFallback; Recover for the breaker    (optional): charge
 //	                                                      admissions at their
 //	                                                      times, deciding nothing;
-//	                                                      Heartbeater (optional);
-//	                                                      Marker (optional):
-//	                                                      marks lost with writes
+//	                                                      Heartbeater (optional),
+//	                                                      which may rejoin and
+//	                                                      keep marks lost with
+//	                                                      writes
 //	Fleet count    none: a heartbeat that a fallback      Heartbeater: beat and count
 //	(JoinFleet)    reads (Fleet.Processes)                the members of a fleet
 //
@@ -62,50 +64,51 @@
 // its denials that much less.
 //
 // The breaker fails a call at once, telling the backend's hook, while
-// the breaker of the backend (or, for a [Nodes] backend, of a node that
-// serves the call, found with NodeOf) is open; otherwise it passes the
-// call on and records its outcome, judged by the backend's Unavailable
-// (for a call decided in parts on several nodes, each part's, from a
-// [PartError]). An open breaker's goroutine probes the backend (or the
-// node) until it answers; then it tells the [Fallback] it wraps, if any
-// ([Fallback.Recover]), and closes. A backend reports which parts of a call failed with a
-// PartError, and a [Nodes] backend names the node of each key, so the
-// breaker of a node that is down fails only the calls it serves.
+// the breaker of the backend (or, for a backend of nodes that fail apart,
+// [Probed.PerNode], of a node that serves the call, found with NodeOf) is
+// open; otherwise it passes the call on and records its outcome, judged
+// by the backend's Unavailable (for a call decided in parts on several
+// nodes, each part's, from a [PartError]). An open breaker's goroutine
+// probes the backend (or the node) until it answers; then it tells the
+// [Fallback] it wraps, if any ([Fallback.Recover]), and closes. A backend
+// reports which parts of a call failed with a PartError, and a backend of
+// nodes names the node of each key, so the breaker of a node that is down
+// fails only the calls it serves.
 //
 // Package redislimit's Limiter is this stack around its Redis backend,
-// which offers Probed (and, for a cluster client, Nodes), Carrier (the
-// carry script) and Heartbeater (a sorted set of members), and passes its
-// slack with WithDenySlack.
+// which offers Probed (with a breaker per master for a cluster client),
+// Carrier (the carry script) and Heartbeater (a sorted set of members),
+// and passes its slack with WithDenySlack.
 //
 // The fallback is the backend's [ratelimit.OpFallback]: [ratelimit.Rule]
 // asks it to decide a call of a [ratelimit.FailLocal] rule that the chain
 // failed (the breaker's refusal among them). It decides in process against
 // each process's share of the limits ([Share]; the processes counted by
 // the fleet heartbeat, [JoinFleet], around a [Heartbeater] backend) and
-// remembers what it admitted. The breaker tells it ([Fallback.Recover]): when a
-// probe finds the backend back, before the breaker closes, it hands the
-// admissions to the backend's [Carrier], which charges them at their
-// times; and when the backend decided a call while admissions wait and no
-// breaker is open, it does so on a goroutine of its own. Around a backend
-// that is a [Marker] too, with a fleet to beat in, it also keeps a ledger
-// of what the backend admitted in windows still open: when a mark of the
-// process (written by each beat, every [MarkEvery] while calls are
-// admitted, and by Recover before the breaker closes) finds that the
-// backend lost writes, what the ledger holds since the mark the backend
-// kept is charged to it again as the fallback's admissions are; around a
-// [Nodes] backend, whose nodes keep marks of their own, only what a node
-// that lost writes holds.
+// remembers what it admitted. The breaker tells it ([Fallback.Recover]):
+// when a probe finds the backend back, before the breaker closes, it
+// hands the admissions to the backend's [Carrier], which charges them at
+// their times; and when the backend decided a call while admissions wait
+// and no breaker is open, it does so on a goroutine of its own. Around a
+// backend that keeps marks too ([FleetAbilities.Marks]), with a fleet to
+// beat in, it also keeps a ledger of what the backend admitted in windows
+// still open: when a mark of the process (written by each beat, every
+// [MarkEvery] while calls are admitted, and by Recover before the breaker
+// closes) finds that the backend lost writes, what the ledger holds since
+// the mark the backend kept is charged to it again as the fallback's
+// admissions are; around a backend of nodes, whose nodes keep marks of
+// their own, only what a node that lost writes holds.
 //
 // Three rules keep a fleet exact across an outage. A fallback that starts
 // deciding in a window spends only its share of what the backend last
 // told its process was left there. A breaker opens only when the
 // backend's probe fails too, and a call its backend's client was too busy
-// to send ([ratelimit.ErrBusy]) counts neither way. And around a
-// [Rejoiner] backend, a recovering fallback carries back, sheds what it
-// would admit, carries back again, marks itself back and keeps its
-// breaker open until every process its heartbeat counted has done the
-// same, so no process decides by the backend while another still spends
-// its share of the same window.
+// to send ([ratelimit.ErrBusy]) counts neither way. And around a backend
+// whose fleet rejoins ([FleetAbilities.Rejoins]), a recovering fallback
+// carries back, sheds what it would admit, carries back again, marks
+// itself back and keeps its breaker open until every process its
+// heartbeat counted has done the same, so no process decides by the
+// backend while another still spends its share of the same window.
 //
 // A backend may hold calls back for a while, as redislimit's client does
 // from a dial to a new primary until [Fallback.CheckMarks] charged it what

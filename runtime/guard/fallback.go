@@ -25,9 +25,10 @@ import (
 type Fallback struct {
 	backend         // what it wraps, and the capabilities it offers
 	carrier Carrier // nil: nothing is carried back
-	// rejoiner, if the backend is one, lets a recovering fallback wait
-	// for the other processes of its fleet (see awaitFleet).
-	rejoiner Rejoiner
+	// rejoiner, the backend's heartbeat when it reports Rejoins, lets a
+	// recovering fallback wait for the other processes of its fleet (see
+	// awaitFleet); nil otherwise.
+	rejoiner Heartbeater
 	// local decides in process: a memory limiter with the backend's clock
 	// and key bound, and no hook (the guard reports its decisions).
 	local *ratelimit.MemoryLimiter
@@ -72,7 +73,10 @@ func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	f.ops.Reserve, f.ops.Adjust, f.ops.TakeSlot, f.ops.Reset = f.Reserve, f.Adjust, f.ReserveSlot, f.Reset
 	f.ops.Fallback = f.AllowLocal
 	f.carrier, _ = find[Carrier](backend)
-	f.rejoiner, _ = find[Rejoiner](backend)
+	hb, beats := find[Heartbeater](backend)
+	if beats && hb.FleetAbilities().Rejoins {
+		f.rejoiner = hb
+	}
 	var cfg ratelimit.Config
 	if c := backend.Abilities().Config; c != nil {
 		cfg = *c
@@ -82,7 +86,7 @@ func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	}
 	f.hook, f.clock = cfg.Hook, cfg.Clock
 	f.local = ratelimit.NewMemory(ratelimit.WithClock(cfg.Clock), ratelimit.WithMaxKeys(cfg.MaxKeys))
-	if hb, ok := find[Heartbeater](backend); ok && f.processes == 0 {
+	if beats && f.processes == 0 {
 		f.fleet = JoinFleet(hb, f.down)
 	}
 	f.startLedger(backend)

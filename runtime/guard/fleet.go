@@ -31,12 +31,20 @@ var ErrClosed = errors.New("guard: backend closed")
 
 // Heartbeater is a backend that the processes sharing it can count
 // themselves with: each process keeps a member in the backend, renewed by
-// its heartbeat, and counts the members that are live.
+// its heartbeat, and counts the members that are live. What more it does
+// for its fleet it reports ([FleetAbilities]): let its processes meet
+// again after an outage (Rejoin), and tell a process which of its writes
+// it lost (Mark, BeatMark).
 type Heartbeater interface {
 	// FleetName names the heartbeat the backend takes part in, as a
 	// comparable value: the backends of one process with equal names
 	// share one heartbeat and one member, and count as one process.
 	FleetName() any
+	// FleetAbilities reports what the backend does for its fleet beyond
+	// counting it; it must not change. The guards call Rejoin only when
+	// it reports Rejoins, and Mark and BeatMark only when it reports
+	// Marks.
+	FleetAbilities() FleetAbilities
 	// Beat renews member, to be counted until ttl after now (the
 	// process's clock), drops the members whose time has passed, and
 	// returns how many are left.
@@ -44,19 +52,40 @@ type Heartbeater interface {
 	// Leave removes member, so that the others stop counting it at their
 	// next beat.
 	Leave(ctx context.Context, member string) error
-}
-
-// Rejoiner is a [Heartbeater] whose processes can meet again after an
-// outage: before its breaker closes, a fallback waits until every process
-// it counted has found the backend back too, so that none decides by the
-// backend while others still spend their shares of the same windows.
-type Rejoiner interface {
-	Heartbeater
 	// Rejoin marks member back at now (the process's clock), for ttl,
 	// and returns how many members were marked back at or after since:
 	// the processes back since then. Only Rejoin marks a member back: a
-	// heartbeat's beat does not.
+	// heartbeat's beat does not. A backend that does not report Rejoins
+	// fails it wrapping errors.ErrUnsupported.
 	Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error)
+	// Mark stores mark as member's and reads what it held before, one read
+	// per part of the keys that answered (an error when none did); it
+	// wraps errors.ErrUnsupported when the backend cannot keep marks (the
+	// heartbeat then writes none again).
+	Mark(ctx context.Context, member, mark string) ([]MarkRead, error)
+	// BeatMark is Beat and Mark at once; its error is the beat's, or
+	// Mark's wrapping errors.ErrUnsupported (the heartbeat then beats
+	// with Beat).
+	BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, []MarkRead, error)
+}
+
+// FleetAbilities is what a [Heartbeater] reports it does for its fleet
+// beyond counting it.
+type FleetAbilities struct {
+	// Rejoins says that the fleet's processes meet again after an outage
+	// (Rejoin): before its breaker closes, a fallback waits until every
+	// process it counted has found the backend back too, so that none
+	// decides by the backend while others still spend their shares of
+	// the same windows.
+	Rejoins bool
+	// Marks says that the backend tells a process which of its writes it
+	// lost (Mark, BeatMark; see [MarkEvery]): it keeps each process's
+	// latest mark for [MarkTTL], writing it in order with the process's
+	// other writes; a backend of several nodes ([Probed.PerNode]) keeps a
+	// mark on each node, for the part of the keys the node holds (see
+	// [MarkRead]). A fallback around it that counts its fleet keeps a
+	// ledger of what the backend admitted.
+	Marks bool
 }
 
 // Fleet is a process's place in one heartbeat: its member, and the count
@@ -66,6 +95,7 @@ type Fleet struct {
 	name any
 	id   string
 	hb   Heartbeater
+	can  FleetAbilities // hb's
 	// count is the number of processes live at the latest beat that the
 	// backend answered; 0 before any.
 	count atomic.Int64
@@ -77,7 +107,7 @@ type Fleet struct {
 	beats atomic.Int64
 	// members are the joins of the heartbeat; guarded by fleets.mu.
 	members map[*FleetMember]struct{}
-	// marks are the process's marks (see [Marker]).
+	// marks are the process's marks (see [FleetAbilities.Marks]).
 	marks marks
 	// cancel stops the heartbeat, which closes done when it has ended.
 	cancel context.CancelFunc
@@ -112,7 +142,7 @@ func JoinFleet(hb Heartbeater, paused func() bool) *FleetMember {
 	if f == nil {
 		var b [8]byte
 		_, _ = rand.Read(b[:])
-		f = &Fleet{name: name, id: hex.EncodeToString(b[:]), hb: hb, members: map[*FleetMember]struct{}{}}
+		f = &Fleet{name: name, id: hex.EncodeToString(b[:]), hb: hb, can: hb.FleetAbilities(), members: map[*FleetMember]struct{}{}}
 		ctx, cancel := context.WithCancel(backgroundContext())
 		f.cancel, f.done = cancel, make(chan struct{})
 		fleets.m[name] = f

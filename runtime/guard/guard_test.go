@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,6 +41,9 @@ type flaky struct {
 	// carries counts the calls of Carry.
 	carryDown atomic.Bool
 	carries   atomic.Int64
+	// nodeAsks counts the calls of NodeOf and ProbeNode, which the guards
+	// never make of a backend of one node.
+	nodeAsks atomic.Int64
 }
 
 // Allow decides req, or fails while the backend is down.
@@ -78,6 +84,21 @@ func (f *flaky) Probe(context.Context) error {
 
 // Unavailable reports whether err is the backend's being down.
 func (f *flaky) Unavailable(err error) bool { return errors.Is(err, errDown) }
+
+// PerNode reports false: flaky is one node, with one breaker.
+func (f *flaky) PerNode() bool { return false }
+
+// NodeOf fails: flaky has no nodes to tell apart.
+func (f *flaky) NodeOf(context.Context, ratelimit.Request, int) (string, error) {
+	f.nodeAsks.Add(1)
+	return "", fmt.Errorf("flaky is one node: %w", errors.ErrUnsupported)
+}
+
+// ProbeNode fails as NodeOf does.
+func (f *flaky) ProbeNode(context.Context, string) error {
+	f.nodeAsks.Add(1)
+	return fmt.Errorf("flaky is one node: %w", errors.ErrUnsupported)
+}
 
 // Carry charges what a fallback admitted to the in-process state, at the
 // times it was admitted, deciding nothing: a charge on top of a
@@ -238,11 +259,94 @@ func TestBreakerOfAForeignBackendOpensAndCloses(t *testing.T) {
 	require.ErrorIs(t, err, ratelimit.ErrCircuitOpen)
 	require.ErrorIs(t, err, ratelimit.ErrBackend)
 	assert.Equal(t, asked, backend.asked.Load(), "an open breaker does not ask the backend")
-	assert.Contains(t, breaker.Circuits(), "flaky")
+	assert.Equal(t, []string{"flaky"}, slices.Collect(maps.Keys(breaker.Circuits())), "one breaker: the backend's")
 
 	backend.down.Store(false)
 	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
 	d, err := l.Allow(ctx, req)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)
+	assert.Zero(t, backend.nodeAsks.Load(), "a backend of one node (PerNode false) is never asked for a node")
+}
+
+// twoNodes is flaky served by two nodes that fail apart, "node-a" for
+// the keys that begin with "a" and "node-b" for the others: a backend
+// that reports PerNode.
+type twoNodes struct {
+	*flaky
+	downA atomic.Bool
+}
+
+// PerNode reports true: each node has a breaker of its own.
+func (n *twoNodes) PerNode() bool { return true }
+
+// nodeOfKey returns the node that serves key.
+func nodeOfKey(key string) string {
+	if strings.HasPrefix(key, "a") {
+		return "node-a"
+	}
+	return "node-b"
+}
+
+// NodeOf returns the node of req's key.
+func (n *twoNodes) NodeOf(_ context.Context, req ratelimit.Request, _ int) (string, error) {
+	n.nodeAsks.Add(1)
+	return nodeOfKey(req.Key), nil
+}
+
+// ProbeNode fails while node is down.
+func (n *twoNodes) ProbeNode(_ context.Context, node string) error {
+	if node == "node-a" && n.downA.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// Allow fails the calls of node-a while it is down.
+func (n *twoNodes) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	if nodeOfKey(req.Key) == "node-a" && n.downA.Load() {
+		n.asked.Add(1)
+		return ratelimit.Decision{}, &ratelimit.BackendError{Name: req.Name, Err: errDown}
+	}
+	return n.flaky.Allow(ctx, req)
+}
+
+// TestBreakerPerNodeOfAForeignBackend: around a backend that reports
+// PerNode, each node has a breaker of its own, found with NodeOf and
+// probed with ProbeNode: a node that is down fails only the calls it
+// serves, and the backend's breaker stays closed.
+func TestBreakerPerNodeOfAForeignBackend(t *testing.T) {
+	ctx := context.Background()
+	backend := &twoNodes{flaky: &flaky{MemoryLimiter: ratelimit.NewMemory()}}
+	l := guard.Wrap(backend, guard.WithBreaker(3, 10*time.Millisecond, 10*time.Millisecond))
+	defer guard.Close(l)
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok)
+	limits := []ratelimit.Limit{{Period: time.Hour, Threshold: 1000}}
+	onA := ratelimit.Request{Name: "nodes", Key: "a1", Limits: limits}
+	onB := ratelimit.Request{Name: "nodes", Key: "b1", Limits: limits}
+
+	backend.downA.Store(true)
+	for i := range 3 {
+		_, err := l.Allow(ctx, onA)
+		require.ErrorIs(t, err, errDown, "call %d is asked of node-a", i)
+	}
+	require.True(t, breaker.NodeOpen("node-a"))
+	assert.False(t, breaker.NodeOpen("node-b"))
+	assert.False(t, breaker.Down(), "the backend's breaker guards only the look-ups of the nodes")
+	assert.Equal(t, []string{"node-a"}, slices.Collect(maps.Keys(breaker.Circuits())))
+	asked := backend.asked.Load()
+	_, err := l.Allow(ctx, onA)
+	require.ErrorIs(t, err, ratelimit.ErrCircuitOpen)
+	assert.Equal(t, asked, backend.asked.Load(), "an open breaker of node-a does not ask the backend")
+	d, err := l.Allow(ctx, onB)
+	require.NoError(t, err, "node-b serves its calls")
+	assert.True(t, d.Allowed)
+
+	backend.downA.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "node-a's probe closes its breaker")
+	d, err = l.Allow(ctx, onA)
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	require.Eventually(t, func() bool { return !breaker.Probing() }, time.Minute, time.Millisecond)

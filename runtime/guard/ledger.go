@@ -15,12 +15,13 @@ import (
 )
 
 // The ledger: what the backend admitted in windows still open, with the
-// fallback's admissions once carried back, so that when the backend
-// lost writes (a [Marker]'s mark of the process is older than the one it
-// acknowledged) each process charges it again what it had admitted after
-// the mark it kept, and a window that the loss emptied does not start
-// empty. It is a [carryBack] that prunes admissions whose windows
-// closed, bounded as the fallback's (MaxCarried, MaxCarriedPerCall).
+// fallback's admissions once carried back, so that when the backend lost
+// writes (the process's mark it holds is older than the one it
+// acknowledged: [FleetAbilities.Marks]) each process charges it again
+// what it had admitted after the mark it kept, and a window that the loss
+// emptied does not start empty. It is a [carryBack] that prunes
+// admissions whose windows closed, bounded as the fallback's (MaxCarried,
+// MaxCarriedPerCall).
 
 // ledger is a fallback's ledger and the state of its carry-back.
 type ledger struct {
@@ -40,9 +41,9 @@ type ledger struct {
 	owed, carrying atomic.Bool
 	owedMu         sync.Mutex
 	owedAt         map[string]int64
-	// nodes tells which node holds a limit's key, around a [Nodes]
-	// backend; nil: one node.
-	nodes Nodes
+	// nodes tells which node holds a limit's key, around a backend that
+	// reports [Probed.PerNode]; nil: one node.
+	nodes Probed
 	// losses counts the losses carried back; charged and dropped the
 	// units charged again and those that did not fit or got no reply.
 	losses, charged, dropped atomic.Int64
@@ -53,18 +54,20 @@ type ledger struct {
 }
 
 // startLedger keeps f's ledger when its backend is a [Carrier] and a
-// [Marker] and f counts its fleet, whose heartbeat writes the marks.
-// Around a [Nodes] backend, each node keeps marks of its own, and a node
-// that lost writes is charged again only what it holds.
+// [Heartbeater] that keeps marks ([FleetAbilities.Marks]) and f counts
+// its fleet, whose heartbeat writes the marks. Around a backend of
+// several nodes ([Probed.PerNode]), each node keeps marks of its own, and
+// a node that lost writes is charged again only what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
-	_, ok := find[Marker](backend)
-	if !ok || f.carrier == nil || f.fleet == nil {
+	hb, ok := find[Heartbeater](backend)
+	if !ok || !hb.FleetAbilities().Marks || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()
 	admitted.ledger = true
 	f.ledger = &ledger{admitted: admitted}
-	f.ledger.nodes, _ = find[Nodes](backend)
+	probed, _ := find[Probed](backend)
+	f.ledger.nodes = perNode(probed)
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})
 }

@@ -58,8 +58,8 @@ var benchKeys = func() []string {
 }()
 
 var (
-	_ guard.Carrier = (*markFlaky)(nil)
-	_ guard.Marker  = (*markFlaky)(nil)
+	_ guard.Carrier     = (*markFlaky)(nil)
+	_ guard.Heartbeater = (*markFlaky)(nil)
 )
 
 // BenchmarkFallbackLocalAdmits: calls that the fallback admits in process

@@ -2,6 +2,7 @@ package guard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -35,6 +36,16 @@ func newMarkFlaky(name string) *markFlaky {
 }
 
 func (e *markFlaky) FleetName() any { return e.name }
+
+// FleetAbilities reports that the backend keeps marks; it does not
+// rejoin.
+func (e *markFlaky) FleetAbilities() guard.FleetAbilities {
+	return guard.FleetAbilities{Marks: true}
+}
+
+func (e *markFlaky) Rejoin(context.Context, string, time.Time, time.Time, time.Duration) (int64, error) {
+	return 0, errors.ErrUnsupported
+}
 
 func (e *markFlaky) Beat(ctx context.Context, member string, now time.Time, ttl time.Duration) (int64, error) {
 	n, _, err := e.BeatMark(ctx, member, now, ttl, "")

@@ -25,28 +25,14 @@ const (
 	// MarkEvery is how often, between beats, a process that was admitted
 	// calls writes its mark: a loss is found within it while calls flow.
 	MarkEvery = 100 * time.Millisecond
-	// MarkTTL is how long a [Marker] keeps a process's mark after its
-	// last write: a process whose beats pause longer (a breaker open that
+	// MarkTTL is how long a backend that keeps marks
+	// ([FleetAbilities.Marks]) keeps a process's mark after its last
+	// write: a process whose beats pause longer (a breaker open that
 	// long) finds its mark gone and charges its whole ledger again.
 	MarkTTL = 24 * time.Hour
 )
 
-// Marker is a [Heartbeater] backend that can tell a process which of its
-// writes it lost (see [MarkEvery]): it keeps each process's latest mark
-// for [MarkTTL], writing it in order with the process's other writes. A
-// backend of [Nodes] keeps a mark on each node, for the part of the keys
-// the node holds (see [MarkRead]).
-type Marker interface {
-	Heartbeater
-	// Mark stores mark as member's and reads what it held before, one read
-	// per part of the keys that answered (an error when none did); it
-	// wraps errors.ErrUnsupported when the backend cannot keep marks.
-	Mark(ctx context.Context, member, mark string) ([]MarkRead, error)
-	// BeatMark is Beat and Mark at once; its error is the beat's.
-	BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, []MarkRead, error)
-}
-
-// MarkRead is what a [Marker] read when it stored a mark.
+// MarkRead is what a [Heartbeater]'s Mark read when it stored a mark.
 type MarkRead struct {
 	// Before is the mark it held before ("" when none).
 	Before string
@@ -57,8 +43,8 @@ type MarkRead struct {
 	// Part names the part of the backend's keys the mark stands for, the
 	// same across failovers ("": all of them).
 	Part string
-	// Node names the node that holds Part now, as [Nodes] NodeOf names it
-	// ("": the backend's only one).
+	// Node names the node that holds Part now, as [Probed.NodeOf] names
+	// it ("": the backend's only one).
 	Node string
 }
 
@@ -90,17 +76,16 @@ type partMarks struct {
 }
 
 // beatOnce renews the process's member and reads how many members are
-// live, and writes its mark when the backend is a [Marker] (see mark), in
+// live, and writes its mark when the backend keeps marks (see mark), in
 // one round trip; it returns the losses the mark found.
 func (f *Fleet) beatOnce(ctx context.Context) (int64, []loss, error) {
-	mk, ok := f.hb.(Marker)
-	if !ok || f.marks.unsupported.Load() {
+	if !f.marking() {
 		n, err := f.hb.Beat(ctx, f.id, time.Now(), HeartbeatTTL)
 		return n, nil, err
 	}
 	var n int64
 	lost, err := f.mark(func(mark string) (reads []MarkRead, err error) {
-		n, reads, err = mk.BeatMark(ctx, f.id, time.Now(), HeartbeatTTL, mark)
+		n, reads, err = f.hb.BeatMark(ctx, f.id, time.Now(), HeartbeatTTL, mark)
 		return reads, err
 	})
 	if errors.Is(err, errors.ErrUnsupported) {
@@ -109,15 +94,14 @@ func (f *Fleet) beatOnce(ctx context.Context) (int64, []loss, error) {
 	return n, lost, err
 }
 
-// markNow writes the process's mark alone, when the backend is a
-// [Marker], and tells the joins of the losses it found; it reports
-// whether it found one, and the backend's error.
+// markNow writes the process's mark alone, when the backend keeps marks,
+// and tells the joins of the losses it found; it reports whether it found
+// one, and the backend's error.
 func (f *Fleet) markNow(ctx context.Context) (bool, error) {
-	mk, ok := f.hb.(Marker)
-	if !ok || f.marks.unsupported.Load() {
+	if !f.marking() {
 		return false, nil
 	}
-	lost, err := f.mark(func(mark string) ([]MarkRead, error) { return mk.Mark(ctx, f.id, mark) })
+	lost, err := f.mark(func(mark string) ([]MarkRead, error) { return f.hb.Mark(ctx, f.id, mark) })
 	if len(lost) > 0 {
 		f.tell(lost)
 	}
@@ -177,11 +161,13 @@ func (f *Fleet) admitted() {
 }
 
 // markDue reports whether a mark is to be written between beats: the
-// backend is a [Marker] and a call was admitted since the last one.
-func (f *Fleet) markDue() bool {
-	_, ok := f.hb.(Marker)
-	return ok && !f.marks.unsupported.Load() && f.marks.admitted.Load()
-}
+// backend keeps marks and a call was admitted since the last one.
+func (f *Fleet) markDue() bool { return f.marking() && f.marks.admitted.Load() }
+
+// marking reports whether the heartbeat writes marks: the backend reports
+// that it keeps them ([FleetAbilities.Marks]) and has not said since that
+// it cannot.
+func (f *Fleet) marking() bool { return f.can.Marks && !f.marks.unsupported.Load() }
 
 // noteMark tells each join of the heartbeat that mark is about to be sent.
 func (f *Fleet) noteMark(mark int64) {

@@ -117,12 +117,12 @@ func WithDenyHold(d time.Duration) Option {
 //
 // The defaults are [DefaultBreakerFailures], [DefaultBreakerBackoff] and
 // [DefaultBreakerMaxBackoff]; failures <= 0 turns the breaker off, and a
-// non-positive duration keeps its default. A [Nodes] backend has a breaker
-// (and a probe) per node. A call whose context ended counts neither way:
+// non-positive duration keeps its default. A backend that reports
+// [Probed.PerNode] has a breaker (and a probe) per node. A call whose context ended counts neither way:
 // the caller gave up, the backend may be fine; nor does a call the
 // backend's client was too busy to send ([ratelimit.ErrBusy]): our own
 // load is not an outage. A [ratelimit.Hook] that
-// implements [BreakerHook] is told when a breaker opens and
+// implements [ratelimit.BreakerHook] is told when a breaker opens and
 // closes; unless the hook logs it (a ratelimit.SlogHook, alone or beside
 // others in [ratelimit.WithHook]), the opening is also logged at Warn and the closing at
 // Info to slog.Default(), so an outage says so once, whatever the hook.

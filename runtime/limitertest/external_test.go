@@ -79,6 +79,15 @@ func (o outageProne) Probe(context.Context) error {
 
 func (o outageProne) Unavailable(err error) bool { return errors.Is(err, errDown) }
 
+// PerNode reports false: the backend is one node, with one breaker.
+func (o outageProne) PerNode() bool { return false }
+
+func (o outageProne) NodeOf(context.Context, ratelimit.Request, int) (string, error) {
+	return "", errors.ErrUnsupported
+}
+
+func (o outageProne) ProbeNode(context.Context, string) error { return errors.ErrUnsupported }
+
 // Carry charges what a fallback admitted on top of a reservation made at
 // its time (ratelimit.OpReserve's Adjust), deciding nothing: its cost to
 // the limits that take it, and 1 call to those that count calls

@@ -19,9 +19,9 @@ import (
 // whose hash tag lies in the master's slots. So a master that restarts
 // empty, or a replica that takes over its slots having missed writes,
 // lacks the process's latest mark there, and the process charges it
-// again what the ledger holds of its keys (see [guard.Marker]). The part
-// a mark stands for is named by its tag, which a replica that takes over
-// the master's slots keeps.
+// again what the ledger holds of its keys (see [guard.FleetAbilities]).
+// The part a mark stands for is named by its tag, which a replica that
+// takes over the master's slots keeps.
 
 // maxPartTags bounds the search for a tag in a master's slots: a master
 // that holds a few slots of 16,384 is found within a few times as many

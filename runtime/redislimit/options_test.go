@@ -42,7 +42,7 @@ func TestOwnOptionsDoNotCompileWithOtherLimiters(t *testing.T) {
 		err := check(fmt.Sprintf("ratelimit.NewMemory(ratelimit.WithMaxKeys(8), %s)", opt))
 		if assert.Error(t, err, opt) {
 			assert.Contains(t, err.Error(), opt)
-			assert.Contains(t, err.Error(), "does not implement ratelimit.Option")
+			assert.Contains(t, err.Error(), "as ratelimit.Option value")
 		}
 	}
 }
@@ -67,7 +67,7 @@ func TestGuardsTakeTheirOwnOptionsOnly(t *testing.T) {
 	}
 	err := check(`ratelimit.NewMemory(guard.WithDenyCache(8))`)
 	if assert.Error(t, err) {
-		assert.Contains(t, err.Error(), "does not implement ratelimit.Option")
+		assert.Contains(t, err.Error(), "as ratelimit.Option value")
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 // <prefix>{processes}, scored by when it stops counting (ms since the
 // Unix epoch). The limiters that share a client and prefix are one process.
 // Beside it, <prefix>{processes}:mark:<member> holds each process's mark,
-// by which it tells which of its writes Redis lost ([guard.Marker]).
+// by which it tells which of its writes Redis lost
+// ([guard.FleetAbilities.Marks]).
 
 // fleetName names the heartbeat of a client and a prefix.
 type fleetName struct {
@@ -31,8 +32,8 @@ type fleetName struct {
 // storage key has a tag without a colon in it.
 func fleetKey(prefix string) string { return prefix + "{processes}" }
 
-// markKey returns the key of member's mark (see [guard.Marker]), beside
-// the heartbeat's, with its hash tag.
+// markKey returns the key of member's mark (see [guard.Heartbeater.Mark]),
+// beside the heartbeat's, with its hash tag.
 func markKey(prefix, member string) string { return fleetKey(prefix) + ":mark:" + member }
 
 // The heartbeat's scripts (lua/heartbeat.lua.tmpl): a beat, which writes
@@ -48,6 +49,14 @@ var (
 // [guard.Heartbeater].
 func (l guarded) FleetName() any { return fleetName{l.client, l.prefix} }
 
+// FleetAbilities reports that the limiter's processes rejoin after an
+// outage and keep marks, whatever the client: a Ring's Mark and BeatMark
+// fail wrapping errors.ErrUnsupported (see errRingMarks), and its
+// heartbeat then writes no more. See [guard.Heartbeater].
+func (guarded) FleetAbilities() guard.FleetAbilities {
+	return guard.FleetAbilities{Rejoins: true, Marks: true}
+}
+
 // Beat renews member, drops the members that expired and reads how many
 // are left, in one script run on one key (the scores are the process's
 // clock). See [guard.Heartbeater].
@@ -61,7 +70,7 @@ func (l guarded) Beat(ctx context.Context, member string, now time.Time, ttl tim
 // server's replication ID, in the same script run; on a cluster, it
 // writes a mark on each master at once (see markMasters). A Ring cannot
 // keep marks: it cannot tell which of its shards holds a key. See
-// [guard.Marker].
+// [guard.Heartbeater].
 func (l guarded) BeatMark(ctx context.Context, member string, now time.Time, ttl time.Duration, mark string) (int64, []guard.MarkRead, error) {
 	switch l.client.(type) {
 	case *redis.Ring:
@@ -99,7 +108,7 @@ func (l guarded) beat(ctx context.Context, member string, now time.Time, ttl tim
 
 // Mark writes member's mark and reads the one before and the server's
 // replication ID, in one script run; on a cluster, on each master (see
-// markMasters). See [guard.Marker].
+// markMasters). See [guard.Heartbeater].
 func (l guarded) Mark(ctx context.Context, member, mark string) ([]guard.MarkRead, error) {
 	switch l.client.(type) {
 	case *redis.Ring:
@@ -140,7 +149,7 @@ func markRead(reply []any) guard.MarkRead {
 // scored by when it came back, and counts the members marked at or after
 // since, in one MULTI/EXEC. The heartbeat's own beats are not marks: a
 // beat sent while Redis was stopped lands when it resumes, before the
-// process that sent it has found it back. See [guard.Rejoiner].
+// process that sent it has found it back. See [guard.Heartbeater].
 func (l guarded) Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error) {
 	key := fleetKey(l.prefix) + ":back"
 	pipe := l.client.TxPipeline()

@@ -3,6 +3,7 @@ package redislimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -80,8 +81,8 @@ type redisBackend struct {
 type guarded struct{ *redisBackend }
 
 // clusterBackend is the Redis backend of a cluster client as the guards
-// see it: a [guard.Nodes] backend, whose masters have breakers of their
-// own.
+// see it: a backend of nodes ([guard.Probed.PerNode]), whose masters have
+// breakers of their own.
 type clusterBackend struct{ guarded }
 
 // New returns a limiter that keeps its state in client's Redis. Its
@@ -250,9 +251,30 @@ func (l guarded) Probe(ctx context.Context) error {
 // [redisUnavailable]). See [guard.Probed].
 func (l guarded) Unavailable(err error) bool { return redisUnavailable(err) }
 
+// PerNode reports false: a client that is not a cluster's is one node,
+// with one breaker. See [guard.Probed].
+func (guarded) PerNode() bool { return false }
+
+// NodeOf fails wrapping errors.ErrUnsupported: the guards ask only a
+// cluster's (PerNode). See [guard.Probed].
+func (guarded) NodeOf(context.Context, ratelimit.Request, int) (string, error) {
+	return "", errOneNode
+}
+
+// ProbeNode fails as NodeOf does. See [guard.Probed].
+func (guarded) ProbeNode(context.Context, string) error { return errOneNode }
+
+// errOneNode says that a client that is not a cluster's has no nodes to
+// tell apart.
+var errOneNode = fmt.Errorf("redislimit: the client is one node: %w", errors.ErrUnsupported)
+
+// PerNode reports true: each master of the cluster has a breaker of its
+// own. See [guard.Probed].
+func (clusterBackend) PerNode() bool { return true }
+
 // NodeOf returns the address of the cluster master that holds the key of
 // req's limit i. Every key of a call with one key has the same hash tag,
-// so the first names the master of them all. See [guard.Nodes].
+// so the first names the master of them all. See [guard.Probed].
 func (l clusterBackend) NodeOf(ctx context.Context, req ratelimit.Request, i int) (string, error) {
 	key := l.nodeKey(&req, i)
 	master, err := l.cluster.MasterForKey(ctx, key)
@@ -287,7 +309,7 @@ func (l *redisBackend) nodeKey(req *ratelimit.Request, i int) string {
 // made, on the master that holds that key.
 // Asking the cluster client for the master each time finds the node's
 // current client, and a master that took over the key's slot. See
-// [guard.Nodes].
+// [guard.Probed].
 func (l clusterBackend) ProbeNode(ctx context.Context, node string) error {
 	key, ok := l.probeKeys.Load(node)
 	if !ok {
@@ -392,7 +414,5 @@ var (
 	_ guard.Probed      = guarded{}
 	_ guard.Carrier     = guarded{}
 	_ guard.Heartbeater = guarded{}
-	_ guard.Rejoiner    = guarded{}
-	_ guard.Marker      = guarded{}
-	_ guard.Nodes       = clusterBackend{}
+	_ guard.Probed      = clusterBackend{}
 )
