@@ -33,10 +33,10 @@ func (l *Limiter) plan(r *ratelimit.Rule) ratelimit.Plan {
 	}
 }
 
-// Abilities reports every operation of the contract, shared lines (a call with a key per limit keeps limit i's state where
-// req.Line(i) says, in one script run on a single server or Sentinel,
-// and in groups of one hash tag each on a Cluster), and the limiter's
-// Config. See [ratelimit.Limiter].
+// Abilities reports every operation of the contract, shared lines (a
+// call with a key per limit keeps limit i's state where req.Line(i) says,
+// in one script run on a single server or Sentinel, and in groups of one
+// hash tag each on a Cluster), and the limiter's Config. See [ratelimit.Limiter].
 func (l *Limiter) Abilities() ratelimit.Abilities { return l.can }
 
 // Do carries out op in Redis, without guards: what the guards pass on.
