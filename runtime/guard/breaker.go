@@ -88,7 +88,7 @@ type Breaker struct {
 	bg        *background
 }
 
-// NewBreaker returns the circuit breaker guard of backend, tuned by the
+// newBreakerGuard returns the circuit breaker guard of backend, tuned by the
 // options of this package among opts, or nil when they turn it off or
 // backend is not [Probed]. It tells the [ratelimit.BreakerHook] of the
 // backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
@@ -96,7 +96,7 @@ type Breaker struct {
 // ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
 // the backend back, it tells the [Fallback] it wraps, if any, before
 // the breaker closes. Its probes run until [Breaker.Close].
-func NewBreaker(backend ratelimit.Limiter, opts ...Option) *Breaker {
+func newBreakerGuard(backend ratelimit.Limiter, opts ...Option) *Breaker {
 	s := newSettings(opts)
 	probed, ok := find[Probed](backend)
 	if !ok || s.breaker.failures <= 0 {

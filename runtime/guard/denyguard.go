@@ -28,12 +28,12 @@ type DenyCache struct {
 	cache  *denyCache
 }
 
-// NewDenyCache returns the deny cache guard of backend, sized and held as
+// newDenyGuard returns the deny cache guard of backend, sized and held as
 // the options of this package among opts say, or nil when they turn it
 // off. It reads the backend's clock and hook from its [ratelimit.Config]
 // (the Config of its [ratelimit.Abilities]), and its slack from
 // [WithDenySlack].
-func NewDenyCache(backend ratelimit.Limiter, opts ...Option) *DenyCache {
+func newDenyGuard(backend ratelimit.Limiter, opts ...Option) *DenyCache {
 	s := newSettings(opts)
 	cache := newDenyCache(s.denyCache)
 	if cache == nil {

@@ -61,13 +61,13 @@ type Fallback struct {
 	bg      *background
 }
 
-// NewFallback returns the fallback guard of backend, configured by the
+// newFallback returns the fallback guard of backend, configured by the
 // options of this package among opts, with the clock, key bound and hook
 // of the backend's [ratelimit.Config] (that of its [ratelimit.Abilities]). Unless
 // [WithFallbackProcesses] fixes the number of processes, a [Heartbeater]
 // backend's process joins its fleet ([JoinFleet]), whose count divides
 // the limits. Its background work runs until [Fallback.Close].
-func NewFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
+func newFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
 	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), told: newToldLines(), bg: newBackground()}
 	f.ops.Reserve, f.ops.Adjust, f.ops.TakeSlot, f.ops.Reset = f.Reserve, f.Adjust, f.ReserveSlot, f.Reset

@@ -229,7 +229,7 @@ const ended = -1 << 62
 // leases (a call's other lines, with line 0 stood in for), and of each
 // lease's charge as a decision of its name (the lease's units, through
 // Reserve); a give-back tells it nothing.
-func NewLeases(backend ratelimit.Limiter, opts ...Option) *Leases {
+func NewLeases(backend ratelimit.Limiter) *Leases {
 	g := &Leases{backend: backendOf(backend), processes: func() int { return 1 }}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot, g.ops.Reset = g.Reserve, g.Adjust, g.ReserveSlot, g.Reset
 	g.ops.Turn, g.ops.Waiting = g.turn, g.waiting

@@ -20,7 +20,7 @@ func BenchmarkFallbackBackendAdmits(b *testing.B) {
 	lim := []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}
 	run := func(b *testing.B, parallel bool) {
 		backend := newMarkFlaky("bench-" + b.Name())
-		f := guard.NewFallback(backend)
+		f := fallbackAlone(backend)
 		defer f.Close()
 		ctx := context.Background()
 		b.ReportAllocs()
@@ -67,7 +67,7 @@ var (
 // one key: the cost of its decision and of remembering the admission to
 // carry it back.
 func BenchmarkFallbackLocalAdmits(b *testing.B) {
-	f := guard.NewFallback(newMarkFlaky("bench-local"), guard.WithFallbackProcesses(1))
+	f := fallbackAlone(newMarkFlaky("bench-local"), guard.WithFallbackProcesses(1))
 	defer f.Close()
 	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1 << 40}}}
 	ctx := context.Background()
@@ -84,7 +84,7 @@ func BenchmarkFallbackLocalAdmits(b *testing.B) {
 // what most calls cost during an outage, the admissions being bounded by
 // the shares.
 func BenchmarkFallbackLocalDenies(b *testing.B) {
-	f := guard.NewFallback(newMarkFlaky("bench-deny"), guard.WithFallbackProcesses(1))
+	f := fallbackAlone(newMarkFlaky("bench-deny"), guard.WithFallbackProcesses(1))
 	defer f.Close()
 	req := ratelimit.Request{Name: "hot", Key: "k", Limits: []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Period: time.Hour, Threshold: 1}}}
 	ctx := context.Background()
@@ -97,4 +97,12 @@ func BenchmarkFallbackLocalDenies(b *testing.B) {
 			b.Fatal(d, err)
 		}
 	}
+}
+
+// fallbackAlone returns the fallback guard of backend, as guard.Wrap makes
+// it with opts, with no other guard in front that could answer for it.
+func fallbackAlone(backend ratelimit.Limiter, opts ...guard.Option) *guard.Fallback {
+	opts = append(opts, guard.WithDenyCache(0), guard.WithBreaker(0, 0, 0))
+	f, _ := guard.Of[*guard.Fallback](guard.Wrap(backend, opts...))
+	return f
 }

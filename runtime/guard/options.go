@@ -6,8 +6,9 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Option configures the guards made by [Wrap] and the constructors of this
-// package. Only this package makes Options, so another package's option
+// Option configures the guards made by [Wrap], which uses every Option
+// (the guards are made by Wrap alone, but for [NewLeases], which takes
+// none). Only this package makes Options, so another package's option
 // (a ratelimit.Option, a redislimit option) is a compile error where an
 // Option is taken: the guards read the rest of their configuration from
 // the backend's [ratelimit.Abilities]. An Option is not a ratelimit.Option

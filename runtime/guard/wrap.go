@@ -18,16 +18,16 @@ import (
 // so that the guards read the same settings, and [Close] the limiter it
 // returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {
-	fb := NewFallback(backend, opts...)
+	fb := newFallback(backend, opts...)
 	var l ratelimit.Limiter = fb
-	if b := NewBreaker(l, opts...); b != nil {
+	if b := newBreakerGuard(l, opts...); b != nil {
 		fb.Guarded(b)
 		l = b
 	}
-	if c := NewDenyCache(l, opts...); c != nil {
+	if c := newDenyGuard(l, opts...); c != nil {
 		l = c
 	}
-	return NewLeases(l, opts...)
+	return NewLeases(l)
 }
 
 // Close stops the background work of the guards of limiter, a limiter

@@ -47,23 +47,31 @@ func TestOwnOptionsDoNotCompileWithOtherLimiters(t *testing.T) {
 	}
 }
 
-// TestGuardsTakeTheirOwnOptionsOnly: a guard's constructor takes the
-// options of package guard alone (the rest of its configuration is the
-// backend's): an option of redislimit or of ratelimit, which it would
-// ignore, is a type error; New takes guard options in its one list.
+// TestGuardsTakeTheirOwnOptionsOnly: guard.Wrap takes the options of
+// package guard alone (the rest of its configuration is the backend's),
+// and uses each: an option of redislimit or of ratelimit, which it would
+// ignore, is a type error, and so is an option to a guard's own
+// constructor (each guard but the lease guard, which takes none, is made
+// by Wrap, which configures them all); New takes guard options in its one
+// list.
 func TestGuardsTakeTheirOwnOptionsOnly(t *testing.T) {
 	check := newChecker(t)
 	require.NoError(t, check(`guard.Wrap(ratelimit.NewMemory(), guard.WithDenyCache(8), guard.WithFallbackProcesses(2))`))
 	require.NoError(t, check(`redislimit.New(nil, guard.WithDenyCache(8), redislimit.WithPrefix("p:"), ratelimit.WithMaxKeys(8))`))
 	for _, expr := range []string{
-		`guard.NewBreaker(ratelimit.NewMemory(), redislimit.WithPrefix("p:"))`,
+		`guard.Wrap(ratelimit.NewMemory(), redislimit.WithPrefix("p:"))`,
 		`guard.Wrap(ratelimit.NewMemory(), ratelimit.WithMaxKeys(8))`,
-		`guard.NewDenyCache(ratelimit.NewMemory(), redislimit.WithDenyCache(8))`,
 	} {
 		err := check(expr)
 		if assert.Error(t, err, expr) {
 			assert.Contains(t, err.Error(), "guard.Option", expr)
 		}
+	}
+	for _, expr := range []string{
+		`guard.NewLeases(ratelimit.NewMemory(), guard.WithDenyCache(8))`,
+		`guard.NewBreaker(ratelimit.NewMemory(), guard.WithDenyCache(8))`,
+	} {
+		assert.Error(t, check(expr), expr)
 	}
 	err := check(`ratelimit.NewMemory(guard.WithDenyCache(8))`)
 	if assert.Error(t, err) {

@@ -108,16 +108,12 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 		// No heartbeat: one process, unless the options say otherwise.
 		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
-	l := &Limiter{redisBackend: b, fallback: guard.NewFallback(backend, opts...)}
-	var front ratelimit.Limiter = l.fallback
-	if l.breakers = guard.NewBreaker(front, opts...); l.breakers != nil {
-		l.fallback.Guarded(l.breakers)
-		front = l.breakers
-	}
-	if l.denials = guard.NewDenyCache(front, opts...); l.denials != nil {
-		front = l.denials
-	}
-	l.leases = guard.NewLeases(front, opts...)
+	l := &Limiter{redisBackend: b}
+	front := guard.Wrap(backend, opts...)
+	l.leases, _ = guard.Of[*guard.Leases](front)
+	l.denials, _ = guard.Of[*guard.DenyCache](front) // nil when off
+	l.breakers, _ = guard.Of[*guard.Breaker](front)  // nil when off
+	l.fallback, _ = guard.Of[*guard.Fallback](front)
 	l.can = l.leases.Abilities()
 	l.can.Ops |= ratelimit.OpsOf(ratelimit.OpPlan)
 	if c, ok := client.(*redis.Client); ok && heartbeat {
