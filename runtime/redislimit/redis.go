@@ -338,7 +338,8 @@ func (l *redisBackend) Allow(ctx context.Context, req ratelimit.Request) (rateli
 		return ratelimit.Decision{}, err
 	}
 	if req.Keys != nil {
-		return l.allowKeys(ctx, &req)
+		keyed := req // escapes, unlike req: calls of one key allocate nothing for it
+		return l.allowKeys(ctx, &keyed)
 	}
 	req.Key = callkey.Bound(req.Key)
 	var d ratelimit.Decision

@@ -537,6 +537,9 @@ const calendarSkewCode = "CALENDARSKEW "
 // calendarSkew returns the time a calendar skew error (see
 // calendarSkewCode) tells, and whether err is one.
 func calendarSkew(err error) (int64, bool) {
+	if err == nil { // most calls: errors.As would allocate re
+		return 0, false
+	}
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return 0, false
