@@ -241,14 +241,14 @@ func (p *lineParser) checkArgs() {
 	p.needAlgorithm("burst", limitfacts.Names(func(a limitfacts.Algorithm) bool { return a.Burst }))
 	p.needAlgorithm("capacity", limitfacts.Names(func(a limitfacts.Algorithm) bool { return a.Capacity }))
 	d := p.d
-	if pos, ok := p.first["prefetch"]; ok && d.Algorithm == limitfacts.LeakyBucket {
-		p.errs.Add(pos, "prefetch does not go with algorithm=%s: its calls are each told their own delay, which no lease can tell", d.Algorithm)
-	}
 	lim := limitfacts.Limit{Period: d.Period, Calendar: d.Calendar, TZ: d.TZ, Threshold: d.Threshold, Algorithm: d.Algorithm, Burst: d.Burst, Capacity: d.Capacity}
 	if field, n := lim.Bound(); d.Cost > 0 && n > 0 && d.Cost > n {
 		p.errs.Add(p.first["cost"], "cost %d exceeds %s %d: no call could ever be admitted", d.Cost, field, n)
 	}
 	alg := lim.Facts()
+	if pos, ok := p.first["prefetch"]; ok && alg.Paces {
+		p.errs.Add(pos, "prefetch does not go with algorithm=%s: its calls are each told their own delay, which no lease can tell", d.Algorithm)
+	}
 	if alg.WholeMilliseconds && d.Period > 0 && d.Period%time.Millisecond != 0 {
 		p.errs.Add(p.first["period"], "period %s: %s needs a whole number of milliseconds (its Redis key expires with the window)", d.Period, alg.Name)
 	}
