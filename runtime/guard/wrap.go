@@ -11,12 +11,11 @@ import (
 // WithDenyCache(0)), the circuit breaker ([Breaker], around a [Probed]
 // backend, unless WithBreaker(0, 0, 0)) and the local fallback
 // ([Fallback], which carries back around a [Carrier] backend and counts
-// the processes around a [Heartbeater] one): what backend offers them in
-// [ratelimit.Abilities.ForGuards], which a wrapper of backend reports on
-// as it is. Each guard is a
-// [ratelimit.Limiter] that passes on the operations it does not guard,
-// and reports the abilities of backend, plus the fallback's
-// ([ratelimit.OpFallback]). Pass it the options backend was made with,
+// the processes around a [Heartbeater] one), each as backend offers it in
+// [ratelimit.Abilities.ForGuards] (which a wrapper of backend reports
+// on). Each guard is a [ratelimit.Limiter] that passes on the operations
+// it does not guard, and reports the abilities of backend, plus the
+// fallback's ([ratelimit.OpFallback]). Pass it the options backend was made with,
 // so that the guards read the same settings, and [Close] the limiter it
 // returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {

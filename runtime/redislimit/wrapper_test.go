@@ -71,3 +71,20 @@ func TestGuardsOfTheRedisBackendBehindAWrapper(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, limit-during, d.Remaining, "Redis holds the fallback's admissions")
 }
+
+// TestLimiterReportsWhatItsBackendOffersTheGuards: a Limiter reports, as
+// every wrapper does, what its Redis backend offers the guards (a probe,
+// the carry-back, the heartbeat), so that guards put around it, or around
+// a wrapper of it, find them.
+func TestLimiterReportsWhatItsBackendOffersTheGuards(t *testing.T) {
+	l := newTestRedis(t)
+	offer := l.Abilities().ForGuards
+	require.Equal(t, l.redisBackend.Abilities().ForGuards, offer)
+	probed, ok := offer.(guard.Probed)
+	require.True(t, ok, "a probe")
+	assert.False(t, probed.PerNode(), "a client of one server is one node")
+	_, ok = offer.(guard.Carrier)
+	assert.True(t, ok, "the carry-back")
+	_, ok = offer.(guard.Heartbeater)
+	assert.True(t, ok, "the heartbeat")
+}
