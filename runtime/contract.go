@@ -258,6 +258,12 @@ type Abilities struct {
 	// error policy, hook; see [Option]), or nil for none. [Rule.Check]
 	// reads its Overrides and ErrorPolicy on every call.
 	Config *Config
+	// ForGuards is what the limiter offers the guards of package
+	// runtime/guard beyond the contract: a value implementing some of
+	// guard.Probed, guard.Carrier and guard.Heartbeater, or nil. A wrapper
+	// reports it on unchanged, as it reports the rest, so the guards
+	// around it find it by construction.
+	ForGuards any
 }
 
 // Ops is a set of [OpKind]s.

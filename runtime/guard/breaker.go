@@ -12,9 +12,9 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Probed is a backend that a circuit breaker can guard: one that can be
-// asked whether it serves, and that tells an outage from a call's own
-// failure. A backend whose calls are served by nodes that fail apart (a
+// Probed is what a backend offers a circuit breaker (reported in its
+// [ratelimit.Abilities.ForGuards]): it can be asked whether it serves,
+// and tells an outage from a call's own failure. A backend whose calls are served by nodes that fail apart (a
 // Redis Cluster's masters) says so with PerNode: each node then has a
 // breaker of its own, so a node that is down fails only the calls it
 // serves, and the backend's breaker guards only the look-ups of the nodes.
@@ -68,9 +68,10 @@ func (e *PartError) Unwrap() error { return e.Err }
 // consecutive calls failed because the backend was unavailable, and probes
 // it in the background until it is back. It guards Allow and, when the
 // backend offers them, Reserve, Adjust and ReserveSlot; the backend's
-// other capabilities are found through Unwrap, and its own calls (a
-// Peek, a Reset) are not guarded. The backend must be [Probed]; one
-// that reports [Probed.PerNode] has a breaker per node.
+// other operations, and its own calls (a Peek, a Reset), are not
+// guarded. The backend must offer a [Probed] (its
+// [ratelimit.Abilities.ForGuards]); one that reports [Probed.PerNode] has
+// a breaker per node.
 type Breaker struct {
 	backend // what it wraps, and the capabilities it offers
 	probed  Probed
@@ -84,30 +85,29 @@ type Breaker struct {
 	byNode sync.Map
 	// probes counts the probes running.
 	probes    atomic.Int64
-	recoverer *Fallback // told when a probe finds the backend back, or nil
+	recoverer *Fallback // told when a probe finds the backend back
 	bg        *background
 }
 
-// newBreakerGuard returns the circuit breaker guard of backend, tuned by the
-// options of this package among opts, or nil when they turn it off or
-// backend is not [Probed]. It tells the [ratelimit.BreakerHook] of the
+// newBreakerGuard returns the circuit breaker guard around fb, the
+// fallback of a backend, tuned by the options of this package among
+// opts, or nil when they turn it off or the backend offers no [Probed]. It tells the [ratelimit.BreakerHook] of the
 // backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
 // opens and closes, and logs it to slog.Default() unless that hook logs it
-// ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds
-// the backend back, it tells the [Fallback] it wraps, if any, before
-// the breaker closes. Its probes run until [Breaker.Close].
-func newBreakerGuard(backend ratelimit.Limiter, opts ...Option) *Breaker {
+// ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds the
+// backend back, it tells fb ([Fallback.Recover]) before the breaker
+// closes. Its probes run until [Breaker.Close].
+func newBreakerGuard(fb *Fallback, opts ...Option) *Breaker {
 	s := newSettings(opts)
-	probed, ok := find[Probed](backend)
+	probed, ok := offered[Probed](fb)
 	if !ok || s.breaker.failures <= 0 {
 		return nil
 	}
-	g := &Breaker{backend: backendOf(backend), probed: probed, cfg: s.breaker, bg: newBackground()}
+	g := &Breaker{backend: backendOf(fb), probed: probed, cfg: s.breaker, recoverer: fb, bg: newBackground()}
 	g.ops.Reserve, g.ops.Adjust, g.ops.TakeSlot = g.Reserve, g.Adjust, g.ReserveSlot
 	g.ops.Turn, g.ops.SlotTurn, g.ops.Waiting, g.ops.Cooling = g.turn, g.slotTurn, g.waiting, g.cooling
 	g.nodes = perNode(probed)
-	g.recoverer, _ = find[*Fallback](backend)
-	if cfg := backend.Abilities().Config; cfg != nil {
+	if cfg := fb.Abilities().Config; cfg != nil {
 		g.hook = cfg.Hook
 		g.bhook, _ = g.hook.(ratelimit.BreakerHook)
 	}
@@ -387,11 +387,9 @@ func (g *Breaker) newBreaker(node string, probe func(context.Context) error) *br
 	b := newBreaker(g.cfg, node, probe, g.bhook)
 	b.bg, b.unavailable, b.probes = g.bg, g.probed.Unavailable, &g.probes
 	b.confirm = probe
-	if r := g.recoverer; r != nil {
-		wait := b.cfg.maxBackoff
-		b.recover = func(ctx context.Context) { r.Recover(ctx, wait) }
-		b.holdOpen = r.Recovering
-	}
+	r, wait := g.recoverer, b.cfg.maxBackoff
+	b.recover = func(ctx context.Context) { r.Recover(ctx, wait) }
+	b.holdOpen = r.Recovering
 	return b
 }
 

@@ -13,10 +13,11 @@ import (
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
-// Carrier is a backend that can be charged what a fallback admitted while
-// it could not decide, at the times it was admitted, without deciding
-// anything (the carry-back; Redis's side is a script that charges a call
-// at a time it is given).
+// Carrier is what a backend offers a fallback (reported in its
+// [ratelimit.Abilities.ForGuards]) to be charged what the fallback
+// admitted while it could not decide, at the times it was admitted,
+// without deciding anything (the carry-back; Redis's side is a script
+// that charges a call at a time it is given).
 type Carrier interface {
 	// Carry charges each admission to the backend, to the limits of its
 	// request whose windows are still open (or, as a sliding window's

@@ -3,9 +3,12 @@
 // outside this module) and make it cheaper or keep it deciding when it
 // fails, without changing any decision it makes. Each guard uses the
 // backend contract of package ratelimit ([ratelimit.Limiter]: Allow, Do
-// and Abilities) and the interfaces declared here, which a backend
-// implements to offer what a guard needs to know about it (found on the
-// backend, or on what a limiter with an Unwrap method wraps).
+// and Abilities) and the interfaces declared here ([Probed], [Carrier],
+// [Heartbeater]), which a value the backend reports in its
+// [ratelimit.Abilities.ForGuards] implements to offer what a guard needs
+// to know about it. A wrapper reports its backend's Abilities, so it
+// passes that value on, with or without an Unwrap method: nothing is
+// found by unwrapping but the guards themselves ([Of]).
 //
 // # Design
 //

@@ -64,16 +64,17 @@ type Fallback struct {
 // newFallback returns the fallback guard of backend, configured by the
 // options of this package among opts, with the clock, key bound and hook
 // of the backend's [ratelimit.Config] (that of its [ratelimit.Abilities]). Unless
-// [WithFallbackProcesses] fixes the number of processes, a [Heartbeater]
-// backend's process joins its fleet ([JoinFleet]), whose count divides
-// the limits. Its background work runs until [Fallback.Close].
+// [WithFallbackProcesses] fixes the number of processes, the process of
+// a backend that offers a [Heartbeater] joins its fleet ([JoinFleet]),
+// whose count divides the limits; one that offers a [Carrier] is carried
+// back to. Its background work runs until [Fallback.Close].
 func newFallback(backend ratelimit.Limiter, opts ...Option) *Fallback {
 	s := newSettings(opts)
 	f := &Fallback{backend: backendOf(backend), processes: s.fallbackProcesses, carry: newCarryBack(), told: newToldLines(), bg: newBackground()}
 	f.ops.Reserve, f.ops.Adjust, f.ops.TakeSlot, f.ops.Reset = f.Reserve, f.Adjust, f.ReserveSlot, f.Reset
 	f.ops.Fallback = f.AllowLocal
-	f.carrier, _ = find[Carrier](backend)
-	hb, beats := find[Heartbeater](backend)
+	f.carrier, _ = offered[Carrier](backend)
+	hb, beats := offered[Heartbeater](backend)
 	if beats && hb.FleetAbilities().Rejoins {
 		f.rejoiner = hb
 	}

@@ -29,7 +29,8 @@ const (
 // closed and nothing will answer: the heartbeat ends.
 var ErrClosed = errors.New("guard: backend closed")
 
-// Heartbeater is a backend that the processes sharing it can count
+// Heartbeater is what a backend offers (reported in its
+// [ratelimit.Abilities.ForGuards]) for the processes sharing it to count
 // themselves with: each process keeps a member in the backend, renewed by
 // its heartbeat, and counts the members that are live. What more it does
 // for its fleet it reports ([FleetAbilities]): let its processes meet

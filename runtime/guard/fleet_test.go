@@ -126,6 +126,10 @@ type fleetFlaky struct {
 
 func (e *fleetFlaky) FleetAbilities() guard.FleetAbilities { return e.can }
 
+// Abilities offers the guards e: a guard.Probed, a guard.Carrier and a
+// guard.Heartbeater.
+func (e *fleetFlaky) Abilities() ratelimit.Abilities { return offering(e.MemoryLimiter, e) }
+
 // Rejoin marks member back at now and counts those back since.
 func (e *fleetFlaky) Rejoin(ctx context.Context, member string, now, since time.Time, ttl time.Duration) (int64, error) {
 	e.rejoins.Add(1)

@@ -71,6 +71,19 @@ func (f *flaky) Reserve(ctx context.Context, req ratelimit.Request) (ratelimit.D
 	return f.MemoryLimiter.Reserve(ctx, req)
 }
 
+// Abilities reports the memory limiter's, offering the guards f itself
+// (a guard.Probed and a guard.Carrier).
+func (f *flaky) Abilities() ratelimit.Abilities { return offering(f.MemoryLimiter, f) }
+
+// offering returns the abilities of l, offering the guards o: a value
+// that implements some of guard.Probed, guard.Carrier and
+// guard.Heartbeater.
+func offering(l ratelimit.Limiter, o any) ratelimit.Abilities {
+	a := l.Abilities()
+	a.ForGuards = o
+	return a
+}
+
 // Node names the backend for a BreakerHook.
 func (f *flaky) Node() string { return "flaky" }
 
@@ -278,6 +291,9 @@ type twoNodes struct {
 	downA atomic.Bool
 }
 
+// Abilities offers the guards n, whose nodes fail apart.
+func (n *twoNodes) Abilities() ratelimit.Abilities { return offering(n.MemoryLimiter, n) }
+
 // PerNode reports true: each node has a breaker of its own.
 func (n *twoNodes) PerNode() bool { return true }
 
@@ -394,6 +410,9 @@ func TestBreakerOpensOnlyWhenTheProbeConfirmsTheOutage(t *testing.T) {
 
 // busyBackend is flaky whose calls its client was too busy to send.
 type busyBackend struct{ *flaky }
+
+// Abilities offers the guards b, whose Unavailable they call.
+func (b *busyBackend) Abilities() ratelimit.Abilities { return offering(b.MemoryLimiter, b) }
 
 // Unavailable takes every error for an outage, as a backend that tells
 // none apart would: the breaker itself must not count busy calls.

@@ -53,20 +53,20 @@ type ledger struct {
 	wall atomic.Int64
 }
 
-// startLedger keeps f's ledger when its backend is a [Carrier] and a
+// startLedger keeps f's ledger when its backend offers a [Carrier] and a
 // [Heartbeater] that keeps marks ([FleetAbilities.Marks]) and f counts
 // its fleet, whose heartbeat writes the marks. Around a backend of
 // several nodes ([Probed.PerNode]), each node keeps marks of its own, and
 // a node that lost writes is charged again only what it holds.
 func (f *Fallback) startLedger(backend ratelimit.Limiter) {
-	hb, ok := find[Heartbeater](backend)
+	hb, ok := offered[Heartbeater](backend)
 	if !ok || !hb.FleetAbilities().Marks || f.carrier == nil || f.fleet == nil {
 		return
 	}
 	admitted := newCarryBack()
 	admitted.ledger = true
 	f.ledger = &ledger{admitted: admitted}
-	probed, _ := find[Probed](backend)
+	probed, _ := offered[Probed](backend)
 	f.ledger.nodes = perNode(probed)
 	f.ledger.wall.Store(time.Now().UnixMicro() - monotime.Micros())
 	f.fleet.onBeat(fleetHooks{marking: f.marking, beaten: f.beaten})

@@ -37,6 +37,10 @@ func newMarkFlaky(name string) *markFlaky {
 
 func (e *markFlaky) FleetName() any { return e.name }
 
+// Abilities offers the guards e: a guard.Probed, a guard.Carrier and a
+// guard.Heartbeater that keeps marks.
+func (e *markFlaky) Abilities() ratelimit.Abilities { return offering(e.MemoryLimiter, e) }
+
 // FleetAbilities reports that the backend keeps marks; it does not
 // rejoin.
 func (e *markFlaky) FleetAbilities() guard.FleetAbilities {

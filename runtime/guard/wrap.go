@@ -11,16 +11,17 @@ import (
 // WithDenyCache(0)), the circuit breaker ([Breaker], around a [Probed]
 // backend, unless WithBreaker(0, 0, 0)) and the local fallback
 // ([Fallback], which carries back around a [Carrier] backend and counts
-// the processes around a [Heartbeater] one). Each guard is a
-// [ratelimit.Limiter] that passes on the operations it does not guard,
-// and reports the abilities of backend, plus the fallback's
-// ([ratelimit.OpFallback]). Pass it the options backend was made with,
+// the processes around a [Heartbeater] one), each as backend offers it in
+// [ratelimit.Abilities.ForGuards] (which a wrapper of backend reports
+// on). Each guard is a [ratelimit.Limiter] that passes on the operations
+// it does not guard, and reports the abilities of backend, plus the
+// fallback's ([ratelimit.OpFallback]). Pass it the options backend was made with,
 // so that the guards read the same settings, and [Close] the limiter it
 // returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {
 	fb := newFallback(backend, opts...)
 	var l ratelimit.Limiter = fb
-	if b := newBreakerGuard(l, opts...); b != nil {
+	if b := newBreakerGuard(fb, opts...); b != nil {
 		fb.Guarded(b)
 		l = b
 	}
@@ -48,30 +49,28 @@ func Close(limiter ratelimit.Limiter) {
 
 // Of returns the guard of type G in limiter's chain of guards (such as
 // the *DenyCache of a limiter [Wrap] made, or of redislimit.Limiter),
-// following Unwrap methods, and whether there is one.
+// following Unwrap methods, and whether there is one. It finds guards
+// only: what a guard needs of its backend is what the backend reports
+// ([ratelimit.Abilities.ForGuards]), never found by unwrapping.
 func Of[G ratelimit.Limiter](limiter ratelimit.Limiter) (G, bool) {
-	return find[G](limiter)
-}
-
-// find returns what backend, or a limiter it wraps, is of T: what a
-// guard needs of its backend beyond the contract (see [Probed],
-// [Carrier], [Heartbeater]).
-func find[T any](backend ratelimit.Limiter) (T, bool) {
-	for backend != nil {
-		if t, ok := backend.(T); ok {
-			return t, true
+	for limiter != nil {
+		if g, ok := limiter.(G); ok {
+			return g, true
 		}
-		backend = unwrap(backend)
+		w, ok := limiter.(interface{ Unwrap() ratelimit.Limiter })
+		if !ok {
+			break
+		}
+		limiter = w.Unwrap()
 	}
-	var none T
+	var none G
 	return none, false
 }
 
-// unwrap returns the limiter that limiter wraps, when it says (an Unwrap
-// method, as the guards have), else nil.
-func unwrap(limiter ratelimit.Limiter) ratelimit.Limiter {
-	if w, ok := limiter.(interface{ Unwrap() ratelimit.Limiter }); ok {
-		return w.Unwrap()
-	}
-	return nil
+// offered returns what backend offers the guards as a T (one of
+// [Probed], [Carrier] and [Heartbeater]): the ForGuards value of its
+// [ratelimit.Abilities], when it is a T.
+func offered[T any](backend ratelimit.Limiter) (T, bool) {
+	t, ok := backend.Abilities().ForGuards.(T)
+	return t, ok
 }

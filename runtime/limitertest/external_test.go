@@ -68,6 +68,14 @@ func (o outageProne) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result,
 	return o.forwarding.Do(ctx, op)
 }
 
+// Abilities reports the forwarding backend's, offering the guards o (a
+// guard.Probed and a guard.Carrier).
+func (o outageProne) Abilities() ratelimit.Abilities {
+	a := o.forwarding.Abilities()
+	a.ForGuards = o
+	return a
+}
+
 func (o outageProne) Node() string { return "outage-prone" }
 
 func (o outageProne) Probe(context.Context) error {

@@ -213,7 +213,8 @@ type Backend struct {
 	// limiters New made (a Redis backend: its server stopped), and
 	// returns the function that brings it back, with or without the state
 	// it had. Run then crosses the error policies, and the guards in
-	// front of the backend (breaker, fallback and its carry-back), with
+	// front of the backend (breaker, fallback and its carry-back, as the
+	// backend offers them in its ratelimit.Abilities' ForGuards), with
 	// that outage; without it, they are crossed with a wrapper's
 	// simulated failures only.
 	Outage func(t *testing.T) (restore func())

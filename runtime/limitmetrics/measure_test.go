@@ -150,3 +150,27 @@ func TestMeasuredWaitingCallsSettlesAndCooldowns(t *testing.T) {
 	assert.Equal(t, int64(3), rec.units["llm 0 allowed"], "one call each")
 	assert.Equal(t, 1, rec.calls["cooled cool cooled backend"], keys(rec.calls))
 }
+
+// offering is an in-process limiter that offers the guards of package
+// runtime/guard a value of its own (ratelimit.Abilities.ForGuards).
+type offering struct {
+	*ratelimit.MemoryLimiter
+	offer *struct{ node string }
+}
+
+func (o offering) Abilities() ratelimit.Abilities {
+	a := o.MemoryLimiter.Abilities()
+	a.ForGuards = o.offer
+	return a
+}
+
+// TestMeasuredPassesOnWhatTheBackendOffersTheGuards: a Measured limiter
+// reports the wrapped limiter's abilities, what it offers the guards
+// among them, so guards put around it find the backend's probe,
+// carry-back and heartbeat as around the backend.
+func TestMeasuredPassesOnWhatTheBackendOffersTheGuards(t *testing.T) {
+	inner := offering{ratelimit.NewMemory(), &struct{ node string }{"node"}}
+	l := limitmetrics.Measure(inner, func(context.Context, limitmetrics.Measurement) {})
+	assert.Equal(t, inner.Abilities(), l.Abilities())
+	assert.Same(t, inner.offer, l.Abilities().ForGuards)
+}

@@ -36,7 +36,10 @@ func (l *Limiter) plan(r *ratelimit.Rule) ratelimit.Plan {
 // Abilities reports every operation of the contract, shared lines (a
 // call with a key per limit keeps limit i's state where req.Line(i) says,
 // in one script run on a single server or Sentinel, and in groups of one
-// hash tag each on a Cluster), and the limiter's Config. See [ratelimit.Limiter].
+// hash tag each on a Cluster), the limiter's Config, and what its Redis
+// backend offers the guards (ForGuards), so guards put around it (or
+// around a wrapper of it) probe, carry back to and count the processes of
+// the same Redis. See [ratelimit.Limiter].
 func (l *Limiter) Abilities() ratelimit.Abilities { return l.can }
 
 // Do carries out op in Redis, without guards: what the guards pass on.
@@ -45,8 +48,9 @@ func (l *redisBackend) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Resul
 	return l.ops.Do(ctx, l, &op)
 }
 
-// Abilities reports what the backend carries out in Redis. See
-// [ratelimit.Limiter].
+// Abilities reports what the backend carries out in Redis, and what it
+// offers the guards (guarded, or clusterBackend for a cluster client).
+// See [ratelimit.Limiter].
 func (l *redisBackend) Abilities() ratelimit.Abilities { return l.can }
 
 // handlers returns the functions of the backend's Do.

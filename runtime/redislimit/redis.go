@@ -49,9 +49,9 @@ type Limiter struct {
 	leaveFence func()
 }
 
-// redisBackend is the Redis backend: it decides calls in Redis. The
-// guards see it as guarded (or clusterBackend), which offers them what
-// they need.
+// redisBackend is the Redis backend: it decides calls in Redis, and
+// offers the guards what they need as guarded (or clusterBackend), the
+// ForGuards of its Abilities.
 type redisBackend struct {
 	client redis.UniversalClient
 	// cluster is client when it is a Redis Cluster client.
@@ -73,11 +73,10 @@ type redisBackend struct {
 	settings
 }
 
-// guarded is the Redis backend as the guards of package guard see it: it
-// offers them the capabilities they need ([guard.Probed],
-// [guard.Heartbeater], [guard.Carrier]) and its slack
-// ([guard.WithDenySlack]), which a
-// Limiter does not show its users.
+// guarded is what the Redis backend offers the guards of package guard
+// (the ForGuards of its [ratelimit.Abilities]): the capabilities they
+// need ([guard.Probed], [guard.Heartbeater], [guard.Carrier]), and its
+// slack ([guard.WithDenySlack]).
 type guarded struct{ *redisBackend }
 
 // clusterBackend is the Redis backend of a cluster client as the guards
@@ -97,10 +96,6 @@ func New(client redis.UniversalClient, opts ...Option) *Limiter {
 // client and prefix when heartbeat is set (tests keep some limiters out).
 func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) *Limiter {
 	b := newBackend(client, options)
-	var backend ratelimit.Limiter = guarded{b}
-	if b.cluster != nil {
-		backend = clusterBackend{guarded{b}}
-	}
 	// The guards read the options of package guard: those passed to New
 	// and those that this package's options carry, in their order.
 	opts := append(b.guards[:len(b.guards):len(b.guards)], guard.WithDenySlack(guarded{b}.DenySlack))
@@ -109,7 +104,7 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
 	l := &Limiter{redisBackend: b}
-	front := guard.Wrap(backend, opts...)
+	front := guard.Wrap(b, opts...)
 	l.leases, _ = guard.Of[*guard.Leases](front)
 	l.denials, _ = guard.Of[*guard.DenyCache](front) // nil when off
 	l.breakers, _ = guard.Of[*guard.Breaker](front)  // nil when off
@@ -146,7 +141,10 @@ func newBackend(client redis.UniversalClient, opts []Option) *redisBackend {
 	l.cluster, _ = client.(*redis.ClusterClient)
 	l.batcher = newBatcher(l, client, l.batch)
 	l.ops = l.handlers()
-	l.can = ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg}
+	l.can = ratelimit.Abilities{Ops: l.ops.Ops(), SharesLines: true, Config: &l.cfg, ForGuards: guarded{l}}
+	if l.cluster != nil {
+		l.can.ForGuards = clusterBackend{guarded{l}}
+	}
 	return l
 }
 

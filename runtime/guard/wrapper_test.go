@@ -1,0 +1,67 @@
+package guard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
+	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
+)
+
+// opaque is a user's wrapper that implements the contract faithfully
+// and nothing more: it passes every call on and reports the wrapped
+// limiter's abilities, but has no Unwrap method.
+type opaque struct{ next ratelimit.Limiter }
+
+func (o opaque) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
+	return o.next.Allow(ctx, req)
+}
+
+func (o opaque) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
+	return o.next.Do(ctx, op)
+}
+
+func (o opaque) Abilities() ratelimit.Abilities { return o.next.Abilities() }
+
+// TestGuardsSeeWhatABackendOffersThroughAWrapper: a wrapper without
+// Unwrap between a backend and its guards hides nothing the backend
+// offers them (it reports the backend's abilities, as every wrapper
+// does): the breaker probes the backend, and the fallback counts the
+// processes of its fleet and carries its admissions back before the
+// breaker closes.
+func TestGuardsSeeWhatABackendOffersThroughAWrapper(t *testing.T) {
+	ctx := context.Background()
+	ms := &members{m: map[string]time.Time{}}
+	backend := &fleetFlaky{flaky: &flaky{MemoryLimiter: ratelimit.NewMemory()}, heart: heart{"through-a-wrapper", ms}, back: map[string]time.Time{}}
+	l := guard.Wrap(opaque{backend}, guard.WithBreaker(2, 5*time.Millisecond, 5*time.Millisecond))
+	t.Cleanup(func() { guard.Close(l) })
+	breaker, ok := guard.Of[*guard.Breaker](l)
+	require.True(t, ok, "the breaker guards a backend that offers a probe")
+	fallback, ok := guard.Of[*guard.Fallback](l)
+	require.True(t, ok)
+	assert.True(t, fallback.Carries(), "the fallback carries back to a backend that offers it")
+	require.NotNil(t, fallback.Fleet(), "the fallback counts the processes of a backend that beats")
+	require.Eventually(t, func() bool { return fallback.Fleet().Beats() > 0 }, time.Minute, time.Millisecond, "the heartbeat beats")
+
+	const limit, during = 10, 4
+	rule := &ratelimit.Rule{Name: "opaque", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
+	backend.down.Store(true)
+	for range during {
+		a, err := rule.Admit(ctx, l, 1, "k")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
+	}
+	require.True(t, breaker.CircuitOpen())
+	backend.down.Store(false)
+	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
+	charged, dropped := fallback.Carried()
+	assert.EqualValues(t, during, charged, "carried back before the breaker closed")
+	assert.Zero(t, dropped)
+	d, err := backend.MemoryLimiter.Peek(ctx, ratelimit.Request{Name: rule.Name, Key: "k", Limits: rule.Limits})
+	require.NoError(t, err)
+	assert.EqualValues(t, limit-during, d.Remaining, "the backend holds the fallback's admissions")
+}
