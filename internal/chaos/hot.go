@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -195,7 +196,7 @@ func HotTable(w io.Writer, results []HotResult) {
 			fault = fmt.Sprintf("%s (%d per %s, %d×%d)", r.Fault, r.Limit, r.Period, r.Processes, r.Goroutines)
 		}
 		sliding := "-"
-		if r.Algorithm == ratelimit.SlidingLog {
+		if a, _ := limitfacts.Lookup(string(r.Algorithm)); a.State == limitfacts.Log {
 			sliding = span(r.Windows.SlidingCertain, r.Windows.Sliding, r.Limit)
 		}
 		perSecond := 0.0

@@ -64,7 +64,7 @@ func (s *suite) coolSeveralLines(t *testing.T, alg ratelimit.Algorithm) {
 		{Algorithm: alg, Period: time.Hour, Threshold: 4},
 		{Algorithm: alg, Period: time.Hour, Threshold: 6, Cooldown: true},
 	}
-	if alg == ratelimit.FixedWindow || alg == ratelimit.SlidingWindow {
+	if windowed(alg) {
 		limits[0].Period, limits[1].Period = 24*time.Hour, 24*time.Hour
 	}
 	r := &ratelimit.Rule{Name: "cooldown/" + string(alg), Limits: limits}

@@ -74,7 +74,7 @@ func (s *suite) leases(t *testing.T, alg ratelimit.Algorithm, cross string, cost
 // of alg, leased 100ms at a time, or for fixed_window's calendar cross
 // 200 units a day in Paris.
 func leaseLimit(alg ratelimit.Algorithm, cross string) ratelimit.Limit {
-	if alg == ratelimit.FixedWindow && cross == "calendar" {
+	if factsOf(alg).Calendar && cross == "calendar" {
 		return ratelimit.Limit{Calendar: "day", TZ: "Europe/Paris", Threshold: 200, Prefetch: 100 * time.Millisecond}
 	}
 	return ratelimit.Limit{Algorithm: alg, Period: time.Second, Threshold: 60, Prefetch: 100 * time.Millisecond}

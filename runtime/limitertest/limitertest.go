@@ -195,6 +195,7 @@ package limitertest
 import (
 	"testing"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -284,9 +285,9 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 	}
 	t.Run("hooks", func(t *testing.T) { s.hooks(t, alg) })
 	t.Run("with_admission", func(t *testing.T) { s.withAdmission(t, alg) })
-	if alg != ratelimit.LeakyBucket {
+	if !factsOf(alg).Paces { // a lease cannot tell a paced call its delay
 		crosses := leaseCases
-		if alg == ratelimit.FixedWindow {
+		if factsOf(alg).Calendar {
 			crosses = append(crosses[:len(crosses):len(crosses)], "calendar")
 		}
 		for _, cross := range crosses {
@@ -299,7 +300,21 @@ func (s *suite) algorithm(t *testing.T, alg ratelimit.Algorithm) {
 			t.Run(name("leases/dead_process", cost), func(t *testing.T) { s.leaseDeath(t, alg, cost) })
 		}
 	}
-	if alg == ratelimit.FixedWindow {
+	if factsOf(alg).Calendar {
 		s.calendars(t)
 	}
+}
+
+// factsOf returns alg's row of the registry: the suite asks what an
+// algorithm does, never which one it is.
+func factsOf(alg ratelimit.Algorithm) limitfacts.Algorithm {
+	a, _ := limitfacts.Lookup(string(alg))
+	return a
+}
+
+// windowed reports whether alg counts in aligned windows (fixed or
+// sliding), whose next window may admit a call a period sooner.
+func windowed(alg ratelimit.Algorithm) bool {
+	s := factsOf(alg).State
+	return s == limitfacts.Window || s == limitfacts.Windows
 }

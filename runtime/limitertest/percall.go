@@ -32,7 +32,7 @@ func perCallOf(lim ratelimit.Limit) []ratelimit.Limit {
 // it is. (Allow, not Admit: a leaky bucket's Admit would sleep its Delay.
 // A leaky bucket's reservations are left out for that reason.)
 func (s *suite) perCall(t *testing.T, alg ratelimit.Algorithm) {
-	reserve := s.caps.reserve == "" && alg != ratelimit.LeakyBucket
+	reserve := s.caps.reserve == "" && !factsOf(alg).Paces
 	if !s.b.Clock {
 		s.perCallInvariants(t, alg, reserve)
 		return

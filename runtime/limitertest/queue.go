@@ -255,7 +255,7 @@ func (c *turnCalls) placeWaiters() (first ratelimit.Decision, t1, t2 int64) {
 // next window begins), less the µs per unit a bucket's retry is told
 // early by, for its rounding.
 func (c *turnCalls) secondUnitIn(first time.Duration) time.Duration {
-	if c.alg != ratelimit.FixedWindow && c.alg != ratelimit.SlidingWindow && !c.keys {
+	if !windowed(c.alg) && !c.keys {
 		return first + c.period - time.Microsecond
 	}
 	return first

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 )
 
@@ -146,7 +147,7 @@ func maxRetry(limits []ratelimit.Limit) time.Duration {
 	var longest time.Duration
 	for _, l := range limits {
 		p := l.Period
-		if l.Algorithm == ratelimit.SlidingWindow {
+		if factsOf(l.AlgorithmOrDefault()).State == limitfacts.Windows {
 			p *= 2
 		}
 		longest = max(longest, p)
