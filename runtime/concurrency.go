@@ -29,12 +29,7 @@ func holdsSlots(name string, limiter Limiter) error {
 func isConcurrency(l Limit) bool { return l.Algorithm == limitfacts.Concurrency }
 
 // lease returns the lease of a concurrency limit.
-func (l Limit) lease() time.Duration {
-	if l.Period == 0 {
-		return limitfacts.DefaultLease
-	}
-	return l.Period
-}
+func (l Limit) lease() time.Duration { return limitfacts.Lease(l.Period) }
 
 // splitSlot returns the rate limits of limits and its concurrency limit,
 // if any (ok), or an error for more than one.

@@ -145,7 +145,7 @@ const (
 	// it in its queue (a slot frees when a call gives it back, which
 	// nothing foretells), and k+1 times that while k times the slots are
 	// (see [OpTurn]).
-	SlotPoll = 10 * time.Millisecond
+	SlotPoll = limitfacts.SlotPoll
 	// BusyRetry is the RetryAfter of a call shed because the limiter's
 	// client was saturated ([ErrBusy]).
 	BusyRetry = 100 * time.Millisecond

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 )
 
 // split returns the one key of a call of r with keys, or, when the call
@@ -241,17 +239,4 @@ func (r *Rule) fromOf(src Overrides, keys []string, line int, what string, expla
 		}
 	}
 	return []string{what}
-}
-
-// keysIdentity returns one string that tells the keys of a call with a key
-// per limit apart from those of any other such call, for the calls that
-// wait in one line (see lineKeyOf).
-func keysIdentity(keys []string) string {
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(strconv.Itoa(len(k)))
-		b.WriteByte(':')
-		b.WriteString(k)
-	}
-	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/denied"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitstate"
 	"github.com/ratelimitgen/ratelimitgen/internal/memstate"
 	"github.com/ratelimitgen/ratelimitgen/internal/monotime"
 )
@@ -67,7 +68,7 @@ var nameSeed = maphash.MakeSeed()
 type memoryEntry struct {
 	name, key string
 	next      *memoryEntry // the next pair of the same hash, if any
-	limits    []limitState
+	limits    []limitstate.State
 	expiry    int64 // µs after which every window is empty
 }
 
@@ -265,7 +266,7 @@ func (s *memoryShard) entry(name, key string, hash uint64, limits int, now int64
 		s.entries[hash] = e
 	}
 	if len(e.limits) < limits {
-		e.limits = append(e.limits, make([]limitState, limits-len(e.limits))...)
+		e.limits = append(e.limits, make([]limitstate.State, limits-len(e.limits))...)
 	}
 	return e
 }
@@ -304,16 +305,13 @@ func (s *memoryShard) makeRoom(now int64, max int) {
 // once, when mr (the rule's memoryRule) is not nil and hold is 0, else made
 // now in buf (on the caller's stack for up to 4 limits), those of
 // SlidingLog limits held hold µs (see ReserveHeld).
-func plansOf(req *Request, mr *memoryRule, buf *[4]memoryPlan, hold int64) []memoryPlan {
+func plansOf(req *Request, mr *memoryRule, buf *[4]limitstate.Plan, hold int64) []limitstate.Plan {
 	if mr != nil && hold == 0 {
 		return mr.plans
 	}
 	plans := buf[:0]
 	for _, lim := range req.Limits {
-		plans = append(plans, memoryPlanOf(lim))
-		if p := &plans[len(plans)-1]; p.counter == logCounter {
-			p.hold = hold
-		}
+		plans = append(plans, statePlan(lim, hold))
 	}
 	return plans
 }
@@ -322,7 +320,7 @@ func plansOf(req *Request, mr *memoryRule, buf *[4]memoryPlan, hold int64) []mem
 // and a bounded key, whose hash is hash, under its shard's lock and at the
 // limiter's time, which it returns: the pair is made if it is new, and an
 // admitted call is charged. d describes the decision (see decidePlans).
-func (l *MemoryLimiter) decidePair(name, key string, hash uint64, plans []memoryPlan, units int64, d *Decision) int64 {
+func (l *MemoryLimiter) decidePair(name, key string, hash uint64, plans []limitstate.Plan, units int64, d *Decision) int64 {
 	now := l.now()
 	shard := l.shardOf(hash)
 	shard.mu.Lock()
@@ -336,7 +334,7 @@ func (l *MemoryLimiter) decidePair(name, key string, hash uint64, plans []memory
 // them all only if all admit. The decision, in d, describes the denying
 // limit with the longest retry, or when admitted the limit with the fewest
 // remaining units, with the longest delay of all.
-func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
+func (e *memoryEntry) decidePlans(plans []limitstate.Plan, cost, now int64, charge bool, d *Decision) {
 	if len(plans) == 1 {
 		e.decideOne(&plans[0], cost, now, charge, d)
 		return
@@ -349,22 +347,22 @@ func (e *memoryEntry) decidePlans(plans []memoryPlan, cost, now int64, charge bo
 // and d describes the denying limit with the longest RetryAfter, or the
 // admitting one with the fewest units left. When charge is set, an
 // admitted call is charged to every limit.
-func decideLimits(plans []memoryPlan, entries []*memoryEntry, index []int, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
+func decideLimits(plans []limitstate.Plan, entries []*memoryEntry, index []int, one *memoryEntry, cost, now int64, charge bool, d *Decision) {
 	*d = Decision{Allowed: true}
 	var delay time.Duration
-	var r Decision
+	var r limitstate.Decision
 	for i := range plans {
 		e, j := one, i
 		if entries != nil {
 			e, j = entries[i], index[i]
 		}
-		ok := e.limits[j].check(&plans[i], now, plans[i].units(cost), &r)
+		ok := e.limits[j].Check(&plans[i], now, plans[i].Units(cost), &r)
 		switch {
 		case !ok && (d.Allowed || r.RetryAfter > d.RetryAfter):
-			*d = r
+			*d = decisionOf(&r)
 			d.Allowed, d.LimitIndex = false, i
 		case ok && d.Allowed && (i == 0 || r.Remaining < d.Remaining):
-			*d = r
+			*d = decisionOf(&r)
 			d.Allowed, d.LimitIndex = true, i
 		}
 		delay = max(delay, r.Delay)
@@ -382,23 +380,27 @@ func decideLimits(plans []memoryPlan, entries []*memoryEntry, index []int, one *
 		if entries != nil {
 			e, j = entries[i], index[i]
 		}
-		if exp := e.limits[j].charge(&plans[i], now, plans[i].units(cost)); exp > e.expiry {
+		if exp := e.limits[j].Charge(&plans[i], now, plans[i].Units(cost)); exp > e.expiry {
 			e.expiry = exp
 		}
 	}
 }
 
 // decideOne is decidePlans for a single limit, the common case.
-func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *Decision) {
+func (e *memoryEntry) decideOne(p *limitstate.Plan, cost, now int64, charge bool, d *Decision) {
 	s := &e.limits[0]
-	cost = p.units(cost)
+	cost = p.Units(cost)
+	var r limitstate.Decision
 	if !charge {
-		if d.Allowed = s.check(p, now, cost, d); !d.Allowed {
+		ok := s.Check(p, now, cost, &r)
+		*d = decisionOf(&r)
+		if d.Allowed = ok; !ok {
 			d.Delay = 0
 		}
 		return
 	}
-	ok, exp := s.decide(p, now, cost, d)
+	ok, exp := s.Decide(p, now, cost, &r)
+	*d = decisionOf(&r)
 	if d.Allowed = ok; !ok {
 		d.Delay = 0
 		return
@@ -406,6 +408,12 @@ func (e *memoryEntry) decideOne(p *memoryPlan, cost, now int64, charge bool, d *
 	if exp > e.expiry {
 		e.expiry = exp
 	}
+}
+
+// decisionOf returns the decision that one limit's state told of a call,
+// r, as the limiter returns it: not yet allowed, of the limit at index 0.
+func decisionOf(r *limitstate.Decision) Decision {
+	return Decision{Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter, Delay: r.Delay}
 }
 
 // The tests of package redislimit compare Redis keys with the twin's state.
@@ -416,9 +424,9 @@ func init() {
 			return memstate.State{}, false
 		}
 		s := memstate.State{Expiry: e.expiry}
-		for _, l := range e.limits {
-			w := l.windowState
-			s.Windows = append(s.Windows, memstate.Window{StateEnd: w.stateEnd, Count: w.count, Prev: w.prev})
+		for i := range e.limits {
+			end, count, prev := e.limits[i].Window()
+			s.Windows = append(s.Windows, memstate.Window{StateEnd: end, Count: count, Prev: prev})
 		}
 		return s, true
 	}

@@ -12,33 +12,6 @@ import (
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
-func TestMemoryGrowsWithCallsNotThreshold(t *testing.T) {
-	l := NewMemory(WithClock(newManualClock()))
-	req := Request{Name: "huge", Limits: []Limit{{Period: time.Hour, Threshold: 1_000_000_000}}}
-	for range 10 {
-		require.True(t, allow(t, l, req).Allowed)
-	}
-	e := l.lookup("huge", "")
-	assert.LessOrEqual(t, cap(e.limits[0].runs), 4, "ten calls in one microsecond are one run")
-}
-
-func TestMemoryShrinksAfterABurst(t *testing.T) {
-	clock := newManualClock()
-	l := NewMemory(WithClock(clock))
-	req := Request{Name: "burst", Limits: []Limit{{Period: time.Second, Threshold: 10_000}}}
-	for range 5000 {
-		clock.Advance(time.Microsecond)
-		require.True(t, allow(t, l, req).Allowed)
-	}
-	e := l.lookup("burst", "")
-	require.GreaterOrEqual(t, cap(e.limits[0].runs), 5000)
-	for range 10 {
-		clock.Advance(time.Second)
-		require.True(t, allow(t, l, req).Allowed)
-	}
-	assert.LessOrEqual(t, cap(e.limits[0].runs), 64)
-}
-
 func TestMemoryKeysAreBounded(t *testing.T) {
 	clock := newManualClock()
 	const max = 1000

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitstate"
 )
 
 // lineSet is the state of the limits of a call with a key per limit on a
@@ -72,11 +73,11 @@ func (l *MemoryLimiter) decideKeys(ctx context.Context, req *Request, charge boo
 			e = &memoryEntry{} // a new pair's state, not kept
 		}
 		if len(e.limits) < n { // n > set.index[i]
-			e.limits = append(e.limits, make([]limitState, n-len(e.limits))...)
+			e.limits = append(e.limits, make([]limitstate.State, n-len(e.limits))...)
 		}
 		set.entries[i] = e
 	}
-	var buf [4]memoryPlan
+	var buf [4]limitstate.Plan
 	set.decide(plansOf(req, mr, &buf, hold), req.Units(), now, charge, d)
 	for _, s := range set.shards[:set.nShards] {
 		l.shards[s].mu.Unlock()
@@ -115,6 +116,6 @@ func (set *lineSet) addShard(s uint8) {
 
 // decide is memoryEntry.decidePlans with limit i's state that of
 // set.entries[i], at set.index[i].
-func (set *lineSet) decide(plans []memoryPlan, cost, now int64, charge bool, d *Decision) {
+func (set *lineSet) decide(plans []limitstate.Plan, cost, now int64, charge bool, d *Decision) {
 	decideLimits(plans, set.entries[:len(plans)], set.index[:len(plans)], nil, cost, now, charge, d)
 }

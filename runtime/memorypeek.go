@@ -5,6 +5,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitstate"
 )
 
 // The memory limiter's peeks and resets (see [OpPeek], [OpReset]).
@@ -56,10 +57,10 @@ func (l *MemoryLimiter) peekOne(req *Request) (Decision, error) {
 		e = &memoryEntry{} // a new pair's state, not kept
 	}
 	if len(e.limits) < len(req.Limits) {
-		e.limits = append(e.limits, make([]limitState, len(req.Limits)-len(e.limits))...)
+		e.limits = append(e.limits, make([]limitstate.State, len(req.Limits)-len(e.limits))...)
 	}
 	var d Decision
-	var buf [4]memoryPlan
+	var buf [4]limitstate.Plan
 	e.decidePlans(plansOf(req, mr, &buf, 0), req.Units(), now, false, &d)
 	shard.mu.Unlock()
 	return d, nil

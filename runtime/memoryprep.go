@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitstate"
 )
 
 // maxKeptRules bounds how many rules a memory limiter keeps plans for
@@ -25,21 +26,31 @@ type memoryRule struct {
 	limits   []Limit
 	name     string
 	nameHash uint64
-	plans    []memoryPlan
+	plans    []limitstate.Plan
 	capacity int64
 }
 
 // newMemoryRule derives the memoryRule of name and limits, which are valid.
 func newMemoryRule(name string, limits []Limit) *memoryRule {
 	m := &memoryRule{limits: limits, name: name, nameHash: maphash.String(nameSeed, name), capacity: limitfacts.MaxValue}
-	m.plans = make([]memoryPlan, len(limits))
+	m.plans = make([]limitstate.Plan, len(limits))
 	for i, lim := range limits {
-		m.plans[i] = memoryPlanOf(lim)
+		m.plans[i] = statePlan(lim, 0)
 		if !lim.PerCall {
 			m.capacity = min(m.capacity, lim.MaxCost())
 		}
 	}
 	return m
+}
+
+// statePlan returns the plan of lim, a valid limit, whose units, if it keeps
+// them in a log, weigh hold µs past a period (see limitstate.NewPlan).
+func statePlan(lim Limit, hold int64) limitstate.Plan {
+	facts := limitfacts.Limit{
+		Period: lim.Period, Calendar: lim.Calendar, TZ: lim.TZ, Threshold: lim.Threshold,
+		Algorithm: string(lim.Algorithm), Burst: lim.Burst, Capacity: lim.Capacity,
+	}
+	return limitstate.NewPlan(facts, lim.PerCall, hold)
 }
 
 // covers reports whether m was made for name and limits (the same slice).

@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // The memory limiter's queues of waiting calls (see [OpTurn]): one per
@@ -29,7 +32,7 @@ type queue []place
 type place struct{ ticket, due int64 }
 
 // queueID names the queue of a request's calls: its name and key, or its
-// keys (keysIdentity) when it has a key per limit.
+// keys (callkey.Join) when it has a key per limit.
 type queueID struct {
 	name, key string
 	perLimit  bool
@@ -39,7 +42,7 @@ type queueID struct {
 func (l *MemoryLimiter) queueOf(req *Request) (*queueShard, queueID) {
 	id := queueID{name: req.Name, key: req.Key}
 	if req.Keys != nil {
-		id.key, id.perLimit = keysIdentity(req.Keys), true
+		id.key, id.perLimit = callkey.Join(req.Keys), true
 	}
 	return &l.queues.shards[l.hashOf(id.name, id.key, l.keptRuleOf(req))%shardCount], id
 }
@@ -76,7 +79,7 @@ func (l *MemoryLimiter) ReserveSlotInTurn(ctx context.Context, req Request, slot
 // holds a place. slot is the concurrency limit the call takes a slot of,
 // nil for none: a call behind n others has its turn too when more than n
 // slots are free and its rate limits would admit it behind them, and one
-// denied for want of a slot comes back as slotPoll says.
+// denied for want of a slot comes back as SlotPoll says.
 func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, wait time.Duration, slot *Limit, decide func() (Decision, int64, error)) (Decision, int64, time.Time, error) {
 	qs, id := l.queueOf(req)
 	qs.mu.Lock()
@@ -100,7 +103,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 	turn := ahead == 0
 	if !turn {
 		var err error
-		if d, err = behind(ctx, l, *req, ahead, q.lastDue(ahead, now), slotIndex, slots, wait); err != nil {
+		if d, err = req.Behind(ctx, l, ahead, q.lastDue(ahead, now), slot, wait); err != nil {
 			return Decision{}, 0, time.Time{}, err
 		}
 		turn = slot != nil && d.LimitIndex == slotIndex && l.freeSlots(req, slots) > int64(ahead)
@@ -120,7 +123,7 @@ func (l *MemoryLimiter) inTurn(ctx context.Context, req *Request, ticket int64, 
 			return d, 0, time.UnixMicro(charged), nil
 		}
 		if d.LimitIndex == slotIndex { // it polls, until its wait is over
-			back = slotPoll(ahead, slots, wait)
+			back = limitfacts.Poll(ahead, slots, wait)
 		}
 	}
 	if back == 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 )
 
 // The memory limiter's concurrency slots (see [OpTakeSlot]).
@@ -49,7 +50,7 @@ func (l *MemoryLimiter) reserveSlot(ctx context.Context, req Request, slot Limit
 		m = map[string]int64{}
 		t.held[k] = m
 	}
-	m[token] = now + slot.lease().Microseconds()
+	m[token] = now + limitfacts.Lease(slot.Period).Microseconds()
 	return d, now, nil
 }
 
@@ -144,6 +145,6 @@ func (l *MemoryLimiter) RenewSlot(_ context.Context, req Request, slot Limit, to
 	if _, ok := m[token]; !ok {
 		return false, nil
 	}
-	m[token] = now + slot.lease().Microseconds()
+	m[token] = now + limitfacts.Lease(slot.Period).Microseconds()
 	return true, nil
 }

@@ -11,22 +11,17 @@ import (
 // queues calls (see [OpTurn]): the memory limiter's queues and [Rule.Peek]
 // of a rule with Wait.
 
-// slotPoll returns when a call waiting for one of slots behind ahead
-// others asks again: in SlotPoll for each slots of them (while slots are
-// held, any may free at any time), at the end of its wait if sooner.
-func slotPoll(ahead int, slots int64, wait time.Duration) time.Duration {
-	return max(min(time.Duration(int64(ahead)/max(slots, 1)+1)*SlotPoll, wait), time.Microsecond)
-}
-
-// behind returns the denial of a call of req that waits behind ahead
-// others on limiter, the last of them due back after due, not decided
-// (SourceQueue): RetryAfter is the soonest req's limits could admit it
-// once each call ahead took a unit (see [queuedSpan]); when they could
-// now, for a call that waits for one of slots (slotIndex, its LimitIndex;
-// -1 for none) as slotPoll says, else a millisecond after due, when the
-// calls ahead have come back. The twin of the queue script's branch for a
-// call behind others.
-func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due time.Duration, slotIndex int, slots int64, wait time.Duration) (Decision, error) {
+// Behind returns what [OpTurn] tells a call of req that waits behind ahead
+// others in its queue on limiter, the last of them due back after due: a
+// denial, not decided ([SourceQueue]), whose RetryAfter is the soonest
+// req's limits could admit it once each call ahead took a unit (a peek
+// at them); when they could now, for a call that waits for one of the
+// slots of slot, a concurrency limit (nil for none; its LimitIndex is
+// len(req.Limits)), as [SlotPoll] says within wait, else a millisecond
+// after due, when the calls ahead have come back. A limiter that queues
+// calls in process tells them this; the Redis limiter's queue script is
+// its twin.
+func (req Request) Behind(ctx context.Context, limiter Limiter, ahead int, due time.Duration, slot *Limit, wait time.Duration) (Decision, error) {
 	d := Decision{Source: SourceQueue}
 	if len(req.Limits) > 0 {
 		var err error
@@ -34,8 +29,8 @@ func behind(ctx context.Context, limiter Limiter, req Request, ahead int, due ti
 			return Decision{}, err
 		}
 	}
-	if d.RetryAfter == 0 && slotIndex >= 0 { // the rate limits would admit it: a slot must free
-		d.RetryAfter, d.LimitIndex = slotPoll(ahead, slots, wait), slotIndex
+	if d.RetryAfter == 0 && slot != nil { // the rate limits would admit it: a slot must free
+		d.RetryAfter, d.LimitIndex = limitfacts.Poll(ahead, slot.Threshold, wait), len(req.Limits)
 	}
 	if d.RetryAfter == 0 { // the units are there: the calls ahead have yet to come
 		d.RetryAfter = due + time.Millisecond

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 )
 
 // minRetrySleep is the least a waiting call sleeps after its own attempt
@@ -235,14 +237,14 @@ func retryJitter(d time.Duration) time.Duration {
 type queueKey struct {
 	limiter   any // the limiter if it is a pointer (comparable), else nil
 	name, key string
-	perLimit  bool // key is keysIdentity of a key per limit
+	perLimit  bool // key is callkey.Join of a key per limit
 }
 
 // queueKeyOf returns the queueKey of the calls of req on limiter.
 func queueKeyOf(limiter Limiter, req *Request) queueKey {
 	k := queueKey{name: req.Name, key: req.Key}
 	if req.Keys != nil {
-		k.key, k.perLimit = keysIdentity(req.Keys), true
+		k.key, k.perLimit = callkey.Join(req.Keys), true
 	}
 	if t := reflect.TypeOf(limiter); t != nil && t.Kind() == reflect.Pointer {
 		k.limiter = limiter
@@ -372,7 +374,7 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 		case n == 0:
 			return Decision{}, false, nil
 		case slotIndex < 0:
-			d, err := behind(ctx, limiter, rates, n, due, -1, 0, r.Wait)
+			d, err := rates.Behind(ctx, limiter, n, due, nil, r.Wait)
 			return d, err == nil, err
 		default:
 			return r.peekSlotQueue(ctx, limiter, req, rates, slotIndex, n, due)
@@ -402,7 +404,7 @@ func (r *Rule) peekQueue(ctx context.Context, limiter Limiter, req Request) (Dec
 // are free.
 func (r *Rule) peekSlotQueue(ctx context.Context, limiter Limiter, req, rates Request, slotIndex, n int, due time.Duration) (Decision, bool, error) {
 	slot := req.Limits[slotIndex]
-	d, err := behind(ctx, limiter, rates, n, due, len(rates.Limits), slot.Threshold, r.Wait)
+	d, err := rates.Behind(ctx, limiter, n, due, &slot, r.Wait)
 	if err != nil {
 		return Decision{}, false, err
 	}

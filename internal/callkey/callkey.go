@@ -7,6 +7,7 @@ package callkey
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strconv"
 	"strings"
 )
 
@@ -148,6 +149,20 @@ func IsStandIn(s string) bool {
 		}
 	}
 	return true
+}
+
+// Join returns one string that tells the keys of a call with a key per
+// limit apart from those of any other such call: each key's length, ':'
+// and the key, in order. The calls whose keys join to one string wait in
+// one queue.
+func Join(keys []string) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
+	return b.String()
 }
 
 // Redact returns what logs show of a per-call key unless told to show it:

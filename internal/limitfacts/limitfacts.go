@@ -17,14 +17,15 @@
 // algorithm touches:
 //
 //   - internal/limitfacts/limitfacts.go: its name constant and its row in
-//     algorithms (the order messages and [Algorithms] list them in);
-//   - runtime/<algorithm>.go: its Go twin, the in-process decision: its
-//     state and its check, charge, refund and chargeOnTop (settle), as
-//     runtime/slidinglog.go, fixedwindow.go and slidingwindow.go have them
-//     (the buckets share bucket.go);
-//   - runtime/algorithms.go: its counter, its case in counterOf, its state
-//     in limitState and its case in each of the switches (check, charge,
-//     refund, chargeOnTop), which keep the decision free of indirect calls;
+//     algorithms (the order messages and [Algorithms] list them in, which
+//     its ID counts);
+//   - internal/limitstate/<algorithm>.go: its Go twin, the in-process
+//     decision: its state and its check, charge, refund and chargeOnTop
+//     (settle), as slidinglog.go, fixedwindow.go and slidingwindow.go have
+//     them (the buckets share bucket.go); of a State not yet listed, its
+//     state in limitstate.State and its case in each of the switches on
+//     State there (check, charge, refund, chargeOnTop), which keep the
+//     decision free of indirect calls;
 //   - runtime/limit.go: its exported constant and doc, in the one block of
 //     Algorithm constants;
 //   - Redis: runtime/redislimit/lua/<algorithm>.lua.tmpl (its blocks:
@@ -39,9 +40,9 @@
 // The code that depends on the shape of an algorithm's state switches on
 // its row's State (and Paces), never on its name: an algorithm of a
 // shape already listed touches nothing more. A new State is a new case in
-// [State.Span] here and in each switch on State (runtime's queuedSpan and
-// validHold, guard's leases and deny cache, redislimit's carry-back and
-// validHold).
+// [State.Span] here and in each switch on State (limitstate's, runtime's
+// queuedSpan and validHold, guard's leases and deny cache, redislimit's
+// carry-back and validHold).
 //
 // Tests that loop over [Algorithms] (runtime's and redislimit's
 // differential tests among them) then cover it; two pin the list itself
@@ -93,6 +94,11 @@ const MinPeriod = time.Microsecond
 // registry, from which the parser, the generator, the analyzer and the
 // runtime read everything they know of it but its Go twin and its scripts.
 type Algorithm struct {
+	// ID is its number, 1 up in the order of the rows: the in-process
+	// state of a limit (package limitstate) records its algorithm by it,
+	// so a limit whose algorithm changes starts afresh, as it does in
+	// Redis, where each algorithm has keys of its own (KeyTag).
+	ID uint8
 	// Name is how directives and overrides write it, such as token_bucket.
 	Name string
 	// Const is the name of the runtime's constant for it, such as
@@ -160,12 +166,12 @@ func (s State) Span(period, threshold, capacity int64) int64 {
 
 // algorithms lists every algorithm, in the order messages list them.
 var algorithms = [...]Algorithm{
-	{Name: SlidingLog, Const: "SlidingLog", KeyTag: "log", State: Log, MaxThreshold: MaxValue},
-	{Name: FixedWindow, Const: "FixedWindow", KeyTag: "fw", State: Window, MaxThreshold: MaxValue, WholeMilliseconds: true, Calendar: true},
-	{Name: SlidingWindow, Const: "SlidingWindow", KeyTag: "sw", State: Windows, MaxThreshold: MaxSlidingWindowThreshold, WholeMilliseconds: true},
-	{Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true},
-	{Name: LeakyBucket, Const: "LeakyBucket", KeyTag: "lb", State: Bucket, MaxThreshold: MaxValue, Capacity: true, Paces: true},
-	{Name: GCRA, Const: "GCRA", KeyTag: "gcra", State: Bucket, MaxThreshold: MaxValue, Burst: true},
+	{ID: 1, Name: SlidingLog, Const: "SlidingLog", KeyTag: "log", State: Log, MaxThreshold: MaxValue},
+	{ID: 2, Name: FixedWindow, Const: "FixedWindow", KeyTag: "fw", State: Window, MaxThreshold: MaxValue, WholeMilliseconds: true, Calendar: true},
+	{ID: 3, Name: SlidingWindow, Const: "SlidingWindow", KeyTag: "sw", State: Windows, MaxThreshold: MaxSlidingWindowThreshold, WholeMilliseconds: true},
+	{ID: 4, Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true},
+	{ID: 5, Name: LeakyBucket, Const: "LeakyBucket", KeyTag: "lb", State: Bucket, MaxThreshold: MaxValue, Capacity: true, Paces: true},
+	{ID: 6, Name: GCRA, Const: "GCRA", KeyTag: "gcra", State: Bucket, MaxThreshold: MaxValue, Burst: true},
 }
 
 // Algorithms returns every algorithm, in a fixed order.

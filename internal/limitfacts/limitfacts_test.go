@@ -12,7 +12,7 @@ import (
 func TestLookup(t *testing.T) {
 	a, ok := Lookup(TokenBucket)
 	require.True(t, ok)
-	assert.Equal(t, Algorithm{Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true}, a)
+	assert.Equal(t, Algorithm{ID: 4, Name: TokenBucket, Const: "TokenBucket", KeyTag: "tb", State: Bucket, MaxThreshold: MaxValue, Burst: true}, a)
 	_, ok = Lookup("")
 	assert.False(t, ok, "the empty name means Default, but is no algorithm's name")
 	_, ok = Lookup("Token_Bucket")
@@ -32,12 +32,13 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, []string{FixedWindow}, Names(countsCalendar))
 }
 
-// TestEveryAlgorithmHasAFullRow checks what every row must give: a
-// constant, a key tag of its own (Redis keeps each algorithm's state
+// TestEveryAlgorithmHasAFullRow checks what every row must give: its ID
+// (its place in the rows), a constant, a key tag of its own (Redis keeps each algorithm's state
 // apart), the shape of its state and a largest threshold.
 func TestEveryAlgorithmHasAFullRow(t *testing.T) {
 	tags := map[string]string{}
-	for _, a := range Algorithms() {
+	for i, a := range Algorithms() {
+		assert.Equal(t, uint8(i+1), a.ID, "%s: IDs count 1 up in the order of the rows", a.Name)
 		assert.NotEmpty(t, a.Const, a.Name)
 		assert.NotEmpty(t, a.KeyTag, a.Name)
 		if other, ok := tags[a.KeyTag]; ok {

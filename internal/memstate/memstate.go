@@ -14,7 +14,7 @@ type State struct {
 }
 
 // Window is the state of one window limit, the twin's windowState (see
-// runtime/fixedwindow.go), named as the script names it: StateEnd, in ms
+// internal/limitstate/fixedwindow.go), named as the script names it: StateEnd, in ms
 // since the Unix epoch, a second before its Redis key's expiry; Count,
 // the count of the window a call counts in; Prev, the count of the window
 // before (sliding_window).

@@ -158,13 +158,13 @@ func (d scriptData) PeriodMs() int64 { return d.Period / 1000 }
 
 // Unit and UnitFrac are one unit's emission interval of a bucket,
 // period/threshold µs, as a whole µs and a fraction in 1/threshold µs
-// (the twin's memoryPlan.unit and unitFrac).
+// (the twin's limitstate.Plan unit and unitFrac).
 func (d scriptData) Unit() int64     { return d.Period / d.Threshold }
 func (d scriptData) UnitFrac() int64 { return d.Period % d.Threshold }
 
 // Depth and DepthFrac are a bucket's capacity in µs,
 // capacity×period/threshold, as a whole µs and a fraction in 1/threshold
-// µs (the twin's memoryPlan.depth and depthFrac).
+// µs (the twin's limitstate.Plan depth and depthFrac).
 func (d scriptData) Depth() int64 {
 	q, _ := muldiv.Rem(d.Capacity, d.Period, d.Threshold)
 	return q

@@ -1,6 +1,6 @@
 -- adjust.lua changes the charge of a reservation (see reserve.lua): it
 -- refunds units, or charges more on top, without deciding anything.
--- MemoryLimiter.Adjust (package ratelimit, runtime/settle.go) is its Go
+-- MemoryLimiter.Adjust (package ratelimit, runtime/memorysettle.go) is its Go
 -- twin and must leave the same state.
 --
 -- KEYS[i]  the state of limit i; all keys of one call share a hash tag.
@@ -148,7 +148,7 @@ for i = 1, n do
         end
       end
     else
-      -- Twin: (*limitState).chargeOnTop of a log: trim the log as a check
+      -- Twin: (*limitstate.State).chargeOnTop of a log: trim the log as a check
       -- does (setting refresh as it does), then push an entry of the units at
       -- the time a call would be logged at, up to twice the threshold in the
       -- window.
@@ -323,7 +323,7 @@ for i = 1, n do
         if d == value then redis.call("DEL", key) else redis.call("DECRBY", key, d) end
       end
     else
-      -- Twin: (*limitState).chargeOnTop of a window: start or move the window
+      -- Twin: (*limitstate.State).chargeOnTop of a window: start or move the window
       -- as a check does (fixedWindow, slidingWindows), then add to the window's
       -- count up to twice the threshold (a sliding window's, up to
       -- MaxSlidingWindowThreshold, for its packed key).

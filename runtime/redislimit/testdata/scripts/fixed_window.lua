@@ -67,7 +67,7 @@ local period, threshold, capacity = 1000000, 100, 100
 -- and one whose first command fails (WRONGTYPE) has changed nothing. Its
 -- block's locals stay in scope for the commit.
 local ok, rem, ret, res, del = false, 0, 0, 0, 0
--- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
+-- fixed_window. Twin: (*windowState).fixedCheck in internal/limitstate/fixedwindow.go.
 --
 -- State, the twin's windowState: the key is a string holding count, the
 -- window's count, whose state ends with the window at stateEnd (a Unix

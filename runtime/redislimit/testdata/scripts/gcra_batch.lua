@@ -105,7 +105,7 @@ local function decide_one(KEYS, ARGV)
   -- block's locals stay in scope for the commit.
   local ok, rem, ret, res, del = false, 0, 0, 0, 0
   -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
-  -- runtime/gcra.go.
+  -- internal/limitstate/bucket.go.
   --
   -- State, the twin's bucketState: the key is a string holding the
   -- theoretical arrival time (TAT), the time the bucket will be empty of
@@ -133,7 +133,7 @@ local function decide_one(KEYS, ARGV)
     if storedFrac >= threshold then storedTat, storedFrac = storedTat + 1, 0 end -- written under another threshold
     if storedTat >= now then tat, tatFrac = storedTat, storedFrac end
   end
-  -- Written in with the limit, as the twin's memoryPlan has them: one
+  -- Written in with the limit, as the twin's limitstate.Plan has them: one
   -- unit's increment (the twin's unit, unitFrac), and the burst offset
   -- (depth, depthFrac).
   local increment, incrementFrac, burstOffset, burstOffsetFrac = 10000, 0, 1000000, 0

@@ -116,7 +116,7 @@ for i = 1, n do
   rec1, rec2, rec3 = nil, nil, nil
 
   if algo == "sliding_log" then
-    -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+    -- sliding_log. Twin: (*logState).check in internal/limitstate/slidinglog.go.
     --
     -- State, the twin's logState: the key is a list of entries, oldest first,
     -- one per call: "ts" for a call of cost 1, "ts:w" for a call of cost w > 1
@@ -362,7 +362,7 @@ for i = 1, n do
       rem, res = threshold - units + cost, newest + period - now
     end
   elseif algo == "fixed_window" then
-    -- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
+    -- fixed_window. Twin: (*windowState).fixedCheck in internal/limitstate/fixedwindow.go.
     --
     -- State, the twin's windowState: the key is a string holding count, the
     -- window's count, whose state ends with the window at stateEnd (a Unix
@@ -429,7 +429,7 @@ for i = 1, n do
     end
   elseif algo == "sliding_window" then
     -- sliding_window. Twin: (*windowState).slidingCheck in
-    -- runtime/slidingwindow.go.
+    -- internal/limitstate/slidingwindow.go.
     --
     -- State, the twin's windowState: a fixed window (see fixed_window) whose
     -- key packs two counts, prev * prevScale + cur with prevScale = 134217728
@@ -499,7 +499,7 @@ for i = 1, n do
     end
   else -- token_bucket, leaky_bucket, gcra
     -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
-    -- runtime/gcra.go.
+    -- internal/limitstate/bucket.go.
     --
     -- State, the twin's bucketState: the key is a string holding the
     -- theoretical arrival time (TAT), the time the bucket will be empty of

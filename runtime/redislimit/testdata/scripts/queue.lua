@@ -144,7 +144,7 @@ local function decide_one(KEYS, ARGV)
     rec1, rec2, rec3 = nil, nil, nil
 
     if algo == "sliding_log" then
-      -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+      -- sliding_log. Twin: (*logState).check in internal/limitstate/slidinglog.go.
       --
       -- State, the twin's logState: the key is a list of entries, oldest first,
       -- one per call: "ts" for a call of cost 1, "ts:w" for a call of cost w > 1
@@ -390,7 +390,7 @@ local function decide_one(KEYS, ARGV)
         rem, res = threshold - units + cost, newest + period - now
       end
     elseif algo == "fixed_window" then
-      -- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
+      -- fixed_window. Twin: (*windowState).fixedCheck in internal/limitstate/fixedwindow.go.
       --
       -- State, the twin's windowState: the key is a string holding count, the
       -- window's count, whose state ends with the window at stateEnd (a Unix
@@ -457,7 +457,7 @@ local function decide_one(KEYS, ARGV)
       end
     elseif algo == "sliding_window" then
       -- sliding_window. Twin: (*windowState).slidingCheck in
-      -- runtime/slidingwindow.go.
+      -- internal/limitstate/slidingwindow.go.
       --
       -- State, the twin's windowState: a fixed window (see fixed_window) whose
       -- key packs two counts, prev * prevScale + cur with prevScale = 134217728
@@ -527,7 +527,7 @@ local function decide_one(KEYS, ARGV)
       end
     else -- token_bucket, leaky_bucket, gcra
       -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
-      -- runtime/gcra.go.
+      -- internal/limitstate/bucket.go.
       --
       -- State, the twin's bucketState: the key is a string holding the
       -- theoretical arrival time (TAT), the time the bucket will be empty of
@@ -741,7 +741,7 @@ if not turn then
   -- of which its algorithm's queue block sets rest, the units peeked at,
   -- and s, the span past the peek's retry before which the last of them
   -- cannot be admitted. A calendar limit adds nothing. Its twin is
-  -- queuedSpan (runtime/memoryqueue.go).
+  -- queuedSpan (runtime/queued.go).
   local units, span = (argv[2] or 1) + ahead, 0
   retry, index = 0, 0
   for i = 1, n do
@@ -755,26 +755,26 @@ if not turn then
         -- sliding_log admits at most its threshold in any period, so the last of
         -- the m units is a period after the one a threshold before it: a period
         -- per threshold past the remainder, the units peeked at. Twin: queuedSpan
-        -- (a Log) in runtime/memoryqueue.go.
+        -- (a Log) in runtime/queued.go.
         local batches = math.floor((m - 1) / threshold)
         rest, s = m - batches * threshold, batches * period
       elseif algo == "fixed_window" then
         -- fixed_window admits at most its threshold in a window: a period per
         -- threshold past the remainder, the units peeked at, and the next window.
-        -- Twin: queuedSpan (a Window) in runtime/memoryqueue.go.
+        -- Twin: queuedSpan (a Window) in runtime/queued.go.
         local batches = math.floor((m - 1) / threshold)
         rest, s = m - batches * threshold, math.max(batches - 1, 0) * period
       elseif algo == "sliding_window" then
         -- sliding_window admits at most its threshold in a window: a period per
         -- threshold past the remainder and the next window, peeking at the call's
         -- own units (what the calls ahead took in the window before weighs less
-        -- than they took). Twin: queuedSpan (Windows) in runtime/memoryqueue.go.
+        -- than they took). Twin: queuedSpan (Windows) in runtime/queued.go.
         local batches = math.floor((m - 1) / threshold)
         rest, s = m - ahead, math.max(batches - 1, 0) * period
       else -- token_bucket, leaky_bucket, gcra
         -- A bucket admits the units past its burst (or capacity) at its rate,
         -- less a µs per unit for its rounding. Twin: queuedSpan (a Bucket) in
-        -- runtime/memoryqueue.go.
+        -- runtime/queued.go.
         if m > capacity then
           s = math.max(math.floor((m - capacity) * period / threshold) - (m - capacity), 0)
         end

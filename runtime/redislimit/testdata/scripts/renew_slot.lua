@@ -1,6 +1,6 @@
 -- renew_slot.lua renews the lease of the slot a call holds, if it still
 -- holds it (its lease did not end, or was not taken back). Its Go twin is
--- (*MemoryLimiter).RenewSlot (runtime/concurrency.go).
+-- (*MemoryLimiter).RenewSlot (runtime/memoryslots.go).
 --
 -- KEYS[1]  the slot key (see reserve_slot.lua).
 -- ARGV[1]  the lease (µs); ARGV[2] the call's token; ARGV[3] the time

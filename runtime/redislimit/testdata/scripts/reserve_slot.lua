@@ -1,7 +1,7 @@
 -- reserve_slot.lua takes a concurrency slot and decides the call's rate
 -- limits, all or nothing: the slot is taken only if the rate limits admit
 -- the call, and the rate limits are charged only if a slot is free. Its
--- Go twin is (*MemoryLimiter).ReserveSlot (runtime/concurrency.go).
+-- Go twin is (*MemoryLimiter).ReserveSlot (runtime/memoryslots.go).
 --
 -- KEYS[1]  the slot key: a sorted set of tokens scored with their lease's
 --          end (µs); KEYS[2..] the rate limits' keys (the generic decide
@@ -139,7 +139,7 @@ local function decide_one(KEYS, ARGV)
     rec1, rec2, rec3 = nil, nil, nil
 
     if algo == "sliding_log" then
-      -- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+      -- sliding_log. Twin: (*logState).check in internal/limitstate/slidinglog.go.
       --
       -- State, the twin's logState: the key is a list of entries, oldest first,
       -- one per call: "ts" for a call of cost 1, "ts:w" for a call of cost w > 1
@@ -385,7 +385,7 @@ local function decide_one(KEYS, ARGV)
         rem, res = threshold - units + cost, newest + period - now
       end
     elseif algo == "fixed_window" then
-      -- fixed_window. Twin: (*windowState).fixedCheck in runtime/fixedwindow.go.
+      -- fixed_window. Twin: (*windowState).fixedCheck in internal/limitstate/fixedwindow.go.
       --
       -- State, the twin's windowState: the key is a string holding count, the
       -- window's count, whose state ends with the window at stateEnd (a Unix
@@ -452,7 +452,7 @@ local function decide_one(KEYS, ARGV)
       end
     elseif algo == "sliding_window" then
       -- sliding_window. Twin: (*windowState).slidingCheck in
-      -- runtime/slidingwindow.go.
+      -- internal/limitstate/slidingwindow.go.
       --
       -- State, the twin's windowState: a fixed window (see fixed_window) whose
       -- key packs two counts, prev * prevScale + cur with prevScale = 134217728
@@ -522,7 +522,7 @@ local function decide_one(KEYS, ARGV)
       end
     else -- token_bucket, leaky_bucket, gcra
       -- token_bucket, leaky_bucket and gcra. Twin: (*bucketState).tatCheck in
-      -- runtime/gcra.go.
+      -- internal/limitstate/bucket.go.
       --
       -- State, the twin's bucketState: the key is a string holding the
       -- theoretical arrival time (TAT), the time the bucket will be empty of

@@ -69,7 +69,7 @@ local period, threshold, capacity = 1000000, 134217728, 134217728
 -- and one whose first command fails (WRONGTYPE) has changed nothing. Its
 -- block's locals stay in scope for the commit.
 local ok, rem, ret, res, del = false, 0, 0, 0, 0
--- sliding_log. Twin: (*logState).check in runtime/slidinglog.go.
+-- sliding_log. Twin: (*logState).check in internal/limitstate/slidinglog.go.
 --
 -- State, the twin's logState: the key is a list of entries, oldest first,
 -- one per call: "ts" for a call of cost 1, "ts:w" for a call of cost w > 1

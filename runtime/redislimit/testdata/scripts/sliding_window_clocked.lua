@@ -69,7 +69,7 @@ local period, threshold, capacity = 1000000, 100, 100
 -- block's locals stay in scope for the commit.
 local ok, rem, ret, res, del = false, 0, 0, 0, 0
 -- sliding_window. Twin: (*windowState).slidingCheck in
--- runtime/slidingwindow.go.
+-- internal/limitstate/slidingwindow.go.
 --
 -- State, the twin's windowState: a fixed window (see fixed_window) whose
 -- key packs two counts, prev * prevScale + cur with prevScale = 134217728

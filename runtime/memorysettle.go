@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratelimitgen/ratelimitgen/internal/callkey"
 	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
+	"github.com/ratelimitgen/ratelimitgen/internal/limitstate"
 )
 
 // Reserve is Allow, also returning the time (µs since the Unix epoch) at
@@ -52,7 +53,7 @@ func validHold(req *Request, hold time.Duration) error {
 		return fmt.Errorf("%w: %s: a hold of %v", ErrInvalidLimit, req.Name, hold)
 	}
 	for _, lim := range req.Limits {
-		if lim.facts().Facts().State != limitfacts.Log {
+		if a, _ := limitfacts.Lookup(string(lim.AlgorithmOrDefault())); a.State != limitfacts.Log {
 			continue
 		}
 		if err := limitfacts.CheckHold(hold, lim.Period, lim.PerCall, req.Units()); err != nil {
@@ -75,7 +76,7 @@ func (l *MemoryLimiter) reserve(ctx context.Context, req Request, report bool, h
 	if err != nil {
 		return d, 0, err
 	}
-	var buf [4]memoryPlan
+	var buf [4]limitstate.Plan
 	now := l.decidePair(req.Name, key, hash, plansOf(&req, mr, &buf, hold), req.Units(), &d)
 	if report && l.cfg.Hook != nil {
 		l.report(ctx, req, key, d)
@@ -139,24 +140,10 @@ func (l *MemoryLimiter) adjustOne(name, key string, i int, lim Limit, now, at, h
 		e = shard.entry(name, key, hash, i+1, now, l.cfg.MaxKeys/shardCount+1)
 	}
 	if len(e.limits) <= i {
-		e.limits = append(e.limits, make([]limitState, i+1-len(e.limits))...)
+		e.limits = append(e.limits, make([]limitstate.State, i+1-len(e.limits))...)
 	}
-	p := memoryPlanOf(lim)
-	if p.counter == logCounter {
-		p.hold = hold
-	}
-	s := &e.limits[i]
-	if s.counter != p.counter {
-		if delta < 0 || s.counter != 0 {
-			// The limit has another algorithm's state now (an override
-			// changed it): the reservation's state is gone.
-			return
-		}
-		*s = limitState{counter: p.counter}
-	}
-	if delta < 0 {
-		s.refund(&p, now, at, -delta)
-	} else if exp := s.chargeOnTop(&p, now, delta); exp > e.expiry {
+	p := statePlan(lim, hold)
+	if exp := e.limits[i].Adjust(&p, now, at, delta); exp > e.expiry {
 		e.expiry = exp
 	}
 }

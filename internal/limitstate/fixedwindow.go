@@ -1,4 +1,4 @@
-package ratelimit
+package limitstate
 
 import "time"
 
@@ -26,7 +26,7 @@ type windowState struct {
 // charging them, describing the decision in d. Like the script, it first
 // starts a new window if the call is in one. Its twin is check
 // fixed_window, which names r, frac, count and res as here.
-func (w *windowState) fixedCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
+func (w *windowState) fixedCheck(p *Plan, now, cost int64, d *Decision) bool {
 	threshold := p.Threshold
 	r := w.fixedWindow(p, now)
 	frac := now % 1000
@@ -45,7 +45,7 @@ func (w *windowState) fixedCheck(p *memoryPlan, now, cost int64, d *Decision) bo
 // or has ended (its last millisecond, the key's last, is the next window's
 // first); then a new window starts, now's. A clock that reads earlier
 // than the window's start counts in the window.
-func (w *windowState) fixedWindow(p *memoryPlan, now int64) (r int64) {
+func (w *windowState) fixedWindow(p *Plan, now int64) (r int64) {
 	nowMs := now / 1000
 	if r = w.stateEnd - nowMs; w.count == 0 || r <= 0 {
 		w.stateEnd, w.count, w.prev = p.windowEnd(now)/1000, 0, 0
@@ -56,7 +56,7 @@ func (w *windowState) fixedWindow(p *memoryPlan, now int64) (r int64) {
 
 // fixedCharge charges cost units checked by fixedCheck and returns when
 // the window ends (µs).
-func (w *windowState) fixedCharge(p *memoryPlan, now, cost int64) int64 {
+func (w *windowState) fixedCharge(p *Plan, now, cost int64) int64 {
 	w.fixedWindow(p, now)
 	w.count += cost
 	return w.stateEnd * 1000
@@ -67,7 +67,7 @@ func (w *windowState) fixedCharge(p *memoryPlan, now, cost int64) int64 {
 // next calendar period in its zone (a whole second, as zone offsets and
 // their changes are). The script's twin of it is Go's too: redislimit
 // passes the calendar's bounds (limitfacts.Calendar.Bounds).
-func (p *memoryPlan) windowEnd(now int64) int64 {
+func (p *Plan) windowEnd(now int64) int64 {
 	if p.calendar != nil {
 		return p.calendar.End(now)
 	}
@@ -77,7 +77,7 @@ func (p *memoryPlan) windowEnd(now int64) int64 {
 // fixedRefund takes up to n units off the window that the time at is in
 // (a calendar period's too), if the state is that window and it has not
 // ended.
-func (w *windowState) fixedRefund(p *memoryPlan, now, at, n int64) {
+func (w *windowState) fixedRefund(p *Plan, now, at, n int64) {
 	end := p.windowEnd(at) / 1000
 	if w.count == 0 || w.stateEnd != end || now/1000 >= end {
 		return
@@ -88,7 +88,7 @@ func (w *windowState) fixedRefund(p *memoryPlan, now, at, n int64) {
 // fixedChargeOnTop charges n units without deciding, at most what takes
 // the window's count to twice the limit's capacity, and returns when the
 // window ends (µs), or 0 when it charged nothing.
-func (w *windowState) fixedChargeOnTop(p *memoryPlan, now, n int64) int64 {
+func (w *windowState) fixedChargeOnTop(p *Plan, now, n int64) int64 {
 	w.fixedWindow(p, now)
 	if n = min(n, 2*p.Capacity-w.count); n <= 0 {
 		return 0

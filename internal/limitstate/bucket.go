@@ -1,4 +1,4 @@
-package ratelimit
+package limitstate
 
 import (
 	"math/bits"
@@ -24,7 +24,7 @@ type bucketState struct {
 // refilled at threshold per period, without charging them, describing the
 // decision in d. For a leaky bucket the admitted call is told to wait
 // until the bucket has drained down to it.
-func (s *bucketState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool {
+func (s *bucketState) tatCheck(p *Plan, now, cost int64, d *Decision) bool {
 	ok, _, _ := s.tatNext(p, now, cost, d)
 	return ok
 }
@@ -32,7 +32,7 @@ func (s *bucketState) tatCheck(p *memoryPlan, now, cost int64, d *Decision) bool
 // tatDecide is tatCheck, then tatCharge of an admitted call, sharing
 // their arithmetic; for an admitted call it returns when the bucket is
 // empty again (µs).
-func (s *bucketState) tatDecide(p *memoryPlan, now, cost int64, d *Decision) (bool, int64) {
+func (s *bucketState) tatDecide(p *Plan, now, cost int64, d *Decision) (bool, int64) {
 	ok, na, nf := s.tatNext(p, now, cost, d)
 	if !ok {
 		return false, 0
@@ -43,7 +43,7 @@ func (s *bucketState) tatDecide(p *memoryPlan, now, cost int64, d *Decision) (bo
 
 // tatNext is tatCheck, also returning the TAT that charging the call
 // leaves, na + nf/threshold.
-func (s *bucketState) tatNext(p *memoryPlan, now, cost int64, d *Decision) (ok bool, na, nf int64) {
+func (s *bucketState) tatNext(p *Plan, now, cost int64, d *Decision) (ok bool, na, nf int64) {
 	ta, tf := s.tatFrom(p.Threshold, now)
 	na, nf = p.addInterval(ta, tf, cost)
 	// The bucket holds capacity units: a call is admitted when the TAT
@@ -55,7 +55,7 @@ func (s *bucketState) tatNext(p *memoryPlan, now, cost int64, d *Decision) (ok b
 			Remaining:  p.remainingUnits(ka-(na-now), kf-nf),
 			ResetAfter: us(na - now + ceilFrac(nf)),
 		}
-		if p.counter == leakyCounter {
+		if p.paces {
 			d.Delay = us(ta - now + ceilFrac(tf))
 		}
 		return true, na, nf
@@ -70,7 +70,7 @@ func (s *bucketState) tatNext(p *memoryPlan, now, cost int64, d *Decision) (ok b
 
 // tatCharge charges cost units checked by tatCheck and returns when the
 // bucket is empty again (µs).
-func (s *bucketState) tatCharge(p *memoryPlan, now, cost int64) int64 {
+func (s *bucketState) tatCharge(p *Plan, now, cost int64) int64 {
 	ta, tf := s.tatFrom(p.Threshold, now)
 	s.tat, s.tatFrac = p.addInterval(ta, tf, cost)
 	return s.tat + ceilFrac(s.tatFrac)
@@ -92,7 +92,7 @@ func (s *bucketState) tatFrom(threshold, now int64) (ta, tf int64) {
 
 // addInterval returns (a + b/threshold) + cost×period/threshold in the
 // same form.
-func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
+func (p *Plan) addInterval(a, b, cost int64) (int64, int64) {
 	k, m := p.unit, p.unitFrac
 	if cost != 1 {
 		k, m = muldiv.Rem(cost, p.Period, p.Threshold)
@@ -106,7 +106,7 @@ func (p *memoryPlan) addInterval(a, b, cost int64) (int64, int64) {
 
 // remainingUnits returns how many whole emission intervals of
 // period/threshold fit in d + g/threshold µs, or 0 if none.
-func (p *memoryPlan) remainingUnits(d, g int64) int64 {
+func (p *Plan) remainingUnits(d, g int64) int64 {
 	if d < 0 {
 		return 0
 	}
@@ -131,7 +131,7 @@ func ceilFrac(f int64) int64 {
 
 // tatRefund moves the TAT back by n emission intervals, never before now
 // (a full bucket, which is no state).
-func (s *bucketState) tatRefund(p *memoryPlan, now, n int64) {
+func (s *bucketState) tatRefund(p *Plan, now, n int64) {
 	ta, tf := s.tatFrom(p.Threshold, now)
 	if ta == now && tf == 0 {
 		return
@@ -152,7 +152,7 @@ func (s *bucketState) tatRefund(p *memoryPlan, now, n int64) {
 // tatChargeOnTop moves the TAT on by n emission intervals, at most to
 // twice the bucket's depth ahead of now, and returns when the bucket is
 // empty again (µs).
-func (s *bucketState) tatChargeOnTop(p *memoryPlan, now, n int64) int64 {
+func (s *bucketState) tatChargeOnTop(p *Plan, now, n int64) int64 {
 	ta, tf := s.tatFrom(p.Threshold, now)
 	na, nf := p.addInterval(ta, tf, min(n, 2*p.Capacity))
 	ca, cf := now+2*p.depth, 2*p.depthFrac

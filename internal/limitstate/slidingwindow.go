@@ -1,8 +1,9 @@
-package ratelimit
+package limitstate
 
 import (
 	"time"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/limitfacts"
 	"github.com/ratelimitgen/ratelimitgen/internal/muldiv"
 )
 
@@ -92,11 +93,11 @@ func (w *windowState) slidingRefund(period, now, at, n int64) {
 
 // slidingChargeOnTop charges n units without deciding, at most what takes
 // the current window's count to twice capacity units or to
-// [MaxSlidingWindowThreshold], which its Redis key packs, and returns when
+// [limitfacts.MaxSlidingWindowThreshold], which its Redis key packs, and returns when
 // they stop counting (µs), or 0 when it charged nothing.
 func (w *windowState) slidingChargeOnTop(period, capacity, now, n int64) int64 {
 	w.slidingWindows(period, now)
-	if n = min(n, min(2*capacity, MaxSlidingWindowThreshold)-w.count); n <= 0 {
+	if n = min(n, min(2*capacity, limitfacts.MaxSlidingWindowThreshold)-w.count); n <= 0 {
 		return 0
 	}
 	return w.slidingCharge(period, now, n)
