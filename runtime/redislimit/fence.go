@@ -41,6 +41,10 @@ type fence struct {
 	// dials to another server than the last.
 	server atomic.Pointer[string]
 	moves  atomic.Int64
+	// unseen is set when the client had connections before the fence
+	// hooked it: the server they reach is unknown, so the first dial the
+	// fence sees counts as a move.
+	unseen atomic.Bool
 	mu     sync.Mutex
 	joins  map[*guard.Fallback]int
 }
@@ -53,14 +57,23 @@ const fenceTimeout = 2 * time.Second
 // fences holds the fence of each client that has one.
 var fences sync.Map // *redis.Client → *fence
 
-// joinFence adds fallback to the fence of client, hooking the client the
-// first time; the returned func takes it out again.
-func joinFence(client *redis.Client, fallback *guard.Fallback) (leave func()) {
+// hookFence returns the fence of client, hooking the client the first
+// time. It runs before the guards start, so that the fence sees the
+// heartbeat's first dial; a client that had connections already (used
+// before [New]) reaches a server the fence did not see dialled, so its
+// first dial counts as a move.
+func hookFence(client *redis.Client) *fence {
 	v, loaded := fences.LoadOrStore(client, &fence{joins: map[*guard.Fallback]int{}})
 	f := v.(*fence)
 	if !loaded {
+		f.unseen.Store(client.PoolStats().TotalConns > 0)
 		client.AddHook(f)
 	}
+	return f
+}
+
+// join adds fallback to the fence; the returned func takes it out again.
+func (f *fence) join(fallback *guard.Fallback) (leave func()) {
 	f.mu.Lock()
 	f.joins[fallback]++
 	f.mu.Unlock()
@@ -87,10 +100,14 @@ func (f *fence) DialHook(next redis.DialHook) redis.DialHook {
 }
 
 // moved notes server as the one last dialled, and reports whether another
-// was before it.
+// was before it (or, for the first dial, whether the client's earlier
+// connections reach a server the fence did not see: unseen).
 func (f *fence) moved(server string) bool {
 	last := f.server.Swap(&server)
-	return last != nil && *last != server
+	if last == nil {
+		return f.unseen.Swap(false)
+	}
+	return *last != server
 }
 
 // ProcessHook holds a command while the fence is up.

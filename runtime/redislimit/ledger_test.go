@@ -181,7 +181,7 @@ func TestLedgerRefillsWhatAReplicaMissed(t *testing.T) {
 	for _, alg := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog} {
 		t.Run(string(alg), func(t *testing.T) {
 			ctx := context.Background()
-			m := missedByReplica(t, alg)
+			m := missedByReplica(t, alg, nil)
 			require.Eventually(t, func() bool { n, _, _ := m.l.fallback.Restored(); return n == 1 }, time.Minute, time.Millisecond,
 				"a mark finds Redis answering from another replication ID")
 			_, charged, dropped := m.l.fallback.Restored()
@@ -210,8 +210,28 @@ func TestLedgerRefillsWhatAReplicaMissed(t *testing.T) {
 // goroutine at most). Without the fence the new primary admits what the
 // replica missed a second time before the next mark finds the loss.
 func TestFenceHoldsCallsUntilTheReplicaIsCharged(t *testing.T) {
+	fenceHoldsCalls(t, missedByReplica(t, ratelimit.SlidingLog, nil))
+}
+
+// TestFenceHoldsCallsOfAClientUsedBeforeNew: the same, with a client of
+// one connection that reached the primary before New hooked its fence,
+// so the fence never sees the primary dialled: its first dial, to the new
+// primary, counts as a move all the same.
+func TestFenceHoldsCallsOfAClientUsedBeforeNew(t *testing.T) {
+	fenceHoldsCalls(t, missedByReplica(t, ratelimit.SlidingLog, func(o *redis.Options) *redis.Client {
+		o.PoolSize = 1
+		c := redis.NewClient(o)
+		require.NoError(t, c.Ping(context.Background()).Err())
+		return c
+	}))
+}
+
+// fenceHoldsCalls has goroutines call m's line as fast as they can from
+// the moment its client switched to the new primary, and checks that the
+// fence found the loss and the line admitted at most its limit, plus the
+// calls inside the client when it dialled.
+func fenceHoldsCalls(t *testing.T, m missed) {
 	const goroutines = 8
-	m := missedByReplica(t, ratelimit.SlidingLog)
 	var admitted, decided atomic.Int64
 	var wg sync.WaitGroup
 	for range goroutines {
@@ -248,13 +268,17 @@ type missed struct {
 // waits until a mark after them and the calls reached its replica,
 // promotes the replica, admits missed calls more on the old primary,
 // points the limiter's client at the new primary and stops the old one.
-func missedByReplica(t *testing.T, alg ratelimit.Algorithm) missed {
+// newClient makes the client from its options (nil: redis.NewClient).
+func missedByReplica(t *testing.T, alg ratelimit.Algorithm, newClient func(*redis.Options) *redis.Client) missed {
 	ctx := context.Background()
 	m := missed{limit: 100, before: 40, missed: 30}
 	primary, replica := replicated(t)
 	var target atomic.Value
 	target.Store(primary.Addr)
-	client := redis.NewClient(&redis.Options{Addr: primary.Addr, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+	if newClient == nil {
+		newClient = redis.NewClient
+	}
+	client := newClient(&redis.Options{Addr: primary.Addr, Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, target.Load().(string))
 	}})

@@ -104,6 +104,11 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
 	l := &Limiter{redisBackend: b}
+	c, fenced := client.(*redis.Client)
+	var f *fence
+	if fenced = fenced && heartbeat; fenced {
+		f = hookFence(c) // before Wrap starts the heartbeat, which dials
+	}
 	front := guard.Wrap(b, opts...)
 	l.leases, _ = guard.Of[*guard.Leases](front)
 	l.denials, _ = guard.Of[*guard.DenyCache](front) // nil when off
@@ -111,8 +116,8 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 	l.fallback, _ = guard.Of[*guard.Fallback](front)
 	l.can = l.leases.Abilities()
 	l.can.Ops |= ratelimit.OpsOf(ratelimit.OpPlan)
-	if c, ok := client.(*redis.Client); ok && heartbeat {
-		l.leaveFence = joinFence(c, l.fallback)
+	if fenced {
+		l.leaveFence = f.join(l.fallback)
 	}
 	return l
 }
