@@ -109,6 +109,7 @@ var docBuilds = regexp.MustCompile("(?s)<!-- builds as (\\S+): [^>]*-->\n```go\n
 // getters are keys and costs). The module gets its requirements through
 // the module proxy on a machine that lacks them.
 func TestDocsGRPCBuilds(t *testing.T) {
+	t.Parallel() // with TestGeneratedCodeBehaves: each waits on go commands of its own
 	root, err := filepath.Abs(moduleRoot)
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,7 @@ func TestDiagnostics(t *testing.T) {
 // generated files in testdata (go test ignores testdata in ./..., so they
 // are run here): every decorator on the memory limiter and on a real Redis.
 func TestGeneratedCodeBehaves(t *testing.T) {
+	t.Parallel() // with TestDocsGRPCBuilds: each waits on go commands of its own
 	args := []string{"test", "-race", "-count=1"}
 	for _, name := range goldenCases {
 		args = append(args, "./testdata/"+name)

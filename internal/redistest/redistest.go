@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -264,7 +265,19 @@ func (s *Server) Flush(tb testing.TB) {
 //
 //	var srv *redistest.Server
 //	func TestMain(m *testing.M) { redistest.Main(m, &srv) }
-func Main(m *testing.M, s **Server) {
+//
+// With [ShardEnv] set, it runs one shard of the tests, and alone names
+// the package's longest tests, each to run in a shard of its own while
+// there are shards enough.
+func Main(m *testing.M, s **Server, alone ...string) {
+	if err := selectShard(alone); err != nil {
+		fmt.Fprintln(os.Stderr, "redistest:", err)
+		os.Exit(1)
+	}
+	flag.Parse()
+	if listing() {
+		os.Exit(m.Run())
+	}
 	srv, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "redistest:", err)

@@ -32,6 +32,7 @@ func (f forwarding) Abilities() ratelimit.Abilities { return f.m.Abilities() }
 // TestForwardingBackend runs the suite on a backend of another package
 // that offers every capability.
 func TestForwardingBackend(t *testing.T) {
+	t.Parallel() // the suite waits on real time more than it computes
 	limitertest.Run(t, limitertest.Backend{
 		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
 			return forwarding{ratelimit.NewMemory(opts...)}
@@ -165,6 +166,7 @@ var (
 // decision of a backend of another package. Its real outages take every
 // limiter of the run down; they come back with their state.
 func TestGuardedForwardingBackend(t *testing.T) {
+	t.Parallel() // the suite waits on real time more than it computes
 	var down atomic.Bool
 	limitertest.Run(t, limitertest.Backend{
 		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
@@ -200,6 +202,7 @@ func (allowOnly) Abilities() ratelimit.Abilities { return ratelimit.Abilities{} 
 // TestAllowOnlyBackend runs the suite on a backend that can only decide
 // calls, which skips the crosses of the capabilities it lacks.
 func TestAllowOnlyBackend(t *testing.T) {
+	t.Parallel() // the suite waits on real time more than it computes
 	limitertest.Run(t, limitertest.Backend{
 		New: func(t *testing.T, opts ...ratelimit.Option) ratelimit.Limiter {
 			return allowOnly{ratelimit.NewMemory(opts...)}

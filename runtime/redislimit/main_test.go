@@ -19,7 +19,9 @@ import (
 var srv *redistest.Server
 
 // TestMain runs the tests on a Redis server of their own, or with
-// abuseEnv set, is one of the abusing processes of testAbuse.
+// abuseEnv set, is one of the abusing processes of testAbuse. Run as
+// shards (see redistest.ShardEnv), the conformance suites, the longest
+// tests, each have a shard of their own.
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(abuseEnv); spec != "" {
 		os.Exit(abuse(spec))
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(hotKeyEnv); spec != "" {
 		os.Exit(hotKey(spec))
 	}
-	redistest.Main(m, &srv)
+	redistest.Main(m, &srv, "TestConformance", "TestClusterConformance", "TestConformanceSentinel")
 }
 
 // manualClock is a Clock that moves only when told (see clocktest).

@@ -436,6 +436,12 @@ func sentinelFailover(t *testing.T, writesPaused bool, failover func(ctx context
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// The breaker closes once a probe finds Redis back and the fallback
+	// has carried back what it admitted, in the background: on a loaded
+	// machine, calls stuck on the old primary may open it after the calls
+	// on the new one had begun, and the goroutines stop before it closes.
+	// Its carry-back done, the counts below are final.
+	waitFor("the breaker to close", func() bool { return !l.CircuitOpen() })
 	// What the ledger charged the new primary again: the admissions after
 	// the last mark it held, some of which it may have had (a documented
 	// double charge, which errs towards denying).
@@ -483,7 +489,6 @@ func sentinelFailover(t *testing.T, writesPaused bool, failover func(ctx context
 	// failover itself takes a few seconds: SentinelDownAfter, an election,
 	// the promotion).
 	assert.Less(t, recovered.Sub(began), 30*time.Second, "time to the first decision on the new primary")
-	assert.False(t, l.CircuitOpen(), "the breaker is closed at the end")
 
 	hook.mu.Lock()
 	breaker := fmt.Sprintf("opened %d times, closed after %v", len(hook.opened), hook.closed)
