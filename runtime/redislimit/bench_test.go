@@ -150,6 +150,30 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// BenchmarkRedisDecisionAlone decides the request of benchRequest for
+// each algorithm, nothing else, on one connection: its allocations
+// (-benchmem) are the client's cost of a lone decision, which repeat run
+// after run, unlike its round trip.
+func BenchmarkRedisDecisionAlone(b *testing.B) {
+	for _, alg := range ratelimit.Algorithms() {
+		b.Run(string(alg), func(b *testing.B) {
+			srv.Flush(b)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+			defer c.Close()
+			l := New(c)
+			defer l.Close()
+			req := benchRequest("")
+			req.Limits[0].Algorithm = alg
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := l.Allow(b.Context(), req); err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkRedisThroughput64 runs PING, unbatched decisions, batched
 // decisions (the default, the same keys), a no-op script and
 // go-redis/redis_rate's decisions (GCRA, one script run per call, the same
