@@ -8,24 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/opaque"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
-
-// opaque is a user's wrapper that implements the contract faithfully
-// and nothing more: it passes every call on and reports the wrapped
-// limiter's abilities, but has no Unwrap method.
-type opaque struct{ next ratelimit.Limiter }
-
-func (o opaque) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return o.next.Allow(ctx, req)
-}
-
-func (o opaque) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
-	return o.next.Do(ctx, op)
-}
-
-func (o opaque) Abilities() ratelimit.Abilities { return o.next.Abilities() }
 
 // TestGuardsSeeWhatABackendOffersThroughAWrapper: a wrapper without
 // Unwrap between a backend and its guards hides nothing the backend
@@ -37,7 +23,7 @@ func TestGuardsSeeWhatABackendOffersThroughAWrapper(t *testing.T) {
 	ctx := context.Background()
 	ms := &members{m: map[string]time.Time{}}
 	backend := &fleetFlaky{flaky: &flaky{MemoryLimiter: ratelimit.NewMemory()}, heart: heart{"through-a-wrapper", ms}, back: map[string]time.Time{}}
-	l := guard.Wrap(opaque{backend}, guard.WithBreaker(2, 5*time.Millisecond, 5*time.Millisecond))
+	l := guard.Wrap(opaque.Limiter{Next: backend}, guard.WithBreaker(2, 5*time.Millisecond, 5*time.Millisecond))
 	t.Cleanup(func() { guard.Close(l) })
 	breaker, ok := guard.Of[*guard.Breaker](l)
 	require.True(t, ok, "the breaker guards a backend that offers a probe")

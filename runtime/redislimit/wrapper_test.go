@@ -8,25 +8,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ratelimitgen/ratelimitgen/internal/opaque"
 	"github.com/ratelimitgen/ratelimitgen/internal/redistest"
 	ratelimit "github.com/ratelimitgen/ratelimitgen/runtime"
 	"github.com/ratelimitgen/ratelimitgen/runtime/guard"
 )
-
-// opaque is a user's wrapper that implements the contract faithfully
-// and nothing more: it passes every call on and reports the wrapped
-// limiter's abilities, but has no Unwrap method.
-type opaque struct{ next ratelimit.Limiter }
-
-func (o opaque) Allow(ctx context.Context, req ratelimit.Request) (ratelimit.Decision, error) {
-	return o.next.Allow(ctx, req)
-}
-
-func (o opaque) Do(ctx context.Context, op ratelimit.Op) (ratelimit.Result, error) {
-	return o.next.Do(ctx, op)
-}
-
-func (o opaque) Abilities() ratelimit.Abilities { return o.next.Abilities() }
 
 // TestGuardsOfTheRedisBackendBehindAWrapper: a user's wrapper without
 // Unwrap between the Redis backend and guard.Wrap hides nothing the
@@ -40,7 +26,7 @@ func TestGuardsOfTheRedisBackendBehindAWrapper(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop() })
 	b := newBackend(failFastClient(t, s.Addr), nil)
-	l := guard.Wrap(opaque{b}, guard.WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond), guard.WithDenyCache(0))
+	l := guard.Wrap(opaque.Limiter{Next: b}, guard.WithBreaker(2, 20*time.Millisecond, 200*time.Millisecond), guard.WithDenyCache(0))
 	t.Cleanup(func() { guard.Close(l) })
 	breaker, ok := guard.Of[*guard.Breaker](l)
 	require.True(t, ok, "the breaker guards the backend: it offers a probe")
