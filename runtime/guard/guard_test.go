@@ -507,3 +507,16 @@ func TestBreakerStaysOpenUntilCarriedBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "the backend has the fallback's charges: the window is full")
 }
+
+// admitWhileDown sets down and has rule admit during calls of key "k"
+// through l, each by the fallback, with breaker open.
+func admitWhileDown(t *testing.T, l ratelimit.Limiter, rule *ratelimit.Rule, down *atomic.Bool, breaker *guard.Breaker, during int) {
+	t.Helper()
+	down.Store(true)
+	for range during {
+		a, err := rule.Admit(context.Background(), l, 1, "k")
+		require.NoError(t, err)
+		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
+	}
+	require.True(t, breaker.CircuitOpen())
+}

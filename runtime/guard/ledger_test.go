@@ -186,13 +186,7 @@ func TestLedgerCarriedBackBeforeTheBreakerCloses(t *testing.T) {
 	for range before {
 		require.NoError(t, rule.Check(ctx, l, 1, "k"))
 	}
-	backend.down.Store(true)
-	for range during {
-		a, err := rule.Admit(ctx, l, 1, "k")
-		require.NoError(t, err)
-		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
-	}
-	require.True(t, breaker.CircuitOpen())
+	admitWhileDown(t, l, rule, &backend.down, breaker, during)
 	backend.lose(rule.Name, "k")
 	backend.down.Store(false)
 	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")

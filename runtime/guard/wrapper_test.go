@@ -35,13 +35,7 @@ func TestGuardsSeeWhatABackendOffersThroughAWrapper(t *testing.T) {
 
 	const limit, during = 10, 4
 	rule := &ratelimit.Rule{Name: "opaque", Limits: []ratelimit.Limit{{Period: time.Hour, Threshold: limit}}, OnError: ratelimit.FailLocal}
-	backend.down.Store(true)
-	for range during {
-		a, err := rule.Admit(ctx, l, 1, "k")
-		require.NoError(t, err)
-		require.Equal(t, ratelimit.SourceFallback, a.Decision.Source)
-	}
-	require.True(t, breaker.CircuitOpen())
+	admitWhileDown(t, l, rule, &backend.down, breaker, during)
 	backend.down.Store(false)
 	require.Eventually(t, func() bool { return !breaker.CircuitOpen() }, time.Minute, time.Millisecond, "the probe closes the breaker")
 	charged, dropped := fallback.Carried()
