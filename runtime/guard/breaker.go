@@ -14,10 +14,11 @@ import (
 
 // Probed is what a backend offers a circuit breaker (reported in its
 // [ratelimit.Abilities.ForGuards]): it can be asked whether it serves,
-// and tells an outage from a call's own failure. A backend whose calls are served by nodes that fail apart (a
-// Redis Cluster's masters) says so with PerNode: each node then has a
-// breaker of its own, so a node that is down fails only the calls it
-// serves, and the backend's breaker guards only the look-ups of the nodes.
+// and tells an outage from a call's own failure. A backend whose calls
+// are served by nodes that fail apart (a Redis Cluster's masters) says so
+// with PerNode: each node then has a breaker of its own, so a node that
+// is down fails only the calls it serves, and the backend's breaker
+// guards only the look-ups of the nodes.
 type Probed interface {
 	// Node names the backend as a whole, for a [ratelimit.BreakerHook]:
 	// a server's address, "cluster" for a Redis Cluster client.
@@ -91,9 +92,10 @@ type Breaker struct {
 
 // newBreakerGuard returns the circuit breaker guard around fb, the
 // fallback of a backend, tuned by the options of this package among
-// opts, or nil when they turn it off or the backend offers no [Probed]. It tells the [ratelimit.BreakerHook] of the
-// backend's hook (from the Config of its [ratelimit.Abilities]) when a breaker
-// opens and closes, and logs it to slog.Default() unless that hook logs it
+// opts, or nil when they turn it off or the backend offers no [Probed].
+// It tells the [ratelimit.BreakerHook] of the backend's hook (from the
+// Config of its [ratelimit.Abilities]) when a breaker opens and closes,
+// and logs it to slog.Default() unless that hook logs it
 // ([ratelimit.SlogHook.LogsBreakers]); and when a probe finds the
 // backend back, it tells fb ([Fallback.Recover]) before the breaker
 // closes. Its probes run until [Breaker.Close].

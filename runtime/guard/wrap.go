@@ -15,9 +15,9 @@ import (
 // [ratelimit.Abilities.ForGuards] (which a wrapper of backend reports
 // on). Each guard is a [ratelimit.Limiter] that passes on the operations
 // it does not guard, and reports the abilities of backend, plus the
-// fallback's ([ratelimit.OpFallback]). Pass it the options backend was made with,
-// so that the guards read the same settings, and [Close] the limiter it
-// returns when done with it.
+// fallback's ([ratelimit.OpFallback]). Pass it the options backend was
+// made with, so that the guards read the same settings, and [Close] the
+// limiter it returns when done with it.
 func Wrap(backend ratelimit.Limiter, opts ...Option) ratelimit.Limiter {
 	fb := newFallback(backend, opts...)
 	var l ratelimit.Limiter = fb

@@ -104,9 +104,8 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 		opts = append([]guard.Option{guard.WithFallbackProcesses(1)}, opts...)
 	}
 	l := &Limiter{redisBackend: b}
-	c, fenced := client.(*redis.Client)
 	var f *fence
-	if fenced = fenced && heartbeat; fenced {
+	if c, ok := client.(*redis.Client); ok && heartbeat {
 		f = hookFence(c) // before Wrap starts the heartbeat, which dials
 	}
 	front := guard.Wrap(b, opts...)
@@ -116,7 +115,7 @@ func newLimiter(client redis.UniversalClient, options []Option, heartbeat bool) 
 	l.fallback, _ = guard.Of[*guard.Fallback](front)
 	l.can = l.leases.Abilities()
 	l.can.Ops |= ratelimit.OpsOf(ratelimit.OpPlan)
-	if fenced {
+	if f != nil {
 		l.leaveFence = f.join(l.fallback)
 	}
 	return l
